@@ -1,0 +1,208 @@
+"""The exception hierarchy of reactor.
+
+Every error reactor raises on purpose derives from :class:`ReactorError`. The hierarchy is
+grouped by who can fix the problem:
+
+* definition errors (the reactor class is wrong) are raised when the class is created;
+* input errors (the caller passed bad data) carry field-level details;
+* storage and router errors wrap a backend exception (chained as ``__cause__``);
+* coordination errors report contention on locks, semaphores, rate limits and ordered locks.
+
+Semantics follow ruby_reactor's ``RubyReactor::Error`` namespace (engine.md §1.2 "Errors").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "ArgumentResolutionError",
+    "CompensationError",
+    "ConfigurationError",
+    "ContextTooLargeError",
+    "CoordinationError",
+    "DefinitionError",
+    "DependencyError",
+    "DeserializationError",
+    "InputValidationError",
+    "LockAcquisitionError",
+    "LockLost",
+    "OrderedLockWaitError",
+    "RateLimitExceeded",
+    "ReactorError",
+    "RouterError",
+    "SchemaVersionError",
+    "SemaphoreAcquisitionError",
+    "StorageError",
+    "UndeclaredInputError",
+    "UndoError",
+    "UnknownRateLimitError",
+]
+
+
+class ReactorError(Exception):
+    """Base class of every error reactor raises on purpose."""
+
+
+class DefinitionError(ReactorError):
+    """A reactor or step class is declared wrongly.
+
+    Raised when the class is created (``__init_subclass__``), never at run time: an unknown step
+    named by ``result()``/``wait_for``, a dependency cycle, an unwired required step input,
+    ``returns`` naming no step, a reserved input name, conflicting declarations.
+    """
+
+
+class ConfigurationError(ReactorError):
+    """``reactor.configure(...)`` received something it cannot use.
+
+    Examples: an unknown URL scheme, an adapter whose optional dependency is missing (the
+    message names the extra to install, e.g. ``pip install 'reactor-saga[redis]'``), a setting
+    of the wrong type.
+    """
+
+
+class InputValidationError(ReactorError):
+    """Inputs (of a reactor, a step, or an interrupt payload) failed validation.
+
+    Attributes:
+        field_errors: ``{"field.path": ["message", ...]}`` — one entry per invalid field.
+        step_name: the step whose inputs were invalid, or ``None`` for reactor inputs.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        field_errors: Mapping[str, Sequence[str]] | None = None,
+        step_name: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.field_errors: dict[str, list[str]] = {
+            k: list(v) for k, v in (field_errors or {}).items()
+        }
+        self.step_name = step_name
+
+
+class UndeclaredInputError(ReactorError, AttributeError):
+    """A step read ``inputs.<name>`` for a name its contract does not declare (never retried)."""
+
+
+class ArgumentResolutionError(ReactorError):
+    """Resolving a step argument (a template or its transform) raised.
+
+    The step body never started: it is not compensated and not retried; completed steps are
+    undone (engine.md §1.2 "Arguments and templates").
+    """
+
+
+class DependencyError(ReactorError):
+    """No step is ready although the run is not finished (a broken graph at run time)."""
+
+
+class CompensationError(ReactorError):
+    """A ``compensate`` failed while rolling back; the final ``Failure`` carries this error.
+
+    Attributes:
+        step_name: the step whose compensate failed.
+        original: the error that triggered the rollback.
+    """
+
+    def __init__(self, message: str, step_name: str | None = None, original: Any = None) -> None:
+        super().__init__(message)
+        self.step_name = step_name
+        self.original = original
+
+
+class UndoError(ReactorError):
+    """An ``undo`` failed; raised by ``Reactor.undo(run_id)`` callers that ask for strictness."""
+
+
+class DeserializationError(ReactorError):
+    """A stored context or job payload is malformed (never surfaces as a bare ``KeyError``)."""
+
+
+class SchemaVersionError(DeserializationError):
+    """A stored document carries a ``schema_version`` this release cannot read."""
+
+
+class ContextTooLargeError(ReactorError):
+    """A serialized context exceeds the size limit; raised before anything is written.
+
+    Attributes:
+        size_bytes: the encoded size.
+        limit_bytes: the limit that was exceeded (the smaller of the configured
+            ``max_context_bytes`` and the adapter's ``max_document_bytes``).
+    """
+
+    def __init__(self, message: str, size_bytes: int = 0, limit_bytes: int = 0) -> None:
+        super().__init__(message)
+        self.size_bytes = size_bytes
+        self.limit_bytes = limit_bytes
+
+
+class StorageError(ReactorError):
+    """A storage backend failed (connection lost, timeout, server error).
+
+    The backend's own exception is chained as ``__cause__``. A lost conditional write is never a
+    ``StorageError``: it is a normal ``False``/``None`` return (ARCHITECTURE §2 "Errors").
+    """
+
+
+class RouterError(ReactorError):
+    """A router backend failed to enqueue, receive, ack or extend a job."""
+
+
+class CoordinationError(ReactorError):
+    """Base of contention errors on coordination primitives.
+
+    Attributes:
+        key: the primitive's key.
+        retry_after: seconds after which a retry may succeed, when known (else ``None``).
+    """
+
+    def __init__(self, message: str, key: str = "", retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.retry_after = retry_after
+
+
+class LockAcquisitionError(CoordinationError):
+    """A lock is held by another owner and did not free up within the wait (seconds)."""
+
+
+class SemaphoreAcquisitionError(CoordinationError):
+    """Every slot of a semaphore is leased and none freed up within the wait."""
+
+
+class RateLimitExceeded(CoordinationError):
+    """A rate-limit window is full.
+
+    Attributes:
+        window: the name of the window that denied (e.g. ``"minute"`` or ``"60s"``).
+        limit: that window's limit.
+        retry_after: seconds until that window rolls over (at least 0.1).
+    """
+
+    def __init__(
+        self, message: str, key: str = "", retry_after: float | None = None,
+        window: str = "", limit: int = 0,
+    ) -> None:
+        super().__init__(message, key=key, retry_after=retry_after)
+        self.window = window
+        self.limit = limit
+
+
+class UnknownRateLimitError(ReactorError):
+    """``with_rate_limit("name")`` names no registered limit: a permanent configuration error."""
+
+
+class OrderedLockWaitError(CoordinationError):
+    """An ordered-lock nonce is not yet next in line (``retry_after`` seconds until re-check)."""
+
+
+class LockLost(ReactorError):
+    """The auto-extender could not extend a lock: its TTL lapsed and another owner may hold it.
+
+    Raised (or reported) so the holder learns it no longer has mutual exclusion.
+    """

@@ -1,0 +1,50 @@
+"""Run statuses (engine.md §1.3)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["TERMINAL_STATUSES", "RunStatus"]
+
+
+class RunStatus(StrEnum):
+    """The lifecycle status of a stored run.
+
+    ``aborted`` means the run was interrupted in the caller's process (KeyboardInterrupt,
+    SystemExit) and keeps its undo stack for ``Reactor.undo(run_id)``; ``rolling_back`` means a
+    distributed map rollback is in progress. The legacy stored value ``skipped`` reads as
+    ``halted``.
+    """
+
+    PENDING = "pending"
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    HALTED = "halted"
+    CANCELLED = "cancelled"
+    ABORTED = "aborted"
+    ROLLING_BACK = "rolling_back"
+
+    @classmethod
+    def parse(cls, value: str) -> RunStatus:
+        """Read a stored status string, mapping the legacy ``skipped`` to ``halted``.
+
+        Raises:
+            ValueError: ``value`` is not a known status.
+        """
+        if value == "skipped":
+            return cls.HALTED
+        return cls(value)
+
+
+#: Statuses a worker never resumes (engine.md §1.3).
+TERMINAL_STATUSES: frozenset[RunStatus] = frozenset(
+    {
+        RunStatus.COMPLETED,
+        RunStatus.FAILED,
+        RunStatus.HALTED,
+        RunStatus.CANCELLED,
+        RunStatus.ABORTED,
+    }
+)

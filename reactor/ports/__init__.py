@@ -1,0 +1,93 @@
+"""The ports: the storage and router protocols every adapter implements (ARCHITECTURE §2-§3).
+
+Adapters depend on this package and :mod:`reactor.model` only; the engine reaches storage and
+queues only through these protocols.
+"""
+
+from __future__ import annotations
+
+from reactor.ports.documents import DocumentStore, Versioned
+from reactor.ports.records import (
+    FAILED_ROLLBACK_OUTCOMES,
+    ContextRecord,
+    LockInfo,
+    MapMetadata,
+    MapRollbackMetadata,
+    OrderedGate,
+    OrderedGateState,
+    OrderedLockState,
+    OrderedTicket,
+    PeriodMarker,
+    RateDecision,
+    RateWindow,
+    RollbackOutcome,
+    RollbackOutcomeKind,
+    RollbackSummary,
+    RunPage,
+    RunSummary,
+    SemaphoreState,
+    StepResultRecord,
+    StepResultStatus,
+)
+from reactor.ports.router import JOB_KINDS, DeadLetter, Delivery, Job, JobKind, Router
+from reactor.ports.storage import (
+    Capabilities,
+    ClaimStore,
+    ContextStore,
+    LockStore,
+    MapRollbackStore,
+    MapStore,
+    OrderedLockStore,
+    PeriodStore,
+    RateLimitStore,
+    SemaphoreStore,
+    SignalStore,
+    StepResultStore,
+    Storage,
+    Subscription,
+)
+
+__all__ = [
+    "FAILED_ROLLBACK_OUTCOMES",
+    "JOB_KINDS",
+    "Capabilities",
+    "ClaimStore",
+    "ContextRecord",
+    "ContextStore",
+    "DeadLetter",
+    "Delivery",
+    "DocumentStore",
+    "Job",
+    "JobKind",
+    "LockInfo",
+    "LockStore",
+    "MapMetadata",
+    "MapRollbackMetadata",
+    "MapRollbackStore",
+    "MapStore",
+    "OrderedGate",
+    "OrderedGateState",
+    "OrderedLockState",
+    "OrderedLockStore",
+    "OrderedTicket",
+    "PeriodMarker",
+    "PeriodStore",
+    "RateDecision",
+    "RateLimitStore",
+    "RateWindow",
+    "RollbackOutcome",
+    "RollbackOutcomeKind",
+    "RollbackSummary",
+    "Router",
+    "RunPage",
+    "RunSummary",
+    "SemaphoreState",
+    "SemaphoreStore",
+    "SignalStore",
+    "StepResultRecord",
+    "StepResultStatus",
+    "StepResultStore",
+    "Storage",
+    "Subscription",
+    "Versioned",
+]

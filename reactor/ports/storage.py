@@ -1,0 +1,585 @@
+"""The storage protocol: everything the engine persists, grouped by concern.
+
+One :class:`Storage` object per process gives the engine a set of small sub-stores
+(ARCHITECTURE §2). Each sub-store is a runtime-checkable :class:`typing.Protocol`, so an adapter
+is a set of small classes sharing one client, each testable on its own with the contract suite
+(:mod:`reactor_contract`).
+
+Rules every adapter follows (the contract suite checks each one):
+
+* **Clock.** Expiry and leases are judged by :meth:`Storage.now` (the store's clock where it has
+  one: Redis ``TIME``, MongoDB ``$$NOW``; DynamoDB uses the application clock).
+* **Logical expiry.** A record whose ``expires_at <= now`` reads as absent in every read and
+  every conditional write. Native TTL deletion is only garbage collection.
+* **TTL ``None`` means no expiry**, everywhere.
+* **Retention.** Durable run state (contexts, step results, map and rollback records, claims)
+  lives ``context_ttl`` seconds after its last write and is re-stamped on every write,
+  counters included, so an aggregate never expires before its members.
+* **Return values.** NX claims return ``bool`` (or the winner, where documented); counters
+  return the new ``int``; absent reads return ``None``.
+* **Errors.** Backend failures raise :class:`reactor.StorageError` with the original chained;
+  losing a conditional write is a normal ``False``/``None``, never an exception.
+* **Scans** are indexed queries, never full-keyspace walks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from reactor.ports.records import (
+    ContextRecord,
+    LockInfo,
+    MapMetadata,
+    MapRollbackMetadata,
+    OrderedGate,
+    OrderedLockState,
+    OrderedTicket,
+    PeriodMarker,
+    RateDecision,
+    RateWindow,
+    RollbackOutcome,
+    RollbackSummary,
+    RunPage,
+    RunSummary,
+    SemaphoreState,
+    StepResultRecord,
+)
+
+__all__ = [
+    "Capabilities",
+    "ClaimStore",
+    "ContextStore",
+    "LockStore",
+    "MapRollbackStore",
+    "MapStore",
+    "OrderedLockStore",
+    "PeriodStore",
+    "RateLimitStore",
+    "SemaphoreStore",
+    "SignalStore",
+    "StepResultStore",
+    "Storage",
+    "Subscription",
+]
+
+
+@runtime_checkable
+class ContextStore(Protocol):
+    """Run contexts, one JSON document per run (storage-protocol.md §2.1, §2.14)."""
+
+    def save(self, record: ContextRecord) -> None:
+        """Write a context; last writer wins; re-stamps retention to ``context_ttl``.
+
+        Single writer by protocol (ARCHITECTURE §5 rule 1), not by storage.
+
+        Raises:
+            ContextTooLargeError: the document exceeds the backend's document limit
+                (nothing is written).
+            StorageError: the backend failed.
+        """
+        ...
+
+    def load(self, context_id: str) -> ContextRecord | None:
+        """Read a context by id, or ``None`` when absent or expired."""
+        ...
+
+    def delete(self, context_id: str) -> bool:
+        """Delete a context; ``True`` when something was deleted."""
+        ...
+
+    def scan(
+        self,
+        *,
+        statuses: Collection[str] | None = None,
+        limit: int = 1000,
+        include_dispatched_children: bool = False,
+    ) -> list[RunSummary]:
+        """List top-level runs for the run sweeper (storage-protocol.md §2.14 ``scan_reactors``).
+
+        Args:
+            statuses: only runs in these statuses; the filter applies before ``limit``.
+            limit: the maximum number of rows.
+            include_dispatched_children: also list ``async_reactor`` children
+                (``dispatched_child``); map elements and other children are never listed.
+
+        Returns:
+            Summaries, in no guaranteed order.
+        """
+        ...
+
+    def page(self, *, cursor: str | None = None, limit: int = 50) -> RunPage:
+        """List top-level runs newest first for dashboards; every run appears once across pages.
+
+        Args:
+            cursor: ``None`` for the first page, else the previous page's ``next_cursor``.
+            limit: rows per page (>= 1).
+
+        Raises:
+            ValueError: the cursor is malformed.
+        """
+        ...
+
+
+@runtime_checkable
+class StepResultStore(Protocol):
+    """Step Result Records of ``async_step`` units (storage-protocol.md §2.3)."""
+
+    def put(self, record: StepResultRecord) -> None:
+        """Write a record; last writer wins; re-stamps retention."""
+        ...
+
+    def get(self, context_id: str, step_name: str) -> StepResultRecord | None:
+        """Read the record of ``step_name`` owned by ``context_id``, or ``None``."""
+        ...
+
+    def scan(self, *, status: str | None = None, limit: int = 1000) -> list[StepResultRecord]:
+        """List records, filtered by ``status`` before ``limit`` (the step sweeper's input)."""
+        ...
+
+
+@runtime_checkable
+class MapStore(Protocol):
+    """Forward state of fan-out maps (storage-protocol.md §2.4).
+
+    Result slots are index-keyed: re-storing index *i* overwrites it. Completion is judged by
+    the slots (:meth:`missing_indices`), not by the counter.
+    """
+
+    def init(self, metadata: MapMetadata) -> bool:
+        """Create the map's metadata and set its counter to ``metadata.count``, atomically.
+
+        Returns:
+            ``True`` when created; ``False`` when the map already existed (nothing changes).
+        """
+        ...
+
+    def metadata(self, map_id: str) -> MapMetadata | None:
+        """Read a map's metadata."""
+        ...
+
+    def scan(self, *, limit: int = 1000) -> list[MapMetadata]:
+        """List active maps for the map sweeper (never rollback records)."""
+        ...
+
+    def add_to_counter(self, map_id: str, delta: int) -> int:
+        """Atomically add ``delta`` (may be negative) to the counter; returns the new value."""
+        ...
+
+    def counter(self, map_id: str) -> int | None:
+        """Read the counter, ``None`` when the map is unknown."""
+        ...
+
+    def init_offset(self, map_id: str, value: int) -> bool:
+        """Set the dispatch offset if it was never set (NX); ``True`` when this call set it."""
+        ...
+
+    def offset(self, map_id: str) -> int | None:
+        """Read the dispatch offset, ``None`` when never set."""
+        ...
+
+    def advance_offset(self, map_id: str, amount: int) -> int:
+        """Atomically add ``amount`` to the offset and return the new value (a batch reservation).
+
+        The caller's batch is ``[new - amount, new)``; the offset may grow past ``count``.
+        """
+        ...
+
+    def set_failed_context(self, map_id: str, context_id: str) -> bool:
+        """Record the first failed element context (NX); ``True`` when this call won."""
+        ...
+
+    def failed_context(self, map_id: str) -> str | None:
+        """Read the first failed element context id."""
+        ...
+
+    def claim_owner_signal(self, map_id: str) -> bool:
+        """Claim the right to resume the owner (NX): exactly one caller ever gets ``True``."""
+        ...
+
+    def put_result(self, map_id: str, index: int, value: str) -> None:
+        """Store (overwrite) result slot ``index`` with codec JSON text."""
+        ...
+
+    def results_page(self, map_id: str, *, offset: int, limit: int) -> list[tuple[int, str]]:
+        """Present slots among indexes ``offset .. offset+limit-1``, in index order."""
+        ...
+
+    def result_slots(self, map_id: str, indexes: Sequence[int]) -> list[str | None]:
+        """Slots aligned with ``indexes``; ``None`` where missing."""
+        ...
+
+    def count_results(self, map_id: str) -> int:
+        """The number of present slots."""
+        ...
+
+    def missing_indices(self, map_id: str, count: int) -> list[int]:
+        """Ascending indexes in ``[0, count)`` that have no slot (authoritative completion)."""
+        ...
+
+    def append_element(self, map_id: str, context_id: str) -> int:
+        """Append an element context id to the append-only index; returns its 0-based position.
+
+        Positions never shift; duplicates are allowed.
+        """
+        ...
+
+    def element_ids(self, map_id: str, *, start: int = 0, limit: int | None = None) -> list[str]:
+        """Element context ids in append order, from position ``start``, at most ``limit``."""
+        ...
+
+    def element_id(self, map_id: str, position: int) -> str | None:
+        """The id at ``position`` (negative counts from the end), ``None`` when out of range."""
+        ...
+
+    def count_elements(self, map_id: str) -> int:
+        """The number of appended element ids."""
+        ...
+
+    def element_ids_from_tail(
+        self, map_id: str, *, position: int, count: int, total: int
+    ) -> list[str]:
+        """Ids at tail positions ``position .. position+count-1`` of the first ``total`` entries.
+
+        Tail position 0 is entry ``total - 1``. Anchoring at ``total`` means a late append never
+        shifts positions (storage-protocol.md §2.4). Returns tail-first order, ``[]`` past the head.
+        """
+        ...
+
+
+@runtime_checkable
+class MapRollbackStore(Protocol):
+    """Distributed map rollback state (storage-protocol.md §2.5, seed 004)."""
+
+    def start(self, metadata: MapRollbackMetadata) -> tuple[bool, MapRollbackMetadata]:
+        """Create the rollback metadata once (NX on the whole record).
+
+        Returns:
+            ``(True, metadata)`` when created, else ``(False, the first caller's metadata)``.
+        """
+        ...
+
+    def metadata(self, map_id: str) -> MapRollbackMetadata | None:
+        """Read the rollback metadata."""
+        ...
+
+    def claim_positions(self, map_id: str, count: int) -> range:
+        """Atomically add ``count`` to the claim offset; returns the claimed positions.
+
+        The range is ``[stop - count, min(stop, total))`` where ``stop`` is the new offset; the
+        stored offset is not clipped (claims of 2,2,2,2 against total 5 give 0..2, 2..4, 4..5,
+        empty; the offset then reads 8).
+        """
+        ...
+
+    def offset(self, map_id: str) -> int:
+        """The claim offset, 0 when never claimed."""
+        ...
+
+    def put_outcome(self, map_id: str, position: int, outcome: RollbackOutcome) -> bool:
+        """Store the outcome of ``position``, first writer wins; ``True`` when stored.
+
+        A stored outcome with a non-``None`` index also marks that index as seen.
+        """
+        ...
+
+    def outcome(self, map_id: str, position: int) -> RollbackOutcome | None:
+        """Read one position's outcome."""
+        ...
+
+    def count_outcomes(self, map_id: str) -> int:
+        """The number of settled positions."""
+        ...
+
+    def outcome_positions(self, map_id: str) -> list[int]:
+        """Settled positions, ascending."""
+        ...
+
+    def outcomes(
+        self, map_id: str, *, page_size: int = 500
+    ) -> Iterator[tuple[int, RollbackOutcome]]:
+        """Yield ``(position, outcome)`` in position order, reading ``page_size`` at a time."""
+        ...
+
+    def indexes_seen(self, map_id: str, indexes: Sequence[int]) -> list[bool]:
+        """For each element index, whether a stored outcome named it."""
+        ...
+
+    def mark_handed_off(self, map_id: str) -> None:
+        """Record that the owner saved itself as ``rolling_back`` (idempotent)."""
+        ...
+
+    def handed_off(self, map_id: str) -> bool:
+        """Whether :meth:`mark_handed_off` was called."""
+        ...
+
+    def claim_signal(self, map_id: str) -> bool:
+        """Claim the right to resume the owner after the rollback (NX): exactly one ``True``."""
+        ...
+
+    def summary(self, map_id: str) -> RollbackSummary | None:
+        """Progress counts, ``None`` when this map never rolled back."""
+        ...
+
+    def scan(self, *, limit: int = 1000) -> list[MapRollbackMetadata]:
+        """List started rollbacks for the map sweeper's rollback pass."""
+        ...
+
+
+@runtime_checkable
+class ClaimStore(Protocol):
+    """First-writer-wins claims (storage-protocol.md §2.2, §2.6, §2.7)."""
+
+    def claim_correlation_id(self, correlation_id: str, context_id: str) -> str | None:
+        """Map a correlation id to a run, first writer wins.
+
+        Returns:
+            ``None`` when ``context_id`` now holds it (new, or already the same);
+            otherwise the other holder's context id (nothing changes).
+        """
+        ...
+
+    def correlation_context(self, correlation_id: str) -> str | None:
+        """The run holding a correlation id."""
+        ...
+
+    def release_correlation_id(self, correlation_id: str) -> bool:
+        """Delete a correlation mapping; ``True`` when something was deleted."""
+        ...
+
+    def claim_idempotency_key(self, reactor: str, key: str, context_id: str) -> str | None:
+        """Claim a run idempotency key for ``reactor``.
+
+        Returns:
+            ``None`` when this call claimed it; otherwise the holder's context id.
+        """
+        ...
+
+    def release_idempotency_key(self, reactor: str, key: str, context_id: str) -> bool:
+        """Compare-and-delete: only the holder ``context_id`` can release; ``True`` on success."""
+        ...
+
+    def reclaim_idempotency_key(
+        self, reactor: str, key: str, from_context_id: str, to_context_id: str
+    ) -> bool:
+        """Move the key from ``from_context_id`` to ``to_context_id`` (CAS); re-stamps retention."""
+        ...
+
+    def claim_interrupt_resume(self, context_id: str, step_path: str, payload: str) -> bool:
+        """Claim the resume of an interrupt (NX per run and step path), holding the payload."""
+        ...
+
+    def interrupt_resumes(self, context_id: str, step_paths: Sequence[str]) -> dict[str, str]:
+        """``{step_path: payload}`` for the claimed step paths only."""
+        ...
+
+    def increment_interrupt_attempts(self, context_id: str, step_path: str) -> int:
+        """Count an invalid resume attempt; returns the new count."""
+        ...
+
+
+@runtime_checkable
+class LockStore(Protocol):
+    """Re-entrant, owner-tokened TTL locks.
+
+    Semantics: storage-protocol.md §2.8; pure model: ``reactor.model.coordination.locks``.
+    """
+
+    def acquire(self, key: str, owner: str, ttl: float | None) -> bool:
+        """Take the lock, or re-enter it when ``owner`` holds it (count + 1, TTL reset).
+
+        Args:
+            key: the lock key.
+            owner: the owner token.
+            ttl: seconds until the lock lapses, ``None`` for no expiry.
+
+        Returns:
+            ``True`` when ``owner`` now holds the lock.
+        """
+        ...
+
+    def release(self, key: str, owner: str) -> bool:
+        """Decrement the count (delete at 0) when ``owner`` holds the lock; else ``False``."""
+        ...
+
+    def extend(self, key: str, owner: str, ttl: float | None) -> bool:
+        """Set the remaining TTL to ``ttl`` (never adds) when ``owner`` holds it; else ``False``."""
+        ...
+
+    def held(self, key: str) -> bool:
+        """Whether anyone holds the lock (the sweepers' liveness test)."""
+        ...
+
+    def info(self, key: str) -> LockInfo | None:
+        """The holder, or ``None``."""
+        ...
+
+
+@runtime_checkable
+class SemaphoreStore(Protocol):
+    """Counting semaphores as per-holder leases.
+
+    Semantics: ARCHITECTURE §4; pure model: ``reactor.model.coordination.semaphores``.
+    """
+
+    def acquire(self, key: str, holder: str, limit: int, lease: float) -> bool:
+        """Lease a slot for ``holder`` when fewer than ``limit`` unexpired holders exist.
+
+        Initialisation is implicit and atomic. A holder that already has a slot keeps it and
+        its lease is renewed (``True``). ``lease`` is in seconds.
+        """
+        ...
+
+    def release(self, key: str, holder: str) -> bool:
+        """Remove ``holder``'s lease; ``False`` when it holds none (expired, double release)."""
+        ...
+
+    def extend(self, key: str, holder: str, lease: float) -> bool:
+        """Renew ``holder``'s lease to ``lease`` seconds from now; ``False`` when it holds none."""
+        ...
+
+    def state(self, key: str) -> SemaphoreState | None:
+        """Limit and unexpired holders, ``None`` when the semaphore was never used or is empty."""
+        ...
+
+    def reset(self, key: str) -> None:
+        """Drop every lease (operators)."""
+        ...
+
+
+@runtime_checkable
+class RateLimitStore(Protocol):
+    """Multi-window fixed-window rate limits (storage-protocol.md §2.10)."""
+
+    def hit(self, key: str, windows: Sequence[RateWindow]) -> RateDecision:
+        """Check every window and, only if all admit, charge all of them (all or none).
+
+        Buckets are ``floor(now / window.seconds)`` on the store clock; a bucket's counter lives
+        2 x its window.
+        """
+        ...
+
+    def count(self, key: str, window: RateWindow) -> int:
+        """Admissions charged in the current bucket of ``window``."""
+        ...
+
+
+@runtime_checkable
+class PeriodStore(Protocol):
+    """Once-per-bucket markers, mark-if-absent (storage-protocol.md §2.11, fixed to first-wins)."""
+
+    def mark(self, key: str, *, ttl: float | None, context_id: str | None = None) -> bool:
+        """Mark ``key`` (already bucketed by the caller) if absent; ``True`` when this call won."""
+        ...
+
+    def marker(self, key: str) -> PeriodMarker | None:
+        """The marker, ``None`` when unmarked or expired."""
+        ...
+
+
+@runtime_checkable
+class OrderedLockStore(Protocol):
+    """Strict nonce sequencing with an epoch fence and a poison pill (storage-protocol.md §2.12)."""
+
+    def assign(self, key: str, *, ttl: float) -> OrderedTicket:
+        """Take the next nonce (a fresh batch bumps the epoch) and start its liveness timer."""
+        ...
+
+    def can_proceed(
+        self, key: str, ticket: OrderedTicket, *, poison_pill_timeout: float
+    ) -> OrderedGate:
+        """Ask whether ``ticket`` may run now (heartbeats its timer; drains dead blockers)."""
+        ...
+
+    def advance(self, key: str, ticket: OrderedTicket, *, failed: bool, ttl: float) -> int:
+        """Complete ``ticket``; returns the cursor after the call (see the model for fences/GC)."""
+        ...
+
+    def heartbeat(self, key: str, ticket: OrderedTicket) -> bool:
+        """Restamp ``ticket``'s timer; ``False`` when fenced or the timer is gone."""
+        ...
+
+    def skip(self, key: str, nonce: int) -> int:
+        """Operator escape hatch: force the cursor to ``nonce``; returns the cursor."""
+        ...
+
+    def reset(self, key: str) -> None:
+        """Operator: delete everything, epoch included."""
+        ...
+
+    def peek(self, key: str) -> OrderedLockState:
+        """Read the state without changing it (all zeros when drained)."""
+        ...
+
+
+@runtime_checkable
+class Subscription(Protocol):
+    """A live subscription to one signal channel; close it when done."""
+
+    def get(self, timeout: float) -> str | None:
+        """Wait up to ``timeout`` seconds for a message; ``None`` on timeout."""
+        ...
+
+    def close(self) -> None:
+        """Stop listening and free the connection."""
+        ...
+
+
+@runtime_checkable
+class SignalStore(Protocol):
+    """Optional best-effort pub/sub that only shortens waits (storage-protocol.md §2.13).
+
+    Never load-bearing: the completing side writes its durable record first, and waiters always
+    re-check it, so a lost message costs latency, never correctness.
+    """
+
+    def publish(self, channel: str, message: str) -> None:
+        """Publish; never raises for a missing subscriber."""
+        ...
+
+    def subscribe(self, channel: str) -> Subscription:
+        """Start listening on ``channel`` (messages published after this call are delivered)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """Optional parts an adapter has.
+
+    Attributes:
+        signals: :attr:`Storage.signals` is a working :class:`SignalStore`.
+        max_document_bytes: the backend's largest context document, ``None`` when unbounded
+            (MongoDB: 16 MiB; DynamoDB: 400 KB).
+        clock: where :meth:`Storage.now` comes from: ``"server"`` or ``"application"``.
+    """
+
+    signals: bool = False
+    max_document_bytes: int | None = None
+    clock: str = "server"
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """Everything the engine persists (ARCHITECTURE §2), one object per process."""
+
+    contexts: ContextStore
+    step_results: StepResultStore
+    maps: MapStore
+    map_rollbacks: MapRollbackStore
+    claims: ClaimStore
+    locks: LockStore
+    semaphores: SemaphoreStore
+    rate_limits: RateLimitStore
+    periods: PeriodStore
+    ordered_locks: OrderedLockStore
+    signals: SignalStore | None
+    capabilities: Capabilities
+
+    def now(self) -> float:
+        """The store's clock in epoch seconds."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and threads; idempotent."""
+        ...
