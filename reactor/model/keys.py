@@ -1,0 +1,41 @@
+"""Names of the liveness locks and claims shared by the engine, the handlers and the sweepers.
+
+A unit of work holds its liveness lock while it runs (ARCHITECTURE §5 rule 6); a sweeper treats
+a unit whose record says "in flight" and whose lock is gone as lost. Both sides must agree on the
+names, so they live here (storage-protocol.md §3.4).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "map_collect_key",
+    "map_element_key",
+    "run_liveness_key",
+    "step_liveness_key",
+    "sweep_window_key",
+]
+
+
+def run_liveness_key(context_id: str) -> str:
+    """The liveness lock of a running root or ``async_reactor`` child (``async:<id>``)."""
+    return f"async:{context_id}"
+
+
+def step_liveness_key(step_context_id: str, step_name: str) -> str:
+    """The liveness lock of an ``async_step`` unit (``async_step:<ctx>:<step>``)."""
+    return f"async_step:{step_context_id}:{step_name}"
+
+
+def map_element_key(map_id: str, index: int) -> str:
+    """The liveness lock of a map element job and of its rollback job."""
+    return f"map_element:{map_id}:{index}"
+
+
+def map_collect_key(map_id: str) -> str:
+    """The lock serialising a map's collector."""
+    return f"map_collect:{map_id}"
+
+
+def sweep_window_key(window: int) -> str:
+    """The never-released claim on sweep tick ``window`` (``floor(now / interval)``)."""
+    return f"sweeper:window:{window}"
