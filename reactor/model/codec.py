@@ -1,0 +1,814 @@
+"""The JSON codec: how every value reactor persists or enqueues becomes JSON, and back.
+
+Everything stored (run contexts, step results, map slots) or enqueued (job payloads) goes through
+this module (ARCHITECTURE §5 rule 9: "no pickle, no eval, no import-from-payload"). It maps
+Python values to JSON values and back, losslessly for every supported type:
+
+* JSON-native values pass through unchanged: ``None``, ``bool``, ``int``, finite ``float``,
+  ``str``, ``list`` and ``dict`` with string keys. (Subclasses of ``str``/``int``/``float``/
+  ``list``/``dict`` that are not enums are stored as their base type, as :mod:`json` does.)
+* Every other supported value becomes a *tagged* object ``{"__t": "<tag>", "v": <payload>}``:
+
+  ==============================  =============  ==============================================
+  Python type                     tag            payload ``v``
+  ==============================  =============  ==============================================
+  ``datetime`` (naive or aware)   ``datetime``   ISO 8601 text, offset kept (and beside ``v``:
+                                                 ``"tz"``, the key of a ``ZoneInfo`` zone;
+                                                 ``"fold": 1`` for the second of two equal
+                                                 wall times)
+  ``date``                        ``date``       ISO 8601 text
+  ``time`` (naive or aware)       ``time``       ISO 8601 text, offset kept (``"fold"`` too)
+  ``timedelta``                   ``timedelta``  ``{"days", "seconds", "microseconds"}``
+  ``Decimal``                     ``decimal``    ``str(value)``: exact, NaN/Infinity included
+  ``UUID``                        ``uuid``       canonical text
+  ``bytes`` / ``bytearray``       ``bytes`` /    standard base64 text
+                                  ``bytearray``
+  non-finite ``float``            ``float``      ``"nan"``, ``"inf"`` or ``"-inf"``
+  ``tuple``                       ``tuple``      list of encoded items
+  ``set`` / ``frozenset``         ``set`` /      list of encoded items, sorted (natural order
+                                  ``frozenset``  when the items are comparable, else by their
+                                                 canonical JSON text) so output is deterministic
+  ``dict`` with non-string keys   ``dict``       list of ``[key, value]`` pairs, both encoded
+  ``dict`` holding a ``"__t"``    ``esc``        the dict itself, values encoded (escaping keeps
+  key                                            a user dict from being read as a tag)
+  registered ``Enum``             its tag        the member's encoded ``value``
+  registered pydantic model       its tag        ``model_dump(mode="json", by_alias=True,
+                                                 round_trip=True)``, read back with
+                                                 ``model_validate``
+  registered dataclass            its tag        ``{field: encoded value}`` of its init fields
+  type registered by `register`   its tag        the user encoder's result, itself encoded
+  ==============================  =============  ==============================================
+
+Decoding resolves tags **only** through the built-in tags and the registry: a tag is never a
+module path to import, so a payload cannot make a worker load code. An unknown tag raises
+:class:`~reactor.model.errors.DeserializationError`. Encoding an unsupported value raises
+:class:`EncodeError` naming the type and where it sits (``inputs.order.lines[2].price``).
+
+On top of values, *documents* (one run context, one record) are JSON objects stamped with
+``schema_version`` (:data:`SCHEMA_VERSION`): :func:`encode_document` also enforces a size limit
+before anything is written; :func:`decode_document` refuses unknown versions
+(:class:`~reactor.model.errors.SchemaVersionError`). This is the Python counterpart of
+ruby_reactor's ``ContextSerializer`` (engine.md §1.4 and §6).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import math
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone
+from decimal import Decimal, InvalidOperation
+from enum import Enum
+from typing import Any, Final, NoReturn, TypeAlias, TypeVar
+from uuid import UUID
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel
+
+from reactor.model.errors import (
+    ContextTooLargeError,
+    DeserializationError,
+    ReactorError,
+    SchemaVersionError,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "TAG_KEY",
+    "VALUE_KEY",
+    "EncodeError",
+    "JSONValue",
+    "decode",
+    "decode_document",
+    "dumps",
+    "encode",
+    "encode_document",
+    "is_registered",
+    "loads",
+    "register",
+    "register_dataclass",
+    "register_enum",
+    "register_model",
+    "registered_tag",
+    "unregister",
+]
+
+JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
+"""A value the standard :mod:`json` module reads and writes without help."""
+
+SCHEMA_VERSION: Final = "1"
+"""The ``schema_version`` stamped on every document this release writes (and the only one it
+reads)."""
+
+TAG_KEY: Final = "__t"
+"""The key that marks a tagged object."""
+
+VALUE_KEY: Final = "v"
+"""The key holding a tagged object's payload."""
+
+_TZ_KEY: Final = "tz"
+_FOLD_KEY: Final = "fold"
+# Optional keys a tagged object may carry besides the tag and the payload.
+_EXTRA_KEYS: Final[Mapping[str, frozenset[str]]] = {
+    "datetime": frozenset({_TZ_KEY, _FOLD_KEY}),
+    "time": frozenset({_FOLD_KEY}),
+}
+
+T = TypeVar("T")
+E = TypeVar("E", bound=Enum)
+M = TypeVar("M", bound=BaseModel)
+
+
+class EncodeError(ReactorError, TypeError):
+    """A value cannot be encoded: its type is neither JSON-native, built in, nor registered.
+
+    Also raised for a reference cycle, an unregistered enum, model, dataclass or named tuple, or
+    a registered encoder that raised.
+
+    Attributes:
+        type_name: the qualified name of the offending value's type.
+        path: where the value sits in the encoded structure, e.g. ``inputs.order.lines[2].price``
+            (``"<root>"`` for the top-level value).
+    """
+
+    def __init__(self, message: str, *, type_name: str, path: str) -> None:
+        super().__init__(f"{message} (type {type_name} at {path})")
+        self.type_name = type_name
+        self.path = path
+
+
+# --------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """How one registered class is encoded: its tag and the two conversion functions."""
+
+    cls: type[Any]
+    tag: str
+    kind: str  # "custom", "enum", "model" or "dataclass"
+    to_json: Callable[[Any], Any]
+    from_json: Callable[[Any], Any]
+
+
+_BUILTIN_TAGS: Final = frozenset(
+    {
+        "datetime", "date", "time", "timedelta", "decimal", "uuid", "bytes", "bytearray",
+        "float", "tuple", "set", "frozenset", "dict", "esc",
+    }
+)
+
+# Types the codec handles itself: registering them would make two encodings for one type.
+_NATIVE_TYPES: Final[tuple[type[Any], ...]] = (
+    type(None), bool, int, float, str, list, dict, tuple, set, frozenset,
+    datetime, date, time, timedelta, Decimal, UUID, bytes, bytearray,
+)
+
+_lock = threading.Lock()
+_by_class: dict[type[Any], _Entry] = {}
+_by_tag: dict[str, _Entry] = {}
+
+
+def _default_tag(cls: type[Any]) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _add(entry: _Entry) -> None:
+    if not entry.tag or not isinstance(entry.tag, str):
+        raise ValueError(f"codec tag must be a non-empty string, got {entry.tag!r}")
+    if entry.tag in _BUILTIN_TAGS:
+        raise ValueError(f"codec tag {entry.tag!r} is reserved for a built-in type")
+    if entry.cls in _NATIVE_TYPES:
+        raise ValueError(f"{entry.cls.__qualname__} is encoded by the codec itself")
+    with _lock:
+        known = _by_class.get(entry.cls)
+        if known is not None:
+            if known.tag == entry.tag and known.kind == entry.kind:
+                # Re-registration (a module imported twice, a reload): the latest functions win.
+                _by_class[entry.cls] = _by_tag[entry.tag] = entry
+                return
+            raise ValueError(
+                f"{entry.cls.__qualname__} is already registered with tag {known.tag!r}"
+            )
+        owner = _by_tag.get(entry.tag)
+        if owner is not None:
+            raise ValueError(
+                f"codec tag {entry.tag!r} is already used by {owner.cls.__module__}."
+                f"{owner.cls.__qualname__}"
+            )
+        _by_class[entry.cls] = _by_tag[entry.tag] = entry
+
+
+def register(
+    cls: type[T],
+    encode: Callable[[T], Any],
+    decode: Callable[[Any], T],
+    *,
+    tag: str,
+) -> type[T]:
+    """Registers a user type with the codec.
+
+    Instances of exactly ``cls`` (not subclasses) are stored as ``{"__t": tag, "v": payload}``
+    where ``payload`` is ``encode(instance)`` — which may itself hold any encodable value
+    (datetimes, other registered types...): it is encoded recursively. On decode the payload is
+    decoded first, then passed to ``decode``.
+
+    Example::
+
+        codec.register(Money, lambda m: {"amount": m.amount, "currency": m.currency},
+                       lambda d: Money(d["amount"], d["currency"]), tag="shop.Money")
+
+    Args:
+        cls: the class to register.
+        encode: turns an instance into an encodable value (usually a dict).
+        decode: rebuilds an instance from the decoded payload; a ``KeyError``, ``TypeError``
+            or ``ValueError`` it raises becomes a ``DeserializationError``.
+        tag: the stable name stored in the JSON; never change it once data is stored. Must not
+            be a built-in tag (``datetime``, ``decimal``, ...).
+
+    Returns:
+        ``cls`` (so ``register`` can be used inline).
+
+    Raises:
+        ValueError: the tag is empty, reserved, or used by another class; ``cls`` is already
+            registered under another tag; or ``cls`` is a type the codec encodes itself.
+    """
+    _add(_Entry(cls, tag, "custom", encode, decode))
+    return cls
+
+
+def register_enum(enum_cls: type[E], tag: str | None = None) -> type[E]:
+    """Registers an ``Enum`` class: members are stored as ``{"__t": tag, "v": member.value}``.
+
+    Usable as a decorator. Unregistered enums (including ``StrEnum``/``IntEnum``) are refused at
+    encode time rather than silently stored as their bare value.
+
+    Args:
+        enum_cls: the enum class.
+        tag: the stored name; default ``f"{module}.{qualname}"``.
+
+    Returns:
+        ``enum_cls``.
+
+    Raises:
+        ValueError: see :func:`register`. TypeError: ``enum_cls`` is not an ``Enum``.
+    """
+    if not (isinstance(enum_cls, type) and issubclass(enum_cls, Enum)):
+        raise TypeError(f"register_enum needs an Enum class, got {enum_cls!r}")
+    _add(_Entry(enum_cls, tag or _default_tag(enum_cls), "enum", lambda m: m.value, enum_cls))
+    return enum_cls
+
+
+def register_model(model_cls: type[M], tag: str | None = None) -> type[M]:
+    """Registers a pydantic ``BaseModel`` class.
+
+    Instances are stored as ``model_dump(mode="json", by_alias=True, round_trip=True)`` (so
+    aliases and ``Json`` fields read back) and rebuilt with ``model_validate``, which re-runs the
+    model's validation. Usable as a decorator.
+
+    Args:
+        model_cls: the model class (instances of subclasses need their own registration).
+        tag: the stored name; default ``f"{module}.{qualname}"``.
+
+    Returns:
+        ``model_cls``.
+
+    Raises:
+        ValueError: see :func:`register`. TypeError: ``model_cls`` is not a ``BaseModel``.
+    """
+    if not (isinstance(model_cls, type) and issubclass(model_cls, BaseModel)):
+        raise TypeError(f"register_model needs a pydantic BaseModel class, got {model_cls!r}")
+    _add(
+        _Entry(
+            model_cls,
+            tag or _default_tag(model_cls),
+            "model",
+            lambda m: m.model_dump(mode="json", by_alias=True, round_trip=True),
+            model_cls.model_validate,
+        )
+    )
+    return model_cls
+
+
+def register_dataclass(dataclass_cls: type[T], tag: str | None = None) -> type[T]:
+    """Registers a dataclass: stored as ``{field: value}`` of its ``init`` fields.
+
+    Field values are encoded recursively; decoding calls ``dataclass_cls(**fields)``. Fields
+    declared with ``init=False`` are not stored (they are recomputed by ``__post_init__``).
+    Usable as a decorator.
+
+    Args:
+        dataclass_cls: the dataclass (not an instance).
+        tag: the stored name; default ``f"{module}.{qualname}"``.
+
+    Returns:
+        ``dataclass_cls``.
+
+    Raises:
+        ValueError: see :func:`register`. TypeError: not a dataclass type.
+    """
+    if not (isinstance(dataclass_cls, type) and dataclasses.is_dataclass(dataclass_cls)):
+        raise TypeError(f"register_dataclass needs a dataclass type, got {dataclass_cls!r}")
+    names = [f.name for f in dataclasses.fields(dataclass_cls) if f.init]
+
+    def to_json(obj: Any) -> dict[str, Any]:
+        return {name: getattr(obj, name) for name in names}
+
+    def from_json(data: Any) -> T:
+        if not isinstance(data, dict):
+            raise TypeError(f"expected an object of fields, got {type(data).__name__}")
+        return dataclass_cls(**data)
+
+    _add(_Entry(dataclass_cls, tag or _default_tag(dataclass_cls), "dataclass", to_json, from_json))
+    return dataclass_cls
+
+
+def unregister(cls: type[Any]) -> None:
+    """Removes ``cls`` from the registry (tests and plugin unloading); a no-op if absent."""
+    with _lock:
+        entry = _by_class.pop(cls, None)
+        if entry is not None:
+            _by_tag.pop(entry.tag, None)
+
+
+def is_registered(cls: type[Any]) -> bool:
+    """Tells whether exactly ``cls`` is registered with the codec."""
+    return cls in _by_class
+
+
+def registered_tag(cls: type[Any]) -> str | None:
+    """Returns the tag ``cls`` is registered under, or ``None``."""
+    entry = _by_class.get(cls)
+    return entry.tag if entry is not None else None
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def _join_key(path: str, key: Any) -> str:
+    if isinstance(key, str) and key.isidentifier():
+        return f"{path}.{key}" if path else key
+    return f"{path}[{key!r}]"
+
+
+def _show(path: str) -> str:
+    return path or "<root>"
+
+
+def _type_name(obj: Any) -> str:
+    cls = type(obj)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _tagged(tag: str, payload: JSONValue) -> dict[str, JSONValue]:
+    return {TAG_KEY: tag, VALUE_KEY: payload}
+
+
+def _canonical(value: JSONValue) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def encode(obj: Any) -> JSONValue:
+    """Turns ``obj`` into a JSON value (see the module docstring for the mapping).
+
+    Args:
+        obj: any supported value, nested to any depth.
+
+    Returns:
+        A structure of ``dict``/``list``/``str``/``int``/``float``/``bool``/``None`` that
+        :func:`json.dumps` accepts with ``allow_nan=False`` and :func:`decode` turns back into an
+        equal value of the same types.
+
+    Raises:
+        EncodeError: a value (at the path given in the message) cannot be encoded.
+    """
+    return _Encoder().encode(obj, "")
+
+
+class _Encoder:
+    """One encoding pass: carries the set of containers on the current path (cycle check)."""
+
+    def __init__(self) -> None:
+        self._active: set[int] = set()
+
+    def fail(self, message: str, obj: Any, path: str) -> NoReturn:
+        raise EncodeError(message, type_name=_type_name(obj), path=_show(path))
+
+    def encode(self, obj: Any, path: str) -> JSONValue:
+        cls = type(obj)
+        # Exact JSON scalars first: the overwhelmingly common case.
+        if obj is None or cls is str or cls is bool or cls is int:
+            return obj  # type: ignore[no-any-return]
+        if cls is float:
+            return obj if math.isfinite(obj) else _tagged("float", _float_text(obj))
+        entry = _by_class.get(cls)
+        if entry is not None:
+            return self._registered(entry, obj, path)
+        if isinstance(obj, Enum):
+            self.fail("unregistered enum: call reactor.model.codec.register_enum", obj, path)
+        if isinstance(obj, BaseModel):
+            self.fail("unregistered pydantic model: call register_model", obj, path)
+        if isinstance(obj, datetime):
+            payload: dict[str, JSONValue] = {TAG_KEY: "datetime", VALUE_KEY: obj.isoformat()}
+            if isinstance(obj.tzinfo, ZoneInfo) and obj.tzinfo.key:
+                payload[_TZ_KEY] = obj.tzinfo.key
+            if obj.fold:
+                payload[_FOLD_KEY] = 1
+            return payload
+        if isinstance(obj, date):
+            return _tagged("date", obj.isoformat())
+        if isinstance(obj, time):
+            if obj.fold:
+                return {TAG_KEY: "time", VALUE_KEY: obj.isoformat(), _FOLD_KEY: 1}
+            return _tagged("time", obj.isoformat())
+        if isinstance(obj, timedelta):
+            return _tagged(
+                "timedelta",
+                {"days": obj.days, "seconds": obj.seconds, "microseconds": obj.microseconds},
+            )
+        if isinstance(obj, Decimal):
+            return _tagged("decimal", str(obj))
+        if isinstance(obj, UUID):
+            return _tagged("uuid", str(obj))
+        if isinstance(obj, bytes | bytearray):
+            tag = "bytearray" if isinstance(obj, bytearray) else "bytes"
+            return _tagged(tag, base64.b64encode(obj).decode("ascii"))
+        if isinstance(obj, list | tuple | set | frozenset | dict):
+            return self._container(obj, path)
+        # Subclasses of the JSON scalars (not enums, handled above) are stored as their base.
+        if isinstance(obj, str):
+            return str.__str__(obj)
+        if isinstance(obj, int):
+            return int.__int__(obj)
+        if isinstance(obj, float):
+            return self.encode(float.__float__(obj), path)
+        if dataclasses.is_dataclass(obj):
+            self.fail("unregistered dataclass: call register_dataclass", obj, path)
+        self.fail("cannot encode value: register its type with codec.register", obj, path)
+
+    def _registered(self, entry: _Entry, obj: Any, path: str) -> JSONValue:
+        try:
+            raw = entry.to_json(obj)
+        except Exception as exc:
+            raise EncodeError(
+                f"encoder for tag {entry.tag!r} raised {type(exc).__name__}: {exc}",
+                type_name=_type_name(obj),
+                path=_show(path),
+            ) from exc
+        if entry.kind == "model":
+            # model_dump(mode="json") is JSON already and is read back by model_validate as is.
+            return _tagged(entry.tag, raw)
+        oid = id(obj)
+        if oid in self._active:
+            self.fail("reference cycle", obj, path)
+        self._active.add(oid)
+        try:
+            return _tagged(entry.tag, self.encode(raw, path))
+        finally:
+            self._active.discard(oid)
+
+    def _container(self, obj: Any, path: str) -> JSONValue:
+        oid = id(obj)
+        if oid in self._active:
+            self.fail("reference cycle", obj, path)
+        self._active.add(oid)
+        try:
+            if isinstance(obj, dict):
+                return self._dict(obj, path)
+            if isinstance(obj, list):
+                return [self.encode(item, f"{path}[{i}]") for i, item in enumerate(obj)]
+            if isinstance(obj, tuple):
+                if type(obj) is not tuple:
+                    self.fail("unregistered tuple subclass (named tuple?): register it", obj, path)
+                return _tagged("tuple", [self.encode(x, f"{path}[{i}]") for i, x in enumerate(obj)])
+            tag = "frozenset" if isinstance(obj, frozenset) else "set"
+            return _tagged(tag, self._set_items(obj, path))
+        finally:
+            self._active.discard(oid)
+
+    def _set_items(self, items: Iterable[Any], path: str) -> list[JSONValue]:
+        values = list(items)
+        if len(values) > 1 and _naturally_sortable(values):
+            values.sort()
+            return [self.encode(v, f"{path}[{i}]") for i, v in enumerate(values)]
+        encoded = [self.encode(v, f"{path}[{i}]") for i, v in enumerate(values)]
+        encoded.sort(key=_canonical)
+        return encoded
+
+    def _dict(self, obj: dict[Any, Any], path: str) -> JSONValue:
+        if all(type(k) is str for k in obj):
+            body = {k: self.encode(v, _join_key(path, k)) for k, v in obj.items()}
+            return _tagged("esc", body) if TAG_KEY in obj else body
+        pairs: list[JSONValue] = []
+        for k, v in obj.items():
+            key_path = f"{path}[{k!r}]"
+            pairs.append([self.encode(k, f"{key_path}<key>"), self.encode(v, key_path)])
+        return _tagged("dict", pairs)
+
+
+# Types whose values are totally ordered among themselves: a set of only one of these (numbers
+# counting as one) is stored in natural order; any other set in the order of its items'
+# canonical JSON text. Either way the output does not depend on set iteration order.
+_NUMBERS: Final = (int, float)
+_ORDERED: Final[tuple[type[Any], ...]] = (
+    str, Decimal, datetime, date, time, timedelta, UUID, bytes,
+)
+
+
+def _naturally_sortable(values: list[Any]) -> bool:
+    if all(isinstance(v, _NUMBERS) and not isinstance(v, Enum) for v in values):
+        return not any(isinstance(v, float) and math.isnan(v) for v in values)
+    first = type(values[0])
+    if first not in _ORDERED or any(type(v) is not first for v in values):
+        return False
+    if first is Decimal:
+        return not any(v.is_nan() for v in values)
+    if first in (datetime, time):  # naive and aware values do not compare
+        return len({v.utcoffset() is None for v in values}) == 1
+    return True
+
+
+def _float_text(value: float) -> str:
+    if math.isnan(value):
+        return "nan"
+    return "inf" if value > 0 else "-inf"
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def decode(value: Any) -> Any:
+    """Turns a JSON value produced by :func:`encode` back into Python values.
+
+    Args:
+        value: a structure of JSON values (as :func:`json.loads` returns).
+
+    Returns:
+        The decoded value: tagged objects become their types, other values pass through.
+
+    Raises:
+        DeserializationError: a tagged object is malformed, names an unknown tag (tags are only
+            looked up in the registry, never imported), or its registered decoder rejected it.
+    """
+    return _decode(value, "")
+
+
+def _bad(message: str, path: str) -> NoReturn:
+    raise DeserializationError(f"{message} at {_show(path)}")
+
+
+def _decode(value: Any, path: str) -> Any:
+    if isinstance(value, list):
+        return [_decode(item, f"{path}[{i}]") for i, item in enumerate(value)]
+    if not isinstance(value, dict):
+        if value is None or isinstance(value, str | int | float):
+            return value
+        _bad(f"not a JSON value: {type(value).__name__}", path)
+    if TAG_KEY not in value:
+        return {k: _decode(v, _join_key(path, k)) for k, v in value.items()}
+    tag = value[TAG_KEY]
+    if not isinstance(tag, str):
+        _bad(f"tag must be a string, got {tag!r}", path)
+    extra = set(value) - {TAG_KEY, VALUE_KEY} - _EXTRA_KEYS.get(tag, frozenset())
+    if VALUE_KEY not in value or extra:
+        _bad(f"malformed tagged object for tag {tag!r} (keys {sorted(value)})", path)
+    payload = value[VALUE_KEY]
+    try:
+        if tag in _BUILTIN_TAGS:
+            return _decode_builtin(tag, payload, value, path)
+        entry = _by_tag.get(tag)
+        if entry is None:
+            _bad(f"unknown codec tag {tag!r} (is its type registered in this process?)", path)
+        if entry.kind == "model":
+            return entry.from_json(payload)
+        return entry.from_json(_decode(payload, path))
+    except DeserializationError:
+        raise
+    except Exception as exc:  # a bad payload, or a registered decoder that rejected it
+        raise DeserializationError(
+            f"cannot decode tag {tag!r} at {_show(path)}: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+# A UTC offset with microseconds, which Python 3.11's fromisoformat may misread.
+_FINE_OFFSET = re.compile(r"([+-])(\d\d):(\d\d):(\d\d)\.(\d{6})$")
+
+DT = TypeVar("DT", datetime, time)
+
+
+def _exact_offset(value: DT, text: str) -> DT:
+    match = _FINE_OFFSET.search(text)
+    if match is None:
+        return value
+    hours, minutes, seconds, micros = (int(g) for g in match.groups()[1:])
+    offset = timedelta(hours=hours, minutes=minutes, seconds=seconds, microseconds=micros)
+    return value.replace(tzinfo=timezone(-offset if match[1] == "-" else offset))
+
+
+def _need(kind: type[Any] | tuple[type[Any], ...], payload: Any, tag: str, path: str) -> None:
+    if not isinstance(payload, kind) or isinstance(payload, bool):
+        _bad(f"bad payload for tag {tag!r}: {payload!r}", path)
+
+
+def _decode_builtin(tag: str, payload: Any, tagged: dict[str, Any], path: str) -> Any:
+    if tag in ("tuple", "set", "frozenset", "dict"):
+        _need(list, payload, tag, path)
+        items = [_decode(x, f"{path}[{i}]") for i, x in enumerate(payload)]
+        if tag == "tuple":
+            return tuple(items)
+        if tag == "set":
+            return set(items)
+        if tag == "frozenset":
+            return frozenset(items)
+        result: dict[Any, Any] = {}
+        for pair in items:
+            if not isinstance(pair, list) or len(pair) != 2:
+                _bad("dict pairs must be [key, value] lists", path)
+            result[pair[0]] = pair[1]  # TypeError (unhashable key) -> DeserializationError
+        return result
+    if tag == "esc":
+        _need(dict, payload, tag, path)
+        return {k: _decode(v, _join_key(path, k)) for k, v in payload.items()}
+    if tag == "timedelta":
+        _need(dict, payload, tag, path)
+        if set(payload) != {"days", "seconds", "microseconds"} or not all(
+            type(x) is int for x in payload.values()
+        ):
+            _bad(f"bad payload for tag 'timedelta': {payload!r}", path)
+        return timedelta(**payload)
+    _need(str, payload, tag, path)
+    text: str = payload
+    fold = tagged.get(_FOLD_KEY, 0)
+    if fold not in (0, 1) or isinstance(fold, bool):
+        _bad(f"bad fold {fold!r}", path)
+    if tag == "datetime":
+        parsed = _exact_offset(datetime.fromisoformat(text), text).replace(fold=fold)
+        zone_key = tagged.get(_TZ_KEY)
+        if zone_key is None:
+            return parsed
+        if not isinstance(zone_key, str) or parsed.tzinfo is None:
+            _bad(f"bad time zone {zone_key!r}", path)
+        zone = ZoneInfo(zone_key)
+        local = parsed.replace(tzinfo=zone)
+        # Same wall time and fold as written, unless the zone's rules changed since: then the
+        # stored offset (the instant) wins.
+        return local if local.utcoffset() == parsed.utcoffset() else parsed.astimezone(zone)
+    if tag == "date":
+        return date.fromisoformat(text)
+    if tag == "time":
+        return _exact_offset(time.fromisoformat(text), text).replace(fold=fold)
+    if tag == "decimal":
+        try:
+            return Decimal(text)
+        except InvalidOperation:
+            _bad(f"bad decimal {text!r}", path)
+    if tag == "uuid":
+        return UUID(text)
+    if tag in ("bytes", "bytearray"):
+        raw = base64.b64decode(text.encode("ascii"), validate=True)
+        return bytearray(raw) if tag == "bytearray" else raw
+    # tag == "float"
+    special = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+    if text not in special:
+        _bad(f"bad float {text!r}", path)
+    return special[text]
+
+
+# --------------------------------------------------------------------------- text
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def dumps(obj: Any) -> str:
+    """Encodes ``obj`` (see :func:`encode`) to compact JSON text.
+
+    Args:
+        obj: any encodable value.
+
+    Returns:
+        JSON text with no insignificant whitespace and non-ASCII characters kept as is
+        (``ensure_ascii=False``); never ``NaN``/``Infinity`` tokens.
+
+    Raises:
+        EncodeError: ``obj`` holds a value that cannot be encoded.
+    """
+    encoded = encode(obj)
+    try:
+        return json.dumps(encoded, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:  # e.g. an int longer than sys.get_int_max_str_digits()
+        raise EncodeError(str(exc), type_name=_type_name(obj), path="<root>") from exc
+
+
+def loads(text: str | bytes) -> Any:
+    """Decodes JSON text produced by :func:`dumps`.
+
+    Args:
+        text: JSON text (``bytes`` are read as UTF-8).
+
+    Returns:
+        The decoded value.
+
+    Raises:
+        DeserializationError: the text is not JSON (``NaN``/``Infinity`` tokens included) or
+            holds a malformed or unknown tagged object.
+    """
+    return decode(_parse(text))
+
+
+def _parse(text: str | bytes) -> Any:
+    try:
+        if isinstance(text, bytes | bytearray):
+            text = bytes(text).decode("utf-8")
+        return json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, TypeError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        raise DeserializationError(f"malformed JSON: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- documents
+
+
+def encode_document(doc: Mapping[str, Any], *, max_bytes: int | None = None) -> str:
+    """Encodes a document (a run context, a record) to JSON text stamped with ``schema_version``.
+
+    The document is a JSON object whose top-level keys are kept as they are (a top-level
+    ``"__t"`` key needs no escaping here) and whose values are encoded with :func:`encode`.
+    ``"schema_version"`` comes first in the output.
+
+    Args:
+        doc: a mapping with string keys. It may already hold ``"schema_version"`` (a decoded
+            document being re-encoded) only if it equals :data:`SCHEMA_VERSION`.
+        max_bytes: the size limit of the UTF-8 text in bytes, or ``None`` for no limit.
+
+    Returns:
+        Compact JSON text (see :func:`dumps`).
+
+    Raises:
+        EncodeError: a value cannot be encoded (the path starts at the document key).
+        TypeError: a top-level key is not a string.
+        ValueError: ``doc`` holds a different ``schema_version``.
+        ContextTooLargeError: the text is larger than ``max_bytes``; raised before anything is
+            written, with ``size_bytes`` and ``limit_bytes`` set.
+    """
+    version = doc.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise ValueError(
+            f"document holds schema_version {version!r}; this codec writes {SCHEMA_VERSION!r}"
+        )
+    encoder = _Encoder()
+    body: dict[str, JSONValue] = {"schema_version": SCHEMA_VERSION}
+    for key, value in doc.items():
+        if type(key) is not str:
+            raise TypeError(f"document keys must be strings, got {key!r}")
+        if key != "schema_version":
+            body[key] = encoder.encode(value, _join_key("", key))
+    try:
+        text = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:
+        raise EncodeError(str(exc), type_name=_type_name(doc), path="<root>") from exc
+    if max_bytes is not None:
+        size = len(text.encode("utf-8"))
+        if size > max_bytes:
+            raise ContextTooLargeError(
+                f"encoded document is {size} bytes, over the limit of {max_bytes} bytes",
+                size_bytes=size,
+                limit_bytes=max_bytes,
+            )
+    return text
+
+
+def decode_document(text: str | bytes) -> dict[str, Any]:
+    """Decodes a document written by :func:`encode_document`.
+
+    Args:
+        text: the JSON text (``bytes`` are read as UTF-8).
+
+    Returns:
+        The document with its values decoded. ``"schema_version"`` is removed: the caller gets
+        back what it gave to :func:`encode_document`.
+
+    Raises:
+        DeserializationError: malformed JSON, not a JSON object, no ``schema_version``, or a
+            value that does not decode.
+        SchemaVersionError: ``schema_version`` is not one this release reads.
+    """
+    raw = _parse(text)
+    if not isinstance(raw, dict):
+        raise DeserializationError(f"document must be a JSON object, got {type(raw).__name__}")
+    if "schema_version" not in raw:
+        raise DeserializationError("document has no schema_version")
+    version = raw.pop("schema_version")
+    if version != SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"unsupported document schema_version {version!r} (this release reads "
+            f"{SCHEMA_VERSION!r})"
+        )
+    return {key: _decode(value, _join_key("", key)) for key, value in raw.items()}

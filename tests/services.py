@@ -1,0 +1,138 @@
+"""Where the test services are: URLs exported by ``scripts/test``.
+
+``scripts/test`` starts every backend the suite needs on free loopback ports and exports one
+environment variable per service (see :data:`SERVICES`). Tests never start servers themselves and
+never fall back to a default port (a machine may run its own Redis on 6379, which the suite must
+not touch). A test that needs a service and does not find its variable FAILS, it is never
+skipped: a skipped adapter test is a green CI that tested nothing.
+
+Use the ``service_url`` fixture from ``tests/conftest.py`` in tests; this module is the plain
+logic behind it, importable from tests and plugins (``from tests.services import ...``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+__all__ = [
+    "SERVICES",
+    "ServiceUnavailable",
+    "cluster_startup_node",
+    "mongodb_urls",
+    "service_url",
+    "services_required",
+]
+
+SERVICES: Mapping[str, str] = {
+    "redis": "REACTOR_TEST_REDIS_URL",
+    "redis_cluster": "REACTOR_TEST_REDIS_CLUSTER_URL",
+    "moto": "REACTOR_TEST_MOTO_URL",
+    "mongodb_wire": "REACTOR_TEST_MONGODB_WIRE_URL",
+    "mongodb": "REACTOR_TEST_MONGODB_URL",
+}
+"""Service name -> environment variable holding its URL.
+
+* ``redis``: ``redis://127.0.0.1:PORT/0``, a standalone redis-server.
+* ``redis_cluster``: ``redis+cluster://127.0.0.1:PORT``, one node of a 3-master Redis Cluster.
+* ``moto``: ``http://127.0.0.1:PORT``, moto's server (DynamoDB and SQS; dummy credentials).
+* ``mongodb_wire``: ``mongodb://127.0.0.1:PORT/?directConnection=true``, SecantusDB.
+* ``mongodb``: a real MongoDB, only when the user exports it (never started by scripts/test).
+"""
+
+
+class ServiceUnavailable(LookupError):
+    """A test needs a service whose URL variable is not set.
+
+    Attributes:
+        name: the service name (a key of :data:`SERVICES`).
+        variable: the environment variable that was missing.
+    """
+
+    def __init__(self, name: str, variable: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+        self.variable = variable
+
+
+def services_required(environ: Mapping[str, str] | None = None) -> bool:
+    """Tells whether this is a run where every service must be present (CI or scripts/test).
+
+    Args:
+        environ: the environment to read (default ``os.environ``).
+
+    Returns:
+        True when ``CI=true`` or ``REACTOR_REQUIRE_SERVICES=1``.
+    """
+    env = os.environ if environ is None else environ
+    return env.get("CI", "").lower() == "true" or env.get("REACTOR_REQUIRE_SERVICES") == "1"
+
+
+def service_url(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """Returns the URL of test service ``name``.
+
+    Args:
+        name: a key of :data:`SERVICES` (``"redis"``, ``"redis_cluster"``, ``"moto"``,
+            ``"mongodb_wire"``, ``"mongodb"``).
+        environ: the environment to read (default ``os.environ``).
+
+    Returns:
+        The URL, exactly as exported.
+
+    Raises:
+        KeyError: ``name`` is not a known service.
+        ServiceUnavailable: its variable is unset or empty; the message says how to get it.
+    """
+    variable = SERVICES[name]
+    env = os.environ if environ is None else environ
+    url = env.get(variable, "").strip()
+    if url:
+        return url
+    if name == "mongodb":
+        hint = "it is optional: export it to test against a real MongoDB as well"
+    elif services_required(env):
+        hint = "scripts/test exports it; this run requires every service"
+        hint += " (CI=true or REACTOR_REQUIRE_SERVICES=1)"
+    else:
+        hint = "run the suite with scripts/test, which starts the services and exports it"
+    message = f"test service {name!r} unavailable: ${variable} is not set ({hint})"
+    raise ServiceUnavailable(name, variable, message)
+
+
+def mongodb_urls(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Returns every MongoDB to test against: the wire server, plus a real one when set.
+
+    Args:
+        environ: the environment to read (default ``os.environ``).
+
+    Returns:
+        ``[REACTOR_TEST_MONGODB_WIRE_URL]``, followed by ``REACTOR_TEST_MONGODB_URL`` when set.
+
+    Raises:
+        ServiceUnavailable: the wire server's URL is missing.
+    """
+    urls = [service_url("mongodb_wire", environ)]
+    try:
+        urls.append(service_url("mongodb", environ))
+    except ServiceUnavailable:
+        pass
+    return urls
+
+
+def cluster_startup_node(url: str) -> tuple[str, int]:
+    """Splits a ``redis+cluster://HOST:PORT`` URL into the host and port of a startup node.
+
+    Args:
+        url: the cluster URL (``REACTOR_TEST_REDIS_CLUSTER_URL``).
+
+    Returns:
+        ``(host, port)``.
+
+    Raises:
+        ValueError: the URL has another scheme or no port.
+    """
+    parts = urlsplit(url)
+    if parts.scheme != "redis+cluster" or parts.hostname is None or parts.port is None:
+        raise ValueError(f"not a redis+cluster://HOST:PORT URL: {url!r}")
+    return parts.hostname, parts.port
