@@ -7,6 +7,8 @@ auto-extension and typed errors; the semantics live in :mod:`reactor.model.coord
 from __future__ import annotations
 
 from reactor.coordination.lock import Lock
+from reactor.coordination.ordered_lock import OrderedLock
+from reactor.coordination.period import Period
 from reactor.coordination.rate_limit import (
     NAMED_WINDOWS,
     RateLimit,
@@ -19,6 +21,8 @@ from reactor.coordination.semaphore import Semaphore
 __all__ = [
     "NAMED_WINDOWS",
     "Lock",
+    "OrderedLock",
+    "Period",
     "RateLimit",
     "RateLimitRegistry",
     "Semaphore",

@@ -1,0 +1,189 @@
+"""Compare-and-set building blocks for the durable generic stores.
+
+A :class:`DurableCollection` is one collection of a :class:`reactor.ports.DocumentStore` whose
+every write stamps ``expires_at = now + context_ttl`` (ARCHITECTURE §2 "Retention": durable run
+state lives ``context_ttl`` after its last write, re-stamped on every write, counters included).
+It offers the four write shapes the durable stores need:
+
+* :meth:`DurableCollection.put` -- last writer wins (contexts, step results, slots);
+* :meth:`DurableCollection.create` -- first writer wins (NX claims); a logically expired
+  document (``value=None`` but ``version`` set) is taken over with a compare-and-set on its
+  version, so an expired claim never blocks a new one;
+* :meth:`DurableCollection.update` -- an atomic read-modify-write loop (counters, flags);
+* :meth:`DurableCollection.delete` -- compare-and-delete, optionally only when a predicate on
+  the live value holds.
+
+Every loop retries only on a lost compare-and-set, after a tiny randomized pause, and gives up
+with :class:`reactor.model.errors.StorageError` after :data:`MAX_ATTEMPTS` losses in a row,
+which under any sane contention never happens.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+from reactor.model.errors import StorageError
+from reactor.ports.documents import DocumentStore
+
+__all__ = ["MAX_ATTEMPTS", "DurableCollection", "Mutation"]
+
+#: Lost compare-and-sets tolerated in a row before a loop raises ``StorageError``.
+MAX_ATTEMPTS = 1000
+#: The largest pause between two attempts, in seconds.
+MAX_BACKOFF = 0.01
+
+
+def _attempts() -> Iterator[int]:
+    """Attempt numbers; from the second attempt on, pause a little (randomized) first."""
+    for attempt in range(MAX_ATTEMPTS):
+        if attempt:
+            time.sleep(random.uniform(0, min(0.0002 * attempt, MAX_BACKOFF)))
+        yield attempt
+
+T = TypeVar("T")
+
+#: What an :meth:`DurableCollection.update` function returns: ``(new value or None to keep the
+#: document unchanged, index for the new value, result for the caller)``.
+Mutation = tuple[Mapping[str, Any] | None, str | None, T]
+
+
+class DurableCollection:
+    """One collection of durable documents with retention ``ttl`` re-stamped on every write.
+
+    Args:
+        documents: the versioned-document primitive.
+        collection: the collection name.
+        ttl: retention in seconds after each write; ``None`` = never expire.
+    """
+
+    __slots__ = ("collection", "documents", "ttl")
+
+    def __init__(self, documents: DocumentStore, collection: str, ttl: float | None) -> None:
+        self.documents = documents
+        self.collection = collection
+        self.ttl = ttl
+
+    def expiry(self) -> float | None:
+        """The ``expires_at`` a write made now gets (store clock + ``ttl``)."""
+        return None if self.ttl is None else self.documents.now() + self.ttl
+
+    def get(self, key: str) -> Mapping[str, Any] | None:
+        """The live value of ``key``, ``None`` when absent or expired."""
+        return self.documents.read(self.collection, key).value
+
+    def put(self, key: str, value: Mapping[str, Any], *, index: str | None = None) -> None:
+        """Write ``value`` whatever is stored (last writer wins), re-stamping retention."""
+        for _ in _attempts():
+            current = self.documents.read(self.collection, key)
+            if self.documents.write(
+                self.collection,
+                key,
+                value,
+                expected_version=current.version,
+                expires_at=self.expiry(),
+                index=index,
+            ):
+                return
+        raise self._contention(key)
+
+    def create(self, key: str, value: Mapping[str, Any], *, index: str | None = None) -> bool:
+        """Write ``value`` only if no live document exists (NX); ``True`` when this call wrote.
+
+        An expired document is taken over by a compare-and-set on its stored version.
+        """
+        for _ in _attempts():
+            current = self.documents.read(self.collection, key)
+            if current.value is not None:
+                return False
+            if self.documents.write(
+                self.collection,
+                key,
+                value,
+                expected_version=current.version,
+                expires_at=self.expiry(),
+                index=index,
+            ):
+                return True
+        raise self._contention(key)
+
+    def update(
+        self,
+        key: str,
+        mutate: Callable[[Mapping[str, Any] | None], Mutation[T]],
+    ) -> T:
+        """Atomically read-modify-write ``key``.
+
+        Args:
+            key: the document key.
+            mutate: called with the live value (``None`` when absent or expired); returns
+                ``(new value, index, result)``. A ``None`` new value leaves the document as it
+                is (no write, no re-stamp). It may be called several times (once per lost
+                compare-and-set), so it must be pure.
+
+        Returns:
+            The ``result`` of the call whose write won (or that chose not to write).
+        """
+        for _ in _attempts():
+            current = self.documents.read(self.collection, key)
+            new_value, index, result = mutate(current.value)
+            if new_value is None:
+                return result
+            if self.documents.write(
+                self.collection,
+                key,
+                new_value,
+                expected_version=current.version,
+                expires_at=self.expiry(),
+                index=index,
+            ):
+                return result
+        raise self._contention(key)
+
+    def delete(
+        self, key: str, when: Callable[[Mapping[str, Any]], bool] | None = None
+    ) -> bool:
+        """Delete ``key`` when it is live (and ``when(value)`` holds); ``True`` when deleted.
+
+        An expired document is removed too (garbage collection) but reported as ``False``.
+        """
+        for _ in _attempts():
+            current = self.documents.read(self.collection, key)
+            if current.version is None:
+                return False
+            live = current.value is not None
+            if live and when is not None and not when(current.value or {}):
+                return False
+            if self.documents.write(
+                self.collection, key, None, expected_version=current.version, expires_at=None
+            ):
+                return live
+        raise self._contention(key)
+
+    def scan(
+        self, *, index: str | None = None, after: str | None = None, page_size: int = 1000
+    ) -> Iterator[tuple[str, Mapping[str, Any]]]:
+        """Iterate every live document (optionally one ``index``) in key order, paging lazily.
+
+        Args:
+            index: only documents written with this index (``None``: all).
+            after: start strictly after this key.
+            page_size: documents fetched per :meth:`DocumentStore.scan` call (>= 1).
+        """
+        cursor = after
+        while True:
+            page = self.documents.scan(
+                self.collection, index=index, after=cursor, limit=page_size
+            )
+            yield from page
+            if len(page) < page_size:
+                return
+            cursor = page[-1][0]
+
+    def _contention(self, key: str) -> StorageError:
+        return StorageError(
+            f"gave up after {MAX_ATTEMPTS} lost compare-and-sets on "
+            f"{self.collection}/{key}"
+        )

@@ -1,0 +1,265 @@
+"""Run contexts over a :class:`reactor.ports.DocumentStore` (storage-protocol.md §2.1, §2.14).
+
+Layout (all documents re-stamped to ``now + context_ttl`` on every save, ARCHITECTURE §2
+"Retention"):
+
+* collection ``contexts``, key = context id: the whole :class:`ContextRecord`. Its ``index``
+  is what makes the run sweeper's scan an indexed query (§2.14 ``scan_reactors``):
+
+  - a top-level run (no parent) is indexed as ``<status>``;
+  - a dispatched ``async_reactor`` child is indexed as ``child:<status>``;
+  - any other child (map elements, compose children) has no index, so no scan ever walks the
+    elements of a fan-out map.
+
+  A status outside :class:`reactor.model.status.RunStatus` is indexed under the catch-all
+  ``~other`` (resp. ``child:~other``) so an unscoped scan still finds it.
+* collection ``context_pages``, key = ``<inverted created_at in µs, 17 digits>:<context id>``,
+  one small summary document per top-level run. Ascending key order is newest-first, which
+  gives :meth:`DocumentContextStore.page` its keyset paging; the cursor is the base64url of the
+  last key of a page (§2.14 ``scan_reactors_page``).
+
+The two documents of one run are written one after the other (context first). A crash in
+between leaves the page summary one save behind; the next save repairs it. Contexts have a
+single writer by protocol (ARCHITECTURE §5 rule 1), so no cross-document transaction is needed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from reactor.generic._durable import DurableCollection
+from reactor.model.errors import ContextTooLargeError
+from reactor.model.status import RunStatus
+from reactor.ports.documents import DocumentStore
+from reactor.ports.records import ContextRecord, RunPage, RunSummary
+
+__all__ = ["CONTEXTS", "CONTEXT_PAGES", "DocumentContextStore"]
+
+#: Collection of context documents.
+CONTEXTS = "contexts"
+#: Collection of newest-first page summaries of top-level runs.
+CONTEXT_PAGES = "context_pages"
+
+_KNOWN_STATUSES: tuple[str, ...] = tuple(s.value for s in RunStatus)
+_OTHER = "~other"
+_CHILD = "child:"
+_MAX_MICROS = 10**17 - 1
+_PAGE_KEY = re.compile(r"\A\d{17}:.+\Z", re.DOTALL)
+
+
+def _status_bucket(status: str) -> str:
+    return status if status in _KNOWN_STATUSES else _OTHER
+
+
+def _scan_index(record: ContextRecord) -> str | None:
+    """The ``index`` of a context document (``None``: never listed by scans)."""
+    bucket = _status_bucket(record.status)
+    if record.parent_context_id is None:
+        return bucket
+    if record.dispatched_child:
+        return _CHILD + bucket
+    return None
+
+
+def _page_key(created_at: float, context_id: str) -> str:
+    micros = min(max(round(created_at * 1_000_000), 0), _MAX_MICROS)
+    return f"{_MAX_MICROS - micros:017d}:{context_id}"
+
+
+def _encode(record: ContextRecord) -> dict[str, Any]:
+    return {
+        "context_id": record.context_id,
+        "reactor": record.reactor,
+        "status": record.status,
+        "document": record.document,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "parent_context_id": record.parent_context_id,
+        "root_context_id": record.root_context_id,
+        "dispatched_child": record.dispatched_child,
+    }
+
+
+def _decode(value: Mapping[str, Any]) -> ContextRecord:
+    return ContextRecord(
+        context_id=str(value["context_id"]),
+        reactor=str(value["reactor"]),
+        status=str(value["status"]),
+        document=str(value["document"]),
+        created_at=float(value["created_at"]),
+        updated_at=float(value["updated_at"]),
+        parent_context_id=value.get("parent_context_id"),
+        root_context_id=value.get("root_context_id"),
+        dispatched_child=bool(value.get("dispatched_child", False)),
+    )
+
+
+def _summary(value: Mapping[str, Any]) -> RunSummary:
+    return RunSummary(
+        context_id=str(value["context_id"]),
+        reactor=str(value["reactor"]),
+        status=str(value["status"]),
+        created_at=float(value["created_at"]),
+        updated_at=float(value["updated_at"]),
+        parent_context_id=value.get("parent_context_id"),
+        dispatched_child=bool(value.get("dispatched_child", False)),
+    )
+
+
+def encode_cursor(key: str) -> str:
+    """Encode a page key as an opaque cursor (unpadded base64url of its UTF-8 bytes)."""
+    return base64.urlsafe_b64encode(key.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    """Decode a cursor made by :func:`encode_cursor`.
+
+    Raises:
+        ValueError: the cursor is not base64url or does not hold a page key.
+    """
+    try:
+        raw = cursor.encode("ascii")
+        key = base64.urlsafe_b64decode(raw + b"=" * (-len(raw) % 4)).decode("utf-8")
+    except (UnicodeError, binascii.Error, ValueError) as exc:
+        raise ValueError(f"malformed run page cursor {cursor!r}") from exc
+    if not _PAGE_KEY.match(key) or encode_cursor(key) != cursor:
+        raise ValueError(f"malformed run page cursor {cursor!r}")
+    return key
+
+
+class DocumentContextStore:
+    """:class:`reactor.ports.ContextStore` over a :class:`reactor.ports.DocumentStore`.
+
+    Args:
+        documents: the versioned-document primitive.
+        context_ttl: retention in seconds after each save (``None`` = keep forever).
+        max_document_bytes: refuse contexts whose UTF-8 ``document`` is larger than this
+            (:class:`ContextTooLargeError`, nothing written); ``None`` = unbounded.
+    """
+
+    def __init__(
+        self,
+        documents: DocumentStore,
+        *,
+        context_ttl: float | None = 86400.0,
+        max_document_bytes: int | None = None,
+    ) -> None:
+        self._contexts = DurableCollection(documents, CONTEXTS, context_ttl)
+        self._pages = DurableCollection(documents, CONTEXT_PAGES, context_ttl)
+        self._max_document_bytes = max_document_bytes
+
+    def save(self, record: ContextRecord) -> None:
+        """Write a context (last writer wins) and re-stamp its retention to ``context_ttl``.
+
+        Raises:
+            ContextTooLargeError: ``record.document`` exceeds ``max_document_bytes``.
+            StorageError: the backend failed.
+        """
+        limit = self._max_document_bytes
+        if limit is not None:
+            size = len(record.document.encode("utf-8"))
+            if size > limit:
+                raise ContextTooLargeError(
+                    f"context {record.context_id} is {size} bytes, over the "
+                    f"{limit}-byte document limit of this storage",
+                    size_bytes=size,
+                    limit_bytes=limit,
+                )
+        value = _encode(record)
+        previous = self._contexts.get(record.context_id)
+        self._contexts.put(record.context_id, value, index=_scan_index(record))
+        new_key = _page_key(record.created_at, record.context_id) if (
+            record.parent_context_id is None
+        ) else None
+        if previous is not None and previous.get("parent_context_id") is None:
+            old_key = _page_key(float(previous["created_at"]), record.context_id)
+            if old_key != new_key:
+                self._pages.delete(old_key)
+        if new_key is not None:
+            summary = {k: v for k, v in value.items() if k not in ("document", "root_context_id")}
+            self._pages.put(new_key, summary)
+
+    def load(self, context_id: str) -> ContextRecord | None:
+        """Read a context by id, ``None`` when absent or expired."""
+        value = self._contexts.get(context_id)
+        return None if value is None else _decode(value)
+
+    def delete(self, context_id: str) -> bool:
+        """Delete a context (and its page summary); ``True`` when a live context was deleted."""
+        previous = self._contexts.get(context_id)
+        deleted = self._contexts.delete(context_id)
+        if previous is not None and previous.get("parent_context_id") is None:
+            self._pages.delete(_page_key(float(previous["created_at"]), context_id))
+        return deleted
+
+    def scan(
+        self,
+        *,
+        statuses: Collection[str] | None = None,
+        limit: int = 1000,
+        include_dispatched_children: bool = False,
+    ) -> list[RunSummary]:
+        """List top-level runs for the run sweeper (storage-protocol.md §2.14 ``scan_reactors``).
+
+        Args:
+            statuses: only runs in these statuses; applied before ``limit`` (each status is an
+                indexed query of its own).
+            limit: the maximum number of rows.
+            include_dispatched_children: also list ``async_reactor`` children; map elements and
+                compose children are never listed.
+
+        Returns:
+            Summaries, grouped by status (no other order is guaranteed).
+        """
+        if limit <= 0:
+            return []
+        if statuses is None:
+            wanted: list[str] | None = None
+            buckets = [*_KNOWN_STATUSES, _OTHER]
+        else:
+            wanted = list(dict.fromkeys(statuses))
+            buckets = list(dict.fromkeys(_status_bucket(s) for s in wanted))
+        prefixes = ["", _CHILD] if include_dispatched_children else [""]
+        rows: list[RunSummary] = []
+        for bucket in buckets:
+            for prefix in prefixes:
+                for _key, value in self._contexts.scan(
+                    index=prefix + bucket, page_size=min(limit, 1000)
+                ):
+                    if wanted is not None and value.get("status") not in wanted:
+                        continue
+                    rows.append(_summary(value))
+                    if len(rows) >= limit:
+                        return rows
+        return rows
+
+    def page(self, *, cursor: str | None = None, limit: int = 50) -> RunPage:
+        """List top-level runs newest first (by ``created_at``, then id) with keyset paging.
+
+        Every top-level run (no parent) appears exactly once across pages; dispatched
+        children and map elements are not listed.
+
+        Args:
+            cursor: ``None`` for the first page, else the previous page's ``next_cursor``.
+            limit: rows per page (>= 1).
+
+        Returns:
+            The page; ``next_cursor`` is ``None`` on the last page.
+
+        Raises:
+            ValueError: ``cursor`` is malformed or ``limit`` is below 1.
+        """
+        if limit < 1:
+            raise ValueError(f"page limit must be >= 1, got {limit!r}")
+        after = None if cursor is None else decode_cursor(cursor)
+        found = self._pages.documents.scan(CONTEXT_PAGES, after=after, limit=limit + 1)
+        rows = found[:limit]
+        more = len(found) > limit
+        return RunPage(
+            runs=tuple(_summary(value) for _key, value in rows),
+            next_cursor=encode_cursor(rows[-1][0]) if more else None,
+        )

@@ -1,0 +1,336 @@
+"""Fan-out map forward state over a :class:`reactor.ports.DocumentStore` (storage-protocol.md §2.4).
+
+A map of 100,000 elements never puts all its slots or element ids into one document (MongoDB
+caps a document at 16 MiB, DynamoDB an item at 400 KB). Layout, every document re-stamped to
+``now + context_ttl`` when written (ARCHITECTURE §2 "Retention"):
+
+==================  ===============================  =========================================
+collection          key                              value (``index``)
+==================  ===============================  =========================================
+``maps``            ``<map id>``                     ``{meta, counter}`` -- the head; metadata
+                                                     and counter share one document so
+                                                     :meth:`DocumentMapStore.init` is atomic
+                                                     and every counter write re-stamps the
+                                                     metadata (index ``"map"`` once it has
+                                                     metadata: the sweeper's scan)
+``map_state``       ``<map id>:offset``              ``{value}`` the dispatch offset
+``map_state``       ``<map id>:failed``              ``{context_id}`` first failed element
+``map_state``       ``<map id>:owner_signal``        ``{at}`` the owner-signal claim
+``map_state``       ``<map id>:elements``            ``{count}`` element ids appended
+``map_slots``       ``<map id>:<index, 12 digits>``  ``{index, value}`` (index ``<map id>``)
+``map_elements``    ``<map id>:<pos, 12 digits>``    ``{position, context_id}`` (index
+                                                     ``<map id>``)
+==================  ===============================  =========================================
+
+Slots and element positions are scanned per map through their ``index`` (= the map id), in
+key order, which is index/position order thanks to the zero padding.
+
+:meth:`DocumentMapStore.append_element` reserves a position on the ``elements`` counter, then
+writes the position document. A crash in between leaves a hole: that position reads as
+``None``, is skipped by listings and is still counted, so positions never shift (the rollback
+then settles it as ``context_unavailable``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from reactor.generic._durable import DurableCollection, Mutation
+from reactor.ports.documents import DocumentStore
+from reactor.ports.records import MapMetadata
+
+__all__ = [
+    "MAPS",
+    "MAP_ELEMENTS",
+    "MAP_SLOTS",
+    "MAP_STATE",
+    "DocumentMapStore",
+    "position_key",
+]
+
+#: Collection of map heads (metadata + counter).
+MAPS = "maps"
+#: Collection of per-map scalars (offset, failed element, owner signal, element count).
+MAP_STATE = "map_state"
+#: Collection of result slots, one document per index.
+MAP_SLOTS = "map_slots"
+#: Collection of the element-context index, one document per position.
+MAP_ELEMENTS = "map_elements"
+
+_ACTIVE = "map"
+
+
+def position_key(map_id: str, position: int) -> str:
+    """The key of slot/position ``position`` of ``map_id`` (zero-padded to 12 digits)."""
+    return f"{map_id}:{position:012d}"
+
+
+def _encode_meta(meta: MapMetadata) -> dict[str, Any]:
+    return {
+        "map_id": meta.map_id,
+        "count": meta.count,
+        "parent_context_id": meta.parent_context_id,
+        "parent_reactor": meta.parent_reactor,
+        "step_name": meta.step_name,
+        "element_reactor": meta.element_reactor,
+        "owner_context_id": meta.owner_context_id,
+        "owner_reactor": meta.owner_reactor,
+        "batch_size": meta.batch_size,
+        "atomic": meta.atomic,
+        "created_at": meta.created_at,
+        "parent_is_map_element": meta.parent_is_map_element,
+        "outer_map_id": meta.outer_map_id,
+        "outer_index": meta.outer_index,
+        "extra": dict(meta.extra),
+    }
+
+
+def _decode_meta(value: Mapping[str, Any]) -> MapMetadata:
+    outer_index = value.get("outer_index")
+    return MapMetadata(
+        map_id=str(value["map_id"]),
+        count=int(value["count"]),
+        parent_context_id=str(value["parent_context_id"]),
+        parent_reactor=str(value["parent_reactor"]),
+        step_name=str(value["step_name"]),
+        element_reactor=str(value["element_reactor"]),
+        owner_context_id=str(value["owner_context_id"]),
+        owner_reactor=str(value["owner_reactor"]),
+        batch_size=int(value["batch_size"]),
+        atomic=bool(value["atomic"]),
+        created_at=float(value["created_at"]),
+        parent_is_map_element=bool(value.get("parent_is_map_element", False)),
+        outer_map_id=value.get("outer_map_id"),
+        outer_index=None if outer_index is None else int(outer_index),
+        extra=dict(value.get("extra") or {}),
+    )
+
+
+def _check_index(index: int) -> None:
+    if index < 0:
+        raise ValueError(f"map indexes are >= 0, got {index!r}")
+
+
+class DocumentMapStore:
+    """:class:`reactor.ports.MapStore` over a :class:`reactor.ports.DocumentStore`.
+
+    Args:
+        documents: the versioned-document primitive.
+        context_ttl: retention in seconds after each write (``None`` = keep forever).
+    """
+
+    def __init__(self, documents: DocumentStore, *, context_ttl: float | None = 86400.0) -> None:
+        self._heads = DurableCollection(documents, MAPS, context_ttl)
+        self._state = DurableCollection(documents, MAP_STATE, context_ttl)
+        self._slots = DurableCollection(documents, MAP_SLOTS, context_ttl)
+        self._elements = DurableCollection(documents, MAP_ELEMENTS, context_ttl)
+
+    # -- metadata and counter (one head document) ----------------------------------------
+
+    def init(self, metadata: MapMetadata) -> bool:
+        """Create the metadata and set the counter to ``metadata.count`` in one write.
+
+        Returns:
+            ``True`` when created; ``False`` when the map already had metadata (no change).
+        """
+        meta = _encode_meta(metadata)
+
+        def mutate(head: Mapping[str, Any] | None) -> Mutation[bool]:
+            if head is not None and head.get("meta") is not None:
+                return None, None, False
+            return {"meta": meta, "counter": metadata.count}, _ACTIVE, True
+
+        return self._heads.update(metadata.map_id, mutate)
+
+    def metadata(self, map_id: str) -> MapMetadata | None:
+        """The map's metadata, ``None`` when unknown or expired."""
+        head = self._heads.get(map_id)
+        meta = None if head is None else head.get("meta")
+        return None if meta is None else _decode_meta(meta)
+
+    def scan(self, *, limit: int = 1000) -> list[MapMetadata]:
+        """List maps with metadata, in map-id order (an indexed query; never rollbacks)."""
+        if limit <= 0:
+            return []
+        found = self._heads.documents.scan(MAPS, index=_ACTIVE, limit=limit)
+        return [_decode_meta(head["meta"]) for _key, head in found if head.get("meta")]
+
+    def add_to_counter(self, map_id: str, delta: int) -> int:
+        """Atomically add ``delta`` to the counter (absent counts as 0); returns the new value.
+
+        Re-stamps the head (metadata included) to ``now + context_ttl``.
+        """
+
+        def mutate(head: Mapping[str, Any] | None) -> Mutation[int]:
+            new = int((head or {}).get("counter", 0)) + delta
+            meta = None if head is None else head.get("meta")
+            return {"meta": meta, "counter": new}, (_ACTIVE if meta else None), new
+
+        return self._heads.update(map_id, mutate)
+
+    def counter(self, map_id: str) -> int | None:
+        """The counter, ``None`` when the map is unknown or expired."""
+        head = self._heads.get(map_id)
+        return None if head is None else int(head.get("counter", 0))
+
+    # -- scalars ---------------------------------------------------------------------------
+
+    def init_offset(self, map_id: str, value: int) -> bool:
+        """Set the dispatch offset if it was never set (NX); ``True`` when this call set it."""
+        return self._state.create(f"{map_id}:offset", {"value": value})
+
+    def offset(self, map_id: str) -> int | None:
+        """The dispatch offset, ``None`` when never set (or expired)."""
+        doc = self._state.get(f"{map_id}:offset")
+        return None if doc is None else int(doc["value"])
+
+    def advance_offset(self, map_id: str, amount: int) -> int:
+        """Atomically add ``amount`` to the offset (absent = 0); returns the new value.
+
+        The caller's batch is ``[new - amount, new)``; the offset may grow past ``count``.
+        """
+
+        def mutate(doc: Mapping[str, Any] | None) -> Mutation[int]:
+            new = int((doc or {}).get("value", 0)) + amount
+            return {"value": new}, None, new
+
+        return self._state.update(f"{map_id}:offset", mutate)
+
+    def set_failed_context(self, map_id: str, context_id: str) -> bool:
+        """Record the first failed element context (NX); ``True`` when this call won."""
+        return self._state.create(f"{map_id}:failed", {"context_id": context_id})
+
+    def failed_context(self, map_id: str) -> str | None:
+        """The first failed element context id, ``None`` when none."""
+        doc = self._state.get(f"{map_id}:failed")
+        return None if doc is None else str(doc["context_id"])
+
+    def claim_owner_signal(self, map_id: str) -> bool:
+        """Claim the right to resume the owner (NX): exactly one caller gets ``True``."""
+        return self._state.create(f"{map_id}:owner_signal", {"at": self._state.documents.now()})
+
+    # -- result slots ------------------------------------------------------------------------
+
+    def put_result(self, map_id: str, index: int, value: str) -> None:
+        """Store (overwrite) slot ``index`` with codec JSON text; re-stamps the slot.
+
+        Raises:
+            ValueError: ``index`` is negative.
+        """
+        _check_index(index)
+        self._slots.put(position_key(map_id, index), {"index": index, "value": value}, index=map_id)
+
+    def results_page(self, map_id: str, *, offset: int, limit: int) -> list[tuple[int, str]]:
+        """Present slots among indexes ``offset .. offset+limit-1``, in index order."""
+        if limit <= 0:
+            return []
+        start = max(offset, 0)
+        stop = offset + limit
+        if stop <= start:
+            return []
+        after = position_key(map_id, start - 1) if start > 0 else None
+        found = self._slots.documents.scan(MAP_SLOTS, index=map_id, after=after, limit=stop - start)
+        out: list[tuple[int, str]] = []
+        for _key, doc in found:
+            at = int(doc["index"])
+            if at >= stop:
+                break
+            out.append((at, str(doc["value"])))
+        return out
+
+    def result_slots(self, map_id: str, indexes: Sequence[int]) -> list[str | None]:
+        """Slots aligned with ``indexes``; ``None`` where missing, expired or negative."""
+        out: list[str | None] = []
+        for index in indexes:
+            doc = None if index < 0 else self._slots.get(position_key(map_id, index))
+            out.append(None if doc is None else str(doc["value"]))
+        return out
+
+    def count_results(self, map_id: str) -> int:
+        """The number of present slots (a keyset walk of the map's slot index)."""
+        return sum(1 for _ in self._slots.scan(index=map_id))
+
+    def missing_indices(self, map_id: str, count: int) -> list[int]:
+        """Ascending indexes in ``[0, count)`` with no slot: the authoritative completion test."""
+        present = {
+            int(doc["index"]) for _key, doc in self._slots.scan(index=map_id)
+        }
+        return [i for i in range(count) if i not in present]
+
+    # -- element-context index ---------------------------------------------------------------
+
+    def append_element(self, map_id: str, context_id: str) -> int:
+        """Append an element context id; returns its 0-based position (never shifts).
+
+        Duplicates are allowed. Reserves the position on the element counter, then writes the
+        position document; both are re-stamped.
+        """
+
+        def reserve(doc: Mapping[str, Any] | None) -> Mutation[int]:
+            position = int((doc or {}).get("count", 0))
+            return {"count": position + 1}, None, position
+
+        position = self._state.update(f"{map_id}:elements", reserve)
+        self._elements.put(
+            position_key(map_id, position),
+            {"position": position, "context_id": context_id},
+            index=map_id,
+        )
+        return position
+
+    def element_ids(self, map_id: str, *, start: int = 0, limit: int | None = None) -> list[str]:
+        """Element context ids in append order from position ``start``, at most ``limit``."""
+        if limit is not None and limit <= 0:
+            return []
+        start = max(start, 0)
+        after = position_key(map_id, start - 1) if start > 0 else None
+        page = 1000 if limit is None else min(limit, 1000)
+        out: list[str] = []
+        for _key, doc in self._elements.scan(index=map_id, after=after, page_size=page):
+            out.append(str(doc["context_id"]))
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    def element_id(self, map_id: str, position: int) -> str | None:
+        """The id at ``position`` (negative counts from the end), ``None`` when out of range."""
+        if position < 0:
+            position += self.count_elements(map_id)
+            if position < 0:
+                return None
+        doc = self._elements.get(position_key(map_id, position))
+        return None if doc is None else str(doc["context_id"])
+
+    def count_elements(self, map_id: str) -> int:
+        """The number of appended element ids (reserved positions), 0 when none."""
+        doc = self._state.get(f"{map_id}:elements")
+        return 0 if doc is None else int(doc["count"])
+
+    def element_ids_from_tail(
+        self, map_id: str, *, position: int, count: int, total: int
+    ) -> list[str]:
+        """Ids at tail positions ``position .. position+count-1`` of the first ``total`` entries.
+
+        storage-protocol.md §2.4: ``stop = total - 1 - position``; ``[]`` when ``stop < 0``;
+        else ``start = max(total - position - count, 0)``; the entries ``start..stop`` are
+        returned reversed (tail first). Entries appended after ``total`` never shift positions.
+
+        Raises:
+            ValueError: ``position`` is negative.
+        """
+        if position < 0:
+            raise ValueError(f"tail positions are >= 0, got {position!r}")
+        stop = total - 1 - position
+        if stop < 0 or count <= 0:
+            return []
+        start = max(total - position - count, 0)
+        if start > stop:
+            return []
+        after = position_key(map_id, start - 1) if start > 0 else None
+        found = self._elements.documents.scan(
+            MAP_ELEMENTS, index=map_id, after=after, limit=stop - start + 1
+        )
+        ids = [str(doc["context_id"]) for _key, doc in found if int(doc["position"]) <= stop]
+        ids.reverse()
+        return ids

@@ -1,0 +1,84 @@
+"""``DocumentPeriodStore``: once-per-bucket markers over any ``DocumentStore``, first wins.
+
+Semantics: storage-protocol.md §2.11 fixed to mark-if-absent (ARCHITECTURE §2), as implemented
+by the pure model :mod:`reactor.model.coordination.periods`; atomicity:
+:mod:`reactor.generic._cas`. One document per (already bucketed) period key::
+
+    {"context_id": "<run id>" | null, "marked_at": 1700000000.0, "expires_at": ... | null}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reactor.generic._cas import StateCodec, apply, read_state
+from reactor.model.coordination import periods as model
+from reactor.ports.documents import DocumentStore
+from reactor.ports.records import PeriodMarker
+
+__all__ = ["PERIOD_CODEC", "DocumentPeriodStore"]
+
+
+def _encode(state: model.PeriodMarkState) -> dict[str, Any]:
+    return {
+        "context_id": state.context_id,
+        "marked_at": state.marked_at,
+        "expires_at": state.expires_at,
+    }
+
+
+def _decode(doc: Mapping[str, Any]) -> model.PeriodMarkState:
+    context_id = doc["context_id"]
+    expires_at = doc["expires_at"]
+    return model.PeriodMarkState(
+        context_id=None if context_id is None else str(context_id),
+        marked_at=float(doc["marked_at"]),
+        expires_at=None if expires_at is None else float(expires_at),
+    )
+
+
+#: The document shape of a period marker.
+PERIOD_CODEC: StateCodec[model.PeriodMarkState] = StateCodec(
+    "period", _encode, _decode, model.expiry
+)
+
+
+class DocumentPeriodStore:
+    """A :class:`reactor.ports.PeriodStore` over a :class:`reactor.ports.DocumentStore`.
+
+    Args:
+        documents: the versioned-document primitive (its clock stamps ``marked_at``).
+        collection: the collection holding one document per period key.
+    """
+
+    def __init__(self, documents: DocumentStore, collection: str = "periods") -> None:
+        self._documents = documents
+        self._collection = collection
+
+    def mark(self, key: str, *, ttl: float | None, context_id: str | None = None) -> bool:
+        """Mark ``key`` (already bucketed by the caller) if absent; the first mark wins.
+
+        Args:
+            key: the bucketed period key (see :func:`reactor.model.coordination.bucket_key`).
+            ttl: seconds the marker lives, ``None`` for forever.
+            context_id: the claiming run, if any.
+
+        Returns:
+            ``True`` when this call created the marker.
+
+        Raises:
+            ValueError: ``ttl`` is not positive.
+            StorageError: the backend failed or the compare-and-set kept losing.
+        """
+        return apply(
+            self._documents,
+            self._collection,
+            key,
+            PERIOD_CODEC,
+            lambda state, now: model.mark(state, now, ttl, context_id),
+        )
+
+    def marker(self, key: str) -> PeriodMarker | None:
+        """The marker, ``None`` when unmarked or expired."""
+        return read_state(self._documents, self._collection, key, PERIOD_CODEC, model.marker)

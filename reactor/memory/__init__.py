@@ -1,0 +1,117 @@
+"""The in-process storage and routers: the embedded default and the reference implementation.
+
+``storage_from_url`` and ``router_from_url`` are registered as entry points (groups
+``reactor.storages`` and ``reactor.routers`` in ``pyproject.toml``) for the schemes
+``memory://``, ``inline://`` and ``local://``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from reactor.memory.clock import ManualClock
+from reactor.memory.documents import MemoryDocumentStore
+from reactor.memory.probe import MemoryProbe
+from reactor.memory.routers import InlineRouter, LocalRouter
+from reactor.memory.signals import MemorySignalStore
+from reactor.memory.storage import MemoryStorage
+from reactor.model.errors import ConfigurationError
+
+__all__ = [
+    "InlineRouter",
+    "LocalRouter",
+    "ManualClock",
+    "MemoryDocumentStore",
+    "MemoryProbe",
+    "MemorySignalStore",
+    "MemoryStorage",
+    "router_from_url",
+    "storage_from_url",
+]
+
+
+def _query(url: str, scheme: str, allowed: frozenset[str]) -> dict[str, str]:
+    parts = urlsplit(url)
+    if parts.scheme != scheme:
+        raise ConfigurationError(f"expected a {scheme}:// URL, got {url!r}")
+    if parts.netloc or parts.path not in ("", "/"):
+        raise ConfigurationError(f"{scheme}:// URLs take no host or path, got {url!r}")
+    values: dict[str, str] = {}
+    for name, found in parse_qs(parts.query, keep_blank_values=True, strict_parsing=False).items():
+        if name not in allowed:
+            raise ConfigurationError(f"unknown {scheme}:// URL parameter {name!r} in {url!r}")
+        values[name] = found[-1]
+    return values
+
+
+def _number(name: str, text: Any, *, positive: bool = True) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"{name} must be a number, got {text!r}") from exc
+    if not math.isfinite(value) or (positive and value <= 0):
+        raise ConfigurationError(f"{name} must be a positive number, got {text!r}")
+    return value
+
+
+def _count(name: str, text: Any) -> int:
+    try:
+        value = int(text)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"{name} must be an integer, got {text!r}") from exc
+    if value < 0:
+        raise ConfigurationError(f"{name} must be >= 0, got {text!r}")
+    return value
+
+
+def storage_from_url(url: str, **settings: Any) -> MemoryStorage:
+    """Build a :class:`MemoryStorage` from ``memory://`` or ``memory://?context_ttl=SECONDS``.
+
+    A ``prefix`` parameter (the contract suite's per-test namespace) is accepted and ignored:
+    every call builds a fresh, private store.
+
+    Args:
+        url: the storage URL.
+        **settings: engine settings (:class:`reactor.config.Settings` fields); only
+            ``context_ttl`` (seconds) is used, the rest is ignored. A ``context_ttl`` in the
+            URL wins over the setting.
+
+    Raises:
+        ConfigurationError: a wrong scheme, a host/path, an unknown parameter or a bad value.
+    """
+    query = _query(url, "memory", frozenset({"context_ttl", "prefix"}))
+    ttl = query.get("context_ttl", settings.get("context_ttl", 86400.0))
+    return MemoryStorage(context_ttl=_number("context_ttl", ttl))
+
+
+def router_from_url(url: str, **settings: Any) -> InlineRouter | LocalRouter:
+    """Build a router from ``inline://`` or ``local://?workers=N&visibility_timeout=S``.
+
+    A ``prefix`` parameter is accepted and ignored (each router is private to its object).
+    ``local://`` does not start threads: ``workers`` is kept as :attr:`LocalRouter.workers`
+    for :meth:`LocalRouter.start_workers` (``reactor worker`` passes its handler).
+
+    Args:
+        url: the router URL.
+        **settings: engine settings; ``visibility_timeout`` (seconds) is used by ``local://``
+            unless the URL sets it; the rest is ignored.
+
+    Raises:
+        ConfigurationError: an unknown scheme or parameter, or a bad value.
+    """
+    scheme = urlsplit(url).scheme
+    if scheme == "inline":
+        _query(url, "inline", frozenset({"prefix"}))
+        return InlineRouter()
+    if scheme == "local":
+        query = _query(url, "local", frozenset({"workers", "visibility_timeout", "prefix"}))
+        visibility = query.get(
+            "visibility_timeout", settings.get("visibility_timeout", 30.0)
+        )
+        return LocalRouter(
+            visibility_timeout=_number("visibility_timeout", visibility),
+            workers=_count("workers", query.get("workers", 1)),
+        )
+    raise ConfigurationError(f"the memory routers serve inline:// and local://, got {url!r}")

@@ -1,0 +1,313 @@
+"""The in-process :class:`reactor.ports.DocumentStore`: dicts behind one ``threading.Lock``.
+
+This is the reference implementation of the versioned-document primitive
+(``reactor/ports/documents.py``): every generic store in :mod:`reactor.generic` runs on it, so
+:class:`reactor.memory.MemoryStorage` is exactly "the generic stores over the simplest possible
+compare-and-set".
+
+Semantics (``reactor/ports/documents.py``, ARCHITECTURE §2 "Expiry never depends on a
+database's TTL deletion"):
+
+* values are JSON-native dicts; they are stored as JSON text, so callers never share mutable
+  state with the store and a non-JSON value fails at write time;
+* every write stores a fresh UUID version (no ABA);
+* a document with ``expires_at <= now`` reads as absent (``value=None``) but keeps reporting
+  its stored ``version`` so a caller can take it over with a compare-and-set;
+* scans return unexpired documents in ascending key order, optionally filtered by ``index``;
+* expired documents are physically removed only by :meth:`MemoryDocumentStore.purge` (also run
+  automatically every ``purge_every`` writes) -- garbage collection, never a semantic.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reactor.memory.clock import ManualClock
+from reactor.ports.documents import Versioned
+
+__all__ = ["MemoryDocumentStore", "RawDocument"]
+
+
+@dataclass(frozen=True, slots=True)
+class RawDocument:
+    """A physically stored document, expired or not (for probes and tests).
+
+    Attributes:
+        value: the stored JSON-native dict (a fresh copy).
+        version: the stored version token.
+        expires_at: epoch seconds after which the document reads as absent, ``None`` = never.
+        index: the ``index`` string it was written with, or ``None``.
+    """
+
+    value: dict[str, Any]
+    version: str
+    expires_at: float | None
+    index: str | None
+
+
+@dataclass(slots=True)
+class _Doc:
+    text: str
+    version: str
+    expires_at: float | None
+    index: str | None
+
+
+class _Collection:
+    """One collection: documents plus sorted key lists (all keys, and per index value)."""
+
+    __slots__ = ("by_index", "docs", "keys")
+
+    def __init__(self) -> None:
+        self.docs: dict[str, _Doc] = {}
+        self.keys: list[str] = []
+        self.by_index: dict[str, list[str]] = {}
+
+    def put(self, key: str, doc: _Doc) -> None:
+        old = self.docs.get(key)
+        if old is None:
+            bisect.insort(self.keys, key)
+        elif old.index != doc.index and old.index is not None:
+            _remove_sorted(self.by_index[old.index], key)
+            if not self.by_index[old.index]:
+                del self.by_index[old.index]
+        if doc.index is not None and (old is None or old.index != doc.index):
+            bisect.insort(self.by_index.setdefault(doc.index, []), key)
+        self.docs[key] = doc
+
+    def remove(self, key: str) -> None:
+        old = self.docs.pop(key, None)
+        if old is None:
+            return
+        _remove_sorted(self.keys, key)
+        if old.index is not None:
+            _remove_sorted(self.by_index[old.index], key)
+            if not self.by_index[old.index]:
+                del self.by_index[old.index]
+
+
+def _remove_sorted(keys: list[str], key: str) -> None:
+    at = bisect.bisect_left(keys, key)
+    if at < len(keys) and keys[at] == key:
+        del keys[at]
+
+
+def _live(doc: _Doc, now: float) -> bool:
+    return doc.expires_at is None or doc.expires_at > now
+
+
+class MemoryDocumentStore:
+    """A thread-safe in-process :class:`reactor.ports.DocumentStore`.
+
+    Args:
+        clock: the store clock, epoch seconds (default :func:`time.time`). Pass a
+            :class:`reactor.memory.clock.ManualClock` to drive expiry from tests.
+        purge_every: physically remove expired documents every this many writes (``0``
+            disables the automatic purge; :meth:`purge` still works).
+
+    Example:
+        >>> store = MemoryDocumentStore(clock=ManualClock())
+        >>> store.write("c", "k", {"a": 1}, expected_version=None, expires_at=store.now() + 5)
+        True
+        >>> store.advance(5)
+        >>> store.read("c", "k").value is None
+        True
+    """
+
+    def __init__(
+        self, clock: Callable[[], float] = time.time, *, purge_every: int = 4096
+    ) -> None:
+        if purge_every < 0:
+            raise ValueError(f"purge_every must be >= 0, got {purge_every!r}")
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._collections: dict[str, _Collection] = {}
+        self._purge_every = purge_every
+        self._writes = 0
+        self._closed = False
+
+    @classmethod
+    def manual(cls, start: float = 1_700_000_000.0) -> MemoryDocumentStore:
+        """Build a store on a fresh :class:`ManualClock` starting at ``start`` epoch seconds."""
+        return cls(clock=ManualClock(start))
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The clock callable this store judges expiry with."""
+        return self._clock
+
+    def advance(self, seconds: float) -> None:
+        """Move the manual clock forward by ``seconds`` (tests only).
+
+        Raises:
+            TypeError: the store was not constructed with a :class:`ManualClock`.
+        """
+        if not isinstance(self._clock, ManualClock):
+            raise TypeError("advance() needs a store constructed with a ManualClock")
+        self._clock.advance(seconds)
+
+    def now(self) -> float:
+        """The store's clock in epoch seconds."""
+        return self._clock()
+
+    def read(self, collection: str, key: str) -> Versioned:
+        """Read one document; an expired document gives ``value=None`` with its ``version``."""
+        with self._lock:
+            doc = self._doc(collection, key)
+            if doc is None:
+                return Versioned(value=None, version=None)
+            if not _live(doc, self._clock()):
+                return Versioned(value=None, version=doc.version)
+            return Versioned(
+                value=json.loads(doc.text), version=doc.version, expires_at=doc.expires_at
+            )
+
+    def write(
+        self,
+        collection: str,
+        key: str,
+        value: Mapping[str, Any] | None,
+        *,
+        expected_version: str | None,
+        expires_at: float | None,
+        index: str | None = None,
+    ) -> bool:
+        """Compare-and-set one document (``value=None`` deletes it).
+
+        Args:
+            collection: the collection name.
+            key: the document key.
+            value: a JSON-native dict, or ``None`` to delete.
+            expected_version: the version the caller read; ``None`` = physically absent.
+            expires_at: epoch seconds after which the document reads as absent, ``None`` = never.
+            index: an optional string :meth:`scan` can filter on.
+
+        Returns:
+            ``True`` when written, ``False`` when the stored version differed.
+
+        Raises:
+            TypeError: ``value`` is not JSON-serializable.
+            ValueError: ``value`` holds a non-finite float.
+        """
+        text = None if value is None else json.dumps(dict(value), allow_nan=False)
+        with self._lock:
+            coll = self._collections.get(collection)
+            current = None if coll is None else coll.docs.get(key)
+            if (None if current is None else current.version) != expected_version:
+                return False
+            if text is None:
+                if coll is not None:
+                    coll.remove(key)
+            else:
+                if coll is None:
+                    coll = self._collections[collection] = _Collection()
+                coll.put(key, _Doc(text, uuid.uuid4().hex, expires_at, index))
+            self._writes += 1
+            if self._purge_every and self._writes % self._purge_every == 0:
+                self._purge_locked()
+            return True
+
+    def scan(
+        self,
+        collection: str,
+        *,
+        index: str | None = None,
+        after: str | None = None,
+        limit: int = 1000,
+    ) -> list[tuple[str, Mapping[str, Any]]]:
+        """List unexpired documents in ascending key order.
+
+        Args:
+            collection: the collection name.
+            index: only documents written with this ``index`` (``None``: all).
+            after: only keys strictly greater than this one.
+            limit: the maximum number of documents (``<= 0`` gives ``[]``).
+
+        Returns:
+            ``(key, value)`` pairs.
+        """
+        out: list[tuple[str, Mapping[str, Any]]] = []
+        if limit <= 0:
+            return out
+        with self._lock:
+            coll = self._collections.get(collection)
+            if coll is None:
+                return out
+            keys = coll.keys if index is None else coll.by_index.get(index, [])
+            at = 0 if after is None else bisect.bisect_right(keys, after)
+            now = self._clock()
+            while at < len(keys) and len(out) < limit:
+                key = keys[at]
+                doc = coll.docs[key]
+                if _live(doc, now):
+                    out.append((key, json.loads(doc.text)))
+                at += 1
+        return out
+
+    def close(self) -> None:
+        """Mark the store closed (data stays readable: nothing to release); idempotent."""
+        self._closed = True
+
+    # -- garbage collection and test access -----------------------------------------------
+
+    def purge(self) -> int:
+        """Physically remove every expired document; returns how many were removed."""
+        with self._lock:
+            return self._purge_locked()
+
+    def _purge_locked(self) -> int:
+        now = self._clock()
+        removed = 0
+        for coll in self._collections.values():
+            dead = [k for k, d in coll.docs.items() if not _live(d, now)]
+            for key in dead:
+                coll.remove(key)
+            removed += len(dead)
+        return removed
+
+    def raw(self, collection: str, key: str) -> RawDocument | None:
+        """The physically stored document, expired or not; ``None`` when nothing is stored."""
+        with self._lock:
+            doc = self._doc(collection, key)
+            if doc is None:
+                return None
+            return RawDocument(json.loads(doc.text), doc.version, doc.expires_at, doc.index)
+
+    def set_expiry(self, collection: str, key: str, expires_at: float | None) -> bool:
+        """Overwrite a stored document's expiry in place (probes); ``False`` when absent.
+
+        The version is kept: this simulates the passage of time, not a write.
+        """
+        with self._lock:
+            doc = self._doc(collection, key)
+            if doc is None:
+                return False
+            doc.expires_at = expires_at
+            return True
+
+    def keys(self, collection: str) -> list[str]:
+        """Every physically stored key of ``collection`` (expired ones included), sorted."""
+        with self._lock:
+            coll = self._collections.get(collection)
+            return [] if coll is None else list(coll.keys)
+
+    def collections(self) -> list[str]:
+        """Names of the collections that hold at least one stored document, sorted."""
+        with self._lock:
+            return sorted(name for name, coll in self._collections.items() if coll.docs)
+
+    def clear(self) -> None:
+        """Drop every document (the test helper ``reset!`` of storage-protocol.md §4.2 item 2)."""
+        with self._lock:
+            self._collections.clear()
+
+    def _doc(self, collection: str, key: str) -> _Doc | None:
+        coll = self._collections.get(collection)
+        return None if coll is None else coll.docs.get(key)

@@ -1,0 +1,72 @@
+"""Coordination primitives as pure state machines (ARCHITECTURE §4).
+
+Locks, semaphores, rate limits, periods and ordered locks are defined once, here, as pure
+functions ``op(state, now, *args) -> (new_state, result)`` over small frozen dataclass states
+(``None`` = absent). There is no I/O and no clock read: every expiry is part of the state and is
+judged against the ``now`` passed in (``expires_at <= now`` is absent; a TTL of ``None`` never
+expires). A backend only supplies atomicity around them (a mutex, a compare-and-set loop, a Lua
+script that behaves exactly like them). Sources:
+
+* :mod:`~reactor.model.coordination.locks` — storage-protocol.md §2.8;
+* :mod:`~reactor.model.coordination.semaphores` — ARCHITECTURE §4 (leases), replacing §2.9;
+* :mod:`~reactor.model.coordination.rate_limits` — storage-protocol.md §2.10;
+* :mod:`~reactor.model.coordination.periods` — storage-protocol.md §2.11, first-wins;
+* :mod:`~reactor.model.coordination.ordered_locks` — storage-protocol.md §2.12;
+* :mod:`~reactor.model.coordination.reference` — :class:`ReferenceCoordination`, the five store
+  protocols over a dict and a settable clock, for model-based contract tests.
+
+The operation functions share names across primitives (``acquire``, ``release``, ``reset``), so
+they are reached through their modules: ``locks.acquire(...)``, ``semaphores.acquire(...)``.
+:func:`deadline` (TTL validation and ``now + ttl``) and :func:`is_live` are the shared expiry
+rules, public for adapters that validate arguments before a native fast path.
+"""
+
+from __future__ import annotations
+
+from reactor.model.coordination import (
+    locks,
+    ordered_locks,
+    periods,
+    rate_limits,
+    reference,
+    semaphores,
+)
+from reactor.model.coordination._expiry import deadline, is_live
+from reactor.model.coordination.locks import LockState
+from reactor.model.coordination.ordered_locks import OrderedLockRecord, Timed
+from reactor.model.coordination.periods import (
+    Every,
+    PeriodMarkState,
+    bucket,
+    bucket_key,
+    period_seconds,
+    ttl_seconds,
+)
+from reactor.model.coordination.rate_limits import RateCounters, WindowCounter
+from reactor.model.coordination.reference import ReferenceCoordination, SettableClock
+from reactor.model.coordination.semaphores import SemaphoreLeases
+
+__all__ = [
+    "Every",
+    "LockState",
+    "OrderedLockRecord",
+    "PeriodMarkState",
+    "RateCounters",
+    "ReferenceCoordination",
+    "SemaphoreLeases",
+    "SettableClock",
+    "Timed",
+    "WindowCounter",
+    "bucket",
+    "bucket_key",
+    "deadline",
+    "is_live",
+    "locks",
+    "ordered_locks",
+    "period_seconds",
+    "periods",
+    "rate_limits",
+    "reference",
+    "semaphores",
+    "ttl_seconds",
+]

@@ -1,0 +1,225 @@
+"""Coordination clients on the memory storage, with an injected clock (no sleeping on TTLs)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from reactor.coordination import (
+    Lock,
+    OrderedLock,
+    Period,
+    RateLimit,
+    RateLimitRegistry,
+    Semaphore,
+    windows_from,
+)
+from reactor.memory import MemoryStorage
+from reactor.memory.clock import ManualClock
+from reactor.model.errors import (
+    LockAcquisitionError,
+    LockLost,
+    OrderedLockWaitError,
+    RateLimitExceeded,
+    SemaphoreAcquisitionError,
+    UnknownRateLimitError,
+)
+
+
+@pytest.fixture
+def storage() -> MemoryStorage:
+    # 2026-11-29T12:00:00Z
+    return MemoryStorage(clock=ManualClock(1_795_953_600.0))
+
+
+class FakeTime:
+    """A monotonic clock that advances when the client sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_lock_is_reentrant_for_its_owner_and_exclusive_for_others(storage: MemoryStorage) -> None:
+    first = Lock(storage.locks, "k", owner="a", auto_extend=False)
+    again = Lock(storage.locks, "k", owner="a", auto_extend=False)
+    other = Lock(storage.locks, "k", owner="b", auto_extend=False)
+    assert first.try_acquire() and again.try_acquire()
+    assert not other.try_acquire()
+    info = storage.locks.info("k")
+    assert info is not None and info.count == 2
+    assert first.release() and storage.locks.held("k")
+    assert again.release() and not storage.locks.held("k")
+
+
+def test_lock_wait_polls_until_the_deadline_then_names_the_holder(storage: MemoryStorage) -> None:
+    assert Lock(storage.locks, "k", owner="holder", auto_extend=False).try_acquire()
+    clock = FakeTime()
+    waiter = Lock(storage.locks, "k", owner="w", wait=0.35, auto_extend=False,
+                  sleep=clock.sleep, monotonic=clock.monotonic)
+    with pytest.raises(LockAcquisitionError, match="holder"):
+        waiter.acquire()
+    assert clock.sleeps == pytest.approx([0.1, 0.1, 0.1, 0.05])
+
+
+def test_lock_wait_succeeds_once_the_holder_lets_go(storage: MemoryStorage) -> None:
+    holder = Lock(storage.locks, "k", owner="holder", auto_extend=False)
+    assert holder.try_acquire()
+    clock = FakeTime()
+
+    def sleep(seconds: float) -> None:
+        clock.sleep(seconds)
+        holder.release()
+
+    waiter = Lock(storage.locks, "k", owner="w", wait=1, auto_extend=False,
+                  sleep=sleep, monotonic=clock.monotonic)
+    assert waiter.acquire() is waiter
+    assert waiter.held_by_me()
+
+
+def test_detached_lock_is_reattached_without_bumping_the_count(storage: MemoryStorage) -> None:
+    lock = Lock(storage.locks, "k", owner="a", ttl=30, auto_extend=False)
+    lock.acquire()
+    lock.detach()
+    assert lock.reattach()
+    info = storage.locks.info("k")
+    assert info is not None and info.count == 1
+    storage.advance(31)
+    assert not lock.reattach()  # the hold lapsed: the caller must acquire afresh
+
+
+def test_extender_reports_lock_lost_when_extend_fails(storage: MemoryStorage) -> None:
+    lost: list[LockLost] = []
+    lock = Lock(storage.locks, "k", owner="a", ttl=30, auto_extend=False, on_lost=lost.append)
+    lock.acquire()
+    storage.advance(31)
+    assert storage.locks.acquire("k", "thief", 30)
+
+    class OneTick(threading.Event):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+
+        def wait(self, timeout: float | None = None) -> bool:
+            self.calls += 1
+            return self.calls > 1
+
+    lock._extend_loop(OneTick(), 0.0)
+    assert len(lost) == 1 and isinstance(lock.lost, LockLost)
+    info = storage.locks.info("k")
+    assert info is not None and info.owner == "thief"
+    assert not lock.release()  # the old owner's release never deletes the new owner's lock
+    assert storage.locks.held("k")
+
+
+def test_semaphore_lease_lapses_for_a_silent_holder(storage: MemoryStorage) -> None:
+    dead = Semaphore(storage.semaphores, "s", limit=1, lease=30, auto_extend=False)
+    live = Semaphore(storage.semaphores, "s", limit=1, lease=30, auto_extend=False)
+    assert dead.try_acquire()
+    with pytest.raises(SemaphoreAcquisitionError):
+        live.acquire()
+    storage.advance(31)
+    assert live.try_acquire()
+    assert not dead.release()  # its late release returns False and frees nothing
+    state = storage.semaphores.state("s")
+    assert state is not None and set(state.holders) == {live.holder}
+
+
+def test_semaphore_reattach_keeps_the_same_slot(storage: MemoryStorage) -> None:
+    sem = Semaphore(storage.semaphores, "s", limit=2, holder="unit-1", lease=30, auto_extend=False)
+    sem.acquire()
+    sem.detach()
+    assert sem.reattach()
+    state = storage.semaphores.state("s")
+    assert state is not None and list(state.holders) == ["unit-1"]
+
+
+def test_semaphore_rejects_bad_arguments(storage: MemoryStorage) -> None:
+    with pytest.raises(ValueError, match="limit"):
+        Semaphore(storage.semaphores, "s", limit=0)
+    with pytest.raises(ValueError, match="lease"):
+        Semaphore(storage.semaphores, "s", limit=1, lease=0)
+
+
+def test_rate_limit_denies_with_retry_after_and_charges_nothing(storage: MemoryStorage) -> None:
+    limit = RateLimit(storage.rate_limits, "api", windows_from(limits={"minute": 2, 3600: 3}))
+    limit.hit()
+    limit.hit()
+    with pytest.raises(RateLimitExceeded) as denied:
+        limit.hit()
+    assert denied.value.window == "minute" and denied.value.limit == 2
+    assert denied.value.retry_after is not None and 0.1 <= denied.value.retry_after <= 60
+    assert limit.counts() == {"minute": 2, "3600s": 2}
+
+
+def test_named_rate_limits_come_from_the_registry() -> None:
+    registry = RateLimitRegistry()
+    windows = registry.register("stripe", limit=25, period="second")
+    assert registry.windows("stripe") == windows
+    with pytest.raises(UnknownRateLimitError, match="nope"):
+        registry.windows("nope")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({}, "either"), ({"limit": 1, "limits": {"second": 1}}, "either"),
+     ({"limits": {"fortnight": 1}}, "fortnight")],
+)
+def test_window_specs_are_validated(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        windows_from(**kwargs)  # type: ignore[arg-type]
+
+
+def test_period_marks_once_per_bucket(storage: MemoryStorage) -> None:
+    period = Period(storage.periods, "invoice:42", "day", now=storage.now)
+    assert not period.seen()
+    assert period.mark("run-1")
+    assert not period.mark("run-2")
+    marker = period.marker()
+    assert marker is not None and marker.context_id == "run-1"
+    storage.advance(86400)
+    assert not period.seen()  # the next calendar day is a new bucket
+
+
+def test_period_rejects_an_unknown_unit(storage: MemoryStorage) -> None:
+    with pytest.raises(ValueError):
+        Period(storage.periods, "x", "fortnight", now=storage.now)
+
+
+def test_ordered_lock_runs_in_ticket_order_and_skips_after_a_failure(
+    storage: MemoryStorage,
+) -> None:
+    lock = OrderedLock(storage.ordered_locks, "account:1", poison_pill_timeout=600)
+    first, second, third = lock.assign(), lock.assign(), lock.assign()
+    with pytest.raises(OrderedLockWaitError) as waiting:
+        lock.check(second)
+    assert waiting.value.retry_after is not None and waiting.value.retry_after >= 1
+    assert lock.check(first) == "go"
+    assert lock.advance(first, failed=True) == 1
+    assert lock.check(second) == "skip_chain_failed"
+    assert lock.advance(second) == 2
+    assert lock.check(third) == "skip_chain_failed"
+    relaxed = OrderedLock(storage.ordered_locks, "account:1", strict=False)
+    assert relaxed.check(third) == "go"
+
+
+def test_ordered_lock_poison_pill_skips_a_dead_blocker(storage: MemoryStorage) -> None:
+    lock = OrderedLock(storage.ordered_locks, "k", poison_pill_timeout=60)
+    lock.assign()
+    second = lock.assign()
+    storage.advance(61)
+    assert lock.check(second) == "go"
+    assert lock.peek().last_completed == 1
+
+
+def test_numeric_periods_become_named_windows() -> None:
+    windows = windows_from(limit=5, period=1.5)
+    assert windows[0].seconds == 1.5 and windows[0].name == "1.5s"

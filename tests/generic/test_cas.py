@@ -1,0 +1,82 @@
+"""Tests of the shared compare-and-set loop (reactor/generic/_cas.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from reactor.generic._cas import MAX_ATTEMPTS, apply, read_state
+from reactor.generic.locks import LOCK_CODEC
+from reactor.model.coordination import locks
+from reactor.model.errors import StorageError
+
+from .conftest import START, FakeDocumentStore
+
+
+def test_no_write_when_the_state_does_not_change(fake: FakeDocumentStore) -> None:
+    apply(fake, "c", "k", LOCK_CODEC, lambda s, now: locks.acquire(s, now, "a", 10))
+    assert fake.writes == 1
+    refused = apply(fake, "c", "k", LOCK_CODEC, lambda s, now: locks.acquire(s, now, "b", 10))
+    assert refused is False
+    assert fake.writes == 1
+
+
+def test_write_uses_the_state_expiry_and_none_deletes(fake: FakeDocumentStore) -> None:
+    apply(fake, "c", "k", LOCK_CODEC, lambda s, now: locks.acquire(s, now, "a", 10))
+    raw = fake.raw("c", "k")
+    assert raw is not None and raw.expires_at == START + 10
+    assert raw.value == {"owner": "a", "count": 1, "expires_at": START + 10}
+    apply(fake, "c", "k", LOCK_CODEC, lambda s, now: locks.release(s, now, "a"))
+    assert fake.raw("c", "k") is None
+
+
+def test_lost_cas_is_retried(fake: FakeDocumentStore) -> None:
+    slept: list[float] = []
+    fake.lose_next_writes = 3
+    ok = apply(
+        fake,
+        "c",
+        "k",
+        LOCK_CODEC,
+        lambda s, now: locks.acquire(s, now, "a", 10),
+        sleep=slept.append,
+    )
+    assert ok is True
+    assert len(slept) == 3
+    assert all(0 <= delay <= 0.01 for delay in slept)
+
+
+def test_gives_up_with_storage_error_after_max_attempts(fake: FakeDocumentStore) -> None:
+    fake.lose_next_writes = MAX_ATTEMPTS
+    with pytest.raises(StorageError, match="compare-and-set"):
+        apply(
+            fake,
+            "c",
+            "k",
+            LOCK_CODEC,
+            lambda s, now: locks.acquire(s, now, "a", 10),
+            sleep=lambda _: None,
+        )
+    assert fake.raw("c", "k") is None
+
+
+def test_expired_document_is_taken_over_by_version(fake: FakeDocumentStore) -> None:
+    apply(fake, "c", "k", LOCK_CODEC, lambda s, now: locks.acquire(s, now, "a", 1))
+    fake.advance(1)
+    assert fake.raw("c", "k") is not None  # physically still there
+    assert apply(fake, "c", "k", LOCK_CODEC, lambda s, now: locks.acquire(s, now, "b", 5))
+    raw = fake.raw("c", "k")
+    assert raw is not None and raw.value["owner"] == "b"
+
+
+def test_malformed_document_raises_storage_error(fake: FakeDocumentStore) -> None:
+    fake.write("c", "k", {"nonsense": 1}, expected_version=None, expires_at=None)
+    with pytest.raises(StorageError, match="malformed lock"):
+        read_state(fake, "c", "k", LOCK_CODEC, locks.held)
+    with pytest.raises(StorageError, match="malformed lock"):
+        apply(fake, "c", "k", LOCK_CODEC, lambda s, now: locks.acquire(s, now, "a", 10))
+
+
+def test_read_state_never_writes(fake: FakeDocumentStore) -> None:
+    apply(fake, "c", "k", LOCK_CODEC, lambda s, now: locks.acquire(s, now, "a", 10))
+    assert read_state(fake, "c", "k", LOCK_CODEC, locks.held) is True
+    assert fake.writes == 1

@@ -1,0 +1,230 @@
+"""DocumentContextStore on the memory document store (storage-protocol.md §4.2 items 3-7)."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from reactor.generic.contexts import CONTEXT_PAGES, CONTEXTS
+from reactor.generic.storage import GenericStorage
+from reactor.memory import ManualClock, MemoryDocumentStore, MemoryProbe, MemoryStorage
+from reactor.model.errors import ContextTooLargeError
+from reactor.ports import Capabilities, ContextRecord, StepResultRecord
+
+TTL = 100.0
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def storage(clock: ManualClock) -> MemoryStorage:
+    return MemoryStorage(clock=clock, context_ttl=TTL)
+
+
+def record(
+    context_id: str,
+    *,
+    status: str = "running",
+    created_at: float = 1.0,
+    parent: str | None = None,
+    dispatched: bool = False,
+    document: str = '{"v": 1}',
+    reactor: str = "Orders",
+) -> ContextRecord:
+    return ContextRecord(
+        context_id=context_id,
+        reactor=reactor,
+        status=status,
+        document=document,
+        created_at=created_at,
+        updated_at=created_at + 1,
+        parent_context_id=parent,
+        root_context_id=parent,
+        dispatched_child=dispatched,
+    )
+
+
+def test_save_then_load_round_trips_every_field(storage: MemoryStorage) -> None:
+    rec = record("c1", parent="p", dispatched=True)
+    storage.contexts.save(rec)
+    assert storage.contexts.load("c1") == rec
+
+
+def test_unknown_id_loads_none(storage: MemoryStorage) -> None:
+    assert storage.contexts.load("nope") is None
+
+
+def test_last_writer_wins_and_delete(storage: MemoryStorage) -> None:
+    storage.contexts.save(record("c1", document="v1"))
+    storage.contexts.save(record("c1", document="v2", status="completed"))
+    loaded = storage.contexts.load("c1")
+    assert loaded is not None and loaded.document == "v2" and loaded.status == "completed"
+    assert storage.contexts.delete("c1") is True
+    assert storage.contexts.load("c1") is None
+    assert storage.contexts.delete("c1") is False
+    assert storage.contexts.page().runs == ()
+
+
+def test_scan_lists_top_level_runs_only(storage: MemoryStorage) -> None:
+    storage.contexts.save(record("root"))
+    storage.contexts.save(record("elem", parent="root"))  # map element / compose child
+    storage.contexts.save(record("child", parent="root", dispatched=True))
+    assert [r.context_id for r in storage.contexts.scan()] == ["root"]
+    with_children = {
+        r.context_id for r in storage.contexts.scan(include_dispatched_children=True)
+    }
+    assert with_children == {"root", "child"}
+
+
+def test_scan_rows_carry_the_summary(storage: MemoryStorage) -> None:
+    storage.contexts.save(record("root", status="failed", created_at=5.0))
+    (row,) = storage.contexts.scan()
+    assert (row.context_id, row.reactor, row.status, row.created_at, row.updated_at) == (
+        "root", "Orders", "failed", 5.0, 6.0,
+    )
+
+
+def test_scan_status_filter_applies_before_limit(storage: MemoryStorage) -> None:
+    for i in range(5):
+        storage.contexts.save(record(f"a{i}", status="completed"))
+    storage.contexts.save(record("z", status="running"))
+    rows = storage.contexts.scan(statuses=["running"], limit=1)
+    assert [r.context_id for r in rows] == ["z"]
+    assert len(storage.contexts.scan(limit=3)) == 3
+    assert storage.contexts.scan(limit=0) == []
+
+
+def test_scan_follows_status_changes(storage: MemoryStorage) -> None:
+    storage.contexts.save(record("r", status="running"))
+    storage.contexts.save(record("r", status="completed"))
+    assert storage.contexts.scan(statuses={"running"}) == []
+    assert [r.context_id for r in storage.contexts.scan(statuses={"completed"})] == ["r"]
+
+
+def test_scan_finds_unknown_statuses(storage: MemoryStorage) -> None:
+    storage.contexts.save(record("legacy", status="skipped"))
+    storage.contexts.save(record("other", status="weird"))
+    assert {r.context_id for r in storage.contexts.scan()} == {"legacy", "other"}
+    assert [r.context_id for r in storage.contexts.scan(statuses=["skipped"])] == ["legacy"]
+
+
+def test_scan_never_returns_step_results(storage: MemoryStorage) -> None:
+    storage.step_results.put(
+        StepResultRecord("r", "s", "dispatched", "r", "Orders", 1.0, 1.0)
+    )
+    assert storage.contexts.scan() == []
+    assert storage.contexts.page().runs == ()
+
+
+def test_map_elements_are_not_indexed(storage: MemoryStorage) -> None:
+    for i in range(20):
+        storage.contexts.save(record(f"e{i}", parent="root"))
+    raw = storage.documents.raw(CONTEXTS, "e0")
+    assert raw is not None and raw.index is None
+    assert storage.documents.keys(CONTEXT_PAGES) == []
+
+
+def test_page_returns_every_run_once_newest_first(storage: MemoryStorage) -> None:
+    storage.contexts.save(record("old", created_at=1.0))
+    storage.contexts.save(record("mid", created_at=2.0))
+    storage.contexts.save(record("new", created_at=3.0))
+    storage.contexts.save(record("kid", created_at=4.0, parent="new", dispatched=True))
+    first = storage.contexts.page(limit=2)
+    assert [r.context_id for r in first.runs] == ["new", "mid"]
+    assert first.next_cursor is not None
+    second = storage.contexts.page(cursor=first.next_cursor, limit=2)
+    assert [r.context_id for r in second.runs] == ["old"]
+    assert second.next_cursor is None
+
+
+def test_page_exactly_full_has_no_next_cursor(storage: MemoryStorage) -> None:
+    storage.contexts.save(record("a", created_at=1.0))
+    storage.contexts.save(record("b", created_at=2.0))
+    page = storage.contexts.page(limit=2)
+    assert len(page.runs) == 2 and page.next_cursor is None
+
+
+def test_page_ties_on_created_at_list_each_run_once(storage: MemoryStorage) -> None:
+    ids = [f"r{i}" for i in range(7)]
+    for run_id in ids:
+        storage.contexts.save(record(run_id, created_at=10.0))
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = storage.contexts.page(cursor=cursor, limit=3)
+        seen.extend(r.context_id for r in page.runs)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert sorted(seen) == ids and len(seen) == len(ids)
+
+
+def test_page_summary_follows_saves(storage: MemoryStorage) -> None:
+    storage.contexts.save(record("a", status="running"))
+    storage.contexts.save(record("a", status="completed"))
+    (row,) = storage.contexts.page().runs
+    assert row.status == "completed"
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "!!!",
+        "not base64 at all?",
+        base64.urlsafe_b64encode(b"no-digits").decode(),
+        base64.urlsafe_b64encode(b"\xff\xfe").decode(),
+        "",
+    ],
+)
+def test_page_rejects_malformed_cursors(storage: MemoryStorage, cursor: str) -> None:
+    with pytest.raises(ValueError, match="cursor"):
+        storage.contexts.page(cursor=cursor)
+
+
+def test_page_rejects_a_zero_limit(storage: MemoryStorage) -> None:
+    with pytest.raises(ValueError):
+        storage.contexts.page(limit=0)
+
+
+def test_save_stamps_retention_and_every_save_restamps(
+    storage: MemoryStorage, clock: ManualClock
+) -> None:
+    probe = MemoryProbe(storage)
+    storage.contexts.save(record("r"))
+    assert probe.ttl(CONTEXTS, "r") == pytest.approx(TTL)
+    clock.advance(TTL - 1)
+    storage.contexts.save(record("r", status="paused"))
+    clock.advance(2)  # past the first write's expiry, within the second's
+    assert storage.contexts.load("r") is not None
+    assert [r.context_id for r in storage.contexts.scan()] == ["r"]
+    clock.advance(TTL)
+    assert storage.contexts.load("r") is None
+    assert storage.contexts.scan() == []
+    assert storage.contexts.page().runs == ()
+
+
+def test_an_expired_context_is_replaced_by_a_new_save(
+    storage: MemoryStorage, clock: ManualClock
+) -> None:
+    storage.contexts.save(record("r", document="old"))
+    clock.advance(TTL)
+    found = storage.documents.read(CONTEXTS, "r")
+    assert found.value is None and found.version is not None  # logically expired, stored
+    storage.contexts.save(record("r", document="new"))
+    loaded = storage.contexts.load("r")
+    assert loaded is not None and loaded.document == "new"
+
+
+def test_a_too_large_context_is_refused_before_any_write(clock: ManualClock) -> None:
+    docs = MemoryDocumentStore(clock=clock)
+    storage = GenericStorage(docs, capabilities=Capabilities(max_document_bytes=8))
+    with pytest.raises(ContextTooLargeError) as info:
+        storage.contexts.save(record("big", document="x" * 9))
+    assert (info.value.size_bytes, info.value.limit_bytes) == (9, 8)
+    assert storage.contexts.load("big") is None
+    storage.contexts.save(record("small", document="x" * 8))
+    assert storage.contexts.load("small") is not None
