@@ -1,1 +1,125 @@
+"""reactor: a saga orchestrator for Python with pluggable storage and router backends.
+
+Declare a workflow as a :class:`Reactor` of steps with ``run``, ``undo`` and ``compensate``;
+``MyReactor.run(...)`` runs them in dependency order, checkpoints after every step, and on a
+failure compensates the failing step and undoes every completed step, newest first.
+Storage and queues are chosen with :func:`configure` (default: in-process, no server).
+"""
+
 from __future__ import annotations
+
+from reactor.config import Runtime, Settings, configure
+from reactor.dsl import (
+    Input,
+    Inputs,
+    Reactor,
+    Retries,
+    Step,
+    compose,
+    element,
+    input,
+    map_step,
+    result,
+    step,
+    value,
+)
+from reactor.model.errors import (
+    ArgumentResolutionError,
+    CompensationError,
+    ConfigurationError,
+    ContextTooLargeError,
+    CoordinationError,
+    DefinitionError,
+    DependencyError,
+    DeserializationError,
+    InputValidationError,
+    LockAcquisitionError,
+    LockLost,
+    OrderedLockWaitError,
+    RateLimitExceeded,
+    ReactorError,
+    RouterError,
+    RunNotFoundError,
+    RunStateError,
+    SchemaVersionError,
+    SemaphoreAcquisitionError,
+    SignalOutsideStepError,
+    StorageError,
+    UndeclaredInputError,
+    UndoError,
+    UnknownRateLimitError,
+    UnknownReactorError,
+)
+from reactor.model.results import (
+    Failure,
+    Halt,
+    MapResults,
+    Result,
+    RollbackFailure,
+    Skipped,
+    Success,
+)
+from reactor.model.run_view import RunView, TraceEntry
+from reactor.model.signals import fail, halt, skip, succeed
+from reactor.model.status import RunStatus
+from reactor.model.step_context import StepContext
+
+__all__ = [
+    "ArgumentResolutionError",
+    "CompensationError",
+    "ConfigurationError",
+    "ContextTooLargeError",
+    "CoordinationError",
+    "DefinitionError",
+    "DependencyError",
+    "DeserializationError",
+    "Failure",
+    "Halt",
+    "Input",
+    "InputValidationError",
+    "Inputs",
+    "LockAcquisitionError",
+    "LockLost",
+    "MapResults",
+    "OrderedLockWaitError",
+    "RateLimitExceeded",
+    "Reactor",
+    "ReactorError",
+    "Result",
+    "Retries",
+    "RollbackFailure",
+    "RouterError",
+    "RunNotFoundError",
+    "RunStateError",
+    "RunStatus",
+    "RunView",
+    "Runtime",
+    "SchemaVersionError",
+    "SemaphoreAcquisitionError",
+    "Settings",
+    "SignalOutsideStepError",
+    "Skipped",
+    "Step",
+    "StepContext",
+    "StorageError",
+    "Success",
+    "TraceEntry",
+    "UndeclaredInputError",
+    "UndoError",
+    "UnknownRateLimitError",
+    "UnknownReactorError",
+    "compose",
+    "configure",
+    "element",
+    "fail",
+    "halt",
+    "input",
+    "map_step",
+    "result",
+    "skip",
+    "step",
+    "succeed",
+    "value",
+]
+
+__version__ = "0.1.0"
