@@ -8,19 +8,16 @@ learns it lost mutual exclusion.
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from types import TracebackType
 
+from reactor.coordination._heartbeat import Heartbeat
 from reactor.model.errors import LockAcquisitionError, LockLost
 from reactor.ports.storage import LockStore
 
 __all__ = ["Lock"]
-
-log = logging.getLogger("reactor.lock")
 
 #: Polling interval while waiting for a held lock, in seconds (ruby_reactor: 100 ms).
 POLL_INTERVAL = 0.1
@@ -70,8 +67,7 @@ class Lock:
         self.lost: LockLost | None = None
         self._sleep = sleep
         self._monotonic = monotonic
-        self._stop: threading.Event | None = None
-        self._thread: threading.Thread | None = None
+        self._heartbeat: Heartbeat | None = None
 
     def try_acquire(self) -> bool:
         """Take (or re-enter) the lock once; start the extender on success."""
@@ -139,38 +135,21 @@ class Lock:
         return info is not None and info.owner == self.owner
 
     def _start_extender(self) -> None:
-        if not self.auto_extend or self._thread is not None or self.ttl is None:
+        if not self.auto_extend or self._heartbeat is not None or self.ttl is None:
             return
-        stop = threading.Event()
-        interval = max(self.ttl / 3.0, 1.0)
-        thread = threading.Thread(
-            target=self._extend_loop, args=(stop, interval), name=f"lock-extend:{self.key}",
-            daemon=True,
-        )
-        self._stop, self._thread = stop, thread
-        thread.start()
+        self._heartbeat = Heartbeat(
+            f"lock-extend:{self.key}", max(self.ttl / 3.0, 1.0), self.extend, self._report_lost
+        ).start()
 
-    def _extend_loop(self, stop: threading.Event, interval: float) -> None:
-        while not stop.wait(interval):
-            try:
-                ok = self.extend()
-            except Exception as exc:  # a storage outage: report, keep trying until the TTL
-                log.warning("event=lock_extend_error key=%s error=%s", self.key, exc)
-                continue
-            if not ok:
-                self.lost = LockLost(f"lock {self.key!r} lapsed and could not be extended")
-                log.warning("event=lock_lost key=%s owner=%s", self.key, self.owner)
-                if self.on_lost is not None:
-                    self.on_lost(self.lost)
-                return
+    def _report_lost(self) -> None:
+        self.lost = LockLost(f"lock {self.key!r} lapsed and could not be extended")
+        if self.on_lost is not None:
+            self.on_lost(self.lost)
 
     def _stop_extender(self) -> None:
-        stop, thread = self._stop, self._thread
-        self._stop = self._thread = None
-        if stop is not None:
-            stop.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5)
+        heartbeat, self._heartbeat = self._heartbeat, None
+        if heartbeat is not None:
+            heartbeat.stop()
 
     def __enter__(self) -> Lock:
         return self.acquire()

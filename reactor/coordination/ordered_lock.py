@@ -8,9 +8,9 @@ every ticket after a failed one skip (``skip_chain_failed``).
 
 from __future__ import annotations
 
-import threading
 from typing import Literal
 
+from reactor.coordination._heartbeat import Heartbeat
 from reactor.model.errors import OrderedLockWaitError
 from reactor.ports.records import OrderedLockState, OrderedTicket
 from reactor.ports.storage import OrderedLockStore
@@ -52,7 +52,7 @@ class OrderedLock:
         self.poison_pill_timeout = poison_pill_timeout
         self.ttl = ttl
         self.strict = strict
-        self._stop: threading.Event | None = None
+        self._heartbeat: Heartbeat | None = None
 
     def assign(self) -> OrderedTicket:
         """Take the next place in line (call at enqueue time)."""
@@ -100,25 +100,17 @@ class OrderedLock:
     def start_heartbeat(self, ticket: OrderedTicket) -> None:
         """Restamp ``ticket``'s timer every ``max(poison_pill_timeout/3, 1)`` s from a thread."""
         self.stop_heartbeat()
-        stop = threading.Event()
-        interval = max(self.poison_pill_timeout / 3.0, 1.0)
-
-        def beat() -> None:
-            while not stop.wait(interval):
-                try:
-                    if not self.store.heartbeat(self.key, ticket):
-                        return
-                except Exception:
-                    continue
-
-        self._stop = stop
-        threading.Thread(target=beat, name=f"ordered-heartbeat:{self.key}", daemon=True).start()
+        self._heartbeat = Heartbeat(
+            f"ordered-heartbeat:{self.key}",
+            max(self.poison_pill_timeout / 3.0, 1.0),
+            lambda: self.store.heartbeat(self.key, ticket),
+        ).start()
 
     def stop_heartbeat(self) -> None:
         """Stop the heartbeat thread, if any."""
-        if self._stop is not None:
-            self._stop.set()
-            self._stop = None
+        heartbeat, self._heartbeat = self._heartbeat, None
+        if heartbeat is not None:
+            heartbeat.stop()
 
     def peek(self) -> OrderedLockState:
         """Operators: the current state."""

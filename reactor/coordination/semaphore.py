@@ -6,19 +6,16 @@ slot leaks reported against Prefect, Kestra, Redisson and ruby_reactor's token l
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from types import TracebackType
 
+from reactor.coordination._heartbeat import Heartbeat
 from reactor.model.errors import SemaphoreAcquisitionError
 from reactor.ports.storage import SemaphoreStore
 
 __all__ = ["Semaphore"]
-
-log = logging.getLogger("reactor.semaphore")
 
 #: Polling interval while waiting for a free slot, in seconds (the SQL adapter's 50 ms).
 POLL_INTERVAL = 0.05
@@ -68,8 +65,7 @@ class Semaphore:
         self.auto_extend = auto_extend
         self._sleep = sleep
         self._monotonic = monotonic
-        self._stop: threading.Event | None = None
-        self._thread: threading.Thread | None = None
+        self._heartbeat: Heartbeat | None = None
 
     def try_acquire(self) -> bool:
         """Lease a slot once; start the extender on success."""
@@ -112,34 +108,18 @@ class Semaphore:
         return False
 
     def _start_extender(self) -> None:
-        if not self.auto_extend or self._thread is not None:
+        if not self.auto_extend or self._heartbeat is not None:
             return
-        stop = threading.Event()
-        thread = threading.Thread(
-            target=self._extend_loop,
-            args=(stop, max(self.lease / 3.0, 1.0)),
-            name=f"semaphore-extend:{self.key}",
-            daemon=True,
-        )
-        self._stop, self._thread = stop, thread
-        thread.start()
-
-    def _extend_loop(self, stop: threading.Event, interval: float) -> None:
-        while not stop.wait(interval):
-            try:
-                if not self.store.extend(self.key, self.holder, self.lease):
-                    log.warning("event=semaphore_lease_lost key=%s", self.key)
-                    return
-            except Exception as exc:
-                log.warning("event=semaphore_extend_error key=%s error=%s", self.key, exc)
+        self._heartbeat = Heartbeat(
+            f"semaphore-extend:{self.key}",
+            max(self.lease / 3.0, 1.0),
+            lambda: self.store.extend(self.key, self.holder, self.lease),
+        ).start()
 
     def _stop_extender(self) -> None:
-        stop, thread = self._stop, self._thread
-        self._stop = self._thread = None
-        if stop is not None:
-            stop.set()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5)
+        heartbeat, self._heartbeat = self._heartbeat, None
+        if heartbeat is not None:
+            heartbeat.stop()
 
     def __enter__(self) -> Semaphore:
         return self.acquire()

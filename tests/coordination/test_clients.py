@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from reactor.coordination import (
@@ -15,6 +13,7 @@ from reactor.coordination import (
     Semaphore,
     windows_from,
 )
+from reactor.coordination._heartbeat import Heartbeat
 from reactor.memory import MemoryStorage
 from reactor.memory.clock import ManualClock
 from reactor.model.errors import (
@@ -103,16 +102,8 @@ def test_extender_reports_lock_lost_when_extend_fails(storage: MemoryStorage) ->
     storage.advance(31)
     assert storage.locks.acquire("k", "thief", 30)
 
-    class OneTick(threading.Event):
-        def __init__(self) -> None:
-            super().__init__()
-            self.calls = 0
-
-        def wait(self, timeout: float | None = None) -> bool:
-            self.calls += 1
-            return self.calls > 1
-
-    lock._extend_loop(OneTick(), 0.0)
+    ticks = iter([False, True])
+    Heartbeat("test", 0.0, lock.extend, lock._report_lost).run(wait=lambda _: next(ticks))
     assert len(lost) == 1 and isinstance(lock.lost, LockLost)
     info = storage.locks.info("k")
     assert info is not None and info.owner == "thief"
@@ -223,3 +214,17 @@ def test_ordered_lock_poison_pill_skips_a_dead_blocker(storage: MemoryStorage) -
 def test_numeric_periods_become_named_windows() -> None:
     windows = windows_from(limit=5, period=1.5)
     assert windows[0].seconds == 1.5 and windows[0].name == "1.5s"
+
+
+def test_heartbeat_survives_a_storage_outage_and_stops_when_the_lease_is_gone() -> None:
+    answers: list[object] = [RuntimeError("connection reset"), True, False]
+    lost: list[bool] = []
+
+    def renew() -> bool:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return bool(answer)
+
+    Heartbeat("test", 0.0, renew, lambda: lost.append(True)).run(wait=lambda _: False)
+    assert answers == [] and lost == [True]
