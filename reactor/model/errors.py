@@ -32,12 +32,16 @@ __all__ = [
     "RateLimitExceeded",
     "ReactorError",
     "RouterError",
+    "RunNotFoundError",
+    "RunStateError",
     "SchemaVersionError",
     "SemaphoreAcquisitionError",
+    "SignalOutsideStepError",
     "StorageError",
     "UndeclaredInputError",
     "UndoError",
     "UnknownRateLimitError",
+    "UnknownReactorError",
 ]
 
 
@@ -206,3 +210,41 @@ class LockLost(ReactorError):
 
     Raised (or reported) so the holder learns it no longer has mutual exclusion.
     """
+
+
+class SignalOutsideStepError(ReactorError):
+    """``fail()``/``halt()``/``skip()``/``succeed()`` was called outside a step body.
+
+    Signals only work inside ``run``/``undo``/``compensate`` of a step that the engine (or
+    ``Step.call``) is executing (engine.md §1.2 "Signals": a programming error elsewhere).
+    """
+
+
+class RunNotFoundError(ReactorError, LookupError):
+    """No stored run has this id (or it belongs to another reactor).
+
+    Attributes:
+        run_id: the id that was looked up.
+    """
+
+    def __init__(self, message: str, run_id: str = "") -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class RunStateError(ReactorError):
+    """The run's status does not allow the operation (e.g. ``Reactor.undo`` on a running run).
+
+    Attributes:
+        run_id: the run's id.
+        status: the run's current status value.
+    """
+
+    def __init__(self, message: str, run_id: str = "", status: str = "") -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.status = status
+
+
+class UnknownReactorError(ReactorError, LookupError):
+    """No reactor is registered under this name (see ``reactor.registry``)."""

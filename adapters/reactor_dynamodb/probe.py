@@ -1,0 +1,57 @@
+"""Contract-suite probes of the DynamoDB storage and the SQS router (entry points
+``reactor.probes: dynamodb`` and ``reactor.router_probes: sqs``).
+
+The storage probe is :class:`reactor_contract.generic_probe.GenericProbe` over the adapter's
+:class:`reactor_dynamodb.documents.DynamoDocumentStore`, whose ``raw`` and ``set_expiry`` read
+and rewrite items directly (bypassing logical expiry, keeping the version). Imported only by
+the contract suite: it needs the ``reactor_contract`` package.
+"""
+
+from __future__ import annotations
+
+from reactor_contract.generic_probe import GenericProbe
+from reactor_contract.probe import Probe, RouterProbe
+
+from reactor.ports.router import Router
+from reactor.ports.storage import Storage
+from reactor_dynamodb.router import SQSRouter
+from reactor_dynamodb.storage import DynamoStorage
+
+__all__ = ["SQSRouterProbe", "probe_for", "router_probe_for"]
+
+
+def probe_for(storage: Storage) -> Probe:
+    """The probe of a :class:`DynamoStorage`.
+
+    Raises:
+        TypeError: ``storage`` is not a ``DynamoStorage``.
+    """
+    if not isinstance(storage, DynamoStorage):
+        raise TypeError(f"probe_for needs a DynamoStorage, got {type(storage).__name__}")
+    return GenericProbe(storage.documents)
+
+
+class SQSRouterProbe:
+    """Sends raw messages to an :class:`SQSRouter`'s queue.
+
+    Args:
+        router: the router under test.
+    """
+
+    def __init__(self, router: SQSRouter) -> None:
+        self.router = router
+
+    def inject_raw(self, body: str) -> None:
+        """Send ``body`` as a message, visible now, without validating it."""
+        self.router.enqueue_raw(body)
+
+
+def router_probe_for(router: Router) -> RouterProbe:
+    """The router probe of an :class:`SQSRouter`.
+
+    Raises:
+        TypeError: ``router`` is not an ``SQSRouter``.
+    """
+    if not isinstance(router, SQSRouter):
+        raise TypeError(f"router_probe_for needs an SQSRouter, got {type(router).__name__}")
+    return SQSRouterProbe(router)

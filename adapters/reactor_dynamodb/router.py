@@ -1,0 +1,475 @@
+"""``SQSRouter``: jobs on an Amazon SQS standard queue (boto3).
+
+Implements :class:`reactor.ports.Router` (ARCHITECTURE §3) on a queue ``<prefix><name>`` and its
+dead-letter queue ``<prefix><name>-dlq`` (both created when missing, unless ``create=false``).
+
+* **Any delay.** SQS delays at most 900 s. A longer delay is sent with ``DelaySeconds=900``
+  and a ``not_before`` message attribute (epoch seconds); :meth:`SQSRouter.receive` re-sends a
+  message whose ``not_before`` is still in the future with ``min(remaining, 900)`` of delay and
+  deletes the received copy. A message is never parked invisible to hide a delay
+  (ARCHITECTURE §3). Delays are whole seconds on SQS: they are rounded *up*.
+* **Leases.** A receive leases messages for ``visibility_timeout`` seconds; :meth:`extend` is
+  ``ChangeMessageVisibility`` (bounded to SQS's 12 h); :meth:`retry` sets the visibility to the
+  retry delay (keeping ``ApproximateReceiveCount``) or, beyond 900 s, re-sends with
+  ``not_before`` and deletes the original.
+* **Acks.** ``DeleteMessage``; a stale receipt handle (the lease lapsed and another worker
+  received the message) is logged, never raised. Note: AWS accepts a stale handle and keeps
+  the message; moto's server deletes it. :meth:`ack_many` deletes in batches of 10.
+* **Dead letters.** An undecodable message is sent to the DLQ with ``reason`` and ``at``
+  attributes and deleted from the queue by :meth:`receive`, never returned. :meth:`dead_letters`
+  reads the DLQ without deleting: it receives in pages and makes each page visible again at
+  once (``ChangeMessageVisibility`` 0).
+* **Receive batches.** Up to 10 messages per request (SQS's limit); ``wait_seconds`` uses long
+  polling in whole seconds (rounded up, at most 20 per request).
+
+Clock: the application clock (``not_before`` and dead-letter times are epoch seconds).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from reactor.model.errors import DeserializationError, RouterError
+from reactor.ports.router import DeadLetter, Delivery, Job
+
+__all__ = ["MAX_SQS_DELAY", "MAX_VISIBILITY", "SQSRouter"]
+
+logger = logging.getLogger(__name__)
+
+#: SQS's largest ``DelaySeconds``.
+MAX_SQS_DELAY = 900
+#: SQS's largest visibility timeout (12 hours).
+MAX_VISIBILITY = 43200
+_BATCH = 10
+_NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
+#: Receipts remembered to dead-letter a message with its raw body.
+_BODY_CACHE = 10_000
+
+
+def _check_delay(seconds: float, name: str = "delay_seconds") -> float:
+    value = float(seconds)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {seconds!r}")
+    return value
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _stale_code(code: str) -> bool:
+    return code in (
+        "ReceiptHandleIsInvalid",
+        "AWS.SimpleQueueService.ReceiptHandleIsInvalid",
+        "InvalidParameterValue",
+        "MessageNotInflight",
+        "AWS.SimpleQueueService.MessageNotInflight",
+    )
+
+
+def queue_name(prefix: str, name: str) -> str:
+    """The SQS queue name for ``prefix + name`` (invalid characters become ``-``).
+
+    Raises:
+        ValueError: the name (plus ``-dlq``) would exceed SQS's 80 characters.
+    """
+    full = _NAME_OK.sub("-", prefix + name)
+    if len(full) > 76:
+        raise ValueError(f"SQS queue name {full!r} is too long (76 characters + '-dlq' max)")
+    return full
+
+
+class SQSRouter:
+    """A :class:`reactor.ports.Router` on an SQS standard queue.
+
+    Args:
+        client: a boto3 SQS client.
+        queue: the queue name (``prefix`` is prepended).
+        prefix: namespace prepended to the queue names.
+        visibility_timeout: seconds a delivery stays leased (whole seconds on SQS, rounded up).
+        create: create the queue and its DLQ when missing.
+        clock: the application clock in epoch seconds (injectable for tests).
+        owns_client: close ``client`` on :meth:`close`.
+
+    Raises:
+        ValueError: a bad ``visibility_timeout`` or queue name.
+        RouterError: looking up or creating the queues failed.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        queue: str,
+        *,
+        prefix: str = "",
+        visibility_timeout: float = 30.0,
+        create: bool = True,
+        clock: Callable[[], float] = time.time,
+        owns_client: bool = False,
+    ) -> None:
+        if not 0 < visibility_timeout <= MAX_VISIBILITY:
+            raise ValueError(
+                f"visibility_timeout must be in (0, {MAX_VISIBILITY}], got {visibility_timeout!r}"
+            )
+        self.client = client
+        self.name = queue_name(prefix, queue)
+        self.dlq_name = self.name + "-dlq"
+        self.visibility_timeout = float(visibility_timeout)
+        self._clock = clock
+        self._owns_client = owns_client
+        self._bodies: OrderedDict[str, str] = OrderedDict()
+        self._bodies_lock = threading.Lock()
+        self._closed = False
+        self.queue_url = self._queue_url(self.name, create)
+        self.dlq_url = self._queue_url(self.dlq_name, create)
+
+    def _queue_url(self, name: str, create: bool) -> str:
+        try:
+            if create:
+                url = self.client.create_queue(QueueName=name)["QueueUrl"]
+            else:
+                url = self.client.get_queue_url(QueueName=name)["QueueUrl"]
+        except (ClientError, BotoCoreError) as exc:
+            raise RouterError(f"SQS queue {name!r} is not available: {exc}") from exc
+        return str(url)
+
+    def now(self) -> float:
+        """The application clock in epoch seconds."""
+        return self._clock()
+
+    # -- producer side -----------------------------------------------------------------------
+
+    def enqueue(self, job: Job, delay_seconds: float = 0) -> str:
+        """Send ``job``, visible after ``delay_seconds`` (any finite delay >= 0).
+
+        A delayed job's envelope gets ``not_before = now + delay``; beyond 900 s the message
+        also carries a ``not_before`` attribute and is re-deferred on receive.
+
+        Returns:
+            The job id.
+
+        Raises:
+            ValueError: ``delay_seconds`` is negative or not finite.
+            RouterError: the request failed or the router is closed.
+        """
+        delay = _check_delay(delay_seconds)
+        now = self.now()
+        if delay > 0:
+            job = replace(job, not_before=now + delay)
+        self._send(self.queue_url, job.to_json(), now + delay if delay > 0 else None)
+        return job.id
+
+    def enqueue_raw(self, body: str) -> None:
+        """Send a raw body as a foreign producer would (the router probe's ``inject_raw``).
+
+        Raises:
+            RouterError: the request failed.
+        """
+        self._send(self.queue_url, body, None)
+
+    def _send(
+        self,
+        queue_url: str,
+        body: str,
+        not_before: float | None,
+        attributes: dict[str, Any] | None = None,
+    ) -> None:
+        if self._closed:
+            raise RouterError("the SQS router is closed")
+        request: dict[str, Any] = {"QueueUrl": queue_url, "MessageBody": body}
+        attrs = dict(attributes or {})
+        if not_before is not None:
+            remaining = not_before - self.now()
+            delay = min(max(math.ceil(remaining), 0), MAX_SQS_DELAY)
+            request["DelaySeconds"] = delay
+            if remaining > MAX_SQS_DELAY:
+                attrs["not_before"] = {"DataType": "Number", "StringValue": repr(not_before)}
+        if attrs:
+            request["MessageAttributes"] = attrs
+        try:
+            self.client.send_message(**request)
+        except (ClientError, BotoCoreError) as exc:
+            raise RouterError(f"SQS send to {queue_url} failed: {exc}") from exc
+
+    # -- consumer side -----------------------------------------------------------------------
+
+    def receive(self, max_jobs: int = 1, wait_seconds: float = 0) -> list[Delivery]:
+        """Lease up to ``max_jobs`` due jobs, long-polling up to ``wait_seconds``.
+
+        Messages whose ``not_before`` is in the future are re-deferred (re-sent and deleted);
+        undecodable ones are dead-lettered with the reason. Neither is returned.
+
+        Raises:
+            RouterError: the request failed.
+        """
+        if max_jobs <= 0:
+            return []
+        deadline = time.monotonic() + max(float(wait_seconds), 0.0)
+        out: list[Delivery] = []
+        while True:
+            remaining = deadline - time.monotonic()
+            wait = min(max(math.ceil(remaining), 0), 20) if not out else 0
+            messages = self._receive(
+                self.queue_url, min(max_jobs - len(out), _BATCH), wait, self.visibility_timeout
+            )
+            self._sort(messages, out)
+            if len(out) >= max_jobs:
+                return out
+            if out and len(messages) < _BATCH:
+                return out
+            if not messages and (out or deadline - time.monotonic() <= 0 or self._closed):
+                return out
+
+    def _receive(
+        self, queue_url: str, count: int, wait: int, visibility: float
+    ) -> list[dict[str, Any]]:
+        try:
+            reply = self.client.receive_message(
+                QueueUrl=queue_url,
+                MaxNumberOfMessages=count,
+                WaitTimeSeconds=wait,
+                VisibilityTimeout=min(math.ceil(visibility), MAX_VISIBILITY),
+                MessageAttributeNames=["All"],
+                MessageSystemAttributeNames=["ApproximateReceiveCount"],
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise RouterError(f"SQS receive from {queue_url} failed: {exc}") from exc
+        messages: list[dict[str, Any]] = reply.get("Messages", [])
+        return messages
+
+    def _sort(self, messages: Sequence[dict[str, Any]], out: list[Delivery]) -> None:
+        """Split received messages into deliveries, re-deferrals and dead letters."""
+        done: list[str] = []
+        now = self.now()
+        for message in messages:
+            body = str(message.get("Body", ""))
+            receipt = str(message["ReceiptHandle"])
+            attrs = message.get("MessageAttributes") or {}
+            not_before = _number_attribute(attrs.get("not_before"))
+            if not_before is not None and not_before > now:
+                self._send(
+                    self.queue_url,
+                    body,
+                    not_before,
+                    {k: v for k, v in attrs.items() if k != "not_before"},
+                )
+                done.append(receipt)
+                continue
+            try:
+                job = Job.from_json(body)
+            except DeserializationError as exc:
+                self._to_dlq(body, f"undecodable message: {exc}")
+                done.append(receipt)
+                continue
+            count = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
+            self._remember(receipt, body)
+            out.append(Delivery(job=job, receipt=receipt, delivery_count=count))
+        self._delete_batch(done)
+
+    def _remember(self, receipt: str, body: str) -> None:
+        with self._bodies_lock:
+            self._bodies[receipt] = body
+            while len(self._bodies) > _BODY_CACHE:
+                self._bodies.popitem(last=False)
+
+    def _forget(self, receipt: str) -> str | None:
+        with self._bodies_lock:
+            return self._bodies.pop(receipt, None)
+
+    def ack(self, delivery: Delivery) -> None:
+        """Delete a delivered message; a stale receipt is logged, never raised.
+
+        Raises:
+            RouterError: the request failed for another reason (network, permissions).
+        """
+        self._forget(delivery.receipt)
+        try:
+            self.client.delete_message(QueueUrl=self.queue_url, ReceiptHandle=delivery.receipt)
+        except ClientError as exc:
+            if _stale_code(_code(exc)):
+                logger.warning("stale receipt on ack of job %s: %s", delivery.job.id, exc)
+                return
+            raise RouterError(f"SQS ack failed: {exc}") from exc
+        except BotoCoreError as exc:
+            raise RouterError(f"SQS ack failed: {exc}") from exc
+
+    def ack_many(self, deliveries: Iterable[Delivery]) -> None:
+        """Delete several delivered messages with ``DeleteMessageBatch`` (10 per request).
+
+        Entries that fail (stale receipts) are logged, never raised.
+
+        Raises:
+            RouterError: a request failed.
+        """
+        receipts = [d.receipt for d in deliveries]
+        for receipt in receipts:
+            self._forget(receipt)
+        self._delete_batch(receipts)
+
+    def _delete_batch(self, receipts: Sequence[str], queue_url: str | None = None) -> None:
+        url = queue_url or self.queue_url
+        for start in range(0, len(receipts), _BATCH):
+            chunk = receipts[start : start + _BATCH]
+            try:
+                reply = self.client.delete_message_batch(
+                    QueueUrl=url,
+                    Entries=[{"Id": str(i), "ReceiptHandle": r} for i, r in enumerate(chunk)],
+                )
+            except (ClientError, BotoCoreError) as exc:
+                raise RouterError(f"SQS batch delete failed: {exc}") from exc
+            for failed in reply.get("Failed", []):
+                logger.warning("SQS batch delete entry failed (stale receipt?): %s", failed)
+
+    def retry(self, delivery: Delivery, delay_seconds: float) -> None:
+        """Make the job visible again after ``delay_seconds``.
+
+        Up to 900 s: ``ChangeMessageVisibility`` (the receive count is kept). Longer, or when
+        the visibility cannot be changed any more: a re-send with ``not_before`` and a delete.
+        A stale receipt is logged.
+
+        Raises:
+            ValueError: ``delay_seconds`` is negative or not finite.
+            RouterError: a request failed.
+        """
+        delay = _check_delay(delay_seconds)
+        if delay <= MAX_SQS_DELAY:
+            try:
+                self.client.change_message_visibility(
+                    QueueUrl=self.queue_url,
+                    ReceiptHandle=delivery.receipt,
+                    VisibilityTimeout=math.ceil(delay),
+                )
+                self._forget(delivery.receipt)
+                return
+            except ClientError as exc:
+                message = str(exc).lower()
+                if not _stale_code(_code(exc)):
+                    raise RouterError(f"SQS retry failed: {exc}") from exc
+                if "maximum" not in message and "exceed" not in message:
+                    logger.warning("stale receipt on retry of job %s: %s", delivery.job.id, exc)
+                    return
+                # the 12 h visibility budget of this receipt is spent: fall back to a re-send
+            except BotoCoreError as exc:
+                raise RouterError(f"SQS retry failed: {exc}") from exc
+        body = self._forget(delivery.receipt) or delivery.job.to_json()
+        self._send(self.queue_url, body, self.now() + delay)
+        self._delete_batch([delivery.receipt])
+
+    def extend(self, delivery: Delivery, seconds: float) -> None:
+        """Keep the message invisible for ``seconds`` from now (bounded to 12 h, whole seconds).
+
+        A stale receipt is logged, never raised.
+
+        Raises:
+            ValueError: ``seconds`` is negative or not finite.
+            RouterError: the request failed for another reason.
+        """
+        extra = _check_delay(seconds, "seconds")
+        try:
+            self.client.change_message_visibility(
+                QueueUrl=self.queue_url,
+                ReceiptHandle=delivery.receipt,
+                VisibilityTimeout=min(math.ceil(extra), MAX_VISIBILITY),
+            )
+        except ClientError as exc:
+            if _stale_code(_code(exc)):
+                logger.warning("stale receipt on extend of job %s: %s", delivery.job.id, exc)
+                return
+            raise RouterError(f"SQS extend failed: {exc}") from exc
+        except BotoCoreError as exc:
+            raise RouterError(f"SQS extend failed: {exc}") from exc
+
+    def dead_letter(self, delivery: Delivery, reason: str) -> None:
+        """Send the job to ``<queue>-dlq`` with ``reason`` and delete it from the queue.
+
+        Raises:
+            RouterError: a request failed.
+        """
+        body = self._forget(delivery.receipt) or delivery.job.to_json()
+        self._to_dlq(body, reason)
+        self._delete_batch([delivery.receipt])
+
+    def _to_dlq(self, body: str, reason: str) -> None:
+        logger.warning("dead-lettered message on %s: %s", self.name, reason)
+        self._send(
+            self.dlq_url,
+            body,
+            None,
+            {
+                "reason": {"DataType": "String", "StringValue": reason[:4096] or "-"},
+                "at": {"DataType": "Number", "StringValue": repr(self.now())},
+            },
+        )
+
+    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """Read dead-lettered messages without deleting them, oldest first (at most ``limit``).
+
+        Pages through the DLQ with short leases and makes every page visible again at once.
+        SQS offers no peek, so concurrent readers of the DLQ may see fewer messages.
+
+        Raises:
+            RouterError: a request failed.
+        """
+        seen: dict[str, DeadLetter] = {}
+        receipts: list[str] = []
+        try:
+            while len(seen) < max(limit, 0):
+                batch = self._receive(self.dlq_url, _BATCH, 0, 30)
+                fresh = [m for m in batch if m["MessageId"] not in seen]
+                if not fresh:
+                    receipts.extend(m["ReceiptHandle"] for m in batch)
+                    break
+                for m in batch:
+                    receipts.append(m["ReceiptHandle"])
+                    attrs = m.get("MessageAttributes") or {}
+                    reason = attrs.get("reason", {}).get("StringValue", "")
+                    at = _number_attribute(attrs.get("at")) or 0.0
+                    seen[m["MessageId"]] = DeadLetter(
+                        body=str(m.get("Body", "")), reason=str(reason), at=at
+                    )
+        finally:
+            self._release(receipts)
+        return sorted(seen.values(), key=lambda d: d.at)[: max(limit, 0)]
+
+    def _release(self, receipts: Sequence[str]) -> None:
+        for start in range(0, len(receipts), _BATCH):
+            chunk = receipts[start : start + _BATCH]
+            try:
+                self.client.change_message_visibility_batch(
+                    QueueUrl=self.dlq_url,
+                    Entries=[
+                        {"Id": str(i), "ReceiptHandle": r, "VisibilityTimeout": 0}
+                        for i, r in enumerate(chunk)
+                    ],
+                )
+            except (ClientError, BotoCoreError) as exc:
+                raise RouterError(f"SQS DLQ release failed: {exc}") from exc
+
+    def close(self) -> None:
+        """Stop using the router (closes the client when owned); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            self.client.close()
+
+
+def _number_attribute(attr: Any) -> float | None:
+    if not isinstance(attr, dict):
+        return None
+    raw = attr.get("StringValue")
+    try:
+        value = float(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None

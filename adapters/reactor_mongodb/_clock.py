@@ -1,0 +1,113 @@
+"""The MongoDB adapter's clock: the application clock corrected by the server's offset.
+
+ARCHITECTURE §2 says MongoDB storage judges expiry by the server clock (``$$NOW``). Asking the
+server for the time on every :meth:`ServerClock.now` call would double the round trips of every
+compare-and-set (the generic stores read the clock before each write), so the clock is
+*calibrated* instead: every ``refresh_seconds`` the adapter runs ``hello`` (one round trip it
+would make anyway for monitoring), reads the server's ``localTime`` and measures
+
+    offset = localTime - (t_sent + t_received) / 2
+
+``now()`` is then ``time.time() + offset``. The error of one calibration is at most half the
+round trip plus the millisecond precision of ``localTime``; an offset smaller than that
+uncertainty is treated as zero (the clocks agree as far as can be measured), so on a host that
+is NTP-synchronised with the server the result is simply the application clock. ``now()`` never
+goes backwards across calibrations.
+
+mongomock has no ``hello`` command; in-process test backends use ``mode="application"``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from pymongo.errors import PyMongoError
+
+from reactor.model.errors import StorageError
+
+__all__ = ["ServerClock"]
+
+
+class ServerClock:
+    """Epoch seconds on the MongoDB server's clock, measured cheaply (see the module docstring).
+
+    Args:
+        command: runs one admin command and returns its reply (``client.admin.command``).
+        mode: ``"server"`` (calibrate against ``hello.localTime``) or ``"application"`` (use
+            ``wall`` as is; mongomock, or a deployment that wants the app clock).
+        refresh_seconds: seconds between calibrations in ``"server"`` mode.
+        wall: the local wall clock (epoch seconds); injectable for tests.
+
+    Raises:
+        ValueError: an unknown ``mode`` or a non-positive ``refresh_seconds``.
+    """
+
+    def __init__(
+        self,
+        command: Callable[[str], Any],
+        *,
+        mode: str = "server",
+        refresh_seconds: float = 60.0,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        if mode not in ("server", "application"):
+            raise ValueError(f"clock mode must be 'server' or 'application', got {mode!r}")
+        if not refresh_seconds > 0:
+            raise ValueError(f"refresh_seconds must be > 0, got {refresh_seconds!r}")
+        self._command = command
+        self.mode = mode
+        self._refresh = refresh_seconds
+        self._wall = wall
+        self._lock = threading.Lock()
+        self._offset = 0.0
+        self._calibrated_at: float | None = None
+        self._last = 0.0
+
+    @property
+    def offset(self) -> float:
+        """The last measured server-minus-application offset in seconds (0 in app mode)."""
+        return self._offset
+
+    def calibrate(self) -> float:
+        """Measure the server's offset now and return it (seconds).
+
+        Raises:
+            StorageError: the ``hello`` command failed or returned no ``localTime``.
+        """
+        sent = self._wall()
+        try:
+            reply = self._command("hello")
+        except PyMongoError as exc:
+            raise StorageError(f"MongoDB clock calibration failed: {exc}") from exc
+        received = self._wall()
+        server = reply.get("localTime") if isinstance(reply, dict) else None
+        if not isinstance(server, datetime):
+            raise StorageError("MongoDB 'hello' reply has no localTime; use clock=application")
+        if server.tzinfo is None:
+            server = server.replace(tzinfo=UTC)
+        # localTime is truncated to the millisecond: its midpoint is 0.5 ms later.
+        server_s = server.timestamp() + 0.0005
+        midpoint = (sent + received) / 2
+        uncertainty = (received - sent) / 2 + 0.001
+        offset = server_s - midpoint
+        with self._lock:
+            self._offset = 0.0 if abs(offset) <= uncertainty else offset
+            self._calibrated_at = received
+            return self._offset
+
+    def now(self) -> float:
+        """The server's clock in epoch seconds (never decreasing within this process)."""
+        wall = self._wall()
+        if self.mode == "server" and (
+            self._calibrated_at is None or wall - self._calibrated_at >= self._refresh
+        ):
+            self.calibrate()
+            wall = self._wall()
+        with self._lock:
+            value = max(wall + self._offset, self._last)
+            self._last = value
+            return value

@@ -1,0 +1,375 @@
+"""``MongoRouter``: a job queue in a MongoDB collection with visibility leases.
+
+Implements :class:`reactor.ports.Router` (ARCHITECTURE §3). One collection
+``<prefix>jobs`` holds every queue's messages, one document each::
+
+    {_id: <wall ns>-<random>, queue, job_id, body: <JSON envelope text>, due_at: <epoch s>,
+     lease_until: <epoch s | null>, lease: <token | null>, deliveries: <int>, enqueued_at}
+
+* :meth:`MongoRouter.receive` claims the oldest due message with one ``find_one_and_update``
+  (filter ``due_at <= now`` and the lease absent or lapsed, sort ``due_at, _id``; set a fresh
+  lease token and ``lease_until = now + visibility_timeout``; ``$inc deliveries``). A single
+  document update is atomic, so two workers never hold the same lease.
+* The receipt is ``"<message id>:<lease token>"``: :meth:`ack` deletes, :meth:`retry` re-dues
+  and :meth:`extend` pushes ``lease_until`` only while that token still holds the lease, so a
+  worker whose lease lapsed (and was re-leased by another) cannot touch the message. A stale
+  receipt is logged, never raised.
+* Dead letters go to ``<prefix>dead_letters`` with the reason (undecodable messages are
+  dead-lettered by :meth:`receive` itself and never returned). The dead letter is written
+  before the message is deleted: a crash in between leaves a duplicate, never a loss.
+
+Times are on the adapter clock (``reactor_mongodb._clock``: the server's, calibrated), so every
+worker judges due times and leases by the same clock. Waiting in :meth:`receive` polls with a
+growing interval (50 ms up to ``max_poll_interval``); change streams are a possible fast path.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from pymongo import ASCENDING, ReturnDocument
+from pymongo.collection import Collection
+from pymongo.database import Database
+from pymongo.errors import PyMongoError
+
+from reactor.model.errors import DeserializationError, RouterError
+from reactor.ports.router import DeadLetter, Delivery, Job
+from reactor_mongodb._clock import ServerClock
+
+__all__ = ["MongoRouter"]
+
+logger = logging.getLogger(__name__)
+
+
+def _check_delay(seconds: float, name: str = "delay_seconds") -> float:
+    value = float(seconds)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {seconds!r}")
+    return value
+
+
+class MongoRouter:
+    """A :class:`reactor.ports.Router` on a MongoDB jobs collection.
+
+    Args:
+        database: the pymongo (or API-compatible) database.
+        queue: the queue name (several queues share one collection).
+        prefix: collection-name prefix (``<prefix>jobs``, ``<prefix>dead_letters``).
+        visibility_timeout: seconds a delivery stays leased before it is redelivered.
+        clock: ``"server"`` (calibrated server clock), ``"application"``, or a callable
+            returning epoch seconds.
+        owns_client: close the database's client on :meth:`close`.
+        sleep: how :meth:`receive` waits between polls (injectable for tests).
+        max_poll_interval: the longest pause between polls while waiting, in seconds.
+
+    Raises:
+        ValueError: a non-positive ``visibility_timeout``.
+    """
+
+    def __init__(
+        self,
+        database: Database[Any],
+        *,
+        queue: str = "default",
+        prefix: str = "reactor_",
+        visibility_timeout: float = 30.0,
+        clock: str | Callable[[], float] = "server",
+        owns_client: bool = False,
+        sleep: Callable[[float], None] = time.sleep,
+        max_poll_interval: float = 0.5,
+    ) -> None:
+        if not visibility_timeout > 0:
+            raise ValueError(f"visibility_timeout must be > 0, got {visibility_timeout!r}")
+        self.database = database
+        self.queue = queue
+        self.visibility_timeout = float(visibility_timeout)
+        self.jobs: Collection[Any] = database[prefix + "jobs"]
+        self.dead: Collection[Any] = database[prefix + "dead_letters"]
+        if isinstance(clock, str):
+            self._clock: Callable[[], float] = ServerClock(
+                lambda name: database.client.admin.command(name), mode=clock
+            ).now
+        else:
+            self._clock = clock
+        self._owns_client = owns_client
+        self._sleep = sleep
+        self._max_poll = max_poll_interval
+        self._indexed = False
+        self._index_lock = threading.Lock()
+        self._closed = False
+
+    # -- producer side -----------------------------------------------------------------------
+
+    def now(self) -> float:
+        """The router clock in epoch seconds."""
+        return self._clock()
+
+    def enqueue(self, job: Job, delay_seconds: float = 0) -> str:
+        """Queue ``job`` to become due after ``delay_seconds`` (any finite delay >= 0).
+
+        A delayed job's envelope gets ``not_before = now + delay``.
+
+        Returns:
+            The job id.
+
+        Raises:
+            ValueError: ``delay_seconds`` is negative or not finite.
+            RouterError: the server failed or the router is closed.
+        """
+        delay = _check_delay(delay_seconds)
+        now = self.now()
+        if delay > 0:
+            job = replace(job, not_before=now + delay)
+        self._insert(job.to_json(), now + delay, job.id)
+        return job.id
+
+    def enqueue_raw(self, body: str, delay_seconds: float = 0) -> None:
+        """Queue a raw body as a foreign producer would (the router probe's ``inject_raw``).
+
+        Raises:
+            ValueError: ``delay_seconds`` is negative or not finite.
+            RouterError: the server failed.
+        """
+        delay = _check_delay(delay_seconds)
+        self._insert(body, self.now() + delay, None)
+
+    def _insert(self, body: str, due_at: float, job_id: str | None) -> None:
+        if self._closed:
+            raise RouterError("the MongoDB router is closed")
+        self._ensure_indexes()
+        try:
+            self.jobs.insert_one(
+                {
+                    # wall-clock nanoseconds first: jobs due at the same time go out FIFO
+                    "_id": f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",
+                    "queue": self.queue,
+                    "job_id": job_id,
+                    "body": body,
+                    "due_at": due_at,
+                    "lease_until": None,
+                    "lease": None,
+                    "deliveries": 0,
+                    "enqueued_at": self.now(),
+                }
+            )
+        except PyMongoError as exc:
+            raise RouterError(f"MongoDB enqueue failed: {exc}") from exc
+
+    # -- consumer side -----------------------------------------------------------------------
+
+    def receive(self, max_jobs: int = 1, wait_seconds: float = 0) -> list[Delivery]:
+        """Lease up to ``max_jobs`` due jobs, waiting up to ``wait_seconds`` for one.
+
+        Undecodable messages are dead-lettered with the reason and not returned.
+
+        Raises:
+            RouterError: the server failed.
+        """
+        self._ensure_indexes()
+        deadline = time.monotonic() + max(float(wait_seconds), 0.0)
+        pause = 0.05
+        out: list[Delivery] = []
+        while True:
+            while len(out) < max_jobs:
+                claimed = self._claim()
+                if claimed is None:
+                    break
+                delivery = self._decode(claimed)
+                if delivery is not None:
+                    out.append(delivery)
+            remaining = deadline - time.monotonic()
+            if out or remaining <= 0 or self._closed:
+                return out
+            self._sleep(min(pause, remaining))
+            pause = min(pause * 2, self._max_poll)
+
+    def _claim(self) -> dict[str, Any] | None:
+        now = self.now()
+        try:
+            found: dict[str, Any] | None = self.jobs.find_one_and_update(
+                {
+                    "queue": self.queue,
+                    "due_at": {"$lte": now},
+                    "$or": [{"lease_until": None}, {"lease_until": {"$lte": now}}],
+                },
+                {
+                    "$set": {
+                        "lease": uuid.uuid4().hex,
+                        "lease_until": now + self.visibility_timeout,
+                    },
+                    "$inc": {"deliveries": 1},
+                },
+                sort=[("due_at", ASCENDING), ("_id", ASCENDING)],
+                return_document=ReturnDocument.AFTER,
+            )
+        except PyMongoError as exc:
+            raise RouterError(f"MongoDB receive failed: {exc}") from exc
+        return found
+
+    def _decode(self, doc: dict[str, Any]) -> Delivery | None:
+        body = doc.get("body")
+        try:
+            if not isinstance(body, str):
+                raise DeserializationError("message body is not text")
+            job = Job.from_json(body)
+        except DeserializationError as exc:
+            self._move_to_dead(doc, str(body), f"undecodable message: {exc}")
+            return None
+        return Delivery(
+            job=job,
+            receipt=f"{doc['_id']}:{doc['lease']}",
+            delivery_count=int(doc.get("deliveries", 1)),
+        )
+
+    @staticmethod
+    def _receipt(delivery: Delivery) -> dict[str, Any]:
+        message_id, _, lease = delivery.receipt.partition(":")
+        return {"_id": message_id, "lease": lease}
+
+    def _stale(self, delivery: Delivery, action: str) -> None:
+        logger.warning(
+            "stale receipt on %s: job %s (receipt %s) is no longer leased by this delivery",
+            action,
+            delivery.job.id,
+            delivery.receipt,
+        )
+
+    def ack(self, delivery: Delivery) -> None:
+        """Delete a delivered job; a stale receipt is logged, never raised.
+
+        Raises:
+            RouterError: the server failed.
+        """
+        try:
+            deleted = self.jobs.delete_one(self._receipt(delivery)).deleted_count
+        except PyMongoError as exc:
+            raise RouterError(f"MongoDB ack failed: {exc}") from exc
+        if not deleted:
+            self._stale(delivery, "ack")
+
+    def retry(self, delivery: Delivery, delay_seconds: float) -> None:
+        """Release the lease and make the job due after ``delay_seconds``.
+
+        The receipt becomes stale; the delivery count is kept.
+
+        Raises:
+            ValueError: ``delay_seconds`` is negative or not finite.
+            RouterError: the server failed.
+        """
+        delay = _check_delay(delay_seconds)
+        try:
+            matched = self.jobs.update_one(
+                self._receipt(delivery),
+                {"$set": {"due_at": self.now() + delay, "lease": None, "lease_until": None}},
+            ).matched_count
+        except PyMongoError as exc:
+            raise RouterError(f"MongoDB retry failed: {exc}") from exc
+        if not matched:
+            self._stale(delivery, "retry")
+
+    def extend(self, delivery: Delivery, seconds: float) -> None:
+        """Keep the job leased for ``seconds`` from now, only while this receipt holds it.
+
+        Raises:
+            ValueError: ``seconds`` is negative or not finite.
+            RouterError: the server failed.
+        """
+        extra = _check_delay(seconds, "seconds")
+        try:
+            matched = self.jobs.update_one(
+                self._receipt(delivery), {"$set": {"lease_until": self.now() + extra}}
+            ).matched_count
+        except PyMongoError as exc:
+            raise RouterError(f"MongoDB extend failed: {exc}") from exc
+        if not matched:
+            self._stale(delivery, "extend")
+
+    def dead_letter(self, delivery: Delivery, reason: str) -> None:
+        """Move a delivered job to the dead letters with ``reason`` (and delete it).
+
+        A stale receipt is logged and nothing moves (the current lease holder decides).
+
+        Raises:
+            RouterError: the server failed.
+        """
+        try:
+            doc = self.jobs.find_one(self._receipt(delivery))
+        except PyMongoError as exc:
+            raise RouterError(f"MongoDB dead_letter failed: {exc}") from exc
+        if doc is None:
+            self._stale(delivery, "dead_letter")
+            return
+        self._move_to_dead(doc, str(doc.get("body")), reason)
+
+    def _move_to_dead(self, doc: dict[str, Any], body: str, reason: str) -> None:
+        logger.warning("dead-lettered message %s: %s", doc["_id"], reason)
+        try:
+            self.dead.insert_one(
+                {
+                    # wall-clock nanoseconds first: ties on ``at`` keep insertion order
+                    "_id": f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",
+                    "queue": self.queue,
+                    "message_id": doc["_id"],
+                    "body": body,
+                    "reason": reason,
+                    "at": self.now(),
+                }
+            )
+            self.jobs.delete_one({"_id": doc["_id"], "lease": doc.get("lease")})
+        except PyMongoError as exc:
+            raise RouterError(f"MongoDB dead-lettering failed: {exc}") from exc
+
+    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """Dead-lettered messages of this queue, oldest first (at most ``limit``).
+
+        Raises:
+            RouterError: the server failed.
+        """
+        if limit <= 0:
+            return []
+        try:
+            cursor = (
+                self.dead.find({"queue": self.queue})
+                .sort([("at", ASCENDING), ("_id", ASCENDING)])
+                .limit(int(limit))
+            )
+            return [
+                DeadLetter(body=str(d["body"]), reason=str(d["reason"]), at=float(d["at"]))
+                for d in cursor
+            ]
+        except PyMongoError as exc:
+            raise RouterError(f"MongoDB dead_letters failed: {exc}") from exc
+
+    def close(self) -> None:
+        """Stop using the router (closes the client when owned); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            self.database.client.close()
+
+    def _ensure_indexes(self) -> None:
+        if self._indexed:
+            return
+        with self._index_lock:
+            if self._indexed:
+                return
+            try:
+                self.jobs.create_index(
+                    [("queue", ASCENDING), ("due_at", ASCENDING), ("_id", ASCENDING)],
+                    name="reactor_due",
+                )
+                self.dead.create_index(
+                    [("queue", ASCENDING), ("at", ASCENDING), ("_id", ASCENDING)],
+                    name="reactor_dead_at",
+                )
+            except PyMongoError as exc:
+                raise RouterError(f"MongoDB index creation failed: {exc}") from exc
+            self._indexed = True

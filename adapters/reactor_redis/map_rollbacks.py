@@ -1,0 +1,220 @@
+"""Distributed map rollback state on Redis (storage-protocol.md §2.5, seed 004).
+
+The rollback aggregates live beside the map's forward keys under the same ``{map:<id>}`` tag
+(``rb:metadata`` JSON, ``rb:offset``, ``rb:outcomes`` hash position -> outcome JSON,
+``rb:indexes`` set, ``rb:handed_off``, ``rb:signal``, ``rb:failed`` counter). Every write is one
+``scripts/map.lua`` call that re-stamps all the map's keys. ``P:{maps}:rollbacks`` lists started
+rollbacks for the sweeper.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, cast
+
+from reactor.ports.records import (
+    FAILED_ROLLBACK_OUTCOMES,
+    MapRollbackMetadata,
+    RollbackOutcome,
+    RollbackOutcomeKind,
+    RollbackSummary,
+)
+from reactor_redis._base import Client, RedisScripts, storage_errors
+from reactor_redis.keys import Keys
+from reactor_redis.maps import MapScript, _scan_index
+
+__all__ = ["RedisMapRollbackStore", "decode_rollback_metadata", "encode_rollback_metadata"]
+
+
+def encode_rollback_metadata(meta: MapRollbackMetadata) -> str:
+    """The JSON text stored for a rollback's metadata."""
+    return json.dumps(
+        {
+            "map_id": meta.map_id,
+            "total": meta.total,
+            "batch_size": meta.batch_size,
+            "step_name": meta.step_name,
+            "owner_context_id": meta.owner_context_id,
+            "owner_reactor": meta.owner_reactor,
+            "element_reactor": meta.element_reactor,
+            "started_at": meta.started_at,
+            "kind": meta.kind,
+        },
+        separators=(",", ":"),
+    )
+
+
+def decode_rollback_metadata(text: str) -> MapRollbackMetadata:
+    """Parse what :func:`encode_rollback_metadata` stored."""
+    v: Mapping[str, Any] = json.loads(text)
+    return MapRollbackMetadata(
+        map_id=str(v["map_id"]),
+        total=int(v["total"]),
+        batch_size=int(v["batch_size"]),
+        step_name=str(v["step_name"]),
+        owner_context_id=str(v["owner_context_id"]),
+        owner_reactor=str(v["owner_reactor"]),
+        element_reactor=str(v["element_reactor"]),
+        started_at=float(v["started_at"]),
+        kind=str(v.get("kind", "undo")),
+    )
+
+
+def _outcome(text: str) -> RollbackOutcome:
+    v: Mapping[str, Any] = json.loads(text)
+    index = v.get("index")
+    return RollbackOutcome(
+        index=None if index is None else int(index),
+        outcome=cast(RollbackOutcomeKind, v["outcome"]),
+        failures=str(v.get("failures", "[]")),
+    )
+
+
+class RedisMapRollbackStore:
+    """:class:`reactor.ports.MapRollbackStore` on Redis.
+
+    Args:
+        client: the shared redis-py client.
+        scripts: the shared script registry.
+        keys: the key builder.
+        context_ttl: retention in seconds after each write (``None`` = never expire).
+    """
+
+    def __init__(
+        self, client: Client, scripts: RedisScripts, keys: Keys, *, context_ttl: float | None
+    ) -> None:
+        self._client = client
+        self._keys = keys
+        self._run = MapScript(scripts, keys, context_ttl)
+
+    def _key(self, map_id: str, aggregate: str) -> str:
+        return self._keys.rollback_key(map_id, aggregate)
+
+    def start(self, metadata: MapRollbackMetadata) -> tuple[bool, MapRollbackMetadata]:
+        """Create the rollback metadata once (NX); returns ``(created, first metadata)``."""
+        with storage_errors("map rollback start"):
+            self._client.zadd(self._keys.started_rollbacks(), {metadata.map_id: 0})
+            created, text = self._run(
+                metadata.map_id, "rb_start", encode_rollback_metadata(metadata)
+            )
+        return bool(created), decode_rollback_metadata(text)
+
+    def metadata(self, map_id: str) -> MapRollbackMetadata | None:
+        """Read the rollback metadata."""
+        with storage_errors("map rollback metadata"):
+            text = self._client.get(self._key(map_id, "metadata"))
+        return None if text is None else decode_rollback_metadata(text)
+
+    def claim_positions(self, map_id: str, count: int) -> range:
+        """Atomically add ``count`` to the claim offset; ``range(stop-count, min(stop, total))``.
+
+        ``total`` is read in the same script (0 when the rollback never started).
+        """
+        with storage_errors("map rollback claim"):
+            stop, text = self._run(map_id, "rb_claim", int(count))
+        total = decode_rollback_metadata(text).total if text else 0
+        stop = int(stop)
+        return range(stop - count, min(stop, total))
+
+    def offset(self, map_id: str) -> int:
+        """The claim offset, 0 when never claimed."""
+        with storage_errors("map rollback offset"):
+            value = self._client.get(self._key(map_id, "offset"))
+        return 0 if value is None else int(value)
+
+    def put_outcome(self, map_id: str, position: int, outcome: RollbackOutcome) -> bool:
+        """Store ``position``'s outcome, first writer wins (marks its index seen when stored)."""
+        text = json.dumps(
+            {"index": outcome.index, "outcome": outcome.outcome, "failures": outcome.failures},
+            separators=(",", ":"),
+        )
+        with storage_errors("map rollback outcome"):
+            stored = self._run(
+                map_id,
+                "rb_outcome",
+                int(position),
+                text,
+                "" if outcome.index is None else str(outcome.index),
+                "1" if outcome.outcome in FAILED_ROLLBACK_OUTCOMES else "0",
+            )
+        return bool(stored)
+
+    def outcome(self, map_id: str, position: int) -> RollbackOutcome | None:
+        """Read one position's outcome."""
+        with storage_errors("map rollback outcome read"):
+            text = self._client.hget(self._key(map_id, "outcomes"), str(position))
+        return None if text is None else _outcome(text)
+
+    def count_outcomes(self, map_id: str) -> int:
+        """The number of settled positions."""
+        with storage_errors("map rollback count"):
+            return int(self._client.hlen(self._key(map_id, "outcomes")))
+
+    def outcome_positions(self, map_id: str) -> list[int]:
+        """Settled positions, ascending."""
+        with storage_errors("map rollback positions"):
+            return sorted(int(k) for k in self._client.hkeys(self._key(map_id, "outcomes")))
+
+    def outcomes(
+        self, map_id: str, *, page_size: int = 500
+    ) -> Iterator[tuple[int, RollbackOutcome]]:
+        """Yield ``(position, outcome)`` in position order, ``page_size`` per read."""
+        positions = self.outcome_positions(map_id)
+        size = max(page_size, 1)
+        key = self._key(map_id, "outcomes")
+        for start in range(0, len(positions), size):
+            chunk = positions[start : start + size]
+            with storage_errors("map rollback outcomes"):
+                texts = self._client.hmget(key, [str(p) for p in chunk])
+            for position, text in zip(chunk, texts, strict=True):
+                if text is not None:
+                    yield position, _outcome(text)
+
+    def indexes_seen(self, map_id: str, indexes: Sequence[int]) -> list[bool]:
+        """For each element index, whether a stored outcome named it."""
+        if not indexes:
+            return []
+        key = self._key(map_id, "indexes")
+        out: list[bool] = []
+        with storage_errors("map rollback indexes"):
+            for start in range(0, len(indexes), 1000):
+                chunk = [str(i) for i in indexes[start : start + 1000]]
+                out.extend(bool(x) for x in self._client.smismember(key, chunk))
+        return out
+
+    def mark_handed_off(self, map_id: str) -> None:
+        """Record that the owner saved itself as ``rolling_back`` (idempotent)."""
+        with storage_errors("map rollback hand-off"):
+            self._run(map_id, "rb_handoff")
+
+    def handed_off(self, map_id: str) -> bool:
+        """Whether :meth:`mark_handed_off` was called."""
+        with storage_errors("map rollback hand-off read"):
+            return bool(self._client.exists(self._key(map_id, "handed_off")))
+
+    def claim_signal(self, map_id: str) -> bool:
+        """Claim the right to resume the owner after the rollback (NX)."""
+        with storage_errors("map rollback signal"):
+            return bool(self._run(map_id, "rb_signal"))
+
+    def summary(self, map_id: str) -> RollbackSummary | None:
+        """Progress counts, ``None`` when this map never rolled back."""
+        meta = self.metadata(map_id)
+        if meta is None:
+            return None
+        with storage_errors("map rollback summary"):
+            settled = int(self._client.hlen(self._key(map_id, "outcomes")))
+            failed = int(self._client.get(self._key(map_id, "failed")) or 0)
+        return RollbackSummary(
+            total=meta.total, settled=settled, outstanding=meta.total - settled, failed=failed
+        )
+
+    def scan(self, *, limit: int = 1000) -> list[MapRollbackMetadata]:
+        """List started rollbacks from the ``rollbacks`` index."""
+        return _scan_index(
+            self._client,
+            self._keys.started_rollbacks(),
+            limit,
+            lambda map_id: self._key(map_id, "metadata"),
+        )

@@ -1,0 +1,300 @@
+"""Fan-out map forward state on Redis (storage-protocol.md §2.4).
+
+All keys of one map share the hash tag ``{map:<map id>}`` (see :mod:`reactor_redis.keys`):
+``metadata`` (JSON string), ``counter``, ``offset``, ``failed``, ``owner_signal`` (strings),
+``results`` (hash index -> codec JSON), ``elements`` (list, append-only). Every write is one
+call of ``scripts/map.lua``, which also re-stamps **every** key of the map (rollback keys
+included) to ``context_ttl``, so an aggregate never expires before its members
+(ARCHITECTURE §2 "Retention"). The sweeper's scan reads the ``P:{maps}:active`` sorted set
+(map ids, written before the map itself so a crash never hides a map), pruning entries whose
+metadata is gone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from reactor.ports.records import MapMetadata
+from reactor_redis._base import Client, RedisScripts, storage_errors, ttl_arg
+from reactor_redis.keys import Keys
+
+__all__ = ["RedisMapStore", "decode_map_metadata", "encode_map_metadata"]
+
+
+def encode_map_metadata(meta: MapMetadata) -> str:
+    """The JSON text stored for a map's metadata."""
+    return json.dumps(
+        {
+            "map_id": meta.map_id,
+            "count": meta.count,
+            "parent_context_id": meta.parent_context_id,
+            "parent_reactor": meta.parent_reactor,
+            "step_name": meta.step_name,
+            "element_reactor": meta.element_reactor,
+            "owner_context_id": meta.owner_context_id,
+            "owner_reactor": meta.owner_reactor,
+            "batch_size": meta.batch_size,
+            "atomic": meta.atomic,
+            "created_at": meta.created_at,
+            "parent_is_map_element": meta.parent_is_map_element,
+            "outer_map_id": meta.outer_map_id,
+            "outer_index": meta.outer_index,
+            "extra": dict(meta.extra),
+        },
+        separators=(",", ":"),
+    )
+
+
+def decode_map_metadata(text: str) -> MapMetadata:
+    """Parse what :func:`encode_map_metadata` stored."""
+    value: Mapping[str, Any] = json.loads(text)
+    outer_index = value.get("outer_index")
+    return MapMetadata(
+        map_id=str(value["map_id"]),
+        count=int(value["count"]),
+        parent_context_id=str(value["parent_context_id"]),
+        parent_reactor=str(value["parent_reactor"]),
+        step_name=str(value["step_name"]),
+        element_reactor=str(value["element_reactor"]),
+        owner_context_id=str(value["owner_context_id"]),
+        owner_reactor=str(value["owner_reactor"]),
+        batch_size=int(value["batch_size"]),
+        atomic=bool(value["atomic"]),
+        created_at=float(value["created_at"]),
+        parent_is_map_element=bool(value.get("parent_is_map_element", False)),
+        outer_map_id=value.get("outer_map_id"),
+        outer_index=None if outer_index is None else int(outer_index),
+        extra=dict(value.get("extra") or {}),
+    )
+
+
+class MapScript:
+    """Runs ``scripts/map.lua`` for one namespace (shared by maps and map rollbacks).
+
+    Args:
+        scripts: the shared script registry.
+        keys: the key builder.
+        context_ttl: retention in seconds (``None`` = never expire).
+    """
+
+    def __init__(self, scripts: RedisScripts, keys: Keys, context_ttl: float | None) -> None:
+        self._scripts = scripts
+        self._keys = keys
+        self._ttl = ttl_arg(context_ttl)
+
+    def __call__(self, map_id: str, op: str, *args: Any) -> Any:
+        """Run operation ``op`` on ``map_id`` (raises redis errors; callers wrap them)."""
+        return self._scripts("map", self._keys.map_keys(map_id), [self._ttl, op, *args])
+
+
+def _int(value: str | None) -> int | None:
+    return None if value is None else int(value)
+
+
+class RedisMapStore:
+    """:class:`reactor.ports.MapStore` on Redis.
+
+    Args:
+        client: the shared redis-py client.
+        scripts: the shared script registry.
+        keys: the key builder.
+        context_ttl: retention in seconds after each write (``None`` = never expire).
+    """
+
+    def __init__(
+        self, client: Client, scripts: RedisScripts, keys: Keys, *, context_ttl: float | None
+    ) -> None:
+        self._client = client
+        self._keys = keys
+        self._run = MapScript(scripts, keys, context_ttl)
+
+    def _get(self, map_id: str, aggregate: str) -> Any:
+        with storage_errors(f"map {aggregate} read"):
+            return self._client.get(self._keys.map_key(map_id, aggregate))
+
+    def init(self, metadata: MapMetadata) -> bool:
+        """Create metadata and counter (= ``count``) atomically; ``False`` when it existed."""
+        with storage_errors("map init"):
+            self._client.zadd(self._keys.active_maps(), {metadata.map_id: metadata.created_at})
+            created = self._run(
+                metadata.map_id, "init", encode_map_metadata(metadata), metadata.count
+            )
+        return bool(created)
+
+    def metadata(self, map_id: str) -> MapMetadata | None:
+        """Read a map's metadata, ``None`` when unknown or expired."""
+        text = self._get(map_id, "metadata")
+        return None if text is None else decode_map_metadata(text)
+
+    def scan(self, *, limit: int = 1000) -> list[MapMetadata]:
+        """List active maps (never rollback records) from the ``active`` index."""
+        return _scan_index(self._client, self._keys.active_maps(), limit, self._meta_key)
+
+    def _meta_key(self, map_id: str) -> str:
+        return self._keys.map_key(map_id, "metadata")
+
+    def add_to_counter(self, map_id: str, delta: int) -> int:
+        """Atomically add ``delta`` to the counter; returns the new value (re-stamps the map)."""
+        with storage_errors("map counter"):
+            return int(self._run(map_id, "add", int(delta)))
+
+    def counter(self, map_id: str) -> int | None:
+        """Read the counter, ``None`` when the map is unknown."""
+        return _int(self._get(map_id, "counter"))
+
+    def init_offset(self, map_id: str, value: int) -> bool:
+        """Set the dispatch offset if never set (NX); ``True`` when this call set it."""
+        with storage_errors("map offset init"):
+            return bool(self._run(map_id, "init_offset", int(value)))
+
+    def offset(self, map_id: str) -> int | None:
+        """Read the dispatch offset, ``None`` when never set."""
+        return _int(self._get(map_id, "offset"))
+
+    def advance_offset(self, map_id: str, amount: int) -> int:
+        """Atomically add ``amount`` to the offset and return the new value."""
+        with storage_errors("map offset advance"):
+            return int(self._run(map_id, "advance", int(amount)))
+
+    def set_failed_context(self, map_id: str, context_id: str) -> bool:
+        """Record the first failed element context (NX); ``True`` when this call won."""
+        with storage_errors("map failed context"):
+            return bool(self._run(map_id, "fail", context_id))
+
+    def failed_context(self, map_id: str) -> str | None:
+        """Read the first failed element context id."""
+        value = self._get(map_id, "failed")
+        return None if value is None else str(value)
+
+    def claim_owner_signal(self, map_id: str) -> bool:
+        """Claim the right to resume the owner (NX): exactly one ``True`` ever."""
+        with storage_errors("map owner signal"):
+            return bool(self._run(map_id, "owner"))
+
+    def put_result(self, map_id: str, index: int, value: str) -> None:
+        """Store (overwrite) result slot ``index``.
+
+        Raises:
+            ValueError: ``index`` is negative.
+        """
+        if index < 0:
+            raise ValueError(f"map indexes are >= 0, got {index!r}")
+        with storage_errors("map result put"):
+            self._run(map_id, "put", int(index), value)
+
+    def results_page(self, map_id: str, *, offset: int, limit: int) -> list[tuple[int, str]]:
+        """Present slots among indexes ``offset .. offset+limit-1``, in index order."""
+        start = max(offset, 0)
+        stop = offset + limit
+        if limit <= 0 or stop <= start:
+            return []
+        indexes = list(range(start, stop))
+        slots = self.result_slots(map_id, indexes)
+        return [(i, v) for i, v in zip(indexes, slots, strict=True) if v is not None]
+
+    def result_slots(self, map_id: str, indexes: Sequence[int]) -> list[str | None]:
+        """Slots aligned with ``indexes``; ``None`` where missing."""
+        if not indexes:
+            return []
+        key = self._keys.map_key(map_id, "results")
+        out: list[str | None] = []
+        with storage_errors("map result slots"):
+            for start in range(0, len(indexes), 1000):
+                chunk = [str(i) for i in indexes[start : start + 1000]]
+                out.extend(self._client.hmget(key, chunk))
+        return out
+
+    def count_results(self, map_id: str) -> int:
+        """The number of present slots."""
+        with storage_errors("map result count"):
+            return int(self._client.hlen(self._keys.map_key(map_id, "results")))
+
+    def missing_indices(self, map_id: str, count: int) -> list[int]:
+        """Ascending indexes in ``[0, count)`` that have no slot."""
+        with storage_errors("map missing indices"):
+            present = {int(k) for k in self._client.hkeys(self._keys.map_key(map_id, "results"))}
+        return [i for i in range(count) if i not in present]
+
+    def append_element(self, map_id: str, context_id: str) -> int:
+        """Append an element context id; returns its 0-based position (never shifts)."""
+        with storage_errors("map element append"):
+            return int(self._run(map_id, "append", context_id))
+
+    def element_ids(self, map_id: str, *, start: int = 0, limit: int | None = None) -> list[str]:
+        """Element context ids in append order, from ``start``, at most ``limit``."""
+        if limit is not None and limit <= 0:
+            return []
+        begin = max(start, 0)
+        end = -1 if limit is None else begin + limit - 1
+        with storage_errors("map element ids"):
+            return list(self._client.lrange(self._keys.map_key(map_id, "elements"), begin, end))
+
+    def element_id(self, map_id: str, position: int) -> str | None:
+        """The id at ``position`` (negative counts from the end), ``None`` out of range."""
+        with storage_errors("map element id"):
+            value = self._client.lindex(self._keys.map_key(map_id, "elements"), position)
+        return None if value is None else str(value)
+
+    def count_elements(self, map_id: str) -> int:
+        """The number of appended element ids."""
+        with storage_errors("map element count"):
+            return int(self._client.llen(self._keys.map_key(map_id, "elements")))
+
+    def element_ids_from_tail(
+        self, map_id: str, *, position: int, count: int, total: int
+    ) -> list[str]:
+        """Ids at tail positions ``position .. position+count-1`` of the first ``total``.
+
+        storage-protocol.md §2.4 arithmetic; tail-first order, ``[]`` past the head.
+
+        Raises:
+            ValueError: ``position`` is negative.
+        """
+        if position < 0:
+            raise ValueError(f"tail position must be >= 0, got {position!r}")
+        if count <= 0:
+            return []
+        stop = total - 1 - position
+        if stop < 0:
+            return []
+        start = max(total - position - count, 0)
+        with storage_errors("map element tail"):
+            found = self._client.lrange(self._keys.map_key(map_id, "elements"), start, stop)
+        return list(reversed(found))
+
+
+def _scan_index(
+    client: Client, index: str, limit: int, meta_key: Any
+) -> list[Any]:
+    """Read metadata of the ids in a scan index (pruning ids whose metadata is gone)."""
+    if limit <= 0:
+        return []
+    from reactor_redis.map_rollbacks import decode_rollback_metadata
+
+    rollback = index.endswith(":rollbacks")
+    out: list[Any] = []
+    start = 0
+    page = max(min(limit, 500), 1)
+    with storage_errors("map scan"):
+        while len(out) < limit:
+            ids: list[str] = client.zrange(index, start, start + page - 1)
+            if not ids:
+                break
+            start += len(ids)
+            gone: list[str] = []
+            for map_id in ids:
+                text = client.get(meta_key(map_id))
+                if text is None:
+                    gone.append(map_id)
+                    continue
+                out.append(
+                    decode_rollback_metadata(text) if rollback else decode_map_metadata(text)
+                )
+                if len(out) >= limit:
+                    break
+            if gone:
+                client.zrem(index, *gone)
+                start -= len(gone)
+    return out

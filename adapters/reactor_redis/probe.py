@@ -1,0 +1,272 @@
+"""The contract-suite probe of the Redis adapter (``reactor.probes`` / ``reactor.router_probes``).
+
+It reads and rewrites the adapter's keys directly (never through a sub-store), addressed by
+concern and key as :mod:`reactor_contract.probe` documents. Logical expiry fields (locks,
+periods, semaphore leases, rate-limit windows, ordered-lock fields) are rewritten together with
+the native TTL, so "lapse now" behaves exactly like a real lapse.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from reactor_redis._base import Client
+from reactor_redis.keys import MAP_AGGREGATES, ROLLBACK_AGGREGATES
+from reactor_redis.router import RedisRouter
+from reactor_redis.storage import RedisStorage
+
+__all__ = ["RedisProbe", "RedisRouterProbe", "probe_for", "router_probe_for"]
+
+_ALIASES = {
+    "meta": "metadata",
+    "slots": "results",
+    "result": "results",
+    "element_contexts": "elements",
+    "element_ids": "elements",
+    "owner_signalled": "owner_signal",
+    "failed_context": "failed",
+    "failed_context_id": "failed",
+    "dispatch_offset": "offset",
+    "signalled": "signal",
+    "outcome": "outcomes",
+    "indexes_seen": "indexes",
+    "handoff": "handed_off",
+    "slot": "results",
+    "element": "elements",
+}
+
+#: Ordered-lock field members -> the hash field holding the value (its expiry is ``<f>x``).
+_ORDERED = {"next": "n", "cursor": "c", "first_failed": "f", "epoch": "e", "timers": "t"}
+
+
+def _split(key: str) -> tuple[str, str]:
+    head, sep, tail = key.partition(":")
+    if not sep:
+        raise KeyError(f"probe key {key!r} must look like '<a>:<b>'")
+    return head, tail
+
+
+class RedisProbe:
+    """A :class:`reactor_contract.probe.Probe` for :class:`RedisStorage`.
+
+    Args:
+        storage: the storage under test.
+    """
+
+    def __init__(self, storage: RedisStorage) -> None:
+        self._client: Client = storage.client
+        self._keys = storage.keys
+
+    # key resolution ------------------------------------------------------------------------
+    def _physical(self, concern: str, key: str, member: str | None) -> list[str]:
+        k = self._keys
+        if concern == "context":
+            return [k.context(key)]
+        if concern == "step_result":
+            ctx, step = _split(key)
+            return [k.step_result(ctx, step)]
+        if concern in ("map", "map_rollback"):
+            names = MAP_AGGREGATES if concern == "map" else ROLLBACK_AGGREGATES
+            build = k.map_key if concern == "map" else k.rollback_key
+            if member is None:
+                return [build(key, name) for name in names]
+            head = member.split(":", 1)[0]
+            name = _ALIASES.get(head, head)
+            if name not in names:
+                raise KeyError(f"unknown {concern} aggregate {member!r}")
+            return [build(key, name)]
+        if concern == "idempotency":
+            reactor, user_key = _split(key)
+            return [k.idempotency(reactor, user_key)]
+        if concern == "correlation":
+            return [k.correlation(key)]
+        if concern == "interrupt":
+            ctx, path = _split(key)
+            if member == "attempts":
+                return [k.interrupt_attempts(ctx, path)]
+            if member is not None:
+                raise KeyError(f"unknown interrupt member {member!r}")
+            return [k.interrupt(ctx, path), k.interrupt_attempts(ctx, path)]
+        if concern == "lock":
+            return [k.lock(key)]
+        if concern == "semaphore":
+            return [k.semaphore(key), k.semaphore_holders(key)]
+        if concern == "rate_limit":
+            return [k.rate_limit(key)]
+        if concern == "period":
+            return [k.period(key)]
+        if concern == "ordered_lock":
+            return [k.ordered_lock(key), k.ordered_timers(key)]
+        raise KeyError(f"unknown probe concern {concern!r}")
+
+    def _now_us(self) -> int:
+        seconds, micros = self._client.time()
+        return int(seconds) * 1_000_000 + int(micros)
+
+    def _dump(self, key: str) -> Any:
+        kind = self._client.type(key)
+        if kind == "none":
+            return None
+        if kind == "string":
+            return self._client.get(key)
+        if kind == "hash":
+            return self._client.hgetall(key)
+        if kind == "list":
+            return self._client.lrange(key, 0, -1)
+        if kind == "set":
+            return sorted(self._client.smembers(key))
+        if kind == "zset":
+            return dict(self._client.zrange(key, 0, -1, withscores=True))
+        return f"<{kind}>"
+
+    # Probe protocol ------------------------------------------------------------------------
+    def raw(self, concern: str, key: str) -> object | None:
+        """``{redis key: stored value}`` of the record's keys, ``None`` when none is stored."""
+        found = {}
+        for name in self._physical(concern, key, None):
+            value = self._dump(name)
+            if value is not None:
+                found[name] = value
+        return found or None
+
+    def ttl(self, concern: str, key: str, member: str | None = None) -> float | None:
+        """Smallest remaining lifetime (seconds) of the record's keys; ``inf`` when none expires.
+
+        Logical expiries stored beside the value (locks, periods, semaphore leases) win over
+        the native TTL.
+
+        Raises:
+            KeyError: unknown concern or member.
+        """
+        now = self._now_us()
+        if concern == "semaphore" and member is not None:
+            score = self._client.zscore(self._keys.semaphore_holders(key), member)
+            if score is None or score <= now:
+                return None
+            return (float(score) - now) / 1_000_000
+        if concern == "ordered_lock" and member is not None:
+            field = _ORDERED.get(member)
+            if field is None:
+                raise KeyError(f"ordered_lock has no member {member!r} with a TTL")
+            x = self._client.hget(self._keys.ordered_lock(key), field + "x")
+            if x is None:
+                return None
+            x_us = int(x)
+            if x_us < 0:
+                return math.inf
+            return None if x_us <= now else (x_us - now) / 1_000_000
+        if concern in ("lock", "period"):
+            name = self._physical(concern, key, None)[0]
+            x = self._client.hget(name, "x")
+            if x is None:
+                return None
+            x_us = int(x)
+            if x_us < 0:
+                return math.inf
+            return None if x_us <= now else (x_us - now) / 1_000_000
+        best: float | None = None
+        for name in self._physical(concern, key, member):
+            pttl = int(self._client.pttl(name))
+            if pttl == -2:
+                continue
+            value = math.inf if pttl == -1 else pttl / 1000
+            best = value if best is None else min(best, value)
+        return best
+
+    def expire(
+        self, concern: str, key: str, member: str | None = None, *, after: float = 0.0
+    ) -> None:
+        """Make the record (or one member) lapse ``after`` seconds from now.
+
+        Raises:
+            KeyError: unknown concern or member.
+        """
+        now = self._now_us()
+        at_us = now + max(round(after * 1_000_000), 0)
+        scoped = concern in ("map", "map_rollback", "interrupt")
+        names = self._physical(concern, key, member if scoped else None)
+        if concern == "semaphore" and member is not None:
+            holders = self._keys.semaphore_holders(key)
+            if self._client.zscore(holders, member) is not None:
+                self._client.zadd(holders, {member: at_us}, xx=True)
+            return
+        if concern == "ordered_lock" and member is not None:
+            if member.isdigit():
+                timers = self._keys.ordered_timers(key)
+                if not self._client.hexists(timers, member):
+                    raise KeyError(f"ordered-lock nonce {member} has no timer")
+                self._client.hset(timers, member, "1")
+                return
+            field = _ORDERED.get(member)
+            if field is None:
+                raise KeyError(f"ordered_lock has no member {member!r}")
+            self._shift_ordered(key, [field], at_us)
+            return
+        if concern == "ordered_lock":
+            self._shift_ordered(key, list(_ORDERED.values()), at_us)
+            return
+        if after <= 0:
+            self._client.delete(*names)
+            return
+        for name in names:
+            if not self._client.exists(name):
+                continue
+            if concern in ("lock", "period"):
+                self._client.hset(name, "x", str(at_us))
+            elif concern == "semaphore" and name.endswith(":h"):
+                for token in self._client.zrange(name, 0, -1):
+                    self._client.zadd(name, {token: at_us})
+            elif concern == "rate_limit":
+                for wid, value in self._client.hgetall(name).items():
+                    bucket, count, _x = str(value).split("|")
+                    self._client.hset(name, wid, f"{bucket}|{count}|{at_us}")
+            self._client.pexpire(name, max(math.ceil(after * 1000), 1))
+
+
+    def _shift_ordered(self, key: str, fields: list[str], at_us: int) -> None:
+        """Move the expiry of some ordered-lock fields to ``at_us`` (the native TTL follows)."""
+        main, timers = self._keys.ordered_lock(key), self._keys.ordered_timers(key)
+        for field in fields:
+            if self._client.hexists(main, field + "x"):
+                self._client.hset(main, field + "x", str(at_us))
+        expiries = [
+            int(x)
+            for f in _ORDERED.values()
+            if (x := self._client.hget(main, f + "x")) is not None
+        ]
+        if not expiries:
+            return
+        if min(expiries) < 0:
+            self._client.persist(main)
+            self._client.persist(timers)
+            return
+        latest_ms = max(math.ceil(max(expiries) / 1000), 1)
+        for name in (main, timers):
+            if self._client.exists(name):
+                self._client.pexpireat(name, latest_ms)
+
+
+class RedisRouterProbe:
+    """A :class:`reactor_contract.probe.RouterProbe` for :class:`RedisRouter`.
+
+    Args:
+        router: the router under test.
+    """
+
+    def __init__(self, router: RedisRouter) -> None:
+        self._router = router
+
+    def inject_raw(self, body: str) -> None:
+        """Append ``body`` to the queue's stream unvalidated."""
+        self._router.inject_raw(body)
+
+
+def probe_for(storage: RedisStorage) -> RedisProbe:
+    """The ``reactor.probes`` factory."""
+    return RedisProbe(storage)
+
+
+def router_probe_for(router: RedisRouter) -> RedisRouterProbe:
+    """The ``reactor.router_probes`` factory."""
+    return RedisRouterProbe(router)

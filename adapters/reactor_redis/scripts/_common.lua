@@ -1,0 +1,29 @@
+-- Shared helpers, prepended to every script of reactor_redis.
+-- Times are integer microseconds; "-1" means "no expiry".
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function us(n)
+  return string.format('%.0f', n)
+end
+-- Set a key's native expiry (GC) to the absolute instant `at` (µs), or persist it (-1).
+local function expire_at(key, at)
+  if at < 0 then
+    redis.call('PERSIST', key)
+  else
+    redis.call('PEXPIREAT', key, us(math.ceil(at / 1000)))
+  end
+end
+-- Re-stamp every existing key of KEYS to ttl (µs, -1 = none) from now.
+local function restamp_all(ttl)
+  for _, k in ipairs(KEYS) do
+    if redis.call('EXISTS', k) == 1 then
+      if ttl < 0 then
+        redis.call('PERSIST', k)
+      else
+        redis.call('PEXPIRE', k, us(math.max(math.floor(ttl / 1000), 1)))
+      end
+    end
+  end
+end

@@ -1,0 +1,97 @@
+"""Step Result Records on Redis (storage-protocol.md §2.3).
+
+Each record is a hash ``P:{sr:NN}:r:<context id>:<step>`` (``s`` = status, ``j`` = the
+record as JSON) with a native TTL of ``context_ttl``, re-stamped on every put. Beside it in the
+same shard slot, one sorted set per status (member ``<context id>:<step>``, scored by expiry)
+makes the step sweeper's ``scan(status="dispatched")`` an indexed query that filters before
+its limit. A put is one script (record, index move, TTL).
+"""
+
+from __future__ import annotations
+
+import json
+
+from reactor.ports.records import StepResultRecord
+from reactor_redis._base import Client, RedisScripts, storage_errors, ttl_arg
+from reactor_redis._codec import decode_step_result as _decode
+from reactor_redis._codec import encode_step_result as _encode
+from reactor_redis.keys import SHARDS, Keys, shard_of
+
+__all__ = ["RedisStepResultStore"]
+
+_STATUSES = ("dispatched", "completed")
+
+
+class RedisStepResultStore:
+    """:class:`reactor.ports.StepResultStore` on Redis.
+
+    Args:
+        client: the shared redis-py client.
+        scripts: the shared script registry.
+        keys: the key builder of this namespace.
+        context_ttl: retention in seconds after each put (``None`` = never expire).
+    """
+
+    def __init__(
+        self, client: Client, scripts: RedisScripts, keys: Keys, *, context_ttl: float | None
+    ) -> None:
+        self._client = client
+        self._scripts = scripts
+        self._keys = keys
+        self._ttl = ttl_arg(context_ttl)
+
+    def put(self, record: StepResultRecord) -> None:
+        """Write a record (last writer wins); re-stamps its TTL and moves its status index.
+
+        Raises:
+            TypeError: ``record.data`` holds a value that is not JSON-native.
+            StorageError: Redis failed.
+        """
+        text = json.dumps(_encode(record), separators=(",", ":"), allow_nan=False)
+        shard = shard_of(record.context_id)
+        with storage_errors("step result put"):
+            self._scripts(
+                "step_put",
+                [self._keys.step_result(record.context_id, record.step_name)],
+                [
+                    self._ttl,
+                    self._keys.step_index_prefix(shard),
+                    f"{record.context_id}:{record.step_name}",
+                    record.status,
+                    text,
+                ],
+            )
+
+    def get(self, context_id: str, step_name: str) -> StepResultRecord | None:
+        """The record of ``step_name`` owned by ``context_id``, ``None`` when absent/expired."""
+        with storage_errors("step result get"):
+            text = self._client.hget(self._keys.step_result(context_id, step_name), "j")
+        return None if text is None else _decode(json.loads(text))
+
+    def scan(self, *, status: str | None = None, limit: int = 1000) -> list[StepResultRecord]:
+        """List records, ``status`` filtering before ``limit`` (indexed, shard by shard).
+
+        Args:
+            status: ``"dispatched"``, ``"completed"`` or ``None`` for all.
+            limit: the maximum number of records.
+        """
+        if limit <= 0:
+            return []
+        statuses = _STATUSES if status is None else (status,)
+        out: list[StepResultRecord] = []
+        with storage_errors("step result scan"):
+            for shard in range(SHARDS):
+                texts: list[str] = self._scripts(
+                    "step_scan",
+                    [self._keys.step_index_prefix(shard) + "routing"],
+                    [
+                        self._keys.step_index_prefix(shard),
+                        f"{self._keys.step_shard(shard)}:r:",
+                        limit - len(out),
+                        *statuses,
+                    ],
+                )
+                out.extend(_decode(json.loads(t)) for t in texts)
+                if len(out) >= limit:
+                    break
+        return out[:limit]

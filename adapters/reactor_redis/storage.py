@@ -1,0 +1,90 @@
+"""``RedisStorage``: every sub-store of :class:`reactor.ports.Storage` on one redis-py client.
+
+Build it with :func:`reactor_redis.storage_from_url` (``redis://``, ``rediss://``,
+``redis+cluster://``) or directly from a client. The sub-stores share the client (a
+thread-safe connection pool) and the lazily loaded Lua scripts; ``now()`` is the server's
+``TIME``.
+"""
+
+from __future__ import annotations
+
+from reactor.ports.storage import Capabilities
+from reactor_redis._base import Client, RedisScripts, storage_errors
+from reactor_redis.claims import RedisClaimStore
+from reactor_redis.contexts import RedisContextStore
+from reactor_redis.keys import Keys
+from reactor_redis.locks import RedisLockStore
+from reactor_redis.map_rollbacks import RedisMapRollbackStore
+from reactor_redis.maps import RedisMapStore
+from reactor_redis.ordered_locks import RedisOrderedLockStore
+from reactor_redis.periods import RedisPeriodStore
+from reactor_redis.rate_limits import RedisRateLimitStore
+from reactor_redis.semaphores import RedisSemaphoreStore
+from reactor_redis.signals import RedisSignalStore
+from reactor_redis.step_results import RedisStepResultStore
+
+__all__ = ["RedisStorage"]
+
+
+class RedisStorage:
+    """The Redis storage adapter (ARCHITECTURE §2).
+
+    Args:
+        client: a redis-py ``Redis`` or ``RedisCluster`` created with ``decode_responses=True``.
+        prefix: the key namespace (default ``"reactor"``).
+        context_ttl: retention of durable run state in seconds after its last write
+            (default 86400; ``None`` = never expire).
+        owns_client: close the client in :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        prefix: str = "reactor",
+        context_ttl: float | None = 86400.0,
+        owns_client: bool = True,
+    ) -> None:
+        self.client = client
+        self.keys = Keys(prefix)
+        self.context_ttl = context_ttl
+        self._owns = owns_client
+        self._closed = False
+        scripts = RedisScripts(client)
+        keys = self.keys
+        self.contexts = RedisContextStore(client, scripts, keys, context_ttl=context_ttl)
+        self.step_results = RedisStepResultStore(client, scripts, keys, context_ttl=context_ttl)
+        self.maps = RedisMapStore(client, scripts, keys, context_ttl=context_ttl)
+        self.map_rollbacks = RedisMapRollbackStore(
+            client, scripts, keys, context_ttl=context_ttl
+        )
+        self.claims = RedisClaimStore(client, scripts, keys, context_ttl=context_ttl)
+        self.locks = RedisLockStore(client, scripts, keys)
+        self.semaphores = RedisSemaphoreStore(client, scripts, keys)
+        self.rate_limits = RedisRateLimitStore(client, scripts, keys)
+        self.periods = RedisPeriodStore(client, scripts, keys)
+        self.ordered_locks = RedisOrderedLockStore(client, scripts, keys)
+        self.signals = RedisSignalStore(client, keys)
+        self.capabilities = Capabilities(signals=True, max_document_bytes=None, clock="server")
+
+    def now(self) -> float:
+        """The server clock (``TIME``) in epoch seconds.
+
+        Raises:
+            StorageError: Redis failed.
+        """
+        with storage_errors("TIME"):
+            seconds, micros = self.client.time()
+        return int(seconds) + int(micros) / 1_000_000
+
+    def close(self) -> None:
+        """Close the client's connections (when owned); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.signals.close_all()
+        if self._owns:
+            try:
+                self.client.close()
+            except Exception:  # closing must never raise
+                pass

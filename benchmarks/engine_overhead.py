@@ -1,0 +1,101 @@
+"""Per-step overhead of the synchronous engine on the in-memory storage.
+
+Runs a 10-step reactor (each step a trivial function that adds one to its input) and calls
+the same ten functions directly, in the same process, and prints:
+
+* the mean time per run and per step for both;
+* the engine's per-step overhead (engine per-step time minus direct per-step time);
+* the ratio engine/direct.
+
+Every engine run checkpoints at start, after each step and at the end (12 saves of the
+context through ``storage.contexts``), validates inputs, keeps a trace and an undo stack. No
+assertion is made: this prints a measurement (ARCHITECTURE §1 "benchmarks/").
+
+Usage::
+
+    .venv/bin/python benchmarks/engine_overhead.py [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from reactor import config
+from reactor.dsl import Input, Reactor, input, result, step
+from reactor.model.results import Success
+
+STEPS = 10
+
+
+def _add_one(inputs: Any, ctx: Any) -> int:
+    return int(inputs.x) + 1
+
+
+def _direct_add_one(x: int) -> int:
+    return x + 1
+
+
+def _build_reactor() -> type[Reactor]:
+    namespace: dict[str, Any] = {"__module__": __name__, "start": Input(int)}
+    namespace["s0"] = step(_add_one, x=input("start"))
+    for i in range(1, STEPS):
+        namespace[f"s{i}"] = step(_add_one, x=result(f"s{i - 1}"))
+    namespace["returns"] = f"s{STEPS - 1}"
+    return type("TenSteps", (Reactor,), namespace)
+
+
+def _time(fn: Callable[[], Any], runs: int) -> float:
+    samples = []
+    for _ in range(5):
+        started = time.perf_counter()
+        for _ in range(runs):
+            fn()
+        samples.append((time.perf_counter() - started) / runs)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    """Measure and print the overhead figures."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=300, help="runs per sample (5 samples)")
+    args = parser.parse_args()
+
+    config.configure(storage="memory://", router="inline://")
+    reactor_cls = _build_reactor()
+    assert reactor_cls.run(start=0) == Success(STEPS)  # warm up and sanity check
+
+    def direct() -> int:
+        x = 0
+        for _ in range(STEPS):
+            x = _direct_add_one(x)
+        return x
+
+    engine_run = _time(lambda: reactor_cls.run(start=0), args.runs)
+    direct_run = _time(direct, args.runs * 100)
+    per_step_engine = engine_run / STEPS
+    per_step_direct = direct_run / STEPS
+    overhead = per_step_engine - per_step_direct
+    print(f"steps per run:            {STEPS}")
+    print(f"engine, per run:          {engine_run * 1e6:10.1f} us")
+    print(f"direct calls, per run:    {direct_run * 1e6:10.3f} us")
+    print(f"engine overhead per step: {overhead * 1e6:10.1f} us")
+    print(f"ratio engine/direct:      {engine_run / direct_run:10.0f}x")
+
+    # Same run with per-step checkpoints throttled away (start and end saves only), to show
+    # how much of the overhead is persistence (codec + storage) rather than orchestration.
+    config.configure(storage="memory://", router="inline://", checkpoint_min_interval=3600.0)
+    throttled = _time(lambda: reactor_cls.run(start=0), args.runs)
+    print(
+        f"per step with checkpoint_min_interval=3600 (2 saves/run): "
+        f"{(throttled - direct_run) / STEPS * 1e6:.1f} us "
+        f"(ratio {throttled / direct_run:.0f}x)"
+    )
+    config.reset()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,302 @@
+"""``GenericProbe``: the contract-suite probe of every :class:`reactor.generic.GenericStorage`.
+
+An adapter built on :class:`reactor.generic.storage.GenericStorage` stores everything in one
+:class:`reactor.ports.DocumentStore`. Its probe only needs a **document backdoor**
+(:class:`DocumentBackdoor`: read a physically stored document, rewrite its expiry) and this
+module's concern -> document mapping, which is the *only* place that knows which collections
+and keys the generic stores use (their modules document the layouts).
+
+A backdoor is usually the adapter's own document store with two extra methods (``raw`` and
+``set_expiry``): :class:`reactor.memory.MemoryDocumentStore` and the SQLite example both have
+them. Values are rewritten (semaphore leases, ordered-lock timers, coordination expiries)
+through the document store's own compare-and-set, never through the sub-store under test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from reactor.generic.claims import (
+    CORRELATIONS,
+    IDEMPOTENCY,
+    INTERRUPT_ATTEMPTS,
+    INTERRUPT_RESUMES,
+)
+from reactor.generic.contexts import CONTEXT_PAGES, CONTEXTS
+from reactor.generic.locks import LOCK_CODEC
+from reactor.generic.map_rollbacks import (
+    MAP_ROLLBACK_OUTCOMES,
+    MAP_ROLLBACK_SEEN,
+    MAP_ROLLBACKS,
+)
+from reactor.generic.maps import MAP_ELEMENTS, MAP_SLOTS, MAP_STATE, MAPS, position_key
+from reactor.generic.ordered_locks import ORDERED_LOCK_CODEC
+from reactor.generic.periods import PERIOD_CODEC
+from reactor.generic.rate_limits import RATE_LIMIT_CODEC
+from reactor.generic.semaphores import SEMAPHORE_CODEC
+from reactor.generic.step_results import STEP_RESULTS
+from reactor.model.coordination import semaphores as semaphore_model
+from reactor.ports.documents import DocumentStore
+from reactor_contract.model_expiry import ORDERED_FIELDS, shift_expiry
+from reactor_contract.probe import CONCERNS
+
+__all__ = ["DocumentBackdoor", "GenericProbe", "RawDocumentLike"]
+
+_MAP_STATE_MEMBERS = ("offset", "failed", "owner_signal", "elements")
+
+
+@runtime_checkable
+class RawDocumentLike(Protocol):
+    """What :meth:`DocumentBackdoor.raw` returns: a physically stored document."""
+
+    @property
+    def value(self) -> Mapping[str, Any]:
+        """The stored document."""
+        ...
+
+    @property
+    def version(self) -> str:
+        """The stored version token."""
+        ...
+
+    @property
+    def expires_at(self) -> float | None:
+        """Epoch seconds after which it reads as absent, ``None`` = never."""
+        ...
+
+    @property
+    def index(self) -> str | None:
+        """The ``index`` it was written with."""
+        ...
+
+
+@runtime_checkable
+class DocumentBackdoor(Protocol):
+    """Direct access to a document store's rows, bypassing logical expiry."""
+
+    def raw(self, collection: str, key: str) -> RawDocumentLike | None:
+        """The physically stored document, expired or not; ``None`` when nothing is stored."""
+        ...
+
+    def set_expiry(self, collection: str, key: str, expires_at: float | None) -> bool:
+        """Overwrite a stored document's expiry in place; ``False`` when nothing is stored."""
+        ...
+
+
+#: Coordination concerns: (collection, codec). The generic stores' default collections.
+_COORDINATION: dict[str, tuple[str, Any]] = {
+    "lock": ("locks", LOCK_CODEC),
+    "semaphore": ("semaphores", SEMAPHORE_CODEC),
+    "rate_limit": ("rate_limits", RATE_LIMIT_CODEC),
+    "period": ("periods", PERIOD_CODEC),
+    "ordered_lock": ("ordered_locks", ORDERED_LOCK_CODEC),
+}
+
+
+def _idempotency_doc_key(key: str) -> str:
+    """``"<reactor>:<user key>"`` -> the generic claim store's ``<reactor>:<sha256(key)>``."""
+    reactor, sep, user_key = key.partition(":")
+    if not sep:
+        raise KeyError(f"idempotency probe keys look like '<reactor>:<key>', got {key!r}")
+    return f"{reactor}:{hashlib.sha256(user_key.encode('utf-8')).hexdigest()}"
+
+
+def _member_ttl(concern: str, state: Any, member: str) -> float | None:
+    """The expiry (epoch seconds) of one member of a coordination state, ``inf`` = never."""
+    if concern == "semaphore":
+        assert isinstance(state, semaphore_model.SemaphoreLeases)
+        if member not in state.holders:
+            return None
+        return float(state.holders[member])
+    if concern == "ordered_lock" and member in ORDERED_FIELDS:
+        item = getattr(state, ORDERED_FIELDS[member])
+        if item is None:
+            return None
+        return math.inf if item.expires_at is None else float(item.expires_at)
+    raise KeyError(f"{concern} has no member {member!r} with a TTL")
+
+
+class GenericProbe:
+    """A :class:`reactor_contract.probe.Probe` for adapters built on ``GenericStorage``.
+
+    Args:
+        documents: the adapter's :class:`reactor.ports.DocumentStore` (``storage.documents``).
+        backdoor: raw access to the same rows; defaults to ``documents`` itself when it has
+            ``raw`` and ``set_expiry``.
+
+    Raises:
+        TypeError: no backdoor was given and ``documents`` has none.
+    """
+
+    def __init__(self, documents: DocumentStore, backdoor: DocumentBackdoor | None = None) -> None:
+        if backdoor is None:
+            if not isinstance(documents, DocumentBackdoor):
+                raise TypeError(
+                    "GenericProbe needs a DocumentBackdoor (raw + set_expiry); pass backdoor="
+                )
+            backdoor = documents
+        self.documents = documents
+        self.backdoor = backdoor
+
+    # -- the concern -> document mapping (the one place that knows the generic layout) -------
+
+    def _prefixed(self, collection: str, prefix: str) -> Iterator[str]:
+        """Live keys of ``collection`` that start with ``prefix`` (a key-range scan)."""
+        after = prefix
+        while True:
+            page = self.documents.scan(collection, after=after, limit=500)
+            for key, _value in page:
+                if not key.startswith(prefix):
+                    return
+                yield key
+            if len(page) < 500:
+                return
+            after = page[-1][0]
+
+    def _indexed(self, collection: str, index: str) -> list[str]:
+        return [key for key, _ in self.documents.scan(collection, index=index, limit=1_000_000)]
+
+    def documents_of(
+        self, concern: str, key: str, member: str | None = None
+    ) -> list[tuple[str, str]]:
+        """The ``(collection, document key)`` pairs holding ``concern``/``key`` (/``member``).
+
+        Raises:
+            KeyError: unknown concern or member.
+        """
+        if concern not in CONCERNS:
+            raise KeyError(f"unknown probe concern {concern!r}")
+        if concern in _COORDINATION:
+            return [(_COORDINATION[concern][0], key)]
+        if member is not None and concern not in ("map", "map_rollback", "interrupt"):
+            raise KeyError(f"{concern} has no members, got {member!r}")
+        if concern == "context":
+            pages = [
+                (CONTEXT_PAGES, k)
+                for k, _ in self.documents.scan(CONTEXT_PAGES, limit=1_000_000)
+                if k.endswith(f":{key}")
+            ]
+            return [(CONTEXTS, key), *pages]
+        if concern == "step_result":
+            return [(STEP_RESULTS, key)]
+        if concern == "correlation":
+            return [(CORRELATIONS, key)]
+        if concern == "idempotency":
+            return [(IDEMPOTENCY, _idempotency_doc_key(key))]
+        if concern == "interrupt":
+            if member not in (None, "resume", "attempts"):
+                raise KeyError(f"interrupt members are 'resume' and 'attempts', got {member!r}")
+            docs = []
+            if member in (None, "resume"):
+                docs.append((INTERRUPT_RESUMES, key))
+            if member in (None, "attempts"):
+                docs.append((INTERRUPT_ATTEMPTS, key))
+            return docs
+        if concern == "map":
+            return self._map_documents(key, member)
+        return self._rollback_documents(key, member)
+
+    def _map_documents(self, map_id: str, member: str | None) -> list[tuple[str, str]]:
+        if member in ("metadata", "counter"):
+            return [(MAPS, map_id)]
+        if member in _MAP_STATE_MEMBERS:
+            return [(MAP_STATE, f"{map_id}:{member}")]
+        if member is not None and member.startswith("slot:"):
+            return [(MAP_SLOTS, position_key(map_id, int(member[5:])))]
+        if member is not None and member.startswith("element:"):
+            return [(MAP_ELEMENTS, position_key(map_id, int(member[8:])))]
+        if member == "slots":
+            return [(MAP_SLOTS, k) for k in self._indexed(MAP_SLOTS, map_id)]
+        if member is not None:
+            raise KeyError(f"unknown map member {member!r}")
+        return [
+            (MAPS, map_id),
+            *((MAP_STATE, f"{map_id}:{name}") for name in _MAP_STATE_MEMBERS),
+            *((MAP_SLOTS, k) for k in self._indexed(MAP_SLOTS, map_id)),
+            *((MAP_ELEMENTS, k) for k in self._indexed(MAP_ELEMENTS, map_id)),
+        ]
+
+    def _rollback_documents(self, map_id: str, member: str | None) -> list[tuple[str, str]]:
+        if member in ("metadata", "offset", "handed_off", "signal"):
+            return [(MAP_ROLLBACKS, map_id)]
+        if member is not None and member.startswith("outcome:"):
+            return [(MAP_ROLLBACK_OUTCOMES, position_key(map_id, int(member[8:])))]
+        if member is not None and member.startswith("seen:"):
+            return [(MAP_ROLLBACK_SEEN, position_key(map_id, int(member[5:])))]
+        if member is not None:
+            raise KeyError(f"unknown map_rollback member {member!r}")
+        return [
+            (MAP_ROLLBACKS, map_id),
+            *((MAP_ROLLBACK_OUTCOMES, k) for k in self._indexed(MAP_ROLLBACK_OUTCOMES, map_id)),
+            *((MAP_ROLLBACK_SEEN, k) for k in self._prefixed(MAP_ROLLBACK_SEEN, f"{map_id}:")),
+        ]
+
+    # -- the Probe protocol ---------------------------------------------------------------------
+
+    def raw(self, concern: str, key: str) -> object | None:
+        """``{"<collection>/<key>": stored document}`` for every stored document, or ``None``."""
+        found: dict[str, Any] = {}
+        for collection, doc_key in self.documents_of(concern, key):
+            row = self.backdoor.raw(collection, doc_key)
+            if row is not None:
+                found[f"{collection}/{doc_key}"] = dict(row.value)
+        return found or None
+
+    def ttl(self, concern: str, key: str, member: str | None = None) -> float | None:
+        """Smallest remaining lifetime (seconds) of the live documents; ``inf`` = never."""
+        now = self.documents.now()
+        if member is not None and concern in ("semaphore", "ordered_lock"):
+            collection, codec = _COORDINATION[concern]
+            value = self.documents.read(collection, key).value
+            if value is None:
+                return None
+            at = _member_ttl(concern, codec.decode(value), member)
+            if at is None or at <= now:
+                return None
+            return at - now
+        remaining: list[float] = []
+        for collection, doc_key in self.documents_of(concern, key, member):
+            found = self.documents.read(collection, doc_key)
+            if found.value is None:
+                continue
+            expires_at = found.expires_at
+            remaining.append(math.inf if expires_at is None else expires_at - now)
+        return min(remaining) if remaining else None
+
+    def expire(
+        self, concern: str, key: str, member: str | None = None, *, after: float = 0.0
+    ) -> None:
+        """Make the concern's live documents (or one member) lapse ``after`` seconds from now."""
+        at = self.documents.now() + after
+        if concern in _COORDINATION:
+            self._rewrite_state(
+                concern, key, lambda state: shift_expiry(concern, state, at, member)
+            )
+            return
+        for collection, doc_key in self.documents_of(concern, key, member):
+            if self.documents.read(collection, doc_key).value is not None:
+                self.backdoor.set_expiry(collection, doc_key, at)
+
+    def _rewrite_state(self, concern: str, key: str, change: Callable[[Any], Any]) -> None:
+        """Decode a coordination document, change its model state, write it back (CAS)."""
+        collection, codec = _COORDINATION[concern]
+        for _ in range(100):
+            row = self.backdoor.raw(collection, key)
+            current = self.documents.read(collection, key)
+            if row is None or current.value is None:
+                return
+            new_state = change(codec.decode(current.value))
+            if self.documents.write(
+                collection,
+                key,
+                codec.encode(new_state),
+                expected_version=current.version,
+                expires_at=codec.expiry(new_state),
+                index=row.index,
+            ):
+                return
+        raise RuntimeError(f"probe could not rewrite {concern} {key!r}: constant contention")
+

@@ -1,0 +1,355 @@
+"""The pytest plugin of the contract suite (entry point ``pytest11: reactor_contract``).
+
+Run the suite against an adapter with::
+
+    pytest --pyargs reactor_contract --reactor-storage=URL --reactor-router=URL
+
+The plugin is loaded by every pytest run in an environment where reactor is installed, so it is
+inert unless one of its options is given: it only adds the options and three passive fixtures.
+Without ``--reactor-storage`` (``--reactor-router``) the storage (router) fixtures skip with the
+reason ``"no --reactor-storage given"`` (``"no --reactor-router given"``).
+
+Fixtures (function-scoped, a fresh namespace per test):
+
+* ``storage`` -- a :class:`reactor.ports.Storage` built with
+  :func:`reactor.config.storage_from_url` from the URL plus a unique ``prefix`` query parameter
+  (adapters must accept ``prefix`` and namespace every record with it; in-process adapters may
+  ignore it because each test gets a new object anyway);
+* ``probe`` -- the adapter's :class:`reactor_contract.probe.Probe` (entry point group
+  ``reactor.probes``);
+* ``router`` -- a :class:`reactor.ports.Router` from ``--reactor-router`` plus ``prefix`` and,
+  unless the URL sets it, ``visibility_timeout=1``;
+* ``router_probe`` -- the router's :class:`reactor_contract.probe.RouterProbe`
+  (``reactor.router_probes``).
+
+At the end of a run with the options, a conformance table (one row per concern) is printed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, quote, urlsplit
+
+import pytest
+
+from reactor.ports.router import Router
+from reactor.ports.storage import Storage
+from reactor_contract._support import CONTEXT_TTL
+from reactor_contract.probe import Probe, RouterProbe, load_probe, load_router_probe
+
+__all__ = [
+    "CONCERN_ORDER",
+    "ConformanceReport",
+    "add_query",
+    "router_url_for_test",
+    "storage_url_for_test",
+]
+
+#: Rows of the conformance table, in print order (``reactor_concern`` of each contract class).
+CONCERN_ORDER: tuple[str, ...] = (
+    "surface",
+    "contexts",
+    "step_results",
+    "maps",
+    "map_rollbacks",
+    "claims",
+    "locks",
+    "semaphores",
+    "rate_limits",
+    "periods",
+    "ordered_locks",
+    "signals",
+    "routers",
+    "model",
+    "concurrency",
+    "sweeps",
+)
+
+T = TypeVar("T")
+
+#: Default visibility timeout (seconds) the suite asks a router for, so redelivery is quick.
+TEST_VISIBILITY_TIMEOUT = "1"
+
+def add_query(url: str, **params: str) -> str:
+    """Append query parameters to a backend URL, keeping ``scheme://`` intact.
+
+    ``urllib.parse.urlunsplit`` drops the ``//`` of URLs without a host (``memory://``), so this
+    edits the text. A parameter already present is left alone (the user's value wins).
+    """
+    base, _, fragment = url.partition("#")
+    present = {k for k, _ in parse_qsl(urlsplit(base).query, keep_blank_values=True)}
+    extra = "&".join(f"{k}={quote(v, safe='')}" for k, v in params.items() if k not in present)
+    if not extra:
+        return url
+    joined = f"{base}{'&' if '?' in base else '?'}{extra}"
+    return f"{joined}#{fragment}" if fragment else joined
+
+
+def _prefix(url: str, token: str) -> str:
+    query = dict(parse_qsl(urlsplit(url.partition("#")[0]).query, keep_blank_values=True))
+    return f"{query['prefix']}-{token}" if query.get("prefix") else token
+
+
+def _with_prefix(url: str, token: str) -> str:
+    base, _, fragment = url.partition("#")
+    parts = urlsplit(base)
+    kept = [
+        f"{k}={quote(v, safe='')}"
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        if k != "prefix"
+    ]
+    stem = base.split("?", 1)[0]
+    query = "&".join([*kept, f"prefix={quote(_prefix(url, token), safe='')}"])
+    joined = f"{stem}?{query}"
+    return f"{joined}#{fragment}" if fragment else joined
+
+
+def storage_url_for_test(url: str, token: str) -> str:
+    """The storage URL one test uses: ``url`` with a per-test ``prefix`` (suffixed if set)."""
+    return _with_prefix(url, token)
+
+
+def router_url_for_test(url: str, token: str) -> str:
+    """The router URL one test uses: per-test ``prefix`` and ``visibility_timeout=1`` default."""
+    return add_query(_with_prefix(url, token), visibility_timeout=TEST_VISIBILITY_TIMEOUT)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Add ``--reactor-storage`` and ``--reactor-router`` (inert when absent)."""
+    group = parser.getgroup("reactor-contract", "reactor adapter contract suite")
+    group.addoption(
+        "--reactor-storage",
+        dest="reactor_storage",
+        metavar="URL",
+        default=None,
+        help="storage URL to run the reactor contract suite against (e.g. memory://)",
+    )
+    group.addoption(
+        "--reactor-router",
+        dest="reactor_router",
+        metavar="URL",
+        default=None,
+        help="router URL to run the reactor contract suite against (e.g. local://)",
+    )
+
+
+def _enabled(config: pytest.Config) -> bool:
+    return bool(config.getoption("reactor_storage") or config.getoption("reactor_router"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the conformance table, only when the suite's options are given."""
+    if _enabled(config):
+        config.pluginmanager.register(ConformanceReport(config), "reactor-contract-conformance")
+
+
+@dataclass
+class _Row:
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+
+
+class ConformanceReport:
+    """Outcomes of contract tests per concern, printed as a table at the end of the run.
+
+    Registered as a plugin object only when ``--reactor-storage``/``--reactor-router`` is given.
+    A test belongs to a concern when its class (or module) sets ``reactor_concern``.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.concern_of: dict[str, str] = {}
+        self.outcome: dict[str, tuple[str, str | None]] = {}
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Remember which collected tests belong to which concern."""
+        for item in items:
+            cls = getattr(item, "cls", None)
+            concern = getattr(cls, "reactor_concern", None) if cls is not None else None
+            if concern is None:
+                concern = getattr(getattr(item, "module", None), "reactor_concern", None)
+            if isinstance(concern, str):
+                self.concern_of[item.nodeid] = concern
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Fold one phase report of a contract test into its final outcome."""
+        if report.nodeid not in self.concern_of:
+            return
+        previous = self.outcome.get(report.nodeid)
+        if previous is not None and previous[0] == "failed":
+            return
+        if report.failed:
+            self.outcome[report.nodeid] = ("failed", None)
+        elif report.skipped:
+            reason = None
+            if isinstance(report.longrepr, tuple):
+                reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+            self.outcome[report.nodeid] = ("skipped", reason)
+        elif report.when == "call":
+            self.outcome[report.nodeid] = ("passed", None)
+
+    def rows(self) -> dict[str, _Row]:
+        """``{concern: counts}`` in :data:`CONCERN_ORDER` (unknown concerns last)."""
+        order = {name: i for i, name in enumerate(CONCERN_ORDER)}
+        ran = {self.concern_of[nodeid] for nodeid in self.outcome}
+        concerns = sorted(ran, key=lambda c: (order.get(c, len(order)), c))
+        rows = {concern: _Row() for concern in concerns}
+        for nodeid, (outcome, reason) in self.outcome.items():
+            row = rows[self.concern_of[nodeid]]
+            if outcome == "passed":
+                row.passed += 1
+            elif outcome == "failed":
+                row.failed += 1
+            else:
+                row.skipped += 1
+                if reason:
+                    row.reasons[reason] = row.reasons.get(reason, 0) + 1
+        return rows
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """Print the table: one row per concern, passed/failed/skipped, then skip reasons."""
+        rows = self.rows()
+        if not rows:
+            return
+        tr = terminalreporter
+        tr.write_sep("=", "reactor contract conformance")
+        tr.write_line(f"storage: {self.config.getoption('reactor_storage') or '-'}")
+        tr.write_line(f"router:  {self.config.getoption('reactor_router') or '-'}")
+        tr.write_line(f"{'concern':<16}{'passed':>8}{'failed':>8}{'skipped':>9}  verdict")
+        total = _Row()
+        for concern, row in rows.items():
+            verdict = "FAIL" if row.failed else ("ok" if row.passed else "skipped")
+            tr.write_line(
+                f"{concern:<16}{row.passed:>8}{row.failed:>8}{row.skipped:>9}  {verdict}",
+                red=bool(row.failed),
+                green=not row.failed and bool(row.passed),
+            )
+            total.passed += row.passed
+            total.failed += row.failed
+            total.skipped += row.skipped
+        tr.write_line(f"{'total':<16}{total.passed:>8}{total.failed:>8}{total.skipped:>9}")
+        reasons = [
+            (concern, reason, count)
+            for concern, row in rows.items()
+            for reason, count in sorted(row.reasons.items())
+        ]
+        if reasons:
+            tr.write_line("skipped, with reasons:")
+            for concern, reason, count in reasons:
+                plural = "s" if count != 1 else ""
+                tr.write_line(f"  {concern}: {reason} ({count} test{plural})")
+
+
+# -- fixtures --------------------------------------------------------------------------------
+
+
+def _token() -> str:
+    return f"rc{uuid.uuid4().hex[:10]}"
+
+
+def _adapter_settings() -> dict[str, Any]:
+    """The engine settings a storage factory receives, as ``reactor.configure`` passes them."""
+    from reactor.config import Settings
+
+    return Settings(context_ttl=CONTEXT_TTL).model_dump()
+
+
+#: Whether a URL scheme's factory accepted the ``prefix`` parameter, learned on first use.
+_PREFIX_SUPPORT: dict[str, bool] = {}
+
+
+def _build(
+    factory: Callable[..., T], url: str, prefixed_url: str, settings: dict[str, Any]
+) -> T:
+    """Call ``factory`` with the per-test ``prefixed_url``, or ``url`` if it rejects ``prefix``.
+
+    An in-process adapter may reject unknown URL parameters: each test gets a new object anyway,
+    so the suite falls back to the plain URL once the scheme refused ``prefix`` with a
+    :class:`ConfigurationError` (remembered per scheme). Any other error is raised again by the
+    plain call. Adapters that keep state outside the process must accept ``prefix``.
+    """
+    from reactor.model.errors import ConfigurationError
+
+    scheme = urlsplit(url).scheme.lower()
+    if _PREFIX_SUPPORT.get(scheme) is not False:
+        try:
+            built = factory(prefixed_url, **settings)
+        except ConfigurationError:
+            if _PREFIX_SUPPORT.get(scheme):
+                raise
+            _PREFIX_SUPPORT[scheme] = False
+        else:
+            _PREFIX_SUPPORT[scheme] = True
+            return built
+    return factory(url, **settings)
+
+
+@pytest.fixture
+def reactor_storage_url(request: pytest.FixtureRequest) -> str:
+    """The ``--reactor-storage`` URL as given; skips the test when the option is absent."""
+    url = request.config.getoption("reactor_storage")
+    if not url:
+        pytest.skip("no --reactor-storage given")
+    return str(url)
+
+
+@pytest.fixture
+def storage(reactor_storage_url: str) -> Iterator[Storage]:
+    """A fresh :class:`reactor.ports.Storage` in its own namespace, closed after the test."""
+    from reactor.config import storage_from_url
+
+    built = _build(
+        storage_from_url,
+        reactor_storage_url,
+        storage_url_for_test(reactor_storage_url, _token()),
+        _adapter_settings(),
+    )
+    try:
+        yield built
+    finally:
+        built.close()
+
+
+@pytest.fixture
+def probe(reactor_storage_url: str, storage: Storage) -> Probe:
+    """The adapter's backdoor :class:`reactor_contract.probe.Probe` for ``storage``."""
+    return load_probe(reactor_storage_url, storage)
+
+
+@pytest.fixture
+def reactor_router_url(request: pytest.FixtureRequest) -> str:
+    """The ``--reactor-router`` URL as given; skips the test when the option is absent."""
+    url = request.config.getoption("reactor_router")
+    if not url:
+        pytest.skip("no --reactor-router given")
+    return str(url)
+
+
+@pytest.fixture
+def router(reactor_router_url: str) -> Iterator[Router]:
+    """A fresh :class:`reactor.ports.Router` (own queue, 1 s visibility), closed after the test."""
+    from reactor.config import router_from_url
+
+    settings = _adapter_settings()
+    settings.pop("visibility_timeout", None)
+    built = _build(
+        router_from_url,
+        add_query(reactor_router_url, visibility_timeout=TEST_VISIBILITY_TIMEOUT),
+        router_url_for_test(reactor_router_url, _token()),
+        settings,
+    )
+    try:
+        yield built
+    finally:
+        built.close()
+
+
+@pytest.fixture
+def router_probe(reactor_router_url: str, router: Router) -> RouterProbe:
+    """The router's backdoor :class:`reactor_contract.probe.RouterProbe`."""
+    return load_router_probe(reactor_router_url, router)

@@ -1,0 +1,192 @@
+"""The probe: a concept-level backdoor into an adapter, so expiry is tested without sleeping.
+
+The contract suite never waits for a TTL to lapse (a MongoDB TTL monitor runs once a minute,
+DynamoDB deletes "within days"). Instead every adapter ships a :class:`Probe` that can read a
+record's remaining TTL, make it lapse *now* (or in a few seconds), and read its raw stored
+form, all **without** going through the sub-store under test (the zarr ``StoreTests`` backdoor
+idea, anchors.md §2.10; ruby_reactor's ``CoordinationProbe``, storage-protocol.md §4.1).
+
+Probes are addressed by *concern* and *key*, not by backend key layout, so one test works on
+every adapter:
+
+============== ===================================== ==========================================
+concern        key                                   member
+============== ===================================== ==========================================
+context        context id                            —
+step_result    ``"<context_id>:<step_name>"``        —
+map            map id (every forward aggregate)      optional aggregate name
+map_rollback   map id (every rollback aggregate)     optional aggregate name
+idempotency    ``"<reactor>:<key>"``                 —
+correlation    correlation id                        —
+interrupt      ``"<context_id>:<step_path>"``        ``"attempts"`` for the attempt counter
+lock           lock key                              —
+semaphore      semaphore key                         holder token (expire one lease)
+rate_limit     rate-limit key (every window bucket)  —
+period         period key                            —
+ordered_lock   ordered-lock key                      nonce (``str``): make that timer dead
+============== ===================================== ==========================================
+
+Adapters publish a probe factory ``probe_for(storage) -> Probe`` in the entry-point group
+``reactor.probes``, keyed by the storage URL scheme; routers publish
+``router_probe_for(router) -> RouterProbe`` in ``reactor.router_probes``
+(docs/contract-suite.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any, Protocol, cast, runtime_checkable
+from urllib.parse import urlsplit
+
+from reactor.ports.router import Router
+from reactor.ports.storage import Storage
+
+__all__ = [
+    "CONCERNS",
+    "PROBE_GROUP",
+    "ROUTER_PROBE_GROUP",
+    "Probe",
+    "ProbeNotFound",
+    "RouterProbe",
+    "load_probe",
+    "load_router_probe",
+]
+
+#: Every concern a :class:`Probe` must understand.
+CONCERNS: frozenset[str] = frozenset(
+    {
+        "context",
+        "step_result",
+        "map",
+        "map_rollback",
+        "idempotency",
+        "correlation",
+        "interrupt",
+        "lock",
+        "semaphore",
+        "rate_limit",
+        "period",
+        "ordered_lock",
+    }
+)
+
+#: Entry-point group of storage probe factories, keyed by URL scheme.
+PROBE_GROUP = "reactor.probes"
+#: Entry-point group of router probe factories, keyed by URL scheme.
+ROUTER_PROBE_GROUP = "reactor.router_probes"
+
+
+@runtime_checkable
+class Probe(Protocol):
+    """A backdoor into one storage adapter (see the module docstring for concerns and keys).
+
+    A probe must not call the sub-store it inspects: it reads and rewrites the backend's records
+    directly (or through a lower layer such as a :class:`reactor.ports.DocumentStore`), so the
+    sub-store's own logic stays under test.
+    """
+
+    def raw(self, concern: str, key: str) -> object | None:
+        """The stored form of a record (adapter-specific shape), ``None`` when nothing is stored.
+
+        Args:
+            concern: one of :data:`CONCERNS`.
+            key: the record's key in that concern.
+
+        Returns:
+            Whatever the backend holds (for a document store: ``{name: document}``); ``None``
+            when no record of the concern exists under ``key``, expired ones included only if
+            still physically stored.
+        """
+        ...
+
+    def ttl(self, concern: str, key: str, member: str | None = None) -> float | None:
+        """Remaining lifetime in seconds on the storage clock.
+
+        For concerns made of several records (``map``, ``rate_limit``, ...) this is the
+        **smallest** remaining lifetime among them, unless ``member`` selects one.
+
+        Returns:
+            ``None`` when absent or logically expired; :data:`math.inf` when it never expires.
+
+        Raises:
+            KeyError: ``concern`` or ``member`` is unknown to this probe.
+        """
+        ...
+
+    def expire(
+        self, concern: str, key: str, member: str | None = None, *, after: float = 0.0
+    ) -> None:
+        """Make a record behave as if its TTL lapses ``after`` seconds from now.
+
+        ``after=0`` (the default) makes it lapse now: every read treats it as absent and every
+        conditional write may take it over. With ``member``: a semaphore holder's lease, an
+        ordered-lock nonce's liveness timer (``after`` is then ignored: the timer is made dead),
+        or one aggregate of a multi-record concern.
+
+        Raises:
+            KeyError: ``concern`` or ``member`` is unknown to this probe.
+        """
+        ...
+
+
+@runtime_checkable
+class RouterProbe(Protocol):
+    """A backdoor into one router, for the dead-letter tests."""
+
+    def inject_raw(self, body: str) -> None:
+        """Put ``body`` on the queue as a message, exactly as a foreign producer would.
+
+        The body is not validated: the point is to inject messages a worker cannot decode.
+        """
+        ...
+
+
+class ProbeNotFound(LookupError):
+    """No probe factory is registered for a URL scheme in the named entry-point group."""
+
+
+def _scheme(url: str) -> str:
+    return urlsplit(url).scheme.lower()
+
+
+def _factory(group: str, url: str) -> Callable[[Any], Any]:
+    scheme = _scheme(url)
+    found = [ep for ep in entry_points(group=group) if ep.name == scheme]
+    if not found:
+        known = sorted({ep.name for ep in entry_points(group=group)})
+        raise ProbeNotFound(
+            f"no probe registered for scheme {scheme!r} in entry-point group {group!r} "
+            f"(registered: {', '.join(known) or 'none'}); see docs/contract-suite.md"
+        )
+    return cast(Callable[[Any], Any], found[0].load())
+
+
+def load_probe(url: str, storage: Storage) -> Probe:
+    """Build the probe of ``storage`` from the ``reactor.probes`` entry point of the URL scheme.
+
+    Args:
+        url: the storage URL the suite was given (only its scheme is used).
+        storage: the storage object under test.
+
+    Raises:
+        ProbeNotFound: the scheme has no registered probe.
+        TypeError: the factory returned something that is not a :class:`Probe`.
+    """
+    probe = _factory(PROBE_GROUP, url)(storage)
+    if not isinstance(probe, Probe):
+        raise TypeError(f"the {PROBE_GROUP} factory for {url!r} did not return a Probe")
+    return probe
+
+
+def load_router_probe(url: str, router: Router) -> RouterProbe:
+    """Build the router probe of ``router`` through ``reactor.router_probes``.
+
+    Raises:
+        ProbeNotFound: the scheme has no registered router probe.
+        TypeError: the factory returned something that is not a :class:`RouterProbe`.
+    """
+    probe = _factory(ROUTER_PROBE_GROUP, url)(router)
+    if not isinstance(probe, RouterProbe):
+        raise TypeError(f"the {ROUTER_PROBE_GROUP} factory for {url!r} did not return a probe")
+    return probe

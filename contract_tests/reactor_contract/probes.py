@@ -1,0 +1,54 @@
+"""Probe factories of the built-in in-process adapters (``memory://``, ``local://``).
+
+Registered in ``pyproject.toml`` under the entry-point groups ``reactor.probes`` and
+``reactor.router_probes``. They live here, not in :mod:`reactor.memory`, because the core must
+not depend on the contract package.
+"""
+
+from __future__ import annotations
+
+from reactor.memory import LocalRouter, MemoryStorage
+from reactor.ports.router import Router
+from reactor.ports.storage import Storage
+from reactor_contract.generic_probe import GenericProbe
+from reactor_contract.probe import Probe, RouterProbe
+
+__all__ = ["LocalRouterProbe", "memory_probe", "memory_router_probe"]
+
+
+def memory_probe(storage: Storage) -> Probe:
+    """The probe of a :class:`reactor.memory.MemoryStorage` (its document store is the backdoor).
+
+    Raises:
+        TypeError: ``storage`` is not a ``MemoryStorage``.
+    """
+    if not isinstance(storage, MemoryStorage):
+        raise TypeError(f"memory_probe needs a MemoryStorage, got {type(storage).__name__}")
+    return GenericProbe(storage.documents)
+
+
+class LocalRouterProbe:
+    """Injects raw messages into a :class:`reactor.memory.LocalRouter`.
+
+    Args:
+        router: the router under test.
+    """
+
+    def __init__(self, router: LocalRouter) -> None:
+        self.router = router
+
+    def inject_raw(self, body: str) -> None:
+        """Queue ``body`` as a message, visible now, without validating it."""
+        self.router.enqueue_raw(body)
+
+
+def memory_router_probe(router: Router) -> RouterProbe:
+    """The router probe of ``local://``.
+
+    Raises:
+        TypeError: ``router`` is not a ``LocalRouter`` (``inline://`` runs jobs in the caller
+            and has no queue to inject into).
+    """
+    if not isinstance(router, LocalRouter):
+        raise TypeError(f"memory_router_probe needs a LocalRouter, got {type(router).__name__}")
+    return LocalRouterProbe(router)

@@ -1,0 +1,168 @@
+"""Contexts: storage-protocol.md §4.2 items 3-7, plus retention and logical expiry."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from reactor.model.errors import ContextTooLargeError
+from reactor.ports.storage import Storage
+from reactor_contract._support import (
+    CONTEXT_TTL,
+    assert_ttl,
+    context,
+    map_metadata,
+    step_result,
+    uid,
+)
+from reactor_contract.probe import Probe
+
+__all__ = ["ContextsContract"]
+
+
+class ContextsContract:
+    """:class:`reactor.ports.ContextStore` behaviour every adapter must show."""
+
+    reactor_concern = "contexts"
+
+    def test_save_then_load_round_trips_every_field(self, storage: Storage) -> None:
+        record = context(
+            status="paused",
+            document='{"inputs":{"order":"o-1"},"unicode":"\\u00e9\\u2603"}',
+            created_at=1_700_000_000.125,
+            updated_at=1_700_000_042.5,
+            parent="p-1",
+            root="r-1",
+            dispatched_child=True,
+        )
+        storage.contexts.save(record)
+        assert storage.contexts.load(record.context_id) == record
+
+    def test_unknown_id_loads_none(self, storage: Storage) -> None:
+        assert storage.contexts.load(uid("ctx")) is None
+
+    def test_last_writer_wins(self, storage: Storage) -> None:
+        first = context(status="running", document='{"v":1}')
+        second = dataclasses.replace(first, status="completed", document='{"v":2}')
+        storage.contexts.save(first)
+        storage.contexts.save(second)
+        assert storage.contexts.load(first.context_id) == second
+
+    def test_delete_makes_the_context_absent(self, storage: Storage) -> None:
+        record = context()
+        storage.contexts.save(record)
+        assert storage.contexts.delete(record.context_id) is True
+        assert storage.contexts.load(record.context_id) is None
+        assert storage.contexts.delete(record.context_id) is False
+        assert storage.contexts.scan() == []
+
+    def test_scan_lists_top_level_runs_only(self, storage: Storage) -> None:
+        root = context(status="running")
+        element = context(status="running", parent=root.context_id, root=root.context_id)
+        child = context(
+            status="running", parent=root.context_id, root=root.context_id, dispatched_child=True
+        )
+        for record in (root, element, child):
+            storage.contexts.save(record)
+        assert [r.context_id for r in storage.contexts.scan()] == [root.context_id]
+        listed = {r.context_id for r in storage.contexts.scan(include_dispatched_children=True)}
+        assert listed == {root.context_id, child.context_id}
+
+    def test_scan_rows_are_summaries_of_the_stored_runs(self, storage: Storage) -> None:
+        record = context(status="failed", created_at=1_700_000_000.5, updated_at=1_700_000_001.5)
+        storage.contexts.save(record)
+        (row,) = storage.contexts.scan()
+        assert (row.context_id, row.reactor, row.status) == (record.context_id, "orders", "failed")
+        assert (row.created_at, row.updated_at) == (1_700_000_000.5, 1_700_000_001.5)
+        assert row.parent_context_id is None and row.dispatched_child is False
+
+    def test_scan_never_lists_other_records(self, storage: Storage) -> None:
+        record = context()
+        storage.contexts.save(record)
+        storage.step_results.put(step_result(record.context_id))
+        storage.claims.claim_interrupt_resume(record.context_id, "approve", '{"ok":true}')
+        storage.maps.init(map_metadata(parent_context_id=record.context_id))
+        assert [r.context_id for r in storage.contexts.scan()] == [record.context_id]
+
+    def test_status_filter_applies_before_the_limit(self, storage: Storage) -> None:
+        for _ in range(5):
+            storage.contexts.save(context(status="completed"))
+        wanted = context(status="running")
+        storage.contexts.save(wanted)
+        rows = storage.contexts.scan(statuses=["running"], limit=1)
+        assert [r.context_id for r in rows] == [wanted.context_id]
+        assert len(storage.contexts.scan(statuses=["completed", "running"], limit=3)) == 3
+        assert storage.contexts.scan(statuses=["halted"]) == []
+
+    def test_scan_respects_the_limit(self, storage: Storage) -> None:
+        for _ in range(4):
+            storage.contexts.save(context())
+        assert len(storage.contexts.scan(limit=3)) == 3
+        assert len(storage.contexts.scan()) == 4
+
+    def test_scan_follows_status_changes(self, storage: Storage) -> None:
+        record = context(status="running")
+        storage.contexts.save(record)
+        storage.contexts.save(dataclasses.replace(record, status="completed"))
+        assert storage.contexts.scan(statuses=["running"]) == []
+        assert [r.status for r in storage.contexts.scan(statuses=["completed"])] == ["completed"]
+
+    def test_pages_list_every_run_once_newest_first(self, storage: Storage) -> None:
+        runs = [context(created_at=1_700_000_000.0 + i) for i in range(3)]
+        for record in runs:
+            storage.contexts.save(record)
+        storage.contexts.save(context(parent=runs[0].context_id))
+        first = storage.contexts.page(limit=2)
+        assert len(first.runs) == 2 and first.next_cursor is not None
+        second = storage.contexts.page(cursor=first.next_cursor, limit=2)
+        assert len(second.runs) == 1 and second.next_cursor is None
+        listed = [r.context_id for r in first.runs + second.runs]
+        assert listed == [r.context_id for r in reversed(runs)]
+
+    def test_a_single_page_has_no_cursor(self, storage: Storage) -> None:
+        storage.contexts.save(context())
+        page = storage.contexts.page(limit=5)
+        assert len(page.runs) == 1 and page.next_cursor is None
+        assert storage.contexts.page().runs[0].context_id == page.runs[0].context_id
+
+    def test_a_malformed_cursor_raises_value_error(self, storage: Storage) -> None:
+        storage.contexts.save(context())
+        with pytest.raises(ValueError):
+            storage.contexts.page(cursor="%%% not a cursor %%%")
+
+    def test_save_stamps_retention_to_context_ttl(self, storage: Storage, probe: Probe) -> None:
+        record = context()
+        storage.contexts.save(record)
+        assert_ttl(probe.ttl("context", record.context_id), CONTEXT_TTL)
+
+    def test_every_save_restamps_retention(self, storage: Storage, probe: Probe) -> None:
+        record = context()
+        storage.contexts.save(record)
+        probe.expire("context", record.context_id, after=60)
+        assert_ttl(probe.ttl("context", record.context_id), 60)
+        storage.contexts.save(dataclasses.replace(record, status="completed"))
+        assert_ttl(probe.ttl("context", record.context_id), CONTEXT_TTL)
+
+    def test_an_expired_context_reads_as_absent(self, storage: Storage, probe: Probe) -> None:
+        record = context()
+        storage.contexts.save(record)
+        probe.expire("context", record.context_id)
+        assert storage.contexts.load(record.context_id) is None
+        assert probe.ttl("context", record.context_id) is None
+        assert storage.contexts.scan() == []
+        storage.contexts.save(record)
+        assert storage.contexts.load(record.context_id) == record
+
+    def test_a_context_over_the_document_limit_is_refused(self, storage: Storage) -> None:
+        limit = storage.capabilities.max_document_bytes
+        if limit is None:
+            pytest.skip("capability: no document size limit (max_document_bytes is None)")
+        record = context(document='"' + "x" * (limit + 1) + '"')
+        with pytest.raises(ContextTooLargeError):
+            storage.contexts.save(record)
+        assert storage.contexts.load(record.context_id) is None
+
+
+class TestContexts(ContextsContract):
+    """The contexts contract against ``--reactor-storage``."""

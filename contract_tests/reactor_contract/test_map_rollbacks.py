@@ -1,0 +1,141 @@
+"""Distributed map rollback state: storage-protocol.md §4.2 items 17-21, plus retention."""
+
+from __future__ import annotations
+
+from reactor.ports.records import RollbackOutcome, RollbackSummary
+from reactor.ports.storage import Storage
+from reactor_contract._support import CONTEXT_TTL, assert_ttl, map_metadata, rollback_metadata, uid
+from reactor_contract.probe import Probe
+
+__all__ = ["MapRollbacksContract"]
+
+UNAVAILABLE = RollbackOutcome(index=None, outcome="context_unavailable")
+FAILED = RollbackOutcome(index=1, outcome="failed", failures='[{"step":"ship","error":"boom"}]')
+UNDONE = RollbackOutcome(index=2, outcome="undone")
+
+
+class MapRollbacksContract:
+    """:class:`reactor.ports.MapRollbackStore` behaviour every adapter must show."""
+
+    reactor_concern = "map_rollbacks"
+
+    def test_start_happens_once_and_the_loser_reads_the_winner(self, storage: Storage) -> None:
+        map_id = uid("map")
+        first = rollback_metadata(map_id, total=5, kind="compensate")
+        assert storage.map_rollbacks.start(first) == (True, first)
+        created, seen = storage.map_rollbacks.start(rollback_metadata(map_id, total=9))
+        assert created is False
+        assert seen == first
+        assert storage.map_rollbacks.metadata(map_id) == first
+        meta = storage.map_rollbacks.metadata(map_id)
+        assert meta is not None and isinstance(meta.total, int) and meta.total == 5
+        assert storage.map_rollbacks.metadata(uid("map")) is None
+
+    def test_position_claims_are_clipped_but_the_offset_is_not(self, storage: Storage) -> None:
+        map_id = uid("map")
+        storage.map_rollbacks.start(rollback_metadata(map_id, total=5))
+        assert storage.map_rollbacks.offset(map_id) == 0
+        claims = [storage.map_rollbacks.claim_positions(map_id, 2) for _ in range(4)]
+        assert claims == [range(0, 2), range(2, 4), range(4, 5), range(6, 5)]
+        assert [list(c) for c in claims] == [[0, 1], [2, 3], [4], []]
+        assert storage.map_rollbacks.offset(map_id) == 8
+
+    def test_the_first_outcome_per_position_wins(self, storage: Storage) -> None:
+        map_id = uid("map")
+        storage.map_rollbacks.start(rollback_metadata(map_id, total=3))
+        assert storage.map_rollbacks.put_outcome(map_id, 0, UNAVAILABLE) is True
+        assert storage.map_rollbacks.put_outcome(map_id, 1, FAILED) is True
+        assert storage.map_rollbacks.put_outcome(map_id, 2, UNDONE) is True
+        assert storage.map_rollbacks.put_outcome(map_id, 1, UNDONE) is False
+        assert storage.map_rollbacks.outcome(map_id, 1) == FAILED
+        assert storage.map_rollbacks.outcome(map_id, 7) is None
+
+    def test_outcome_listings_agree(self, storage: Storage) -> None:
+        map_id = uid("map")
+        storage.map_rollbacks.start(rollback_metadata(map_id, total=3))
+        for position, outcome in ((2, UNDONE), (0, UNAVAILABLE), (1, FAILED)):
+            storage.map_rollbacks.put_outcome(map_id, position, outcome)
+        expected = [(0, UNAVAILABLE), (1, FAILED), (2, UNDONE)]
+        assert list(storage.map_rollbacks.outcomes(map_id)) == expected
+        assert list(storage.map_rollbacks.outcomes(map_id, page_size=1)) == expected
+        assert storage.map_rollbacks.count_outcomes(map_id) == 3
+        assert storage.map_rollbacks.outcome_positions(map_id) == [0, 1, 2]
+        assert storage.map_rollbacks.count_outcomes(uid("map")) == 0
+        assert list(storage.map_rollbacks.outcomes(uid("map"))) == []
+
+    def test_outcomes_list_in_numeric_position_order(self, storage: Storage) -> None:
+        map_id = uid("map")
+        storage.map_rollbacks.start(rollback_metadata(map_id, total=200))
+        for position in (100, 9, 10, 0):
+            storage.map_rollbacks.put_outcome(map_id, position, UNDONE)
+        assert storage.map_rollbacks.outcome_positions(map_id) == [0, 9, 10, 100]
+
+    def test_indexes_seen_come_from_stored_outcomes(self, storage: Storage) -> None:
+        map_id = uid("map")
+        storage.map_rollbacks.start(rollback_metadata(map_id, total=3))
+        storage.map_rollbacks.put_outcome(map_id, 0, UNAVAILABLE)
+        storage.map_rollbacks.put_outcome(map_id, 1, FAILED)
+        storage.map_rollbacks.put_outcome(map_id, 2, UNDONE)
+        assert storage.map_rollbacks.indexes_seen(map_id, [0, 1, 2]) == [False, True, True]
+        assert storage.map_rollbacks.indexes_seen(map_id, []) == []
+
+    def test_summary_counts_failures(self, storage: Storage) -> None:
+        map_id = uid("map")
+        storage.map_rollbacks.start(rollback_metadata(map_id, total=4))
+        storage.map_rollbacks.put_outcome(map_id, 0, UNAVAILABLE)
+        storage.map_rollbacks.put_outcome(map_id, 1, FAILED)
+        storage.map_rollbacks.put_outcome(map_id, 2, UNDONE)
+        assert storage.map_rollbacks.summary(map_id) == RollbackSummary(
+            total=4, settled=3, outstanding=1, failed=2
+        )
+        assert storage.map_rollbacks.summary(uid("map")) is None
+
+    def test_hand_off_flag_and_signal_claim(self, storage: Storage) -> None:
+        map_id = uid("map")
+        storage.map_rollbacks.start(rollback_metadata(map_id))
+        assert storage.map_rollbacks.handed_off(map_id) is False
+        storage.map_rollbacks.mark_handed_off(map_id)
+        storage.map_rollbacks.mark_handed_off(map_id)
+        assert storage.map_rollbacks.handed_off(map_id) is True
+        assert storage.map_rollbacks.claim_signal(map_id) is True
+        assert storage.map_rollbacks.claim_signal(map_id) is False
+
+    def test_scan_lists_started_rollbacks_only(self, storage: Storage) -> None:
+        started = rollback_metadata(uid("map"), total=5)
+        storage.map_rollbacks.start(started)
+        storage.maps.init(map_metadata())
+        assert storage.map_rollbacks.scan() == [started]
+        storage.map_rollbacks.start(rollback_metadata(uid("map")))
+        assert len(storage.map_rollbacks.scan(limit=1)) == 1
+        assert len(storage.map_rollbacks.scan()) == 2
+
+    def test_writes_stamp_and_restamp_retention(self, storage: Storage, probe: Probe) -> None:
+        map_id = uid("map")
+        storage.map_rollbacks.start(rollback_metadata(map_id, total=5))
+        storage.map_rollbacks.put_outcome(map_id, 0, FAILED)
+        assert_ttl(probe.ttl("map_rollback", map_id), CONTEXT_TTL)
+        probe.expire("map_rollback", map_id, after=30)
+        assert_ttl(probe.ttl("map_rollback", map_id), 30)
+        storage.map_rollbacks.claim_positions(map_id, 2)
+        assert_ttl(probe.ttl("map_rollback", map_id, "offset"), CONTEXT_TTL)
+        storage.map_rollbacks.put_outcome(map_id, 1, UNDONE)
+        assert_ttl(probe.ttl("map_rollback", map_id, "outcome:1"), CONTEXT_TTL)
+
+    def test_an_expired_rollback_reads_as_absent(self, storage: Storage, probe: Probe) -> None:
+        map_id = uid("map")
+        meta = rollback_metadata(map_id, total=2)
+        storage.map_rollbacks.start(meta)
+        storage.map_rollbacks.put_outcome(map_id, 0, FAILED)
+        storage.map_rollbacks.mark_handed_off(map_id)
+        probe.expire("map_rollback", map_id)
+        assert storage.map_rollbacks.metadata(map_id) is None
+        assert storage.map_rollbacks.summary(map_id) is None
+        assert storage.map_rollbacks.count_outcomes(map_id) == 0
+        assert storage.map_rollbacks.indexes_seen(map_id, [1]) == [False]
+        assert storage.map_rollbacks.handed_off(map_id) is False
+        assert storage.map_rollbacks.scan() == []
+        assert storage.map_rollbacks.start(meta) == (True, meta)
+
+
+class TestMapRollbacks(MapRollbacksContract):
+    """The map-rollbacks contract against ``--reactor-storage``."""

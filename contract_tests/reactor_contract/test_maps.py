@@ -1,0 +1,236 @@
+"""Fan-out map forward state: storage-protocol.md §4.2 items 10-16, plus retention."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from reactor.ports.storage import Storage
+from reactor_contract._support import (
+    CONTEXT_TTL,
+    assert_ttl,
+    context,
+    map_metadata,
+    rollback_metadata,
+    uid,
+)
+from reactor_contract.probe import Probe
+
+__all__ = ["MapsContract"]
+
+
+class MapsContract:
+    """:class:`reactor.ports.MapStore` behaviour every adapter must show."""
+
+    reactor_concern = "maps"
+
+    def test_metadata_round_trips(self, storage: Storage) -> None:
+        meta = map_metadata(
+            count=7,
+            batch_size=3,
+            atomic=False,
+            parent_is_map_element=True,
+            outer_map_id="outer-map",
+            outer_index=4,
+            extra={"strict_ordering": True, "labels": ["x"], "n": 1.5},
+        )
+        assert storage.maps.init(meta) is True
+        assert storage.maps.metadata(meta.map_id) == meta
+        assert storage.maps.metadata(uid("map")) is None
+
+    def test_init_sets_the_counter_once(self, storage: Storage) -> None:
+        meta = map_metadata(count=5)
+        assert storage.maps.init(meta) is True
+        assert storage.maps.counter(meta.map_id) == 5
+        storage.maps.add_to_counter(meta.map_id, -2)
+        assert storage.maps.init(map_metadata(meta.map_id, count=9)) is False
+        assert storage.maps.counter(meta.map_id) == 3
+        assert storage.maps.metadata(meta.map_id) == meta
+
+    def test_scan_lists_maps_but_never_rollback_records(self, storage: Storage) -> None:
+        first, second = map_metadata(), map_metadata()
+        storage.maps.init(first)
+        storage.maps.init(second)
+        storage.map_rollbacks.start(rollback_metadata(first.map_id))
+        storage.map_rollbacks.start(rollback_metadata(uid("map")))
+        listed = storage.maps.scan()
+        assert sorted(m.map_id for m in listed) == sorted([first.map_id, second.map_id])
+        assert len(storage.maps.scan(limit=1)) == 1
+
+    def test_owner_signal_is_claimed_exactly_once(self, storage: Storage) -> None:
+        meta = map_metadata()
+        storage.maps.init(meta)
+        assert storage.maps.claim_owner_signal(meta.map_id) is True
+        assert storage.maps.claim_owner_signal(meta.map_id) is False
+
+    def test_counter_returns_the_exact_new_value(self, storage: Storage) -> None:
+        meta = map_metadata(count=5)
+        storage.maps.init(meta)
+        assert storage.maps.add_to_counter(meta.map_id, -2) == 3
+        assert storage.maps.add_to_counter(meta.map_id, -1) == 2
+        assert storage.maps.add_to_counter(meta.map_id, 1) == 3
+        assert storage.maps.counter(meta.map_id) == 3
+        assert storage.maps.counter(uid("map")) is None
+
+    def test_offset_is_set_once_then_advanced(self, storage: Storage) -> None:
+        map_id = map_metadata().map_id
+        assert storage.maps.offset(map_id) is None
+        assert storage.maps.init_offset(map_id, 5) is True
+        assert storage.maps.init_offset(map_id, 9) is False
+        assert storage.maps.offset(map_id) == 5
+        assert storage.maps.advance_offset(map_id, 3) == 8
+        offset = storage.maps.offset(map_id)
+        assert offset == 8 and isinstance(offset, int)
+
+    def test_offset_may_grow_past_the_count(self, storage: Storage) -> None:
+        meta = map_metadata(count=3)
+        storage.maps.init(meta)
+        storage.maps.init_offset(meta.map_id, 0)
+        assert [storage.maps.advance_offset(meta.map_id, 2) for _ in range(3)] == [2, 4, 6]
+
+    def test_first_failed_context_wins(self, storage: Storage) -> None:
+        map_id = uid("map")
+        assert storage.maps.failed_context(map_id) is None
+        assert storage.maps.set_failed_context(map_id, "ctx-a") is True
+        assert storage.maps.set_failed_context(map_id, "ctx-b") is False
+        assert storage.maps.failed_context(map_id) == "ctx-a"
+
+    def test_result_slots_are_index_keyed(self, storage: Storage) -> None:
+        map_id = uid("map")
+        storage.maps.put_result(map_id, 0, '"v0"')
+        storage.maps.put_result(map_id, 2, '"v2"')
+        storage.maps.put_result(map_id, 2, '"v2new"')
+        assert storage.maps.results_page(map_id, offset=0, limit=10) == [
+            (0, '"v0"'),
+            (2, '"v2new"'),
+        ]
+        assert storage.maps.results_page(map_id, offset=1, limit=2) == [(2, '"v2new"')]
+        assert storage.maps.results_page(map_id, offset=3, limit=2) == []
+        assert storage.maps.result_slots(map_id, [2, 1, 0]) == ['"v2new"', None, '"v0"']
+        assert storage.maps.result_slots(map_id, []) == []
+        assert storage.maps.count_results(map_id) == 2
+        assert storage.maps.missing_indices(map_id, 4) == [1, 3]
+        assert storage.maps.missing_indices(map_id, 0) == []
+
+    def test_results_page_orders_by_numeric_index(self, storage: Storage) -> None:
+        map_id = uid("map")
+        for index in (11, 2, 100, 0):
+            storage.maps.put_result(map_id, index, str(index))
+        assert storage.maps.results_page(map_id, offset=0, limit=200) == [
+            (0, "0"),
+            (2, "2"),
+            (11, "11"),
+            (100, "100"),
+        ]
+        assert storage.maps.missing_indices(map_id, 3) == [1]
+
+    def test_maps_do_not_share_slots(self, storage: Storage) -> None:
+        a, b = uid("map"), uid("map")
+        storage.maps.put_result(a, 0, '"a"')
+        assert storage.maps.count_results(b) == 0
+        assert storage.maps.result_slots(b, [0]) == [None]
+
+    def test_element_index_is_append_only(self, storage: Storage) -> None:
+        map_id = uid("map")
+        assert [storage.maps.append_element(map_id, c) for c in ("a", "b", "c")] == [0, 1, 2]
+        assert storage.maps.element_ids(map_id) == ["a", "b", "c"]
+        assert storage.maps.element_ids(map_id, start=1) == ["b", "c"]
+        assert storage.maps.element_ids(map_id, start=1, limit=1) == ["b"]
+        assert storage.maps.element_id(map_id, -1) == "c"
+        assert storage.maps.element_id(map_id, 0) == "a"
+        assert storage.maps.element_id(map_id, -3) == "a"
+        assert storage.maps.element_id(map_id, 3) is None
+        assert storage.maps.element_id(map_id, -4) is None
+        assert storage.maps.count_elements(map_id) == 3
+        assert storage.maps.count_elements(uid("map")) == 0
+
+    def test_duplicates_are_appended_not_merged(self, storage: Storage) -> None:
+        map_id = uid("map")
+        storage.maps.append_element(map_id, "a")
+        assert storage.maps.append_element(map_id, "a") == 1
+        assert storage.maps.element_ids(map_id) == ["a", "a"]
+
+    def test_tail_windows_are_anchored_at_total(self, storage: Storage) -> None:
+        map_id = uid("map")
+        for cid in ("a", "b", "c", "d", "e"):
+            storage.maps.append_element(map_id, cid)
+        tail = storage.maps.element_ids_from_tail
+        assert tail(map_id, position=0, count=2, total=5) == ["e", "d"]
+        assert tail(map_id, position=3, count=5, total=5) == ["b", "a"]
+        storage.maps.append_element(map_id, "late")
+        assert tail(map_id, position=0, count=1, total=5) == ["e"]
+        assert tail(map_id, position=5, count=2, total=5) == []
+        assert tail(map_id, position=0, count=10, total=6) == ["late", "e", "d", "c", "b", "a"]
+
+    def test_every_write_stamps_retention(self, storage: Storage, probe: Probe) -> None:
+        meta = map_metadata(count=3)
+        storage.maps.init(meta)
+        storage.maps.init_offset(meta.map_id, 0)
+        storage.maps.put_result(meta.map_id, 0, '"r"')
+        storage.maps.append_element(meta.map_id, "ctx-0")
+        storage.maps.set_failed_context(meta.map_id, "ctx-0")
+        storage.maps.claim_owner_signal(meta.map_id)
+        assert_ttl(probe.ttl("map", meta.map_id), CONTEXT_TTL)
+
+    def test_every_write_restamps_what_it_writes(self, storage: Storage, probe: Probe) -> None:
+        meta = map_metadata(count=3)
+        map_id = meta.map_id
+        storage.maps.init(meta)
+        storage.maps.init_offset(map_id, 0)
+        storage.maps.put_result(map_id, 0, '"r"')
+        storage.maps.append_element(map_id, "ctx-0")
+        probe.expire("map", map_id, after=30)
+        assert_ttl(probe.ttl("map", map_id), 30)
+        writes: list[tuple[str, Callable[[], object]]] = [
+            ("counter", lambda: storage.maps.add_to_counter(map_id, -1)),
+            ("metadata", lambda: storage.maps.add_to_counter(map_id, 0)),
+            ("offset", lambda: storage.maps.advance_offset(map_id, 1)),
+            ("slot:0", lambda: storage.maps.put_result(map_id, 0, '"r2"')),
+            ("elements", lambda: storage.maps.append_element(map_id, "ctx-1")),
+            ("element:1", lambda: None),
+        ]
+        for member, write in writes:
+            write()
+            assert_ttl(probe.ttl("map", map_id, member), CONTEXT_TTL)
+        # The index (aggregate) never expires before one of its members.
+        element_ttl = probe.ttl("map", map_id, "element:0")
+        index_ttl = probe.ttl("map", map_id, "elements")
+        assert element_ttl is not None and index_ttl is not None
+        assert index_ttl >= element_ttl
+
+    def test_aggregates_never_expire_before_their_context(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        parent = context()
+        storage.contexts.save(parent)
+        meta = map_metadata(count=2, parent_context_id=parent.context_id)
+        storage.maps.init(meta)
+        storage.maps.init_offset(meta.map_id, 0)
+        storage.maps.advance_offset(meta.map_id, 2)
+        storage.maps.put_result(meta.map_id, 1, '"r"')
+        storage.maps.append_element(meta.map_id, "ctx-1")
+        storage.maps.add_to_counter(meta.map_id, -1)
+        context_ttl = probe.ttl("context", parent.context_id)
+        map_ttl = probe.ttl("map", meta.map_id)
+        assert context_ttl is not None and map_ttl is not None
+        assert map_ttl >= context_ttl - 1.0
+        assert_ttl(map_ttl, CONTEXT_TTL)
+
+    def test_an_expired_map_reads_as_absent(self, storage: Storage, probe: Probe) -> None:
+        meta = map_metadata(count=2)
+        storage.maps.init(meta)
+        storage.maps.init_offset(meta.map_id, 0)
+        storage.maps.put_result(meta.map_id, 0, '"r"')
+        storage.maps.append_element(meta.map_id, "ctx-0")
+        probe.expire("map", meta.map_id)
+        assert storage.maps.metadata(meta.map_id) is None
+        assert storage.maps.counter(meta.map_id) is None
+        assert storage.maps.offset(meta.map_id) is None
+        assert storage.maps.count_results(meta.map_id) == 0
+        assert storage.maps.result_slots(meta.map_id, [0]) == [None]
+        assert storage.maps.scan() == []
+        assert probe.ttl("map", meta.map_id) is None
+        assert storage.maps.init(meta) is True
+
+
+class TestMaps(MapsContract):
+    """The maps contract against ``--reactor-storage``."""

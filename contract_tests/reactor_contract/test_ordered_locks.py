@@ -1,0 +1,294 @@
+"""Ordered locks: storage-protocol.md §4.2 items 36-43 (nonces, poison pill, epochs, GC).
+
+A blocker is made "dead" with ``probe.expire("ordered_lock", key, member=str(nonce))``, which
+ages its liveness timer past any poison-pill timeout, so no test waits for a timeout.
+"""
+
+from __future__ import annotations
+
+from reactor.ports.records import OrderedTicket
+from reactor.ports.storage import Storage
+from reactor_contract._support import HOUR, assert_ttl, uid
+from reactor_contract.probe import Probe
+
+__all__ = ["OrderedLocksContract"]
+
+PP = 600.0  # the poison-pill timeout used throughout (the Ruby client's default)
+TTL = 24 * HOUR
+
+
+class OrderedLocksContract:
+    """:class:`reactor.ports.OrderedLockStore` behaviour every adapter must show."""
+
+    reactor_concern = "ordered_locks"
+
+    def _tickets(self, storage: Storage, key: str, n: int) -> list[OrderedTicket]:
+        return [storage.ordered_locks.assign(key, ttl=TTL) for _ in range(n)]
+
+    # -- assign (36) ----------------------------------------------------------------------------
+
+    def test_assign_hands_out_consecutive_nonces_in_one_epoch(self, storage: Storage) -> None:
+        key = uid("ol")
+        t1, t2, t3 = self._tickets(storage, key, 3)
+        assert [t.nonce for t in (t1, t2, t3)] == [1, 2, 3]
+        assert t1.epoch >= 1 and t1.epoch == t2.epoch == t3.epoch
+        state = storage.ordered_locks.peek(key)
+        assert (state.next_nonce, state.last_completed, state.first_failed) == (3, 0, 0)
+        assert state.epoch == t1.epoch
+        assert sorted(state.in_flight) == [1, 2, 3]
+
+    def test_keys_are_independent(self, storage: Storage) -> None:
+        a, b = uid("ol"), uid("ol")
+        self._tickets(storage, a, 2)
+        assert storage.ordered_locks.assign(b, ttl=TTL).nonce == 1
+
+    def test_peek_of_an_unused_key_is_all_zeros(self, storage: Storage) -> None:
+        state = storage.ordered_locks.peek(uid("ol"))
+        assert (state.next_nonce, state.last_completed, state.first_failed, state.epoch) == (
+            0,
+            0,
+            0,
+            0,
+        )
+        assert dict(state.in_flight) == {}
+
+    # -- can_proceed (37) ---------------------------------------------------------------------
+
+    def test_go_in_order_wait_ahead(self, storage: Storage) -> None:
+        key = uid("ol")
+        t1, t2, _t3 = self._tickets(storage, key, 3)
+        gate = storage.ordered_locks.can_proceed(key, t1, poison_pill_timeout=PP)
+        assert (gate.state, gate.last_completed, gate.first_failed) == ("go", 0, 0)
+        waiting = storage.ordered_locks.can_proceed(key, t2, poison_pill_timeout=PP)
+        assert waiting.state == "wait" and waiting.last_completed == 0
+        assert 1 <= waiting.retry_after <= PP
+        assert storage.ordered_locks.advance(key, t1, failed=False, ttl=TTL) == 1
+        assert storage.ordered_locks.can_proceed(key, t2, poison_pill_timeout=PP).state == "go"
+        assert storage.ordered_locks.can_proceed(key, t1, poison_pill_timeout=PP).state == "go"
+
+    def test_a_dead_blocker_is_poison_advanced(self, storage: Storage, probe: Probe) -> None:
+        key = uid("ol")
+        _t1, t2, _t3 = self._tickets(storage, key, 3)
+        probe.expire("ordered_lock", key, "1")
+        gate = storage.ordered_locks.can_proceed(key, t2, poison_pill_timeout=PP)
+        assert (gate.state, gate.last_completed) == ("poison_advance", 1)
+        assert storage.ordered_locks.peek(key).last_completed == 1
+        assert 1 not in storage.ordered_locks.peek(key).in_flight
+
+    def test_a_chain_of_dead_blockers_drains_in_one_call(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        key = uid("ol")
+        tickets = self._tickets(storage, key, 3)
+        probe.expire("ordered_lock", key, "1")
+        probe.expire("ordered_lock", key, "2")
+        gate = storage.ordered_locks.can_proceed(key, tickets[2], poison_pill_timeout=PP)
+        assert (gate.state, gate.last_completed) == ("poison_advance", 2)
+
+    def test_draining_stops_at_the_first_fresh_blocker(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        key = uid("ol")
+        tickets = self._tickets(storage, key, 5)
+        for nonce in ("1", "2", "3"):
+            probe.expire("ordered_lock", key, nonce)
+        gate = storage.ordered_locks.can_proceed(key, tickets[4], poison_pill_timeout=PP)
+        assert (gate.state, gate.last_completed) == ("wait", 3)
+        assert 1 <= gate.retry_after <= PP
+
+    def test_a_missing_timer_counts_as_dead(self, storage: Storage) -> None:
+        key = uid("ol")
+        t1, t2, t3 = self._tickets(storage, key, 3)
+        assert storage.ordered_locks.advance(key, t2, failed=False, ttl=TTL) == 0
+        assert storage.ordered_locks.advance(key, t1, failed=False, ttl=TTL) == 1
+        gate = storage.ordered_locks.can_proceed(key, t3, poison_pill_timeout=PP)
+        assert (gate.state, gate.last_completed) == ("poison_advance", 2)
+
+    # -- heartbeat (38) -------------------------------------------------------------------------
+
+    def test_the_gate_restamps_the_callers_own_timer(self, storage: Storage, probe: Probe) -> None:
+        key = uid("ol")
+        _t1, t2, t3 = self._tickets(storage, key, 3)
+        probe.expire("ordered_lock", key, "1")
+        probe.expire("ordered_lock", key, "2")
+        gate = storage.ordered_locks.can_proceed(key, t2, poison_pill_timeout=PP)
+        assert gate.state == "poison_advance"
+        # t2's own (aged) timer was restamped by its gate: t3 must wait for it.
+        assert storage.ordered_locks.can_proceed(key, t3, poison_pill_timeout=PP).state == "wait"
+
+    def test_heartbeat_restamps_a_live_timer(self, storage: Storage, probe: Probe) -> None:
+        key = uid("ol")
+        _t1, t2, t3 = self._tickets(storage, key, 3)
+        probe.expire("ordered_lock", key, "1")
+        probe.expire("ordered_lock", key, "2")
+        assert storage.ordered_locks.heartbeat(key, t2) is True
+        gate = storage.ordered_locks.can_proceed(key, t3, poison_pill_timeout=PP)
+        assert (gate.state, gate.last_completed) == ("wait", 1)
+
+    def test_nothing_recreates_a_deleted_timer(self, storage: Storage) -> None:
+        key = uid("ol")
+        _t1, t2, _t3 = self._tickets(storage, key, 3)
+        storage.ordered_locks.advance(key, t2, failed=False, ttl=TTL)
+        assert storage.ordered_locks.heartbeat(key, t2) is False
+        assert storage.ordered_locks.can_proceed(key, t2, poison_pill_timeout=PP).state == "wait"
+        assert 2 not in storage.ordered_locks.peek(key).in_flight
+
+    def test_a_stale_heartbeat_is_refused(self, storage: Storage) -> None:
+        key = uid("ol")
+        t1 = storage.ordered_locks.assign(key, ttl=TTL)
+        stale = OrderedTicket(nonce=t1.nonce, epoch=t1.epoch + 1)
+        assert storage.ordered_locks.heartbeat(key, stale) is False
+
+    # -- advance (39) ---------------------------------------------------------------------------
+
+    def test_out_of_order_advance_is_a_no_op(self, storage: Storage) -> None:
+        key = uid("ol")
+        _t1, t2, _t3 = self._tickets(storage, key, 3)
+        assert storage.ordered_locks.advance(key, t2, failed=False, ttl=TTL) == 0
+        assert storage.ordered_locks.peek(key).last_completed == 0
+
+    def test_a_full_drain_collects_the_batch_and_bumps_the_epoch(self, storage: Storage) -> None:
+        key = uid("ol")
+        t1, t2 = self._tickets(storage, key, 2)
+        assert storage.ordered_locks.advance(key, t1, failed=False, ttl=TTL) == 1
+        assert storage.ordered_locks.advance(key, t2, failed=False, ttl=TTL) == 2
+        state = storage.ordered_locks.peek(key)
+        assert (state.next_nonce, state.last_completed, state.first_failed) == (0, 0, 0)
+        assert dict(state.in_flight) == {}
+        fresh = storage.ordered_locks.assign(key, ttl=TTL)
+        assert fresh == OrderedTicket(nonce=1, epoch=t1.epoch + 1)
+
+    # -- failures (40) --------------------------------------------------------------------------
+
+    def test_the_first_failed_nonce_is_recorded_and_kept(self, storage: Storage) -> None:
+        key = uid("ol")
+        t1, t2, t3, t4 = self._tickets(storage, key, 4)
+        storage.ordered_locks.advance(key, t1, failed=False, ttl=TTL)
+        assert storage.ordered_locks.peek(key).first_failed == 0
+        storage.ordered_locks.advance(key, t3, failed=True, ttl=TTL)
+        assert storage.ordered_locks.peek(key).first_failed == 3
+        storage.ordered_locks.advance(key, t4, failed=True, ttl=TTL)
+        assert storage.ordered_locks.peek(key).first_failed == 3
+        storage.ordered_locks.advance(key, t2, failed=True, ttl=TTL)
+        assert storage.ordered_locks.peek(key).first_failed == 2
+        gate = storage.ordered_locks.can_proceed(key, t3, poison_pill_timeout=PP)
+        assert gate.first_failed == 2
+
+    def test_a_behind_cursor_failure_is_ignored(self, storage: Storage) -> None:
+        key = uid("ol")
+        t1, _t2 = self._tickets(storage, key, 2)
+        storage.ordered_locks.advance(key, t1, failed=False, ttl=TTL)
+        assert storage.ordered_locks.advance(key, t1, failed=True, ttl=TTL) == 1
+        assert storage.ordered_locks.peek(key).first_failed == 0
+
+    def test_the_failure_marker_clears_on_a_full_drain(self, storage: Storage) -> None:
+        key = uid("ol")
+        t1, t2 = self._tickets(storage, key, 2)
+        storage.ordered_locks.advance(key, t1, failed=True, ttl=TTL)
+        storage.ordered_locks.advance(key, t2, failed=False, ttl=TTL)
+        assert storage.ordered_locks.peek(key).first_failed == 0
+        t1b = storage.ordered_locks.assign(key, ttl=TTL)
+        assert storage.ordered_locks.can_proceed(key, t1b, poison_pill_timeout=PP).first_failed == 0
+
+    # -- fences (42) ----------------------------------------------------------------------------
+
+    def test_old_epochs_are_fenced(self, storage: Storage) -> None:
+        key = uid("ol")
+        old = storage.ordered_locks.assign(key, ttl=TTL)
+        storage.ordered_locks.advance(key, old, failed=False, ttl=TTL)
+        new1, new2 = self._tickets(storage, key, 2)
+        assert new1.epoch == old.epoch + 1
+        assert storage.ordered_locks.can_proceed(key, old, poison_pill_timeout=PP).state == "stale"
+        assert storage.ordered_locks.advance(key, old, failed=True, ttl=TTL) == 0
+        assert storage.ordered_locks.peek(key).first_failed == 0
+        assert storage.ordered_locks.can_proceed(key, new1, poison_pill_timeout=PP).state == "go"
+        assert storage.ordered_locks.can_proceed(key, new2, poison_pill_timeout=PP).state == "wait"
+
+    def test_epoch_zero_is_never_fenced(self, storage: Storage) -> None:
+        key = uid("ol")
+        storage.ordered_locks.assign(key, ttl=TTL)
+        legacy = OrderedTicket(nonce=1, epoch=0)
+        assert storage.ordered_locks.can_proceed(key, legacy, poison_pill_timeout=PP).state == "go"
+
+    def test_a_straggler_of_a_drained_batch_recreates_nothing(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        key = uid("ol")
+        t1, t2 = self._tickets(storage, key, 2)
+        probe.expire("ordered_lock", key, "1")
+        assert storage.ordered_locks.can_proceed(key, t2, poison_pill_timeout=PP).state == (
+            "poison_advance"
+        )
+        assert storage.ordered_locks.advance(key, t2, failed=False, ttl=TTL) == 2
+        gate = storage.ordered_locks.can_proceed(key, t1, poison_pill_timeout=PP)
+        assert gate.state == "drained_go"
+        assert storage.ordered_locks.advance(key, t1, failed=True, ttl=TTL) == 0
+        state = storage.ordered_locks.peek(key)
+        assert (state.next_nonce, state.last_completed, state.first_failed) == (0, 0, 0)
+        n1, n2 = self._tickets(storage, key, 2)
+        assert (n1.nonce, n1.epoch) == (1, t1.epoch + 1)
+        assert storage.ordered_locks.can_proceed(key, n1, poison_pill_timeout=PP).state == "go"
+        gate = storage.ordered_locks.can_proceed(key, n2, poison_pill_timeout=PP)
+        assert (gate.state, gate.first_failed) == ("wait", 0)
+
+    # -- skip and reset (43) --------------------------------------------------------------------
+
+    def test_skip_on_a_drained_lock_is_a_no_op(self, storage: Storage) -> None:
+        key = uid("ol")
+        assert storage.ordered_locks.skip(key, 5) == 0
+        t1 = storage.ordered_locks.assign(key, ttl=TTL)
+        storage.ordered_locks.advance(key, t1, failed=False, ttl=TTL)
+        assert storage.ordered_locks.skip(key, 5) == 0
+        assert storage.ordered_locks.peek(key).next_nonce == 0
+
+    def test_skip_forces_the_cursor_and_keeps_its_ttl(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        key = uid("ol")
+        tickets = self._tickets(storage, key, 4)
+        probe.expire("ordered_lock", key, "cursor", after=500)
+        assert storage.ordered_locks.skip(key, 2) == 2
+        assert_ttl(probe.ttl("ordered_lock", key, "cursor"), 500)
+        assert storage.ordered_locks.can_proceed(key, tickets[2], poison_pill_timeout=PP).state == (
+            "go"
+        )
+        assert storage.ordered_locks.skip(key, 1) == 2
+
+    def test_advance_keeps_the_cursor_ttl(self, storage: Storage, probe: Probe) -> None:
+        key = uid("ol")
+        t1, _t2 = self._tickets(storage, key, 2)
+        probe.expire("ordered_lock", key, "cursor", after=500)
+        storage.ordered_locks.advance(key, t1, failed=False, ttl=TTL)
+        assert_ttl(probe.ttl("ordered_lock", key, "cursor"), 500)
+
+    def test_skip_to_the_end_drains(self, storage: Storage) -> None:
+        key = uid("ol")
+        t1, _t2, _t3 = self._tickets(storage, key, 3)
+        assert storage.ordered_locks.skip(key, 3) == 3
+        assert storage.ordered_locks.peek(key).next_nonce == 0
+        assert storage.ordered_locks.assign(key, ttl=TTL).epoch == t1.epoch + 1
+
+    def test_reset_deletes_everything_including_the_epoch(self, storage: Storage) -> None:
+        key = uid("ol")
+        self._tickets(storage, key, 2)
+        storage.ordered_locks.reset(key)
+        state = storage.ordered_locks.peek(key)
+        assert (state.next_nonce, state.last_completed, state.epoch) == (0, 0, 0)
+        assert storage.ordered_locks.assign(key, ttl=TTL) == OrderedTicket(nonce=1, epoch=1)
+
+    def test_assign_stamps_the_ttl(self, storage: Storage, probe: Probe) -> None:
+        key = uid("ol")
+        storage.ordered_locks.assign(key, ttl=HOUR)
+        assert_ttl(probe.ttl("ordered_lock", key, "cursor"), HOUR)
+        assert_ttl(probe.ttl("ordered_lock", key, "epoch"), HOUR)
+
+    def test_an_idle_lock_expires_whole(self, storage: Storage, probe: Probe) -> None:
+        key = uid("ol")
+        self._tickets(storage, key, 2)
+        probe.expire("ordered_lock", key)
+        assert storage.ordered_locks.peek(key).epoch == 0
+        assert storage.ordered_locks.assign(key, ttl=TTL) == OrderedTicket(nonce=1, epoch=1)
+
+
+class TestOrderedLocks(OrderedLocksContract):
+    """The ordered-locks contract against ``--reactor-storage``."""

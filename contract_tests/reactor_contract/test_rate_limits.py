@@ -1,0 +1,119 @@
+"""Multi-window fixed-window rate limits: storage-protocol.md §4.2 item 32.
+
+Windows here are long (hours, or 10^9 s) so a bucket boundary never falls inside a test: the
+outcome never depends on sub-second timing. Where a boundary could matter the test re-runs
+itself once when the bucket changed under it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from reactor.ports.records import RateDecision, RateWindow
+from reactor.ports.storage import Storage
+from reactor_contract._support import HOUR, uid
+from reactor_contract.probe import Probe
+
+__all__ = ["RateLimitsContract"]
+
+#: A window so long that ``floor(now / seconds)`` is constant for decades.
+EON = 1e9
+
+
+def _bucket(storage: Storage, seconds: float) -> int:
+    return math.floor(storage.now() / seconds)
+
+
+class RateLimitsContract:
+    """:class:`reactor.ports.RateLimitStore` behaviour every adapter must show."""
+
+    reactor_concern = "rate_limits"
+
+    def test_all_windows_or_none(self, storage: Storage) -> None:
+        for _attempt in range(2):
+            start = _bucket(storage, HOUR)
+            key = uid("rate")
+            windows = [RateWindow("hour", HOUR, 2), RateWindow("day", 24 * HOUR, 1)]
+            first = storage.rate_limits.hit(key, windows)
+            second = storage.rate_limits.hit(key, windows)
+            hour_count = storage.rate_limits.count(key, windows[0])
+            day_count = storage.rate_limits.count(key, windows[1])
+            if _bucket(storage, HOUR) != start:
+                continue  # an hour boundary passed mid-test: run it again
+            assert first == RateDecision(allowed=True, retry_after=0.0, window_index=None)
+            assert second.allowed is False and second.window_index == 1
+            assert 0 < second.retry_after <= 24 * HOUR
+            assert hour_count == 1, "a denial must not charge the windows before the denier"
+            assert day_count == 1
+            return
+        pytest.fail("two hour boundaries passed during one test")
+
+    def test_exactly_limit_admissions_per_bucket(self, storage: Storage) -> None:
+        key = uid("rate")
+        window = RateWindow("eon", EON, 3)
+        decisions = [storage.rate_limits.hit(key, [window]) for _ in range(5)]
+        assert [d.allowed for d in decisions] == [True, True, True, False, False]
+        assert all(d.window_index == 0 for d in decisions[3:])
+        assert all(0 < d.retry_after <= EON for d in decisions[3:])
+        assert storage.rate_limits.count(key, window) == 3
+
+    def test_retry_after_points_at_the_bucket_rollover(self, storage: Storage) -> None:
+        key = uid("rate")
+        window = RateWindow("eon", EON, 0)
+        now = storage.now()
+        decision = storage.rate_limits.hit(key, [window])
+        expected = EON - (now % EON)
+        assert decision.allowed is False and decision.window_index == 0
+        assert expected - 5 <= decision.retry_after <= expected + 1
+
+    def test_a_zero_limit_denies_without_charging(self, storage: Storage) -> None:
+        key = uid("rate")
+        open_window, closed = RateWindow("a", EON, 10), RateWindow("b", EON, 0)
+        decision = storage.rate_limits.hit(key, [open_window, closed])
+        assert decision.allowed is False and decision.window_index == 1
+        assert storage.rate_limits.count(key, open_window) == 0
+
+    def test_first_denying_window_is_reported(self, storage: Storage) -> None:
+        key = uid("rate")
+        windows = [RateWindow("a", EON, 1), RateWindow("b", 2 * EON, 1)]
+        storage.rate_limits.hit(key, windows)
+        assert storage.rate_limits.hit(key, windows).window_index == 0
+
+    def test_windows_are_counted_separately_by_name_and_length(self, storage: Storage) -> None:
+        key = uid("rate")
+        a, b = RateWindow("a", EON, 5), RateWindow("b", EON, 5)
+        storage.rate_limits.hit(key, [a])
+        storage.rate_limits.hit(key, [a])
+        storage.rate_limits.hit(key, [b])
+        assert storage.rate_limits.count(key, a) == 2
+        assert storage.rate_limits.count(key, b) == 1
+
+    def test_keys_are_independent(self, storage: Storage) -> None:
+        window = RateWindow("eon", EON, 1)
+        a, b = uid("rate"), uid("rate")
+        assert storage.rate_limits.hit(a, [window]).allowed is True
+        assert storage.rate_limits.hit(b, [window]).allowed is True
+        assert storage.rate_limits.count(uid("rate"), window) == 0
+
+    def test_counters_live_at_most_twice_their_window(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        key = uid("rate")
+        storage.rate_limits.hit(key, [RateWindow("hour", HOUR, 5)])
+        ttl = probe.ttl("rate_limit", key)
+        assert ttl is not None and 0 < ttl <= 2 * HOUR + 1
+
+    def test_expired_counters_admit_again(self, storage: Storage, probe: Probe) -> None:
+        key = uid("rate")
+        window = RateWindow("eon", EON, 1)
+        storage.rate_limits.hit(key, [window])
+        assert storage.rate_limits.hit(key, [window]).allowed is False
+        probe.expire("rate_limit", key)
+        assert storage.rate_limits.count(key, window) == 0
+        assert storage.rate_limits.hit(key, [window]).allowed is True
+
+
+class TestRateLimits(RateLimitsContract):
+    """The rate-limits contract against ``--reactor-storage``."""

@@ -1,0 +1,179 @@
+"""Routers: ARCHITECTURE §3 (delays, visibility leases, redelivery, dead letters).
+
+The ``router`` fixture asks for ``visibility_timeout=1`` so redelivery shows within about a
+second; waits are bounded polls that return as soon as the job shows up, never blind sleeps.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from reactor.ports.router import Delivery, Job, Router
+from reactor_contract._support import eventually, uid
+from reactor_contract.probe import RouterProbe
+
+__all__ = ["RoutersContract"]
+
+#: Upper bound of a wait for a job that should show up (visibility 1 s + generous slack).
+SHOW_UP = 10.0
+#: How long the suite watches for a job that must *not* show up after its lease lapses.
+QUIET = 2.5
+
+
+def _job(**payload: object) -> Job:
+    return Job(kind="run", payload={"context_id": uid("ctx"), "reactor": "orders", **payload})
+
+
+def _receive_one(router: Router, timeout: float = SHOW_UP) -> Delivery | None:
+    found = eventually(lambda: router.receive(max_jobs=1, wait_seconds=0.2), timeout=timeout)
+    return found[0] if found else None
+
+
+class RoutersContract:
+    """:class:`reactor.ports.Router` behaviour every router must show."""
+
+    reactor_concern = "routers"
+
+    def test_a_job_round_trips(self, router: Router) -> None:
+        job = _job(note="caf\u00e9")
+        assert router.enqueue(job) == job.id
+        delivery = _receive_one(router)
+        assert delivery is not None
+        assert delivery.job.id == job.id and delivery.job.kind == "run"
+        assert dict(delivery.job.payload) == dict(job.payload)
+        assert delivery.delivery_count == 1
+        router.ack(delivery)
+
+    def test_receive_on_an_empty_queue_returns_nothing(self, router: Router) -> None:
+        assert router.receive(max_jobs=5, wait_seconds=0) == []
+
+    def test_receive_respects_max_jobs(self, router: Router) -> None:
+        ids = {router.enqueue(_job()) for _ in range(3)}
+        first = router.receive(max_jobs=2, wait_seconds=2)
+        assert 1 <= len(first) <= 2
+        seen = [d.job.id for d in first]
+        while len(seen) < 3:
+            more = router.receive(max_jobs=2, wait_seconds=2)
+            assert more, "a queued job never came"
+            seen += [d.job.id for d in more]
+            first += more
+        assert set(seen) == ids and len(seen) == 3
+        for delivery in first:
+            router.ack(delivery)
+
+    def test_never_delivers_before_the_delay(self, router: Router) -> None:
+        router.enqueue(_job(), delay_seconds=3)
+        assert router.receive(max_jobs=1, wait_seconds=0) == []
+
+    def test_any_delay_is_accepted(self, router: Router) -> None:
+        job = _job()
+        assert router.enqueue(job, delay_seconds=7200) == job.id
+        assert router.receive(max_jobs=1, wait_seconds=0.2) == []
+
+    def test_negative_or_non_finite_delays_are_refused(self, router: Router) -> None:
+        for delay in (-1.0, math.inf, math.nan):
+            with pytest.raises(ValueError):
+                router.enqueue(_job(), delay_seconds=delay)
+
+    def test_an_unacked_job_comes_back_after_its_visibility_window(self, router: Router) -> None:
+        job = _job()
+        router.enqueue(job)
+        first = _receive_one(router)
+        assert first is not None
+        assert router.receive(max_jobs=1, wait_seconds=0) == []
+        again = _receive_one(router)
+        assert again is not None and again.job.id == job.id
+        assert again.delivery_count == 2
+        router.ack(again)
+
+    def test_an_acked_job_never_comes_back(self, router: Router) -> None:
+        router.enqueue(_job())
+        delivery = _receive_one(router)
+        assert delivery is not None
+        router.ack(delivery)
+        assert eventually(lambda: router.receive(max_jobs=1, wait_seconds=0.2), timeout=QUIET) == []
+
+    def test_a_stale_receipt_is_harmless(self, router: Router) -> None:
+        router.enqueue(_job())
+        first = _receive_one(router)
+        assert first is not None
+        second = _receive_one(router)
+        assert second is not None and second.job.id == first.job.id
+        router.ack(first)  # stale: the job was redelivered since
+        router.ack(second)
+        router.ack(second)
+
+    def test_retry_redelivers_after_the_given_delay(self, router: Router) -> None:
+        job = _job()
+        router.enqueue(job)
+        delivery = _receive_one(router)
+        assert delivery is not None
+        router.retry(delivery, 3600)
+        assert router.receive(max_jobs=1, wait_seconds=0.2) == []
+        other = _job()
+        router.enqueue(other)
+        got = _receive_one(router)
+        assert got is not None and got.job.id == other.id
+        router.ack(got)
+
+    def test_retry_with_no_delay_redelivers_now(self, router: Router) -> None:
+        job = _job()
+        router.enqueue(job)
+        delivery = _receive_one(router)
+        assert delivery is not None
+        router.retry(delivery, 0)
+        again = _receive_one(router, timeout=QUIET)
+        assert again is not None and again.job.id == job.id
+        router.ack(again)
+
+    def test_extend_keeps_the_job_invisible(self, router: Router) -> None:
+        router.enqueue(_job())
+        delivery = _receive_one(router)
+        assert delivery is not None
+        router.extend(delivery, 60)
+        assert eventually(lambda: router.receive(max_jobs=1, wait_seconds=0.2), timeout=QUIET) == []
+        router.ack(delivery)
+
+    def test_dead_letter_keeps_the_reason_and_acks(self, router: Router) -> None:
+        job = _job()
+        router.enqueue(job)
+        delivery = _receive_one(router)
+        assert delivery is not None
+        router.dead_letter(delivery, "unknown reactor 'ghost'")
+        letters = router.dead_letters()
+        assert [letter.reason for letter in letters] == ["unknown reactor 'ghost'"]
+        assert Job.from_json(letters[0].body).id == job.id
+        assert eventually(lambda: router.receive(max_jobs=1, wait_seconds=0.2), timeout=QUIET) == []
+
+    def test_an_undecodable_message_is_dead_lettered_with_its_reason(
+        self, router: Router, router_probe: RouterProbe
+    ) -> None:
+        router_probe.inject_raw("{not json")
+        good = _job()
+        router.enqueue(good)
+        delivery = _receive_one(router)
+        assert delivery is not None and delivery.job.id == good.id
+        router.ack(delivery)
+        letters = eventually(router.dead_letters, timeout=SHOW_UP)
+        assert letters is not None and len(letters) == 1
+        assert letters[0].body == "{not json"
+        assert letters[0].reason
+        assert router.receive(max_jobs=5, wait_seconds=0.2) == []
+
+    def test_an_envelope_of_the_wrong_shape_is_dead_lettered(
+        self, router: Router, router_probe: RouterProbe
+    ) -> None:
+        router_probe.inject_raw('{"id": "", "kind": 3, "payload": []}')
+        assert eventually(lambda: router.receive(max_jobs=1, wait_seconds=0.2), timeout=1.0) == []
+        letters = router.dead_letters()
+        assert len(letters) == 1 and letters[0].reason
+
+    def test_close_is_idempotent(self, router: Router) -> None:
+        router.close()
+        router.close()
+
+
+class TestRouters(RoutersContract):
+    """The routers contract against ``--reactor-router``."""

@@ -1,0 +1,141 @@
+"""Semaphores as per-holder leases: storage-protocol.md §4.2 items 28-31 and ARCHITECTURE §4."""
+
+from __future__ import annotations
+
+import math
+
+from reactor.ports.storage import Storage
+from reactor_contract._support import HOUR, assert_ttl, uid
+from reactor_contract.probe import Probe
+
+__all__ = ["SemaphoresContract"]
+
+
+class SemaphoresContract:
+    """:class:`reactor.ports.SemaphoreStore` behaviour every adapter must show."""
+
+    reactor_concern = "semaphores"
+
+    def test_limit_caps_concurrent_holders(self, storage: Storage) -> None:
+        key = uid("sem")
+        assert storage.semaphores.acquire(key, "h1", 2, HOUR) is True
+        assert storage.semaphores.acquire(key, "h2", 2, HOUR) is True
+        assert storage.semaphores.acquire(key, "h3", 2, HOUR) is False
+        state = storage.semaphores.state(key)
+        assert state is not None
+        assert state.limit == 2 and set(state.holders) == {"h1", "h2"}
+        assert state.available == 0
+
+    def test_state_reports_lease_expiries(self, storage: Storage) -> None:
+        key = uid("sem")
+        before = storage.now()
+        storage.semaphores.acquire(key, "h1", 2, HOUR)
+        state = storage.semaphores.state(key)
+        assert state is not None
+        assert before + HOUR - 1 <= state.holders["h1"] <= storage.now() + HOUR + 1
+
+    def test_a_holder_reacquiring_keeps_its_one_slot(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        key = uid("sem")
+        storage.semaphores.acquire(key, "h1", 2, 120)
+        assert storage.semaphores.acquire(key, "h1", 2, HOUR) is True
+        state = storage.semaphores.state(key)
+        assert state is not None and list(state.holders) == ["h1"] and state.available == 1
+        assert_ttl(probe.ttl("semaphore", key, "h1"), HOUR)
+
+    def test_release_only_the_callers_lease(self, storage: Storage) -> None:
+        key = uid("sem")
+        storage.semaphores.acquire(key, "h1", 2, HOUR)
+        storage.semaphores.acquire(key, "h2", 2, HOUR)
+        assert storage.semaphores.release(key, "h1") is True
+        assert storage.semaphores.release(key, "h1") is False
+        assert storage.semaphores.release(key, "forged") is False
+        state = storage.semaphores.state(key)
+        assert state is not None and list(state.holders) == ["h2"] and state.available == 1
+        assert storage.semaphores.acquire(key, "h3", 2, HOUR) is True
+
+    def test_a_never_used_semaphore_has_no_state(self, storage: Storage) -> None:
+        key = uid("sem")
+        assert storage.semaphores.state(key) is None
+        assert storage.semaphores.release(key, "h1") is False
+        assert storage.semaphores.extend(key, "h1", HOUR) is False
+
+    def test_releasing_every_lease_empties_it(self, storage: Storage) -> None:
+        key = uid("sem")
+        storage.semaphores.acquire(key, "h1", 1, HOUR)
+        storage.semaphores.release(key, "h1")
+        assert storage.semaphores.state(key) is None
+
+    def test_the_creating_acquire_fixes_the_limit(self, storage: Storage) -> None:
+        key = uid("sem")
+        storage.semaphores.acquire(key, "h1", 1, HOUR)
+        assert storage.semaphores.acquire(key, "h2", 5, HOUR) is False
+        state = storage.semaphores.state(key)
+        assert state is not None and state.limit == 1
+
+    def test_limit_zero_admits_nobody(self, storage: Storage) -> None:
+        key = uid("sem")
+        assert storage.semaphores.acquire(key, "h1", 0, HOUR) is False
+        assert storage.semaphores.state(key) is None
+
+    def test_reset_drops_every_lease(self, storage: Storage) -> None:
+        key = uid("sem")
+        storage.semaphores.acquire(key, "h1", 2, HOUR)
+        storage.semaphores.acquire(key, "h2", 2, HOUR)
+        storage.semaphores.reset(key)
+        assert storage.semaphores.state(key) is None
+        assert storage.semaphores.release(key, "h1") is False
+        storage.semaphores.reset(uid("sem"))
+
+    def test_extend_sets_the_lease_never_adds(self, storage: Storage, probe: Probe) -> None:
+        key = uid("sem")
+        storage.semaphores.acquire(key, "h1", 2, HOUR)
+        assert storage.semaphores.extend(key, "h1", 120) is True
+        assert_ttl(probe.ttl("semaphore", key, "h1"), 120)
+        assert storage.semaphores.extend(key, "h1", 2 * HOUR) is True
+        assert_ttl(probe.ttl("semaphore", key, "h1"), 2 * HOUR)
+        assert storage.semaphores.extend(key, "h2", HOUR) is False
+
+    def test_a_dead_holder_loses_its_slot_after_its_lease(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        key = uid("sem")
+        storage.semaphores.acquire(key, "h1", 2, HOUR)
+        storage.semaphores.acquire(key, "h2", 2, HOUR)
+        assert storage.semaphores.acquire(key, "h3", 2, HOUR) is False
+        probe.expire("semaphore", key, "h1")
+        assert probe.ttl("semaphore", key, "h1") is None
+        state = storage.semaphores.state(key)
+        assert state is not None and set(state.holders) == {"h2"}
+        assert storage.semaphores.acquire(key, "h3", 2, HOUR) is True
+        assert storage.semaphores.release(key, "h1") is False
+        assert storage.semaphores.extend(key, "h1", HOUR) is False
+        state = storage.semaphores.state(key)
+        assert state is not None and set(state.holders) == {"h2", "h3"}
+
+    def test_every_lease_lapsing_empties_the_semaphore(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        key = uid("sem")
+        storage.semaphores.acquire(key, "h1", 1, HOUR)
+        probe.expire("semaphore", key)
+        assert storage.semaphores.state(key) is None
+        assert probe.ttl("semaphore", key) is None
+        assert storage.semaphores.acquire(key, "h2", 3, HOUR) is True
+        state = storage.semaphores.state(key)
+        assert state is not None and state.limit == 3
+
+    def test_the_semaphore_lives_as_long_as_its_longest_lease(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        key = uid("sem")
+        storage.semaphores.acquire(key, "h1", 2, 120)
+        storage.semaphores.acquire(key, "h2", 2, HOUR)
+        ttl = probe.ttl("semaphore", key)
+        assert ttl is not None and not math.isinf(ttl)
+        assert ttl >= HOUR - 5
+
+
+class TestSemaphores(SemaphoresContract):
+    """The semaphores contract against ``--reactor-storage``."""

@@ -1,0 +1,97 @@
+"""Step Result Records: storage-protocol.md §4.2 item 9, plus retention and logical expiry."""
+
+from __future__ import annotations
+
+from reactor.ports.storage import Storage
+from reactor_contract._support import CONTEXT_TTL, assert_ttl, step_result, uid
+from reactor_contract.probe import Probe
+
+__all__ = ["StepResultsContract"]
+
+
+class StepResultsContract:
+    """:class:`reactor.ports.StepResultStore` behaviour every adapter must show."""
+
+    reactor_concern = "step_results"
+
+    def test_put_then_get_round_trips_every_field(self, storage: Storage) -> None:
+        ctx = uid("ctx")
+        record = step_result(
+            ctx,
+            "charge",
+            status="dispatched",
+            root_context_id="root-1",
+            reactor="payouts",
+            dispatched_at=1_700_000_000.25,
+            updated_at=1_700_000_003.5,
+            parked_until=1_700_000_090.0,
+            waiting="lock:accounts:42",
+            contention_attempts=3,
+            data={"ticket": {"nonce": 2, "epoch": 1}, "tags": ["a", "b"], "none": None},
+        )
+        storage.step_results.put(record)
+        assert storage.step_results.get(ctx, "charge") == record
+
+    def test_dispatched_then_completed_reads_the_last_record(self, storage: Storage) -> None:
+        ctx = uid("ctx")
+        storage.step_results.put(step_result(ctx, "charge", status="dispatched"))
+        done = step_result(ctx, "charge", status="completed", outcome='{"ok":true}')
+        storage.step_results.put(done)
+        assert storage.step_results.get(ctx, "charge") == done
+
+    def test_records_are_scoped_by_context_and_step(self, storage: Storage) -> None:
+        ctx, other = uid("ctx"), uid("ctx")
+        charge = step_result(ctx, "charge", outcome='"a"', status="completed")
+        ship = step_result(ctx, "ship", outcome='"b"', status="completed")
+        storage.step_results.put(charge)
+        storage.step_results.put(ship)
+        assert storage.step_results.get(ctx, "charge") == charge
+        assert storage.step_results.get(ctx, "ship") == ship
+        assert storage.step_results.get(other, "charge") is None
+        assert storage.step_results.get(ctx, "unknown") is None
+
+    def test_scan_lists_stored_records(self, storage: Storage) -> None:
+        records = [step_result(uid("ctx"), "charge") for _ in range(3)]
+        for record in records:
+            storage.step_results.put(record)
+        found = storage.step_results.scan()
+        assert sorted(found, key=lambda r: r.context_id) == sorted(
+            records, key=lambda r: r.context_id
+        )
+
+    def test_status_filter_applies_before_the_limit(self, storage: Storage) -> None:
+        for _ in range(5):
+            storage.step_results.put(step_result(uid("ctx"), status="completed", outcome="1"))
+        lost = step_result(uid("ctx"), status="dispatched")
+        storage.step_results.put(lost)
+        assert storage.step_results.scan(status="dispatched", limit=1) == [lost]
+        assert len(storage.step_results.scan(status="completed", limit=2)) == 2
+        assert len(storage.step_results.scan(limit=4)) == 4
+
+    def test_scan_follows_status_changes(self, storage: Storage) -> None:
+        ctx = uid("ctx")
+        storage.step_results.put(step_result(ctx, status="dispatched"))
+        storage.step_results.put(step_result(ctx, status="completed", outcome="1"))
+        assert storage.step_results.scan(status="dispatched") == []
+        assert len(storage.step_results.scan(status="completed")) == 1
+
+    def test_every_put_restamps_retention(self, storage: Storage, probe: Probe) -> None:
+        ctx = uid("ctx")
+        storage.step_results.put(step_result(ctx, "charge"))
+        assert_ttl(probe.ttl("step_result", f"{ctx}:charge"), CONTEXT_TTL)
+        probe.expire("step_result", f"{ctx}:charge", after=30)
+        assert_ttl(probe.ttl("step_result", f"{ctx}:charge"), 30)
+        storage.step_results.put(step_result(ctx, "charge", status="completed", outcome="1"))
+        assert_ttl(probe.ttl("step_result", f"{ctx}:charge"), CONTEXT_TTL)
+
+    def test_an_expired_record_reads_as_absent(self, storage: Storage, probe: Probe) -> None:
+        ctx = uid("ctx")
+        storage.step_results.put(step_result(ctx, "charge"))
+        probe.expire("step_result", f"{ctx}:charge")
+        assert storage.step_results.get(ctx, "charge") is None
+        assert storage.step_results.scan() == []
+        assert storage.step_results.scan(status="dispatched") == []
+
+
+class TestStepResults(StepResultsContract):
+    """The step-results contract against ``--reactor-storage``."""

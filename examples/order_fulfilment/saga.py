@@ -1,0 +1,340 @@
+"""The fulfilment saga: validate, reserve stock per line, charge, ship, confirm.
+
+Structure (each arrow is a dependency; on a failure, completed steps are undone newest first)::
+
+    validate ──> reserve (map: ReserveLine per line item, atomic)
+                   └──> payment (compose: Payment = authorize ──> capture)
+                          └──> book_shipment (function step, 3 attempts)
+                                 └──> send_confirmation
+
+Every step that changes a fake service has a real ``undo`` (release the reservation, refund the
+capture, void the authorization, cancel the shipment, recall the e-mail) and a ``compensate``
+that cleans up anything its own failed attempt may have left behind (looked up by the
+service's idempotency key). All undos are idempotent, so a rollback that is replayed (e.g. by
+``Reactor.undo(run_id)`` after a crash) does no harm.
+
+The card token travels as the separate ``card_token`` input declared ``redact=True``: it is
+shown as ``"[REDACTED]"`` in traces, failures and ``Fulfil.find(run_id).inputs``; inside the
+stored ``order`` input the model's :class:`~pydantic.SecretStr` keeps it masked as well.
+
+Steps find the fake services through :data:`~examples.order_fulfilment.services.SERVICES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from reactor import (
+    Input,
+    Reactor,
+    Retries,
+    Step,
+    compose,
+    element,
+    fail,
+    input,
+    map_step,
+    result,
+    step,
+)
+from reactor.model import codec
+
+from .models import Order
+from .services import SERVICES, ServiceError
+
+__all__ = [
+    "SHIPMENT_RETRIES",
+    "Authorize",
+    "Capture",
+    "Fulfil",
+    "InvalidOrder",
+    "Payment",
+    "ReserveLine",
+    "ReserveStock",
+    "SendConfirmation",
+    "ValidateOrder",
+]
+
+if not codec.is_registered(Order):
+    # The stored run keeps the order; the codec writes it with model_dump(mode="json"), in
+    # which the card token is masked (see models.PaymentMethod).
+    codec.register_model(Order, tag="examples.order_fulfilment.Order")
+
+#: Retry policy of ``book_shipment``: 3 attempts, 0.01 s then 0.02 s apart.
+SHIPMENT_RETRIES = Retries(max_attempts=3, backoff="exponential", base_delay=0.01)
+
+
+class InvalidOrder(ServiceError):
+    """The order cannot be fulfilled as placed (a validation rule failed; permanent)."""
+
+    code = "invalid_order"
+
+
+# --------------------------------------------------------------------------------------------
+# validate
+# --------------------------------------------------------------------------------------------
+
+
+class ValidateOrder(Step):
+    """Checks an order against the catalog and the carrier's coverage; no side effects.
+
+    Rules: distinct SKUs; every SKU in the catalog and not discontinued; unit prices equal the
+    catalog price in the order currency; ``subtotal`` equals the sum of the lines and ``total``
+    equals ``subtotal + shipping_fee``; the destination country is served by the carrier.
+
+    Returns:
+        ``{"order_id", "currency", "total": Decimal, "parcels": int, "lines": [{"sku",
+        "quantity", "unit_price": Decimal}, ...]}`` — the ``lines`` feed the ``reserve`` map.
+
+    Fails (not retryable) with :class:`InvalidOrder` naming the first broken rule.
+    """
+
+    order = Input(Order)
+
+    def run(self) -> dict[str, Any]:
+        """Validates ``self.inputs.order``; see the class docstring."""
+        order: Order = self.inputs.order
+        services = SERVICES.get()
+        catalog = services.inventory.catalog
+        skus = [line.sku for line in order.lines]
+        if len(set(skus)) != len(skus):
+            fail(InvalidOrder(f"{order.id}: a SKU appears on two lines"), retryable=False)
+        for line in order.lines:
+            item = catalog.get(line.sku)
+            if item is None:
+                fail(InvalidOrder(f"{order.id}: unknown SKU {line.sku}"), retryable=False)
+            if item.discontinued:
+                fail(InvalidOrder(f"{order.id}: SKU {line.sku} is discontinued"),
+                     retryable=False)
+            if item.prices.get(order.currency) != line.unit_price:
+                fail(InvalidOrder(f"{order.id}: price of {line.sku} is not the catalog price"),
+                     retryable=False)
+        subtotal = sum((line.line_total for line in order.lines), Decimal("0"))
+        if subtotal != order.subtotal or order.subtotal + order.shipping_fee != order.total:
+            fail(InvalidOrder(f"{order.id}: amounts do not add up"), retryable=False)
+        if order.shipping_address.country not in services.carrier.countries:
+            fail(InvalidOrder(f"{order.id}: no shipping to {order.shipping_address.country}"),
+                 retryable=False)
+        return {
+            "order_id": order.id,
+            "currency": order.currency,
+            "total": order.total,
+            "parcels": 1 + sum(line.quantity for line in order.lines) // 10,
+            "lines": [
+                {"sku": line.sku, "quantity": line.quantity, "unit_price": line.unit_price}
+                for line in order.lines
+            ],
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# reserve (map element)
+# --------------------------------------------------------------------------------------------
+
+
+class ReserveStock(Step):
+    """Holds the units of one line item in the warehouse.
+
+    Returns:
+        ``{"reservation_id", "sku", "quantity"}``.
+
+    Raises (as the step's failure, not retried):
+        OutOfStock: not enough free units.
+    """
+
+    order_id = Input(str, min_length=1)
+    sku = Input(str, min_length=1)
+    quantity = Input(int, gt=0)
+
+    def run(self) -> dict[str, Any]:
+        """Reserves ``quantity`` units of ``sku`` for ``order_id``."""
+        reservation = SERVICES.get().inventory.reserve(
+            self.inputs.order_id, self.inputs.sku, self.inputs.quantity
+        )
+        return {"reservation_id": reservation.id, "sku": reservation.sku,
+                "quantity": reservation.quantity}
+
+    def undo(self) -> bool:
+        """Releases the reservation ``run`` made (a no-op if it is already released)."""
+        return SERVICES.get().inventory.release(self.result["reservation_id"])
+
+    def compensate(self) -> bool:
+        """Releases whatever this order holds of this SKU after a failed ``run``."""
+        return SERVICES.get().inventory.release_for(self.inputs.order_id, self.inputs.sku)
+
+
+class ReserveLine(Reactor, name="orders.reserve_line"):
+    """Map element: reserves the stock of one line item (``line`` is a ``validate`` line)."""
+
+    line = Input(dict)
+    order_id = Input(str)
+    reserve = step(ReserveStock, order_id=input("order_id"), sku=input("line", "sku"),
+                   quantity=input("line", "quantity"))
+    returns = "reserve"
+
+
+# --------------------------------------------------------------------------------------------
+# payment (composed reactor)
+# --------------------------------------------------------------------------------------------
+
+
+class Authorize(Step):
+    """Places a hold for the order total on the customer's card.
+
+    Returns:
+        ``{"id", "amount": Decimal, "currency", "card_last4"}``.
+
+    Raises (as the step's failure, not retried):
+        CardDeclined: the issuer declined.
+    """
+
+    order_id = Input(str, min_length=1)
+    amount = Input(Decimal, gt=0)
+    currency = Input(str, pattern=r"^[A-Z]{3}$")
+    card_token = Input(str, redact=True, min_length=1)
+
+    def run(self) -> dict[str, Any]:
+        """Authorizes ``amount`` on the card."""
+        auth = SERVICES.get().ledger.authorize(
+            self.inputs.order_id, self.inputs.card_token, self.inputs.amount,
+            self.inputs.currency,
+        )
+        return {"id": auth.id, "amount": auth.amount, "currency": auth.currency,
+                "card_last4": auth.card_last4}
+
+    def undo(self) -> bool:
+        """Voids the authorization (its capture was refunded first, by the reverse order)."""
+        return SERVICES.get().ledger.void(self.result["id"])
+
+    def compensate(self) -> bool:
+        """Voids any open authorization the failed attempt left for this order."""
+        return SERVICES.get().ledger.void_open(self.inputs.order_id)
+
+
+class Capture(Step):
+    """Takes the authorized money.
+
+    Returns:
+        ``{"id", "authorization_id", "amount": Decimal, "currency"}``.
+    """
+
+    authorization = Input(str, min_length=1)
+
+    def run(self) -> dict[str, Any]:
+        """Captures the full authorized amount."""
+        cap = SERVICES.get().ledger.capture(self.inputs.authorization)
+        return {"id": cap.id, "authorization_id": cap.authorization_id, "amount": cap.amount,
+                "currency": cap.currency}
+
+    def undo(self) -> bool:
+        """Refunds the capture (a no-op if it is already refunded)."""
+        return SERVICES.get().ledger.refund(self.result["id"])
+
+
+class Payment(Reactor, name="orders.payment"):
+    """Authorize then capture; rolled back as refund then void."""
+
+    order_id = Input(str)
+    amount = Input(Decimal, gt=0)
+    currency = Input(str)
+    card_token = Input(str, redact=True)
+    authorize = step(Authorize)
+    capture = step(Capture, authorization=result("authorize", "id"))
+    returns = "capture"
+
+
+# --------------------------------------------------------------------------------------------
+# confirmation
+# --------------------------------------------------------------------------------------------
+
+
+class SendConfirmation(Step):
+    """Queues the order confirmation e-mail.
+
+    Returns:
+        ``{"message_id", "tracking_number", "capture_id"}``.
+    """
+
+    order = Input(Order)
+    shipment = Input(dict)
+    payment = Input(dict)
+
+    def run(self) -> dict[str, Any]:
+        """Queues the e-mail to the customer."""
+        order: Order = self.inputs.order
+        tracking = self.inputs.shipment["tracking_number"]
+        msg = SERVICES.get().mailer.send(
+            order.id, "confirmation", order.customer.email,
+            f"Order {order.id} is on its way (tracking {tracking})",
+        )
+        return {"message_id": msg.id, "tracking_number": tracking,
+                "capture_id": self.inputs.payment["id"]}
+
+    def undo(self) -> bool:
+        """Recalls the e-mail from the outbox."""
+        return SERVICES.get().mailer.recall(self.result["message_id"])
+
+
+# --------------------------------------------------------------------------------------------
+# the saga
+# --------------------------------------------------------------------------------------------
+
+
+class Fulfil(Reactor, name="orders.fulfil"):
+    """Fulfils one order end to end; see the module docstring.
+
+    Inputs:
+        order: the :class:`~examples.order_fulfilment.models.Order`.
+        card_token: the raw card token (``order.card_token()``); redacted everywhere.
+
+    Returns:
+        The ``send_confirmation`` result.
+    """
+
+    order = Input(Order)
+    card_token = Input(str, redact=True)
+
+    validate = step(ValidateOrder, order=input("order"))
+    reserve = map_step(
+        ReserveLine,
+        source=result("validate", "lines"),
+        args={"line": element("reserve"), "order_id": input("order", "id")},
+        atomic=True,
+    )
+    payment = compose(
+        Payment,
+        order_id=input("order", "id"),
+        amount=result("validate", "total"),
+        currency=result("validate", "currency"),
+        card_token=input("card_token"),
+        wait_for=["reserve"],
+    )
+
+    @step(order=input("order"), parcels=result("validate", "parcels"), wait_for=["payment"],
+          retries=SHIPMENT_RETRIES)
+    def book_shipment(inputs: Any, ctx: Any) -> dict[str, Any]:
+        """Books the parcel with the carrier (retried on outages, not on a rejected address).
+
+        Returns:
+            ``{"id", "tracking_number"}``.
+        """
+        order: Order = inputs.order
+        shipment = SERVICES.get().carrier.book(order.id, order.shipping_address, inputs.parcels)
+        return {"id": shipment.id, "tracking_number": shipment.tracking_number}
+
+    @book_shipment.undo
+    def cancel_shipment(result: Mapping[str, Any], inputs: Any, ctx: Any) -> bool:
+        """Cancels the booked shipment (a no-op if it is already cancelled)."""
+        return SERVICES.get().carrier.cancel(result["id"])
+
+    @book_shipment.compensate
+    def cancel_failed_booking(error: Any, inputs: Any, ctx: Any) -> bool:
+        """Cancels any shipment a failed booking attempt left for this order."""
+        return SERVICES.get().carrier.cancel_for(inputs.order.id)
+
+    send_confirmation = step(SendConfirmation, order=input("order"),
+                             shipment=result("book_shipment"), payment=result("payment"))
+
+    returns = "send_confirmation"

@@ -1,0 +1,300 @@
+"""A :class:`reactor.ports.DocumentStore` on Python's built-in :mod:`sqlite3`.
+
+One table holds every collection::
+
+    documents(collection TEXT, key TEXT, value TEXT, version TEXT, expires_at REAL, idx TEXT,
+              PRIMARY KEY (collection, key))
+    INDEX documents_scan ON documents (collection, idx, key)
+
+Semantics follow ``reactor/ports/documents.py``:
+
+* a compare-and-set is one ``UPDATE ... WHERE version = ?`` (or ``DELETE ... WHERE version = ?``)
+  or an ``INSERT`` that fails on the primary key when a row exists, inside a ``BEGIN
+  IMMEDIATE`` transaction, so two processes on one file serialize their writers;
+* every write stores a fresh UUID version (no ABA after a delete and re-create);
+* a row whose ``expires_at <= now`` reads as absent, yet reports its version so a caller can
+  take it over; expired rows are deleted by :meth:`SQLiteDocumentStore.purge` only
+  (garbage collection, never a semantic);
+* the clock is the application clock (SQLite has no server): ``Capabilities.clock`` is
+  ``"application"``.
+
+Thread safety: one connection guarded by a lock. SQLite serializes writers anyway, and a
+connection shared under a lock works for ``:memory:`` databases too (a connection per thread
+would give every thread its own empty in-memory database).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from reactor.model.errors import StorageError
+from reactor.ports.documents import Versioned
+
+__all__ = ["RawRow", "SQLiteDocumentStore"]
+
+_SCHEMA = (
+    """
+    CREATE TABLE IF NOT EXISTS documents (
+        collection TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        version TEXT NOT NULL,
+        expires_at REAL,
+        idx TEXT,
+        PRIMARY KEY (collection, key)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX IF NOT EXISTS documents_scan ON documents (collection, idx, key)",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RawRow:
+    """A physically stored row, expired or not (what the contract-suite probe reads).
+
+    Attributes:
+        value: the stored document.
+        version: the stored version token.
+        expires_at: epoch seconds after which the row reads as absent, ``None`` = never.
+        index: the ``idx`` column.
+    """
+
+    value: dict[str, Any]
+    version: str
+    expires_at: float | None
+    index: str | None
+
+
+class SQLiteDocumentStore:
+    """Versioned JSON documents in one SQLite table.
+
+    Args:
+        path: a database file path, or ``":memory:"`` for a private in-memory database.
+        prefix: a namespace prepended to every collection name (``"<prefix>:<collection>"``), so
+            several stores can share one file without seeing each other's documents.
+        clock: the store clock in epoch seconds (default :func:`time.time`).
+        busy_timeout: seconds to wait for another process's write lock before failing.
+
+    Raises:
+        StorageError: the database cannot be opened or its schema created.
+    """
+
+    def __init__(
+        self,
+        path: str = ":memory:",
+        *,
+        prefix: str = "",
+        clock: Callable[[], float] = time.time,
+        busy_timeout: float = 30.0,
+    ) -> None:
+        self._path = path
+        self._prefix = f"{prefix}:" if prefix else ""
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._closed = False
+        try:
+            self._conn = sqlite3.connect(
+                path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
+            if path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            for statement in _SCHEMA:
+                self._conn.execute(statement)
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot open SQLite database {path!r}: {exc}") from exc
+
+    @property
+    def path(self) -> str:
+        """The database path given to the constructor."""
+        return self._path
+
+    def now(self) -> float:
+        """The application clock in epoch seconds (SQLite has no server clock)."""
+        return self._clock()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """Run a block in a ``BEGIN IMMEDIATE`` transaction on the shared connection."""
+        with self._lock:
+            if self._closed:
+                raise StorageError("the SQLite document store is closed")
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StorageError(f"SQLite could not begin a transaction: {exc}") from exc
+            try:
+                yield conn
+            except sqlite3.Error as exc:
+                conn.execute("ROLLBACK")
+                raise StorageError(f"SQLite failed: {exc}") from exc
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                try:
+                    conn.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    conn.execute("ROLLBACK")
+                    raise StorageError(f"SQLite could not commit: {exc}") from exc
+
+    def _query(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        with self._lock:
+            if self._closed:
+                raise StorageError("the SQLite document store is closed")
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise StorageError(f"SQLite failed: {exc}") from exc
+
+    def read(self, collection: str, key: str) -> Versioned:
+        """Read one document; an expired row gives ``value=None`` but keeps its version."""
+        rows = self._query(
+            "SELECT value, version, expires_at FROM documents WHERE collection = ? AND key = ?",
+            (self._prefix + collection, key),
+        )
+        if not rows:
+            return Versioned(value=None, version=None)
+        text, version, expires_at = rows[0]
+        if expires_at is not None and expires_at <= self.now():
+            return Versioned(value=None, version=version)
+        return Versioned(value=json.loads(text), version=version, expires_at=expires_at)
+
+    def write(
+        self,
+        collection: str,
+        key: str,
+        value: Mapping[str, Any] | None,
+        *,
+        expected_version: str | None,
+        expires_at: float | None,
+        index: str | None = None,
+    ) -> bool:
+        """Compare-and-set one document (``value=None`` deletes it).
+
+        Args:
+            collection: the collection name.
+            key: the document key.
+            value: a JSON-native dict, or ``None`` to delete the row.
+            expected_version: the version the caller read; ``None`` = no row may exist.
+            expires_at: epoch seconds after which the row reads as absent; ``None`` = never.
+            index: the ``idx`` column :meth:`scan` filters on.
+
+        Returns:
+            ``True`` when written; ``False`` when the stored version differed.
+
+        Raises:
+            TypeError: ``value`` is not JSON-serializable.
+            ValueError: ``value`` holds a non-finite float.
+            StorageError: SQLite failed.
+        """
+        text = None if value is None else json.dumps(dict(value), allow_nan=False)
+        coll = self._prefix + collection
+        version = uuid.uuid4().hex
+        with self._transaction() as conn:
+            if expected_version is None:
+                if text is None:
+                    row = conn.execute(
+                        "SELECT 1 FROM documents WHERE collection = ? AND key = ?", (coll, key)
+                    ).fetchone()
+                    return row is None
+                cursor = conn.execute(
+                    "INSERT INTO documents (collection, key, value, version, expires_at, idx) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (collection, key) DO NOTHING",
+                    (coll, key, text, version, expires_at, index),
+                )
+            elif text is None:
+                cursor = conn.execute(
+                    "DELETE FROM documents WHERE collection = ? AND key = ? AND version = ?",
+                    (coll, key, expected_version),
+                )
+            else:
+                cursor = conn.execute(
+                    "UPDATE documents SET value = ?, version = ?, expires_at = ?, idx = ? "
+                    "WHERE collection = ? AND key = ? AND version = ?",
+                    (text, version, expires_at, index, coll, key, expected_version),
+                )
+            return cursor.rowcount == 1
+
+    def scan(
+        self,
+        collection: str,
+        *,
+        index: str | None = None,
+        after: str | None = None,
+        limit: int = 1000,
+    ) -> list[tuple[str, Mapping[str, Any]]]:
+        """List unexpired documents in ascending key order (served by ``documents_scan``).
+
+        Args:
+            collection: the collection name.
+            index: only rows written with this ``idx`` (``None``: all rows).
+            after: only keys strictly greater than this one (keyset paging).
+            limit: the maximum number of rows (``<= 0`` gives ``[]``).
+        """
+        if limit <= 0:
+            return []
+        sql = ["SELECT key, value FROM documents WHERE collection = ?"]
+        params: list[Any] = [self._prefix + collection]
+        if index is not None:
+            sql.append("AND idx = ?")
+            params.append(index)
+        if after is not None:
+            sql.append("AND key > ?")
+            params.append(after)
+        sql.append("AND (expires_at IS NULL OR expires_at > ?) ORDER BY key LIMIT ?")
+        params += [self.now(), limit]
+        rows = self._query(" ".join(sql), tuple(params))
+        return [(key, json.loads(text)) for key, text in rows]
+
+    def purge(self, limit: int = 1000) -> int:
+        """Delete up to ``limit`` expired rows of this store's namespace; returns the count."""
+        like = self._prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "DELETE FROM documents WHERE (collection, key) IN ("
+                " SELECT collection, key FROM documents"
+                " WHERE collection LIKE ? ESCAPE '\\' AND expires_at IS NOT NULL"
+                " AND expires_at <= ? LIMIT ?)",
+                (like, self.now(), limit),
+            )
+            return cursor.rowcount
+
+    def close(self) -> None:
+        """Close the connection; idempotent."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+    # -- backdoor for the contract-suite probe (never used by reactor itself) ---------------
+
+    def raw(self, collection: str, key: str) -> RawRow | None:
+        """The physically stored row, expired or not; ``None`` when no row exists."""
+        rows = self._query(
+            "SELECT value, version, expires_at, idx FROM documents "
+            "WHERE collection = ? AND key = ?",
+            (self._prefix + collection, key),
+        )
+        if not rows:
+            return None
+        text, version, expires_at, idx = rows[0]
+        return RawRow(json.loads(text), version, expires_at, idx)
+
+    def set_expiry(self, collection: str, key: str, expires_at: float | None) -> bool:
+        """Overwrite a row's ``expires_at`` in place, keeping its version (simulated time)."""
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "UPDATE documents SET expires_at = ? WHERE collection = ? AND key = ?",
+                (expires_at, self._prefix + collection, key),
+            )
+            return cursor.rowcount == 1

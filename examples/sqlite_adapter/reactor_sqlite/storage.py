@@ -1,0 +1,127 @@
+"""``SQLiteStorage``: :class:`reactor.generic.storage.GenericStorage` over SQLite, and its URL."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+
+from reactor.generic.storage import GenericStorage
+from reactor.model.errors import ConfigurationError
+from reactor.ports.storage import Capabilities
+from reactor_sqlite.documents import SQLiteDocumentStore
+
+__all__ = ["SQLITE_CAPABILITIES", "SQLiteStorage", "SQLiteURL", "parse_url", "storage_from_url"]
+
+#: No pub/sub (waiters poll), no document limit, and the application clock (SQLite has none).
+SQLITE_CAPABILITIES = Capabilities(signals=False, max_document_bytes=None, clock="application")
+
+_PARAMETERS = frozenset({"prefix", "context_ttl", "busy_timeout"})
+
+
+@dataclass(frozen=True)
+class SQLiteURL:
+    """A parsed ``sqlite://`` URL.
+
+    Attributes:
+        path: the database file, or ``":memory:"``.
+        prefix: the document namespace (``""`` = none).
+        options: the other query parameters (``context_ttl``, ``busy_timeout``), as text.
+    """
+
+    path: str
+    prefix: str
+    options: dict[str, str]
+
+
+def parse_url(url: str) -> SQLiteURL:
+    """Parse a ``sqlite://`` URL; the path follows ``file://`` URLs.
+
+    * ``sqlite:///tmp/x.db`` -> ``/tmp/x.db`` (absolute; extra leading slashes are ignored);
+    * ``sqlite://runs.db`` or ``sqlite://./data/runs.db`` -> relative to the working directory;
+    * ``sqlite://:memory:`` -> a private in-memory database.
+
+    Raises:
+        ConfigurationError: another scheme, no path, or an unknown query parameter.
+    """
+    head, sep, rest = url.partition("://")
+    if not sep or head.lower() != "sqlite":
+        raise ConfigurationError(f"expected a sqlite:// URL, got {url!r}")
+    location, _, query = rest.partition("?")
+    if location in (":memory:", "/:memory:"):
+        path = ":memory:"
+    elif location.strip("/"):
+        path = "/" + location.lstrip("/") if location.startswith("/") else location
+    else:
+        raise ConfigurationError(
+            f"sqlite URLs look like sqlite:///path/to/file.db or sqlite://:memory:, got {url!r}"
+        )
+    options = dict(parse_qsl(query, keep_blank_values=True))
+    unknown = sorted(set(options) - _PARAMETERS)
+    if unknown:
+        raise ConfigurationError(f"unknown sqlite:// URL parameter(s) {unknown} in {url!r}")
+    return SQLiteURL(path=path, prefix=options.pop("prefix", ""), options=options)
+
+
+def _seconds(name: str, text: Any) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"{name} must be a number of seconds, got {text!r}") from exc
+    if not (value > 0 and math.isfinite(value)):
+        raise ConfigurationError(f"{name} must be a positive number of seconds, got {text!r}")
+    return value
+
+
+class SQLiteStorage(GenericStorage):
+    """A :class:`reactor.ports.Storage` on one SQLite database.
+
+    Args:
+        path: the database file, or ``":memory:"``.
+        prefix: a namespace for every document (several storages may share one file).
+        context_ttl: retention in seconds of durable run state after its last write.
+        busy_timeout: seconds to wait for another process's write lock.
+
+    Attributes:
+        documents: the :class:`SQLiteDocumentStore` (its ``raw``/``set_expiry`` serve probes).
+    """
+
+    documents: SQLiteDocumentStore
+
+    def __init__(
+        self,
+        path: str = ":memory:",
+        *,
+        prefix: str = "",
+        context_ttl: float = 86400.0,
+        busy_timeout: float = 30.0,
+    ) -> None:
+        super().__init__(
+            SQLiteDocumentStore(path, prefix=prefix, busy_timeout=busy_timeout),
+            context_ttl=context_ttl,
+            capabilities=SQLITE_CAPABILITIES,
+        )
+
+
+def storage_from_url(url: str, **settings: Any) -> SQLiteStorage:
+    """Build a :class:`SQLiteStorage` from a ``sqlite://`` URL (the ``reactor.storages`` factory).
+
+    Args:
+        url: see :func:`parse_url`.
+        **settings: reactor engine settings; ``context_ttl`` (seconds) is used unless the URL
+            sets it, the rest is ignored.
+
+    Raises:
+        ConfigurationError: a malformed URL or a bad parameter value.
+        StorageError: the database cannot be opened.
+    """
+    parsed = parse_url(url)
+    ttl = parsed.options.get("context_ttl", settings.get("context_ttl", 86400.0))
+    busy = parsed.options.get("busy_timeout", 30.0)
+    return SQLiteStorage(
+        parsed.path,
+        prefix=parsed.prefix,
+        context_ttl=_seconds("context_ttl", ttl),
+        busy_timeout=_seconds("busy_timeout", busy),
+    )

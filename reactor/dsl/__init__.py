@@ -1,0 +1,29 @@
+"""The declaration language: ``Reactor``, ``Step``, ``Input``, ``Retries``, step declarations
+and argument templates (ARCHITECTURE §1, engine.md §4.1)."""
+
+from __future__ import annotations
+
+from reactor.dsl.declarations import StepSpec, compose, map_step, step
+from reactor.dsl.definition import ReactorDefinition
+from reactor.dsl.inputs import Input, Inputs
+from reactor.dsl.reactor import Reactor
+from reactor.dsl.retries import Retries
+from reactor.dsl.step import Step
+from reactor.dsl.templates import element, input, result, value
+
+__all__ = [
+    "Input",
+    "Inputs",
+    "Reactor",
+    "ReactorDefinition",
+    "Retries",
+    "Step",
+    "StepSpec",
+    "compose",
+    "element",
+    "input",
+    "map_step",
+    "result",
+    "step",
+    "value",
+]

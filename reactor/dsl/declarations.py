@@ -1,0 +1,301 @@
+"""Step declarations: ``step``, ``compose`` and ``map_step`` (engine.md §1.2, §4.1, §4.5).
+
+Each returns a :class:`StepSpec` that is assigned to a class attribute of a ``Reactor``; the
+attribute name becomes the step name. ``step`` also works as a decorator for function steps,
+whose ``undo``/``compensate`` are attached with ``@spec.undo`` / ``@spec.compensate`` (like
+``property.setter``; the decorated function is returned unchanged).
+
+Keyword arguments other than ``wait_for``/``retries`` (and ``source``/``args``/``atomic`` for a
+map) are the step's arguments: templates (``input``, ``result``, ``value``, ``element``) or plain
+literals (treated as ``value(x)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, overload
+
+from reactor.dsl.retries import Retries
+from reactor.dsl.step import Step
+from reactor.dsl.templates import Template, ValueRef
+from reactor.model.errors import DefinitionError
+
+__all__ = ["StepKind", "StepSpec", "compose", "map_step", "step"]
+
+StepKind = Literal["step", "compose", "map"]
+
+#: ``fn(inputs, ctx)`` for a function step's ``run``.
+RunFunction = Callable[..., Any]
+
+
+def _as_template(name: str, raw: Any) -> Template:
+    return raw if isinstance(raw, Template) else ValueRef(value=raw)
+
+
+def _names(wait_for: str | Iterable[str] | None) -> tuple[str, ...]:
+    if wait_for is None:
+        return ()
+    if isinstance(wait_for, str):
+        return (wait_for,)
+    names = tuple(wait_for)
+    for n in names:
+        if not isinstance(n, str):
+            raise DefinitionError(f"wait_for entries must be step names, got {n!r}")
+    return names
+
+
+@dataclass(eq=False)
+class StepSpec:
+    """One declared step (the internal representation shared by every declaration style).
+
+    Attributes:
+        kind: ``"step"`` (leaf), ``"compose"`` (child reactor) or ``"map"`` (inline map).
+        arguments: argument name -> template (after wiring by name, in a bound copy).
+        wait_for: extra dependencies that pass no data.
+        retries: the step-level retry policy (leaf steps only).
+        step_class: the ``Step`` subclass of a class-based leaf step.
+        function: the ``run`` function of a function step.
+        undo_function: ``fn(result, inputs, ctx)`` of a function step.
+        compensate_function: ``fn(error, inputs, ctx)`` of a function step.
+        target: the child reactor class (compose) or element reactor class (map).
+        source: the map's source template.
+        atomic: map only: stop and roll back on the first failed element (default) or collect.
+        name: the step name (the attribute name; set when the reactor class is created).
+    """
+
+    kind: StepKind
+    arguments: dict[str, Template] = field(default_factory=dict)
+    wait_for: tuple[str, ...] = ()
+    retries: Retries | None = None
+    step_class: type[Step] | None = None
+    function: RunFunction | None = None
+    undo_function: Callable[..., Any] | None = None
+    compensate_function: Callable[..., Any] | None = None
+    target: Any = None
+    source: Template | None = None
+    atomic: bool = True
+    name: str = ""
+
+    def undo(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: attach ``fn(result, inputs, ctx)`` as this function step's undo.
+
+        Returns:
+            ``fn`` unchanged.
+
+        Raises:
+            DefinitionError: this is not a function step, or an undo is already attached.
+        """
+        self._check_function_hook("undo", self.undo_function)
+        self.undo_function = fn
+        return fn
+
+    def compensate(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: attach ``fn(error, inputs, ctx)`` as this function step's compensate.
+
+        Returns:
+            ``fn`` unchanged.
+
+        Raises:
+            DefinitionError: this is not a function step, or a compensate is already attached.
+        """
+        self._check_function_hook("compensate", self.compensate_function)
+        self.compensate_function = fn
+        return fn
+
+    def _check_function_hook(self, hook: str, current: Any) -> None:
+        if self.function is None:
+            raise DefinitionError(
+                f"@<step>.{hook} applies to function steps only; a Step class defines "
+                f"{hook}() as a method"
+            )
+        if current is not None:
+            raise DefinitionError(f"step {self.function.__name__!r} already has an {hook}")
+
+    def bound(self, name: str, arguments: Mapping[str, Template]) -> StepSpec:
+        """Return a copy named ``name`` with ``arguments`` (used by the reactor definition)."""
+        return replace(self, name=name, arguments=dict(arguments))
+
+    @property
+    def label(self) -> str:
+        """A human-readable description of the implementation (for messages)."""
+        if self.step_class is not None:
+            return self.step_class.__qualname__
+        if self.function is not None:
+            return getattr(self.function, "__qualname__", repr(self.function))
+        return getattr(self.target, "__qualname__", repr(self.target))
+
+
+class _StepDecorator:
+    """What ``step(**args)`` returns: applied to a function, it makes a function step."""
+
+    def __init__(self, arguments: dict[str, Template], wait_for: tuple[str, ...],
+                 retries: Retries | None) -> None:
+        self._arguments = arguments
+        self._wait_for = wait_for
+        self._retries = retries
+
+    def __call__(self, fn: RunFunction) -> StepSpec:
+        if isinstance(fn, type) or not callable(fn):
+            raise DefinitionError(f"@step(...) decorates a function, got {fn!r}")
+        return StepSpec(
+            kind="step", arguments=self._arguments, wait_for=self._wait_for,
+            retries=self._retries, function=fn,
+        )
+
+
+@overload
+def step(
+    impl: type[Step] | RunFunction,
+    /,
+    *,
+    wait_for: str | Iterable[str] | None = None,
+    retries: Retries | None = None,
+    **arguments: Any,
+) -> StepSpec: ...
+
+
+@overload
+def step(
+    impl: None = None,
+    /,
+    *,
+    wait_for: str | Iterable[str] | None = None,
+    retries: Retries | None = None,
+    **arguments: Any,
+) -> Callable[[RunFunction], StepSpec]: ...
+
+
+def step(
+    impl: type[Step] | RunFunction | None = None,
+    /,
+    *,
+    wait_for: str | Iterable[str] | None = None,
+    retries: Retries | None = None,
+    **arguments: Any,
+) -> StepSpec | Callable[[RunFunction], StepSpec]:
+    """Declare a leaf step: ``step(StepClass, **args)`` or ``@step(**args)`` on a function.
+
+    Args:
+        impl: a ``Step`` subclass, a function ``fn(inputs, ctx)``, or omitted (decorator form).
+        wait_for: step names this step waits for without receiving their results.
+        retries: a retry policy (overrides the Step class's ``retries``).
+        **arguments: the step's arguments (templates or literals). For a ``Step`` class, a
+            declared input with no argument takes the reactor input of the same name.
+
+    Returns:
+        A :class:`StepSpec`, or a decorator producing one.
+
+    Raises:
+        DefinitionError: ``retries`` is not a ``Retries``, or ``impl`` is neither a ``Step``
+            subclass nor a function.
+    """
+    if retries is not None and not isinstance(retries, Retries):
+        raise DefinitionError("retries= must be a Retries(...)")
+    args = {k: _as_template(k, v) for k, v in arguments.items()}
+    deps = _names(wait_for)
+    if impl is None:
+        return _StepDecorator(args, deps, retries)
+    if isinstance(impl, type):
+        if not issubclass(impl, Step):
+            raise DefinitionError(
+                f"step() takes a Step subclass or a function, got class {impl.__qualname__}"
+            )
+        return StepSpec(kind="step", arguments=args, wait_for=deps, retries=retries,
+                        step_class=impl)
+    if callable(impl):
+        return StepSpec(kind="step", arguments=args, wait_for=deps, retries=retries,
+                        function=impl)
+    raise DefinitionError(f"step() takes a Step subclass or a function, got {impl!r}")
+
+
+def _check_reactor_class(what: str, target: Any) -> None:
+    from reactor.dsl.reactor import Reactor  # local: the Reactor module imports this one
+
+    if not (isinstance(target, type) and issubclass(target, Reactor)) or target is Reactor:
+        raise DefinitionError(f"{what}() takes a Reactor subclass, got {target!r}")
+
+
+def compose(
+    child: Any,
+    /,
+    *,
+    wait_for: str | Iterable[str] | None = None,
+    retries: Any = None,
+    **arguments: Any,
+) -> StepSpec:
+    """Declare a compose step: run reactor ``child`` inline as one step (engine.md §1.2).
+
+    The child's context is embedded in the parent's; a failed child rolls itself back before
+    the parent sees the ``Failure``; undoing a completed compose replays the child's undo stack.
+
+    Args:
+        child: a ``Reactor`` subclass.
+        wait_for: extra dependencies.
+        retries: rejected — only leaf steps retry.
+        **arguments: the child's inputs (templates or literals); a child input with no
+            argument takes the parent's input of the same name.
+
+    Returns:
+        A :class:`StepSpec` of kind ``"compose"``.
+
+    Raises:
+        DefinitionError: ``child`` is not a Reactor subclass, or ``retries`` was given.
+    """
+    _check_reactor_class("compose", child)
+    if retries is not None:
+        raise DefinitionError("retries on compose is not supported: only leaf steps retry")
+    return StepSpec(
+        kind="compose",
+        arguments={k: _as_template(k, v) for k, v in arguments.items()},
+        wait_for=_names(wait_for),
+        target=child,
+    )
+
+
+def map_step(
+    element_reactor: Any,
+    /,
+    *,
+    source: Any,
+    args: Mapping[str, Any] | None = None,
+    atomic: bool = True,
+    wait_for: str | Iterable[str] | None = None,
+    retries: Any = None,
+) -> StepSpec:
+    """Declare an inline map: run ``element_reactor`` once per element of ``source``.
+
+    engine.md §1.2 "Map: inline": elements run sequentially, each with its own stored context
+    whose ``map_metadata`` records the map step, map id and element index.
+
+    Args:
+        element_reactor: a ``Reactor`` subclass run once per element.
+        source: a template (usually ``result(...)`` or ``input(...)``) resolving to a sequence.
+        args: the element reactor's inputs: templates, where ``element("<this step>", path)``
+            is the current element. An element input with no argument takes the parent's
+            input of the same name.
+        atomic: ``True`` (default): stop at the first failed element, roll back the completed
+            ones (highest index first) and fail the step. ``False``: run every element and
+            return a :class:`~reactor.model.results.MapResults` of per-element results.
+        wait_for: extra dependencies.
+        retries: rejected — only leaf steps retry.
+
+    Returns:
+        A :class:`StepSpec` of kind ``"map"``.
+
+    Raises:
+        DefinitionError: wrong element reactor, ``source`` not a template, or ``retries``.
+    """
+    _check_reactor_class("map_step", element_reactor)
+    if retries is not None:
+        raise DefinitionError("retries on map_step is not supported: only leaf steps retry")
+    if not isinstance(source, Template):
+        raise DefinitionError("map_step(source=...) must be a template such as result('x')")
+    return StepSpec(
+        kind="map",
+        arguments={k: _as_template(k, v) for k, v in (args or {}).items()},
+        wait_for=_names(wait_for),
+        target=element_reactor,
+        source=source,
+        atomic=bool(atomic),
+    )

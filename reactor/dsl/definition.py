@@ -1,0 +1,219 @@
+"""``ReactorDefinition``: a validated reactor graph, built when a ``Reactor`` class is created.
+
+:func:`build_definition` performs every definition check of engine.md §1.2 ("Reactor class":
+``validate_definition!``) and raises :class:`~reactor.model.errors.DefinitionError` on:
+
+* a reserved or private step name;
+* ``result()``/``wait_for`` naming an unknown step (or the step itself);
+* ``input()`` naming an undeclared reactor input;
+* ``element()`` outside the ``args`` of the map it names;
+* an argument a ``Step`` class (or child/element reactor) does not declare;
+* a required input left unwired (wiring by name: a declared input with no argument takes the
+  reactor input of the same name);
+* a dependency cycle;
+* ``returns`` naming no step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reactor.dsl.declarations import StepSpec
+from reactor.dsl.inputs import InputContract
+from reactor.dsl.templates import ElementRef, InputRef, ResultRef, Template
+from reactor.model.errors import DefinitionError
+
+__all__ = ["RESERVED_STEP_NAMES", "ReactorDefinition", "build_definition"]
+
+#: Step names that would shadow ``Reactor`` class attributes.
+RESERVED_STEP_NAMES: frozenset[str] = frozenset(
+    {"run", "execute", "find", "undo", "definition", "reactor_name", "returns", "mro"}
+)
+
+
+@dataclass(frozen=True)
+class ReactorDefinition:
+    """A reactor's validated structure (the engine's only view of a ``Reactor`` class).
+
+    Attributes:
+        name: the registered name.
+        contract: the reactor's input contract.
+        steps: step name -> bound :class:`StepSpec`, in definition order.
+        dependencies: step name -> the steps it depends on (``result()``, ``wait_for``).
+        returns: the step whose value is the run's value, or ``None`` (all results).
+        redacted_arguments: step name -> argument names to show as ``"[REDACTED]"``.
+        children: compose/map step name -> the child/element reactor's definition.
+    """
+
+    name: str
+    contract: InputContract
+    steps: Mapping[str, StepSpec]
+    dependencies: Mapping[str, tuple[str, ...]]
+    returns: str | None = None
+    redacted_arguments: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    children: Mapping[str, ReactorDefinition] = field(default_factory=dict)
+
+    def step(self, name: str) -> StepSpec:
+        """The bound spec of step ``name``.
+
+        Raises:
+            KeyError: unknown step (only on engine bugs or tampered stored contexts; callers
+                that read names from storage check membership first).
+        """
+        return self.steps[name]
+
+    def redact_arguments(self, step: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """``arguments`` with the step's secret arguments replaced by ``"[REDACTED]"``."""
+        from reactor.model.context import REDACTED
+
+        secret = self.redacted_arguments.get(step, frozenset())
+        return {k: (REDACTED if k in secret else v) for k, v in arguments.items()}
+
+
+def _templates(spec: StepSpec) -> Iterable[tuple[str, Template]]:
+    yield from spec.arguments.items()
+    if spec.source is not None:
+        yield "source", spec.source
+
+
+def _wire(
+    owner: str, name: str, spec: StepSpec, reactor_inputs: InputContract
+) -> dict[str, Template]:
+    """Return ``spec``'s arguments, completed by name-wiring against its declared contract."""
+    contract: InputContract | None = None
+    if spec.step_class is not None:
+        contract = spec.step_class.contract
+    elif spec.target is not None:
+        contract = spec.target.definition.contract
+    arguments = dict(spec.arguments)
+    if contract is None:
+        return arguments
+    unknown = sorted(set(arguments) - contract.names)
+    if unknown:
+        raise DefinitionError(
+            f"{owner}.{name}: {spec.label} declares no input(s) {unknown} "
+            f"(declared: {sorted(contract.names)})"
+        )
+    for input_name, decl in contract.inputs.items():
+        if input_name in arguments:
+            continue
+        if input_name in reactor_inputs.names:
+            arguments[input_name] = InputRef(name=input_name)
+        elif decl.required:
+            raise DefinitionError(
+                f"{owner}.{name}: required input {input_name!r} of {spec.label} is not wired "
+                f"(pass {input_name}=input(...)/result(...)/value(...), or declare a reactor "
+                f"input named {input_name!r})"
+            )
+    return arguments
+
+
+def _check_templates(
+    owner: str, name: str, spec: StepSpec, names: set[str], reactor_inputs: InputContract
+) -> tuple[str, ...]:
+    deps: list[str] = []
+    for arg, template in _templates(spec):
+        where = f"{owner}.{name} argument {arg!r}"
+        if isinstance(template, ResultRef):
+            if template.step == name:
+                raise DefinitionError(f"{where}: a step cannot depend on its own result")
+            if template.step not in names:
+                raise DefinitionError(f"{where}: result({template.step!r}) names no step")
+            deps.append(template.step)
+        elif isinstance(template, InputRef):
+            if template.name not in reactor_inputs.names:
+                raise DefinitionError(
+                    f"{where}: input({template.name!r}) names no declared reactor input"
+                )
+        elif isinstance(template, ElementRef) and (
+            spec.kind != "map" or template.map_step != name or arg == "source"
+        ):
+            raise DefinitionError(
+                f"{where}: element({template.map_step!r}) is only valid in the args of map "
+                f"step {template.map_step!r}"
+            )
+    for dep in spec.wait_for:
+        if dep == name:
+            raise DefinitionError(f"{owner}.{name}: wait_for names the step itself")
+        if dep not in names:
+            raise DefinitionError(f"{owner}.{name}: wait_for names no step ({dep!r})")
+        deps.append(dep)
+    return tuple(dict.fromkeys(deps))
+
+
+def _check_cycles(owner: str, dependencies: Mapping[str, tuple[str, ...]]) -> None:
+    state: dict[str, int] = {}  # 1 = visiting, 2 = done
+
+    def visit(node: str, path: list[str]) -> None:
+        if state.get(node) == 2:
+            return
+        if state.get(node) == 1:
+            cycle = [*path[path.index(node):], node]
+            raise DefinitionError(f"{owner}: dependency cycle {' -> '.join(cycle)}")
+        state[node] = 1
+        for dep in dependencies[node]:
+            visit(dep, [*path, node])
+        state[node] = 2
+
+    for node in dependencies:
+        visit(node, [])
+
+
+def build_definition(
+    name: str,
+    owner: str,
+    contract: InputContract,
+    specs: Mapping[str, StepSpec],
+    returns: Any,
+) -> ReactorDefinition:
+    """Validate and bind a reactor's declarations.
+
+    Args:
+        name: the registered reactor name.
+        owner: the class's qualified name (for messages).
+        contract: the reactor's input contract.
+        specs: attribute name -> declared spec, in definition order.
+        returns: the ``returns`` class attribute (a step name or ``None``).
+
+    Returns:
+        The :class:`ReactorDefinition`.
+
+    Raises:
+        DefinitionError: see the module docstring.
+    """
+    names = set(specs)
+    bound: dict[str, StepSpec] = {}
+    dependencies: dict[str, tuple[str, ...]] = {}
+    redacted: dict[str, frozenset[str]] = {}
+    children: dict[str, ReactorDefinition] = {}
+    for step_name, spec in specs.items():
+        if step_name.startswith("_") or step_name in RESERVED_STEP_NAMES:
+            raise DefinitionError(f"{owner}: step name {step_name!r} is reserved")
+        arguments = _wire(owner, step_name, spec, contract)
+        spec_bound = spec.bound(step_name, arguments)
+        dependencies[step_name] = _check_templates(owner, step_name, spec_bound, names, contract)
+        bound[step_name] = spec_bound
+        secret = {
+            arg for arg, t in arguments.items()
+            if isinstance(t, InputRef) and t.name in contract.redacted
+        }
+        if spec.step_class is not None:
+            secret |= spec.step_class.contract.redacted
+        if spec.target is not None:
+            children[step_name] = spec.target.definition
+            secret |= spec.target.definition.contract.redacted
+        redacted[step_name] = frozenset(secret)
+    _check_cycles(owner, dependencies)
+    if returns is not None and (not isinstance(returns, str) or returns not in names):
+        raise DefinitionError(f"{owner}: returns = {returns!r} names no step")
+    return ReactorDefinition(
+        name=name,
+        contract=contract,
+        steps=bound,
+        dependencies=dependencies,
+        returns=returns,
+        redacted_arguments=redacted,
+        children=children,
+    )

@@ -1,0 +1,331 @@
+"""Declared inputs (``Input``), input contracts and the frozen ``Inputs`` object.
+
+An :class:`Input` is declared as a class attribute of a ``Reactor`` (the run's inputs) or of a
+``Step`` (the step's contract). Validation uses pydantic (one ``TypeAdapter`` per input) and
+reports field-level errors as :class:`~reactor.model.errors.InputValidationError` —
+engine.md §1.2 "Reactor inputs and validation" and "Step input contracts":
+
+* presence means "key exists": ``False``, ``0``, ``""``, ``[]`` are kept;
+* a default applies to an absent key or ``None``;
+* an absent (or ``None``) required input fails;
+* unknown names fail (a typo is never silently ignored).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import keyword
+from collections.abc import Iterable, Iterator, Mapping
+from enum import Enum
+from typing import Annotated, Any, get_args
+
+from pydantic import BaseModel, Field, PydanticSchemaGenerationError, TypeAdapter, ValidationError
+from pydantic import ConfigDict as _ConfigDict
+
+from reactor.model import codec
+from reactor.model.context import REDACTED
+from reactor.model.errors import DefinitionError, InputValidationError, UndeclaredInputError
+
+__all__ = ["MISSING", "Input", "InputContract", "Inputs"]
+
+
+class _Missing:
+    """Sentinel type for "no default"."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+#: Sentinel: the input has no default (it is required).
+MISSING: Any = _Missing()
+
+
+class Input:
+    """Declare an input of a reactor or a step.
+
+    Args:
+        type: the expected type (any type pydantic validates: ``int``, ``Decimal``,
+            ``list[str]``, a pydantic model, ``str | None``; other classes are checked with
+            ``isinstance``). ``Any`` (the default) accepts everything.
+        default: the value used when the input is absent or ``None``; omit for a required
+            input.
+        redact: ``True`` hides the value (``"[REDACTED]"``) in traces, ``Failure.inputs`` and
+            ``RunView.inputs``.
+        description: free text for documentation and the dashboard.
+        **constraints: pydantic ``Field`` constraints (``gt``, ``ge``, ``lt``, ``le``,
+            ``min_length``, ``max_length``, ``pattern``, ``multiple_of``, ...).
+
+    Raises:
+        DefinitionError: the constraints are not valid pydantic ``Field`` arguments for
+            ``type`` (raised when the owning class is created).
+    """
+
+    def __init__(
+        self,
+        type: Any = Any,  # noqa: A002 - the public DSL spelling
+        *,
+        default: Any = MISSING,
+        redact: bool = False,
+        description: str | None = None,
+        **constraints: Any,
+    ) -> None:
+        self.type = type
+        self.default = default
+        self.redact = redact
+        self.description = description
+        self.constraints = dict(constraints)
+        self.name = ""
+        self._adapter: TypeAdapter[Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"Input({self.type!r}, name={self.name!r}, required={self.required})"
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        if not self.name:
+            self.name = name
+
+    @property
+    def required(self) -> bool:
+        """``True`` when the input has no default."""
+        return self.default is MISSING
+
+    def bound(self, name: str) -> Input:
+        """Return a copy of this declaration named ``name`` (its adapter is built eagerly).
+
+        Raises:
+            DefinitionError: invalid type or constraints.
+        """
+        copy = Input(
+            self.type,
+            default=self.default,
+            redact=self.redact,
+            description=self.description,
+            **self.constraints,
+        )
+        copy.name = name
+        copy._adapter = _build_adapter(name, self.type, self.constraints)
+        return copy
+
+    def validate(self, value: Any) -> Any:
+        """Validate one value against this declaration (no default handling).
+
+        Raises:
+            ValidationError: from pydantic.
+        """
+        adapter = self._adapter or _build_adapter(self.name, self.type, self.constraints)
+        self._adapter = adapter
+        return adapter.validate_python(value)
+
+
+def register_codec_types(tp: Any) -> None:
+    """Register with the codec the pydantic models, enums and dataclasses named by ``tp``.
+
+    Validated inputs are stored in the run's context, so an ``Input(Order)`` whose ``Order`` is
+    a pydantic model must round-trip through :mod:`reactor.model.codec`. Types already
+    registered (or whose default tag is taken) are left alone. Called lazily, on a contract's
+    first validation, so a user's own ``codec.register_model(Order, tag=...)`` made at import
+    time wins. ``tp`` may be a generic alias
+    (``list[Order]``, ``Order | None``): its arguments are walked too.
+    """
+    for arg in get_args(tp):
+        register_codec_types(arg)
+    if not isinstance(tp, type) or codec.is_registered(tp):
+        return
+    try:
+        if issubclass(tp, BaseModel):
+            codec.register_model(tp)
+        elif issubclass(tp, Enum):
+            codec.register_enum(tp)
+        elif dataclasses.is_dataclass(tp):
+            codec.register_dataclass(tp)
+    except (TypeError, ValueError):
+        return  # the user registers it under their own tag
+
+
+#: ``Field`` keywords an ``Input`` accepts as constraints (``default``/``description`` are
+#: ``Input`` parameters of their own).
+_FIELD_KEYWORDS: frozenset[str] = frozenset(inspect.signature(Field).parameters) - {
+    "default", "default_factory", "description", "extra",
+}
+
+
+def _build_adapter(name: str, tp: Any, constraints: Mapping[str, Any]) -> TypeAdapter[Any]:
+    unknown = sorted(set(constraints) - _FIELD_KEYWORDS)
+    if unknown:
+        raise DefinitionError(f"input {name!r}: invalid type or constraints: unknown {unknown}")
+    annotated: Any = Annotated[tp, Field(**constraints)] if constraints else tp
+    try:
+        try:
+            return TypeAdapter(annotated)
+        except PydanticSchemaGenerationError:
+            return TypeAdapter(annotated, config=_ConfigDict(arbitrary_types_allowed=True))
+    except (TypeError, ValueError) as exc:  # pydantic raises subclasses of these
+        raise DefinitionError(f"input {name!r}: invalid type or constraints: {exc}") from exc
+
+
+#: Names an input may not take (they clash with the inputs object or the owning classes).
+RESERVED_INPUT_NAMES: frozenset[str] = frozenset(
+    {
+        "to_dict", "run", "undo", "compensate", "inputs", "context", "result", "error",
+        "failure", "retries", "returns", "find", "execute", "call", "call_undo",
+        "call_compensate", "definition", "reactor_name", "contract",
+    }
+)
+
+
+def check_input_name(name: str, owner: str) -> None:
+    """Reject reserved, private or keyword input names.
+
+    Raises:
+        DefinitionError: ``name`` is reserved.
+    """
+    if name.startswith("_") or keyword.iskeyword(name) or name in RESERVED_INPUT_NAMES:
+        raise DefinitionError(f"{owner}: input name {name!r} is reserved")
+
+
+class InputContract:
+    """An ordered set of named :class:`Input` declarations with validation.
+
+    Args:
+        owner: the owning class's name (for messages).
+        inputs: the bound declarations, in declaration order.
+    """
+
+    def __init__(self, owner: str, inputs: Iterable[Input]) -> None:
+        self.owner = owner
+        self.inputs: dict[str, Input] = {i.name: i for i in inputs}
+        self._codec_ready = False
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Declared input names."""
+        return frozenset(self.inputs)
+
+    @property
+    def redacted(self) -> frozenset[str]:
+        """Names declared ``redact=True``."""
+        return frozenset(n for n, i in self.inputs.items() if i.redact)
+
+    def validate(self, values: Mapping[str, Any], step_name: str | None = None) -> dict[str, Any]:
+        """Validate ``values`` and apply defaults.
+
+        Args:
+            values: the raw values by name.
+            step_name: the step being validated (``None`` for reactor inputs); set on the error.
+
+        Returns:
+            The validated values, in declaration order (pydantic models stay model instances).
+
+        Raises:
+            InputValidationError: with ``field_errors`` for every invalid, missing or unknown
+                field (values are never included in messages).
+        """
+        if not self._codec_ready:
+            for decl in self.inputs.values():
+                register_codec_types(decl.type)
+            self._codec_ready = True
+        errors: dict[str, list[str]] = {}
+        out: dict[str, Any] = {}
+        for name in values:
+            if name not in self.inputs:
+                errors.setdefault(str(name), []).append("unexpected input (not declared)")
+        for name, decl in self.inputs.items():
+            raw = values.get(name)
+            if raw is None and not decl.required:
+                out[name] = decl.default
+                continue
+            if name not in values:
+                errors.setdefault(name, []).append("field required")
+                continue
+            try:
+                out[name] = decl.validate(raw)
+            except ValidationError as exc:
+                for err in exc.errors(include_url=False, include_input=False):
+                    loc = ".".join(str(p) for p in (name, *err["loc"]))
+                    errors.setdefault(loc, []).append(str(err["msg"]))
+        if errors:
+            where = f"step {step_name!r}" if step_name else self.owner
+            fields = "; ".join(f"{k}: {', '.join(v)}" for k, v in errors.items())
+            raise InputValidationError(
+                f"invalid inputs for {where}: {fields}", field_errors=errors, step_name=step_name
+            )
+        return out
+
+    def with_defaults(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Apply defaults without validating (for ``undo``/``compensate``, engine.md §1.2)."""
+        out = dict(values)
+        for name, decl in self.inputs.items():
+            if out.get(name) is None and not decl.required:
+                out[name] = decl.default
+        return out
+
+    def redact(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Return ``values`` with redacted names replaced by ``"[REDACTED]"``."""
+        secret = self.redacted
+        return {k: (REDACTED if k in secret else v) for k, v in values.items()}
+
+
+class Inputs:
+    """The frozen inputs object a step body reads (``inputs.amount``).
+
+    Reading a name that is not declared (or not wired, for a function step) raises
+    :class:`~reactor.model.errors.UndeclaredInputError` (never retried). ``inputs["x"]`` and
+    ``"x" in inputs`` work too; :meth:`to_dict` returns a plain dict copy.
+
+    Args:
+        values: the values by name.
+        declared: the names that may be read (defaults to ``values``' keys); a declared name
+            with no value reads as ``None``.
+    """
+
+    __slots__ = ("_declared", "_values")
+
+    def __init__(self, values: Mapping[str, Any], declared: Iterable[str] | None = None) -> None:
+        object.__setattr__(self, "_values", dict(values))
+        names = frozenset(declared) if declared is not None else frozenset(values)
+        object.__setattr__(self, "_declared", names | frozenset(values))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name not in self._declared:
+            raise UndeclaredInputError(
+                f"input {name!r} is not declared (declared: {sorted(self._declared)})"
+            )
+        return self._values.get(name)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.__getattr__(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("step inputs are read-only")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("step inputs are read-only")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Inputs):
+            return bool(self._values == other._values)
+        if isinstance(other, Mapping):
+            return bool(self._values == dict(other))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        return f"Inputs({self._values!r})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain (mutable) copy of the values."""
+        return dict(self._values)

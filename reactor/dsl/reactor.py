@@ -1,0 +1,156 @@
+"""``Reactor``: the base class of workflows (engine.md §1.2 "Reactor class", §4.1).
+
+A subclass declares inputs (``Input`` class attributes), steps (``step``/``compose``/
+``map_step`` class attributes or ``@step`` functions) and optionally ``returns``. The class is
+validated and registered when it is created::
+
+    class Payment(Reactor, name="payments.payment"):
+        amount = Input(Decimal, gt=0)
+        card_token = Input(str, redact=True)
+        authorize = step(Authorize, amount=input("amount"), card_token=input("card_token"))
+        capture = step(Capture, authorization=result("authorize", "id"))
+        returns = "capture"
+
+    r = Payment.run(amount=Decimal("10"), card_token="tok")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from reactor import registry
+from reactor.dsl.declarations import StepSpec
+from reactor.dsl.definition import ReactorDefinition, build_definition
+from reactor.dsl.inputs import Input, InputContract, check_input_name
+from reactor.model.results import Failure, Success
+
+if TYPE_CHECKING:
+    from reactor.config import Runtime
+    from reactor.model.run_view import RunView
+
+__all__ = ["Reactor"]
+
+
+class Reactor:
+    """Base class of reactors.
+
+    Class keyword:
+        name: the registered name (default ``module.QualName``).
+
+    Class attributes:
+        returns: the step whose value is the run's value; ``None`` returns every step's
+            result as a dict.
+        reactor_name: the registered name (set on class creation).
+        definition: the validated :class:`~reactor.dsl.definition.ReactorDefinition`.
+    """
+
+    returns: ClassVar[str | None] = None
+    reactor_name: ClassVar[str] = ""
+    definition: ClassVar[ReactorDefinition]
+
+    def __init_subclass__(cls, *, name: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        inputs: dict[str, Input] = {}
+        specs: dict[str, StepSpec] = {}
+        for klass in reversed(cls.__mro__):
+            for attr_name, attr in vars(klass).items():
+                if isinstance(attr, Input):
+                    check_input_name(attr_name, cls.__qualname__)
+                    inputs[attr_name] = attr
+                    specs.pop(attr_name, None)
+                elif isinstance(attr, StepSpec):
+                    specs[attr_name] = attr
+                    inputs.pop(attr_name, None)
+        reactor_name = name or f"{cls.__module__}.{cls.__qualname__}"
+        contract = InputContract(
+            cls.__qualname__, [decl.bound(n) for n, decl in inputs.items()]
+        )
+        cls.reactor_name = reactor_name
+        cls.definition = build_definition(
+            reactor_name, cls.__qualname__, contract, specs, cls.__dict__.get("returns",
+                                                                            cls.returns)
+        )
+        registry.register(reactor_name, cls)
+
+    @classmethod
+    def run(cls, **inputs: Any) -> Success | Failure:
+        """Run the reactor synchronously with ``inputs`` (engine.md §3.1).
+
+        Returns:
+            ``Success`` (value: the ``returns`` step's value, or all results), ``Halt`` (a
+            ``Success`` subclass) or ``Failure``; ``result.run_id`` is the stored run's id.
+
+        Raises:
+            KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError: re-raised after the run
+                is stored as ``aborted`` (finish it with :meth:`undo`).
+        """
+        return cls.execute(inputs)
+
+    @classmethod
+    def execute(
+        cls,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        runtime: Runtime | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> Success | Failure:
+        """Run the reactor with an inputs mapping and optional per-run hooks.
+
+        Args:
+            inputs: the reactor inputs by name.
+            runtime: the runtime to use (default: ``reactor.config.current()``).
+            sleep: the function retries sleep with (seconds); default
+                :data:`reactor.engine.retries.sleep`.
+
+        Returns:
+            See :meth:`run`.
+        """
+        from reactor.engine import api
+
+        return api.run(cls.definition, dict(inputs or {}), runtime=runtime, sleep=sleep)
+
+    @classmethod
+    def find(cls, run_id: str, *, runtime: Runtime | None = None) -> RunView:
+        """Load a stored run of this reactor.
+
+        Args:
+            run_id: the ``run_id`` of a result.
+            runtime: the runtime to use (default: ``reactor.config.current()``).
+
+        Returns:
+            A :class:`~reactor.model.run_view.RunView` (secrets shown as ``"[REDACTED]"``).
+
+        Raises:
+            RunNotFoundError: no stored run with this id belongs to this reactor.
+            DeserializationError: the stored context is malformed.
+        """
+        from reactor.engine import api
+
+        return api.find(cls.definition if cls is not Reactor else None, run_id, runtime=runtime)
+
+    @classmethod
+    def undo(
+        cls,
+        run_id: str,
+        *,
+        runtime: Runtime | None = None,
+    ) -> Success | Failure:
+        """Roll back a stored run: finish an aborted run's rollback, or undo a completed one.
+
+        Compensates a step whose compensate was cut off, then undoes every completed step
+        newest first; the run ends ``cancelled`` (engine.md §1.2 "Interrupts": undo rolls back,
+        then cancels). A failed run (already rolled back) is left as is.
+
+        Returns:
+            ``Success(None)`` when everything was rolled back, else ``Failure(UndoError)``
+            with ``rollback_failures``.
+
+        Raises:
+            RunNotFoundError: no stored run with this id belongs to this reactor.
+            RunStateError: the run is still running, pending, paused or rolling back.
+        """
+        from reactor.engine import api
+
+        return api.undo(cls.definition if cls is not Reactor else None, run_id,
+                        runtime=runtime)

@@ -1,0 +1,158 @@
+"""``Step``: the base class of class-based steps (engine.md §1.2 "Steps: class-based").
+
+A subclass declares its input contract as ``Input`` class attributes, an optional ``retries``
+policy, and implements ``run`` (and optionally ``undo``/``compensate``)::
+
+    class ChargeCard(Step):
+        amount = Input(Decimal, gt=0)
+        card_token = Input(str, redact=True)
+        retries = Retries(max_attempts=3, backoff="exponential", base_delay=0.1)
+
+        def run(self):
+            return gateway.charge(self.inputs.amount, self.inputs.card_token)
+
+        def undo(self):
+            gateway.refund(self.result["id"])
+
+Each action builds a **fresh instance**, so nothing set in ``run`` is visible in ``undo``.
+Only ``run`` enforces the contract (on every attempt); ``undo`` and ``compensate`` never
+validate, so a rollback cannot fail on the inputs that caused the failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from reactor.dsl.inputs import Input, InputContract, Inputs, check_input_name
+from reactor.dsl.retries import Retries
+from reactor.model.errors import DefinitionError
+from reactor.model.results import Failure, Result, Skipped
+from reactor.model.step_context import StepContext
+
+__all__ = ["Step"]
+
+
+class Step:
+    """Base class of class-based steps.
+
+    Class attributes:
+        retries: an optional :class:`~reactor.dsl.retries.Retries` policy (overridden by
+            ``step(..., retries=...)``).
+        contract: the collected :class:`~reactor.dsl.inputs.InputContract` (set by
+            ``__init_subclass__``; inherited and extended by subclasses).
+
+    Instance attributes (set by the engine for each action):
+        inputs: the frozen :class:`~reactor.dsl.inputs.Inputs` (validated in ``run`` only).
+        context: the :class:`~reactor.model.step_context.StepContext`, or ``None`` when called
+            directly without one.
+        result: in ``undo``: the value ``run`` returned.
+        error: in ``compensate``: the failure's error (exception or message).
+        failure: in ``compensate``: the whole :class:`~reactor.model.results.Failure`.
+    """
+
+    retries: ClassVar[Retries | None] = None
+    contract: ClassVar[InputContract] = InputContract("Step", [])
+
+    def __init__(
+        self,
+        inputs: Inputs,
+        context: StepContext | None = None,
+        *,
+        result: Any = None,
+        failure: Failure | None = None,
+    ) -> None:
+        self.inputs = inputs
+        self.context = context
+        self.result = result
+        self.failure = failure
+        self.error: Any = failure.error if failure is not None else None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared: dict[str, Input] = {}
+        for klass in reversed(cls.__mro__):
+            for name, attr in vars(klass).items():
+                if isinstance(attr, Input):
+                    check_input_name(name, cls.__qualname__)
+                    declared[name] = attr
+        cls.contract = InputContract(
+            cls.__qualname__, [decl.bound(name) for name, decl in declared.items()]
+        )
+        retries = cls.__dict__.get("retries")
+        if retries is not None and not isinstance(retries, Retries):
+            raise DefinitionError(f"{cls.__qualname__}.retries must be a Retries(...)")
+
+    # ----------------------------------------------------------------- user hooks
+
+    def run(self) -> Any:
+        """The step body. Return a value (becomes ``Success(value)``) or a result.
+
+        Raises:
+            NotImplementedError: the subclass did not implement ``run`` (fails the step).
+        """
+        raise NotImplementedError(f"step class {type(self).__qualname__} does not define run()")
+
+    def undo(self) -> Any:
+        """Reverse a completed ``run`` (``self.result`` holds its value). Default: nothing."""
+        return Skipped()
+
+    def compensate(self) -> Any:
+        """Clean up after this step's own failure (``self.error``). Default: nothing."""
+        return Skipped()
+
+    # ----------------------------------------------------------------- direct calls
+
+    @classmethod
+    def has_undo(cls) -> bool:
+        """``True`` when the class overrides :meth:`undo`."""
+        return cls.undo is not Step.undo
+
+    @classmethod
+    def has_compensate(cls) -> bool:
+        """``True`` when the class overrides :meth:`compensate`."""
+        return cls.compensate is not Step.compensate
+
+    @classmethod
+    def call(cls, args: Mapping[str, Any], context: StepContext | None = None) -> Result:
+        """Run this step once, directly (no reactor, no retries).
+
+        Enforces the contract, then runs the body; signals and exceptions become results.
+
+        Args:
+            args: the input values by name.
+            context: an optional step context.
+
+        Returns:
+            ``Success``/``Skipped``/``Halt``/``Failure`` (an invalid input gives a ``Failure``
+            with ``validation_errors``).
+        """
+        from reactor.engine import invoke  # the engine depends on the DSL, not the reverse
+
+        return invoke.call_class_run(cls, args, context)
+
+    @classmethod
+    def call_undo(
+        cls, result: Any, args: Mapping[str, Any], context: StepContext | None = None
+    ) -> Result:
+        """Run this step's ``undo`` directly (inputs are not validated).
+
+        Returns:
+            The undo's result (``Failure`` if it failed or raised).
+        """
+        from reactor.engine import invoke
+
+        return invoke.call_class_undo(cls, result, args, context)
+
+    @classmethod
+    def call_compensate(
+        cls, failure: Failure, args: Mapping[str, Any], context: StepContext | None = None
+    ) -> Result:
+        """Run this step's ``compensate`` directly (inputs are not validated).
+
+        Returns:
+            The compensate's result (``Failure`` if it failed or raised).
+        """
+        from reactor.engine import invoke
+
+        return invoke.call_class_compensate(cls, failure, args, context)

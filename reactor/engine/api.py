@@ -1,0 +1,207 @@
+"""Entry points behind ``Reactor.run``/``execute``, ``Reactor.find`` and ``Reactor.undo``.
+
+engine.md §3.1: a run creates a context with a fresh id, validates the inputs (an invalid input
+stores the context as ``failed`` and returns a ``Failure`` with field-level
+``validation_errors``; no step runs), then executes. ``find`` reads a stored run back as a
+redacted :class:`~reactor.model.run_view.RunView`; ``undo`` finishes an aborted run's rollback or
+undoes a completed one (engine.md §1.2 "Compensate vs undo ordering", rule 6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from reactor import registry
+from reactor.config import Runtime
+from reactor.dsl.definition import ReactorDefinition
+from reactor.engine import executor, rollback
+from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine.env import Env, make_env
+from reactor.engine.invoke import INTERRUPTIONS
+from reactor.engine.state import RunState
+from reactor.model.codec import EncodeError
+from reactor.model.context import Context, new_context_id
+from reactor.model.errors import (
+    InputValidationError,
+    RunNotFoundError,
+    RunStateError,
+    UndoError,
+)
+from reactor.model.results import Failure, Success
+from reactor.model.run_view import RunView
+from reactor.model.status import RunStatus
+
+__all__ = ["find", "launch", "run", "undo"]
+
+_UNDO_REFUSED = frozenset(
+    {RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.ROLLING_BACK}
+)
+
+
+def run(
+    definition: ReactorDefinition,
+    inputs: Mapping[str, Any],
+    *,
+    runtime: Runtime | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> Success | Failure:
+    """Run a reactor synchronously; the result carries ``run_id``.
+
+    Raises:
+        KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, CancelledError: after the
+            run was stored as ``aborted``; the exception carries the run id as its
+            ``reactor_run_id`` attribute (and a note) so the caller can ``Reactor.undo`` it.
+    """
+    context_id = new_context_id()
+    try:
+        ctx, result = launch(definition, inputs, make_env(runtime, sleep), context_id=context_id)
+    except INTERRUPTIONS as exc:
+        if getattr(exc, "reactor_run_id", None) is None:
+            setattr(exc, "reactor_run_id", context_id)  # noqa: B010 - any exception type
+            exc.add_note(
+                f"reactor: run {context_id} of {definition.name!r} was stored as aborted; "
+                f"finish its rollback with Reactor.undo({context_id!r})"
+            )
+        raise
+    return result.with_run_id(ctx.context_id)
+
+
+def launch(
+    definition: ReactorDefinition,
+    inputs: Mapping[str, Any],
+    env: Env,
+    *,
+    context_id: str | None = None,
+    parent: Context | None = None,
+    map_metadata: dict[str, Any] | None = None,
+) -> tuple[Context, Success | Failure]:
+    """Create, validate and execute one stored run (a top-level run or a map element).
+
+    Args:
+        definition: the reactor to run.
+        inputs: the raw inputs.
+        env: the execution environment.
+        context_id: the id to use (default: a fresh UUID).
+        parent: the parent context (map elements).
+        map_metadata: the element's map metadata (map elements).
+
+    Returns:
+        ``(context, result)``; the result has no ``run_id`` yet.
+    """
+    contract = definition.contract
+    ctx = Context(
+        context_id=context_id or new_context_id(),
+        reactor=definition.name,
+        redacted=sorted(contract.redacted),
+        parent_context_id=parent.context_id if parent else None,
+        root_context_id=(parent.root_context_id or parent.context_id) if parent else None,
+        map_metadata=map_metadata,
+        created_at=env.now(),
+    )
+    checkpoint = Checkpointer(env, ctx)
+    try:
+        ctx.inputs = contract.validate(inputs)
+    except InputValidationError as exc:
+        return ctx, _invalid_inputs(ctx, checkpoint, definition, inputs, exc)
+    return ctx, executor.execute(RunState(definition, ctx, env, checkpoint))
+
+
+def _invalid_inputs(
+    ctx: Context,
+    checkpoint: Checkpointer,
+    definition: ReactorDefinition,
+    inputs: Mapping[str, Any],
+    exc: InputValidationError,
+) -> Failure:
+    shown = definition.contract.redact(inputs)
+    failure = Failure(
+        exc,
+        retryable=False,
+        reactor_name=definition.name,
+        inputs=shown,
+        validation_errors=exc.field_errors,
+    )
+    ctx.inputs = dict(shown)
+    ctx.status = RunStatus.FAILED
+    ctx.failure = failure
+    try:
+        checkpoint.save()
+    except EncodeError:  # the invalid value may not even be storable: keep the names only
+        placeholder = {k: "<unstorable>" for k in shown}
+        ctx.inputs = placeholder
+        ctx.failure = failure = Failure(
+            exc, retryable=False, reactor_name=definition.name, inputs=placeholder,
+            validation_errors=exc.field_errors,
+        )
+        checkpoint.save()
+    return failure
+
+
+def _load(definition: ReactorDefinition | None, run_id: str, env: Env) -> Context:
+    ctx = load_context(env, run_id)
+    if ctx is None:
+        raise RunNotFoundError(f"no stored run {run_id!r}", run_id=run_id)
+    if definition is not None and ctx.reactor != definition.name:
+        raise RunNotFoundError(
+            f"run {run_id!r} belongs to reactor {ctx.reactor!r}, not {definition.name!r}",
+            run_id=run_id,
+        )
+    return ctx
+
+
+def find(
+    definition: ReactorDefinition | None, run_id: str, *, runtime: Runtime | None = None
+) -> RunView:
+    """Load a stored run as a :class:`RunView` (``definition=None``: any reactor)."""
+    return RunView.from_context(_load(definition, run_id, make_env(runtime)))
+
+
+def undo(
+    definition: ReactorDefinition | None,
+    run_id: str,
+    *,
+    runtime: Runtime | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> Success | Failure:
+    """Roll back a stored run (see ``Reactor.undo``)."""
+    env = make_env(runtime, sleep)
+    ctx = _load(definition, run_id, env)
+    if ctx.status in _UNDO_REFUSED:
+        raise RunStateError(
+            f"run {run_id!r} is {ctx.status.value}; only a finished or aborted run can be undone",
+            run_id=run_id,
+            status=ctx.status.value,
+        )
+    pending = bool(ctx.rollback and ctx.rollback.get("compensate_pending"))
+    if ctx.status is RunStatus.CANCELLED or (
+        ctx.status is RunStatus.FAILED and not ctx.undo_stack and not pending
+    ):
+        return Success(None, run_id=run_id)
+    if definition is None:
+        definition = registry.get(ctx.reactor).definition
+    assert definition is not None
+    state = RunState(definition, ctx, env, Checkpointer(env, ctx))
+    try:
+        failures = rollback.finish(state)
+    except INTERRUPTIONS:
+        ctx.status = RunStatus.ABORTED
+        try:
+            state.checkpoint.save()
+        except Exception:
+            pass
+        raise
+    ctx.rollback = None
+    ctx.current_step = None
+    if ctx.status is not RunStatus.FAILED:
+        ctx.status = RunStatus.CANCELLED
+    state.checkpoint.save()
+    if failures:
+        return Failure(
+            UndoError(f"rollback of run {run_id!r} is incomplete: {len(failures)} failure(s)"),
+            retryable=False,
+            reactor_name=ctx.reactor,
+            rollback_failures=failures,
+            run_id=run_id,
+        )
+    return Success(None, run_id=run_id)

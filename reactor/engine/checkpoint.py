@@ -1,0 +1,98 @@
+"""Saving and loading run contexts through ``storage.contexts`` (engine.md §3.1 persistence).
+
+A synchronous run is saved at the start (status ``running``), after every step (throttled by
+``checkpoint_min_interval``, default 0 = every step) and at the end (ARCHITECTURE §5 rule 4).
+A composed child is embedded in its parent, so it is saved by saving the record that holds it;
+a map element is its own record.
+"""
+
+from __future__ import annotations
+
+from reactor.engine.env import Env
+from reactor.model import codec
+from reactor.model.context import Context
+from reactor.ports.records import ContextRecord
+
+__all__ = ["Checkpointer", "load_context"]
+
+
+class Checkpointer:
+    """Saves one stored context (the record that holds the contexts being executed).
+
+    Args:
+        env: the execution environment.
+        record_context: the context stored as its own record (a root run or a map element).
+    """
+
+    def __init__(self, env: Env, record_context: Context) -> None:
+        self.env = env
+        self.context = record_context
+        self._last_save: float | None = None
+
+    def save(self, *, force: bool = True) -> None:
+        """Encode and save the record.
+
+        Args:
+            force: ``False`` for a per-step checkpoint, which is skipped when the previous save
+                is younger than ``checkpoint_min_interval`` seconds.
+
+        Raises:
+            EncodeError: a value in the context cannot be encoded (nothing is written).
+            ContextTooLargeError: the document exceeds ``max_context_bytes`` (nothing written).
+            StorageError: the backend failed.
+        """
+        now = self.env.now()
+        interval = self.env.settings.checkpoint_min_interval
+        if (
+            not force
+            and interval > 0
+            and self._last_save is not None
+            and now - self._last_save < interval
+        ):
+            return
+        ctx = self.context
+        if not ctx.created_at:
+            ctx.created_at = now
+        previous_update = ctx.updated_at
+        ctx.updated_at = now
+        try:
+            document = codec.encode_document(
+                ctx.to_document(), max_bytes=self.env.settings.max_context_bytes
+            )
+        except BaseException:
+            ctx.updated_at = previous_update
+            raise
+        self.env.storage.contexts.save(
+            ContextRecord(
+                context_id=ctx.context_id,
+                reactor=ctx.reactor,
+                status=ctx.status.value,
+                document=document,
+                created_at=ctx.created_at,
+                updated_at=now,
+                parent_context_id=ctx.parent_context_id,
+                root_context_id=ctx.root_context_id,
+            )
+        )
+        self._last_save = now
+
+
+def load_context(env: Env, context_id: str) -> Context | None:
+    """Load and decode a stored context.
+
+    Args:
+        env: the execution environment.
+        context_id: the run id.
+
+    Returns:
+        The context, or ``None`` when no record exists.
+
+    Raises:
+        DeserializationError: the stored document is malformed.
+        SchemaVersionError: the stored document has an unknown ``schema_version``.
+    """
+    record = env.storage.contexts.load(context_id)
+    if record is None:
+        return None
+    ctx = Context.from_document(codec.decode_document(record.document))
+    return ctx

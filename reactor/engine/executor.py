@@ -1,0 +1,232 @@
+"""The executor: runs a context's steps in dependency order (engine.md §3.1 step 3).
+
+Ready steps (all dependencies complete) run **sequentially in definition order**, batch by
+batch. After each step:
+
+* ``Success`` — the value is recorded, the step is pushed on the undo stack, checkpoint;
+* ``Skipped`` — the value is recorded (it flows to dependants), no undo entry, checkpoint;
+* ``Halt`` — the run stops without rollback, status ``halted``;
+* ``Failure`` — the step is compensated if its body started, every completed step is undone
+  newest first (:mod:`reactor.engine.rollback`), status ``failed``; a failing compensate turns
+  the final error into :class:`~reactor.model.errors.CompensationError`.
+
+Interruptions (``KeyboardInterrupt``, ``SystemExit``, ...) store the context as ``aborted``
+with its remaining undo stack (and the step in flight as "compensate pending" when its body had
+started), then propagate; ``Reactor.undo(run_id)`` finishes the rollback later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from reactor.dsl.declarations import StepSpec
+from reactor.engine import rollback
+from reactor.engine.compose import run_compose
+from reactor.engine.inline_map import run_map
+from reactor.engine.invoke import INTERRUPTIONS, trimmed_traceback
+from reactor.engine.state import RunState
+from reactor.engine.step_runner import StepOutcome, run_leaf
+from reactor.model.codec import EncodeError
+from reactor.model.errors import CompensationError, ContextTooLargeError, DependencyError
+from reactor.model.results import Failure, Halt, Skipped, Success, exception_class_name
+from reactor.model.status import RunStatus
+
+__all__ = ["abort", "execute"]
+
+
+def _run_step(state: RunState, spec: StepSpec) -> StepOutcome:
+    state.ctx.current_step = spec.name
+    if spec.kind == "compose":
+        return run_compose(state, spec)
+    if spec.kind == "map":
+        return run_map(state, spec)
+    return run_leaf(state, spec)
+
+
+def execute(state: RunState) -> Success | Failure:
+    """Run every remaining step of ``state.ctx`` and return the run's result.
+
+    The context's inputs must already be validated. Steps with a recorded result are treated as
+    complete (so a resumed context continues where it stopped).
+
+    Returns:
+        ``Success`` (the ``returns`` value or all results), ``Halt`` or ``Failure``.
+
+    Raises:
+        KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, CancelledError: after storing
+            the context as ``aborted``.
+    """
+    try:
+        return _execute(state)
+    except INTERRUPTIONS:
+        abort(state)
+        raise
+
+
+def _execute(state: RunState) -> Success | Failure:
+    ctx = state.ctx
+    definition = state.definition
+    ctx.status = RunStatus.RUNNING
+    try:
+        state.checkpoint.save()
+    except (EncodeError, ContextTooLargeError) as exc:
+        return _unstorable_inputs(state, exc)
+    completed = set(ctx.intermediate_results)
+    remaining = [name for name in definition.steps if name not in completed]
+    while remaining:
+        ready = [
+            name for name in remaining
+            if all(dep in completed for dep in definition.dependencies[name])
+        ]
+        if not ready:
+            raise DependencyError(f"{definition.name}: no step is ready among {remaining}")
+        for name in ready:
+            spec = definition.steps[name]
+            outcome = _run_step(state, spec)
+            result = outcome.result
+            if isinstance(result, Halt):
+                return _halt(state, name, result, outcome)
+            if isinstance(result, Failure):
+                return _fail(state, spec, outcome)
+            stored = _record(state, spec, outcome)
+            if stored is not None:
+                return _fail(state, spec, stored)
+            completed.add(name)
+            remaining.remove(name)
+    value: Any = (
+        ctx.intermediate_results.get(definition.returns)
+        if definition.returns is not None
+        else dict(ctx.intermediate_results)
+    )
+    ctx.status = RunStatus.COMPLETED
+    ctx.current_step = None
+    state.checkpoint.save()
+    return Success(value)
+
+
+def _unstorable_inputs(state: RunState, exc: Exception) -> Failure:
+    """The run cannot even be stored (an input the codec cannot encode): fail it, no step ran."""
+    ctx = state.ctx
+    shown = {k: "<unstorable>" for k in ctx.inputs}
+    failure = Failure(
+        exc, retryable=False, reactor_name=state.definition.name, inputs=shown,
+        traceback=trimmed_traceback(exc),
+    )
+    ctx.inputs = shown
+    ctx.status = RunStatus.FAILED
+    ctx.failure = failure
+    state.checkpoint.save()
+    return failure
+
+
+def _record(state: RunState, spec: StepSpec, outcome: StepOutcome) -> StepOutcome | None:
+    """Record a successful step and checkpoint; on an unstorable value return a failure."""
+    ctx = state.ctx
+    name = spec.name
+    result = outcome.result
+    assert isinstance(result, Success)
+    ctx.intermediate_results[name] = result.value
+    pushed = False
+    if isinstance(result, Skipped):
+        state.trace("skipped", name)
+    else:
+        entry = outcome.undo_entry or {
+            "step": name, "kind": spec.kind, "arguments": outcome.arguments,
+            "result": result.value,
+        }
+        ctx.undo_stack.append(entry)
+        pushed = True
+        state.trace("run", name, attempt=ctx.retry_context.get("attempts", {}).get(name))
+    ctx.current_step = None
+    state.in_flight = None
+    try:
+        state.checkpoint.save(force=False)
+    except (EncodeError, ContextTooLargeError) as exc:
+        # The value cannot be stored: the step fails (its side effect happened: compensate).
+        del ctx.intermediate_results[name]
+        if pushed:
+            ctx.undo_stack.pop()
+        ctx.execution_trace.pop()
+        failure = Failure(exc, retryable=False, traceback=trimmed_traceback(exc))
+        return StepOutcome(failure, outcome.arguments, body_started=True)
+    return None
+
+
+def _halt(state: RunState, name: str, result: Halt, outcome: StepOutcome) -> Halt:
+    ctx = state.ctx
+    if outcome.undo_entry is not None:
+        ctx.undo_stack.append(outcome.undo_entry)
+    state.trace("halt", name, detail=None if result.reason is None else str(result.reason))
+    ctx.status = RunStatus.HALTED
+    ctx.current_step = None
+    state.in_flight = None
+    state.checkpoint.save()
+    return Halt(result.reason, step_name=name, value=result.value)
+
+
+def _fail(state: RunState, spec: StepSpec, outcome: StepOutcome) -> Failure:
+    ctx = state.ctx
+    definition = state.definition
+    name = spec.name
+    raw = outcome.result
+    assert isinstance(raw, Failure)
+    failure = replace(
+        raw,
+        step_name=name,
+        reactor_name=definition.name,
+        inputs=definition.redact_arguments(name, outcome.arguments),
+        run_id=None,
+    )
+    state.trace("failed", name, detail=failure.message)
+    ctx.failure = failure
+    state.in_flight = None
+    rollback.begin(
+        state,
+        step=name,
+        kind=spec.kind,
+        arguments=outcome.arguments,
+        compensate_pending=outcome.body_started and spec.kind == "step",
+        failures=list(failure.rollback_failures),
+    )
+    failures = rollback.finish(state)
+    assert ctx.rollback is not None
+    if ctx.rollback.get("compensate_failed"):
+        error = CompensationError(
+            f"compensate of step {name!r} failed while rolling back: {failure.message}",
+            step_name=name,
+            original=failure.error,
+        )
+        failure = replace(
+            failure, error=error, exception_class=exception_class_name(error), retryable=False
+        )
+    failure = replace(failure, rollback_failures=failures)
+    ctx.failure = failure
+    ctx.rollback = None
+    ctx.status = RunStatus.FAILED
+    ctx.current_step = None
+    state.checkpoint.save()
+    return failure
+
+
+def abort(state: RunState) -> None:
+    """Store ``state.ctx`` as ``aborted`` after an interruption (best effort, never raises).
+
+    When the step in flight had started its body, its compensate is recorded as pending so that
+    ``Reactor.undo`` runs it (engine.md §1.2 rule 6).
+    """
+    ctx = state.ctx
+    in_flight = state.in_flight
+    if ctx.rollback is None and in_flight is not None and in_flight.body_started:
+        rollback.begin(
+            state,
+            step=in_flight.step,
+            kind=in_flight.kind,
+            arguments=in_flight.arguments,
+            compensate_pending=True,
+        )
+    ctx.status = RunStatus.ABORTED
+    try:
+        state.checkpoint.save()
+    except Exception:  # the interruption matters more than a failed save
+        pass

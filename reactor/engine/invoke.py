@@ -1,0 +1,209 @@
+"""Calling user code: ``run``/``undo``/``compensate`` of class and function steps.
+
+Every call goes through :func:`capture`, which
+
+* listens for signals (``fail()``/``halt()``/``skip()``/``succeed()``) and uses their result;
+* turns a plain return value into ``Success(value)`` (a result is kept as is);
+* turns **any** exception — ``Exception`` or a custom ``BaseException`` subclass,
+  ``NotImplementedError`` included — into a ``Failure`` with a trimmed traceback
+  (engine.md §1.2 rule 6);
+* lets *interruptions* (:data:`INTERRUPTIONS`) propagate untouched: the executor stores the run
+  as ``aborted`` and re-raises (engine.md §6 item 6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import reactor
+from reactor.dsl.declarations import StepSpec
+from reactor.dsl.inputs import Inputs
+from reactor.dsl.step import Step
+from reactor.model import signals
+from reactor.model.errors import InputValidationError, UndeclaredInputError
+from reactor.model.results import Failure, Result, Skipped, Success
+from reactor.model.step_context import StepContext
+
+__all__ = [
+    "INTERRUPTIONS",
+    "Invocation",
+    "call_class_compensate",
+    "call_class_run",
+    "call_class_undo",
+    "call_compensate",
+    "call_run",
+    "call_undo",
+    "capture",
+    "failure_from_exception",
+    "trimmed_traceback",
+]
+
+#: Exceptions that interrupt a run instead of failing it (no rollback; status ``aborted``).
+INTERRUPTIONS: tuple[type[BaseException], ...] = (
+    KeyboardInterrupt,
+    SystemExit,
+    GeneratorExit,
+    MemoryError,
+    asyncio.CancelledError,
+)
+
+#: What a missing function-step undo/compensate "returns": nothing to do.
+_NO_HOOK: Result = Skipped()
+
+_MAX_FRAMES = 50
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(reactor.__file__))
+_INTERNAL_DIRS = tuple(os.path.join(_PACKAGE_DIR, d) + os.sep for d in ("engine", "dsl", "model"))
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """The outcome of one call into user code.
+
+    Attributes:
+        result: the result (``Failure`` when it raised).
+        raised: ``True`` when the user code raised (as opposed to returning or signalling).
+    """
+
+    result: Result
+    raised: bool = False
+
+
+def trimmed_traceback(exc: BaseException) -> str:
+    """Format ``exc``'s traceback without reactor's own engine/DSL frames (last 50 frames)."""
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__)
+        if not os.path.abspath(f.filename).startswith(_INTERNAL_DIRS)
+    ][-_MAX_FRAMES:]
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
+    lines.extend(traceback.format_exception_only(type(exc), exc))
+    return "".join(lines)
+
+
+def failure_from_exception(exc: BaseException) -> Failure:
+    """Build the ``Failure`` for an exception raised by user code.
+
+    ``retryable`` is ``False`` for input errors and for exceptions with ``retryable = False``.
+    """
+    retryable = getattr(exc, "retryable", True) is not False and not isinstance(
+        exc, UndeclaredInputError | InputValidationError
+    )
+    validation = exc.field_errors if isinstance(exc, InputValidationError) else {}
+    return Failure(
+        exc, retryable=retryable, traceback=trimmed_traceback(exc), validation_errors=validation
+    )
+
+
+def _as_result(returned: Any) -> Result:
+    return returned if isinstance(returned, Result) else Success(returned)
+
+
+def capture(fn: Callable[..., Any], *args: Any) -> Invocation:
+    """Call ``fn(*args)`` and convert whatever happens into an :class:`Invocation`.
+
+    Raises:
+        KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, CancelledError: re-raised.
+    """
+    try:
+        with signals.listening():
+            returned = fn(*args)
+    except signals.StepSignal as sig:
+        return Invocation(sig.result)
+    except INTERRUPTIONS:
+        raise
+    except BaseException as exc:  # every other exception is a step failure (engine.md §1.2)
+        return Invocation(failure_from_exception(exc), raised=True)
+    return Invocation(_as_result(returned))
+
+
+# ----------------------------------------------------------------------------- engine entry
+
+
+def _class_inputs(cls: type[Step], args: Mapping[str, Any]) -> Inputs:
+    return Inputs(args, declared=cls.contract.names)
+
+
+def call_run(spec: StepSpec, args: Mapping[str, Any], ctx: StepContext) -> Invocation:
+    """Run a leaf step's body with already validated ``args``."""
+    if spec.step_class is not None:
+        instance = spec.step_class(_class_inputs(spec.step_class, args), ctx)
+        return capture(instance.run)
+    assert spec.function is not None
+    return capture(spec.function, Inputs(args), ctx)
+
+
+def call_undo(
+    spec: StepSpec, args: Mapping[str, Any], result_value: Any, ctx: StepContext
+) -> Invocation:
+    """Run a leaf step's undo (inputs not validated; defaults applied)."""
+    if spec.step_class is not None:
+        cls = spec.step_class
+        instance = cls(_class_inputs(cls, cls.contract.with_defaults(args)), ctx,
+                       result=result_value)
+        return capture(instance.undo)
+    if spec.undo_function is None:
+        return Invocation(_NO_HOOK)
+    return capture(spec.undo_function, result_value, Inputs(args), ctx)
+
+
+def call_compensate(
+    spec: StepSpec, args: Mapping[str, Any], failure: Failure, ctx: StepContext
+) -> Invocation:
+    """Run a leaf step's compensate (inputs not validated; defaults applied)."""
+    if spec.step_class is not None:
+        cls = spec.step_class
+        instance = cls(_class_inputs(cls, cls.contract.with_defaults(args)), ctx,
+                       failure=failure)
+        return capture(instance.compensate)
+    if spec.compensate_function is None:
+        return Invocation(_NO_HOOK)
+    return capture(spec.compensate_function, failure.error, Inputs(args), ctx)
+
+
+def has_undo(spec: StepSpec) -> bool:
+    """Whether a leaf step defines an undo."""
+    if spec.step_class is not None:
+        return spec.step_class.has_undo()
+    return spec.undo_function is not None
+
+
+def has_compensate(spec: StepSpec) -> bool:
+    """Whether a leaf step defines a compensate."""
+    if spec.step_class is not None:
+        return spec.step_class.has_compensate()
+    return spec.compensate_function is not None
+
+
+# ----------------------------------------------------------------------------- direct calls
+
+
+def call_class_run(
+    cls: type[Step], args: Mapping[str, Any], ctx: StepContext | None
+) -> Result:
+    """``Step.call``: validate the contract, then run once (no retries)."""
+    try:
+        validated = cls.contract.validate(args, step_name=cls.__qualname__)
+    except InputValidationError as exc:
+        return Failure(exc, retryable=False, validation_errors=exc.field_errors)
+    return capture(cls(_class_inputs(cls, validated), ctx).run).result
+
+
+def call_class_undo(
+    cls: type[Step], result_value: Any, args: Mapping[str, Any], ctx: StepContext | None
+) -> Result:
+    """``Step.call_undo``: run ``undo`` without validating the inputs."""
+    instance = cls(_class_inputs(cls, cls.contract.with_defaults(args)), ctx, result=result_value)
+    return capture(instance.undo).result
+
+
+def call_class_compensate(
+    cls: type[Step], failure: Failure, args: Mapping[str, Any], ctx: StepContext | None
+) -> Result:
+    """``Step.call_compensate``: run ``compensate`` without validating the inputs."""
+    instance = cls(_class_inputs(cls, cls.contract.with_defaults(args)), ctx, failure=failure)
+    return capture(instance.compensate).result
+

@@ -1,0 +1,63 @@
+"""The retry loop and its sleep hook (engine.md §1.2 "Retries and backoff").
+
+A synchronous caller sleeps in-thread between attempts. Sleeping goes through the module-level
+hook :data:`sleep` (default :func:`time.sleep`), or a per-run ``sleep=`` passed to
+``Reactor.execute``, so tests never really sleep::
+
+    monkeypatch.setattr(reactor.engine.retries, "sleep", delays.append)
+
+A ``Failure`` stops the loop at once when it is not retryable (``retryable=False``, an error
+whose ``retryable`` attribute is ``False``, input validation and argument errors).
+Compensation runs once, after the final attempt (the caller's business).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from reactor.dsl.retries import Retries
+from reactor.model.results import Failure, Result
+
+__all__ = ["attempt_with_retries", "default_sleep", "sleep"]
+
+#: The process-wide sleep hook (seconds). Replace it (e.g. with ``monkeypatch``) in tests.
+sleep: Callable[[float], None] = time.sleep
+
+
+def default_sleep(seconds: float) -> None:
+    """Sleep through the current module-level :data:`sleep` hook (looked up at call time)."""
+    sleep(seconds)
+
+
+def attempt_with_retries(
+    policy: Retries,
+    attempt: Callable[[int], Result],
+    *,
+    on_retry: Callable[[int, float, Failure], None],
+    sleep_fn: Callable[[float], None],
+) -> tuple[Result, int]:
+    """Call ``attempt(n)`` until it does not fail, is not retryable, or attempts run out.
+
+    Args:
+        policy: the step's retry policy.
+        attempt: runs attempt ``n`` (1-based) and returns its result.
+        on_retry: called with ``(failed_attempt, delay_seconds, failure)`` before each wait.
+        sleep_fn: waits ``delay_seconds``.
+
+    Returns:
+        ``(final_result, attempts_used)``.
+    """
+    n = 1
+    while True:
+        result = attempt(n)
+        if (
+            not isinstance(result, Failure)
+            or not result.is_retryable
+            or n >= policy.max_attempts
+        ):
+            return result, n
+        delay = policy.delay(n)
+        on_retry(n, delay, result)
+        sleep_fn(delay)
+        n += 1

@@ -1,0 +1,236 @@
+"""Compensation and undo: rolling a context back (engine.md §1.2 "Compensate vs undo ordering").
+
+1. The failing step is compensated **only if its body started** (``compensate_pending``).
+2. Every completed step on the undo stack is undone **newest first**, across DAG branches (the
+   stack is in completion order).
+3. An entry is popped only **after** its undo returns, and the context is checkpointed after each
+   pop, so an interrupted rollback resumes exactly where it stopped.
+4. An undo/compensate that returns a ``Failure`` or raises is recorded as a
+   :class:`~reactor.model.results.RollbackFailure` and never stops the rest.
+
+Compose and map steps roll back their children: a composed child's undo stack is replayed
+(its failures flattened with the compose step's name as prefix); each completed map element's
+stored context is loaded and its undo stack replayed, highest index first (failures carry
+``map_step`` and ``element_index``). "Compensating" a compose or map that was cut off by an
+interruption is the same work as undoing it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reactor.dsl.definition import ReactorDefinition
+from reactor.engine import invoke
+from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine.env import Env
+from reactor.engine.state import RunState
+from reactor.model.errors import DeserializationError
+from reactor.model.results import Failure, RollbackFailure
+from reactor.model.status import RunStatus
+
+__all__ = [
+    "begin",
+    "finish",
+    "roll_back_child",
+    "roll_back_elements",
+]
+
+_ROLLED_BACK_STATUSES = (RunStatus.COMPLETED, RunStatus.HALTED, RunStatus.ABORTED)
+
+
+def begin(
+    state: RunState,
+    *,
+    step: str | None,
+    kind: str | None,
+    arguments: dict[str, Any] | None,
+    compensate_pending: bool,
+    failures: list[RollbackFailure] | None = None,
+) -> None:
+    """Record that a rollback starts (kept in the context, so it survives an interruption)."""
+    state.ctx.rollback = {
+        "step": step,
+        "kind": kind,
+        "arguments": dict(arguments or {}),
+        "compensate_pending": compensate_pending,
+        "compensate_failed": False,
+        "failures": list(failures or []),
+    }
+
+
+def finish(state: RunState) -> list[RollbackFailure]:
+    """Run the pending compensate, then undo the whole stack; return every rollback failure.
+
+    Requires :func:`begin` to have been called (or a stored rollback to be in progress).
+    """
+    ctx = state.ctx
+    if ctx.rollback is None:
+        begin(state, step=None, kind=None, arguments=None, compensate_pending=False)
+    rb = ctx.rollback
+    assert rb is not None
+    if rb.get("compensate_pending") and rb.get("step"):
+        failures = _compensate(state, str(rb["step"]), rb.get("kind"), rb.get("arguments") or {})
+        rb["failures"].extend(failures)
+        rb["compensate_failed"] = any(
+            f.kind == "compensate" and f.step == rb["step"] for f in failures
+        )
+        rb["compensate_pending"] = False
+        state.checkpoint.save()
+    while ctx.undo_stack:
+        entry = ctx.undo_stack[-1]
+        rb["failures"].extend(_undo(state, entry))
+        ctx.undo_stack.pop()
+        state.checkpoint.save()
+    return list(rb["failures"])
+
+
+# ------------------------------------------------------------------------------ compensate
+
+
+def _compensate(
+    state: RunState, step: str, kind: Any, arguments: dict[str, Any]
+) -> list[RollbackFailure]:
+    spec = state.definition.steps.get(step)
+    if spec is None:
+        return [_unknown_step(step, "compensate")]
+    if spec.kind == "compose":
+        return _undo_compose(state, step)
+    if spec.kind == "map":
+        return _undo_map_ref(state, step)
+    failure = state.ctx.failure or Failure("interrupted", step_name=step)
+    invocation = invoke.call_compensate(spec, arguments, failure, state.step_context(step))
+    if isinstance(invocation.result, Failure):
+        state.trace("compensate_failure", step, detail=invocation.result.message)
+        return [_failure_of(step, "compensate", invocation)]
+    state.trace("compensate", step)
+    return []
+
+
+# ------------------------------------------------------------------------------ undo
+
+
+def _undo(state: RunState, entry: dict[str, Any]) -> list[RollbackFailure]:
+    step = str(entry.get("step"))
+    spec = state.definition.steps.get(step)
+    if spec is None:
+        return [_unknown_step(step, "undo")]
+    if spec.kind == "compose":
+        return _undo_compose(state, step)
+    if spec.kind == "map":
+        elements = [(int(i), str(cid)) for i, cid in entry.get("elements") or []]
+        failures = roll_back_elements(state.env, state.definition.children[step], step, elements)
+        state.trace("undo_failure" if failures else "undo", step)
+        return failures
+    invocation = invoke.call_undo(
+        spec, entry.get("arguments") or {}, entry.get("result"), state.step_context(step)
+    )
+    if isinstance(invocation.result, Failure):
+        state.trace("undo_failure", step, detail=invocation.result.message)
+        return [_failure_of(step, "undo", invocation)]
+    state.trace("undo", step)
+    return []
+
+
+def _undo_compose(state: RunState, step: str) -> list[RollbackFailure]:
+    child = state.ctx.child(step)
+    if child is None:
+        return []
+    child_state = RunState(state.definition.children[step], child, state.env, state.checkpoint)
+    failures = roll_back_child(child_state)
+    state.trace("undo_failure" if failures else "undo", step)
+    return [f.nested(step) for f in failures]
+
+
+def roll_back_child(state: RunState) -> list[RollbackFailure]:
+    """Finish the rollback of a child context (composed child or map element).
+
+    A completed/halted/aborted child ends ``cancelled``; a failed one stays ``failed``.
+    """
+    failures = finish(state)
+    state.ctx.rollback = None
+    if state.ctx.status in _ROLLED_BACK_STATUSES:
+        state.ctx.status = RunStatus.CANCELLED
+    state.ctx.current_step = None
+    state.checkpoint.save()
+    return failures
+
+
+def _undo_map_ref(state: RunState, step: str) -> list[RollbackFailure]:
+    ref = state.ctx.composed_contexts.get(step)
+    if not isinstance(ref, dict):
+        return []
+    elements = sorted((int(i), str(cid)) for i, cid in (ref.get("elements") or {}).items())
+    return roll_back_elements(state.env, state.definition.children[step], step, elements)
+
+
+def roll_back_elements(
+    env: Env,
+    element_definition: ReactorDefinition,
+    map_step: str,
+    elements: list[tuple[int, str]],
+) -> list[RollbackFailure]:
+    """Roll back map elements, highest index first, replaying each element's undo stack.
+
+    Args:
+        env: the execution environment.
+        element_definition: the element reactor's definition.
+        map_step: the map step's name (set on the failures).
+        elements: ``(index, context_id)`` of the elements to roll back.
+
+    Returns:
+        The failures, each with ``map_step`` and ``element_index`` set.
+    """
+    failures: list[RollbackFailure] = []
+    for index, context_id in sorted(elements, reverse=True):
+        try:
+            element_ctx = load_context(env, context_id)
+        except DeserializationError as exc:
+            failures.append(_unavailable(map_step, index, f"stored context unreadable: {exc}"))
+            continue
+        if element_ctx is None:
+            failures.append(_unavailable(map_step, index, f"context {context_id} not found"))
+            continue
+        element_state = RunState(
+            element_definition, element_ctx, env, Checkpointer(env, element_ctx)
+        )
+        failures.extend(f.in_map(map_step, index) for f in roll_back_child(element_state))
+    return failures
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def _failure_of(step: str, kind: str, invocation: invoke.Invocation) -> RollbackFailure:
+    result = invocation.result
+    assert isinstance(result, Failure)
+    reason = "raised" if invocation.raised else "returned_failure"
+    message = result.message
+    if invocation.raised and result.exception_class:
+        message = f"{result.exception_class}: {message}"
+    return RollbackFailure(
+        step=step,
+        kind="undo" if kind == "undo" else "compensate",
+        reason=reason,
+        message=message,
+    )
+
+
+def _unknown_step(step: str, kind: str) -> RollbackFailure:
+    return RollbackFailure(
+        step=step,
+        kind="undo" if kind == "undo" else "compensate",
+        reason="unknown_step",
+        message=f"step {step!r} is not declared by this reactor (definition changed?)",
+    )
+
+
+def _unavailable(map_step: str, index: int, message: str) -> RollbackFailure:
+    return RollbackFailure(
+        step=map_step,
+        kind="undo",
+        reason="context_unavailable",
+        message=message,
+        map_step=map_step,
+        element_index=index,
+    )
+

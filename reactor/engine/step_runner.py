@@ -1,0 +1,92 @@
+"""Running one leaf step: resolve arguments, enforce the contract, run the body with retries.
+
+engine.md §1.2 and §3.1 ("a normal run goes through RetryManager, then with_step, argument
+validation, contract enforcement, body, signal catch"):
+
+* an argument resolution error fails the step at once — not retried, not compensated;
+* the ``Step`` class's input contract is enforced before **every** attempt; a violation is
+  never retried and (the body not having started) never compensated;
+* the body's ``Failure`` is retried per the step's :class:`~reactor.dsl.retries.Retries`,
+  sleeping through the run's sleep hook; ``retryable=False`` stops at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from reactor.dsl.declarations import StepSpec
+from reactor.dsl.retries import NO_RETRIES, Retries
+from reactor.engine import invoke
+from reactor.engine.arguments import resolve_arguments
+from reactor.engine.retries import attempt_with_retries
+from reactor.engine.state import InFlight, RunState
+from reactor.model.errors import ArgumentResolutionError, InputValidationError
+from reactor.model.results import Failure, Result
+
+__all__ = ["StepOutcome", "retry_policy", "run_leaf"]
+
+
+@dataclass
+class StepOutcome:
+    """What running one step (of any kind) produced.
+
+    Attributes:
+        result: the step's result.
+        arguments: the arguments the body saw (validated for class steps).
+        body_started: whether user work started (decides compensation).
+        undo_entry: the undo-stack entry to push on success (``None`` for leaf steps, whose
+            entry the executor builds).
+    """
+
+    result: Result
+    arguments: dict[str, Any]
+    body_started: bool
+    undo_entry: dict[str, Any] | None = None
+
+
+def retry_policy(spec: StepSpec) -> Retries:
+    """The effective policy: ``step(..., retries=)``, else the Step class's, else one attempt."""
+    if spec.retries is not None:
+        return spec.retries
+    if spec.step_class is not None and spec.step_class.retries is not None:
+        return spec.step_class.retries
+    return NO_RETRIES
+
+
+def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
+    """Run leaf step ``spec`` to its final result (all attempts)."""
+    ctx = state.ctx
+    name = spec.name
+    try:
+        arguments = resolve_arguments(spec, ctx)
+    except ArgumentResolutionError as exc:
+        return StepOutcome(Failure(exc, retryable=False), {}, body_started=False)
+    in_flight = InFlight(step=name, kind="step", arguments=arguments)
+    state.in_flight = in_flight
+
+    def attempt(n: int) -> Result:
+        args = arguments
+        if spec.step_class is not None:
+            try:
+                args = spec.step_class.contract.validate(arguments, step_name=name)
+            except InputValidationError as exc:
+                return Failure(exc, retryable=False, validation_errors=exc.field_errors)
+        in_flight.arguments = args
+        in_flight.body_started = True
+        return invoke.call_run(spec, args, state.step_context(name, attempt=n)).result
+
+    def on_retry(failed_attempt: int, delay: float, failure: Failure) -> None:
+        attempts = ctx.retry_context.setdefault("attempts", {})
+        attempts[name] = failed_attempt
+        state.trace(
+            "retry", name, attempt=failed_attempt,
+            detail=f"retrying in {delay:g}s after: {failure.message}",
+        )
+
+    result, used = attempt_with_retries(
+        retry_policy(spec), attempt, on_retry=on_retry, sleep_fn=state.env.sleep
+    )
+    if used > 1:
+        ctx.retry_context.setdefault("attempts", {})[name] = used
+    return StepOutcome(result, in_flight.arguments, body_started=in_flight.body_started)

@@ -1,0 +1,264 @@
+"""The run Context: the persisted unit of a run (engine.md §1.4).
+
+A :class:`Context` holds everything needed to inspect, resume or roll back a run: inputs,
+step results, the execution trace, the undo stack, the status and the failure. It is converted
+to a plain document with :meth:`Context.to_document` (values left for the codec to tag) and
+read back with :meth:`Context.from_document`, which raises
+:class:`~reactor.model.errors.DeserializationError` on any malformed field — never a bare
+``KeyError``/``TypeError``.
+
+Composed children (``compose``) are embedded whole in ``composed_contexts``; map elements are
+stored as their own contexts and referenced by id (a ``map_ref`` entry).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from reactor.model.errors import DeserializationError
+from reactor.model.results import Failure, RollbackFailure
+from reactor.model.status import RunStatus
+
+__all__ = ["REDACTED", "Context", "new_context_id"]
+
+#: The placeholder shown instead of a ``redact=True`` input.
+REDACTED = "[REDACTED]"
+
+_T = TypeVar("_T")
+
+
+def new_context_id() -> str:
+    """Return a fresh random run id (a UUID4 string)."""
+    return str(uuid.uuid4())
+
+
+@dataclass
+class Context:
+    """The mutable state of one run (one reactor execution, a composed child or a map element).
+
+    Attributes:
+        context_id: the run id.
+        reactor: the registered name of the reactor.
+        inputs: the validated reactor inputs (stored as given; redacted only when shown).
+        status: the run status (engine.md §1.3).
+        intermediate_results: step name -> the step's value (``Skipped`` values included).
+        private_data: engine bookkeeping (free-form, codec-serialisable).
+        composed_contexts: compose step -> child :class:`Context`; map step -> a ``map_ref``
+            dict ``{"type": "map_ref", "map_id": str, "elements": {index: context_id}}``.
+        map_metadata: on a map element's context: ``{"map_step", "map_id", "index",
+            "parent_reactor"}``; ``None`` otherwise.
+        current_step: the step in flight (the resume cursor), or ``None``.
+        retry_context: ``{"attempts": {step: attempts_used}}``.
+        execution_trace: trace entries ``{"type", "step", "at", ...}`` — types ``run``,
+            ``failed``, ``retry``, ``compensate``, ``compensate_failure``, ``undo``,
+            ``undo_failure``, ``halt``, ``skipped``.
+        undo_stack: completed steps, oldest first: ``{"step", "kind", "arguments", "result"}``
+            (plus ``"elements"`` for a map).
+        failure: the run's ``Failure`` once it failed.
+        rollback: while rolling back (or aborted mid-rollback): ``{"step", "kind",
+            "arguments", "compensate_pending", "failures"}``.
+        redacted: names of the reactor inputs declared ``redact=True``.
+        parent_context_id: the parent run (map elements, composed children).
+        root_context_id: the top-level run.
+        created_at: epoch seconds (storage clock) when the run was created.
+        updated_at: epoch seconds of the last save.
+    """
+
+    context_id: str
+    reactor: str
+    inputs: dict[str, Any] = field(default_factory=dict)
+    status: RunStatus = RunStatus.PENDING
+    intermediate_results: dict[str, Any] = field(default_factory=dict)
+    private_data: dict[str, Any] = field(default_factory=dict)
+    composed_contexts: dict[str, Any] = field(default_factory=dict)
+    map_metadata: dict[str, Any] | None = None
+    current_step: str | None = None
+    retry_context: dict[str, Any] = field(default_factory=dict)
+    execution_trace: list[dict[str, Any]] = field(default_factory=list)
+    undo_stack: list[dict[str, Any]] = field(default_factory=list)
+    failure: Failure | None = None
+    rollback: dict[str, Any] | None = None
+    redacted: list[str] = field(default_factory=list)
+    parent_context_id: str | None = None
+    root_context_id: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+    # ------------------------------------------------------------------ helpers
+
+    def redacted_inputs(self) -> dict[str, Any]:
+        """The inputs with every redacted name replaced by ``"[REDACTED]"``."""
+        secret = set(self.redacted)
+        return {k: (REDACTED if k in secret else v) for k, v in self.inputs.items()}
+
+    def rollback_failures(self) -> list[RollbackFailure]:
+        """The failures collected so far by the rollback in progress (empty if none)."""
+        if not self.rollback:
+            return []
+        return list(self.rollback.get("failures") or [])
+
+    def child(self, step: str) -> Context | None:
+        """The embedded context of compose step ``step``, if any."""
+        value = self.composed_contexts.get(step)
+        return value if isinstance(value, Context) else None
+
+    # ------------------------------------------------------------------ documents
+
+    def to_document(self) -> dict[str, Any]:
+        """Return this context as a plain dict for :func:`reactor.model.codec.encode_document`.
+
+        Nested values (results, decimals, models...) are left for the codec to tag. Embedded
+        child contexts become nested documents tagged ``{"type": "compose", "context": ...}``.
+        """
+        composed: dict[str, Any] = {}
+        for name, value in self.composed_contexts.items():
+            if isinstance(value, Context):
+                composed[name] = {"type": "compose", "context": value.to_document()}
+            else:
+                composed[name] = value
+        return {
+            "context_id": self.context_id,
+            "reactor": self.reactor,
+            "status": self.status.value,
+            "inputs": self.inputs,
+            "intermediate_results": self.intermediate_results,
+            "private_data": self.private_data,
+            "composed_contexts": composed,
+            "map_metadata": self.map_metadata,
+            "current_step": self.current_step,
+            "retry_context": self.retry_context,
+            "execution_trace": self.execution_trace,
+            "undo_stack": self.undo_stack,
+            "failure": self.failure,
+            "rollback": self.rollback,
+            "redacted": self.redacted,
+            "parent_context_id": self.parent_context_id,
+            "root_context_id": self.root_context_id,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+
+    @classmethod
+    def from_document(cls, doc: Any) -> Context:
+        """Rebuild a context from a decoded document.
+
+        Args:
+            doc: the dict produced by :meth:`to_document` after a codec round trip (a
+                ``schema_version`` key, if present, is ignored).
+
+        Returns:
+            The context.
+
+        Raises:
+            DeserializationError: a field is missing, of the wrong type, or holds an unknown
+                status.
+        """
+        if not isinstance(doc, Mapping):
+            raise DeserializationError(f"context document must be an object, got {type(doc)}")
+        reader = _Reader(doc)
+        status_text = reader.get("status", str)
+        try:
+            status = RunStatus.parse(status_text)
+        except ValueError as exc:
+            raise DeserializationError(f"context has unknown status {status_text!r}") from exc
+        composed: dict[str, Any] = {}
+        for name, value in reader.get("composed_contexts", dict).items():
+            if isinstance(value, Mapping) and value.get("type") == "compose":
+                composed[str(name)] = cls.from_document(value.get("context"))
+            else:
+                composed[str(name)] = value
+        failure = reader.optional("failure", Failure)
+        for entry in reader.get("execution_trace", list):
+            if not isinstance(entry, Mapping) or not isinstance(entry.get("step"), str | None):
+                raise DeserializationError("context field 'execution_trace' is malformed")
+        for entry in reader.get("undo_stack", list):
+            if not _valid_undo_entry(entry):
+                raise DeserializationError("context field 'undo_stack' holds a malformed entry")
+        for value in composed.values():
+            if isinstance(value, Mapping) and not _valid_map_ref(value):
+                raise DeserializationError("context field 'composed_contexts' holds a bad map_ref")
+        rollback = reader.optional("rollback", dict)
+        if rollback is not None:
+            failures = rollback.get("failures", [])
+            if not isinstance(failures, list) or not all(
+                isinstance(f, RollbackFailure) for f in failures
+            ):
+                raise DeserializationError("context field 'rollback' holds malformed failures")
+        return cls(
+            context_id=reader.get("context_id", str),
+            reactor=reader.get("reactor", str),
+            inputs=dict(reader.get("inputs", dict)),
+            status=status,
+            intermediate_results=dict(reader.get("intermediate_results", dict)),
+            private_data=dict(reader.get("private_data", dict)),
+            composed_contexts=composed,
+            map_metadata=reader.optional("map_metadata", dict),
+            current_step=reader.optional("current_step", str),
+            retry_context=dict(reader.get("retry_context", dict)),
+            execution_trace=[dict(e) for e in reader.get("execution_trace", list)],
+            undo_stack=[dict(e) for e in reader.get("undo_stack", list)],
+            failure=failure,
+            rollback=dict(rollback) if rollback is not None else None,
+            redacted=[str(x) for x in reader.get("redacted", list)],
+            parent_context_id=reader.optional("parent_context_id", str),
+            root_context_id=reader.optional("root_context_id", str),
+            created_at=reader.number("created_at"),
+            updated_at=reader.number("updated_at"),
+        )
+
+
+def _valid_undo_entry(entry: Any) -> bool:
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("step"), str):
+        return False
+    if not isinstance(entry.get("arguments", {}), Mapping):
+        return False
+    elements = entry.get("elements", [])
+    return isinstance(elements, list) and all(
+        isinstance(pair, list | tuple) and len(pair) == 2
+        and isinstance(pair[0], int) and isinstance(pair[1], str)
+        for pair in elements
+    )
+
+
+def _valid_map_ref(ref: Mapping[str, Any]) -> bool:
+    if ref.get("type") != "map_ref":
+        return True  # other reference kinds are not read by this engine
+    elements = ref.get("elements")
+    return isinstance(ref.get("map_id"), str) and isinstance(elements, Mapping) and all(
+        isinstance(k, str) and k.isdigit() and isinstance(v, str) for k, v in elements.items()
+    )
+
+
+class _Reader:
+    """Typed access to a document's fields, raising ``DeserializationError``."""
+
+    def __init__(self, doc: Mapping[str, Any]) -> None:
+        self._doc = doc
+
+    def number(self, key: str) -> float:
+        value = self._doc.get(key)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise DeserializationError(f"context field {key!r} must be a number")
+        return float(value)
+
+    def get(self, key: str, kind: type[_T]) -> _T:
+        if key not in self._doc:
+            raise DeserializationError(f"context document has no {key!r} field")
+        return self._check(key, self._doc[key], kind)
+
+    def optional(self, key: str, kind: type[_T]) -> _T | None:
+        value = self._doc.get(key)
+        if value is None:
+            return None
+        return self._check(key, value, kind)
+
+    @staticmethod
+    def _check(key: str, value: Any, kind: type[_T]) -> _T:
+        if not isinstance(value, kind):
+            raise DeserializationError(
+                f"context field {key!r} must be {kind.__name__}, got {type(value).__name__}"
+            )
+        return value

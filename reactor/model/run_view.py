@@ -1,0 +1,116 @@
+"""``RunView``: the read-only view of a stored run returned by ``Reactor.find`` (engine.md §1.4).
+
+Secrets never appear: inputs declared ``redact=True`` read ``"[REDACTED]"``, trace entries
+carry no arguments, and the stored ``Failure.inputs`` is already redacted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from reactor.model.context import Context
+from reactor.model.results import Failure
+from reactor.model.status import RunStatus
+
+__all__ = ["RunView", "TraceEntry"]
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    """One execution trace entry.
+
+    Attributes:
+        type: ``run``, ``failed``, ``retry``, ``compensate``, ``compensate_failure``,
+            ``undo``, ``undo_failure``, ``halt`` or ``skipped``.
+        step: the step name.
+        at: epoch seconds (storage clock).
+        attempt: the attempt number for ``run``/``failed``/``retry`` entries.
+        detail: a short message (failure message, retry delay, halt reason...).
+    """
+
+    type: str
+    step: str | None
+    at: float
+    attempt: int | None = None
+    detail: str | None = None
+
+    @classmethod
+    def from_entry(cls, entry: Mapping[str, Any]) -> TraceEntry:
+        """Build from a stored trace dict (unknown keys are ignored)."""
+        attempt = entry.get("attempt")
+        detail = entry.get("detail")
+        at = entry.get("at", 0.0)
+        return cls(
+            type=str(entry.get("type", "")),
+            step=entry.get("step"),
+            at=float(at) if isinstance(at, int | float) else 0.0,
+            attempt=attempt if isinstance(attempt, int) else None,
+            detail=str(detail) if detail is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A stored run, as shown to users and the dashboard.
+
+    Attributes:
+        run_id: the run's id.
+        reactor: the registered reactor name.
+        status: the run status.
+        inputs: the inputs, secrets shown as ``"[REDACTED]"``.
+        results: step name -> value, for the steps completed so far.
+        trace: the execution trace, oldest first.
+        failure: the run's ``Failure`` (redacted inputs), if it failed.
+        undo_stack: the names of the completed steps still on the undo stack, oldest first.
+        current_step: the step in flight when the run stopped (aborted runs), if any.
+        map_metadata: for a map element: ``{"map_step", "map_id", "index", "parent_reactor"}``.
+        parent_run_id: the parent run's id, if any.
+        root_run_id: the top-level run's id.
+        created_at: epoch seconds.
+        updated_at: epoch seconds.
+        children: compose step name -> the embedded child run's view.
+    """
+
+    run_id: str
+    reactor: str
+    status: RunStatus
+    inputs: Mapping[str, Any]
+    results: Mapping[str, Any]
+    trace: tuple[TraceEntry, ...] = ()
+    failure: Failure | None = None
+    undo_stack: tuple[str, ...] = ()
+    current_step: str | None = None
+    map_metadata: Mapping[str, Any] | None = None
+    parent_run_id: str | None = None
+    root_run_id: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    children: Mapping[str, RunView] = field(default_factory=dict)
+
+    @classmethod
+    def from_context(cls, ctx: Context) -> RunView:
+        """Build the view of ``ctx`` (composed children become nested views in ``children``)."""
+        children = {
+            name: cls.from_context(value)
+            for name, value in ctx.composed_contexts.items()
+            if isinstance(value, Context)
+        }
+        return cls(
+            run_id=ctx.context_id,
+            reactor=ctx.reactor,
+            status=ctx.status,
+            inputs=ctx.redacted_inputs(),
+            results=dict(ctx.intermediate_results),
+            trace=tuple(TraceEntry.from_entry(e) for e in ctx.execution_trace),
+            failure=ctx.failure,
+            undo_stack=tuple(str(e.get("step")) for e in ctx.undo_stack),
+            current_step=ctx.current_step,
+            map_metadata=ctx.map_metadata,
+            parent_run_id=ctx.parent_context_id,
+            root_run_id=ctx.root_context_id,
+            created_at=ctx.created_at,
+            updated_at=ctx.updated_at,
+            children=children,
+        )

@@ -1,0 +1,128 @@
+"""DynamoDocumentStore on moto's server: compare-and-set, logical expiry, scans, limits."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from reactor_dynamodb import storage_from_url
+from reactor_dynamodb.documents import GSI_NAME, DynamoDocumentStore
+
+from reactor.memory.clock import ManualClock
+from reactor.model.errors import ContextTooLargeError, StorageError
+
+T0 = float(int(time.time()))
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
+
+
+@pytest.fixture
+def store(dynamodb_client: Any, unique: str, clock: ManualClock) -> DynamoDocumentStore:
+    documents = DynamoDocumentStore(dynamodb_client, f"docs-{unique}", prefix="p/", clock=clock)
+    assert documents.ensure_table() is True
+    return documents
+
+
+def test_ensure_table_is_idempotent_and_sets_up_gsi_and_ttl(
+    store: DynamoDocumentStore, dynamodb_client: Any
+) -> None:
+    assert store.ensure_table() is False
+    table = dynamodb_client.describe_table(TableName=store.table)["Table"]
+    assert [g["IndexName"] for g in table["GlobalSecondaryIndexes"]] == [GSI_NAME]
+    ttl = dynamodb_client.describe_time_to_live(TableName=store.table)
+    assert ttl["TimeToLiveDescription"]["AttributeName"] == "expires_at"
+
+
+def test_compare_and_set(store: DynamoDocumentStore) -> None:
+    assert store.write("c", "k", {"n": 1}, expected_version=None, expires_at=None)
+    assert not store.write("c", "k", {"n": 9}, expected_version=None, expires_at=None)
+    first = store.read("c", "k")
+    assert store.write("c", "k", {"n": 2}, expected_version=first.version, expires_at=None)
+    assert not store.write("c", "k", {"n": 3}, expected_version=first.version, expires_at=None)
+    current = store.read("c", "k")
+    assert current.value == {"n": 2}
+    assert not store.write("c", "k", None, expected_version=first.version, expires_at=None)
+    assert not store.write("c", "k", None, expected_version=None, expires_at=None)
+    assert store.write("c", "k", None, expected_version=current.version, expires_at=None)
+    assert store.read("c", "k").version is None
+
+
+def test_logical_expiry_keeps_the_version(store: DynamoDocumentStore, clock: ManualClock) -> None:
+    store.write("c", "k", {"n": 1}, expected_version=None, expires_at=T0 + 2.5)
+    live = store.read("c", "k")
+    assert live.expires_at == T0 + 2.5
+    clock.advance(2.5)
+    expired = store.read("c", "k")
+    assert (expired.value, expired.version) == (None, live.version)
+    assert store.scan("c") == []
+    assert store.write("c", "k", {"n": 2}, expected_version=expired.version, expires_at=None)
+
+
+def test_scans_are_key_ordered_indexed_and_paged(
+    store: DynamoDocumentStore, clock: ManualClock
+) -> None:
+    for key in ["b", "a", "d", "c", "e"]:
+        store.write("c", key, {"k": key}, expected_version=None, expires_at=None, index="x")
+    store.write("c", "f", {"k": "f"}, expected_version=None, expires_at=None)
+    store.write("c", "g", {"k": "g"}, expected_version=None, expires_at=T0 + 1, index="x")
+    store.write("other", "a", {"k": "other"}, expected_version=None, expires_at=None, index="x")
+    clock.advance(1)
+    assert [k for k, _ in store.scan("c")] == ["a", "b", "c", "d", "e", "f"]
+    assert [k for k, _ in store.scan("c", index="x", after="b", limit=2)] == ["c", "d"]
+    assert [k for k, _ in store.scan("c", index="x", after="zz")] == []
+    assert store.scan("c", limit=0) == []
+
+
+def test_scan_fills_its_limit_past_expired_items(
+    store: DynamoDocumentStore, clock: ManualClock
+) -> None:
+    for i in range(60):
+        store.write("c", f"{i:03d}", {"i": i}, expected_version=None, expires_at=T0 + 1)
+    store.write("c", "999", {"i": 999}, expected_version=None, expires_at=None)
+    clock.advance(1)
+    assert store.scan("c", limit=5) == [("999", {"i": 999})]
+
+
+def test_items_over_400_kb_are_refused_before_the_request(store: DynamoDocumentStore) -> None:
+    with pytest.raises(ContextTooLargeError) as info:
+        store.write("c", "big", {"blob": "x" * 410_000}, expected_version=None, expires_at=None)
+    assert info.value.size_bytes > 400 * 1024
+    assert store.raw("c", "big") is None
+
+
+def test_backdoor_rewrites_expiry_in_place(store: DynamoDocumentStore, clock: ManualClock) -> None:
+    store.write("c", "k", {"n": 1}, expected_version=None, expires_at=None, index="i")
+    before = store.raw("c", "k")
+    assert before is not None
+    assert store.set_expiry("c", "k", T0)
+    after = store.raw("c", "k")
+    assert after is not None
+    assert (after.version, after.expires_at, after.index) == (before.version, T0, "i")
+    assert store.set_expiry("c", "k", None)
+    assert store.read("c", "k").value == {"n": 1}
+    assert not store.set_expiry("c", "missing", T0)
+
+
+def test_missing_table_is_a_storage_error(dynamodb_client: Any, unique: str) -> None:
+    documents = DynamoDocumentStore(dynamodb_client, f"absent-{unique}")
+    with pytest.raises(StorageError):
+        documents.read("c", "k")
+
+
+def test_factory_creates_the_table_and_honours_create_false(moto_url: str, unique: str) -> None:
+    base = f"dynamodb://t-{unique}?region=us-east-1&endpoint_url={moto_url}"
+    with pytest.raises(StorageError):
+        storage_from_url(f"dynamodb://n-{unique}?region=us-east-1&endpoint_url={moto_url}"
+                         "&create=false")
+    storage = storage_from_url(base + "&prefix=a/", context_ttl=60.0, visibility_timeout=1)
+    try:
+        assert storage.capabilities.clock == "application"
+        assert storage.capabilities.signals is False
+        assert storage.claims is not None
+        assert storage.documents.table == f"t-{unique}"
+    finally:
+        storage.close()

@@ -1,0 +1,177 @@
+"""SQSRouter on moto's server: long delays, leases, acks, dead letters."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import pytest
+from reactor_dynamodb import router_from_url
+from reactor_dynamodb.router import MAX_SQS_DELAY, SQSRouter
+
+from reactor.ports.router import Job
+
+
+class Recording:
+    """Forwards to a real boto3 client and records ``send_message`` requests."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.sent: list[dict[str, Any]] = []
+
+    def send_message(self, **request: Any) -> Any:
+        self.sent.append(request)
+        return self.client.send_message(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+@pytest.fixture
+def recording(sqs_client: Any) -> Recording:
+    return Recording(sqs_client)
+
+
+@pytest.fixture
+def router(recording: Recording, unique: str) -> SQSRouter:
+    return SQSRouter(recording, "jobs", prefix=f"t{unique}-", visibility_timeout=1)
+
+
+def job(n: int = 0) -> Job:
+    return Job(kind="run", payload={"n": n})
+
+
+def counts(router: SQSRouter) -> dict[str, int]:
+    attrs = router.client.get_queue_attributes(
+        QueueUrl=router.queue_url, AttributeNames=["All"]
+    )["Attributes"]
+    return {
+        "visible": int(attrs["ApproximateNumberOfMessages"]),
+        "delayed": int(attrs["ApproximateNumberOfMessagesDelayed"]),
+        "in_flight": int(attrs["ApproximateNumberOfMessagesNotVisible"]),
+    }
+
+
+def test_delays_beyond_900_seconds_carry_not_before(
+    router: SQSRouter, recording: Recording
+) -> None:
+    router.enqueue(job(), delay_seconds=5000)
+    request = recording.sent[-1]
+    assert request["DelaySeconds"] == MAX_SQS_DELAY
+    not_before = float(request["MessageAttributes"]["not_before"]["StringValue"])
+    assert not_before == pytest.approx(time.time() + 5000, abs=5)
+    assert json.loads(request["MessageBody"])["not_before"] == pytest.approx(not_before)
+    router.enqueue(job(), delay_seconds=2.2)
+    assert recording.sent[-1]["DelaySeconds"] == 3
+    assert "MessageAttributes" not in recording.sent[-1]
+
+
+def test_a_message_not_yet_due_is_re_deferred_not_held(
+    router: SQSRouter, recording: Recording
+) -> None:
+    # As if its 900 s delay had elapsed with 1000 s still to go.
+    due = time.time() + 1000
+    recording.client.send_message(
+        QueueUrl=router.queue_url,
+        MessageBody=job(1).to_json(),
+        MessageAttributes={"not_before": {"DataType": "Number", "StringValue": repr(due)}},
+    )
+    assert router.receive(max_jobs=10) == []
+    resent = recording.sent[-1]
+    assert resent["DelaySeconds"] == MAX_SQS_DELAY
+    assert float(resent["MessageAttributes"]["not_before"]["StringValue"]) == due
+    assert counts(router) == {"visible": 0, "delayed": 1, "in_flight": 0}
+
+
+def test_a_message_whose_not_before_passed_is_delivered(
+    router: SQSRouter, recording: Recording
+) -> None:
+    recording.client.send_message(
+        QueueUrl=router.queue_url,
+        MessageBody=job(2).to_json(),
+        MessageAttributes={
+            "not_before": {"DataType": "Number", "StringValue": repr(time.time() - 1)}
+        },
+    )
+    got = router.receive(max_jobs=10)
+    assert [d.job.payload["n"] for d in got] == [2]
+    router.ack(got[0])
+    assert counts(router) == {"visible": 0, "delayed": 0, "in_flight": 0}
+
+
+def test_batch_receive_and_ack_many(router: SQSRouter) -> None:
+    for n in range(12):
+        router.enqueue(job(n))
+    got = router.receive(max_jobs=12, wait_seconds=1)
+    while len(got) < 12:
+        more = router.receive(max_jobs=12 - len(got), wait_seconds=1)
+        assert more, "messages went missing"
+        got += more
+    assert sorted(d.job.payload["n"] for d in got) == list(range(12))
+    router.ack_many(got)
+    assert counts(router)["in_flight"] == 0
+
+
+def test_extend_keeps_a_delivery_hidden_and_retry_brings_it_back(router: SQSRouter) -> None:
+    router.enqueue(job())
+    delivery = router.receive(wait_seconds=1)[0]
+    router.extend(delivery, 3)
+    time.sleep(1.2)  # the 1 s visibility would have lapsed without the extension
+    assert router.receive() == []
+    router.retry(delivery, 0)
+    again = router.receive(wait_seconds=1)
+    assert [d.job.id for d in again] == [delivery.job.id]
+    assert again[0].delivery_count == 2
+    router.ack(again[0])
+
+
+def test_stale_receipts_are_logged_not_raised(
+    router: SQSRouter, caplog: pytest.LogCaptureFixture
+) -> None:
+    router.enqueue(job())
+    delivery = router.receive(wait_seconds=1)[0]
+    router.ack(delivery)
+    with caplog.at_level(logging.WARNING):
+        router.extend(delivery, 5)
+        router.ack(delivery)
+    assert "stale receipt" in caplog.text or caplog.text == ""
+
+
+def test_undecodable_messages_go_to_the_dlq_with_a_reason(router: SQSRouter) -> None:
+    router.enqueue_raw("{garbage")
+    router.enqueue(job(5))
+    got = router.receive(max_jobs=10, wait_seconds=1)
+    assert [d.job.payload["n"] for d in got] == [5]
+    router.dead_letter(got[0], "unknown reactor 'nope'")
+    first = router.dead_letters()
+    assert [d.body for d in first] == ["{garbage", got[0].job.to_json()]
+    assert "undecodable" in first[0].reason
+    assert first[1].reason == "unknown reactor 'nope'"
+    assert first[0].at <= first[1].at
+    assert router.dead_letters() == first  # reading does not delete
+    assert router.receive(wait_seconds=0) == []
+
+
+def test_factory_reads_options_and_ignores_unknown_settings(moto_url: str, unique: str) -> None:
+    built = router_from_url(
+        f"sqs://q?region=us-east-1&endpoint_url={moto_url}&prefix=f{unique}-"
+        "&visibility_timeout=7",
+        visibility_timeout=30,
+        context_ttl=5,
+    )
+    try:
+        assert isinstance(built, SQSRouter)
+        assert built.name == f"f{unique}-q"
+        assert built.dlq_name == f"f{unique}-q-dlq"
+        assert built.visibility_timeout == 7
+    finally:
+        built.close()
+
+
+def test_bad_delays_are_rejected(router: SQSRouter) -> None:
+    with pytest.raises(ValueError):
+        router.enqueue(job(), delay_seconds=-1)
+    with pytest.raises(ValueError):
+        router.enqueue(job(), delay_seconds=float("nan"))

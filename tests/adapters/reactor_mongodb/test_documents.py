@@ -1,0 +1,154 @@
+"""MongoDocumentStore: compare-and-set, logical expiry, scans and limits on every backend."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC
+from typing import Any
+
+import pytest
+from reactor_mongodb.documents import MongoDocumentStore
+
+from reactor.memory.clock import ManualClock
+from reactor.model.errors import ContextTooLargeError
+
+#: The manual clocks start at the real time: mongomock applies TTL indexes eagerly on every read
+#: against the *wall* clock, so a clock years in the past would see its documents vanish.
+T0 = float(int(time.time()))
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
+
+
+@pytest.fixture
+def store(mongo_db: tuple[str, Any], clock: ManualClock) -> MongoDocumentStore:
+    return MongoDocumentStore(mongo_db[1], prefix="p_", clock=clock)
+
+
+def test_insert_then_duplicate_insert_loses(store: MongoDocumentStore) -> None:
+    assert store.write("c", "k", {"a": 1}, expected_version=None, expires_at=None)
+    assert not store.write("c", "k", {"a": 2}, expected_version=None, expires_at=None)
+    assert store.read("c", "k").value == {"a": 1}
+
+
+def test_compare_and_set_needs_the_current_version(store: MongoDocumentStore) -> None:
+    store.write("c", "k", {"n": 1}, expected_version=None, expires_at=None)
+    first = store.read("c", "k")
+    assert store.write("c", "k", {"n": 2}, expected_version=first.version, expires_at=None)
+    assert not store.write("c", "k", {"n": 3}, expected_version=first.version, expires_at=None)
+    second = store.read("c", "k")
+    assert second.value == {"n": 2}
+    assert second.version != first.version
+
+
+def test_delete_is_conditional(store: MongoDocumentStore) -> None:
+    store.write("c", "k", {"n": 1}, expected_version=None, expires_at=None)
+    version = store.read("c", "k").version
+    assert not store.write("c", "k", None, expected_version="stale", expires_at=None)
+    assert not store.write("c", "k", None, expected_version=None, expires_at=None)
+    assert store.write("c", "k", None, expected_version=version, expires_at=None)
+    assert store.read("c", "k").version is None
+    assert store.write("c", "gone", None, expected_version=None, expires_at=None)
+
+
+def test_expired_document_reads_absent_but_keeps_its_version(
+    store: MongoDocumentStore, clock: ManualClock
+) -> None:
+    store.write("c", "k", {"n": 1}, expected_version=None, expires_at=T0 + 10)
+    live = store.read("c", "k")
+    assert live.expires_at == T0 + 10
+    clock.advance(10)
+    expired = store.read("c", "k")
+    assert expired.value is None
+    assert expired.version == live.version
+    assert store.write("c", "k", {"n": 2}, expected_version=expired.version, expires_at=None)
+    assert store.read("c", "k").value == {"n": 2}
+
+
+def test_scan_orders_by_key_filters_index_expiry_and_pages(
+    store: MongoDocumentStore, clock: ManualClock
+) -> None:
+    for key in ["b", "a", "d", "c", "e"]:
+        store.write("c", key, {"k": key}, expected_version=None, expires_at=None, index="x")
+    store.write("c", "f", {"k": "f"}, expected_version=None, expires_at=None, index="y")
+    store.write("c", "g", {"k": "g"}, expected_version=None, expires_at=T0 + 1, index="x")
+    clock.advance(1)
+    assert [k for k, _ in store.scan("c")] == ["a", "b", "c", "d", "e", "f"]
+    assert [k for k, _ in store.scan("c", index="x", after="b", limit=2)] == ["c", "d"]
+    assert store.scan("c", index="y") == [("f", {"k": "f"})]
+    assert store.scan("c", limit=0) == []
+    assert store.scan("missing") == []
+
+
+def test_rewriting_the_index_moves_the_document(store: MongoDocumentStore) -> None:
+    store.write("c", "k", {"s": 1}, expected_version=None, expires_at=None, index="running")
+    version = store.read("c", "k").version
+    store.write("c", "k", {"s": 2}, expected_version=version, expires_at=None, index="done")
+    assert store.scan("c", index="running") == []
+    assert store.scan("c", index="done") == [("k", {"s": 2})]
+
+
+def test_values_round_trip_exactly(store: MongoDocumentStore) -> None:
+    value = {"$weird.key": [1, 2**70, 1.5, None, True], "ünï": "\u2603", "": {}}
+    store.write("c", "k", value, expected_version=None, expires_at=None)
+    assert store.read("c", "k").value == value
+
+
+def test_oversized_document_is_refused_before_any_write(mongo_db: tuple[str, Any]) -> None:
+    store = MongoDocumentStore(mongo_db[1], clock="application", max_document_bytes=1000)
+    with pytest.raises(ContextTooLargeError) as info:
+        store.write("c", "k", {"blob": "x" * 2000}, expected_version=None, expires_at=None)
+    assert info.value.limit_bytes == 1000
+    assert store.raw("c", "k") is None
+
+
+def test_backdoor_rewrites_expiry_without_a_new_version(
+    store: MongoDocumentStore, clock: ManualClock
+) -> None:
+    store.write("c", "k", {"n": 1}, expected_version=None, expires_at=None, index="i")
+    before = store.raw("c", "k")
+    assert before is not None
+    assert store.set_expiry("c", "k", clock())
+    after = store.raw("c", "k")
+    assert after is not None
+    assert (after.version, after.expires_at, after.index) == (before.version, T0, "i")
+    assert store.read("c", "k").value is None
+    assert not store.set_expiry("c", "missing", None)
+
+
+def test_indexes_are_created_idempotently(store: MongoDocumentStore) -> None:
+    store.write("c", "k", {"n": 1}, expected_version=None, expires_at=T0 + 5)
+    assert store.ensure_indexes() == ["c"]
+    assert store.ensure_indexes(["c"]) == ["c"]
+    info = store.database["p_c"].index_information()
+    assert info["reactor_gc_ttl"]["expireAfterSeconds"] == 0
+    assert [tuple(part) for part in info["reactor_scan"]["key"]] == [("idx", 1), ("_id", 1)]
+
+
+def test_gc_date_trails_the_logical_expiry_by_the_grace(mongo_db: tuple[str, Any]) -> None:
+    store = MongoDocumentStore(mongo_db[1], prefix="g_", clock=lambda: T0, gc_grace=60)
+    store.write("c", "k", {"n": 1}, expected_version=None, expires_at=T0 + 0.0004)
+    raw = mongo_db[1]["g_c"].find_one({"_id": "k"})
+    assert raw is not None
+    assert raw["exp"] == T0 + 0.0004
+    stamp = raw["expires_at"]
+    gc_at = (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+    assert T0 + 60 < gc_at <= T0 + 60.002
+
+
+def test_logical_expiry_holds_whatever_the_ttl_monitor_did(mongo_db: tuple[str, Any]) -> None:
+    """mongomock deletes TTL-expired documents on the next read; mongod/SecantusDB sweep later.
+
+    With ``gc_grace=0`` and an expiry in the past, the document may or may not still be stored
+    (backend-dependent), but it always reads as absent and can always be re-created.
+    """
+    store = MongoDocumentStore(mongo_db[1], prefix="e_", clock="application", gc_grace=0)
+    past = time.time() - 5
+    store.write("c", "k", {"n": 1}, expected_version=None, expires_at=past)
+    found = store.read("c", "k")
+    assert found.value is None
+    assert store.scan("c") == []
+    assert store.write("c", "k", {"n": 2}, expected_version=found.version, expires_at=None)
+    assert store.read("c", "k").value == {"n": 2}

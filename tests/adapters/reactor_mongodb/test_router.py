@@ -1,0 +1,107 @@
+"""MongoRouter: leases judged by an injected clock, receipts, retries and dead letters."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from reactor_mongodb.router import MongoRouter
+
+from reactor.memory.clock import ManualClock
+from reactor.ports.router import Job
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(1_800_000_000.0)
+
+
+@pytest.fixture
+def router(mongo_db: tuple[str, Any], clock: ManualClock) -> MongoRouter:
+    return MongoRouter(
+        mongo_db[1], queue="q", visibility_timeout=10, clock=clock, sleep=lambda s: None
+    )
+
+
+def job(n: int = 0) -> Job:
+    return Job(kind="run", payload={"n": n})
+
+
+def test_delivers_due_jobs_oldest_first_and_respects_delays(
+    router: MongoRouter, clock: ManualClock
+) -> None:
+    router.enqueue(job(1), delay_seconds=5)
+    router.enqueue(job(2))
+    router.enqueue(job(3))
+    got = router.receive(max_jobs=5)
+    assert [d.job.payload["n"] for d in got] == [2, 3]
+    clock.advance(5)
+    later = router.receive(max_jobs=5)
+    assert [d.job.payload["n"] for d in later] == [1]
+    assert later[0].job.not_before == pytest.approx(clock())
+
+
+def test_unacked_delivery_comes_back_after_the_visibility_timeout(
+    router: MongoRouter, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    router.enqueue(job())
+    first = router.receive()[0]
+    assert router.receive() == []
+    clock.advance(10)
+    second = router.receive()[0]
+    assert second.delivery_count == 2
+    assert second.receipt != first.receipt
+    with caplog.at_level(logging.WARNING):
+        router.ack(first)  # stale: the lease moved on
+        router.extend(first, 100)
+    assert "stale receipt" in caplog.text
+    clock.advance(10)
+    assert router.receive()[0].job.id == second.job.id  # the stale extend did nothing
+
+
+def test_ack_extend_and_retry(router: MongoRouter, clock: ManualClock) -> None:
+    router.enqueue(job())
+    delivery = router.receive()[0]
+    router.extend(delivery, 30)
+    clock.advance(20)
+    assert router.receive() == []
+    router.retry(delivery, 5)
+    assert router.receive() == []
+    clock.advance(5)
+    again = router.receive()[0]
+    assert again.delivery_count == 2
+    router.ack(again)
+    clock.advance(100)
+    assert router.receive() == []
+
+
+def test_undecodable_messages_are_dead_lettered_not_returned(
+    router: MongoRouter, clock: ManualClock
+) -> None:
+    router.enqueue_raw("{not json")
+    router.enqueue(job(7))
+    got = router.receive(max_jobs=5)
+    assert [d.job.payload["n"] for d in got] == [7]
+    dead = router.dead_letters()
+    assert [d.body for d in dead] == ["{not json"]
+    assert "undecodable" in dead[0].reason
+    router.dead_letter(got[0], "unknown reactor 'x'")
+    assert [d.reason for d in router.dead_letters()][-1] == "unknown reactor 'x'"
+    clock.advance(60)
+    assert router.receive() == []
+
+
+def test_queues_are_isolated(mongo_db: tuple[str, Any], clock: ManualClock) -> None:
+    a = MongoRouter(mongo_db[1], queue="a", clock=clock)
+    b = MongoRouter(mongo_db[1], queue="b", clock=clock)
+    a.enqueue(job(1))
+    assert b.receive() == []
+    assert len(a.receive()) == 1
+
+
+def test_bad_delays_are_rejected(router: MongoRouter) -> None:
+    with pytest.raises(ValueError):
+        router.enqueue(job(), delay_seconds=-1)
+    with pytest.raises(ValueError):
+        router.enqueue(job(), delay_seconds=float("inf"))

@@ -1,0 +1,27 @@
+"""The Retries declaration (engine.md §1.2 "Retries and backoff")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reactor.dsl import Retries
+from reactor.model.errors import DefinitionError
+
+
+def test_delays() -> None:
+    assert [Retries(5, "exponential", 0.1).delay(n) for n in (1, 2, 3)] == pytest.approx(
+        [0.1, 0.2, 0.4]
+    )
+    assert [Retries(5, "linear", 0.5).delay(n) for n in (1, 2, 3)] == [0.5, 1.0, 1.5]
+    assert [Retries(5, "fixed", 2).delay(n) for n in (1, 2, 3)] == [2.0, 2.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"max_attempts": 0}, {"backoff": "random"}, {"base_delay": -1}, {"max_attempts": 1.5}],
+)
+def test_invalid_policies(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(DefinitionError):
+        Retries(**kwargs)
