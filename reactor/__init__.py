@@ -22,6 +22,11 @@ from reactor.dsl import (
     result,
     step,
     value,
+    with_lock,
+    with_ordered_lock,
+    with_period,
+    with_rate_limit,
+    with_semaphore,
 )
 from reactor.model.errors import (
     ArgumentResolutionError,
@@ -120,6 +125,11 @@ __all__ = [
     "step",
     "succeed",
     "value",
+    "with_lock",
+    "with_ordered_lock",
+    "with_period",
+    "with_rate_limit",
+    "with_semaphore",
 ]
 
 __version__ = "0.1.0"

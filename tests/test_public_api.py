@@ -8,29 +8,115 @@ import reactor
 import reactor.ports
 
 EXPECTED_REACTOR = sorted(
-    """
-    ArgumentResolutionError CompensationError ConfigurationError ContextTooLargeError
-    CoordinationError DefinitionError DependencyError DeserializationError Failure Halt Input
-    InputValidationError Inputs LockAcquisitionError LockLost MapResults OrderedLockWaitError
-    RateLimitExceeded Reactor ReactorError Result Retries RollbackFailure RouterError
-    RunNotFoundError RunStateError RunStatus RunView Runtime SchemaVersionError
-    SemaphoreAcquisitionError Settings SignalOutsideStepError Skipped Step StepContext
-    StorageError Success TraceEntry UndeclaredInputError UndoError UnknownRateLimitError
-    UnknownReactorError compose configure element fail halt input map_step result skip step
-    succeed value
-    """.split()
+    [
+        "ArgumentResolutionError",
+        "CompensationError",
+        "ConfigurationError",
+        "ContextTooLargeError",
+        "CoordinationError",
+        "DefinitionError",
+        "DependencyError",
+        "DeserializationError",
+        "Failure",
+        "Halt",
+        "Input",
+        "InputValidationError",
+        "Inputs",
+        "LockAcquisitionError",
+        "LockLost",
+        "MapResults",
+        "OrderedLockWaitError",
+        "RateLimitExceeded",
+        "Reactor",
+        "ReactorError",
+        "Result",
+        "Retries",
+        "RollbackFailure",
+        "RouterError",
+        "RunNotFoundError",
+        "RunStateError",
+        "RunStatus",
+        "RunView",
+        "Runtime",
+        "SchemaVersionError",
+        "SemaphoreAcquisitionError",
+        "Settings",
+        "SignalOutsideStepError",
+        "Skipped",
+        "Step",
+        "StepContext",
+        "StorageError",
+        "Success",
+        "TraceEntry",
+        "UndeclaredInputError",
+        "UndoError",
+        "UnknownRateLimitError",
+        "UnknownReactorError",
+        "compose",
+        "configure",
+        "element",
+        "fail",
+        "halt",
+        "input",
+        "map_step",
+        "result",
+        "skip",
+        "step",
+        "succeed",
+        "value",
+        "with_lock",
+        "with_ordered_lock",
+        "with_period",
+        "with_rate_limit",
+        "with_semaphore",
+    ]
 )
 
 EXPECTED_PORTS = sorted(
-    """
-    FAILED_ROLLBACK_OUTCOMES JOB_KINDS Capabilities ClaimStore ContextRecord ContextStore
-    DeadLetter Delivery DocumentStore Job JobKind LockInfo LockStore MapMetadata
-    MapRollbackMetadata MapRollbackStore MapStore OrderedGate OrderedGateState OrderedLockState
-    OrderedLockStore OrderedTicket PeriodMarker PeriodStore RateDecision RateLimitStore
-    RateWindow RollbackOutcome RollbackOutcomeKind RollbackSummary Router RunPage RunSummary
-    SemaphoreState SemaphoreStore SignalStore StepResultRecord StepResultStatus Storage
-    StepResultStore Subscription Versioned
-    """.split()
+    [
+        "FAILED_ROLLBACK_OUTCOMES",
+        "JOB_KINDS",
+        "Capabilities",
+        "ClaimStore",
+        "ContextRecord",
+        "ContextStore",
+        "DeadLetter",
+        "Delivery",
+        "DocumentStore",
+        "Job",
+        "JobKind",
+        "LockInfo",
+        "LockStore",
+        "MapMetadata",
+        "MapRollbackMetadata",
+        "MapRollbackStore",
+        "MapStore",
+        "OrderedGate",
+        "OrderedGateState",
+        "OrderedLockState",
+        "OrderedLockStore",
+        "OrderedTicket",
+        "PeriodMarker",
+        "PeriodStore",
+        "RateDecision",
+        "RateLimitStore",
+        "RateWindow",
+        "RollbackOutcome",
+        "RollbackOutcomeKind",
+        "RollbackSummary",
+        "Router",
+        "RunPage",
+        "RunSummary",
+        "SemaphoreState",
+        "SemaphoreStore",
+        "SignalStore",
+        "StepResultRecord",
+        "StepResultStatus",
+        "Storage",
+        "StepResultStore",
+        "Subscription",
+        "Versioned",
+    ]
 )
 
 

@@ -195,7 +195,8 @@ class MapsContract:
         element_ttl = probe.ttl("map", map_id, "element:0")
         index_ttl = probe.ttl("map", map_id, "elements")
         assert element_ttl is not None and index_ttl is not None
-        assert index_ttl >= element_ttl
+        # Two reads of a ticking server clock: allow the second one to be a moment later.
+        assert index_ttl >= element_ttl - 1.0
 
     def test_aggregates_never_expire_before_their_context(
         self, storage: Storage, probe: Probe

@@ -28,8 +28,7 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
-from reactor import Failure, Halt
-from reactor.model.errors import ReactorError
+from reactor import Failure, Halt, ReactorError
 
 from .models import Order
 from .saga import Fulfil
@@ -310,12 +309,14 @@ def check_invariants(
                 expected_captured.get(order.currency, Decimal("0")) + order.total)
 
     stock = initial_stock or {sku: item.on_hand for sku, item in inv.catalog.items()}
+    units_held: Counter[str] = Counter()
+    for reservation in inv.reservations():
+        units_held[reservation.sku] += reservation.quantity
     for sku, on_hand in stock.items():
         free = inv.free(sku)
-        held = sum(r.quantity for r in inv.reservations() if r.sku == sku)
-        if free < 0 or free + held != on_hand:
-            problems.append(f"stock of {sku} not conserved: free {free} + held {held} "
-                            f"!= {on_hand}")
+        if free < 0 or free + units_held[sku] != on_hand:
+            problems.append(f"stock of {sku} not conserved: free {free} + held "
+                            f"{units_held[sku]} != {on_hand}")
     captured: dict[str, Decimal] = {}
     for cap in ledger.captures():
         captured[cap.currency] = captured.get(cap.currency, Decimal("0")) + cap.amount
@@ -426,14 +427,14 @@ def render_run(console: Console, run_id: str, services: Services | None = None) 
                   f"order.payment.token={getattr(getattr(order, 'payment', None), 'token', '?')}")
     if view.failure is not None:
         f = view.failure
-        console.print(f"  failure: step={f.step_name} error={f.message!r} "
-                      f"({f.exception_class})")
+        error_class = (f.exception_class or "").rsplit(".", 1)[-1]
+        console.print(f"  failure: step={f.step_name} error={f.message!r} ({error_class})")
         console.print(f"  rollback failures: {len(f.rollback_failures)}")
         for rf in f.rollback_failures:
             console.print(f"    - {rf.step} {rf.kind} ({rf.reason}): {rf.message}")
     for name, child in view.children.items():
         console.print(f"  composed run {name!r}: {child.reactor} status={child.status}, "
-                      f"inputs={dict(child.inputs)}")
+                      f"inputs={ {k: str(v) for k, v in child.inputs.items()} }")
     console.print(f"  undo stack after the run: {list(view.undo_stack) or 'empty'}")
     console.print(f"  results kept: {sorted(view.results)}")
     trace = Table(title=f"Trace of {order_id}", show_header=True)

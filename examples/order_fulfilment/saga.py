@@ -165,7 +165,7 @@ class ReserveStock(Step):
         return SERVICES.get().inventory.release_for(self.inputs.order_id, self.inputs.sku)
 
 
-class ReserveLine(Reactor, name="orders.reserve_line"):
+class ReserveLine(Reactor, name="order_fulfilment.reserve_line"):
     """Map element: reserves the stock of one line item (``line`` is a ``validate`` line)."""
 
     line = Input(dict)
@@ -233,7 +233,7 @@ class Capture(Step):
         return SERVICES.get().ledger.refund(self.result["id"])
 
 
-class Payment(Reactor, name="orders.payment"):
+class Payment(Reactor, name="order_fulfilment.payment"):
     """Authorize then capture; rolled back as refund then void."""
 
     order_id = Input(str)
@@ -282,7 +282,7 @@ class SendConfirmation(Step):
 # --------------------------------------------------------------------------------------------
 
 
-class Fulfil(Reactor, name="orders.fulfil"):
+class Fulfil(Reactor, name="order_fulfilment.fulfil"):
     """Fulfils one order end to end; see the module docstring.
 
     Inputs:

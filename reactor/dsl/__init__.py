@@ -3,6 +3,13 @@ and argument templates (ARCHITECTURE §1, engine.md §4.1)."""
 
 from __future__ import annotations
 
+from reactor.dsl.coordination import (
+    with_lock,
+    with_ordered_lock,
+    with_period,
+    with_rate_limit,
+    with_semaphore,
+)
 from reactor.dsl.declarations import StepSpec, compose, map_step, step
 from reactor.dsl.definition import ReactorDefinition
 from reactor.dsl.inputs import Input, Inputs
@@ -26,4 +33,9 @@ __all__ = [
     "result",
     "step",
     "value",
+    "with_lock",
+    "with_ordered_lock",
+    "with_period",
+    "with_rate_limit",
+    "with_semaphore",
 ]

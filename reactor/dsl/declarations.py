@@ -12,10 +12,12 @@ literals (treated as ``value(x)``).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, overload
 
+from reactor.dsl.coordination import Coordination, merge_coordination, normalize_coordination
 from reactor.dsl.retries import Retries
 from reactor.dsl.step import Step
 from reactor.dsl.templates import Template, ValueRef
@@ -27,6 +29,14 @@ StepKind = Literal["step", "compose", "map"]
 
 #: ``fn(inputs, ctx)`` for a function step's ``run``.
 RunFunction = Callable[..., Any]
+
+
+def _check_sync(fn: Any, what: str) -> None:
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise DefinitionError(
+            f"{what} {getattr(fn, '__qualname__', fn)!r} is async: the synchronous engine runs "
+            "plain functions only"
+        )
 
 
 def _as_template(name: str, raw: Any) -> Template:
@@ -61,6 +71,9 @@ class StepSpec:
         target: the child reactor class (compose) or element reactor class (map).
         source: the map's source template.
         atomic: map only: stop and roll back on the first failed element (default) or collect.
+        coordination: leaf steps only: the effective step-level coordination (the Step
+            class's declarations plus ``step(..., coordination=)``; see
+            :mod:`reactor.dsl.coordination`).
         name: the step name (the attribute name; set when the reactor class is created).
     """
 
@@ -75,6 +88,7 @@ class StepSpec:
     target: Any = None
     source: Template | None = None
     atomic: bool = True
+    coordination: tuple[Coordination, ...] = ()
     name: str = ""
 
     def undo(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -87,6 +101,7 @@ class StepSpec:
             DefinitionError: this is not a function step, or an undo is already attached.
         """
         self._check_function_hook("undo", self.undo_function)
+        _check_sync(fn, "undo")
         self.undo_function = fn
         return fn
 
@@ -100,6 +115,7 @@ class StepSpec:
             DefinitionError: this is not a function step, or a compensate is already attached.
         """
         self._check_function_hook("compensate", self.compensate_function)
+        _check_sync(fn, "compensate")
         self.compensate_function = fn
         return fn
 
@@ -130,17 +146,22 @@ class _StepDecorator:
     """What ``step(**args)`` returns: applied to a function, it makes a function step."""
 
     def __init__(self, arguments: dict[str, Template], wait_for: tuple[str, ...],
-                 retries: Retries | None) -> None:
+                 retries: Retries | None, coordination: Any = None) -> None:
         self._arguments = arguments
         self._wait_for = wait_for
         self._retries = retries
+        self._coordination = coordination
 
     def __call__(self, fn: RunFunction) -> StepSpec:
         if isinstance(fn, type) or not callable(fn):
             raise DefinitionError(f"@step(...) decorates a function, got {fn!r}")
+        _check_sync(fn, "step")
         return StepSpec(
             kind="step", arguments=self._arguments, wait_for=self._wait_for,
             retries=self._retries, function=fn,
+            coordination=normalize_coordination(
+                self._coordination, f"step {getattr(fn, '__qualname__', fn)!r}"
+            ),
         )
 
 
@@ -151,6 +172,7 @@ def step(
     *,
     wait_for: str | Iterable[str] | None = None,
     retries: Retries | None = None,
+    coordination: Any = None,
     **arguments: Any,
 ) -> StepSpec: ...
 
@@ -162,6 +184,7 @@ def step(
     *,
     wait_for: str | Iterable[str] | None = None,
     retries: Retries | None = None,
+    coordination: Any = None,
     **arguments: Any,
 ) -> Callable[[RunFunction], StepSpec]: ...
 
@@ -172,6 +195,7 @@ def step(
     *,
     wait_for: str | Iterable[str] | None = None,
     retries: Retries | None = None,
+    coordination: Any = None,
     **arguments: Any,
 ) -> StepSpec | Callable[[RunFunction], StepSpec]:
     """Declare a leaf step: ``step(StepClass, **args)`` or ``@step(**args)`` on a function.
@@ -180,6 +204,8 @@ def step(
         impl: a ``Step`` subclass, a function ``fn(inputs, ctx)``, or omitted (decorator form).
         wait_for: step names this step waits for without receiving their results.
         retries: a retry policy (overrides the Step class's ``retries``).
+        coordination: step-level ``with_*`` declarations (one or a list), added to the Step
+            class's own ``coordination`` (see :mod:`reactor.dsl.coordination`).
         **arguments: the step's arguments (templates or literals). For a ``Step`` class, a
             declared input with no argument takes the reactor input of the same name.
 
@@ -187,25 +213,30 @@ def step(
         A :class:`StepSpec`, or a decorator producing one.
 
     Raises:
-        DefinitionError: ``retries`` is not a ``Retries``, or ``impl`` is neither a ``Step``
-            subclass nor a function.
+        DefinitionError: ``retries`` is not a ``Retries``, ``impl`` is neither a ``Step``
+            subclass nor a function, or a coordination primitive is declared twice (in the
+            list, or both inline and on the Step class).
     """
     if retries is not None and not isinstance(retries, Retries):
         raise DefinitionError("retries= must be a Retries(...)")
     args = {k: _as_template(k, v) for k, v in arguments.items()}
     deps = _names(wait_for)
     if impl is None:
-        return _StepDecorator(args, deps, retries)
+        return _StepDecorator(args, deps, retries, coordination)
     if isinstance(impl, type):
         if not issubclass(impl, Step):
             raise DefinitionError(
                 f"step() takes a Step subclass or a function, got class {impl.__qualname__}"
             )
+        inline = normalize_coordination(coordination, f"step({impl.__qualname__})")
         return StepSpec(kind="step", arguments=args, wait_for=deps, retries=retries,
-                        step_class=impl)
+                        step_class=impl, coordination=merge_coordination(
+                            impl.coordination, inline, f"step({impl.__qualname__})"))
     if callable(impl):
+        _check_sync(impl, "step")
+        label = f"step {getattr(impl, '__qualname__', impl)!r}"
         return StepSpec(kind="step", arguments=args, wait_for=deps, retries=retries,
-                        function=impl)
+                        function=impl, coordination=normalize_coordination(coordination, label))
     raise DefinitionError(f"step() takes a Step subclass or a function, got {impl!r}")
 
 

@@ -18,18 +18,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from reactor.dsl.coordination import Coordination
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.inputs import InputContract
 from reactor.dsl.templates import ElementRef, InputRef, ResultRef, Template
 from reactor.model.errors import DefinitionError
 
+if TYPE_CHECKING:
+    from reactor.dsl.background import Background
+
 __all__ = ["RESERVED_STEP_NAMES", "ReactorDefinition", "build_definition"]
 
 #: Step names that would shadow ``Reactor`` class attributes.
 RESERVED_STEP_NAMES: frozenset[str] = frozenset(
-    {"run", "execute", "find", "undo", "definition", "reactor_name", "returns", "mro"}
+    {
+        "run", "execute", "find", "undo", "definition", "reactor_name", "returns", "mro",
+        "coordination", "background",
+    }
 )
 
 
@@ -45,6 +52,10 @@ class ReactorDefinition:
         returns: the step whose value is the run's value, or ``None`` (all results).
         redacted_arguments: step name -> argument names to show as ``"[REDACTED]"``.
         children: compose/map step name -> the child/element reactor's definition.
+        coordination: the reactor-level ``with_*`` declarations
+            (:mod:`reactor.dsl.coordination`).
+        background: where the run moves to a worker (:mod:`reactor.dsl.background`), or
+            ``None`` for a synchronous reactor.
     """
 
     name: str
@@ -54,6 +65,8 @@ class ReactorDefinition:
     returns: str | None = None
     redacted_arguments: Mapping[str, frozenset[str]] = field(default_factory=dict)
     children: Mapping[str, ReactorDefinition] = field(default_factory=dict)
+    coordination: tuple[Coordination, ...] = ()
+    background: Background | None = None
 
     def step(self, name: str) -> StepSpec:
         """The bound spec of step ``name``.
@@ -63,6 +76,17 @@ class ReactorDefinition:
                 that read names from storage check membership first).
         """
         return self.steps[name]
+
+    def register_codec_types(self) -> None:
+        """Register with the codec every model/enum/dataclass input type of this reactor, its
+        step classes and its children (lazily, at the first run: a user's own registration made
+        at import time wins)."""
+        self.contract.register_codec_types()
+        for spec in self.steps.values():
+            if spec.step_class is not None:
+                spec.step_class.contract.register_codec_types()
+        for child in self.children.values():
+            child.register_codec_types()
 
     def redact_arguments(self, step: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """``arguments`` with the step's secret arguments replaced by ``"[REDACTED]"``."""
@@ -167,6 +191,7 @@ def build_definition(
     contract: InputContract,
     specs: Mapping[str, StepSpec],
     returns: Any,
+    coordination: tuple[Coordination, ...] = (),
 ) -> ReactorDefinition:
     """Validate and bind a reactor's declarations.
 
@@ -176,6 +201,7 @@ def build_definition(
         contract: the reactor's input contract.
         specs: attribute name -> declared spec, in definition order.
         returns: the ``returns`` class attribute (a step name or ``None``).
+        coordination: the reactor-level coordination (already normalized).
 
     Returns:
         The :class:`ReactorDefinition`.
@@ -216,4 +242,5 @@ def build_definition(
         returns=returns,
         redacted_arguments=redacted,
         children=children,
+        coordination=coordination,
     )

@@ -13,6 +13,7 @@ engine.md §1.2 "Reactor inputs and validation" and "Step input contracts":
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import keyword
@@ -96,16 +97,16 @@ class Input:
         Raises:
             DefinitionError: invalid type or constraints.
         """
-        copy = Input(
+        clone = Input(
             self.type,
             default=self.default,
             redact=self.redact,
             description=self.description,
             **self.constraints,
         )
-        copy.name = name
-        copy._adapter = _build_adapter(name, self.type, self.constraints)
-        return copy
+        clone.name = name
+        clone._adapter = _build_adapter(name, self.type, self.constraints)
+        return clone
 
     def validate(self, value: Any) -> Any:
         """Validate one value against this declaration (no default handling).
@@ -125,8 +126,8 @@ def register_codec_types(tp: Any) -> None:
     a pydantic model must round-trip through :mod:`reactor.model.codec`. Types already
     registered (or whose default tag is taken) are left alone. Called lazily, on a contract's
     first validation, so a user's own ``codec.register_model(Order, tag=...)`` made at import
-    time wins. ``tp`` may be a generic alias
-    (``list[Order]``, ``Order | None``): its arguments are walked too.
+    time wins. ``tp`` may be a generic alias (``list[Order]``, ``Order | None``): its
+    arguments are walked too.
     """
     for arg in get_args(tp):
         register_codec_types(arg)
@@ -164,23 +165,36 @@ def _build_adapter(name: str, tp: Any, constraints: Mapping[str, Any]) -> TypeAd
         raise DefinitionError(f"input {name!r}: invalid type or constraints: {exc}") from exc
 
 
-#: Names an input may not take (they clash with the inputs object or the owning classes).
-RESERVED_INPUT_NAMES: frozenset[str] = frozenset(
+#: Input names a ``Step`` may not declare (they clash with the inputs object or ``Step``).
+STEP_RESERVED_INPUT_NAMES: frozenset[str] = frozenset(
     {
         "to_dict", "run", "undo", "compensate", "inputs", "context", "result", "error",
-        "failure", "retries", "returns", "find", "execute", "call", "call_undo",
-        "call_compensate", "definition", "reactor_name", "contract",
+        "failure", "retries", "contract", "call", "call_undo", "call_compensate", "has_undo",
+        "has_compensate", "coordination",
+    }
+)
+
+#: Input names a ``Reactor`` may not declare (they clash with ``Reactor`` attributes).
+REACTOR_RESERVED_INPUT_NAMES: frozenset[str] = frozenset(
+    {
+        "to_dict", "run", "execute", "find", "undo", "definition", "reactor_name", "returns",
+        "coordination",
     }
 )
 
 
-def check_input_name(name: str, owner: str) -> None:
+def check_input_name(name: str, owner: str, reserved: frozenset[str]) -> None:
     """Reject reserved, private or keyword input names.
+
+    Args:
+        name: the declared input name.
+        owner: the owning class's name (for the message).
+        reserved: the owner kind's reserved names.
 
     Raises:
         DefinitionError: ``name`` is reserved.
     """
-    if name.startswith("_") or keyword.iskeyword(name) or name in RESERVED_INPUT_NAMES:
+    if name.startswith("_") or keyword.iskeyword(name) or name in reserved:
         raise DefinitionError(f"{owner}: input name {name!r} is reserved")
 
 
@@ -221,10 +235,7 @@ class InputContract:
             InputValidationError: with ``field_errors`` for every invalid, missing or unknown
                 field (values are never included in messages).
         """
-        if not self._codec_ready:
-            for decl in self.inputs.values():
-                register_codec_types(decl.type)
-            self._codec_ready = True
+        self.register_codec_types()
         errors: dict[str, list[str]] = {}
         out: dict[str, Any] = {}
         for name in values:
@@ -233,7 +244,7 @@ class InputContract:
         for name, decl in self.inputs.items():
             raw = values.get(name)
             if raw is None and not decl.required:
-                out[name] = decl.default
+                out[name] = copy.deepcopy(decl.default)
                 continue
             if name not in values:
                 errors.setdefault(name, []).append("field required")
@@ -252,12 +263,20 @@ class InputContract:
             )
         return out
 
+    def register_codec_types(self) -> None:
+        """Register the declared input types with the codec (once; see
+        :func:`register_codec_types`)."""
+        if not self._codec_ready:
+            for decl in self.inputs.values():
+                register_codec_types(decl.type)
+            self._codec_ready = True
+
     def with_defaults(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """Apply defaults without validating (for ``undo``/``compensate``, engine.md §1.2)."""
         out = dict(values)
         for name, decl in self.inputs.items():
             if out.get(name) is None and not decl.required:
-                out[name] = decl.default
+                out[name] = copy.deepcopy(decl.default)
         return out
 
     def redact(self, values: Mapping[str, Any]) -> dict[str, Any]:

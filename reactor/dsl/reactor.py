@@ -20,13 +20,16 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from reactor import registry
+from reactor.dsl.background import Background, attach_background
+from reactor.dsl.coordination import Coordination, normalize_coordination
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.definition import ReactorDefinition, build_definition
-from reactor.dsl.inputs import Input, InputContract, check_input_name
+from reactor.dsl.inputs import REACTOR_RESERVED_INPUT_NAMES, Input, InputContract, check_input_name
 from reactor.model.results import Failure, Success
 
 if TYPE_CHECKING:
     from reactor.config import Runtime
+    from reactor.engine.dispatch import DispatchHandle
     from reactor.model.run_view import RunView
 
 __all__ = ["Reactor"]
@@ -41,11 +44,19 @@ class Reactor:
     Class attributes:
         returns: the step whose value is the run's value; ``None`` returns every step's
             result as a dict.
+        coordination: reactor-level ``with_*`` declarations (one or a list; stored as a
+            tuple), keyed on the validated reactor inputs and inherited by subclasses
+            (:mod:`reactor.dsl.coordination`).
+        background: a :class:`~reactor.dsl.background.Background` declaration (``all=True``,
+            ``after="step"`` or ``before="step"``) moving the run to a worker; ``None`` runs
+            synchronously.
         reactor_name: the registered name (set on class creation).
         definition: the validated :class:`~reactor.dsl.definition.ReactorDefinition`.
     """
 
     returns: ClassVar[str | None] = None
+    coordination: ClassVar[tuple[Coordination, ...]] = ()
+    background: ClassVar[Background | None] = None
     reactor_name: ClassVar[str] = ""
     definition: ClassVar[ReactorDefinition]
 
@@ -56,7 +67,7 @@ class Reactor:
         for klass in reversed(cls.__mro__):
             for attr_name, attr in vars(klass).items():
                 if isinstance(attr, Input):
-                    check_input_name(attr_name, cls.__qualname__)
+                    check_input_name(attr_name, cls.__qualname__, REACTOR_RESERVED_INPUT_NAMES)
                     inputs[attr_name] = attr
                     specs.pop(attr_name, None)
                 elif isinstance(attr, StepSpec):
@@ -67,19 +78,26 @@ class Reactor:
             cls.__qualname__, [decl.bound(n) for n, decl in inputs.items()]
         )
         cls.reactor_name = reactor_name
+        cls.coordination = normalize_coordination(cls.coordination, cls.__qualname__)
         cls.definition = build_definition(
             reactor_name, cls.__qualname__, contract, specs, cls.__dict__.get("returns",
-                                                                            cls.returns)
+                                                                            cls.returns),
+            coordination=cls.coordination,
         )
+        cls.definition = attach_background(cls.definition, cls.background, cls.__qualname__)
         registry.register(reactor_name, cls)
 
     @classmethod
-    def run(cls, **inputs: Any) -> Success | Failure:
-        """Run the reactor synchronously with ``inputs`` (engine.md §3.1).
+    def run(cls, **inputs: Any) -> Success | Failure | DispatchHandle:
+        """Run the reactor with ``inputs`` (engine.md §3.1; §3.2/§3.3 with ``background``).
 
         Returns:
             ``Success`` (value: the ``returns`` step's value, or all results), ``Halt`` (a
             ``Success`` subclass) or ``Failure``; ``result.run_id`` is the stored run's id.
+            A reactor with ``background`` returns a
+            :class:`~reactor.engine.dispatch.DispatchHandle` once the run was handed to a
+            worker (or its final result when the run already finished, e.g. on the inline
+            router).
 
         Raises:
             KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError: re-raised after the run
@@ -94,7 +112,7 @@ class Reactor:
         *,
         runtime: Runtime | None = None,
         sleep: Callable[[float], None] | None = None,
-    ) -> Success | Failure:
+    ) -> Success | Failure | DispatchHandle:
         """Run the reactor with an inputs mapping and optional per-run hooks.
 
         Args:

@@ -21,10 +21,18 @@ validate, so a rollback cannot fail on the inputs that caused the failure.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from reactor.dsl.inputs import Input, InputContract, Inputs, check_input_name
+from reactor.dsl.coordination import Coordination, normalize_coordination
+from reactor.dsl.inputs import (
+    STEP_RESERVED_INPUT_NAMES,
+    Input,
+    InputContract,
+    Inputs,
+    check_input_name,
+)
 from reactor.dsl.retries import Retries
 from reactor.model.errors import DefinitionError
 from reactor.model.results import Failure, Result, Skipped
@@ -39,6 +47,8 @@ class Step:
     Class attributes:
         retries: an optional :class:`~reactor.dsl.retries.Retries` policy (overridden by
             ``step(..., retries=...)``).
+        coordination: step-level ``with_*`` declarations (one or a list; stored as a tuple),
+            keyed on this step's validated inputs (:mod:`reactor.dsl.coordination`).
         contract: the collected :class:`~reactor.dsl.inputs.InputContract` (set by
             ``__init_subclass__``; inherited and extended by subclasses).
 
@@ -52,6 +62,7 @@ class Step:
     """
 
     retries: ClassVar[Retries | None] = None
+    coordination: ClassVar[tuple[Coordination, ...]] = ()
     contract: ClassVar[InputContract] = InputContract("Step", [])
 
     def __init__(
@@ -74,14 +85,22 @@ class Step:
         for klass in reversed(cls.__mro__):
             for name, attr in vars(klass).items():
                 if isinstance(attr, Input):
-                    check_input_name(name, cls.__qualname__)
+                    check_input_name(name, cls.__qualname__, STEP_RESERVED_INPUT_NAMES)
                     declared[name] = attr
         cls.contract = InputContract(
             cls.__qualname__, [decl.bound(name) for name, decl in declared.items()]
         )
+        for hook in ("run", "undo", "compensate"):
+            fn = cls.__dict__.get(hook)
+            if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+                raise DefinitionError(
+                    f"{cls.__qualname__}.{hook} is async: the synchronous engine runs plain "
+                    "methods only"
+                )
         retries = cls.__dict__.get("retries")
         if retries is not None and not isinstance(retries, Retries):
             raise DefinitionError(f"{cls.__qualname__}.retries must be a Retries(...)")
+        cls.coordination = normalize_coordination(cls.coordination, cls.__qualname__)
 
     # ----------------------------------------------------------------- user hooks
 
@@ -118,6 +137,9 @@ class Step:
         """Run this step once, directly (no reactor, no retries).
 
         Enforces the contract, then runs the body; signals and exceptions become results.
+        A class with ``coordination`` takes it around the body as its own unit of work
+        (seed 000 ``step.rb``): it never parks; contention waits up to each primitive's
+        ``wait`` and then fails (:mod:`reactor.engine.coordination`).
 
         Args:
             args: the input values by name.
@@ -127,9 +149,9 @@ class Step:
             ``Success``/``Skipped``/``Halt``/``Failure`` (an invalid input gives a ``Failure``
             with ``validation_errors``).
         """
-        from reactor.engine import invoke  # the engine depends on the DSL, not the reverse
+        from reactor.engine import coordination  # the engine depends on the DSL, not the reverse
 
-        return invoke.call_class_run(cls, args, context)
+        return coordination.call_direct(cls, args, context)
 
     @classmethod
     def call_undo(

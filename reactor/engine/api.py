@@ -54,6 +54,7 @@ def run(
             ``reactor_run_id`` attribute (and a note) so the caller can ``Reactor.undo`` it.
     """
     context_id = new_context_id()
+    definition.register_codec_types()
     try:
         ctx, result = launch(definition, inputs, make_env(runtime, sleep), context_id=context_id)
     except INTERRUPTIONS as exc:

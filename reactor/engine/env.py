@@ -25,10 +25,13 @@ class Env:
     Attributes:
         runtime: the storage, router and settings in use.
         sleep: the function retry waits go through (seconds); tests inject a fake.
+        in_worker: ``True`` when the execution runs inside a worker job: coordination
+            contention then raises :class:`reactor.engine.parks.Park` instead of waiting.
     """
 
     runtime: Runtime
     sleep: Callable[[float], None]
+    in_worker: bool = False
 
     @property
     def storage(self) -> Storage:

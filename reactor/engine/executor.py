@@ -59,8 +59,8 @@ def execute(state: RunState) -> Success | Failure:
     """
     try:
         return _execute(state)
-    except INTERRUPTIONS:
-        abort(state)
+    except INTERRUPTIONS as exc:
+        abort(state, exc)
         raise
 
 
@@ -178,7 +178,10 @@ def _fail(state: RunState, spec: StepSpec, outcome: StepOutcome) -> Failure:
         inputs=definition.redact_arguments(name, outcome.arguments),
         run_id=None,
     )
-    state.trace("failed", name, detail=failure.message)
+    state.trace(
+        "failed", name, detail=failure.message,
+        attempt=ctx.retry_context.get("attempts", {}).get(name),
+    )
     ctx.failure = failure
     state.in_flight = None
     rollback.begin(
@@ -209,11 +212,16 @@ def _fail(state: RunState, spec: StepSpec, outcome: StepOutcome) -> Failure:
     return failure
 
 
-def abort(state: RunState) -> None:
+def abort(state: RunState, interruption: BaseException) -> None:
     """Store ``state.ctx`` as ``aborted`` after an interruption (best effort, never raises).
 
     When the step in flight had started its body, its compensate is recorded as pending so that
-    ``Reactor.undo`` runs it (engine.md §1.2 rule 6).
+    ``Reactor.undo`` runs it (engine.md §1.2 rule 6); the compensate then receives a
+    ``Failure`` naming the interruption.
+
+    Args:
+        state: the context being executed.
+        interruption: the ``KeyboardInterrupt``/``SystemExit``/... that stopped it.
     """
     ctx = state.ctx
     in_flight = state.in_flight
@@ -225,6 +233,8 @@ def abort(state: RunState) -> None:
             arguments=in_flight.arguments,
             compensate_pending=True,
         )
+    if ctx.rollback is not None:
+        ctx.rollback.setdefault("interruption", type(interruption).__name__)
     ctx.status = RunStatus.ABORTED
     try:
         state.checkpoint.save()

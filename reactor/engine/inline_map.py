@@ -93,6 +93,8 @@ def run_map(state: RunState, spec: StepSpec) -> StepOutcome:
                 },
             )
             if isinstance(outcome, Halt):
+                # The halted element keeps the steps it completed: Reactor.undo reaches them.
+                completed.append((index, element_id))
                 return StepOutcome(outcome, {}, body_started=True, undo_entry=entry())
             element_result = outcome.with_run_id(element_ctx.context_id)
             if not isinstance(element_result, Failure):

@@ -97,12 +97,15 @@ def _compensate(
         return _undo_compose(state, step)
     if spec.kind == "map":
         return _undo_map_ref(state, step)
-    failure = state.ctx.failure or Failure("interrupted", step_name=step)
+    interruption = (state.ctx.rollback or {}).get("interruption") or "an interruption"
+    failure = state.ctx.failure or Failure(
+        f"step interrupted by {interruption}", retryable=False, step_name=step
+    )
     invocation = invoke.call_compensate(spec, arguments, failure, state.step_context(step))
     if isinstance(invocation.result, Failure):
         state.trace("compensate_failure", step, detail=invocation.result.message)
         return [_failure_of(step, "compensate", invocation)]
-    state.trace("compensate", step)
+    state.trace("compensate", step, detail=_skipped_detail(invocation, "compensate"))
     return []
 
 
@@ -127,7 +130,7 @@ def _undo(state: RunState, entry: dict[str, Any]) -> list[RollbackFailure]:
     if isinstance(invocation.result, Failure):
         state.trace("undo_failure", step, detail=invocation.result.message)
         return [_failure_of(step, "undo", invocation)]
-    state.trace("undo", step)
+    state.trace("undo", step, detail=_skipped_detail(invocation, "undo"))
     return []
 
 
@@ -213,6 +216,11 @@ def _failure_of(step: str, kind: str, invocation: invoke.Invocation) -> Rollback
         reason=reason,
         message=message,
     )
+
+
+def _skipped_detail(invocation: invoke.Invocation, hook: str) -> str | None:
+    """``"skipped"`` when the hook returned ``Skipped`` (e.g. no undo/compensate written)."""
+    return f"{hook} skipped (nothing to roll back)" if invocation.result.skipped else None
 
 
 def _unknown_step(step: str, kind: str) -> RollbackFailure:

@@ -181,12 +181,8 @@ class Context:
             if isinstance(value, Mapping) and not _valid_map_ref(value):
                 raise DeserializationError("context field 'composed_contexts' holds a bad map_ref")
         rollback = reader.optional("rollback", dict)
-        if rollback is not None:
-            failures = rollback.get("failures", [])
-            if not isinstance(failures, list) or not all(
-                isinstance(f, RollbackFailure) for f in failures
-            ):
-                raise DeserializationError("context field 'rollback' holds malformed failures")
+        if rollback is not None and not _valid_rollback(rollback):
+            raise DeserializationError("context field 'rollback' is malformed")
         return cls(
             context_id=reader.get("context_id", str),
             reactor=reader.get("reactor", str),
@@ -220,6 +216,17 @@ def _valid_undo_entry(entry: Any) -> bool:
         isinstance(pair, list | tuple) and len(pair) == 2
         and isinstance(pair[0], int) and isinstance(pair[1], str)
         for pair in elements
+    )
+
+
+def _valid_rollback(rollback: Mapping[str, Any]) -> bool:
+    failures = rollback.get("failures", [])
+    return (
+        isinstance(rollback.get("step"), str | None)
+        and isinstance(rollback.get("arguments", {}), Mapping)
+        and isinstance(rollback.get("compensate_pending", False), bool)
+        and isinstance(failures, list)
+        and all(isinstance(f, RollbackFailure) for f in failures)
     )
 
 

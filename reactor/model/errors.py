@@ -18,10 +18,12 @@ from typing import Any
 
 __all__ = [
     "ArgumentResolutionError",
+    "AsyncWaitTimeoutError",
     "CompensationError",
     "ConfigurationError",
     "ContextTooLargeError",
     "CoordinationError",
+    "CoordinationKeyError",
     "DefinitionError",
     "DependencyError",
     "DeserializationError",
@@ -37,6 +39,7 @@ __all__ = [
     "SchemaVersionError",
     "SemaphoreAcquisitionError",
     "SignalOutsideStepError",
+    "SnoozeLimitError",
     "StorageError",
     "UndeclaredInputError",
     "UndoError",
@@ -171,6 +174,14 @@ class CoordinationError(ReactorError):
         self.retry_after = retry_after
 
 
+class CoordinationKeyError(ReactorError):
+    """A coordination declaration's ``key`` function raised or returned nothing usable.
+
+    A permanent error: the unit fails at once, without retries, parks or compensation (its body
+    never started), like ruby_reactor's ``StepCoordination::KeyError``.
+    """
+
+
 class LockAcquisitionError(CoordinationError):
     """A lock is held by another owner and did not free up within the wait (seconds)."""
 
@@ -248,3 +259,41 @@ class RunStateError(ReactorError):
 
 class UnknownReactorError(ReactorError, LookupError):
     """No reactor is registered under this name (see ``reactor.registry``)."""
+
+
+class AsyncWaitTimeoutError(ReactorError, TimeoutError):
+    """Waiting for a background run (``DispatchHandle.wait``) reached its deadline.
+
+    The run keeps going in its worker; wait again or read it with ``Reactor.find(run_id)``.
+
+    Attributes:
+        run_id: the run waited for.
+        timeout: the wait's bound in seconds.
+    """
+
+    def __init__(self, message: str, run_id: str = "", timeout: float = 0.0) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.timeout = timeout
+
+
+class SnoozeLimitError(ReactorError):
+    """A run that was never admitted parked ``lock_snooze_max_attempts`` times and gave up.
+
+    The run is stored ``failed`` without rollback: nothing ran (engine.md §1.2 "Parking on
+    contention"). Not retryable.
+
+    Attributes:
+        reason: what the last park waited for (``"lock"``, ``"semaphore"``, ``"rate_limit"``).
+        key: the coordination key it waited on, when known.
+        attempts: the parks made.
+    """
+
+    retryable = False
+
+    def __init__(self, message: str, reason: str = "", key: str | None = None,
+                 attempts: int = 0) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.key = key
+        self.attempts = attempts

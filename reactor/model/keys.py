@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "map_collect_key",
     "map_element_key",
+    "run_completion_channel",
     "run_liveness_key",
     "step_liveness_key",
     "sweep_window_key",
@@ -39,3 +40,9 @@ def map_collect_key(map_id: str) -> str:
 def sweep_window_key(window: int) -> str:
     """The never-released claim on sweep tick ``window`` (``floor(now / interval)``)."""
     return f"sweeper:window:{window}"
+
+
+def run_completion_channel(context_id: str) -> str:
+    """The signal channel a run publishes on once its terminal state is saved
+    (``run:<id>:done``; ARCHITECTURE §5 rule 3: durable record first, then publish)."""
+    return f"run:{context_id}:done"

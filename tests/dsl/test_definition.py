@@ -191,3 +191,34 @@ def test_subclasses_inherit_and_extend_steps_and_inputs() -> None:
     assert list(Derived.definition.steps) == ["first", "second"]
     assert Derived.definition.contract.names == {"a", "b"}
     assert Derived.run(a=1, b=0).value == 2
+
+
+@pytest.mark.parametrize("name", ["run", "find", "undo", "execute", "returns", "_x"])
+def test_reserved_reactor_input_names(name: str) -> None:
+    with pytest.raises(DefinitionError, match="reserved"):
+        type("R", (Reactor,), {name: Input(int), "__module__": __name__})
+
+
+def test_step_only_reserved_names_are_fine_for_reactor_inputs() -> None:
+    class R(Reactor):
+        context = Input(str)
+        s = step(lambda inputs, ctx: inputs.c, c=input("context"))
+
+    assert R.run(context="x").value == {"s": "x"}
+
+
+def test_async_bodies_are_rejected() -> None:
+    async def body(inputs: Any, ctx: Any) -> None:
+        return None
+
+    with pytest.raises(DefinitionError, match="async"):
+        step(body)
+    with pytest.raises(DefinitionError, match="async"):
+        step()(body)
+    with pytest.raises(DefinitionError, match="async"):
+        step(_noop).undo(body)
+    with pytest.raises(DefinitionError, match="async"):
+
+        class S(Step):
+            async def run(self) -> None:
+                return None

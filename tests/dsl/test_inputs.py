@@ -96,3 +96,10 @@ def test_inputs_object_is_frozen_and_rejects_undeclared_names() -> None:
     copy: Any = inputs.to_dict()
     copy["a"] = 3
     assert inputs.a == 1
+
+
+def test_mutable_defaults_are_copied_per_validation() -> None:
+    c = _contract(tags=Input(list, default=[]))
+    first = c.validate({})["tags"]
+    first.append("x")
+    assert c.validate({})["tags"] == []

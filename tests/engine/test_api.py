@@ -126,7 +126,7 @@ def test_aborted_run_keeps_its_stack_and_undo_finishes_it(events: list[str]) -> 
 
         @b.compensate
         def _c(error: Any, inputs: Any, ctx: Any) -> None:
-            events.append("compensate b")
+            events.append(f"compensate b ({error})")
 
     run_id = _interrupted_run(R)
     assert events == ["run a", "run b"]  # no rollback in the interrupted process
@@ -134,7 +134,7 @@ def test_aborted_run_keeps_its_stack_and_undo_finishes_it(events: list[str]) -> 
     assert view.status is RunStatus.ABORTED and view.undo_stack == ("a",)
     result = R.undo(run_id)
     assert result == Success(None) and result.run_id == run_id
-    assert events[2:] == ["compensate b", "undo a a"]
+    assert events[2:] == ["compensate b (step interrupted by KeyboardInterrupt)", "undo a a"]
     assert R.find(run_id).status is RunStatus.CANCELLED
     assert R.undo(run_id).success  # idempotent: nothing left
     assert events[4:] == []
@@ -282,3 +282,49 @@ def test_undo_of_a_failed_run_is_a_no_op(events: list[str]) -> None:
     assert isinstance(r, Failure)
     assert R.undo(r.run_id or "").success
     assert R.find(r.run_id or "").status is RunStatus.FAILED
+
+
+def test_undo_of_a_halted_run_reaches_the_halted_element(events: list[str]) -> None:
+    from reactor.model.signals import halt
+
+    class Element(Reactor):
+        n = Input(int)
+
+        @step(n=input("n"))
+        def work(inputs: Any, ctx: Any) -> int:
+            return int(inputs.n)
+
+        @work.undo
+        def _(result: Any, inputs: Any, ctx: Any) -> None:
+            events.append(f"undo {result}")
+
+        @step(n=input("n"), wait_for=["work"])
+        def gate(inputs: Any, ctx: Any) -> None:
+            if inputs.n == 1:
+                halt("wait for stock")
+
+    class Parent(Reactor):
+        ns = Input(list)
+        each = map_step(Element, source=input("ns"), args={"n": element("each")})
+
+    r = Parent.run(ns=[0, 1, 2])
+    assert r.halted
+    assert Parent.undo(r.run_id or "").success
+    assert events == ["undo 1", "undo 0"]
+    view = Parent.find(r.run_id or "")
+    assert view.status is RunStatus.CANCELLED
+    assert [e.detail for e in view.trace if e.type == "undo"] == [None]
+
+
+def test_trace_marks_rollback_hooks_that_did_nothing() -> None:
+    class R(Reactor):
+        a = step(lambda inputs, ctx: 1)
+        b = step(lambda inputs, ctx: 1 / 0, wait_for=["a"])
+
+    r = R.run()
+    details = [(e.type, e.detail) for e in R.find(r.run_id or "").trace if e.type != "run"]
+    assert details == [
+        ("failed", "division by zero"),
+        ("compensate", "compensate skipped (nothing to roll back)"),
+        ("undo", "undo skipped (nothing to roll back)"),
+    ]

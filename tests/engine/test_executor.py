@@ -239,3 +239,40 @@ def test_reactor_inputs_reach_steps_validated() -> None:
         double = step(lambda inputs, ctx: inputs.n * 2, n=input("n"))
 
     assert R.run(n="4").value == {"double": 8}
+
+
+def test_inputs_the_codec_cannot_store_fail_the_run_before_any_step(events: list[str]) -> None:
+    class Opaque:
+        pass
+
+    class R(Reactor):
+        thing = Input(Opaque)
+        s = step(lambda inputs, ctx: events.append("ran"))
+
+    r = R.run(thing=Opaque())
+    assert isinstance(r, Failure) and not r.is_retryable
+    assert "cannot encode" in r.message or "register" in r.message
+    assert events == []
+    view = R.find(r.run_id or "")
+    assert view.status is RunStatus.FAILED and view.inputs == {"thing": "<unstorable>"}
+
+
+def test_user_codec_registration_made_before_the_first_run_wins() -> None:
+    from pydantic import BaseModel
+
+    from reactor.model import codec
+
+    class Parcel(BaseModel):
+        weight: int
+
+    class R(Reactor):
+        parcel = Input(Parcel)
+        s = step(lambda inputs, ctx: inputs.p.weight, p=input("parcel"))
+
+    codec.register_model(Parcel, tag="tests.engine.Parcel")  # after the class, before a run
+    try:
+        r = R.run(parcel={"weight": 3})
+        assert r.value == {"s": 3}
+        assert codec.registered_tag(Parcel) == "tests.engine.Parcel"
+    finally:
+        codec.unregister(Parcel)

@@ -248,6 +248,28 @@ def test_completed_run_is_stored_as_completed(report: tuple[DemoReport, Services
                                  "send_confirmation"}
 
 
+def test_undoing_a_completed_run_reverses_every_effect(subset: list[Order]) -> None:
+    services = Services.create()
+    order = subset[0]
+    with SERVICES.use(services):
+        done = Fulfil.execute({"order": order, "card_token": order.card_token()})
+        assert done.success and done.run_id is not None
+        assert services.mailer.messages(order.id) and services.carrier.shipments(order.id)
+        undone = Fulfil.undo(done.run_id)
+    assert undone.success
+    assert Fulfil.find(done.run_id).status == "cancelled"
+    assert services.inventory.reservations(order.id) == []
+    assert services.ledger.captures(order.id) == []
+    assert services.carrier.shipments(order.id) == []
+    assert services.mailer.messages(order.id) == []
+    for line in order.lines:
+        assert services.inventory.free(line.sku) == load_catalog()[line.sku].on_hand
+    actions = [e.action for e in services.audit.events(order.id)]
+    undo_actions = actions[actions.index("send") + 1:]  # newest step first
+    assert undo_actions == ["recall", "cancel", "refund", "void.noop"] + ["release"] * len(
+        order.lines)
+
+
 def test_invariant_checker_reports_leftover_effects(
     subset: list[Order], report: tuple[DemoReport, Services]
 ) -> None:

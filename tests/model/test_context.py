@@ -67,6 +67,8 @@ def test_legacy_skipped_status_reads_as_halted() -> None:
         ("created_at", "yesterday"),
         ("failure", "not a failure"),
         ("rollback", {"failures": ["x"]}),
+        ("rollback", {"step": 3}),
+        ("rollback", {"step": "a", "arguments": [1]}),
         ("undo_stack", [{"step": "m", "elements": [["0", 1]]}]),
         ("undo_stack", [{"step": None}]),
         ("composed_contexts", {"m": {"type": "map_ref", "map_id": "x", "elements": [1]}}),

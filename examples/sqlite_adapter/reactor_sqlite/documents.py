@@ -13,8 +13,9 @@ Semantics follow ``reactor/ports/documents.py``:
   IMMEDIATE`` transaction, so two processes on one file serialize their writers;
 * every write stores a fresh UUID version (no ABA after a delete and re-create);
 * a row whose ``expires_at <= now`` reads as absent, yet reports its version so a caller can
-  take it over; expired rows are deleted by :meth:`SQLiteDocumentStore.purge` only
-  (garbage collection, never a semantic);
+  take it over; expired rows are deleted by :meth:`SQLiteDocumentStore.purge`, which the store
+  also runs every ``purge_every`` writes (garbage collection, never a semantic: SQLite has no
+  native TTL);
 * the clock is the application clock (SQLite has no server): ``Capabilities.clock`` is
   ``"application"``.
 
@@ -82,6 +83,8 @@ class SQLiteDocumentStore:
             several stores can share one file without seeing each other's documents.
         clock: the store clock in epoch seconds (default :func:`time.time`).
         busy_timeout: seconds to wait for another process's write lock before failing.
+        purge_every: delete up to 1000 expired rows of this namespace every this many writes
+            (``0`` disables it; :meth:`purge` still works).
 
     Raises:
         StorageError: the database cannot be opened or its schema created.
@@ -94,7 +97,12 @@ class SQLiteDocumentStore:
         prefix: str = "",
         clock: Callable[[], float] = time.time,
         busy_timeout: float = 30.0,
+        purge_every: int = 1000,
     ) -> None:
+        if purge_every < 0:
+            raise ValueError(f"purge_every must be >= 0, got {purge_every!r}")
+        self._purge_every = purge_every
+        self._writes = 0
         self._path = path
         self._prefix = f"{prefix}:" if prefix else ""
         self._clock = clock
@@ -223,7 +231,14 @@ class SQLiteDocumentStore:
                     "WHERE collection = ? AND key = ? AND version = ?",
                     (text, version, expires_at, index, coll, key, expected_version),
                 )
-            return cursor.rowcount == 1
+            written = cursor.rowcount == 1
+        if written and self._purge_every:
+            with self._lock:
+                self._writes += 1
+                due = self._writes % self._purge_every == 0
+            if due:
+                self.purge()
+        return written
 
     def scan(
         self,

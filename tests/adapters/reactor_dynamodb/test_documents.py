@@ -116,8 +116,9 @@ def test_missing_table_is_a_storage_error(dynamodb_client: Any, unique: str) -> 
 def test_factory_creates_the_table_and_honours_create_false(moto_url: str, unique: str) -> None:
     base = f"dynamodb://t-{unique}?region=us-east-1&endpoint_url={moto_url}"
     with pytest.raises(StorageError):
-        storage_from_url(f"dynamodb://n-{unique}?region=us-east-1&endpoint_url={moto_url}"
-                         "&create=false")
+        storage_from_url(
+            f"dynamodb://n-{unique}?region=us-east-1&endpoint_url={moto_url}&create=false"
+        )
     storage = storage_from_url(base + "&prefix=a/", context_ttl=60.0, visibility_timeout=1)
     try:
         assert storage.capabilities.clock == "application"

@@ -1,0 +1,37 @@
+"""RunState: trace entries and the step context handed to user code."""
+
+from __future__ import annotations
+
+import pytest
+
+from reactor.config import Runtime
+from reactor.dsl.definition import build_definition
+from reactor.dsl.inputs import InputContract
+from reactor.engine.checkpoint import Checkpointer
+from reactor.engine.env import make_env
+from reactor.engine.state import RunState
+from reactor.model.context import Context
+
+
+def _state(runtime: Runtime) -> RunState:
+    env = make_env(runtime)
+    ctx = Context(context_id="c", reactor="r", inputs={"token": "secret"},
+                  intermediate_results={"a": 1}, map_metadata={"index": 4})
+    definition = build_definition("r", "R", InputContract("R", []), {}, None)
+    return RunState(definition, ctx, env, Checkpointer(env, ctx))
+
+
+def test_trace_entries_carry_type_step_time_and_no_arguments(runtime: Runtime) -> None:
+    state = _state(runtime)
+    state.trace("run", "a", attempt=None, detail="ok")
+    assert state.ctx.execution_trace == [
+        {"type": "run", "step": "a", "at": state.ctx.execution_trace[0]["at"], "detail": "ok"}
+    ]
+
+
+def test_step_context_is_read_only(runtime: Runtime) -> None:
+    ctx = _state(runtime).step_context("b", attempt=2)
+    assert (ctx.run_id, ctx.step, ctx.attempt, ctx.root_run_id) == ("c", "b", 2, "c")
+    assert ctx.results["a"] == 1 and ctx.element_index == 4
+    with pytest.raises(TypeError):
+        ctx.results["a"] = 2  # type: ignore[index]
