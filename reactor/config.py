@@ -243,6 +243,9 @@ def configure(
         else router_spec
     )
     runtime = Runtime(storage=built_storage, router=built_router, settings=parsed)
+    from reactor.jobs.handlers import bind_inline  # the job handlers import this module
+
+    bind_inline(runtime)  # inline://: jobs run synchronously through the worker's handlers
     with _lock:
         previous, _current = _current, runtime
     if previous is not None:

@@ -10,7 +10,7 @@ undoes a completed one (engine.md §1.2 "Compensate vs undo ordering", rule 6).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reactor import registry
 from reactor.config import Runtime
@@ -32,6 +32,9 @@ from reactor.model.results import Failure, Success
 from reactor.model.run_view import RunView
 from reactor.model.status import RunStatus
 
+if TYPE_CHECKING:
+    from reactor.engine.dispatch import DispatchHandle
+
 __all__ = ["find", "launch", "run", "undo"]
 
 _UNDO_REFUSED = frozenset(
@@ -45,18 +48,38 @@ def run(
     *,
     runtime: Runtime | None = None,
     sleep: Callable[[float], None] | None = None,
-) -> Success | Failure:
-    """Run a reactor synchronously; the result carries ``run_id``.
+) -> Success | Failure | DispatchHandle:
+    """Run a reactor; the result carries ``run_id``.
+
+    The run holds its liveness lock ``async:<id>`` while it executes (engine.md §3.1), so a
+    sweeper never re-dispatches a live synchronous run. A reactor with ``background`` hands
+    the run to a worker (:mod:`reactor.engine.background`) and returns a
+    :class:`~reactor.engine.dispatch.DispatchHandle` (or the final result if the run already
+    finished, e.g. on the inline router).
 
     Raises:
         KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, CancelledError: after the
             run was stored as ``aborted``; the exception carries the run id as its
             ``reactor_run_id`` attribute (and a note) so the caller can ``Reactor.undo`` it.
     """
+    from reactor.engine import background, liveness
+
     context_id = new_context_id()
     definition.register_codec_types()
+    env = make_env(runtime, sleep)
+    declared = definition.background
     try:
-        ctx, result = launch(definition, inputs, make_env(runtime, sleep), context_id=context_id)
+        if declared is not None and declared.mode == "all":
+            return background.start_all(definition, inputs, env, context_id=context_id)
+        with liveness.held(env, context_id):
+            try:
+                ctx, result = launch(
+                    definition, inputs, env, context_id=context_id,
+                    hand_off=background.trigger(declared),
+                )
+            except background.HandOff as handoff:  # save, enqueue, then release the lock
+                state = handoff.state
+                return background.dispatch(env, state.ctx, state.checkpoint, mode=handoff.mode)
     except INTERRUPTIONS as exc:
         if getattr(exc, "reactor_run_id", None) is None:
             setattr(exc, "reactor_run_id", context_id)  # noqa: B010 - any exception type
@@ -76,6 +99,7 @@ def launch(
     context_id: str | None = None,
     parent: Context | None = None,
     map_metadata: dict[str, Any] | None = None,
+    hand_off: Callable[[RunState, str, str], None] | None = None,
 ) -> tuple[Context, Success | Failure]:
     """Create, validate and execute one stored run (a top-level run or a map element).
 
@@ -86,6 +110,8 @@ def launch(
         context_id: the id to use (default: a fresh UUID).
         parent: the parent context (map elements).
         map_metadata: the element's map metadata (map elements).
+        hand_off: the ``background after:/before:`` hook of a caller's root run
+            (:func:`reactor.engine.background.trigger`).
 
     Returns:
         ``(context, result)``; the result has no ``run_id`` yet.
@@ -105,7 +131,8 @@ def launch(
         ctx.inputs = contract.validate(inputs)
     except InputValidationError as exc:
         return ctx, _invalid_inputs(ctx, checkpoint, definition, inputs, exc)
-    return ctx, executor.execute(RunState(definition, ctx, env, checkpoint))
+    state = RunState(definition, ctx, env, checkpoint, hand_off=hand_off)
+    return ctx, executor.execute(state)
 
 
 def _invalid_inputs(

@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from reactor.dsl.declarations import StepSpec
-from reactor.engine import rollback
+from reactor.engine import coordination, rollback
 from reactor.engine.compose import run_compose
 from reactor.engine.inline_map import run_map
 from reactor.engine.invoke import INTERRUPTIONS, trimmed_traceback
@@ -32,7 +32,7 @@ from reactor.model.errors import CompensationError, ContextTooLargeError, Depend
 from reactor.model.results import Failure, Halt, Skipped, Success, exception_class_name
 from reactor.model.status import RunStatus
 
-__all__ = ["abort", "execute"]
+__all__ = ["abort", "conclude_failure", "execute"]
 
 
 def _run_step(state: RunState, spec: StepSpec) -> StepOutcome:
@@ -58,7 +58,7 @@ def execute(state: RunState) -> Success | Failure:
             the context as ``aborted``.
     """
     try:
-        return _execute(state)
+        return coordination.run_coordinated(state, _execute)
     except INTERRUPTIONS as exc:
         abort(state, exc)
         raise
@@ -83,6 +83,8 @@ def _execute(state: RunState) -> Success | Failure:
             raise DependencyError(f"{definition.name}: no step is ready among {remaining}")
         for name in ready:
             spec = definition.steps[name]
+            if state.hand_off is not None:  # background before: (engine.md §3.3)
+                state.hand_off(state, "before", name)
             outcome = _run_step(state, spec)
             result = outcome.result
             if isinstance(result, Halt):
@@ -94,6 +96,8 @@ def _execute(state: RunState) -> Success | Failure:
                 return _fail(state, spec, stored)
             completed.add(name)
             remaining.remove(name)
+            if state.hand_off is not None:  # background after: (engine.md §3.3)
+                state.hand_off(state, "after", name)
     value: Any = (
         ctx.intermediate_results.get(definition.returns)
         if definition.returns is not None
@@ -192,6 +196,29 @@ def _fail(state: RunState, spec: StepSpec, outcome: StepOutcome) -> Failure:
         compensate_pending=outcome.body_started and spec.kind == "step",
         failures=list(failure.rollback_failures),
     )
+    try:  # the rollback intent survives a crash (a worker resumes it)
+        state.checkpoint.save()
+    except (EncodeError, ContextTooLargeError):
+        pass  # the final save reports it; the rollback must run regardless
+    return conclude_failure(state)
+
+
+def conclude_failure(state: RunState) -> Failure:
+    """Finish the rollback recorded in ``state.ctx`` and store the run as ``failed``.
+
+    Used right after a step failed, and by a worker resuming a run whose rollback was cut off
+    by a crash (``ctx.rollback`` set while the status is still ``running``): the pending
+    compensate runs, then every entry left on the undo stack is undone, newest first.
+
+    Returns:
+        The run's final ``Failure`` (with ``rollback_failures``; a failed compensate turns the
+        error into :class:`~reactor.model.errors.CompensationError`).
+    """
+    ctx = state.ctx
+    failure = ctx.failure or Failure(
+        "the run failed while rolling back", retryable=False, reactor_name=ctx.reactor
+    )
+    name = (ctx.rollback or {}).get("step") or failure.step_name or ""
     failures = rollback.finish(state)
     assert ctx.rollback is not None
     if ctx.rollback.get("compensate_failed"):

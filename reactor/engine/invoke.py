@@ -24,6 +24,7 @@ import reactor
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.inputs import Inputs
 from reactor.dsl.step import Step
+from reactor.engine.parks import Park
 from reactor.model import signals
 from reactor.model.errors import InputValidationError, UndeclaredInputError
 from reactor.model.results import Failure, Result, Skipped, Success
@@ -107,13 +108,14 @@ def capture(fn: Callable[..., Any], *args: Any) -> Invocation:
 
     Raises:
         KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, CancelledError: re-raised.
+        Park: re-raised (user code inside a worker parked; engine/parks.py).
     """
     try:
         with signals.listening():
             returned = fn(*args)
     except signals.StepSignal as sig:
         return Invocation(sig.result)
-    except INTERRUPTIONS:
+    except (*INTERRUPTIONS, Park):  # a park gives the worker thread back (parks.py)
         raise
     except BaseException as exc:  # every other exception is a step failure (engine.md §1.2)
         return Invocation(failure_from_exception(exc), raised=True)

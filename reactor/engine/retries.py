@@ -36,6 +36,7 @@ def attempt_with_retries(
     *,
     on_retry: Callable[[int, float, Failure], None],
     sleep_fn: Callable[[float], None],
+    first_attempt: int = 1,
 ) -> tuple[Result, int]:
     """Call ``attempt(n)`` until it does not fail, is not retryable, or attempts run out.
 
@@ -44,11 +45,13 @@ def attempt_with_retries(
         attempt: runs attempt ``n`` (1-based) and returns its result.
         on_retry: called with ``(failed_attempt, delay_seconds, failure)`` before each wait.
         sleep_fn: waits ``delay_seconds``.
+        first_attempt: the number of the first attempt to make (a run re-enqueued by a worker
+            retry resumes at the attempt after the one that failed).
 
     Returns:
         ``(final_result, attempts_used)``.
     """
-    n = 1
+    n = max(first_attempt, 1)
     while True:
         result = attempt(n)
         if (

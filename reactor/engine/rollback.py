@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import invoke
+from reactor.engine import coordination, invoke
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.env import Env
 from reactor.engine.state import RunState
@@ -101,7 +101,11 @@ def _compensate(
     failure = state.ctx.failure or Failure(
         f"step interrupted by {interruption}", retryable=False, step_name=step
     )
-    invocation = invoke.call_compensate(spec, arguments, failure, state.step_context(step))
+    with coordination.rollback_holds(state, spec, arguments, "compensate") as unavailable:
+        if unavailable is not None:  # engine.md §1.2: skipped, the rollback goes on
+            state.trace("compensate_failure", step, detail=unavailable.message)
+            return [unavailable]
+        invocation = invoke.call_compensate(spec, arguments, failure, state.step_context(step))
     if isinstance(invocation.result, Failure):
         state.trace("compensate_failure", step, detail=invocation.result.message)
         return [_failure_of(step, "compensate", invocation)]
@@ -124,9 +128,14 @@ def _undo(state: RunState, entry: dict[str, Any]) -> list[RollbackFailure]:
         failures = roll_back_elements(state.env, state.definition.children[step], step, elements)
         state.trace("undo_failure" if failures else "undo", step)
         return failures
-    invocation = invoke.call_undo(
-        spec, entry.get("arguments") or {}, entry.get("result"), state.step_context(step)
-    )
+    arguments = entry.get("arguments") or {}
+    with coordination.rollback_holds(state, spec, arguments, "undo") as unavailable:
+        if unavailable is not None:  # engine.md §1.2: skipped, the rollback goes on
+            state.trace("undo_failure", step, detail=unavailable.message)
+            return [unavailable]
+        invocation = invoke.call_undo(
+            spec, arguments, entry.get("result"), state.step_context(step)
+        )
     if isinstance(invocation.result, Failure):
         state.trace("undo_failure", step, detail=invocation.result.message)
         return [_failure_of(step, "undo", invocation)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -42,6 +43,13 @@ class RunState:
         env: the execution environment.
         checkpoint: saves the record holding ``ctx`` (its own, or its compose parent's).
         in_flight: the step in flight, if any.
+        hand_off: root runs with ``background after:/before:`` in the caller only: called by
+            the executor as ``hand_off(state, "before", step)`` when ``step`` is about to run
+            and ``hand_off(state, "after", step)`` once it is recorded; it raises to hand the
+            run off (:mod:`reactor.engine.background`). ``None`` everywhere else.
+        retry_wait: root runs inside a worker only: waits before a step retry instead of
+            ``env.sleep`` (it raises to re-enqueue the run with the delay, engine.md §1.2
+            "Retries and backoff"). ``None``: sleep in-thread.
     """
 
     definition: ReactorDefinition
@@ -49,6 +57,8 @@ class RunState:
     env: Env
     checkpoint: Checkpointer
     in_flight: InFlight | None = None
+    hand_off: Callable[[RunState, str, str], None] | None = None
+    retry_wait: Callable[[float], None] | None = None
 
     def now(self) -> float:
         """Epoch seconds on the storage clock."""

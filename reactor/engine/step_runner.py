@@ -19,6 +19,7 @@ from reactor.dsl.declarations import StepSpec
 from reactor.dsl.retries import NO_RETRIES, Retries
 from reactor.engine import invoke
 from reactor.engine.arguments import resolve_arguments
+from reactor.engine.coordination import StepCoordination
 from reactor.engine.retries import attempt_with_retries
 from reactor.engine.state import InFlight, RunState
 from reactor.model.errors import ArgumentResolutionError, InputValidationError
@@ -64,6 +65,7 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
         return StepOutcome(Failure(exc, retryable=False), {}, body_started=False)
     in_flight = InFlight(step=name, kind="step", arguments=arguments)
     state.in_flight = in_flight
+    coordination = StepCoordination.for_step(state, spec)
 
     def attempt(n: int) -> Result:
         args = arguments
@@ -73,8 +75,12 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
             except InputValidationError as exc:
                 return Failure(exc, retryable=False, validation_errors=exc.field_errors)
         in_flight.arguments = args
-        in_flight.body_started = True
-        return invoke.call_run(spec, args, state.step_context(name, attempt=n)).result
+
+        def body() -> Result:
+            in_flight.body_started = True
+            return invoke.call_run(spec, args, state.step_context(name, attempt=n)).result
+
+        return body() if coordination is None else coordination.attempt(args, body)
 
     def on_retry(failed_attempt: int, delay: float, failure: Failure) -> None:
         attempts = ctx.retry_context.setdefault("attempts", {})
@@ -84,9 +90,15 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
             detail=f"retrying in {delay:g}s after: {failure.message}",
         )
 
+    # A step resumed after a worker re-enqueued its retry continues its attempt count.
+    done = ctx.retry_context.get("attempts", {}).get(name, 0)
     result, used = attempt_with_retries(
-        retry_policy(spec), attempt, on_retry=on_retry, sleep_fn=state.env.sleep
+        retry_policy(spec), attempt, on_retry=on_retry,
+        sleep_fn=state.retry_wait or state.env.sleep,
+        first_attempt=done + 1 if isinstance(done, int) else 1,
     )
     if used > 1:
         ctx.retry_context.setdefault("attempts", {})[name] = used
+    if coordination is not None:
+        coordination.finish(result)
     return StepOutcome(result, in_flight.arguments, body_started=in_flight.body_started)

@@ -91,6 +91,11 @@ class InlineRouter:
         """Set the function that runs jobs (``handler(job)``)."""
         self._handler = handler
 
+    @property
+    def bound(self) -> bool:
+        """Whether a handler is bound (``reactor.configure`` binds the job handlers)."""
+        return self._handler is not None
+
     def enqueue(self, job: Job, delay_seconds: float = 0) -> str:
         """Run ``job`` now (no delay) or keep it until it is due.
 

@@ -1,0 +1,264 @@
+"""Background runs: handing a run to a worker and continuing it there (engine.md §3.2, §3.3).
+
+Caller side:
+
+* ``Background(all=True)``: :func:`start_all` stores the run (raw inputs, status ``running``,
+  input validation left to the worker) and enqueues a ``run`` job.
+* ``Background(after=/before=)``: :func:`trigger` builds the executor hook that stops the caller
+  at the cut point by raising :class:`HandOff`; :func:`dispatch` then checkpoints the context
+  (with its undo stack) and enqueues the ``run`` job — persist, then enqueue (ARCHITECTURE §5
+  rule 2). The caller keeps the run's liveness lock until after the enqueue.
+
+Either way the caller gets a :class:`~reactor.engine.dispatch.DispatchHandle`, or the final
+result when the run already finished (the inline router runs the job before ``enqueue``
+returns; engine.md §2.5).
+
+Worker side: :func:`continue_run` resumes a stored run under its liveness lock, with writes
+fenced on that lock. Inside the worker the hand-off never re-triggers; a failure also undoes the
+steps that ran in the caller (the undo stack was persisted); a step retry with backoff raises
+:class:`RetryLater` instead of sleeping, after saving the context, so the job handler re-enqueues
+the run with the delay (engine.md §1.2 "Retries and backoff"); a :class:`~reactor.engine.parks.Park`
+is saved and re-raised for the handler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from reactor.dsl.background import Background
+from reactor.dsl.definition import ReactorDefinition
+from reactor.engine import executor
+from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine.dispatch import DispatchHandle, stored_result
+from reactor.engine.env import Env
+from reactor.engine.liveness import FencedCheckpointer, Liveness
+from reactor.engine.parks import Park
+from reactor.engine.state import RunState
+from reactor.jobs.payloads import RunPayload, job
+from reactor.model.codec import EncodeError
+from reactor.model.context import Context
+from reactor.model.errors import ContextTooLargeError, InputValidationError
+from reactor.model.results import Failure, Success
+from reactor.model.status import RunStatus
+
+__all__ = [
+    "HandOff",
+    "RetryLater",
+    "continue_run",
+    "dispatch",
+    "is_admitted",
+    "mark_admitted",
+    "start_all",
+    "trigger",
+]
+
+#: ``private_data`` key: the reactor-level gates passed once; never unset (engine.md §3.6).
+ADMITTED = "admitted"
+#: ``private_data`` key: ``all=True`` runs whose inputs the worker still has to validate.
+VALIDATE_INPUTS = "validate_inputs"
+#: ``private_data`` key: the hand-off mode that moved the run to a worker.
+HANDED_OFF = "handed_off"
+
+
+class HandOff(BaseException):  # noqa: N818 - control flow, not an error
+    """Raised by the :func:`trigger` hook inside the caller's executor at the cut point.
+
+    A ``BaseException`` so nothing between the hook and :func:`reactor.engine.api.run` treats
+    it as a failure.
+
+    Attributes:
+        state: the caller's execution state at the cut point.
+        mode: ``"after"`` or ``"before"``.
+        step: the step named by the ``Background`` declaration.
+    """
+
+    def __init__(self, state: RunState, mode: str, step: str) -> None:
+        super().__init__(f"hand-off {mode} {step!r}")
+        self.state = state
+        self.mode = mode
+        self.step = step
+
+
+class RetryLater(BaseException):  # noqa: N818 - control flow, not an error
+    """Raised inside a worker instead of sleeping before a step retry (the context is saved).
+
+    Attributes:
+        delay: seconds until the next attempt.
+        step: the step that will be retried (``ctx.current_step``).
+    """
+
+    def __init__(self, delay: float, step: str | None = None) -> None:
+        super().__init__(f"retry {step!r} in {delay:g}s")
+        self.delay = delay
+        self.step = step
+
+
+def is_admitted(ctx: Context) -> bool:
+    """Whether the run passed its reactor-level gates once (``private_data["admitted"]``).
+
+    A run with recorded progress (a result or an undo entry) counts as admitted.
+    """
+    return bool(ctx.private_data.get(ADMITTED)) or bool(
+        ctx.intermediate_results or ctx.undo_stack
+    )
+
+
+def mark_admitted(ctx: Context) -> None:
+    """Record that the run passed its reactor-level gates (called once they are taken; kept
+    forever, so parks, retries and redeliveries never re-charge them; engine.md §3.6)."""
+    ctx.private_data[ADMITTED] = True
+
+
+def trigger(
+    background: Background | None,
+) -> Callable[[RunState, str, str], None] | None:
+    """The executor hook of a ``Background(after=/before=)`` reactor, for the caller only.
+
+    Returns:
+        ``hook(state, when, step)`` raising :class:`HandOff` when ``when`` is the declared
+        mode and ``step`` the declared step (``before``: ``current_step`` is set to it, the
+        worker's resume cursor); ``None`` for ``all=True`` or no background.
+    """
+    if background is None or background.mode == "all" or background.step is None:
+        return None
+    mode, target = background.mode, background.step
+
+    def hook(state: RunState, when: str, step: str) -> None:
+        if when == mode and step == target:
+            state.ctx.current_step = step if when == "before" else None
+            raise HandOff(state, mode, step)
+
+    return hook
+
+
+def dispatch(env: Env, ctx: Context, checkpoint: Checkpointer, *, mode: str) -> (
+    DispatchHandle | Success | Failure
+):
+    """Save ``ctx`` as ``running``, then enqueue its ``run`` job (persist before enqueue).
+
+    Args:
+        env: the caller's environment (storage and router).
+        ctx: the run's root context (undo stack and results so far included).
+        checkpoint: saves ``ctx``.
+        mode: ``"all"``, ``"after"`` or ``"before"`` (kept in ``private_data``).
+
+    Returns:
+        A :class:`DispatchHandle`; or the run's final result when the job already ran (the
+        inline router runs it synchronously inside ``enqueue``).
+
+    Raises:
+        EncodeError, ContextTooLargeError: the context cannot be stored (nothing enqueued).
+        StorageError, RouterError: the backend failed.
+    """
+    ctx.status = RunStatus.RUNNING
+    ctx.private_data[HANDED_OFF] = mode
+    if mode != "all":
+        mark_admitted(ctx)
+    checkpoint.save()
+    job_id = env.runtime.router.enqueue(
+        job(RunPayload(context_id=ctx.context_id, reactor=ctx.reactor))
+    )
+    stored = load_context(env, ctx.context_id)
+    if stored is not None and (result := stored_result(stored)) is not None:
+        return result
+    return DispatchHandle(
+        run_id=ctx.context_id,
+        job_id=job_id,
+        reactor=ctx.reactor,
+        results=dict(ctx.intermediate_results),
+        runtime=env.runtime,
+    )
+
+
+def start_all(
+    definition: ReactorDefinition,
+    inputs: Mapping[str, Any],
+    env: Env,
+    *,
+    context_id: str,
+) -> DispatchHandle | Success | Failure:
+    """Store a ``Background(all=True)`` run with its raw inputs and enqueue it.
+
+    Input validation happens in the worker (engine.md §1.2 "Reactor inputs and validation").
+    Inputs the codec cannot store fail the run at once (stored ``failed``, nothing enqueued).
+
+    Returns:
+        See :func:`dispatch`; a ``Failure`` (with ``run_id``) for unstorable inputs.
+    """
+    ctx = Context(
+        context_id=context_id,
+        reactor=definition.name,
+        inputs=dict(inputs),
+        redacted=sorted(definition.contract.redacted),
+        created_at=env.now(),
+    )
+    ctx.private_data[VALIDATE_INPUTS] = True
+    checkpoint = Checkpointer(env, ctx)
+    try:
+        return dispatch(env, ctx, checkpoint, mode="all")
+    except (EncodeError, ContextTooLargeError) as exc:
+        shown = {name: "<unstorable>" for name in ctx.inputs}
+        failure = Failure(exc, retryable=False, reactor_name=definition.name, inputs=shown)
+        ctx.inputs = shown
+        ctx.private_data.pop(VALIDATE_INPUTS, None)
+        ctx.status = RunStatus.FAILED
+        ctx.failure = failure
+        checkpoint.save()
+        return failure.with_run_id(context_id)
+
+
+def _raise_retry_later(state: RunState) -> Callable[[float], None]:
+    def wait(delay: float) -> None:
+        raise RetryLater(delay, state.ctx.current_step)
+
+    return wait
+
+
+def continue_run(
+    definition: ReactorDefinition, ctx: Context, env: Env, liveness: Liveness
+) -> Success | Failure:
+    """Continue a stored ``running`` run inside a worker (engine.md §2.3 ``Worker#perform``).
+
+    Validates the inputs first for ``all=True`` runs (an invalid input stores the run
+    ``failed``; no step runs); finishes a rollback a crash cut off; otherwise runs every step
+    not yet recorded, starting with ``current_step``, with the persisted undo stack. Every
+    write is fenced on ``liveness``.
+
+    Args:
+        definition: the run's reactor definition.
+        ctx: the stored context (status ``running``).
+        env: the worker's environment.
+        liveness: the execution's hold on ``async:<id>``.
+
+    Returns:
+        The run's final result (``Success``, ``Halt`` or ``Failure``), already saved.
+
+    Raises:
+        RetryLater: a step retry is due after a delay (the context was saved).
+        Park: the execution parked (the context was saved).
+        LockLost: the liveness lock lapsed; nothing more was written.
+    """
+    from reactor.engine.api import _invalid_inputs  # api imports this module
+
+    checkpoint = FencedCheckpointer(env, ctx, liveness)
+    state = RunState(definition, ctx, env, checkpoint)
+    state.retry_wait = _raise_retry_later(state)
+    try:
+        if ctx.private_data.get(VALIDATE_INPUTS):
+            raw = dict(ctx.inputs)
+            try:
+                ctx.inputs = definition.contract.validate(raw)
+            except InputValidationError as exc:
+                ctx.private_data.pop(VALIDATE_INPUTS, None)
+                return _invalid_inputs(ctx, checkpoint, definition, raw, exc)
+            ctx.private_data.pop(VALIDATE_INPUTS, None)
+        if ctx.rollback is not None:
+            return executor.conclude_failure(state)
+        return executor.execute(state)
+    except (RetryLater, Park) as pause:
+        if isinstance(pause, Park) and pause.step is not None:
+            mark_admitted(ctx)  # a step-level park: the reactor-level gates were passed
+        ctx.status = RunStatus.RUNNING
+        checkpoint.save()
+        raise

@@ -1,0 +1,862 @@
+"""Taking and releasing the ``with_*`` holds of a run, a step or a direct ``Step.call``.
+
+Semantics: engine.md §1.2 "Reactor-level coordination", "Step-level coordination", "Parking on
+contention" and "Compensate vs undo ordering"; §3.1 steps 2-4; storage-protocol.md §2.8-2.12
+(client semantics, through the :mod:`reactor.coordination` clients).
+
+**Acquisition order.** Reactor level (:func:`run_coordinated`, around the executor): ordered-lock
+gate, period fast check, (inputs are already validated by ``launch``), rate limit (first
+execution only: ``private_data["rate_limit_charged"]``), lock, semaphore, period re-check under
+the lock, then the steps (``private_data["admitted"]`` is set first); a plain ``Success`` marks
+the period; then the semaphore and the lock are released, and the ordered cursor advances when
+the run ended terminal (completed, failed or halted). Step level (:class:`StepCoordination`,
+around every attempt of the body): ordered gate, period fast check, lock, semaphore, period
+re-check, rate limit **last** (a park never spends a slot); released in reverse.
+
+**Owners.** A lock's owner is the root context id, so a run re-enters its own locks across its
+compose tree (counted by the store). A semaphore slot is one lease per holder token (a fresh
+UUID per hold; not re-entrant).
+
+**Contention.** A synchronous caller waits up to the declaration's ``wait`` (polling through the
+module hooks :data:`sleep`/:data:`monotonic`), then the unit fails with the typed error
+(:class:`~reactor.model.errors.LockAcquisitionError`,
+:class:`~reactor.model.errors.SemaphoreAcquisitionError`,
+:class:`~reactor.model.errors.RateLimitExceeded`,
+:class:`~reactor.model.errors.OrderedLockWaitError`), ``retryable=False``; a step that failed so
+is not compensated (its body never started) and earlier steps roll back. Inside a worker
+(``Env.in_worker``) contention raises :class:`~reactor.engine.parks.Park` after detaching the
+holds already taken (:meth:`Lock.detach`, :meth:`Semaphore.detach`) and recording them in
+``private_data["parked_holds"][scope]`` (scope ``"@reactor"`` or the step name); the redelivery
+re-adopts them (``reattach``) without a second acquire. The run context is saved before the
+``Park`` leaves :func:`run_coordinated`. A key function that raises
+(:class:`~reactor.model.errors.CoordinationKeyError`) and an unknown named rate limit
+(:class:`~reactor.model.errors.UnknownRateLimitError`) are permanent failures, never parked.
+
+**Outcomes without running.** A reactor-level period already marked gives
+``Halt(reason="period")``; a step-level one gives ``Skipped(None)``. An ordered lock in strict
+mode whose chain failed gives ``Halt(reason="ordered_lock_chain_failed")``; a ticket fenced by a
+newer epoch gives ``Halt(reason="ordered_lock_stale_batch")``.
+
+**Rollback** (:func:`rollback_holds`) re-takes a step's lock and semaphore around its
+undo/compensate, waiting up to ``rollback_wait`` (default: the lock TTL, or 60 s for a
+semaphore); when it cannot, the undo/compensate is skipped and a
+:class:`~reactor.model.results.RollbackFailure` with reason ``"coordination_unavailable"`` is
+recorded. Rate limits, periods and ordered locks are not re-taken.
+
+**Direct calls** (:func:`call_direct`, behind ``Step.call``) coordinate as their own unit of
+work (seed 000 ``step.rb``): never park, keep no state on any context, wait then fail.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from reactor.coordination.lock import Lock
+from reactor.coordination.ordered_lock import OrderedLock
+from reactor.coordination.period import Period
+from reactor.coordination.rate_limit import RateLimit
+from reactor.coordination.semaphore import Semaphore
+from reactor.dsl.coordination import (
+    Coordination,
+    LockDecl,
+    OrderedLockDecl,
+    PeriodDecl,
+    RateLimitDecl,
+    SemaphoreDecl,
+)
+from reactor.dsl.inputs import Inputs
+from reactor.engine.parks import Park, ParkReason, park_delay
+from reactor.model.errors import (
+    CoordinationError,
+    CoordinationKeyError,
+    InputValidationError,
+    LockAcquisitionError,
+    OrderedLockWaitError,
+    RateLimitExceeded,
+    SemaphoreAcquisitionError,
+    UnknownRateLimitError,
+)
+from reactor.model.results import Failure, Halt, Result, RollbackFailure, Skipped, Success
+from reactor.model.status import RunStatus
+from reactor.ports.records import OrderedTicket
+
+if TYPE_CHECKING:
+    from reactor.config import Settings
+    from reactor.dsl.declarations import StepSpec
+    from reactor.dsl.definition import ReactorDefinition
+    from reactor.dsl.step import Step
+    from reactor.engine.env import Env
+    from reactor.engine.state import RunState
+    from reactor.model.context import Context
+    from reactor.model.step_context import StepContext
+    from reactor.ports.storage import Storage
+
+__all__ = [
+    "ADMITTED",
+    "ORDERED_TICKET",
+    "PARKED_HOLDS",
+    "RATE_LIMIT_CHARGED",
+    "REACTOR_SCOPE",
+    "STEP_ORDERED_TICKETS",
+    "StepCoordination",
+    "assign_ordered_ticket",
+    "call_direct",
+    "monotonic",
+    "rollback_holds",
+    "run_coordinated",
+    "sleep",
+    "step_default_key",
+]
+
+log = logging.getLogger("reactor.coordination")
+
+#: The sleep used while a synchronous caller polls a held lock/semaphore (seconds).
+#: Replace it (with :data:`monotonic`) in tests, e.g. with a fake clock that advances on sleep.
+sleep: Callable[[float], None] = time.sleep
+#: The clock the wait deadlines are measured on (seconds).
+monotonic: Callable[[], float] = time.monotonic
+
+#: ``private_data`` key: holds detached by a park, by scope (``"@reactor"`` or a step name).
+PARKED_HOLDS = "parked_holds"
+#: The ``parked_holds`` scope of reactor-level holds.
+REACTOR_SCOPE = "@reactor"
+#: ``private_data`` key: the run passed its reactor-level coordination once (engine.md §1.2).
+ADMITTED = "admitted"
+#: ``private_data`` key: the reactor-level rate limit was charged (once per run).
+RATE_LIMIT_CHARGED = "rate_limit_charged"
+#: ``private_data`` key: the reactor-level ordered-lock ticket ``{"key", "nonce", "epoch"}``.
+ORDERED_TICKET = "ordered_lock"
+#: ``private_data`` key: step name -> that step's ordered-lock ticket.
+STEP_ORDERED_TICKETS = "step_ordered_locks"
+#: ``private_data`` key: what a parked unit waits on ``{"scope", "primitive", "key"}``.
+WAITING = "waiting"
+
+_TERMINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.HALTED)
+
+Mode = Literal["sync", "worker", "direct"]
+
+_active = threading.local()
+
+
+def _active_ordered_keys() -> set[str]:
+    keys: set[str] | None = getattr(_active, "keys", None)
+    if keys is None:
+        keys = set()
+        _active.keys = keys
+    return keys
+
+
+def _sleep(seconds: float) -> None:
+    sleep(seconds)
+
+
+def _monotonic() -> float:
+    return monotonic()
+
+
+def _root_id(ctx: Context) -> str:
+    return ctx.root_context_id or ctx.context_id
+
+
+def step_default_key(definition_name: str, spec: StepSpec) -> str:
+    """The key of a step-level declaration without ``key``.
+
+    A class step uses its Step class's ``module.QualName`` (shared with a direct ``Step.call``
+    of that class); a function step uses ``"<reactor name>.<step name>"``.
+    """
+    if spec.step_class is not None:
+        return _class_key(spec.step_class)
+    return f"{definition_name}.{spec.name}"
+
+
+def _class_key(cls: type[Step]) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+# ------------------------------------------------------------------------------ holds
+
+
+@dataclass
+class _Hold:
+    """One lock or semaphore slot held by a unit."""
+
+    key: str
+    client: Lock | Semaphore
+
+    def record(self) -> dict[str, Any]:
+        if isinstance(self.client, Lock):
+            return {"primitive": "lock", "key": self.key, "owner": self.client.owner}
+        return {"primitive": "semaphore", "key": self.key, "holder": self.client.holder}
+
+    def release(self) -> None:
+        try:
+            self.client.release()
+        except Exception as exc:  # a lost release only shortens a lease: never fail the unit
+            log.warning("event=release_failed key=%s error=%s", self.key, exc)
+
+
+class _Unit:
+    """The coordination of one unit of work: a run, one step attempt, or a direct call.
+
+    Args:
+        decls: the declarations.
+        storage: the storage whose coordination stores are used.
+        settings: the engine settings (park delays).
+        owner: the lock owner (root context id, or a fresh id for a stand-alone call).
+        mode: ``"sync"`` (wait then fail), ``"worker"`` (park) or ``"direct"`` (wait then
+            fail, no state kept on any context).
+        scope: ``"@reactor"`` or the step name (``parked_holds`` and ticket bookkeeping).
+        default_key: the key of declarations without ``key``.
+        inputs: the validated inputs the keys are computed from.
+        private: the context's ``private_data`` (a throwaway dict for a direct call).
+        context_id: the id recorded on a period marker.
+        step: the step name for a ``Park`` (``None`` at reactor level).
+    """
+
+    def __init__(
+        self,
+        decls: tuple[Coordination, ...],
+        *,
+        storage: Storage,
+        settings: Settings,
+        owner: str,
+        mode: Mode,
+        scope: str,
+        default_key: str,
+        inputs: Mapping[str, Any],
+        private: dict[str, Any],
+        context_id: str | None,
+        step: str | None,
+    ) -> None:
+        self.storage = storage
+        self.settings = settings
+        self.owner = owner
+        self.mode = mode
+        self.scope = scope
+        self.default_key = default_key
+        self.inputs = inputs
+        self.private = private
+        self.context_id = context_id
+        self.step = step
+        self.lock: LockDecl | None = None
+        self.semaphore: SemaphoreDecl | None = None
+        self.rate_limit: RateLimitDecl | None = None
+        self.period: PeriodDecl | None = None
+        self.ordered: OrderedLockDecl | None = None
+        for decl in decls:
+            if isinstance(decl, LockDecl):
+                self.lock = decl
+            elif isinstance(decl, SemaphoreDecl):
+                self.semaphore = decl
+            elif isinstance(decl, RateLimitDecl):
+                self.rate_limit = decl
+            elif isinstance(decl, PeriodDecl):
+                self.period = decl
+            elif isinstance(decl, OrderedLockDecl):
+                self.ordered = decl
+        self.keys: dict[str, str] = {}
+        self.held: list[_Hold] = []
+        self.ordered_client: OrderedLock | None = None
+        self.ticket: OrderedTicket | None = None
+        self._owns_active_key = False
+        self._parked: list[dict[str, Any]] = []
+
+    # -------------------------------------------------------------- bookkeeping
+
+    def _key(self, decl: Coordination) -> str:
+        key = self.keys.get(decl.primitive)
+        if key is None:
+            key = decl.resolve_key(self.inputs, self.default_key)
+            self.keys[decl.primitive] = key
+        return key
+
+    def _resolve_keys(self) -> None:
+        for decl in (self.ordered, self.period, self.rate_limit, self.lock, self.semaphore):
+            if decl is not None:
+                self._key(decl)
+
+    def _take_parked(self) -> None:
+        if self.mode == "direct":
+            return
+        parked = self.private.get(PARKED_HOLDS)
+        if isinstance(parked, dict):
+            entries = parked.pop(self.scope, None)
+            if not parked:
+                self.private.pop(PARKED_HOLDS, None)
+            if isinstance(entries, list):
+                self._parked = [e for e in entries if isinstance(e, dict)]
+
+    def _parked_entry(self, primitive: str, key: str) -> dict[str, Any] | None:
+        for entry in self._parked:
+            if entry.get("primitive") == primitive and entry.get("key") == key:
+                self._parked.remove(entry)
+                return entry
+        return None
+
+    def _drop_unclaimed_parked(self) -> None:
+        """Release parked holds no declaration re-adopted (e.g. the key changed)."""
+        for entry in self._parked:
+            key = str(entry.get("key"))
+            if entry.get("primitive") == "lock":
+                self.storage.locks.release(key, str(entry.get("owner")))
+            elif entry.get("primitive") == "semaphore":
+                self.storage.semaphores.release(key, str(entry.get("holder")))
+        self._parked = []
+
+    # -------------------------------------------------------------- primitives
+
+    def _take_lock(self, decl: LockDecl) -> None:
+        key = self._key(decl)
+        entry = self._parked_entry("lock", key)
+        lock = Lock(
+            self.storage.locks, key,
+            owner=str(entry["owner"]) if entry and entry.get("owner") else self.owner,
+            ttl=decl.ttl,
+            wait=0.0 if self.mode == "worker" else decl.wait,
+            auto_extend=decl.auto_extend,
+            sleep=_sleep, monotonic=_monotonic,
+        )
+        if entry is None or not lock.reattach():
+            lock.acquire()
+        self.held.append(_Hold(key, lock))
+
+    def _take_semaphore(self, decl: SemaphoreDecl) -> None:
+        key = self._key(decl)
+        entry = self._parked_entry("semaphore", key)
+        semaphore = Semaphore(
+            self.storage.semaphores, key,
+            limit=decl.limit,
+            holder=str(entry["holder"]) if entry and entry.get("holder") else None,
+            lease=decl.lease,
+            wait=0.0 if self.mode == "worker" else decl.wait,
+            sleep=_sleep, monotonic=_monotonic,
+        )
+        if entry is None or not semaphore.reattach():
+            semaphore.acquire()
+        self.held.append(_Hold(key, semaphore))
+
+    def _hit_rate_limit(self, decl: RateLimitDecl) -> None:
+        RateLimit(self.storage.rate_limits, self._key(decl), decl.resolve_windows()).hit()
+
+    def _period(self) -> Period:
+        assert self.period is not None
+        return Period(
+            self.storage.periods, self._key(self.period), self.period.every, now=self.storage.now
+        )
+
+    def period_seen(self) -> bool:
+        """Whether the declared period's current bucket is already marked."""
+        return self.period is not None and self._period().seen()
+
+    def mark_period(self, result: Result) -> None:
+        """Mark the period after a **plain** ``Success`` (never ``Skipped``/``Halt``)."""
+        if self.period is not None and type(result) is Success:
+            self._period().mark(self.context_id)
+
+    # -------------------------------------------------------------- ordered lock
+
+    def _ticket_store(self) -> dict[str, Any]:
+        if self.scope == REACTOR_SCOPE:
+            return self.private
+        tickets = self.private.setdefault(STEP_ORDERED_TICKETS, {})
+        assert isinstance(tickets, dict)
+        return tickets
+
+    def _ticket_slot(self) -> str:
+        return ORDERED_TICKET if self.scope == REACTOR_SCOPE else self.scope
+
+    def _load_or_assign_ticket(self, client: OrderedLock) -> OrderedTicket:
+        store = self._ticket_store()
+        saved = store.get(self._ticket_slot())
+        if isinstance(saved, dict) and saved.get("key") == client.key:
+            return OrderedTicket(nonce=int(saved["nonce"]), epoch=int(saved["epoch"]))
+        ticket = client.assign()
+        store[self._ticket_slot()] = {
+            "key": client.key, "nonce": ticket.nonce, "epoch": ticket.epoch,
+        }
+        return ticket
+
+    def _drop_ticket(self) -> None:
+        store = self._ticket_store()
+        store.pop(self._ticket_slot(), None)
+        if self.scope != REACTOR_SCOPE and not store:
+            self.private.pop(STEP_ORDERED_TICKETS, None)
+
+    def _ordered_gate(self, decl: OrderedLockDecl) -> Result | None:
+        key = self._key(decl)
+        active = _active_ordered_keys()
+        if key in active:
+            # engine.md §3.1 step 2: a nested unit on a key this thread already holds in line
+            # would wait for itself forever.
+            log.warning("event=ordered_lock_nested key=%s scope=%s: not sequenced", key,
+                        self.scope)
+            return None
+        client = OrderedLock(
+            self.storage.ordered_locks, key, poison_pill_timeout=decl.poison_pill_timeout,
+            ttl=decl.ttl, strict=decl.strict,
+        )
+        ticket = self._load_or_assign_ticket(client)
+        try:
+            decision = client.check(ticket)
+        except OrderedLockWaitError:
+            if self.mode != "worker":
+                # Give the place up (an out-of-order advance only drops its timer), so the
+                # tickets behind it are not held up until the poison pill.
+                client.advance(ticket)
+                self._drop_ticket()
+            raise
+        self.ordered_client, self.ticket = client, ticket
+        if decision == "stale_batch":
+            self.ordered_client = None
+            self._drop_ticket()
+            return Halt("ordered_lock_stale_batch")
+        if decision == "skip_chain_failed":
+            return Halt("ordered_lock_chain_failed")
+        active.add(key)
+        self._owns_active_key = True
+        client.start_heartbeat(ticket)
+        return None
+
+    def finish_ordered(self, *, failed: bool) -> None:
+        """Advance the ordered cursor past this unit's ticket (terminal results only)."""
+        self.leave_ordered()
+        client, ticket = self.ordered_client, self.ticket
+        self.ordered_client = self.ticket = None
+        if client is None or ticket is None:
+            return
+        client.advance(ticket, failed=failed)
+        self._drop_ticket()
+
+    def leave_ordered(self) -> None:
+        """Stop the ordered-lock heartbeat and leave the thread's active set (no advance)."""
+        if self.ordered_client is not None:
+            self.ordered_client.stop_heartbeat()
+        if self._owns_active_key:
+            _active_ordered_keys().discard(self.keys.get("ordered_lock", ""))
+            self._owns_active_key = False
+
+    # -------------------------------------------------------------- enter / leave
+
+    def enter(self, order: tuple[str, ...], *, first_run: bool = True) -> Result | None:
+        """Take every declared primitive in ``order``.
+
+        Args:
+            order: the sequence of ``"ordered"``, ``"period"``, ``"rate"``, ``"lock"``,
+                ``"semaphore"``, ``"period_recheck"``.
+            first_run: reactor level: ``False`` for an admitted run (no period checks, no
+                second rate-limit charge).
+
+        Returns:
+            ``None`` when the body may run; otherwise the result to return instead (a
+            ``Halt``/``Skipped`` marker result or a ``Failure``), every hold released.
+
+        Raises:
+            Park: in a worker, on contention (holds detached and recorded).
+        """
+        self._take_parked()
+        try:
+            self._resolve_keys()
+            for phase in order:
+                early = self._phase(phase, first_run)
+                if early is not None:
+                    self.release()
+                    self._drop_unclaimed_parked()
+                    return early
+        except (CoordinationKeyError, UnknownRateLimitError) as exc:
+            self.release()
+            self._drop_unclaimed_parked()
+            self.finish_ordered(failed=False)
+            return Failure(exc, retryable=False)
+        except (LockAcquisitionError, SemaphoreAcquisitionError, RateLimitExceeded,
+                OrderedLockWaitError) as exc:
+            return self._contended(exc)
+        except BaseException:
+            self.release()
+            self._drop_unclaimed_parked()
+            self.leave_ordered()
+            raise
+        self._drop_unclaimed_parked()
+        if self.mode != "direct":
+            self.private.pop(WAITING, None)
+        return None
+
+    def _phase(self, phase: str, first_run: bool) -> Result | None:
+        if phase == "ordered" and self.ordered is not None:
+            return self._ordered_gate(self.ordered)
+        if phase in ("period", "period_recheck") and first_run and self.period_seen():
+            return Halt("period") if self.scope == REACTOR_SCOPE else Skipped(None)
+        if phase == "rate" and self.rate_limit is not None:
+            if self.scope == REACTOR_SCOPE and self.private.get(RATE_LIMIT_CHARGED):
+                return None
+            self._hit_rate_limit(self.rate_limit)
+            if self.scope == REACTOR_SCOPE:
+                self.private[RATE_LIMIT_CHARGED] = True
+        if phase == "lock" and self.lock is not None:
+            self._take_lock(self.lock)
+        if phase == "semaphore" and self.semaphore is not None:
+            self._take_semaphore(self.semaphore)
+        return None
+
+    def _contended(self, exc: CoordinationError) -> Result:
+        reason: ParkReason
+        if isinstance(exc, LockAcquisitionError):
+            reason = "lock"
+        elif isinstance(exc, SemaphoreAcquisitionError):
+            reason = "semaphore"
+        elif isinstance(exc, RateLimitExceeded):
+            reason = "rate_limit"
+        else:
+            reason = "ordered_lock"
+        if self.mode == "worker":
+            self.park()
+            self.private[WAITING] = {"scope": self.scope, "primitive": reason, "key": exc.key}
+            delay = park_delay(
+                self.settings, exc.retry_after if reason == "rate_limit" else None
+            )
+            raise Park(delay=delay, reason=reason, key=exc.key, step=self.step)
+        self.release()
+        self._drop_unclaimed_parked()
+        self.finish_ordered(failed=False)
+        return Failure(exc, retryable=False)
+
+    def park(self) -> None:
+        """Detach every hold (keeping it) and record it for the redelivery to re-adopt."""
+        self.leave_ordered()
+        for hold in self.held:
+            hold.client.detach()
+        # Holds parked earlier and not reached yet this time are kept for the next delivery.
+        records = [hold.record() for hold in self.held] + self._parked
+        self.held, self._parked = [], []
+        if records:
+            parked = self.private.setdefault(PARKED_HOLDS, {})
+            parked[self.scope] = records
+
+    def release(self) -> None:
+        """Release every hold, newest first (semaphore before lock)."""
+        held, self.held = self.held, []
+        for hold in reversed(held):
+            hold.release()
+
+
+_REACTOR_ORDER = ("ordered", "period", "rate", "lock", "semaphore", "period_recheck")
+_STEP_ORDER = ("ordered", "period", "lock", "semaphore", "period_recheck", "rate")
+
+
+# ------------------------------------------------------------------------------ reactor level
+
+
+def run_coordinated(
+    state: RunState, body: Callable[[RunState], Success | Failure]
+) -> Success | Failure:
+    """Run ``body(state)`` (the executor) inside the reactor's coordination.
+
+    See the module docstring for the order. A ``Park`` raised by the coordination itself or by
+    a step detaches the reactor-level holds, records them and **saves** the context before it
+    propagates (also when the reactor declares no coordination).
+
+    Args:
+        state: the run being executed (inputs already validated).
+        body: runs the steps and returns the run's result.
+
+    Returns:
+        The body's result, or the ``Halt``/``Failure`` the coordination produced instead (the
+        context is then stored ``halted``/``failed``; a run with completed steps, e.g. a
+        re-entry after a hand-off, is rolled back first).
+
+    Raises:
+        Park: in a worker, on contention.
+    """
+    decls = state.definition.coordination
+    if not decls:
+        try:
+            return body(state)
+        except Park:
+            state.checkpoint.save()
+            raise
+    ctx = state.ctx
+    env = state.env
+    private = ctx.private_data
+    unit = _Unit(
+        decls, storage=env.storage, settings=env.settings, owner=_root_id(ctx),
+        mode="worker" if env.in_worker else "sync", scope=REACTOR_SCOPE,
+        default_key=state.definition.name, inputs=ctx.inputs, private=private,
+        context_id=ctx.context_id, step=None,
+    )
+    first_run = not private.get(ADMITTED)
+    try:
+        early = unit.enter(_REACTOR_ORDER, first_run=first_run)
+    except Park as park:
+        state.trace("contention_park", None, detail=f"{park.reason} {park.key or ''}".strip())
+        state.checkpoint.save()
+        raise
+    if early is not None:
+        return _stop_before_steps(state, unit, early)
+    private[ADMITTED] = True
+    parked = False
+    try:
+        result = body(state)
+        unit.mark_period(result)
+        return result
+    except Park:
+        parked = True
+        unit.park()
+        state.checkpoint.save()
+        raise
+    finally:
+        if not parked:
+            unit.release()
+            if ctx.status in _TERMINAL:
+                unit.finish_ordered(failed=ctx.status is RunStatus.FAILED)
+            else:
+                unit.leave_ordered()
+
+
+def _stop_before_steps(state: RunState, unit: _Unit, early: Result) -> Success | Failure:
+    """Store and return the ``Halt``/``Failure`` the coordination produced before any step."""
+    from reactor.engine import rollback  # the rollback module imports this one
+
+    ctx = state.ctx
+    ctx.current_step = None
+    if isinstance(early, Halt):
+        state.trace("halt", None, detail=str(early.reason))
+        ctx.status = RunStatus.HALTED
+        unit.finish_ordered(failed=False)
+        state.checkpoint.save()
+        return early
+    assert isinstance(early, Failure)
+    failure = replace(
+        early, reactor_name=state.definition.name, inputs=ctx.redacted_inputs(), run_id=None
+    )
+    state.trace("failed", None, detail=failure.message)
+    ctx.failure = failure
+    if ctx.undo_stack:
+        rollback.begin(state, step=None, kind=None, arguments=None, compensate_pending=False)
+        failure = replace(failure, rollback_failures=rollback.finish(state))
+        ctx.failure = failure
+        ctx.rollback = None
+    ctx.status = RunStatus.FAILED
+    # Nothing ran under the ticket: advance without poisoning a strict chain.
+    unit.finish_ordered(failed=False)
+    state.checkpoint.save()
+    return failure
+
+
+def assign_ordered_ticket(definition: ReactorDefinition, ctx: Context, env: Env) -> None:
+    """Take the run's place in its reactor-level ordered lock now (at enqueue time).
+
+    engine.md §3.2 step 1: a background run is given its ticket by the caller, before the
+    context is saved and enqueued, so runs go in enqueue order. Without this call the ticket is
+    assigned when the run first executes (a synchronous run). A no-op when the reactor declares
+    no ordered lock, the ticket exists, or the key cannot be computed yet (the execution then
+    fails on it).
+
+    Args:
+        definition: the reactor's definition.
+        ctx: the run's context (``inputs`` set; ticket stored in ``private_data``).
+        env: the execution environment.
+    """
+    decl = next((d for d in definition.coordination if isinstance(d, OrderedLockDecl)), None)
+    if decl is None or isinstance(ctx.private_data.get(ORDERED_TICKET), dict):
+        return
+    try:
+        key = decl.resolve_key(ctx.inputs, definition.name)
+    except CoordinationKeyError:
+        return
+    ticket = OrderedLock(env.storage.ordered_locks, key, ttl=decl.ttl).assign()
+    ctx.private_data[ORDERED_TICKET] = {"key": key, "nonce": ticket.nonce, "epoch": ticket.epoch}
+
+
+# ------------------------------------------------------------------------------ step level
+
+
+class StepCoordination:
+    """The step-level coordination of one leaf step execution (all its attempts).
+
+    Build it with :meth:`for_step`; call :meth:`attempt` around every attempt of the body and
+    :meth:`finish` with the step's final result (advances a step-level ordered lock).
+    """
+
+    def __init__(self, state: RunState, spec: StepSpec) -> None:
+        self.state = state
+        self.spec = spec
+        self._unit: _Unit | None = None
+
+    @classmethod
+    def for_step(cls, state: RunState, spec: StepSpec) -> StepCoordination | None:
+        """The coordination of leaf step ``spec``, or ``None`` when it declares none."""
+        return cls(state, spec) if spec.coordination else None
+
+    def attempt(self, arguments: Mapping[str, Any], body: Callable[[], Result]) -> Result:
+        """Run ``body`` under the step's holds (order: see the module docstring).
+
+        Args:
+            arguments: the step's validated inputs (the keys are computed from them).
+            body: runs the step body once; called only when every hold was taken.
+
+        Returns:
+            The body's result; ``Skipped(None)`` when the step's period is already marked;
+            a ``Halt`` from the ordered lock; a non-retryable ``Failure`` on synchronous
+            contention, a key error or an unknown named rate limit.
+
+        Raises:
+            Park: in a worker, on contention (this step's holds detached and recorded; the
+                reactor-level wrapper saves the context).
+        """
+        state = self.state
+        ctx = state.ctx
+        env = state.env
+        unit = _Unit(
+            self.spec.coordination, storage=env.storage, settings=env.settings,
+            owner=_root_id(ctx), mode="worker" if env.in_worker else "sync",
+            scope=self.spec.name, default_key=step_default_key(state.definition.name, self.spec),
+            inputs=arguments, private=ctx.private_data, context_id=ctx.context_id,
+            step=self.spec.name,
+        )
+        # A retry attempt finds the first attempt's ticket in private_data (same place in line).
+        self._unit = unit
+        try:
+            early = unit.enter(_STEP_ORDER)
+        except Park as park:
+            state.trace(
+                "contention_park", self.spec.name,
+                detail=f"{park.reason} {park.key or ''}".strip(),
+            )
+            raise
+        if early is not None:
+            unit.leave_ordered()
+            return early
+        try:
+            result = body()
+            unit.mark_period(result)
+            return result
+        finally:
+            unit.release()
+            unit.leave_ordered()
+
+    def finish(self, result: Result) -> None:
+        """Advance a step-level ordered lock after the step's final result."""
+        if self._unit is not None:
+            self._unit.finish_ordered(failed=isinstance(result, Failure))
+
+
+# ------------------------------------------------------------------------------ rollback
+
+
+@contextmanager
+def rollback_holds(
+    state: RunState, spec: StepSpec, arguments: Mapping[str, Any], kind: Literal["undo",
+                                                                              "compensate"]
+) -> Iterator[RollbackFailure | None]:
+    """Re-take a step's lock and semaphore around its undo/compensate.
+
+    Yields ``None`` when the holds were taken (or the step declares neither): run the hook,
+    the holds are released afterwards. Yields a ``RollbackFailure`` with reason
+    ``"coordination_unavailable"`` when a hold could not be taken within ``rollback_wait``
+    (or its key could not be computed): skip the hook and record the failure.
+
+    Args:
+        state: the context being rolled back.
+        spec: the leaf step.
+        arguments: the stored step arguments (not validated; the Step class's defaults are
+            applied).
+        kind: ``"undo"`` or ``"compensate"``.
+    """
+    decls = [d for d in spec.coordination if isinstance(d, LockDecl | SemaphoreDecl)]
+    if not decls:
+        yield None
+        return
+    args = dict(arguments)
+    if spec.step_class is not None:
+        args = spec.step_class.contract.with_defaults(args)
+    default_key = step_default_key(state.definition.name, spec)
+    owner = _root_id(state.ctx)
+    storage = state.env.storage
+    held: list[_Hold] = []
+    failure: RollbackFailure | None = None
+    try:
+        for decl in sorted(decls, key=lambda d: 0 if isinstance(d, LockDecl) else 1):
+            key = decl.resolve_key(args, default_key)
+            client: Lock | Semaphore
+            if isinstance(decl, LockDecl):
+                client = Lock(
+                    storage.locks, key, owner=owner, ttl=decl.ttl,
+                    wait=decl.effective_rollback_wait, auto_extend=decl.auto_extend,
+                    sleep=_sleep, monotonic=_monotonic,
+                )
+            else:
+                client = Semaphore(
+                    storage.semaphores, key, limit=decl.limit, lease=decl.lease,
+                    wait=decl.effective_rollback_wait, sleep=_sleep, monotonic=_monotonic,
+                )
+            client.acquire()
+            held.append(_Hold(key, client))
+    except (CoordinationError, CoordinationKeyError) as exc:
+        for hold in reversed(held):
+            hold.release()
+        held = []
+        failure = RollbackFailure(
+            step=spec.name, kind=kind, reason="coordination_unavailable",
+            message=f"{kind} skipped: {exc}",
+        )
+    try:
+        yield failure
+    finally:
+        for hold in reversed(held):
+            hold.release()
+
+
+# ------------------------------------------------------------------------------ direct calls
+
+
+def call_direct(cls: type[Step], args: Mapping[str, Any], context: StepContext | None) -> Result:
+    """``Step.call``: validate, coordinate as its own unit of work, run once.
+
+    The lock owner is the calling run's root id when a step context is given (a step body
+    calling another step re-enters its run's locks), else a fresh id. Contention waits up to
+    each declaration's ``wait`` and then fails; it never parks, and no state is kept on any
+    context. Runs against :func:`reactor.config.current`.
+
+    Returns:
+        The body's result, ``Skipped(None)`` when the period is marked, or a ``Failure``
+        (invalid inputs, contention, key error, unknown named rate limit).
+    """
+    from reactor import config
+    from reactor.engine import invoke  # invoke imports the DSL, which imports this lazily
+
+    if not cls.coordination:
+        return invoke.call_class_run(cls, args, context)
+    try:
+        validated = cls.contract.validate(args, step_name=cls.__qualname__)
+    except InputValidationError as exc:
+        return Failure(exc, retryable=False, validation_errors=exc.field_errors)
+    runtime = config.current()
+    unit = _Unit(
+        cls.coordination, storage=runtime.storage, settings=runtime.settings,
+        owner=(context.root_run_id or context.run_id) if context is not None
+        else f"direct:{uuid.uuid4()}",
+        mode="direct", scope=cls.__qualname__, default_key=_class_key(cls),
+        inputs=validated, private={}, context_id=None, step=None,
+    )
+    early = unit.enter(_STEP_ORDER)
+    if early is not None:
+        unit.finish_ordered(failed=False)
+        return early
+    result: Result | None = None
+    try:
+        instance = cls(Inputs(validated, declared=cls.contract.names), context)
+        result = invoke.capture(instance.run).result
+        unit.mark_period(result)
+        return result
+    finally:
+        unit.release()
+        if result is not None:
+            unit.finish_ordered(failed=isinstance(result, Failure))
+        else:
+            unit.leave_ordered()

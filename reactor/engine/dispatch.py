@@ -1,0 +1,228 @@
+"""``DispatchHandle``: what a caller gets when a run moved to a background worker.
+
+engine.md §1.2 "Background hand-off" (Ruby's ``DispatchResult(job_id, execution_id,
+intermediate_results)``) and ARCHITECTURE §5 rule 3: a worker writes the run's terminal state
+to storage **before** publishing on the run's completion channel
+(:func:`reactor.model.keys.run_completion_channel`); a waiter subscribes, then always re-checks
+the durable record, with a fallback poll of ``clamp(timeout / 10, 0.05 s, 5 s)``, so a lost
+signal (or a storage without signals) costs latency, never correctness.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from reactor import registry
+from reactor.config import Runtime
+from reactor.engine.checkpoint import load_context
+from reactor.engine.env import make_env
+from reactor.model.context import Context
+from reactor.model.errors import (
+    AsyncWaitTimeoutError,
+    RunNotFoundError,
+    RunStateError,
+    UnknownReactorError,
+)
+from reactor.model.keys import run_completion_channel
+from reactor.model.results import Failure, Halt, Success
+from reactor.model.status import RunStatus
+from reactor.ports.storage import Storage, Subscription
+
+__all__ = ["DispatchHandle", "publish_completion", "stored_result", "wait_for_run"]
+
+log = logging.getLogger("reactor.dispatch")
+
+#: Bounds of the waiter's fallback poll interval, in seconds.
+MIN_POLL = 0.05
+MAX_POLL = 5.0
+
+
+def stored_result(ctx: Context) -> Success | Failure | None:
+    """The final result of a stored run, rebuilt from its context.
+
+    Args:
+        ctx: the stored context.
+
+    Returns:
+        ``Success`` (the ``returns`` step's value, or all results) for ``completed``; ``Halt``
+        (reason and step from the trace's ``halt`` entry) for ``halted``; the stored
+        ``Failure`` for ``failed``; a ``Failure(RunStateError)`` for ``cancelled`` and
+        ``aborted``; ``None`` while the run is not finished. Every result carries ``run_id``.
+    """
+    run_id = ctx.context_id
+    status = ctx.status
+    if status is RunStatus.COMPLETED:
+        try:
+            returns = registry.get(ctx.reactor).definition.returns
+        except UnknownReactorError:
+            returns = None
+        value: Any = (
+            ctx.intermediate_results.get(returns) if returns is not None
+            else dict(ctx.intermediate_results)
+        )
+        return Success(value, run_id=run_id)
+    if status is RunStatus.HALTED:
+        entry = next(
+            (e for e in reversed(ctx.execution_trace) if e.get("type") == "halt"), {}
+        )
+        return Halt(entry.get("detail"), step_name=entry.get("step"), run_id=run_id)
+    if status is RunStatus.FAILED:
+        if ctx.failure is not None:
+            return ctx.failure.with_run_id(run_id)
+        return Failure("the run failed", retryable=False, reactor_name=ctx.reactor,
+                       run_id=run_id)
+    if status in (RunStatus.CANCELLED, RunStatus.ABORTED):
+        error = RunStateError(
+            f"run {run_id!r} is {status.value}", run_id=run_id, status=status.value
+        )
+        return Failure(error, retryable=False, reactor_name=ctx.reactor, run_id=run_id)
+    return None
+
+
+def publish_completion(storage: Storage, ctx: Context) -> None:
+    """Publish a finished run on its completion channel (after its terminal state was saved).
+
+    Best effort: a storage without signals, or a failed publish, only costs waiters latency.
+    """
+    signals = storage.signals
+    if signals is None or not storage.capabilities.signals:
+        return
+    try:
+        signals.publish(run_completion_channel(ctx.context_id), ctx.status.value)
+    except Exception as exc:
+        log.warning("event=publish_failed context_id=%s error=%s", ctx.context_id, exc)
+
+
+def _subscribe(storage: Storage, run_id: str) -> Subscription | None:
+    signals = storage.signals
+    if signals is None or not storage.capabilities.signals:
+        return None
+    try:
+        return signals.subscribe(run_completion_channel(run_id))
+    except Exception as exc:
+        log.warning("event=subscribe_failed context_id=%s error=%s", run_id, exc)
+        return None
+
+
+def wait_for_run(
+    runtime: Runtime,
+    run_id: str,
+    timeout: float | None = None,
+    *,
+    monotonic: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Success | Failure:
+    """Block until stored run ``run_id`` is finished and return its result.
+
+    Args:
+        runtime: the runtime whose storage holds the run.
+        run_id: the run.
+        timeout: seconds to wait; ``None`` = ``settings.async_wait_timeout``.
+        monotonic: the clock of the deadline (injectable for tests).
+        sleep: waits between polls when the storage has no signals (injectable for tests).
+
+    Returns:
+        See :func:`stored_result`.
+
+    Raises:
+        AsyncWaitTimeoutError: the run is still unfinished at the deadline.
+        RunNotFoundError: no run is stored under ``run_id``.
+        DeserializationError: the stored context is malformed.
+        StorageError: the backend failed.
+    """
+    bound = runtime.settings.async_wait_timeout if timeout is None else float(timeout)
+    poll = min(max(bound / 10.0, MIN_POLL), MAX_POLL)
+    deadline = monotonic() + bound
+    env = make_env(runtime)
+    subscription = _subscribe(runtime.storage, run_id)  # before the first check: no lost wake
+    try:
+        while True:
+            ctx = load_context(env, run_id)
+            if ctx is None:
+                raise RunNotFoundError(f"no stored run {run_id!r}", run_id=run_id)
+            result = stored_result(ctx)
+            if result is not None:
+                return result
+            remaining = deadline - monotonic()
+            if remaining <= 0:
+                raise AsyncWaitTimeoutError(
+                    f"run {run_id!r} is still {ctx.status.value} after {bound:g}s",
+                    run_id=run_id,
+                    timeout=bound,
+                )
+            pause = min(poll, remaining)
+            if subscription is not None:
+                subscription.get(pause)
+            else:
+                sleep(pause)
+    finally:
+        if subscription is not None:
+            subscription.close()
+
+
+@dataclass(frozen=True)
+class DispatchHandle:
+    """A run handed to a background worker (``background = Background(...)``).
+
+    Attributes:
+        run_id: the run's id (``Reactor.find(run_id)`` reads it).
+        job_id: the id of the enqueued ``run`` job.
+        reactor: the registered reactor name.
+        results: step name -> value of the steps that completed in the caller (read-only).
+        runtime: the runtime the run was stored with.
+    """
+
+    run_id: str
+    job_id: str
+    reactor: str
+    results: Mapping[str, Any] = field(default_factory=dict)
+    runtime: Runtime | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "results", MappingProxyType(dict(self.results)))
+
+    @property
+    def execution_id(self) -> str:
+        """Alias of :attr:`run_id` (ruby_reactor's ``execution_id``)."""
+        return self.run_id
+
+    @property
+    def intermediate_results(self) -> Mapping[str, Any]:
+        """Alias of :attr:`results` (ruby_reactor's ``intermediate_results``)."""
+        return self.results
+
+    def _runtime(self) -> Runtime:
+        if self.runtime is not None:
+            return self.runtime
+        from reactor import config
+
+        return config.current()
+
+    def status(self) -> RunStatus:
+        """The run's stored status now.
+
+        Raises:
+            RunNotFoundError: the run is not stored (any more).
+        """
+        ctx = load_context(make_env(self._runtime()), self.run_id)
+        if ctx is None:
+            raise RunNotFoundError(f"no stored run {self.run_id!r}", run_id=self.run_id)
+        return ctx.status
+
+    def wait(self, timeout: float | None = None) -> Success | Failure:
+        """Wait for the run to finish and return its result (``Success``, ``Halt`` or
+        ``Failure``), re-checking the stored record on every signal and poll.
+
+        Args:
+            timeout: seconds; ``None`` = ``settings.async_wait_timeout`` (default 30 s).
+
+        Raises:
+            AsyncWaitTimeoutError: the run had not finished at the deadline (it keeps running).
+            RunNotFoundError: the run is not stored.
+        """
+        return wait_for_run(self._runtime(), self.run_id, timeout)

@@ -1,0 +1,179 @@
+"""The run liveness lock ``async:<id>`` (ARCHITECTURE §5 rules 1, 2 and 6; engine.md §3.5).
+
+Every executing root — a synchronous caller, a worker, a hand-off caller until its final save —
+holds ``async:<context_id>`` with a fresh owner token, TTL ``context_lock_ttl``, extended every
+``ttl/3`` by a thread. The lock is the run's single-writer token and its liveness signal: the run
+sweeper re-dispatches a ``running`` run only when the lock is gone.
+
+Re-entrancy (engine.md §2.5): on the inline router a ``run`` job executes nested inside the
+thread that enqueued it, which already holds the lock; the nested execution skips the lock
+instead of contending with itself. This module tracks, per thread, the runs whose lock the
+thread holds.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from reactor.coordination.lock import Lock
+from reactor.engine.checkpoint import Checkpointer
+from reactor.engine.env import Env
+from reactor.model.context import Context
+from reactor.model.errors import LockAcquisitionError, LockLost
+from reactor.model.keys import run_liveness_key
+
+__all__ = ["FencedCheckpointer", "Liveness", "held", "held_here", "take"]
+
+_local = threading.local()
+
+
+def _held_ids() -> set[str]:
+    ids: set[str] | None = getattr(_local, "ids", None)
+    if ids is None:
+        ids = _local.ids = set()
+    return ids
+
+
+def held_here(context_id: str) -> bool:
+    """Whether the current thread already holds ``async:<context_id>`` (inline re-entry)."""
+    return context_id in _held_ids()
+
+
+class Liveness:
+    """One execution's hold on a run's liveness lock.
+
+    Attributes:
+        context_id: the run.
+        lock: the lock handle; ``None`` for a re-entrant hold (the enclosing execution in this
+            thread owns the lock and releases it).
+    """
+
+    def __init__(self, context_id: str, lock: Lock | None) -> None:
+        self.context_id = context_id
+        self.lock = lock
+        if lock is not None:
+            _held_ids().add(context_id)
+
+    def check(self) -> None:
+        """Fence a write: raise unless this execution still owns the lock.
+
+        Raises:
+            LockLost: the lock lapsed (its extender could not run, or the storage lost it) and
+                another execution may own the run now; the caller must stop without writing.
+        """
+        lock = self.lock
+        if lock is None:
+            return
+        if lock.lost is not None:
+            raise lock.lost
+        if not lock.held_by_me():
+            raise LockLost(f"liveness lock {lock.key!r} lapsed; another execution owns the run")
+
+    def release(self) -> None:
+        """Release the lock (after the final save: ARCHITECTURE §5 rule 2); never raises."""
+        lock, self.lock = self.lock, None
+        if lock is None:
+            return
+        _held_ids().discard(self.context_id)
+        try:
+            lock.release()
+        except Exception:  # the lock lapses with its TTL anyway
+            pass
+
+    def park(self, seconds: float) -> None:
+        """Keep the lock for ``seconds`` more without extending it, then let it lapse.
+
+        A parked or retry-delayed run keeps its lock as a ``parked_until`` stamp, so the sweeper
+        does not mistake it for a lost run while it waits (ARCHITECTURE §5 rule 6); once the
+        delay is over the lock lapses and the re-enqueued job (or, if that job was lost, the
+        sweeper) takes over. Never raises.
+        """
+        lock, self.lock = self.lock, None
+        if lock is None:
+            return
+        _held_ids().discard(self.context_id)
+        lock.detach()
+        try:
+            if not lock.extend(max(seconds, 0.001)):
+                lock.release()
+        except Exception:
+            pass
+
+
+def take(env: Env, context_id: str, *, wait: float = 0.0) -> Liveness | None:
+    """Take ``async:<context_id>`` with a fresh owner (auto-extended every ``ttl/3``).
+
+    Args:
+        env: the execution environment (storage and ``context_lock_ttl``).
+        context_id: the run.
+        wait: seconds to keep polling a held lock (0 = one try).
+
+    Returns:
+        The hold (re-entrant when this thread already holds the lock), or ``None`` when
+        another owner holds it.
+
+    Raises:
+        StorageError: the backend failed.
+    """
+    if held_here(context_id):
+        return Liveness(context_id, None)
+    lock = Lock(
+        env.storage.locks,
+        run_liveness_key(context_id),
+        ttl=env.settings.context_lock_ttl,
+        wait=wait,
+    )
+    if wait > 0:
+        try:
+            lock.acquire()
+        except LockAcquisitionError:
+            return None
+    elif not lock.try_acquire():
+        return None
+    return Liveness(context_id, lock)
+
+
+@contextmanager
+def held(env: Env, context_id: str) -> Iterator[Liveness]:
+    """Hold ``async:<context_id>`` for the duration of a synchronous execution.
+
+    A fresh run id is never contended; if it somehow is, the run proceeds without the lock
+    (the sweeper only ever re-dispatches, and a duplicate meets the live record).
+
+    Yields:
+        The hold (released on exit, after the execution's final save).
+    """
+    hold = take(env, context_id) or Liveness(context_id, None)
+    try:
+        yield hold
+    finally:
+        hold.release()
+
+
+class FencedCheckpointer(Checkpointer):
+    """A :class:`Checkpointer` that refuses to write once the execution lost its liveness lock.
+
+    Used by worker executions: a worker stalled past its lock's TTL (a long GC pause, a frozen
+    VM) must not overwrite the progress of the execution that took the run over (single writer,
+    ARCHITECTURE §5 rule 1).
+
+    Args:
+        env: the execution environment.
+        record_context: the run's context.
+        liveness: the execution's hold.
+    """
+
+    def __init__(self, env: Env, record_context: Context, liveness: Liveness) -> None:
+        super().__init__(env, record_context)
+        self.liveness = liveness
+
+    def save(self, *, force: bool = True) -> None:
+        """Check the hold, then save (see :meth:`Checkpointer.save`).
+
+        Raises:
+            LockLost: the liveness lock is no longer ours (nothing is written).
+        """
+        self.liveness.check()
+        super().save(force=force)

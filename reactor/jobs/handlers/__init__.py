@@ -1,0 +1,112 @@
+"""Job handlers, one module per job kind, and the dispatch table workers use (ARCHITECTURE §3).
+
+A handler is ``handler(jc, payload)``: ``jc`` is the :class:`JobContext` (the runtime and the
+job being run), ``payload`` the job's typed payload (:mod:`reactor.jobs.payloads`). A handler
+returns normally when the job is done (the worker acks it); re-enqueueing (parks, retries,
+contention) is the handler's own business and also ends in a normal return. Poison jobs raise
+:class:`~reactor.model.errors.DeserializationError` or
+:class:`~reactor.model.errors.UnknownReactorError` (dead-lettered with the reason); anything
+else raised is retried by the worker with a backoff.
+
+:data:`HANDLERS` maps a job kind to its handler; modules for the other kinds (``step``,
+``map_element``, ``map_collect``, ``map_element_rollback``) register themselves by adding an
+entry. :func:`dispatch_job` parses and dispatches one job; :func:`bind_inline` makes an inline
+router run jobs through the same handlers, synchronously, in the enqueuing thread (engine.md
+§2.5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from reactor.config import Runtime
+from reactor.jobs.payloads import parse_payload
+from reactor.model.errors import DeserializationError, UnknownReactorError
+from reactor.ports.router import Delivery, Job
+
+__all__ = ["HANDLERS", "Handler", "JobContext", "bind_inline", "dispatch_job"]
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What a handler knows about the job it runs.
+
+    Attributes:
+        runtime: the worker's storage, router and settings.
+        job: the job envelope (``attempt`` counts re-enqueues of this job chain).
+        delivery: the router delivery, ``None`` when run inline.
+        inline: the job runs nested inside the thread that enqueued it (inline router): no
+            liveness-lock stamping, and a lock held by this thread is re-entered.
+        liveness_wait: seconds a handler polls a held liveness lock before re-enqueueing
+            (ruby_reactor's 2 s pre-read wait).
+    """
+
+    runtime: Runtime
+    job: Job
+    delivery: Delivery | None = None
+    inline: bool = False
+    liveness_wait: float = 2.0
+
+    def requeue(self, payload: Any, delay_seconds: float) -> str:
+        """Enqueue the next job of this chain (``attempt + 1``) with ``payload`` after
+        ``delay_seconds``.
+
+        Returns:
+            The new job id.
+        """
+        from reactor.jobs.payloads import job as make_job
+
+        return self.runtime.router.enqueue(
+            make_job(payload, attempt=self.job.attempt + 1), max(delay_seconds, 0.0)
+        )
+
+
+Handler = Callable[[JobContext, Any], None]
+
+
+def _registry() -> dict[str, Handler]:
+    from reactor.jobs.handlers.run import handle_run
+    from reactor.jobs.handlers.sweep import handle_sweep
+
+    return {"run": handle_run, "sweep": handle_sweep}
+
+
+#: Job kind -> handler. Extend it (``HANDLERS["step"] = handle_step``) to serve a new kind.
+HANDLERS: dict[str, Handler] = _registry()
+
+
+def dispatch_job(jc: JobContext) -> None:
+    """Parse ``jc.job``'s payload and run the handler of its kind.
+
+    Raises:
+        DeserializationError: unknown kind, or a malformed payload (poison: dead-letter it).
+        UnknownReactorError: the payload names an unregistered reactor (poison).
+        Exception: whatever the handler raised (retry it).
+    """
+    handler = HANDLERS.get(jc.job.kind)
+    if handler is None:
+        raise DeserializationError(f"unknown job kind {jc.job.kind!r}")
+    handler(jc, parse_payload(jc.job))
+
+
+def bind_inline(runtime: Runtime) -> None:
+    """Make ``runtime.router`` (an inline router with a ``bind`` method and no handler yet) run
+    every job through :data:`HANDLERS`, synchronously, in the enqueuing thread.
+
+    An unregistered reactor is reported to the router as a :class:`DeserializationError` so it
+    is dead-lettered like any poison job.
+    """
+    router = runtime.router
+    bind = getattr(router, "bind", None)
+    if bind is None or getattr(router, "bound", True):
+        return
+
+    def handle(job: Job) -> None:
+        try:
+            dispatch_job(JobContext(runtime=runtime, job=job, inline=True, liveness_wait=0.0))
+        except UnknownReactorError as exc:
+            raise DeserializationError(str(exc)) from exc
+
+    bind(handle)

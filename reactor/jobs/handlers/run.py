@@ -1,0 +1,179 @@
+"""The ``run`` job: start or continue a stored run in a worker (engine.md §2.3 ``Worker#perform``).
+
+1. Resolve the reactor by **registered name** (an unknown name is a poison job).
+2. Take the run's liveness lock ``async:<id>`` with a fresh owner, **before reading** the
+   context (polling up to ``JobContext.liveness_wait``); a live holder means another execution
+   owns the run: re-enqueue with a short delay (uncapped, not counted as a snooze).
+3. Load the context; nothing stored, a terminal run or a run that is not ``running`` is a
+   no-op (a stale or duplicate delivery).
+4. Continue it (:func:`reactor.engine.background.continue_run`): steps from ``current_step``
+   with the persisted undo stack, or the rollback a crash cut off.
+5. Save before releasing the lock, then publish the completion channel (ARCHITECTURE §5 rules
+   2 and 3).
+
+Retries with backoff and parks give the thread back: the context is saved, the liveness lock is
+kept (not extended) for the delay as a "parked until" stamp so the sweeper leaves the run alone,
+and the job is re-enqueued with the delay. Parks count toward ``lock_snooze_max_attempts``
+(capped reasons only, carried as ``snooze_count`` in the payload); at the cap a run that was never
+admitted is stored ``failed`` without rollback (nothing ran), while an admitted run keeps waiting
+and logs once (engine.md §1.2 "Parking on contention").
+"""
+
+from __future__ import annotations
+
+import logging
+
+from reactor import registry
+from reactor.engine import background, liveness
+from reactor.engine.checkpoint import load_context
+from reactor.engine.dispatch import publish_completion
+from reactor.engine.env import Env, make_env
+from reactor.engine.parks import Park
+from reactor.jobs.handlers import JobContext
+from reactor.jobs.payloads import RunPayload
+from reactor.model.context import Context
+from reactor.model.errors import DeserializationError, LockLost, SnoozeLimitError
+from reactor.model.keys import run_liveness_key
+from reactor.model.results import Failure
+from reactor.model.status import TERMINAL_STATUSES, RunStatus
+
+__all__ = ["contention_delay", "handle_run"]
+
+log = logging.getLogger("reactor.worker")
+
+#: Shortest re-enqueue delay after liveness-lock contention, in seconds.
+MIN_CONTENTION_DELAY = 0.1
+
+
+def contention_delay(env: Env, context_id: str) -> float:
+    """How long a job waits before retrying a run whose liveness lock another owner holds.
+
+    The holder's remaining TTL (a parked run's stamp lapses then), at least 0.1 s and at most
+    ``lock_snooze_base_delay`` (a live execution: check again later).
+    """
+    ceiling = max(env.settings.lock_snooze_base_delay, MIN_CONTENTION_DELAY)
+    try:
+        info = env.storage.locks.info(run_liveness_key(context_id))
+    except Exception:
+        return ceiling
+    if info is None or info.expires_at is None:
+        return ceiling
+    remaining = info.expires_at - env.now()
+    return min(max(remaining, MIN_CONTENTION_DELAY), ceiling)
+
+
+def handle_run(jc: JobContext, payload: RunPayload) -> None:
+    """Run one ``run`` job (see the module docstring).
+
+    Raises:
+        UnknownReactorError: the payload names no registered reactor (poison).
+        DeserializationError: the stored context is malformed or belongs to another reactor.
+        StorageError, RouterError: a backend failed (the worker retries the job).
+    """
+    definition = registry.get(payload.reactor).definition
+    definition.register_codec_types()
+    env = make_env(jc.runtime)
+    hold = liveness.take(env, payload.context_id, wait=0.0 if jc.inline else jc.liveness_wait)
+    if hold is None:
+        delay = contention_delay(env, payload.context_id)
+        log.info(
+            "event=liveness_contention context_id=%s delay=%.2f", payload.context_id, delay
+        )
+        jc.requeue(payload, delay)
+        return
+    finished: Context | None = None
+    try:
+        ctx = load_context(env, payload.context_id)
+        if ctx is None:
+            log.warning("event=run_missing context_id=%s", payload.context_id)
+            return
+        if ctx.reactor != payload.reactor:
+            raise DeserializationError(
+                f"run {payload.context_id!r} belongs to reactor {ctx.reactor!r}, "
+                f"not {payload.reactor!r}"
+            )
+        if ctx.status in TERMINAL_STATUSES or ctx.status is not RunStatus.RUNNING:
+            log.info(
+                "event=run_skipped context_id=%s status=%s", ctx.context_id, ctx.status.value
+            )
+            return
+        try:
+            background.continue_run(definition, ctx, env, hold)
+        except background.RetryLater as retry:
+            log.info(
+                "event=retry_queued context_id=%s step=%s delay=%.2f",
+                ctx.context_id, retry.step, retry.delay,
+            )
+            _pause(jc, hold, payload, retry.delay)
+            return
+        except Park as park:
+            finished = _park(jc, env, hold, ctx, payload, park)
+            return
+        except LockLost as exc:
+            log.warning(
+                "event=liveness_lost context_id=%s error=%s (another execution owns the run)",
+                payload.context_id, exc,
+            )
+            hold.lock = None  # not ours any more: never release someone else's lock
+            return
+        finished = ctx
+    finally:
+        hold.release()  # after the final save (no-op when paused: the hold was handed over)
+        if finished is not None and finished.status in TERMINAL_STATUSES:
+            publish_completion(env.storage, finished)
+
+
+def _pause(jc: JobContext, hold: liveness.Liveness, payload: RunPayload, delay: float) -> None:
+    """Re-enqueue after ``delay``; keep the liveness lock as a stamp until then."""
+    if jc.inline:
+        hold.release()
+    else:
+        hold.park(delay)
+    jc.requeue(payload, delay)
+
+
+def _park(
+    jc: JobContext,
+    env: Env,
+    hold: liveness.Liveness,
+    ctx: Context,
+    payload: RunPayload,
+    park: Park,
+) -> Context | None:
+    """Handle a park: re-enqueue, or fail a never-admitted run at the cap.
+
+    Returns:
+        The context when the run was finished here (failed at the cap), else ``None``.
+    """
+    limit = env.settings.lock_snooze_max_attempts
+    count = payload.snooze_count
+    if park.capped and limit is not None and count >= limit:
+        if not background.is_admitted(ctx):
+            error = SnoozeLimitError(
+                f"gave up after {count} parks waiting for {park.reason} {park.key or ''}".strip(),
+                reason=park.reason, key=park.key, attempts=count,
+            )
+            ctx.failure = Failure(error, retryable=False, reactor_name=ctx.reactor)
+            ctx.status = RunStatus.FAILED
+            ctx.current_step = None
+            liveness.FencedCheckpointer(env, ctx, hold).save()
+            log.warning(
+                "event=snooze_limit context_id=%s reason=%s key=%s attempts=%d",
+                ctx.context_id, park.reason, park.key, count,
+            )
+            return ctx
+        if count == limit:
+            log.warning(
+                "event=snooze_limit_admitted context_id=%s reason=%s key=%s attempts=%d "
+                "(admitted run keeps waiting)",
+                ctx.context_id, park.reason, park.key, count,
+            )
+    log.info(
+        "event=run_parked context_id=%s reason=%s key=%s delay=%.2f snooze_count=%d",
+        ctx.context_id, park.reason, park.key, park.delay, count,
+    )
+    next_payload = (
+        payload.model_copy(update={"snooze_count": count + 1}) if park.capped else payload
+    )
+    _pause(jc, hold, next_payload, park.delay)
+    return None
