@@ -28,8 +28,11 @@ from reactor.dsl import (
     with_rate_limit,
     with_semaphore,
 )
+from reactor.dsl.background import Background
+from reactor.engine.dispatch import DispatchHandle
 from reactor.model.errors import (
     ArgumentResolutionError,
+    AsyncWaitTimeoutError,
     CompensationError,
     ConfigurationError,
     ContextTooLargeError,
@@ -49,6 +52,7 @@ from reactor.model.errors import (
     SchemaVersionError,
     SemaphoreAcquisitionError,
     SignalOutsideStepError,
+    SnoozeLimitError,
     StorageError,
     UndeclaredInputError,
     UndoError,
@@ -71,6 +75,8 @@ from reactor.model.step_context import StepContext
 
 __all__ = [
     "ArgumentResolutionError",
+    "AsyncWaitTimeoutError",
+    "Background",
     "CompensationError",
     "ConfigurationError",
     "ContextTooLargeError",
@@ -78,6 +84,7 @@ __all__ = [
     "DefinitionError",
     "DependencyError",
     "DeserializationError",
+    "DispatchHandle",
     "Failure",
     "Halt",
     "Input",
@@ -104,6 +111,7 @@ __all__ = [
     "Settings",
     "SignalOutsideStepError",
     "Skipped",
+    "SnoozeLimitError",
     "Step",
     "StepContext",
     "StorageError",

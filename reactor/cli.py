@@ -1,5 +1,6 @@
-"""The ``reactor`` command line: sweeps, run listings and the contract suite.
+"""The ``reactor`` command line: workers, sweeps, run listings and the contract suite.
 
+``reactor worker`` consumes the configured router and runs jobs (:mod:`reactor.jobs.worker`),
 ``reactor sweep`` runs the three sweepers once (or every N seconds), ``reactor runs list`` and
 ``reactor runs show ID`` read stored runs, and ``reactor contract`` runs the shared contract
 suite against an adapter chosen by URL. Storage and router URLs default to the environment
@@ -9,16 +10,19 @@ suite against an adapter chosen by URL. Storage and router URLs default to the e
 from __future__ import annotations
 
 import json
+import logging
+import signal
 import sys
+import threading
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from reactor import config
-from reactor.jobs.sweepers import sweep_maps, sweep_runs, sweep_steps
+from reactor.jobs.sweep_tick import run_sweeps
 from reactor.model.errors import ReactorError
 
 __all__ = ["app", "main"]
@@ -36,14 +40,77 @@ StorageOpt = Annotated[
 RouterOpt = Annotated[
     str | None, typer.Option("--router", help="Router URL (default: REACTOR_ROUTER_URL).")
 ]
+SettingOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--setting", "-s",
+        help="An engine setting as KEY=VALUE (e.g. context_lock_ttl=2); repeatable.",
+    ),
+]
 
 
-def _runtime(storage: str | None, router: str | None) -> config.Runtime:
+def _settings(pairs: list[str] | None) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            console.print(f"[red]bad --setting {pair!r}:[/red] expected KEY=VALUE")
+            raise typer.Exit(2)
+        values[key.strip()] = None if value.strip().lower() in ("none", "null") else value
+    return values
+
+
+def _runtime(
+    storage: str | None, router: str | None, settings: list[str] | None = None
+) -> config.Runtime:
     try:
-        return config.configure(storage=storage, router=router)
+        return config.configure(storage=storage, router=router, **_settings(settings))
     except ReactorError as exc:
         console.print(f"[red]configuration error:[/red] {exc}")
         raise typer.Exit(2) from exc
+
+
+@app.command()
+def worker(
+    storage: StorageOpt = None,
+    router: RouterOpt = None,
+    threads: Annotated[int, typer.Option(help="Handler threads.", min=1)] = 1,
+    import_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--import",
+            help="A module to import so its reactors register (repeatable), e.g. "
+            "myapp.reactors.",
+        ),
+    ] = None,
+    sweep: Annotated[
+        bool, typer.Option("--sweep", help="Also run the sweep chain (one tick per interval).")
+    ] = False,
+    setting: SettingOpt = None,
+    drain_timeout: Annotated[
+        float, typer.Option(help="Seconds to finish in-flight jobs after SIGTERM.", min=0)
+    ] = 30.0,
+    max_deliveries: Annotated[
+        int, typer.Option(help="Deliveries of a failing job before it is dead-lettered.", min=1)
+    ] = 5,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """Consume the router and run jobs until SIGTERM/SIGINT, then finish in-flight jobs."""
+    from reactor.jobs.worker import Worker
+
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    runtime = _runtime(storage, router, setting)
+    runner = Worker(
+        runtime, threads=threads, import_modules=import_ or [], sweep=sweep,
+        drain_timeout=drain_timeout, max_deliveries=max_deliveries,
+    )
+    try:
+        code = runner.serve()
+    finally:
+        config.reset()
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -54,24 +121,31 @@ def sweep(
         float | None, typer.Option(help="Repeat every SECONDS until interrupted.", min=0.1)
     ] = None,
     limit: Annotated[int, typer.Option(help="Records inspected per sweeper.", min=1)] = 1000,
+    setting: SettingOpt = None,
 ) -> None:
-    """Run the run, step and map sweepers once (or every SECONDS) and print their counts."""
-    runtime = _runtime(storage, router)
+    """Run the run, step and map sweepers once (or every SECONDS until SIGTERM/SIGINT) and
+    print their counts."""
+    runtime = _runtime(storage, router, setting)
+    stop = threading.Event()
+    if every is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
     while True:
-        runs = sweep_runs(runtime.storage, runtime.router, limit=limit)
-        steps = sweep_steps(runtime.storage, runtime.router, limit=limit)
-        maps = sweep_maps(runtime.storage, runtime.router, limit=limit)
+        counts = run_sweeps(runtime, limit=limit)
+        runs, steps, maps = counts.runs, counts.steps, counts.maps
         console.print(
-            f"runs: inspected={runs.inspected} redispatched={runs.redispatched} "
-            f"errors={runs.errors} | steps: inspected={steps.inspected} "
-            f"redispatched={steps.redispatched} errors={steps.errors} | maps: "
-            f"inspected={maps.inspected} redispatched={maps.redispatched} "
-            f"recollected={maps.recollected} rollback_redispatched={maps.rollback_redispatched} "
-            f"rollback_batches={maps.rollback_batches} errors={maps.errors}"
+            (f"runs: inspected={runs.inspected} redispatched={runs.redispatched} "
+             f"errors={runs.errors}" if runs else "runs: FAILED (see log)")
+            + (f" | steps: inspected={steps.inspected} redispatched={steps.redispatched} "
+               f"errors={steps.errors}" if steps else " | steps: FAILED (see log)")
+            + (f" | maps: inspected={maps.inspected} redispatched={maps.redispatched} "
+               f"recollected={maps.recollected} "
+               f"rollback_redispatched={maps.rollback_redispatched} "
+               f"rollback_batches={maps.rollback_batches} errors={maps.errors}"
+               if maps else " | maps: FAILED (see log)")
         )
-        if every is None:
+        if every is None or stop.wait(every):
             return
-        time.sleep(every)
 
 
 @runs_app.command("list")
@@ -144,3 +218,7 @@ def main() -> None:
     except ReactorError as exc:
         console.print(f"[red]error:[/red] {exc}")
         sys.exit(2)
+
+
+if __name__ == "__main__":  # ``python -m reactor.cli worker ...``
+    main()

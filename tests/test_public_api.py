@@ -10,6 +10,8 @@ import reactor.ports
 EXPECTED_REACTOR = sorted(
     [
         "ArgumentResolutionError",
+        "AsyncWaitTimeoutError",
+        "Background",
         "CompensationError",
         "ConfigurationError",
         "ContextTooLargeError",
@@ -17,6 +19,7 @@ EXPECTED_REACTOR = sorted(
         "DefinitionError",
         "DependencyError",
         "DeserializationError",
+        "DispatchHandle",
         "Failure",
         "Halt",
         "Input",
@@ -42,6 +45,7 @@ EXPECTED_REACTOR = sorted(
         "SemaphoreAcquisitionError",
         "Settings",
         "SignalOutsideStepError",
+        "SnoozeLimitError",
         "Skipped",
         "Step",
         "StepContext",

@@ -7,19 +7,22 @@ to epoch seconds (``float``) at the edge. Durations are sent as integer microsec
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
 from importlib.resources import files
 from typing import Any, TypeAlias
 
 import redis
+from redis.exceptions import NoScriptError
 
 from reactor.model.errors import RouterError, StorageError
 
 __all__ = [
     "Client",
+    "RedisScript",
     "RedisScripts",
     "from_us",
     "router_errors",
@@ -85,8 +88,55 @@ def _source(name: str) -> str:
     return common + "\n" + (scripts / f"{name}.lua").read_text(encoding="utf-8")
 
 
+class RedisScript:
+    """One Lua script bound to a client: a lean ``EVALSHA`` (``SCRIPT LOAD`` on ``NOSCRIPT``).
+
+    The SHA-1 is computed once at construction (no round trip); each call is exactly one
+    ``EVALSHA`` command, plus a ``SCRIPT LOAD`` and a retry the first time a server (or a
+    restarted one) does not know the script. This replaces redis-py's ``Script.__call__``,
+    which rebuilds the argument tuple and imports ``Pipeline`` on every call.
+
+    Args:
+        client: the redis-py client the script runs on (``Redis`` or ``RedisCluster``).
+        source: the Lua source (UTF-8).
+    """
+
+    __slots__ = ("_client", "_evalsha", "_source", "sha")
+
+    def __init__(self, client: Client, source: str) -> None:
+        self._client = client
+        self._evalsha = client.evalsha
+        self._source = source
+        self.sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
+
+    def __call__(self, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """Run the script with ``keys`` and ``args``; returns the decoded reply.
+
+        Raises:
+            redis.RedisError: the server failed (callers wrap it).
+        """
+        return self.run(len(keys), *keys, *args)
+
+    def run(self, numkeys: int, *keys_and_args: Any) -> Any:
+        """Run the script: the first ``numkeys`` positional values are keys, the rest args.
+
+        The hot-path form (no intermediate lists): ``script.run(1, key, op, owner)``.
+
+        Raises:
+            redis.RedisError: the server failed (callers wrap it).
+        """
+        try:
+            return self._evalsha(self.sha, numkeys, *keys_and_args)
+        except NoScriptError:
+            self.sha = self._client.script_load(self._source)
+            return self._evalsha(self.sha, numkeys, *keys_and_args)
+
+
 class RedisScripts:
-    """Lazily registered Lua scripts (``scripts/<name>.lua``, each prefixed by ``_common.lua``).
+    """The Lua scripts of one client (``scripts/<name>.lua``, each prefixed by ``_common.lua``).
+
+    Scripts are bound on first use and cached; :meth:`get` returns the bound
+    :class:`RedisScript` for a store to keep (the hot paths call it directly).
 
     Args:
         client: the redis-py client the scripts run on.
@@ -94,16 +144,20 @@ class RedisScripts:
 
     def __init__(self, client: Client) -> None:
         self._client = client
-        self._loaded: dict[str, Any] = {}
+        self._loaded: dict[str, RedisScript] = {}
 
-    def __call__(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        """Run script ``name`` with ``keys`` and ``args`` (EVALSHA, loading it on first use).
+    def get(self, name: str) -> RedisScript:
+        """The bound script ``name`` (created on first request; no round trip)."""
+        script = self._loaded.get(name)
+        if script is None:
+            script = RedisScript(self._client, _source(name))
+            self._loaded[name] = script
+        return script
+
+    def __call__(self, name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """Run script ``name`` with ``keys`` and ``args`` (one EVALSHA; loaded on ``NOSCRIPT``).
 
         Raises:
             redis.RedisError: the server failed (callers wrap it).
         """
-        script = self._loaded.get(name)
-        if script is None:
-            script = self._client.register_script(_source(name))
-            self._loaded[name] = script
-        return script(keys=keys, args=args)
+        return self.get(name).run(len(keys), *keys, *args)

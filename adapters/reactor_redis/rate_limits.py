@@ -4,25 +4,29 @@ One hash per rate-limit key, ``window id -> "bucket|count|expiry µs"`` (window 
 :func:`reactor.model.coordination.rate_limits.window_id`); ``scripts/rate_limit.lua`` checks
 every window and charges all of them or none, exactly as
 :func:`reactor.model.coordination.rate_limits.hit`, on the server clock.
+
+Hot path: one ``EVALSHA`` on a pre-bound script; each window's script arguments are computed
+once per distinct :class:`RateWindow` (a frozen, hashable value) and cached; an admission
+returns a shared immutable :class:`RateDecision` (benchmarks/redis_rate_limit.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import redis
+
 from reactor.model.coordination.rate_limits import window_id
+from reactor.model.errors import StorageError
 from reactor.ports.records import RateDecision, RateWindow
-from reactor_redis._base import Client, RedisScripts, from_us, storage_errors, to_us
+from reactor_redis._base import Client, RedisScripts, from_us, to_us
 from reactor_redis.keys import Keys
 
 __all__ = ["RedisRateLimitStore"]
 
-
-def _args(windows: Sequence[RateWindow]) -> list[object]:
-    out: list[object] = []
-    for w in windows:
-        out += [window_id(w), max(to_us(w.seconds), 1), int(w.limit)]
-    return out
+_ALLOWED = RateDecision(allowed=True)
+#: Bound on the per-store cache of window arguments (cleared, not evicted, when full).
+_MAX_CACHED_WINDOWS = 1024
 
 
 class RedisRateLimitStore:
@@ -34,27 +38,50 @@ class RedisRateLimitStore:
         keys: the key builder.
     """
 
+    __slots__ = ("_prefix", "_run", "_window_args")
+
     def __init__(self, client: Client, scripts: RedisScripts, keys: Keys) -> None:
-        self._scripts = scripts
-        self._keys = keys
+        self._run = scripts.get("rate_limit").run
+        self._prefix = keys.rate_limit("")
+        self._window_args: dict[RateWindow, tuple[str, int, int]] = {}
+
+    def _args(self, window: RateWindow) -> tuple[str, int, int]:
+        """``(window id, seconds µs, limit)`` for the script, cached per window value."""
+        found = self._window_args.get(window)
+        if found is None:
+            found = (window_id(window), max(to_us(window.seconds), 1), int(window.limit))
+            if len(self._window_args) >= _MAX_CACHED_WINDOWS:
+                self._window_args.clear()
+            self._window_args[window] = found
+        return found
 
     def hit(self, key: str, windows: Sequence[RateWindow]) -> RateDecision:
-        """Check every window and charge all of them only if all admit (one script)."""
-        with storage_errors("rate limit hit"):
-            found = self._scripts(
-                "rate_limit", [self._keys.rate_limit(key)], ["hit", *_args(windows)]
-            )
-        if int(found[0]) == 1:
-            return RateDecision(allowed=True)
+        """Check every window and charge all of them only if all admit (one script).
+
+        Raises:
+            StorageError: Redis failed.
+        """
+        if len(windows) == 1:
+            args: tuple[object, ...] = self._args(windows[0])
+        else:
+            args = tuple(a for w in windows for a in self._args(w))
+        try:
+            found = self._run(1, self._prefix + key, "hit", *args)
+        except redis.RedisError as exc:
+            raise StorageError(f"redis rate limit hit failed: {exc}") from exc
+        if found == 1:
+            return _ALLOWED
         return RateDecision(
             allowed=False, retry_after=from_us(found[1]), window_index=int(found[2])
         )
 
     def count(self, key: str, window: RateWindow) -> int:
-        """Admissions charged in the current bucket of ``window``."""
-        with storage_errors("rate limit count"):
-            return int(
-                self._scripts(
-                    "rate_limit", [self._keys.rate_limit(key)], ["count", *_args([window])]
-                )
-            )
+        """Admissions charged in the current bucket of ``window``.
+
+        Raises:
+            StorageError: Redis failed.
+        """
+        try:
+            return int(self._run(1, self._prefix + key, "count", *self._args(window)))
+        except redis.RedisError as exc:
+            raise StorageError(f"redis rate limit count failed: {exc}") from exc

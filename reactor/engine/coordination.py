@@ -105,6 +105,7 @@ __all__ = [
     "RATE_LIMIT_CHARGED",
     "REACTOR_SCOPE",
     "STEP_ORDERED_TICKETS",
+    "WAITING",
     "StepCoordination",
     "assign_ordered_ticket",
     "call_direct",

@@ -67,7 +67,7 @@ def stored_result(ctx: Context) -> Success | Failure | None:
         )
         return Success(value, run_id=run_id)
     if status is RunStatus.HALTED:
-        entry = next(
+        entry: dict[str, Any] = next(
             (e for e in reversed(ctx.execution_trace) if e.get("type") == "halt"), {}
         )
         return Halt(entry.get("detail"), step_name=entry.get("step"), run_id=run_id)

@@ -53,6 +53,9 @@ INTERRUPTIONS: tuple[type[BaseException], ...] = (
     asyncio.CancelledError,
 )
 
+#: What :func:`capture` re-raises instead of turning into a ``Failure``.
+_PASS_THROUGH: tuple[type[BaseException], ...] = (*INTERRUPTIONS, Park)
+
 #: What a missing function-step undo/compensate "returns": nothing to do.
 _NO_HOOK: Result = Skipped()
 
@@ -115,7 +118,7 @@ def capture(fn: Callable[..., Any], *args: Any) -> Invocation:
             returned = fn(*args)
     except signals.StepSignal as sig:
         return Invocation(sig.result)
-    except (*INTERRUPTIONS, Park):  # a park gives the worker thread back (parks.py)
+    except _PASS_THROUGH:  # interruptions, and a park giving the worker thread back
         raise
     except BaseException as exc:  # every other exception is a step failure (engine.md §1.2)
         return Invocation(failure_from_exception(exc), raised=True)

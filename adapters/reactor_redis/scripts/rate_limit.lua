@@ -1,54 +1,84 @@
 -- Multi-window fixed-window rate limit (reactor.model.coordination.rate_limits).
--- KEYS[1] hash window id -> "bucket|count|expiry µs". ARGV[1] op ('hit' | 'count'), then
--- triples (window id, seconds_us, limit). 'hit' returns {1} or {0, retry_after_us, index0};
--- 'count' returns the count of the first window.
+-- KEYS[1] hash; one counter per window id W in three fields: W -> count, W|b -> bucket,
+-- W|x -> expiry µs (numbers only, so the hot path parses no strings). ARGV[1] op
+-- ('hit' | 'count'), then triples (window id, seconds_us, limit). 'hit' returns 1 or
+-- {0, retry_after_us, index0}; 'count' returns the count of the first window.
+--
+-- Hot path (every window's counter live and in its current bucket): TIME, one HMGET, one
+-- HINCRBY per window. Only when a counter is (re)created -- once per bucket -- are lapsed
+-- counters dropped and the key's native expiry (garbage collection only) moved to the latest
+-- live counter. A lapsed counter left in the hash meanwhile reads as absent, as in the model.
 local key, op = KEYS[1], ARGV[1]
 local now = now_us()
-local function parse(v)
-  if not v then return nil end
-  local b, c, x = string.match(v, '^([^|]*)|([^|]*)|([^|]*)$')
-  return {b = tonumber(b), c = tonumber(c), x = tonumber(x)}
-end
-local function bucket(sec) return math.floor(now / sec) end
-local function current(wid, sec)
-  local c = parse(redis.call('HGET', key, wid))
-  if not c or c.x <= now or c.b ~= bucket(sec) then return 0 end
-  return c.c
-end
+local floor = math.floor
 if op == 'count' then
-  return current(ARGV[2], tonumber(ARGV[3]))
+  local wid = ARGV[2]
+  local s = redis.call('HMGET', key, wid, wid .. '|b', wid .. '|x')
+  local c, x = tonumber(s[1]), tonumber(s[3])
+  if not c or not x or x <= now or tonumber(s[2]) ~= floor(now / tonumber(ARGV[3])) then
+    return 0
+  end
+  return c
 end
-local windows = {}
-for i = 2, #ARGV, 3 do
-  windows[#windows + 1] = {id = ARGV[i], sec = tonumber(ARGV[i + 1]), limit = tonumber(ARGV[i + 2])}
+local n = (#ARGV - 1) / 3
+if n == 0 then return 1 end
+local fields = {}
+for i = 1, n do
+  local wid = ARGV[3 * i - 1]
+  fields[3 * i - 2], fields[3 * i - 1], fields[3 * i] = wid, wid .. '|b', wid .. '|x'
 end
-for i, w in ipairs(windows) do
-  if current(w.id, w.sec) >= w.limit then
-    local retry = (bucket(w.sec) + 1) * w.sec - now
+local s = redis.call('HMGET', key, unpack(fields))
+-- pass 1: deny on the first full window, nothing charged. live[wid] = false when the window
+-- needs a new counter; otherwise its current count.
+local live, buckets = {}, {}
+for i = 1, n do
+  local wid, sec = fields[3 * i - 2], tonumber(ARGV[3 * i])
+  local b = floor(now / sec)
+  buckets[i] = b
+  local c = live[wid]
+  if c == nil then
+    c = tonumber(s[3 * i - 2]) or false
+    local x = tonumber(s[3 * i])
+    if not c or not x or x <= now or tonumber(s[3 * i - 1]) ~= b then c = false end
+    live[wid] = c
+  end
+  if (c or 0) >= tonumber(ARGV[3 * i + 1]) then
+    local retry = (b + 1) * sec - now
     if retry < 100000 then retry = 100000 end
     return {0, us(retry), i - 1}
   end
 end
-if #windows == 0 then return {1} end
-local counters = {}
-local all = redis.call('HGETALL', key)
-for i = 1, #all, 2 do
-  local c = parse(all[i + 1])
-  if c and c.x > now then counters[all[i]] = c else redis.call('HDEL', key, all[i]) end
-end
-for _, w in ipairs(windows) do
-  local b = bucket(w.sec)
-  local c = counters[w.id]
-  if c and c.b == b then
-    c.c = c.c + 1
+-- pass 2: charge every window (a window listed twice is charged twice)
+local created = false
+for i = 1, n do
+  local wid = fields[3 * i - 2]
+  if live[wid] == false then
+    live[wid] = 1
+    created = true
+    redis.call('HSET', key, wid, 1, wid .. '|b', us(buckets[i]),
+      wid .. '|x', us(now + 2 * tonumber(ARGV[3 * i])))
   else
-    counters[w.id] = {b = b, c = 1, x = now + 2 * w.sec}
+    redis.call('HINCRBY', key, wid, 1)
   end
 end
-local maxx = 0
-for wid, c in pairs(counters) do
-  redis.call('HSET', key, wid, us(c.b) .. '|' .. us(c.c) .. '|' .. us(c.x))
-  if c.x > maxx then maxx = c.x end
+if created then
+  local latest, all, stale = 0, redis.call('HGETALL', key), {}
+  local values = {}
+  for i = 1, #all, 2 do values[all[i]] = all[i + 1] end
+  for f, v in pairs(values) do
+    if string.sub(f, -2) == '|x' then
+      local x = tonumber(v)
+      if x and x > now then
+        if x > latest then latest = x end
+      else
+        local wid = string.sub(f, 1, -3)
+        stale[#stale + 1] = wid
+        stale[#stale + 1] = wid .. '|b'
+        stale[#stale + 1] = f
+      end
+    end
+  end
+  if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
+  expire_at(key, latest)
 end
-expire_at(key, maxx)
-return {1}
+return 1

@@ -92,7 +92,7 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
                 f"run {payload.context_id!r} belongs to reactor {ctx.reactor!r}, "
                 f"not {payload.reactor!r}"
             )
-        if ctx.status in TERMINAL_STATUSES or ctx.status is not RunStatus.RUNNING:
+        if ctx.status is not RunStatus.RUNNING:  # finished, paused...: stale or duplicate
             log.info(
                 "event=run_skipped context_id=%s status=%s", ctx.context_id, ctx.status.value
             )

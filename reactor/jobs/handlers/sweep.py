@@ -1,0 +1,33 @@
+"""The ``sweep`` job: one tick of the sweep chain (:mod:`reactor.jobs.sweep_tick`).
+
+Runs the sweepers, then always schedules the next tick (even when a sweeper failed), claimed
+per time window so duplicated ticks collapse into one chain. An ad-hoc tick (``window`` 0, e.g.
+enqueued by an operator) also continues the chain if none is scheduled for the next window.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from reactor.jobs.handlers import JobContext
+from reactor.jobs.payloads import SweepPayload
+from reactor.jobs.sweep_tick import run_sweeps, schedule_next
+
+__all__ = ["handle_sweep"]
+
+log = logging.getLogger("reactor.sweeper")
+
+
+def handle_sweep(jc: JobContext, payload: SweepPayload) -> None:
+    """Run one sweep tick and schedule the next one.
+
+    Raises:
+        StorageError, RouterError: scheduling the next tick failed (the worker retries the
+            job; the retried tick sweeps again, which is harmless).
+    """
+    counts = run_sweeps(jc.runtime)
+    log.info(
+        "event=sweep_tick window=%d runs=%s steps=%s maps=%s",
+        payload.window, counts.runs, counts.steps, counts.maps,
+    )
+    schedule_next(jc.runtime, after_window=payload.window)

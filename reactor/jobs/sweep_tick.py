@@ -1,0 +1,103 @@
+"""The self-rescheduling sweep chain (engine.md §1.2 "Sweepers", §2.2 "Sweeper tick").
+
+A tick runs the three sweepers (:mod:`reactor.jobs.sweepers`: runs, async steps, maps), then
+schedules the next tick. Scheduling claims the never-released, TTL-expiring lock
+``sweeper:window:<n>`` (TTL ``2 x sweeper_interval``) for the next time window
+``n = floor(now / interval) + 1`` and enqueues a ``sweep`` job delayed to the window's start.
+Only the first claimant of a window enqueues, so duplicated or redelivered ticks, and several
+workers started with ``--sweep``, collapse into one chain: one sweep per interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from dataclasses import dataclass
+
+from reactor.config import Runtime
+from reactor.jobs.payloads import SweepPayload, job
+from reactor.jobs.sweepers import (
+    MapSweepCounts,
+    SweepCounts,
+    sweep_maps,
+    sweep_runs,
+    sweep_steps,
+)
+from reactor.model.keys import sweep_window_key
+
+__all__ = ["TickCounts", "run_sweeps", "schedule_next"]
+
+log = logging.getLogger("reactor.sweeper")
+
+
+@dataclass(frozen=True, slots=True)
+class TickCounts:
+    """What one tick's sweepers did (``None`` for a sweeper that raised; logged).
+
+    Attributes:
+        runs: the run sweeper's counts.
+        steps: the async-step sweeper's counts.
+        maps: the map sweeper's counts.
+    """
+
+    runs: SweepCounts | None
+    steps: SweepCounts | None
+    maps: MapSweepCounts | None
+
+
+def run_sweeps(runtime: Runtime, *, limit: int | None = None) -> TickCounts:
+    """Run the run, step and map sweepers once; a failing sweeper never stops the others.
+
+    Args:
+        runtime: the storage to scan and the router to re-dispatch on.
+        limit: records inspected per sweeper (default ``settings.sweeper_limit``).
+
+    Returns:
+        The counts per sweeper.
+    """
+    bound = runtime.settings.sweeper_limit if limit is None else limit
+    storage, router = runtime.storage, runtime.router
+    runs = steps = None
+    maps = None
+    try:
+        runs = sweep_runs(storage, router, limit=bound)
+    except Exception:
+        log.exception("event=sweeper_failed sweeper=runs")
+    try:
+        steps = sweep_steps(storage, router, limit=bound)
+    except Exception:
+        log.exception("event=sweeper_failed sweeper=steps")
+    try:
+        maps = sweep_maps(storage, router, limit=bound)
+    except Exception:
+        log.exception("event=sweeper_failed sweeper=maps")
+    return TickCounts(runs, steps, maps)
+
+
+def schedule_next(runtime: Runtime, *, after_window: int = 0) -> int | None:
+    """Claim the next sweep window and enqueue its tick, delayed to the window's start.
+
+    Args:
+        runtime: the storage (window claims, clock) and router.
+        after_window: the window of the tick that is scheduling (the next window is at least
+            ``after_window + 1``, so a tick delivered slightly early never re-claims its own).
+
+    Returns:
+        The window scheduled, or ``None`` when another tick or worker already claimed it.
+
+    Raises:
+        StorageError, RouterError: the backend failed.
+    """
+    interval = runtime.settings.sweeper_interval
+    now = runtime.storage.now()
+    window = max(math.floor(now / interval) + 1, after_window + 1)
+    claimed = runtime.storage.locks.acquire(
+        sweep_window_key(window), f"sweeper:{uuid.uuid4()}", 2 * interval
+    )
+    if not claimed:
+        return None
+    delay = max(window * interval - now, 0.0)
+    runtime.router.enqueue(job(SweepPayload(window=window)), delay)
+    log.info("event=sweep_scheduled window=%d delay=%.2f", window, delay)
+    return window

@@ -1,0 +1,300 @@
+"""``Worker``: consume a router and run each job through its handler (``reactor worker``).
+
+ARCHITECTURE §3, issue 7 item 1. Works with any :class:`reactor.ports.Router` through its
+consumer side (``receive``/``ack``/``retry``/``extend``/``dead_letter``):
+
+* N handler threads each ``receive`` one delivery at a time, parse its payload
+  (:func:`reactor.jobs.payloads.parse_payload`), dispatch it by kind
+  (:data:`reactor.jobs.handlers.HANDLERS`) and ack it on success;
+* **poison jobs** — an undecodable message (the router dead-letters it on receive), a malformed
+  payload, an unknown kind, an unregistered reactor name — go to ``router.dead_letter`` with the
+  reason and are logged once; they never crash-loop the worker;
+* any other exception (a handler bug, a :class:`~reactor.model.errors.StorageError`) is retried
+  with ``backoff(delivery_count)`` until ``max_deliveries``, then dead-lettered with the reason;
+* while a handler runs, a heartbeat thread extends the delivery's visibility every
+  ``visibility / 3`` seconds so a long job is not redelivered;
+* reactors are resolved only by registered name; ``import_modules`` (operator-supplied, e.g.
+  ``--import myapp.reactors``) are imported at start so their reactors register;
+* :meth:`Worker.stop` (SIGTERM/SIGINT under :meth:`Worker.serve`) stops receiving and waits
+  for the jobs in flight, bounded by ``drain_timeout`` seconds.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from types import FrameType
+
+from reactor import config
+from reactor.config import Runtime
+from reactor.coordination._heartbeat import Heartbeat
+from reactor.jobs.handlers import HANDLERS, JobContext, dispatch_job
+from reactor.jobs.sweep_tick import schedule_next
+from reactor.model.errors import DeserializationError, UnknownReactorError
+from reactor.ports.router import Delivery
+
+__all__ = ["DEFAULT_MAX_DELIVERIES", "Worker", "default_backoff"]
+
+log = logging.getLogger("reactor.worker")
+
+#: Deliveries of a failing job before it is dead-lettered.
+DEFAULT_MAX_DELIVERIES = 5
+
+
+def default_backoff(delivery_count: int) -> float:
+    """Seconds before a failed job is retried: ``min(2 ** (n - 1), 60)`` for delivery ``n``."""
+    return float(min(2 ** max(delivery_count - 1, 0), 60))
+
+
+class Worker:
+    """Runs jobs from ``runtime.router`` on ``threads`` handler threads.
+
+    Args:
+        runtime: the storage, router and settings (default :func:`reactor.config.current`).
+        threads: handler threads (at least 1).
+        import_modules: module names to import at :meth:`start` so their reactors register
+            (operator-supplied; never taken from a message).
+        sweep: also start the sweep chain (:func:`reactor.jobs.sweep_tick.schedule_next`).
+        max_deliveries: deliveries of a failing job before it is dead-lettered.
+        backoff: ``delivery_count -> seconds`` before a failed job is retried.
+        poll_seconds: the longest a thread blocks in ``receive`` before re-checking stop.
+        visibility: the delivery lease the heartbeat renews, in seconds (default: the router's
+            ``visibility_timeout`` attribute, else ``settings.visibility_timeout``).
+        drain_timeout: seconds :meth:`serve` waits for in-flight jobs after a stop signal.
+        liveness_wait: seconds a run handler polls a held liveness lock before re-enqueueing.
+
+    Raises:
+        ValueError: a setting is out of range.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime | None = None,
+        threads: int = 1,
+        import_modules: Iterable[str] = (),
+        sweep: bool = False,
+        *,
+        max_deliveries: int = DEFAULT_MAX_DELIVERIES,
+        backoff: Callable[[int], float] = default_backoff,
+        poll_seconds: float = 1.0,
+        visibility: float | None = None,
+        drain_timeout: float = 30.0,
+        liveness_wait: float = 2.0,
+    ) -> None:
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads!r}")
+        if max_deliveries < 1:
+            raise ValueError(f"max_deliveries must be >= 1, got {max_deliveries!r}")
+        self.runtime = runtime or config.current()
+        self.threads = threads
+        self.import_modules = tuple(import_modules)
+        self.sweep = sweep
+        self.max_deliveries = max_deliveries
+        self.backoff = backoff
+        self.poll_seconds = poll_seconds
+        router_visibility = getattr(self.runtime.router, "visibility_timeout", None)
+        self.visibility = float(
+            visibility
+            or (router_visibility if isinstance(router_visibility, int | float) else None)
+            or self.runtime.settings.visibility_timeout
+        )
+        self.drain_timeout = drain_timeout
+        self.liveness_wait = liveness_wait
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self.processed = 0
+        self.dead_lettered = 0
+        self.retried = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def import_user_modules(self) -> None:
+        """Import :attr:`import_modules` so their reactors register (``--import``).
+
+        Raises:
+            ImportError: a module cannot be imported.
+        """
+        for name in self.import_modules:
+            importlib.import_module(name)  # safe: operator-supplied module list
+
+    def start(self) -> None:
+        """Import the user modules, start the handler threads and, with ``sweep``, the chain."""
+        self.import_user_modules()
+        self._stopping.clear()
+        for n in range(self.threads):
+            thread = threading.Thread(
+                target=self._loop, name=f"reactor-worker-{n + 1}", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
+        if self.sweep:
+            window = schedule_next(self.runtime)
+            log.info("event=sweep_chain_started window=%s", window)
+        log.info(
+            "event=worker_started threads=%d kinds=%s", self.threads, ",".join(sorted(HANDLERS))
+        )
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop receiving and wait for the jobs in flight.
+
+        Args:
+            timeout: seconds to wait in total (default :attr:`drain_timeout`).
+
+        Returns:
+            ``True`` when every handler thread finished within the timeout.
+        """
+        self._stopping.set()
+        deadline = time.monotonic() + (self.drain_timeout if timeout is None else timeout)
+        threads, self._threads = self._threads, []
+        for thread in threads:
+            thread.join(max(deadline - time.monotonic(), 0.0))
+        alive = [t.name for t in threads if t.is_alive()]
+        if alive:
+            log.warning("event=worker_stop_timeout threads=%s", ",".join(alive))
+        return not alive
+
+    @property
+    def stopping(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopping.is_set()
+
+    @property
+    def in_flight(self) -> int:
+        """Jobs being handled right now."""
+        with self._lock:
+            return self._in_flight
+
+    def serve(self, *, install_signals: bool = True) -> int:
+        """Run until SIGTERM/SIGINT (or :meth:`stop`), then drain; the process exit code.
+
+        Args:
+            install_signals: install SIGTERM/SIGINT handlers (main thread only).
+
+        Returns:
+            0 after a clean drain, 1 when jobs were still running at ``drain_timeout``.
+        """
+        if install_signals and threading.current_thread() is threading.main_thread():
+
+            def on_signal(signum: int, frame: FrameType | None) -> None:
+                log.info("event=worker_stopping signal=%d", signum)
+                self._stopping.set()
+
+            signal.signal(signal.SIGTERM, on_signal)
+            signal.signal(signal.SIGINT, on_signal)
+        self.start()
+        while not self._stopping.wait(0.5):
+            pass
+        clean = self.stop()
+        log.info("event=worker_stopped clean=%s processed=%d", clean, self.processed)
+        return 0 if clean else 1
+
+    # -- processing --------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        router = self.runtime.router
+        while not self._stopping.is_set():
+            try:
+                deliveries = router.receive(1, wait_seconds=self.poll_seconds)
+            except Exception:
+                log.exception("event=receive_failed")
+                self._stopping.wait(min(self.poll_seconds, 1.0))
+                continue
+            for delivery in deliveries:
+                if self._stopping.is_set():  # leased after the stop: give it back at once
+                    self._safe(router.retry, delivery, 0.0)
+                    continue
+                self.process(delivery)
+
+    def run_pending(self, max_jobs: int = 1000) -> int:
+        """Receive and process due jobs in the calling thread until none is due (tests, scripts).
+
+        Args:
+            max_jobs: stop after this many jobs.
+
+        Returns:
+            How many deliveries were processed.
+        """
+        done = 0
+        while done < max_jobs:
+            deliveries = self.runtime.router.receive(1, wait_seconds=0)
+            if not deliveries:
+                return done
+            for delivery in deliveries:
+                self.process(delivery)
+                done += 1
+        return done
+
+    def process(self, delivery: Delivery) -> None:
+        """Run one delivery: dispatch, then ack, retry or dead-letter it. Never raises
+        ``Exception`` (a worker thread must not die on a job)."""
+        router = self.runtime.router
+        job = delivery.job
+        with self._lock:
+            self._in_flight += 1
+        heartbeat = Heartbeat(
+            f"visibility:{job.id}", max(self.visibility / 3.0, 0.05),
+            lambda: self._extend(delivery),
+        ).start()
+        try:
+            dispatch_job(
+                JobContext(
+                    runtime=self.runtime, job=job, delivery=delivery,
+                    liveness_wait=self.liveness_wait,
+                )
+            )
+        except (DeserializationError, UnknownReactorError) as exc:
+            heartbeat.stop()
+            self._dead_letter(delivery, f"{type(exc).__name__}: {exc}")
+            return
+        except Exception as exc:
+            heartbeat.stop()
+            self._failed(delivery, exc)
+            return
+        finally:
+            heartbeat.stop()
+            with self._lock:
+                self._in_flight -= 1
+        self._safe(router.ack, delivery)
+        self.processed += 1
+
+    def _extend(self, delivery: Delivery) -> bool:
+        self.runtime.router.extend(delivery, self.visibility)
+        return True
+
+    def _dead_letter(self, delivery: Delivery, reason: str) -> None:
+        job = delivery.job
+        log.warning(
+            "event=dead_letter job_id=%s kind=%s reason=%s", job.id, job.kind, reason
+        )
+        self._safe(self.runtime.router.dead_letter, delivery, reason)
+        self.dead_lettered += 1
+
+    def _failed(self, delivery: Delivery, exc: Exception) -> None:
+        job = delivery.job
+        reason = f"{type(exc).__name__}: {exc}"
+        if delivery.delivery_count >= self.max_deliveries:
+            self._dead_letter(
+                delivery, f"handler failed on {delivery.delivery_count} deliveries: {reason}"
+            )
+            return
+        delay = self.backoff(delivery.delivery_count)
+        log.warning(
+            "event=job_failed job_id=%s kind=%s delivery=%d retry_in=%.1f error=%s",
+            job.id, job.kind, delivery.delivery_count, delay, reason,
+            exc_info=exc,
+        )
+        self._safe(self.runtime.router.retry, delivery, delay)
+        self.retried += 1
+
+    @staticmethod
+    def _safe(action: Callable[..., None], delivery: Delivery, *args: object) -> None:
+        try:
+            action(delivery, *args)
+        except Exception:
+            log.exception("event=router_call_failed job_id=%s", delivery.job.id)

@@ -1,0 +1,457 @@
+"""Background runs (engine.md §1.2 "Background hand-off", §3.2, §3.3; issue 7 item 2).
+
+Runs on the memory storage with a ``LocalRouter`` driven by ``Worker.run_pending`` in the test
+thread, on one injected :class:`ManualClock` (delays, leases and lock TTLs), so nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from reactor import (
+    AsyncWaitTimeoutError,
+    Background,
+    DefinitionError,
+    DispatchHandle,
+    Failure,
+    Halt,
+    Input,
+    Reactor,
+    Retries,
+    SnoozeLimitError,
+    Success,
+    config,
+    halt,
+    input,
+    step,
+)
+from reactor.config import Runtime
+from reactor.engine import dispatch as dispatch_module
+from reactor.engine.parks import Park
+from reactor.jobs.payloads import RunPayload, job, parse_payload
+from reactor.jobs.sweepers import sweep_runs
+from reactor.jobs.worker import Worker
+from reactor.memory import LocalRouter, ManualClock, MemoryStorage
+from reactor.model.keys import run_liveness_key
+from reactor.model.status import RunStatus
+from reactor.ports import Job
+
+EVENTS: list[str] = []
+FAIL_TIMES: dict[str, int] = {}
+PARKS: list[Park] = []
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> Iterator[None]:
+    EVENTS.clear()
+    FAIL_TIMES.clear()
+    PARKS.clear()
+    yield
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(1_700_000_000.0)
+
+
+@pytest.fixture
+def local(clock: ManualClock) -> Iterator[Runtime]:
+    """Memory storage + local router on one manual clock (replaces the inline default)."""
+    rt = config.configure(
+        storage=MemoryStorage(clock=clock),
+        router=LocalRouter(clock=clock, visibility_timeout=30),
+        lock_snooze_max_attempts=2,
+        context_lock_ttl=10,
+    )
+    yield rt
+    config.reset()
+
+
+@pytest.fixture
+def worker(local: Runtime) -> Worker:
+    return Worker(local, liveness_wait=0.0)
+
+
+def _due(router: Any) -> list[tuple[float, Any]]:
+    """(visible_at, payload) of every queued message of a LocalRouter."""
+    with router._cond:
+        return sorted(
+            (m.visible_at, parse_payload(Job.from_json(m.body)))
+            for m in router._messages.values()
+        )
+
+
+def _mk(name: str, **extra: Any) -> Any:
+    @step(x=input("x"), **extra)
+    def fn(inputs: Any, ctx: Any) -> Any:
+        EVENTS.append(f"run:{name}")
+        remaining = FAIL_TIMES.get(name, 0)
+        if remaining:
+            FAIL_TIMES[name] = remaining - 1
+            EVENTS.append(f"fail:{name}:{ctx.attempt}")
+            raise RuntimeError(f"{name} failed")
+        if PARKS and name == "b":
+            raise PARKS.pop(0)
+        return f"{name}:{inputs.x}"
+
+    @fn.undo
+    def undo(value: Any, inputs: Any, ctx: Any) -> None:
+        EVENTS.append(f"undo:{name}")
+
+    return fn
+
+
+class AllFlow(Reactor, name="bg.all"):
+    x = Input(int)
+    a = _mk("a")
+    b = _mk("b", wait_for="a")
+    background = Background(all=True)
+
+
+class AfterFlow(Reactor, name="bg.after"):
+    x = Input(int)
+    a = _mk("a")
+    b = _mk("b", wait_for="a")
+    c = _mk("c", wait_for="b")
+    background = Background(after="a")
+
+
+class BeforeFlow(Reactor, name="bg.before"):
+    x = Input(int)
+    a = _mk("a")
+    b = _mk("b", wait_for="a")
+    background = Background(before="b")
+
+
+class RetryFlow(Reactor, name="bg.retry"):
+    x = Input(int)
+    a = _mk("a")
+    b = _mk("b", wait_for="a", retries=Retries(max_attempts=3, backoff="fixed", base_delay=7))
+    background = Background(after="a")
+
+
+class ParkFirstFlow(Reactor, name="bg.park_first"):
+    x = Input(int)
+    b = _mk("b")
+    background = Background(all=True)
+
+
+class HaltFlow(Reactor, name="bg.halt"):
+    x = Input(int)
+
+    @step(x=input("x"))
+    def a(inputs: Any, ctx: Any) -> Any:
+        halt("nothing to do")
+
+    b = _mk("b", wait_for="a")
+    background = Background(after="a")
+
+
+class SyncFlow(Reactor, name="bg.sync"):
+    x = Input(int)
+
+    @step(x=input("x"))
+    def probe(inputs: Any, ctx: Any) -> Any:
+        rt = config.current()
+        held = rt.storage.locks.held(run_liveness_key(ctx.run_id))
+        swept = sweep_runs(rt.storage, rt.router).redispatched
+        return {"held": held, "swept": swept}
+
+
+# ------------------------------------------------------------------------- declarations
+
+
+def test_background_needs_exactly_one_mode() -> None:
+    with pytest.raises(DefinitionError, match="exactly one"):
+        Background()
+    with pytest.raises(DefinitionError, match="exactly one"):
+        Background(after="a", before="b")
+    with pytest.raises(DefinitionError, match="exactly one"):
+        Background(all=True, after="a")
+    with pytest.raises(DefinitionError, match="bool"):
+        Background(all="yes")  # type: ignore[arg-type]
+    assert repr(Background(before="b")) == "Background(before='b')"
+
+
+def test_background_must_name_a_known_step() -> None:
+    with pytest.raises(DefinitionError, match="names no step"):
+
+        class Bad(Reactor, name="bg.bad"):
+            x = Input(int)
+            a = _mk("a")
+            background = Background(after="nope")
+
+    with pytest.raises(DefinitionError, match="must be a Background"):
+
+        class Bad2(Reactor, name="bg.bad2"):
+            x = Input(int)
+            a = _mk("a")
+            background = "all"  # type: ignore[assignment]
+
+    assert AfterFlow.definition.background == Background(after="a")
+    assert SyncFlow.definition.background is None
+
+
+# ------------------------------------------------------------------------- all / after / before
+
+
+def test_all_runs_everything_in_the_worker(local: Runtime, worker: Worker) -> None:
+    handle = AllFlow.run(x=1)
+    assert isinstance(handle, DispatchHandle)
+    assert EVENTS == [] and dict(handle.results) == {}
+    assert AllFlow.find(handle.run_id).status is RunStatus.RUNNING
+    assert worker.run_pending() == 1
+    outcome = handle.wait(timeout=1)
+    assert outcome == Success({"a": "a:1", "b": "b:1"}, run_id=handle.run_id)
+    assert EVENTS == ["run:a", "run:b"]
+    assert AllFlow.find(handle.run_id).status is RunStatus.COMPLETED
+
+
+def test_all_validates_inputs_in_the_worker(local: Runtime, worker: Worker) -> None:
+    handle = AllFlow.run(x="not a number")
+    assert isinstance(handle, DispatchHandle)  # the caller does not validate
+    worker.run_pending()
+    outcome = handle.wait(timeout=1)
+    assert isinstance(outcome, Failure) and "x" in outcome.validation_errors
+    assert EVENTS == []
+
+
+def test_after_runs_the_trigger_in_the_caller(local: Runtime, worker: Worker) -> None:
+    handle = AfterFlow.run(x=2)
+    assert isinstance(handle, DispatchHandle)
+    assert EVENTS == ["run:a"]
+    assert dict(handle.results) == {"a": "a:2"} == dict(handle.intermediate_results)
+    assert handle.execution_id == handle.run_id
+    [(_, payload)] = _due(local.router)
+    assert payload == RunPayload(context_id=handle.run_id, reactor="bg.after")
+    # the caller released the liveness lock after the enqueue
+    assert not local.storage.locks.held(run_liveness_key(handle.run_id))
+    worker.run_pending()
+    assert EVENTS == ["run:a", "run:b", "run:c"]
+    assert handle.wait(timeout=1).value == {"a": "a:2", "b": "b:2", "c": "c:2"}
+
+
+def test_before_hands_off_instead_of_running_the_step(local: Runtime, worker: Worker) -> None:
+    handle = BeforeFlow.run(x=3)
+    assert isinstance(handle, DispatchHandle)
+    assert EVENTS == ["run:a"] and dict(handle.results) == {"a": "a:3"}
+    assert BeforeFlow.find(handle.run_id).current_step == "b"
+    worker.run_pending()
+    assert EVENTS == ["run:a", "run:b"]  # the hand-off never re-triggers in the worker
+    assert handle.wait(timeout=1).value == {"a": "a:3", "b": "b:3"}
+
+
+def test_halt_before_the_trigger_never_hands_off(local: Runtime) -> None:
+    outcome = HaltFlow.run(x=1)
+    assert isinstance(outcome, Halt) and outcome.reason == "nothing to do"
+    assert local.router.size() == 0  # type: ignore[attr-defined]
+
+
+def test_inline_router_returns_the_final_result() -> None:
+    config.configure(storage="memory://", router="inline://")
+    try:
+        outcome = AfterFlow.run(x=4)
+        assert isinstance(outcome, Success)
+        assert outcome.value == {"a": "a:4", "b": "b:4", "c": "c:4"}
+        assert AfterFlow.find(outcome.run_id or "").status is RunStatus.COMPLETED
+    finally:
+        config.reset()
+
+
+def test_a_failure_in_the_worker_undoes_the_steps_run_in_the_caller(
+    local: Runtime, worker: Worker
+) -> None:
+    FAIL_TIMES["c"] = 1
+    handle = AfterFlow.run(x=5)
+    assert isinstance(handle, DispatchHandle)
+    worker.run_pending()
+    outcome = handle.wait(timeout=1)
+    assert isinstance(outcome, Failure) and outcome.step_name == "c"
+    assert EVENTS == ["run:a", "run:b", "run:c", "fail:c:1", "undo:b", "undo:a"]
+    view = AfterFlow.find(handle.run_id)
+    assert view.status is RunStatus.FAILED and view.undo_stack == ()
+
+
+# ------------------------------------------------------------------------- waiting
+
+
+def test_wait_times_out_while_no_worker_runs(local: Runtime) -> None:
+    handle = AllFlow.run(x=1)
+    assert isinstance(handle, DispatchHandle)
+    with pytest.raises(AsyncWaitTimeoutError) as info:
+        handle.wait(timeout=0.05)
+    assert info.value.run_id == handle.run_id and info.value.timeout == 0.05
+
+
+def test_wait_falls_back_to_polling_the_record(
+    local: Runtime, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handle = AllFlow.run(x=6)
+    assert isinstance(handle, DispatchHandle)
+    monkeypatch.setattr(dispatch_module, "_subscribe", lambda storage, run_id: None)
+    polls: list[float] = []
+
+    def poll(seconds: float) -> None:  # the "sleep" between re-checks runs the worker
+        polls.append(seconds)
+        worker.run_pending()
+
+    outcome = dispatch_module.wait_for_run(local, handle.run_id, 2.0, sleep=poll)
+    assert outcome.value == {"a": "a:6", "b": "b:6"}
+    assert polls == [0.2]  # clamp(timeout / 10, 0.05, 5)
+
+
+def test_completion_is_published_after_the_save(local: Runtime, worker: Worker) -> None:
+    handle = AllFlow.run(x=7)
+    assert isinstance(handle, DispatchHandle)
+    signals = local.storage.signals
+    assert signals is not None
+    seen: list[str | None] = []
+    sub = signals.subscribe(f"run:{handle.run_id}:done")
+    worker.run_pending()
+    seen.append(sub.get(0))
+    sub.close()
+    assert seen == ["completed"]
+
+
+# ------------------------------------------------------------------------- worker retries
+
+
+def test_worker_retries_re_enqueue_with_the_delay(
+    local: Runtime, worker: Worker, clock: ManualClock, sleeps: list[float]
+) -> None:
+    FAIL_TIMES["b"] = 2
+    handle = RetryFlow.run(x=1)
+    assert isinstance(handle, DispatchHandle)
+    worker.run_pending()
+    assert EVENTS == ["run:a", "run:b", "fail:b:1"]
+    [(visible_at, payload)] = _due(local.router)
+    assert visible_at == clock() + 7 and payload.context_id == handle.run_id
+    view = RetryFlow.find(handle.run_id)
+    assert view.status is RunStatus.RUNNING and view.current_step == "b"
+    # the lock is kept as a "parked until" stamp: the sweeper leaves the run alone
+    info = local.storage.locks.info(run_liveness_key(handle.run_id))
+    assert info is not None and info.expires_at == clock() + 7
+    assert sweep_runs(local.storage, local.router).redispatched == 0
+    assert worker.run_pending() == 0  # not due yet
+    clock.advance(7)
+    worker.run_pending()
+    clock.advance(7)
+    worker.run_pending()
+    assert EVENTS == ["run:a", "run:b", "fail:b:1", "run:b", "fail:b:2", "run:b"]
+    assert handle.wait(timeout=1).value == {"a": "a:1", "b": "b:1"}
+    assert sleeps == []  # nothing slept in-thread
+    trace = [(e.type, e.attempt) for e in RetryFlow.find(handle.run_id).trace if e.step == "b"]
+    assert trace == [("retry", 1), ("retry", 2), ("run", 3)]
+
+
+# ------------------------------------------------------------------------- parks
+
+
+def test_a_park_re_enqueues_with_its_delay_and_counts_snoozes(
+    local: Runtime, worker: Worker, clock: ManualClock
+) -> None:
+    PARKS.append(Park(delay=3, reason="lock", key="k"))
+    handle = AfterFlow.run(x=1)
+    assert isinstance(handle, DispatchHandle)
+    worker.run_pending()
+    [(visible_at, payload)] = _due(local.router)
+    assert visible_at == clock() + 3 and payload.snooze_count == 1
+    clock.advance(3)
+    worker.run_pending()
+    assert handle.wait(timeout=1).value == {"a": "a:1", "b": "b:1", "c": "c:1"}
+    assert EVENTS == ["run:a", "run:b", "run:b", "run:c"]
+
+
+def test_a_never_admitted_run_fails_at_the_snooze_cap_without_rollback(
+    local: Runtime, worker: Worker, clock: ManualClock
+) -> None:
+    PARKS.extend(Park(delay=1, reason="semaphore", key="s") for _ in range(5))
+    handle = ParkFirstFlow.run(x=1)
+    assert isinstance(handle, DispatchHandle)
+    for _ in range(4):
+        worker.run_pending()
+        clock.advance(1)
+    outcome = handle.wait(timeout=1)
+    assert isinstance(outcome, Failure) and not outcome.retryable
+    assert outcome.exception_class is not None
+    assert outcome.exception_class.endswith(SnoozeLimitError.__name__)
+    assert outcome.message == "gave up after 2 parks waiting for semaphore s"
+    assert EVENTS == ["run:b"] * 3  # lock_snooze_max_attempts=2: the third park gives up
+    assert local.router.size() == 0  # type: ignore[attr-defined]
+
+
+def test_an_admitted_run_keeps_waiting_past_the_cap_and_logs_once(
+    local: Runtime, worker: Worker, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    PARKS.extend(Park(delay=1, reason="lock", key="k") for _ in range(5))
+    handle = AfterFlow.run(x=1)
+    assert isinstance(handle, DispatchHandle)
+    with caplog.at_level(logging.WARNING, logger="reactor.worker"):
+        for _ in range(6):
+            worker.run_pending()
+            clock.advance(1)
+    assert handle.wait(timeout=1).value == {"a": "a:1", "b": "b:1", "c": "c:1"}
+    assert EVENTS.count("run:b") == 6
+    assert sum("snooze_limit_admitted" in r.message for r in caplog.records) == 1
+
+
+def test_uncapped_parks_do_not_count(
+    local: Runtime, worker: Worker, clock: ManualClock
+) -> None:
+    PARKS.extend(Park(delay=1, reason="ordered_lock", key="o") for _ in range(4))
+    handle = ParkFirstFlow.run(x=1)
+    assert isinstance(handle, DispatchHandle)
+    for _ in range(5):
+        worker.run_pending()
+        clock.advance(1)
+    assert handle.wait(timeout=1).value == {"b": "b:1"}
+
+
+# ------------------------------------------------------------------------- liveness
+
+
+def test_sync_runs_hold_the_liveness_lock(local: Runtime) -> None:
+    outcome = SyncFlow.run(x=1)
+    assert outcome.value == {"probe": {"held": True, "swept": 0}}
+    assert not local.storage.locks.held(run_liveness_key(outcome.run_id or ""))
+
+
+def test_a_duplicate_delivery_meets_the_live_lock_and_re_enqueues(
+    local: Runtime, worker: Worker, clock: ManualClock
+) -> None:
+    handle = AllFlow.run(x=1)
+    assert isinstance(handle, DispatchHandle)
+    key = run_liveness_key(handle.run_id)
+    assert local.storage.locks.acquire(key, "someone-else", 4)
+    worker.run_pending()
+    assert EVENTS == []
+    [(visible_at, payload)] = _due(local.router)
+    assert visible_at == clock() + 4 and payload.snooze_count == 0  # liveness: uncapped
+    clock.advance(4)
+    worker.run_pending()
+    assert handle.wait(timeout=1).value == {"a": "a:1", "b": "b:1"}
+
+
+def test_stale_deliveries_of_finished_runs_are_dropped(local: Runtime, worker: Worker) -> None:
+    handle = AllFlow.run(x=1)
+    assert isinstance(handle, DispatchHandle)
+    worker.run_pending()
+    local.router.enqueue(job(RunPayload(context_id=handle.run_id, reactor="bg.all")))
+    assert worker.run_pending() == 1
+    assert EVENTS == ["run:a", "run:b"]
+    assert worker.dead_lettered == 0
+
+
+def test_result_and_wait_for_inline_after_flows_with_failures() -> None:
+    config.configure(storage="memory://", router="inline://")
+    try:
+        FAIL_TIMES["b"] = 1
+        outcome = AfterFlow.run(x=1)
+        assert isinstance(outcome, Failure) and outcome.step_name == "b"
+        assert EVENTS == ["run:a", "run:b", "fail:b:1", "undo:a"]
+    finally:
+        config.reset()

@@ -1,0 +1,92 @@
+"""The sweep chain: one tick per window, duplicated ticks collapse (engine.md §1.2 "Sweepers")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from reactor import config
+from reactor.config import Runtime
+from reactor.engine.checkpoint import Checkpointer
+from reactor.engine.env import make_env
+from reactor.jobs.handlers import JobContext, dispatch_job
+from reactor.jobs.payloads import RunPayload, SweepPayload, job, parse_payload
+from reactor.jobs.sweep_tick import run_sweeps, schedule_next
+from reactor.jobs.worker import Worker
+from reactor.memory import LocalRouter, ManualClock, MemoryStorage
+from reactor.model.context import Context
+from reactor.model.keys import sweep_window_key
+from reactor.model.status import RunStatus
+from reactor.ports import Job
+
+START = 1_700_000_000.0  # a multiple of 10
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(START + 3)
+
+
+@pytest.fixture
+def runtime(clock: ManualClock) -> Iterator[Runtime]:
+    rt = config.configure(
+        storage=MemoryStorage(clock=clock), router=LocalRouter(clock=clock),
+        sweeper_interval=10,
+    )
+    yield rt
+    config.reset()
+
+
+def _queued(rt: Runtime) -> list[tuple[float, object]]:
+    router = rt.router
+    assert isinstance(router, LocalRouter)
+    with router._cond:
+        return sorted(
+            (m.visible_at, parse_payload(Job.from_json(m.body))) for m in router._messages.values()
+        )
+
+
+def test_schedule_next_claims_the_next_window_once(runtime: Runtime, clock: ManualClock) -> None:
+    window = int(START // 10) + 1
+    assert schedule_next(runtime) == window
+    assert schedule_next(runtime) is None  # a second worker started with --sweep
+    assert _queued(runtime) == [(START + 10, SweepPayload(window=window))]
+    info = runtime.storage.locks.info(sweep_window_key(window))
+    assert info is not None and info.expires_at == clock() + 20  # 2 x interval, never released
+
+
+def test_a_tick_sweeps_then_schedules_the_next_and_duplicates_collapse(
+    runtime: Runtime, clock: ManualClock
+) -> None:
+    window = int(START // 10) + 1
+    clock.set(START + 10)
+    tick = job(SweepPayload(window=window))
+    dispatch_job(JobContext(runtime=runtime, job=tick))
+    dispatch_job(JobContext(runtime=runtime, job=tick))  # redelivered duplicate
+    assert _queued(runtime) == [(START + 20, SweepPayload(window=window + 1))]
+
+
+def test_a_tick_delivered_early_never_reclaims_its_own_window(
+    runtime: Runtime, clock: ManualClock
+) -> None:
+    window = int(START // 10) + 1
+    clock.set(START + 9.5)  # the router delivered the tick half a second early
+    dispatch_job(JobContext(runtime=runtime, job=job(SweepPayload(window=window))))
+    assert _queued(runtime) == [(START + 20, SweepPayload(window=window + 1))]
+
+
+def test_run_sweeps_redispatches_lost_runs(runtime: Runtime) -> None:
+    ctx = Context(context_id="lost-1", reactor="kill.flow", status=RunStatus.RUNNING)
+    Checkpointer(make_env(runtime), ctx).save()
+    counts = run_sweeps(runtime)
+    assert counts.runs is not None and counts.runs.redispatched == 1
+    assert counts.steps is not None and counts.maps is not None
+    assert _queued(runtime)[0][1] == RunPayload(context_id="lost-1", reactor="kill.flow")
+
+
+def test_worker_with_sweep_starts_the_chain(runtime: Runtime) -> None:
+    worker = Worker(runtime, sweep=True, poll_seconds=0.05)
+    worker.start()
+    assert worker.stop(timeout=5)
+    assert [p for _, p in _queued(runtime)] == [SweepPayload(window=int(START // 10) + 1)]

@@ -1,0 +1,113 @@
+"""Fixtures of the kill tests: real ``reactor worker`` processes against each adapter.
+
+Backends come from ``scripts/test`` through the ``service_url`` fixture (a missing service
+FAILS the test, it is never skipped). Every test uses its own key prefix / queue names.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def with_query(url: str, **options: str) -> str:
+    """``url`` with extra query options appended."""
+    extra = "&".join(f"{k}={v}" for k, v in options.items())
+    return url + ("&" if "?" in url else "?") + extra
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One adapter under test: its storage and router URLs (with a per-test prefix)."""
+
+    name: str
+    storage: str
+    router: str
+
+
+@pytest.fixture(params=["redis", "mongodb", "dynamodb"])
+def backend(request: pytest.FixtureRequest, service_url: Callable[[str], str]) -> Backend:
+    """The storage and router URLs of one real adapter, namespaced for this test."""
+    token = f"kill{uuid.uuid4().hex[:10]}"
+    name = request.param
+    if name == "redis":
+        url = with_query(service_url("redis"), prefix=token)
+        return Backend(name, url, url)
+    if name == "mongodb":
+        url = with_query(service_url("mongodb_wire"), prefix=f"{token}_")
+        return Backend(name, url, url)
+    moto = service_url("moto")
+    return Backend(
+        name,
+        f"dynamodb://reactor-kill?region=us-east-1&endpoint_url={moto}&prefix={token}",
+        f"sqs://reactor-kill?region=us-east-1&endpoint_url={moto}&prefix={token}",
+    )
+
+
+class WorkerProcesses:
+    """Starts ``python -m reactor.cli worker`` processes and always reaps them."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, backend: Backend, *extra: str, settings: dict[str, object]) -> (
+        subprocess.Popen[bytes]
+    ):
+        args = [
+            sys.executable, "-m", "reactor.cli", "worker",
+            "--import", "tests.kill.reactors",
+            "--storage", backend.storage, "--router", backend.router,
+            *[a for k, v in settings.items() for a in ("--setting", f"{k}={v}")],
+            *extra,
+        ]
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("REACTOR_STORAGE_URL", "REACTOR_ROUTER_URL")}
+        log = open(self.log_dir / f"worker-{len(self.procs) + 1}.log", "wb")  # noqa: SIM115
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        self.procs.append(proc)
+        return proc
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}"
+            for p in sorted(self.log_dir.glob("worker-*.log"))
+        )
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[WorkerProcesses]:
+    """A factory of worker processes, killed at teardown if still running."""
+    pool = WorkerProcesses(tmp_path)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str,
+               on_timeout: Callable[[], str] = lambda: "") -> None:
+    """Poll ``predicate`` every 20 ms until it holds; fail the test after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g}s waiting for {what}\n{on_timeout()}")
+        time.sleep(0.02)
