@@ -22,6 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from reactor.model.errors import StorageError
 from reactor_dynamodb._aws import bool_option, float_option, make_client, parse_url
+from reactor_dynamodb.admin import create_table
 from reactor_dynamodb.documents import DynamoDocumentStore
 from reactor_dynamodb.router import SQSRouter
 from reactor_dynamodb.storage import DYNAMO_CAPABILITIES, DynamoStorage
@@ -31,6 +32,7 @@ __all__ = [
     "DynamoDocumentStore",
     "DynamoStorage",
     "SQSRouter",
+    "create_table",
     "router_from_url",
     "storage_from_url",
 ]

@@ -43,13 +43,12 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from reactor.model.errors import ContextTooLargeError, StorageError
-from reactor.ports.documents import Versioned
+from reactor.ports.documents import RawDocument, Versioned
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_BYTES",
@@ -68,23 +67,6 @@ DEFAULT_MAX_DOCUMENT_BYTES = MAX_ITEM_BYTES - _ENVELOPE_BYTES
 #: Name of the sparse index GSI.
 GSI_NAME = "by_index"
 _SEP = "#"
-
-
-@dataclass(frozen=True, slots=True)
-class RawDocument:
-    """A physically stored item, expired or not (for probes and tests).
-
-    Attributes:
-        value: the stored JSON-native dict.
-        version: the stored version token.
-        expires_at: the logical expiry in epoch seconds, ``None`` = never.
-        index: the ``index`` string it was written with, or ``None``.
-    """
-
-    value: dict[str, Any]
-    version: str
-    expires_at: float | None
-    index: str | None
 
 
 def _number(value: float) -> str:

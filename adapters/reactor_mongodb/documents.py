@@ -38,7 +38,6 @@ import math
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -48,7 +47,7 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from reactor.model.errors import ContextTooLargeError, StorageError
-from reactor.ports.documents import Versioned
+from reactor.ports.documents import RawDocument, Versioned
 from reactor_mongodb._clock import ServerClock
 
 __all__ = ["DEFAULT_MAX_DOCUMENT_BYTES", "MAX_BSON_BYTES", "MongoDocumentStore", "RawDocument"]
@@ -63,23 +62,6 @@ DEFAULT_MAX_DOCUMENT_BYTES = MAX_BSON_BYTES - _ENVELOPE_BYTES
 _EPOCH = datetime(1970, 1, 1)
 #: Largest epoch seconds a BSON datetime built by this module may hold (year 9999).
 _MAX_EPOCH = 253402300799.0
-
-
-@dataclass(frozen=True, slots=True)
-class RawDocument:
-    """A physically stored document, expired or not (for probes and tests).
-
-    Attributes:
-        value: the stored JSON-native dict.
-        version: the stored version token.
-        expires_at: the logical expiry in epoch seconds, ``None`` = never.
-        index: the ``index`` string it was written with, or ``None``.
-    """
-
-    value: dict[str, Any]
-    version: str
-    expires_at: float | None
-    index: str | None
 
 
 def _gc_datetime(exp: float | None, grace: float) -> datetime | None:

@@ -3,9 +3,10 @@
 :class:`reactor.generic.storage.GenericStorage` over a
 :class:`reactor_mongodb.documents.MongoDocumentStore`: every semantic comes from the generic
 stores (ARCHITECTURE §4); MongoDB supplies atomicity (single-document compare-and-set) and the
-clock (the server's, calibrated: ``reactor_mongodb._clock``). Signals are absent for now
-(``capabilities.signals`` is ``False``: waiters poll the durable records); change streams are
-the planned fast path.
+clock (the server's, calibrated: ``reactor_mongodb._clock``). Signals use change streams
+(:mod:`reactor_mongodb.signals`) where the server supports them -- detected once, at
+construction -- and are otherwise absent (``capabilities.signals`` is ``False``: waiters poll
+the durable records).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from reactor.generic.storage import GenericStorage
 from reactor.ports.storage import Capabilities
 from reactor_mongodb.documents import DEFAULT_MAX_DOCUMENT_BYTES, MongoDocumentStore
+from reactor_mongodb.signals import SIGNALS, MongoSignalStore, change_streams_supported
 
 __all__ = ["MONGO_CAPABILITIES", "MongoStorage", "capabilities_for"]
 
@@ -22,14 +24,25 @@ MONGO_CAPABILITIES = Capabilities(
 )
 
 
-def capabilities_for(documents: MongoDocumentStore) -> Capabilities:
-    """The capabilities of a storage over ``documents`` (its limit and clock kind)."""
+def capabilities_for(documents: MongoDocumentStore, *, signals: bool = False) -> Capabilities:
+    """The capabilities of a storage over ``documents`` (its limit and clock kind).
+
+    Args:
+        documents: the document store.
+        signals: whether change-stream signals are available (see
+            :func:`reactor_mongodb.signals.change_streams_supported`).
+    """
     clock = "application" if documents.clock_kind == "application" else "server"
-    return Capabilities(signals=False, max_document_bytes=documents.max_document_bytes, clock=clock)
+    return Capabilities(
+        signals=signals, max_document_bytes=documents.max_document_bytes, clock=clock
+    )
 
 
 class MongoStorage(GenericStorage):
     """A :class:`reactor.ports.Storage` on MongoDB.
+
+    Construction opens and closes one change stream on ``<prefix>signals`` to learn whether
+    the server supports them (one round trip); without support ``signals`` is ``None``.
 
     Args:
         documents: the document store (owns the pymongo client when built from a URL).
@@ -42,6 +55,18 @@ class MongoStorage(GenericStorage):
     documents: MongoDocumentStore
 
     def __init__(self, documents: MongoDocumentStore, *, context_ttl: float = 86400.0) -> None:
+        collection = documents.database[documents.collection_name(SIGNALS)]
+        signals = MongoSignalStore(collection) if change_streams_supported(collection) else None
         super().__init__(
-            documents, context_ttl=context_ttl, capabilities=capabilities_for(documents)
+            documents,
+            context_ttl=context_ttl,
+            signals=signals,
+            capabilities=capabilities_for(documents, signals=signals is not None),
         )
+        self._signal_store = signals
+
+    def close(self) -> None:
+        """Close open signal subscriptions, then the document store; idempotent."""
+        if self._signal_store is not None:
+            self._signal_store.close_all()
+        super().close()

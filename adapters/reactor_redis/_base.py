@@ -94,18 +94,19 @@ class RedisScript:
     The SHA-1 is computed once at construction (no round trip); each call is exactly one
     ``EVALSHA`` command, plus a ``SCRIPT LOAD`` and a retry the first time a server (or a
     restarted one) does not know the script. This replaces redis-py's ``Script.__call__``,
-    which rebuilds the argument tuple and imports ``Pipeline`` on every call.
+    which rebuilds the argument tuple and imports ``Pipeline`` on every call, and skips the
+    ``evalsha`` wrapper layers by calling ``execute_command`` directly.
 
     Args:
         client: the redis-py client the script runs on (``Redis`` or ``RedisCluster``).
         source: the Lua source (UTF-8).
     """
 
-    __slots__ = ("_client", "_evalsha", "_source", "sha")
+    __slots__ = ("_client", "_execute", "_source", "sha")
 
     def __init__(self, client: Client, source: str) -> None:
         self._client = client
-        self._evalsha = client.evalsha
+        self._execute = client.execute_command
         self._source = source
         self.sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
 
@@ -126,10 +127,10 @@ class RedisScript:
             redis.RedisError: the server failed (callers wrap it).
         """
         try:
-            return self._evalsha(self.sha, numkeys, *keys_and_args)
+            return self._execute("EVALSHA", self.sha, numkeys, *keys_and_args)
         except NoScriptError:
             self.sha = self._client.script_load(self._source)
-            return self._evalsha(self.sha, numkeys, *keys_and_args)
+            return self._execute("EVALSHA", self.sha, numkeys, *keys_and_args)
 
 
 class RedisScripts:

@@ -103,6 +103,4 @@ class RedisClaimStore:
 
     def increment_interrupt_attempts(self, context_id: str, step_path: str) -> int:
         """Count an invalid resume attempt; returns the new count (re-stamps retention)."""
-        return int(
-            self._claim(self._keys.interrupt_attempts(context_id, step_path), "incr")
-        )
+        return int(self._claim(self._keys.interrupt_attempts(context_id, step_path), "incr"))

@@ -23,8 +23,8 @@ from collections.abc import Collection, Sequence
 from reactor.model.errors import ContextTooLargeError
 from reactor.model.status import RunStatus
 from reactor.ports.records import ContextRecord, RunPage, RunSummary
+from reactor.ports.serialization import decode_page_cursor, encode_page_cursor, page_key
 from reactor_redis._base import Client, RedisScripts, storage_errors, ttl_arg
-from reactor_redis._codec import decode_cursor, encode_cursor
 from reactor_redis.keys import SHARDS, Keys, shard_of
 
 __all__ = ["RedisContextStore"]
@@ -32,7 +32,6 @@ __all__ = ["RedisContextStore"]
 _KNOWN: tuple[str, ...] = tuple(s.value for s in RunStatus)
 _OTHER = "~other"
 _CHILD = "child:"
-_MAX_MICROS = 10**17 - 1
 
 
 def _bucket(status: str) -> str:
@@ -45,11 +44,6 @@ def _index(record: ContextRecord) -> str:
     if record.dispatched_child:
         return _CHILD + _bucket(record.status)
     return ""
-
-
-def _page_key(created_at: float, context_id: str) -> str:
-    micros = min(max(round(created_at * 1_000_000), 0), _MAX_MICROS)
-    return f"{_MAX_MICROS - micros:017d}:{context_id}"
 
 
 def _summary(row: Sequence[str]) -> RunSummary:
@@ -120,7 +114,7 @@ class RedisContextStore:
         if record.root_context_id is not None:
             fields += ["root", record.root_context_id]
         page = (
-            _page_key(record.created_at, record.context_id)
+            page_key(record.created_at, record.context_id)
             if record.parent_context_id is None
             else ""
         )
@@ -227,7 +221,7 @@ class RedisContextStore:
         """
         if limit < 1:
             raise ValueError(f"page limit must be >= 1, got {limit!r}")
-        after = "" if cursor is None else decode_cursor(cursor)
+        after = "" if cursor is None else decode_page_cursor(cursor)
         found: list[tuple[str, RunSummary]] = []
         with storage_errors("context page"):
             for shard in range(SHARDS):
@@ -242,5 +236,5 @@ class RedisContextStore:
         page = rows[:limit]
         return RunPage(
             runs=tuple(summary for _key, summary in page),
-            next_cursor=encode_cursor(page[-1][0]) if len(rows) > limit else None,
+            next_cursor=encode_page_cursor(page[-1][0]) if len(rows) > limit else None,
         )

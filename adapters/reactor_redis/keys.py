@@ -161,7 +161,7 @@ class Keys:
         return f"{self.semaphore(key)}:h"
 
     def rate_limit(self, key: str) -> str:
-        """A rate-limit hash (window id -> ``bucket|count|expiry µs``)."""
+        """A rate-limit hash (per window id ``W``: ``W`` count, ``W|b`` bucket, ``W|x`` expiry)."""
         return f"{self.prefix}:rate:{key}"
 
     def period(self, key: str) -> str:

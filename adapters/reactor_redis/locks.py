@@ -45,7 +45,7 @@ class RedisLockStore:
         """
         ttl_us = ttl_arg(ttl)
         try:
-            return self._run(1, self._prefix + key, "acquire", owner, ttl_us) == 1
+            return bool(self._run(1, self._prefix + key, "acquire", owner, ttl_us) == 1)
         except redis.RedisError as exc:
             raise StorageError(f"redis lock acquire failed: {exc}") from exc
 
@@ -56,7 +56,7 @@ class RedisLockStore:
             StorageError: Redis failed.
         """
         try:
-            return self._run(1, self._prefix + key, "release", owner) == 1
+            return bool(self._run(1, self._prefix + key, "release", owner) == 1)
         except redis.RedisError as exc:
             raise StorageError(f"redis lock release failed: {exc}") from exc
 
@@ -69,7 +69,7 @@ class RedisLockStore:
         """
         ttl_us = ttl_arg(ttl)
         try:
-            return self._run(1, self._prefix + key, "extend", owner, ttl_us) == 1
+            return bool(self._run(1, self._prefix + key, "extend", owner, ttl_us) == 1)
         except redis.RedisError as exc:
             raise StorageError(f"redis lock extend failed: {exc}") from exc
 
@@ -95,4 +95,6 @@ class RedisLockStore:
             return None
         owner, count, expiry = found
         x = int(expiry)
-        return LockInfo(owner=str(owner), count=int(count), expires_at=None if x < 0 else from_us(x))
+        return LockInfo(
+            owner=str(owner), count=int(count), expires_at=None if x < 0 else from_us(x)
+        )

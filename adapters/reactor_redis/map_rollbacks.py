@@ -9,66 +9,20 @@ rollbacks for the sweeper.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, cast
+from collections.abc import Iterator, Sequence
 
 from reactor.ports.records import (
     FAILED_ROLLBACK_OUTCOMES,
     MapRollbackMetadata,
     RollbackOutcome,
-    RollbackOutcomeKind,
     RollbackSummary,
 )
+from reactor.ports.serialization import record_from_json, record_to_json
 from reactor_redis._base import Client, RedisScripts, storage_errors
 from reactor_redis.keys import Keys
 from reactor_redis.maps import MapScript, _scan_index
 
-__all__ = ["RedisMapRollbackStore", "decode_rollback_metadata", "encode_rollback_metadata"]
-
-
-def encode_rollback_metadata(meta: MapRollbackMetadata) -> str:
-    """The JSON text stored for a rollback's metadata."""
-    return json.dumps(
-        {
-            "map_id": meta.map_id,
-            "total": meta.total,
-            "batch_size": meta.batch_size,
-            "step_name": meta.step_name,
-            "owner_context_id": meta.owner_context_id,
-            "owner_reactor": meta.owner_reactor,
-            "element_reactor": meta.element_reactor,
-            "started_at": meta.started_at,
-            "kind": meta.kind,
-        },
-        separators=(",", ":"),
-    )
-
-
-def decode_rollback_metadata(text: str) -> MapRollbackMetadata:
-    """Parse what :func:`encode_rollback_metadata` stored."""
-    v: Mapping[str, Any] = json.loads(text)
-    return MapRollbackMetadata(
-        map_id=str(v["map_id"]),
-        total=int(v["total"]),
-        batch_size=int(v["batch_size"]),
-        step_name=str(v["step_name"]),
-        owner_context_id=str(v["owner_context_id"]),
-        owner_reactor=str(v["owner_reactor"]),
-        element_reactor=str(v["element_reactor"]),
-        started_at=float(v["started_at"]),
-        kind=str(v.get("kind", "undo")),
-    )
-
-
-def _outcome(text: str) -> RollbackOutcome:
-    v: Mapping[str, Any] = json.loads(text)
-    index = v.get("index")
-    return RollbackOutcome(
-        index=None if index is None else int(index),
-        outcome=cast(RollbackOutcomeKind, v["outcome"]),
-        failures=str(v.get("failures", "[]")),
-    )
+__all__ = ["RedisMapRollbackStore"]
 
 
 class RedisMapRollbackStore:
@@ -95,16 +49,14 @@ class RedisMapRollbackStore:
         """Create the rollback metadata once (NX); returns ``(created, first metadata)``."""
         with storage_errors("map rollback start"):
             self._client.zadd(self._keys.started_rollbacks(), {metadata.map_id: 0})
-            created, text = self._run(
-                metadata.map_id, "rb_start", encode_rollback_metadata(metadata)
-            )
-        return bool(created), decode_rollback_metadata(text)
+            created, text = self._run(metadata.map_id, "rb_start", record_to_json(metadata))
+        return bool(created), record_from_json(MapRollbackMetadata, text)
 
     def metadata(self, map_id: str) -> MapRollbackMetadata | None:
         """Read the rollback metadata."""
         with storage_errors("map rollback metadata"):
             text = self._client.get(self._key(map_id, "metadata"))
-        return None if text is None else decode_rollback_metadata(text)
+        return None if text is None else record_from_json(MapRollbackMetadata, text)
 
     def claim_positions(self, map_id: str, count: int) -> range:
         """Atomically add ``count`` to the claim offset; ``range(stop-count, min(stop, total))``.
@@ -113,7 +65,7 @@ class RedisMapRollbackStore:
         """
         with storage_errors("map rollback claim"):
             stop, text = self._run(map_id, "rb_claim", int(count))
-        total = decode_rollback_metadata(text).total if text else 0
+        total = record_from_json(MapRollbackMetadata, text).total if text else 0
         stop = int(stop)
         return range(stop - count, min(stop, total))
 
@@ -125,10 +77,7 @@ class RedisMapRollbackStore:
 
     def put_outcome(self, map_id: str, position: int, outcome: RollbackOutcome) -> bool:
         """Store ``position``'s outcome, first writer wins (marks its index seen when stored)."""
-        text = json.dumps(
-            {"index": outcome.index, "outcome": outcome.outcome, "failures": outcome.failures},
-            separators=(",", ":"),
-        )
+        text = record_to_json(outcome)
         with storage_errors("map rollback outcome"):
             stored = self._run(
                 map_id,
@@ -144,7 +93,7 @@ class RedisMapRollbackStore:
         """Read one position's outcome."""
         with storage_errors("map rollback outcome read"):
             text = self._client.hget(self._key(map_id, "outcomes"), str(position))
-        return None if text is None else _outcome(text)
+        return None if text is None else record_from_json(RollbackOutcome, text)
 
     def count_outcomes(self, map_id: str) -> int:
         """The number of settled positions."""
@@ -169,7 +118,7 @@ class RedisMapRollbackStore:
                 texts = self._client.hmget(key, [str(p) for p in chunk])
             for position, text in zip(chunk, texts, strict=True):
                 if text is not None:
-                    yield position, _outcome(text)
+                    yield position, record_from_json(RollbackOutcome, text)
 
     def indexes_seen(self, map_id: str, indexes: Sequence[int]) -> list[bool]:
         """For each element index, whether a stored outcome named it."""

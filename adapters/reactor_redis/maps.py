@@ -12,62 +12,15 @@ metadata is gone.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from reactor.ports.records import MapMetadata
+from reactor.ports.records import MapMetadata, MapRollbackMetadata
+from reactor.ports.serialization import record_from_json, record_to_json
 from reactor_redis._base import Client, RedisScripts, storage_errors, ttl_arg
 from reactor_redis.keys import Keys
 
-__all__ = ["RedisMapStore", "decode_map_metadata", "encode_map_metadata"]
-
-
-def encode_map_metadata(meta: MapMetadata) -> str:
-    """The JSON text stored for a map's metadata."""
-    return json.dumps(
-        {
-            "map_id": meta.map_id,
-            "count": meta.count,
-            "parent_context_id": meta.parent_context_id,
-            "parent_reactor": meta.parent_reactor,
-            "step_name": meta.step_name,
-            "element_reactor": meta.element_reactor,
-            "owner_context_id": meta.owner_context_id,
-            "owner_reactor": meta.owner_reactor,
-            "batch_size": meta.batch_size,
-            "atomic": meta.atomic,
-            "created_at": meta.created_at,
-            "parent_is_map_element": meta.parent_is_map_element,
-            "outer_map_id": meta.outer_map_id,
-            "outer_index": meta.outer_index,
-            "extra": dict(meta.extra),
-        },
-        separators=(",", ":"),
-    )
-
-
-def decode_map_metadata(text: str) -> MapMetadata:
-    """Parse what :func:`encode_map_metadata` stored."""
-    value: Mapping[str, Any] = json.loads(text)
-    outer_index = value.get("outer_index")
-    return MapMetadata(
-        map_id=str(value["map_id"]),
-        count=int(value["count"]),
-        parent_context_id=str(value["parent_context_id"]),
-        parent_reactor=str(value["parent_reactor"]),
-        step_name=str(value["step_name"]),
-        element_reactor=str(value["element_reactor"]),
-        owner_context_id=str(value["owner_context_id"]),
-        owner_reactor=str(value["owner_reactor"]),
-        batch_size=int(value["batch_size"]),
-        atomic=bool(value["atomic"]),
-        created_at=float(value["created_at"]),
-        parent_is_map_element=bool(value.get("parent_is_map_element", False)),
-        outer_map_id=value.get("outer_map_id"),
-        outer_index=None if outer_index is None else int(outer_index),
-        extra=dict(value.get("extra") or {}),
-    )
+__all__ = ["RedisMapStore"]
 
 
 class MapScript:
@@ -118,15 +71,13 @@ class RedisMapStore:
         """Create metadata and counter (= ``count``) atomically; ``False`` when it existed."""
         with storage_errors("map init"):
             self._client.zadd(self._keys.active_maps(), {metadata.map_id: metadata.created_at})
-            created = self._run(
-                metadata.map_id, "init", encode_map_metadata(metadata), metadata.count
-            )
+            created = self._run(metadata.map_id, "init", record_to_json(metadata), metadata.count)
         return bool(created)
 
     def metadata(self, map_id: str) -> MapMetadata | None:
         """Read a map's metadata, ``None`` when unknown or expired."""
         text = self._get(map_id, "metadata")
-        return None if text is None else decode_map_metadata(text)
+        return None if text is None else record_from_json(MapMetadata, text)
 
     def scan(self, *, limit: int = 1000) -> list[MapMetadata]:
         """List active maps (never rollback records) from the ``active`` index."""
@@ -265,15 +216,11 @@ class RedisMapStore:
         return list(reversed(found))
 
 
-def _scan_index(
-    client: Client, index: str, limit: int, meta_key: Any
-) -> list[Any]:
+def _scan_index(client: Client, index: str, limit: int, meta_key: Any) -> list[Any]:
     """Read metadata of the ids in a scan index (pruning ids whose metadata is gone)."""
     if limit <= 0:
         return []
-    from reactor_redis.map_rollbacks import decode_rollback_metadata
-
-    rollback = index.endswith(":rollbacks")
+    record_type: type[Any] = MapRollbackMetadata if index.endswith(":rollbacks") else MapMetadata
     out: list[Any] = []
     start = 0
     page = max(min(limit, 500), 1)
@@ -289,9 +236,7 @@ def _scan_index(
                 if text is None:
                     gone.append(map_id)
                     continue
-                out.append(
-                    decode_rollback_metadata(text) if rollback else decode_map_metadata(text)
-                )
+                out.append(record_from_json(record_type, text))
                 if len(out) >= limit:
                     break
             if gone:

@@ -100,9 +100,7 @@ class RedisOrderedLockStore:
         """Read the state without changing it (all zeros when drained)."""
         found = self._run(key, "peek")
         assert isinstance(found, list)
-        in_flight = {
-            int(found[i]): from_us(found[i + 1]) for i in range(4, len(found), 2)
-        }
+        in_flight = {int(found[i]): from_us(found[i + 1]) for i in range(4, len(found), 2)}
         return OrderedLockState(
             next_nonce=int(found[0]),
             last_completed=int(found[1]),

@@ -218,11 +218,10 @@ class RedisProbe:
                 for token in self._client.zrange(name, 0, -1):
                     self._client.zadd(name, {token: at_us})
             elif concern == "rate_limit":
-                for wid, value in self._client.hgetall(name).items():
-                    bucket, count, _x = str(value).split("|")
-                    self._client.hset(name, wid, f"{bucket}|{count}|{at_us}")
+                for field in self._client.hkeys(name):
+                    if str(field).endswith("|x"):
+                        self._client.hset(name, field, str(at_us))
             self._client.pexpire(name, max(math.ceil(after * 1000), 1))
-
 
     def _shift_ordered(self, key: str, fields: list[str], at_us: int) -> None:
         """Move the expiry of some ordered-lock fields to ``at_us`` (the native TTL follows)."""
@@ -231,9 +230,7 @@ class RedisProbe:
             if self._client.hexists(main, field + "x"):
                 self._client.hset(main, field + "x", str(at_us))
         expiries = [
-            int(x)
-            for f in _ORDERED.values()
-            if (x := self._client.hget(main, f + "x")) is not None
+            int(x) for f in _ORDERED.values() if (x := self._client.hget(main, f + "x")) is not None
         ]
         if not expiries:
             return

@@ -1,7 +1,8 @@
 """Multi-window fixed-window rate limits on Redis (storage-protocol.md §2.10).
 
-One hash per rate-limit key, ``window id -> "bucket|count|expiry µs"`` (window ids from
-:func:`reactor.model.coordination.rate_limits.window_id`); ``scripts/rate_limit.lua`` checks
+One hash per rate-limit key holding three numeric fields per window id ``W`` (window ids from
+:func:`reactor.model.coordination.rate_limits.window_id`): ``W`` (count), ``W|b`` (bucket) and
+``W|x`` (expiry µs); ``scripts/rate_limit.lua`` checks
 every window and charges all of them or none, exactly as
 :func:`reactor.model.coordination.rate_limits.hit`, on the server clock.
 
@@ -38,18 +39,26 @@ class RedisRateLimitStore:
         keys: the key builder.
     """
 
-    __slots__ = ("_prefix", "_run", "_window_args")
+    __slots__ = ("_count", "_prefix", "_run", "_window_args")
 
     def __init__(self, client: Client, scripts: RedisScripts, keys: Keys) -> None:
         self._run = scripts.get("rate_limit").run
+        self._count = scripts.get("rate_limit_count").run
         self._prefix = keys.rate_limit("")
-        self._window_args: dict[RateWindow, tuple[str, int, int]] = {}
+        self._window_args: dict[RateWindow, tuple[bytes, bytes, bytes]] = {}
 
-    def _args(self, window: RateWindow) -> tuple[str, int, int]:
-        """``(window id, seconds µs, limit)`` for the script, cached per window value."""
+    def _args(self, window: RateWindow) -> tuple[bytes, bytes, bytes]:
+        """``(window id, seconds µs, limit)`` for the script, encoded once per window value.
+
+        Pre-encoded ``bytes`` pass through redis-py's encoder untouched.
+        """
         found = self._window_args.get(window)
         if found is None:
-            found = (window_id(window), max(to_us(window.seconds), 1), int(window.limit))
+            found = (
+                window_id(window).encode("utf-8"),
+                b"%d" % max(to_us(window.seconds), 1),
+                b"%d" % int(window.limit),
+            )
             if len(self._window_args) >= _MAX_CACHED_WINDOWS:
                 self._window_args.clear()
             self._window_args[window] = found
@@ -62,11 +71,11 @@ class RedisRateLimitStore:
             StorageError: Redis failed.
         """
         if len(windows) == 1:
-            args: tuple[object, ...] = self._args(windows[0])
+            args: tuple[bytes, ...] = self._args(windows[0])
         else:
             args = tuple(a for w in windows for a in self._args(w))
         try:
-            found = self._run(1, self._prefix + key, "hit", *args)
+            found = self._run(1, self._prefix + key, *args)
         except redis.RedisError as exc:
             raise StorageError(f"redis rate limit hit failed: {exc}") from exc
         if found == 1:
@@ -82,6 +91,6 @@ class RedisRateLimitStore:
             StorageError: Redis failed.
         """
         try:
-            return int(self._run(1, self._prefix + key, "count", *self._args(window)))
+            return int(self._count(1, self._prefix + key, *self._args(window)[:2]))
         except redis.RedisError as exc:
             raise StorageError(f"redis rate limit count failed: {exc}") from exc

@@ -9,12 +9,9 @@ its limit. A put is one script (record, index move, TTL).
 
 from __future__ import annotations
 
-import json
-
 from reactor.ports.records import StepResultRecord
+from reactor.ports.serialization import record_from_json, record_to_json
 from reactor_redis._base import Client, RedisScripts, storage_errors, ttl_arg
-from reactor_redis._codec import decode_step_result as _decode
-from reactor_redis._codec import encode_step_result as _encode
 from reactor_redis.keys import SHARDS, Keys, shard_of
 
 __all__ = ["RedisStepResultStore"]
@@ -47,7 +44,7 @@ class RedisStepResultStore:
             TypeError: ``record.data`` holds a value that is not JSON-native.
             StorageError: Redis failed.
         """
-        text = json.dumps(_encode(record), separators=(",", ":"), allow_nan=False)
+        text = record_to_json(record)
         shard = shard_of(record.context_id)
         with storage_errors("step result put"):
             self._scripts(
@@ -66,7 +63,7 @@ class RedisStepResultStore:
         """The record of ``step_name`` owned by ``context_id``, ``None`` when absent/expired."""
         with storage_errors("step result get"):
             text = self._client.hget(self._keys.step_result(context_id, step_name), "j")
-        return None if text is None else _decode(json.loads(text))
+        return None if text is None else record_from_json(StepResultRecord, text)
 
     def scan(self, *, status: str | None = None, limit: int = 1000) -> list[StepResultRecord]:
         """List records, ``status`` filtering before ``limit`` (indexed, shard by shard).
@@ -91,7 +88,7 @@ class RedisStepResultStore:
                         *statuses,
                     ],
                 )
-                out.extend(_decode(json.loads(t)) for t in texts)
+                out.extend(record_from_json(StepResultRecord, t) for t in texts)
                 if len(out) >= limit:
                     break
         return out[:limit]

@@ -55,9 +55,7 @@ class RedisStorage:
         self.contexts = RedisContextStore(client, scripts, keys, context_ttl=context_ttl)
         self.step_results = RedisStepResultStore(client, scripts, keys, context_ttl=context_ttl)
         self.maps = RedisMapStore(client, scripts, keys, context_ttl=context_ttl)
-        self.map_rollbacks = RedisMapRollbackStore(
-            client, scripts, keys, context_ttl=context_ttl
-        )
+        self.map_rollbacks = RedisMapRollbackStore(client, scripts, keys, context_ttl=context_ttl)
         self.claims = RedisClaimStore(client, scripts, keys, context_ttl=context_ttl)
         self.locks = RedisLockStore(client, scripts, keys)
         self.semaphores = RedisSemaphoreStore(client, scripts, keys)

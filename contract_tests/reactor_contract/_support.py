@@ -140,9 +140,7 @@ def map_metadata(map_id: str | None = None, *, count: int = 5, **extra: Any) -> 
     return MapMetadata(map_id=map_id or uid("map"), count=count, **fields)
 
 
-def rollback_metadata(
-    map_id: str, *, total: int = 5, **extra: Any
-) -> MapRollbackMetadata:
+def rollback_metadata(map_id: str, *, total: int = 5, **extra: Any) -> MapRollbackMetadata:
     """A :class:`MapRollbackMetadata` for ``map_id``."""
     fields: dict[str, Any] = {
         "batch_size": 2,

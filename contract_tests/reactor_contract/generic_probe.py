@@ -14,7 +14,6 @@ through the document store's own compare-and-set, never through the sub-store un
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -24,19 +23,20 @@ from reactor.generic.claims import (
     IDEMPOTENCY,
     INTERRUPT_ATTEMPTS,
     INTERRUPT_RESUMES,
+    idempotency_document_key,
 )
-from reactor.generic.contexts import CONTEXT_PAGES, CONTEXTS
-from reactor.generic.locks import LOCK_CODEC
+from reactor.generic.contexts import CONTEXT_PAGES, CONTEXTS, context_page_key
+from reactor.generic.locks import LOCK_CODEC, LOCKS
 from reactor.generic.map_rollbacks import (
     MAP_ROLLBACK_OUTCOMES,
     MAP_ROLLBACK_SEEN,
     MAP_ROLLBACKS,
 )
 from reactor.generic.maps import MAP_ELEMENTS, MAP_SLOTS, MAP_STATE, MAPS, position_key
-from reactor.generic.ordered_locks import ORDERED_LOCK_CODEC
-from reactor.generic.periods import PERIOD_CODEC
-from reactor.generic.rate_limits import RATE_LIMIT_CODEC
-from reactor.generic.semaphores import SEMAPHORE_CODEC
+from reactor.generic.ordered_locks import ORDERED_LOCK_CODEC, ORDERED_LOCKS
+from reactor.generic.periods import PERIOD_CODEC, PERIODS
+from reactor.generic.rate_limits import RATE_LIMIT_CODEC, RATE_LIMITS
+from reactor.generic.semaphores import SEMAPHORE_CODEC, SEMAPHORES
 from reactor.generic.step_results import STEP_RESULTS
 from reactor.model.coordination import semaphores as semaphore_model
 from reactor.ports.documents import DocumentStore
@@ -88,20 +88,20 @@ class DocumentBackdoor(Protocol):
 
 #: Coordination concerns: (collection, codec). The generic stores' default collections.
 _COORDINATION: dict[str, tuple[str, Any]] = {
-    "lock": ("locks", LOCK_CODEC),
-    "semaphore": ("semaphores", SEMAPHORE_CODEC),
-    "rate_limit": ("rate_limits", RATE_LIMIT_CODEC),
-    "period": ("periods", PERIOD_CODEC),
-    "ordered_lock": ("ordered_locks", ORDERED_LOCK_CODEC),
+    "lock": (LOCKS, LOCK_CODEC),
+    "semaphore": (SEMAPHORES, SEMAPHORE_CODEC),
+    "rate_limit": (RATE_LIMITS, RATE_LIMIT_CODEC),
+    "period": (PERIODS, PERIOD_CODEC),
+    "ordered_lock": (ORDERED_LOCKS, ORDERED_LOCK_CODEC),
 }
 
 
 def _idempotency_doc_key(key: str) -> str:
-    """``"<reactor>:<user key>"`` -> the generic claim store's ``<reactor>:<sha256(key)>``."""
+    """``"<reactor>:<user key>"`` -> the generic claim store's document key."""
     reactor, sep, user_key = key.partition(":")
     if not sep:
         raise KeyError(f"idempotency probe keys look like '<reactor>:<key>', got {key!r}")
-    return f"{reactor}:{hashlib.sha256(user_key.encode('utf-8')).hexdigest()}"
+    return idempotency_document_key(reactor, user_key)
 
 
 def _member_ttl(concern: str, state: Any, member: str) -> float | None:
@@ -174,12 +174,7 @@ class GenericProbe:
         if member is not None and concern not in ("map", "map_rollback", "interrupt"):
             raise KeyError(f"{concern} has no members, got {member!r}")
         if concern == "context":
-            pages = [
-                (CONTEXT_PAGES, k)
-                for k, _ in self.documents.scan(CONTEXT_PAGES, limit=1_000_000)
-                if k.endswith(f":{key}")
-            ]
-            return [(CONTEXTS, key), *pages]
+            return [(CONTEXTS, key), *self._context_page(key)]
         if concern == "step_result":
             return [(STEP_RESULTS, key)]
         if concern == "correlation":
@@ -198,6 +193,20 @@ class GenericProbe:
         if concern == "map":
             return self._map_documents(key, member)
         return self._rollback_documents(key, member)
+
+    def _context_page(self, context_id: str) -> list[tuple[str, str]]:
+        """The page-summary document of a top-level run (none for a child or an absent run).
+
+        The key comes from the stored context's ``created_at`` (read through the backdoor when
+        the context has logically expired) and :func:`reactor.generic.contexts.context_page_key`.
+        """
+        doc = self.documents.read(CONTEXTS, context_id).value
+        if doc is None and self.backdoor is not None:
+            row = self.backdoor.raw(CONTEXTS, context_id)
+            doc = None if row is None else row.value
+        if doc is None or doc.get("parent_context_id") is not None:
+            return []
+        return [(CONTEXT_PAGES, context_page_key(float(doc["created_at"]), context_id))]
 
     def _map_documents(self, map_id: str, member: str | None) -> list[tuple[str, str]]:
         if member in ("metadata", "counter"):
@@ -299,4 +308,3 @@ class GenericProbe:
             ):
                 return
         raise RuntimeError(f"probe could not rewrite {concern} {key!r}: constant contention")
-

@@ -73,6 +73,7 @@ T = TypeVar("T")
 #: Default visibility timeout (seconds) the suite asks a router for, so redelivery is quick.
 TEST_VISIBILITY_TIMEOUT = "1"
 
+
 def add_query(url: str, **params: str) -> str:
     """Append query parameters to a backend URL, keeping ``scheme://`` intact.
 
@@ -263,9 +264,7 @@ def _adapter_settings() -> dict[str, Any]:
 _PREFIX_SUPPORT: dict[str, bool] = {}
 
 
-def _build(
-    factory: Callable[..., T], url: str, prefixed_url: str, settings: dict[str, Any]
-) -> T:
+def _build(factory: Callable[..., T], url: str, prefixed_url: str, settings: dict[str, Any]) -> T:
     """Call ``factory`` with the per-test ``prefixed_url``, or ``url`` if it rejects ``prefix``.
 
     An in-process adapter may reject unknown URL parameters: each test gets a new object anyway,

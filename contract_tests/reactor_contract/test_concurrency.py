@@ -89,9 +89,7 @@ class ConcurrencyContract:
 
     def test_an_nx_claim_has_exactly_one_winner(self, storage: Storage) -> None:
         key = uid("order")
-        results = race(
-            8, lambda i: storage.claims.claim_idempotency_key("orders", key, f"ctx-{i}")
-        )
+        results = race(8, lambda i: storage.claims.claim_idempotency_key("orders", key, f"ctx-{i}"))
         winners = [i for i, holder in enumerate(results) if holder is None]
         assert len(winners) == 1
         assert all(holder == f"ctx-{winners[0]}" for holder in results if holder is not None)

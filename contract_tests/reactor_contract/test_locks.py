@@ -70,9 +70,7 @@ class LocksContract:
         assert storage.locks.release(key, "alice") is True
         assert_ttl(probe.ttl("lock", key), 50)
 
-    def test_extend_sets_the_remaining_ttl_never_adds(
-        self, storage: Storage, probe: Probe
-    ) -> None:
+    def test_extend_sets_the_remaining_ttl_never_adds(self, storage: Storage, probe: Probe) -> None:
         key = uid("lock")
         storage.locks.acquire(key, "alice", HOUR)
         assert storage.locks.extend(key, "alice", 120) is True

@@ -165,9 +165,7 @@ class _Run:
             self.history[-12:]
         )
 
-    def call(
-        self, op: Op, stores: tuple[Any, Any], method: str, *args: Any, **kwargs: Any
-    ) -> Any:
+    def call(self, op: Op, stores: tuple[Any, Any], method: str, *args: Any, **kwargs: Any) -> Any:
         """Call ``method`` on the reference store, then on the adapter's, and compare."""
         adapter, model = stores
         self.sync()
@@ -264,9 +262,7 @@ class ModelContract:
 
     @MODEL_SETTINGS
     @given(ops=PERIOD_OPS)
-    def test_periods_follow_the_model(
-        self, storage: Storage, probe: Probe, ops: list[Op]
-    ) -> None:
+    def test_periods_follow_the_model(self, storage: Storage, probe: Probe, ops: list[Op]) -> None:
         run = _Run(storage, probe)
         stores = (storage.periods, run.ref.periods)
         for op in ops:

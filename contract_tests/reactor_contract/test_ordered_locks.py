@@ -241,9 +241,7 @@ class OrderedLocksContract:
         assert storage.ordered_locks.skip(key, 5) == 0
         assert storage.ordered_locks.peek(key).next_nonce == 0
 
-    def test_skip_forces_the_cursor_and_keeps_its_ttl(
-        self, storage: Storage, probe: Probe
-    ) -> None:
+    def test_skip_forces_the_cursor_and_keeps_its_ttl(self, storage: Storage, probe: Probe) -> None:
         key = uid("ol")
         tickets = self._tickets(storage, key, 4)
         probe.expire("ordered_lock", key, "cursor", after=500)

@@ -97,9 +97,7 @@ class RateLimitsContract:
         assert storage.rate_limits.hit(b, [window]).allowed is True
         assert storage.rate_limits.count(uid("rate"), window) == 0
 
-    def test_counters_live_at_most_twice_their_window(
-        self, storage: Storage, probe: Probe
-    ) -> None:
+    def test_counters_live_at_most_twice_their_window(self, storage: Storage, probe: Probe) -> None:
         key = uid("rate")
         storage.rate_limits.hit(key, [RateWindow("hour", HOUR, 5)])
         ttl = probe.ttl("rate_limit", key)

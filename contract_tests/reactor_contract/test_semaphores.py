@@ -34,9 +34,7 @@ class SemaphoresContract:
         assert state is not None
         assert before + HOUR - 1 <= state.holders["h1"] <= storage.now() + HOUR + 1
 
-    def test_a_holder_reacquiring_keeps_its_one_slot(
-        self, storage: Storage, probe: Probe
-    ) -> None:
+    def test_a_holder_reacquiring_keeps_its_one_slot(self, storage: Storage, probe: Probe) -> None:
         key = uid("sem")
         storage.semaphores.acquire(key, "h1", 2, 120)
         assert storage.semaphores.acquire(key, "h1", 2, HOUR) is True

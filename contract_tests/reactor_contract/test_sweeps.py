@@ -69,9 +69,7 @@ class SweepsContract:
 
     reactor_concern = "sweeps"
 
-    def test_run_sweeper_redispatches_runs_without_a_liveness_lock(
-        self, storage: Storage
-    ) -> None:
+    def test_run_sweeper_redispatches_runs_without_a_liveness_lock(self, storage: Storage) -> None:
         lost = context(status="running")
         alive = context(status="running")
         done = context(status="completed")

@@ -28,7 +28,7 @@ from typing import Any, Generic, TypeVar
 from reactor.model.errors import StorageError
 from reactor.ports.documents import DocumentStore
 
-__all__ = ["MAX_ATTEMPTS", "StateCodec", "apply", "read_state"]
+__all__ = ["MAX_ATTEMPTS", "StateCodec", "StateCollection", "apply", "read_state"]
 
 #: Lost compare-and-sets tolerated for one operation before it raises ``StorageError``.
 MAX_ATTEMPTS = 64
@@ -144,3 +144,36 @@ def apply(
     raise StorageError(
         f"{codec.kind} {key!r}: lost the compare-and-set {max_attempts} times in a row"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class StateCollection(Generic[S]):
+    """One collection of coordination objects of one kind: the shared body of every generic
+    coordination store (locks, semaphores, rate limits, periods, ordered locks).
+
+    Attributes:
+        documents: the document store (its clock judges expiry).
+        collection: the collection holding one document per key.
+        codec: how the kind's state is stored.
+    """
+
+    documents: DocumentStore
+    collection: str
+    codec: StateCodec[S]
+
+    def apply(self, key: str, transition: Callable[[S | None, float], tuple[S | None, R]]) -> R:
+        """:func:`apply` ``transition`` to the object at ``key`` (a compare-and-set loop).
+
+        Raises:
+            StorageError: the backend failed, the document is malformed, or every attempt lost.
+            ValueError: the transition rejected its arguments.
+        """
+        return apply(self.documents, self.collection, key, self.codec, transition)
+
+    def read(self, key: str, view: Callable[[S | None, float], R]) -> R:
+        """:func:`read_state`: evaluate the read-only ``view(state, now)`` at ``key``.
+
+        Raises:
+            StorageError: the backend failed or the stored document is malformed.
+        """
+        return read_state(self.documents, self.collection, key, self.codec, view)

@@ -43,6 +43,7 @@ def _attempts() -> Iterator[int]:
             time.sleep(random.uniform(0, min(0.0002 * attempt, MAX_BACKOFF)))
         yield attempt
 
+
 T = TypeVar("T")
 
 #: What an :meth:`DurableCollection.update` function returns: ``(new value or None to keep the
@@ -142,9 +143,7 @@ class DurableCollection:
                 return result
         raise self._contention(key)
 
-    def delete(
-        self, key: str, when: Callable[[Mapping[str, Any]], bool] | None = None
-    ) -> bool:
+    def delete(self, key: str, when: Callable[[Mapping[str, Any]], bool] | None = None) -> bool:
         """Delete ``key`` when it is live (and ``when(value)`` holds); ``True`` when deleted.
 
         An expired document is removed too (garbage collection) but reported as ``False``.
@@ -174,9 +173,7 @@ class DurableCollection:
         """
         cursor = after
         while True:
-            page = self.documents.scan(
-                self.collection, index=index, after=cursor, limit=page_size
-            )
+            page = self.documents.scan(self.collection, index=index, after=cursor, limit=page_size)
             yield from page
             if len(page) < page_size:
                 return
@@ -184,6 +181,5 @@ class DurableCollection:
 
     def _contention(self, key: str) -> StorageError:
         return StorageError(
-            f"gave up after {MAX_ATTEMPTS} lost compare-and-sets on "
-            f"{self.collection}/{key}"
+            f"gave up after {MAX_ATTEMPTS} lost compare-and-sets on {self.collection}/{key}"
         )

@@ -34,6 +34,7 @@ __all__ = [
     "INTERRUPT_ATTEMPTS",
     "INTERRUPT_RESUMES",
     "DocumentClaimStore",
+    "idempotency_document_key",
 ]
 
 #: Collection of correlation id mappings.
@@ -46,7 +47,19 @@ INTERRUPT_RESUMES = "interrupt_resumes"
 INTERRUPT_ATTEMPTS = "interrupt_attempts"
 
 
-def _idempotency_key(reactor: str, key: str) -> str:
+def idempotency_document_key(reactor: str, key: str) -> str:
+    """The document key of a run idempotency claim in :data:`IDEMPOTENCY`.
+
+    The user's key is stored as its SHA-256 digest, so keys of any length and content map to
+    short, safe document keys.
+
+    Args:
+        reactor: the registered reactor name.
+        key: the caller's idempotency key.
+
+    Returns:
+        ``"<reactor>:<sha256(key) as 64 hex digits>"``.
+    """
     return f"{reactor}:{hashlib.sha256(key.encode('utf-8')).hexdigest()}"
 
 
@@ -101,7 +114,7 @@ class DocumentClaimStore:
             ``None`` when this call claimed it; otherwise the holder's context id (which is
             ``context_id`` itself when the same run claims twice).
         """
-        doc_key = _idempotency_key(reactor, key)
+        doc_key = idempotency_document_key(reactor, key)
         now = self._idempotency.documents.now()
 
         def mutate(doc: Mapping[str, Any] | None) -> Mutation[str | None]:
@@ -114,7 +127,7 @@ class DocumentClaimStore:
     def release_idempotency_key(self, reactor: str, key: str, context_id: str) -> bool:
         """Compare-and-delete: only the holder ``context_id`` releases; ``True`` on success."""
         return self._idempotency.delete(
-            _idempotency_key(reactor, key), lambda doc: doc.get("context_id") == context_id
+            idempotency_document_key(reactor, key), lambda doc: doc.get("context_id") == context_id
         )
 
     def reclaim_idempotency_key(
@@ -133,7 +146,7 @@ class DocumentClaimStore:
                 return None, None, False
             return {"context_id": to_context_id, "claimed_at": now}, None, True
 
-        return self._idempotency.update(_idempotency_key(reactor, key), mutate)
+        return self._idempotency.update(idempotency_document_key(reactor, key), mutate)
 
     # -- interrupt resumes (§2.6) --------------------------------------------------------------
 

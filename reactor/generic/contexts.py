@@ -25,9 +25,6 @@ single writer by protocol (ARCHITECTURE §5 rule 1), so no cross-document transa
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -36,8 +33,15 @@ from reactor.model.errors import ContextTooLargeError
 from reactor.model.status import RunStatus
 from reactor.ports.documents import DocumentStore
 from reactor.ports.records import ContextRecord, RunPage, RunSummary
+from reactor.ports.serialization import (
+    decode_page_cursor,
+    encode_page_cursor,
+    page_key,
+    record_from_dict,
+    record_to_dict,
+)
 
-__all__ = ["CONTEXTS", "CONTEXT_PAGES", "DocumentContextStore"]
+__all__ = ["CONTEXTS", "CONTEXT_PAGES", "DocumentContextStore", "context_page_key"]
 
 #: Collection of context documents.
 CONTEXTS = "contexts"
@@ -47,8 +51,6 @@ CONTEXT_PAGES = "context_pages"
 _KNOWN_STATUSES: tuple[str, ...] = tuple(s.value for s in RunStatus)
 _OTHER = "~other"
 _CHILD = "child:"
-_MAX_MICROS = 10**17 - 1
-_PAGE_KEY = re.compile(r"\A\d{17}:.+\Z", re.DOTALL)
 
 
 def _status_bucket(status: str) -> str:
@@ -65,70 +67,16 @@ def _scan_index(record: ContextRecord) -> str | None:
     return None
 
 
-def _page_key(created_at: float, context_id: str) -> str:
-    micros = min(max(round(created_at * 1_000_000), 0), _MAX_MICROS)
-    return f"{_MAX_MICROS - micros:017d}:{context_id}"
-
-
-def _encode(record: ContextRecord) -> dict[str, Any]:
-    return {
-        "context_id": record.context_id,
-        "reactor": record.reactor,
-        "status": record.status,
-        "document": record.document,
-        "created_at": record.created_at,
-        "updated_at": record.updated_at,
-        "parent_context_id": record.parent_context_id,
-        "root_context_id": record.root_context_id,
-        "dispatched_child": record.dispatched_child,
-    }
-
-
-def _decode(value: Mapping[str, Any]) -> ContextRecord:
-    return ContextRecord(
-        context_id=str(value["context_id"]),
-        reactor=str(value["reactor"]),
-        status=str(value["status"]),
-        document=str(value["document"]),
-        created_at=float(value["created_at"]),
-        updated_at=float(value["updated_at"]),
-        parent_context_id=value.get("parent_context_id"),
-        root_context_id=value.get("root_context_id"),
-        dispatched_child=bool(value.get("dispatched_child", False)),
-    )
-
-
 def _summary(value: Mapping[str, Any]) -> RunSummary:
-    return RunSummary(
-        context_id=str(value["context_id"]),
-        reactor=str(value["reactor"]),
-        status=str(value["status"]),
-        created_at=float(value["created_at"]),
-        updated_at=float(value["updated_at"]),
-        parent_context_id=value.get("parent_context_id"),
-        dispatched_child=bool(value.get("dispatched_child", False)),
-    )
+    return record_from_dict(RunSummary, value)
 
 
-def encode_cursor(key: str) -> str:
-    """Encode a page key as an opaque cursor (unpadded base64url of its UTF-8 bytes)."""
-    return base64.urlsafe_b64encode(key.encode("utf-8")).decode("ascii").rstrip("=")
-
-
-def decode_cursor(cursor: str) -> str:
-    """Decode a cursor made by :func:`encode_cursor`.
-
-    Raises:
-        ValueError: the cursor is not base64url or does not hold a page key.
-    """
-    try:
-        raw = cursor.encode("ascii")
-        key = base64.urlsafe_b64decode(raw + b"=" * (-len(raw) % 4)).decode("utf-8")
-    except (UnicodeError, binascii.Error, ValueError) as exc:
-        raise ValueError(f"malformed run page cursor {cursor!r}") from exc
-    if not _PAGE_KEY.match(key) or encode_cursor(key) != cursor:
-        raise ValueError(f"malformed run page cursor {cursor!r}")
-    return key
+#: The :data:`CONTEXT_PAGES` key of a top-level run: ``context_page_key(created_at, id)``
+#: (:func:`reactor.ports.serialization.page_key`).
+context_page_key = page_key
+#: Kept for callers of the former names; see :mod:`reactor.ports.serialization`.
+encode_cursor = encode_page_cursor
+decode_cursor = decode_page_cursor
 
 
 class DocumentContextStore:
@@ -169,14 +117,16 @@ class DocumentContextStore:
                     size_bytes=size,
                     limit_bytes=limit,
                 )
-        value = _encode(record)
+        value = record_to_dict(record)
         previous = self._contexts.get(record.context_id)
         self._contexts.put(record.context_id, value, index=_scan_index(record))
-        new_key = _page_key(record.created_at, record.context_id) if (
-            record.parent_context_id is None
-        ) else None
+        new_key = (
+            page_key(record.created_at, record.context_id)
+            if (record.parent_context_id is None)
+            else None
+        )
         if previous is not None and previous.get("parent_context_id") is None:
-            old_key = _page_key(float(previous["created_at"]), record.context_id)
+            old_key = page_key(float(previous["created_at"]), record.context_id)
             if old_key != new_key:
                 self._pages.delete(old_key)
         if new_key is not None:
@@ -186,14 +136,14 @@ class DocumentContextStore:
     def load(self, context_id: str) -> ContextRecord | None:
         """Read a context by id, ``None`` when absent or expired."""
         value = self._contexts.get(context_id)
-        return None if value is None else _decode(value)
+        return None if value is None else record_from_dict(ContextRecord, value)
 
     def delete(self, context_id: str) -> bool:
         """Delete a context (and its page summary); ``True`` when a live context was deleted."""
         previous = self._contexts.get(context_id)
         deleted = self._contexts.delete(context_id)
         if previous is not None and previous.get("parent_context_id") is None:
-            self._pages.delete(_page_key(float(previous["created_at"]), context_id))
+            self._pages.delete(page_key(float(previous["created_at"]), context_id))
         return deleted
 
     def scan(
@@ -255,11 +205,11 @@ class DocumentContextStore:
         """
         if limit < 1:
             raise ValueError(f"page limit must be >= 1, got {limit!r}")
-        after = None if cursor is None else decode_cursor(cursor)
+        after = None if cursor is None else decode_page_cursor(cursor)
         found = self._pages.documents.scan(CONTEXT_PAGES, after=after, limit=limit + 1)
         rows = found[:limit]
         more = len(found) > limit
         return RunPage(
             runs=tuple(_summary(value) for _key, value in rows),
-            next_cursor=encode_cursor(rows[-1][0]) if more else None,
+            next_cursor=encode_page_cursor(rows[-1][0]) if more else None,
         )

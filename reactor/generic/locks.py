@@ -14,12 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reactor.generic._cas import StateCodec, apply, read_state
+from reactor.generic._cas import StateCodec, StateCollection
 from reactor.model.coordination import locks as model
 from reactor.ports.documents import DocumentStore
 from reactor.ports.records import LockInfo
 
-__all__ = ["LOCK_CODEC", "DocumentLockStore"]
+__all__ = ["LOCKS", "LOCK_CODEC", "DocumentLockStore"]
+
+#: The default collection of lock documents (one per key).
+LOCKS = "locks"
 
 
 def _encode(state: model.LockState) -> dict[str, Any]:
@@ -47,9 +50,8 @@ class DocumentLockStore:
         collection: the collection holding one document per lock key.
     """
 
-    def __init__(self, documents: DocumentStore, collection: str = "locks") -> None:
-        self._documents = documents
-        self._collection = collection
+    def __init__(self, documents: DocumentStore, collection: str = LOCKS) -> None:
+        self._states = StateCollection(documents, collection, LOCK_CODEC)
 
     def acquire(self, key: str, owner: str, ttl: float | None) -> bool:
         """Take or re-enter the lock (:func:`reactor.model.coordination.locks.acquire`).
@@ -66,11 +68,8 @@ class DocumentLockStore:
             ValueError: ``ttl`` is not positive.
             StorageError: the backend failed or the compare-and-set kept losing.
         """
-        return apply(
-            self._documents,
-            self._collection,
+        return self._states.apply(
             key,
-            LOCK_CODEC,
             lambda state, now: model.acquire(state, now, owner, ttl),
         )
 
@@ -80,11 +79,8 @@ class DocumentLockStore:
         Raises:
             StorageError: the backend failed or the compare-and-set kept losing.
         """
-        return apply(
-            self._documents,
-            self._collection,
+        return self._states.apply(
             key,
-            LOCK_CODEC,
             lambda state, now: model.release(state, now, owner),
         )
 
@@ -98,18 +94,15 @@ class DocumentLockStore:
             ValueError: ``ttl`` is not positive.
             StorageError: the backend failed or the compare-and-set kept losing.
         """
-        return apply(
-            self._documents,
-            self._collection,
+        return self._states.apply(
             key,
-            LOCK_CODEC,
             lambda state, now: model.extend(state, now, owner, ttl),
         )
 
     def held(self, key: str) -> bool:
         """Whether anyone holds the lock (the sweepers' liveness test)."""
-        return read_state(self._documents, self._collection, key, LOCK_CODEC, model.held)
+        return self._states.read(key, model.held)
 
     def info(self, key: str) -> LockInfo | None:
         """The holder, or ``None`` when absent or lapsed."""
-        return read_state(self._documents, self._collection, key, LOCK_CODEC, model.info)
+        return self._states.read(key, model.info)

@@ -23,7 +23,7 @@ rollback of 100,000 positions never builds one large document.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from reactor.generic._durable import DurableCollection, Mutation
 from reactor.generic.maps import position_key
@@ -32,9 +32,9 @@ from reactor.ports.records import (
     FAILED_ROLLBACK_OUTCOMES,
     MapRollbackMetadata,
     RollbackOutcome,
-    RollbackOutcomeKind,
     RollbackSummary,
 )
+from reactor.ports.serialization import record_from_dict, record_to_dict
 
 __all__ = [
     "MAP_ROLLBACKS",
@@ -51,43 +51,6 @@ MAP_ROLLBACK_OUTCOMES = "map_rollback_outcomes"
 MAP_ROLLBACK_SEEN = "map_rollback_seen"
 
 _STARTED = "rollback"
-
-
-def _encode_meta(meta: MapRollbackMetadata) -> dict[str, Any]:
-    return {
-        "map_id": meta.map_id,
-        "total": meta.total,
-        "batch_size": meta.batch_size,
-        "step_name": meta.step_name,
-        "owner_context_id": meta.owner_context_id,
-        "owner_reactor": meta.owner_reactor,
-        "element_reactor": meta.element_reactor,
-        "started_at": meta.started_at,
-        "kind": meta.kind,
-    }
-
-
-def _decode_meta(value: Mapping[str, Any]) -> MapRollbackMetadata:
-    return MapRollbackMetadata(
-        map_id=str(value["map_id"]),
-        total=int(value["total"]),
-        batch_size=int(value["batch_size"]),
-        step_name=str(value["step_name"]),
-        owner_context_id=str(value["owner_context_id"]),
-        owner_reactor=str(value["owner_reactor"]),
-        element_reactor=str(value["element_reactor"]),
-        started_at=float(value["started_at"]),
-        kind=str(value.get("kind", "undo")),
-    )
-
-
-def _decode_outcome(value: Mapping[str, Any]) -> RollbackOutcome:
-    index = value.get("index")
-    return RollbackOutcome(
-        index=None if index is None else int(index),
-        outcome=cast(RollbackOutcomeKind, value["outcome"]),
-        failures=str(value.get("failures", "[]")),
-    )
 
 
 def _head(doc: Mapping[str, Any] | None, **changes: Any) -> tuple[dict[str, Any], str | None]:
@@ -116,11 +79,11 @@ class DocumentMapRollbackStore:
         Returns:
             ``(True, metadata)`` when created, else ``(False, the first caller's metadata)``.
         """
-        meta = _encode_meta(metadata)
+        meta = record_to_dict(metadata)
 
         def mutate(doc: Mapping[str, Any] | None) -> Mutation[MapRollbackMetadata | None]:
             if doc is not None and doc.get("meta") is not None:
-                return None, None, _decode_meta(doc["meta"])
+                return None, None, record_from_dict(MapRollbackMetadata, doc["meta"])
             head, index = _head(doc, meta=meta)
             return head, index, None
 
@@ -131,7 +94,7 @@ class DocumentMapRollbackStore:
         """The rollback metadata, ``None`` when this map never rolled back (or it expired)."""
         doc = self._heads.get(map_id)
         meta = None if doc is None else doc.get("meta")
-        return None if meta is None else _decode_meta(meta)
+        return None if meta is None else record_from_dict(MapRollbackMetadata, meta)
 
     def claim_positions(self, map_id: str, count: int) -> range:
         """Atomically add ``count`` to the claim offset and return the claimed positions.
@@ -170,12 +133,7 @@ class DocumentMapRollbackStore:
             raise ValueError(f"rollback positions are >= 0, got {position!r}")
         stored = self._outcomes.create(
             position_key(map_id, position),
-            {
-                "position": position,
-                "index": outcome.index,
-                "outcome": outcome.outcome,
-                "failures": outcome.failures,
-            },
+            {"position": position, **record_to_dict(outcome)},
             index=map_id,
         )
         if stored:
@@ -192,7 +150,7 @@ class DocumentMapRollbackStore:
         if position < 0:
             return None
         doc = self._outcomes.get(position_key(map_id, position))
-        return None if doc is None else _decode_outcome(doc)
+        return None if doc is None else record_from_dict(RollbackOutcome, doc)
 
     def count_outcomes(self, map_id: str) -> int:
         """The number of settled positions (a keyset walk of the map's outcomes)."""
@@ -207,7 +165,7 @@ class DocumentMapRollbackStore:
     ) -> Iterator[tuple[int, RollbackOutcome]]:
         """Yield ``(position, outcome)`` in position order, reading ``page_size`` at a time."""
         for _key, doc in self._outcomes.scan(index=map_id, page_size=max(page_size, 1)):
-            yield int(doc["position"]), _decode_outcome(doc)
+            yield int(doc["position"]), record_from_dict(RollbackOutcome, doc)
 
     def indexes_seen(self, map_id: str, indexes: Sequence[int]) -> list[bool]:
         """For each element index, whether a stored outcome named it."""
@@ -264,4 +222,8 @@ class DocumentMapRollbackStore:
         if limit <= 0:
             return []
         found = self._heads.documents.scan(MAP_ROLLBACKS, index=_STARTED, limit=limit)
-        return [_decode_meta(doc["meta"]) for _key, doc in found if doc.get("meta")]
+        return [
+            record_from_dict(MapRollbackMetadata, doc["meta"])
+            for _key, doc in found
+            if doc.get("meta")
+        ]

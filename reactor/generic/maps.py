@@ -39,6 +39,7 @@ from typing import Any
 from reactor.generic._durable import DurableCollection, Mutation
 from reactor.ports.documents import DocumentStore
 from reactor.ports.records import MapMetadata
+from reactor.ports.serialization import record_from_dict, record_to_dict
 
 __all__ = [
     "MAPS",
@@ -64,47 +65,6 @@ _ACTIVE = "map"
 def position_key(map_id: str, position: int) -> str:
     """The key of slot/position ``position`` of ``map_id`` (zero-padded to 12 digits)."""
     return f"{map_id}:{position:012d}"
-
-
-def _encode_meta(meta: MapMetadata) -> dict[str, Any]:
-    return {
-        "map_id": meta.map_id,
-        "count": meta.count,
-        "parent_context_id": meta.parent_context_id,
-        "parent_reactor": meta.parent_reactor,
-        "step_name": meta.step_name,
-        "element_reactor": meta.element_reactor,
-        "owner_context_id": meta.owner_context_id,
-        "owner_reactor": meta.owner_reactor,
-        "batch_size": meta.batch_size,
-        "atomic": meta.atomic,
-        "created_at": meta.created_at,
-        "parent_is_map_element": meta.parent_is_map_element,
-        "outer_map_id": meta.outer_map_id,
-        "outer_index": meta.outer_index,
-        "extra": dict(meta.extra),
-    }
-
-
-def _decode_meta(value: Mapping[str, Any]) -> MapMetadata:
-    outer_index = value.get("outer_index")
-    return MapMetadata(
-        map_id=str(value["map_id"]),
-        count=int(value["count"]),
-        parent_context_id=str(value["parent_context_id"]),
-        parent_reactor=str(value["parent_reactor"]),
-        step_name=str(value["step_name"]),
-        element_reactor=str(value["element_reactor"]),
-        owner_context_id=str(value["owner_context_id"]),
-        owner_reactor=str(value["owner_reactor"]),
-        batch_size=int(value["batch_size"]),
-        atomic=bool(value["atomic"]),
-        created_at=float(value["created_at"]),
-        parent_is_map_element=bool(value.get("parent_is_map_element", False)),
-        outer_map_id=value.get("outer_map_id"),
-        outer_index=None if outer_index is None else int(outer_index),
-        extra=dict(value.get("extra") or {}),
-    )
 
 
 def _check_index(index: int) -> None:
@@ -134,7 +94,7 @@ class DocumentMapStore:
         Returns:
             ``True`` when created; ``False`` when the map already had metadata (no change).
         """
-        meta = _encode_meta(metadata)
+        meta = record_to_dict(metadata)
 
         def mutate(head: Mapping[str, Any] | None) -> Mutation[bool]:
             if head is not None and head.get("meta") is not None:
@@ -147,14 +107,16 @@ class DocumentMapStore:
         """The map's metadata, ``None`` when unknown or expired."""
         head = self._heads.get(map_id)
         meta = None if head is None else head.get("meta")
-        return None if meta is None else _decode_meta(meta)
+        return None if meta is None else record_from_dict(MapMetadata, meta)
 
     def scan(self, *, limit: int = 1000) -> list[MapMetadata]:
         """List maps with metadata, in map-id order (an indexed query; never rollbacks)."""
         if limit <= 0:
             return []
         found = self._heads.documents.scan(MAPS, index=_ACTIVE, limit=limit)
-        return [_decode_meta(head["meta"]) for _key, head in found if head.get("meta")]
+        return [
+            record_from_dict(MapMetadata, head["meta"]) for _key, head in found if head.get("meta")
+        ]
 
     def add_to_counter(self, map_id: str, delta: int) -> int:
         """Atomically add ``delta`` to the counter (absent counts as 0); returns the new value.
@@ -253,9 +215,7 @@ class DocumentMapStore:
 
     def missing_indices(self, map_id: str, count: int) -> list[int]:
         """Ascending indexes in ``[0, count)`` with no slot: the authoritative completion test."""
-        present = {
-            int(doc["index"]) for _key, doc in self._slots.scan(index=map_id)
-        }
+        present = {int(doc["index"]) for _key, doc in self._slots.scan(index=map_id)}
         return [i for i in range(count) if i not in present]
 
     # -- element-context index ---------------------------------------------------------------

@@ -20,13 +20,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from reactor.generic._cas import StateCodec, apply, read_state
+from reactor.generic._cas import StateCodec, StateCollection
 from reactor.model.coordination import ordered_locks as model
 from reactor.model.coordination.ordered_locks import Timed
 from reactor.ports.documents import DocumentStore
 from reactor.ports.records import OrderedGate, OrderedLockState, OrderedTicket
 
-__all__ = ["ORDERED_LOCK_CODEC", "DocumentOrderedLockStore"]
+__all__ = ["ORDERED_LOCKS", "ORDERED_LOCK_CODEC", "DocumentOrderedLockStore"]
+
+#: The default collection of ordered lock documents (one per key).
+ORDERED_LOCKS = "ordered_locks"
 
 T = TypeVar("T")
 
@@ -86,9 +89,8 @@ class DocumentOrderedLockStore:
         collection: the collection holding one document per ordered-lock key.
     """
 
-    def __init__(self, documents: DocumentStore, collection: str = "ordered_locks") -> None:
-        self._documents = documents
-        self._collection = collection
+    def __init__(self, documents: DocumentStore, collection: str = ORDERED_LOCKS) -> None:
+        self._states = StateCollection(documents, collection, ORDERED_LOCK_CODEC)
 
     def _apply(
         self,
@@ -97,7 +99,7 @@ class DocumentOrderedLockStore:
             [model.OrderedLockRecord | None, float], tuple[model.OrderedLockRecord | None, T]
         ],
     ) -> T:
-        return apply(self._documents, self._collection, key, ORDERED_LOCK_CODEC, transition)
+        return self._states.apply(key, transition)
 
     def assign(self, key: str, *, ttl: float) -> OrderedTicket:
         """Take the next nonce (:func:`reactor.model.coordination.ordered_locks.assign`).
@@ -176,4 +178,4 @@ class DocumentOrderedLockStore:
 
     def peek(self, key: str) -> OrderedLockState:
         """Read the state without changing it (all zeros but the epoch when drained)."""
-        return read_state(self._documents, self._collection, key, ORDERED_LOCK_CODEC, model.peek)
+        return self._states.read(key, model.peek)

@@ -12,12 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reactor.generic._cas import StateCodec, apply, read_state
+from reactor.generic._cas import StateCodec, StateCollection
 from reactor.model.coordination import periods as model
 from reactor.ports.documents import DocumentStore
 from reactor.ports.records import PeriodMarker
 
-__all__ = ["PERIOD_CODEC", "DocumentPeriodStore"]
+__all__ = ["PERIODS", "PERIOD_CODEC", "DocumentPeriodStore"]
+
+#: The default collection of period marker documents (one per key).
+PERIODS = "periods"
 
 
 def _encode(state: model.PeriodMarkState) -> dict[str, Any]:
@@ -52,9 +55,8 @@ class DocumentPeriodStore:
         collection: the collection holding one document per period key.
     """
 
-    def __init__(self, documents: DocumentStore, collection: str = "periods") -> None:
-        self._documents = documents
-        self._collection = collection
+    def __init__(self, documents: DocumentStore, collection: str = PERIODS) -> None:
+        self._states = StateCollection(documents, collection, PERIOD_CODEC)
 
     def mark(self, key: str, *, ttl: float | None, context_id: str | None = None) -> bool:
         """Mark ``key`` (already bucketed by the caller) if absent; the first mark wins.
@@ -71,14 +73,11 @@ class DocumentPeriodStore:
             ValueError: ``ttl`` is not positive.
             StorageError: the backend failed or the compare-and-set kept losing.
         """
-        return apply(
-            self._documents,
-            self._collection,
+        return self._states.apply(
             key,
-            PERIOD_CODEC,
             lambda state, now: model.mark(state, now, ttl, context_id),
         )
 
     def marker(self, key: str) -> PeriodMarker | None:
         """The marker, ``None`` when unmarked or expired."""
-        return read_state(self._documents, self._collection, key, PERIOD_CODEC, model.marker)
+        return self._states.read(key, model.marker)

@@ -13,12 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reactor.generic._cas import StateCodec, apply, read_state
+from reactor.generic._cas import StateCodec, StateCollection
 from reactor.model.coordination import rate_limits as model
 from reactor.ports.documents import DocumentStore
 from reactor.ports.records import RateDecision, RateWindow
 
-__all__ = ["RATE_LIMIT_CODEC", "DocumentRateLimitStore"]
+__all__ = ["RATE_LIMITS", "RATE_LIMIT_CODEC", "DocumentRateLimitStore"]
+
+#: The default collection of rate-limit key documents (one per key).
+RATE_LIMITS = "rate_limits"
 
 
 def _encode(state: model.RateCounters) -> dict[str, Any]:
@@ -56,9 +59,8 @@ class DocumentRateLimitStore:
         collection: the collection holding one document per rate-limit key.
     """
 
-    def __init__(self, documents: DocumentStore, collection: str = "rate_limits") -> None:
-        self._documents = documents
-        self._collection = collection
+    def __init__(self, documents: DocumentStore, collection: str = RATE_LIMITS) -> None:
+        self._states = StateCollection(documents, collection, RATE_LIMIT_CODEC)
 
     def hit(self, key: str, windows: Sequence[RateWindow]) -> RateDecision:
         """Check every window and, only if all admit, charge all of them.
@@ -75,20 +77,14 @@ class DocumentRateLimitStore:
             StorageError: the backend failed or the compare-and-set kept losing.
         """
         chosen = tuple(windows)
-        return apply(
-            self._documents,
-            self._collection,
+        return self._states.apply(
             key,
-            RATE_LIMIT_CODEC,
             lambda state, now: model.hit(state, now, chosen),
         )
 
     def count(self, key: str, window: RateWindow) -> int:
         """Admissions charged in the current bucket of ``window``."""
-        return read_state(
-            self._documents,
-            self._collection,
+        return self._states.read(
             key,
-            RATE_LIMIT_CODEC,
             lambda state, now: model.count(state, now, window),
         )

@@ -14,12 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reactor.generic._cas import StateCodec, apply, read_state
+from reactor.generic._cas import StateCodec, StateCollection
 from reactor.model.coordination import semaphores as model
 from reactor.ports.documents import DocumentStore
 from reactor.ports.records import SemaphoreState
 
-__all__ = ["SEMAPHORE_CODEC", "DocumentSemaphoreStore"]
+__all__ = ["SEMAPHORES", "SEMAPHORE_CODEC", "DocumentSemaphoreStore"]
+
+#: The default collection of semaphore documents (one per key).
+SEMAPHORES = "semaphores"
 
 
 def _encode(state: model.SemaphoreLeases) -> dict[str, Any]:
@@ -48,9 +51,8 @@ class DocumentSemaphoreStore:
         collection: the collection holding one document per semaphore key.
     """
 
-    def __init__(self, documents: DocumentStore, collection: str = "semaphores") -> None:
-        self._documents = documents
-        self._collection = collection
+    def __init__(self, documents: DocumentStore, collection: str = SEMAPHORES) -> None:
+        self._states = StateCollection(documents, collection, SEMAPHORE_CODEC)
 
     def acquire(self, key: str, holder: str, limit: int, lease: float) -> bool:
         """Lease a slot for ``holder`` (:func:`reactor.model.coordination.semaphores.acquire`).
@@ -69,11 +71,8 @@ class DocumentSemaphoreStore:
             ValueError: ``limit`` is negative or ``lease`` is not positive.
             StorageError: the backend failed or the compare-and-set kept losing.
         """
-        return apply(
-            self._documents,
-            self._collection,
+        return self._states.apply(
             key,
-            SEMAPHORE_CODEC,
             lambda state, now: model.acquire(state, now, holder, limit, lease),
         )
 
@@ -83,11 +82,8 @@ class DocumentSemaphoreStore:
         Raises:
             StorageError: the backend failed or the compare-and-set kept losing.
         """
-        return apply(
-            self._documents,
-            self._collection,
+        return self._states.apply(
             key,
-            SEMAPHORE_CODEC,
             lambda state, now: model.release(state, now, holder),
         )
 
@@ -98,17 +94,14 @@ class DocumentSemaphoreStore:
             ValueError: ``lease`` is not positive.
             StorageError: the backend failed or the compare-and-set kept losing.
         """
-        return apply(
-            self._documents,
-            self._collection,
+        return self._states.apply(
             key,
-            SEMAPHORE_CODEC,
             lambda state, now: model.extend(state, now, holder, lease),
         )
 
     def state(self, key: str) -> SemaphoreState | None:
         """Limit and live leases, ``None`` when never used, reset, or every lease ended."""
-        return read_state(self._documents, self._collection, key, SEMAPHORE_CODEC, model.view)
+        return self._states.read(key, model.view)
 
     def reset(self, key: str) -> None:
         """Drop every lease (operators).
@@ -116,4 +109,4 @@ class DocumentSemaphoreStore:
         Raises:
             StorageError: the backend failed or the compare-and-set kept losing.
         """
-        apply(self._documents, self._collection, key, SEMAPHORE_CODEC, model.reset)
+        self._states.apply(key, model.reset)

@@ -8,12 +8,10 @@ re-stamps retention to ``context_ttl`` so a record never outlives or pre-expires
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, cast
-
 from reactor.generic._durable import DurableCollection
 from reactor.ports.documents import DocumentStore
-from reactor.ports.records import StepResultRecord, StepResultStatus
+from reactor.ports.records import StepResultRecord
+from reactor.ports.serialization import record_from_dict, record_to_dict
 
 __all__ = ["STEP_RESULTS", "DocumentStepResultStore"]
 
@@ -23,41 +21,6 @@ STEP_RESULTS = "step_results"
 
 def _key(context_id: str, step_name: str) -> str:
     return f"{context_id}:{step_name}"
-
-
-def _encode(record: StepResultRecord) -> dict[str, Any]:
-    return {
-        "context_id": record.context_id,
-        "step_name": record.step_name,
-        "status": record.status,
-        "root_context_id": record.root_context_id,
-        "reactor": record.reactor,
-        "dispatched_at": record.dispatched_at,
-        "updated_at": record.updated_at,
-        "parked_until": record.parked_until,
-        "waiting": record.waiting,
-        "contention_attempts": record.contention_attempts,
-        "outcome": record.outcome,
-        "data": dict(record.data),
-    }
-
-
-def _decode(value: Mapping[str, Any]) -> StepResultRecord:
-    parked = value.get("parked_until")
-    return StepResultRecord(
-        context_id=str(value["context_id"]),
-        step_name=str(value["step_name"]),
-        status=cast(StepResultStatus, value["status"]),
-        root_context_id=str(value["root_context_id"]),
-        reactor=str(value["reactor"]),
-        dispatched_at=float(value["dispatched_at"]),
-        updated_at=float(value["updated_at"]),
-        parked_until=None if parked is None else float(parked),
-        waiting=value.get("waiting"),
-        contention_attempts=int(value.get("contention_attempts", 0)),
-        outcome=value.get("outcome"),
-        data=dict(value.get("data") or {}),
-    )
 
 
 class DocumentStepResultStore:
@@ -78,13 +41,13 @@ class DocumentStepResultStore:
             TypeError: ``record.data`` holds a value that is not JSON-native.
         """
         self._records.put(
-            _key(record.context_id, record.step_name), _encode(record), index=record.status
+            _key(record.context_id, record.step_name), record_to_dict(record), index=record.status
         )
 
     def get(self, context_id: str, step_name: str) -> StepResultRecord | None:
         """The record of ``step_name`` owned by ``context_id``, ``None`` when absent/expired."""
         value = self._records.get(_key(context_id, step_name))
-        return None if value is None else _decode(value)
+        return None if value is None else record_from_dict(StepResultRecord, value)
 
     def scan(self, *, status: str | None = None, limit: int = 1000) -> list[StepResultRecord]:
         """List records in key order, ``status`` filtering before ``limit`` (an indexed query).
@@ -96,4 +59,4 @@ class DocumentStepResultStore:
         if limit <= 0:
             return []
         found = self._records.documents.scan(STEP_RESULTS, index=status, limit=limit)
-        return [_decode(value) for _key, value in found]
+        return [record_from_dict(StepResultRecord, value) for _key, value in found]

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["DocumentStore", "Versioned"]
+__all__ = ["DocumentStore", "RawDocument", "Versioned"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,26 @@ class Versioned:
     value: Mapping[str, Any] | None
     version: str | None
     expires_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RawDocument:
+    """A physically stored document, expired or not: what an adapter's probe backdoor returns.
+
+    Not part of :class:`DocumentStore`; adapters whose probes read raw documents (the
+    ``raw(collection, key)`` backdoor of ``reactor_contract.generic_probe``) share this type.
+
+    Attributes:
+        value: the stored JSON-native dict.
+        version: the stored version token.
+        expires_at: the logical expiry in epoch seconds, ``None`` = never.
+        index: the ``index`` string it was written with, or ``None``.
+    """
+
+    value: dict[str, Any]
+    version: str
+    expires_at: float | None
+    index: str | None
 
 
 @runtime_checkable

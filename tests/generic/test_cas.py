@@ -80,3 +80,15 @@ def test_read_state_never_writes(fake: FakeDocumentStore) -> None:
     apply(fake, "c", "k", LOCK_CODEC, lambda s, now: locks.acquire(s, now, "a", 10))
     assert read_state(fake, "c", "k", LOCK_CODEC, locks.held) is True
     assert fake.writes == 1
+
+
+def test_state_collection_binds_store_collection_and_codec(fake: FakeDocumentStore) -> None:
+    from reactor.generic._cas import StateCollection
+    from reactor.generic.locks import LOCKS
+
+    states = StateCollection(fake, LOCKS, LOCK_CODEC)
+    assert states.apply("k", lambda s, now: locks.acquire(s, now, "a", 10)) is True
+    assert states.apply("k", lambda s, now: locks.acquire(s, now, "b", 10)) is False
+    info = states.read("k", locks.info)
+    assert info is not None and info.owner == "a"
+    assert fake.raw(LOCKS, "k") is not None

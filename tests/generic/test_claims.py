@@ -183,3 +183,12 @@ def test_durable_collection_without_ttl_never_expires(clock: ManualClock) -> Non
     clock.advance(10**9)
     assert forever.get("k") == {"v": 1}
     assert docs.read("c", "k").expires_at is None
+
+
+def test_idempotency_document_key_is_the_public_stored_key(storage: MemoryStorage) -> None:
+    from reactor.generic.claims import idempotency_document_key
+
+    assert idempotency_document_key("Orders", "k-1") == idem_key("Orders", "k-1")
+    storage.claims.claim_idempotency_key("Orders", "k-1", "ctx-1")
+    raw = storage.documents.raw(IDEMPOTENCY, idempotency_document_key("Orders", "k-1"))
+    assert raw is not None and raw.value["context_id"] == "ctx-1"

@@ -228,3 +228,18 @@ def test_a_too_large_context_is_refused_before_any_write(clock: ManualClock) -> 
     assert storage.contexts.load("big") is None
     storage.contexts.save(record("small", document="x" * 8))
     assert storage.contexts.load("small") is not None
+
+
+def test_top_level_runs_get_a_page_document_under_context_page_key(
+    storage: MemoryStorage,
+) -> None:
+    from reactor.generic.contexts import context_page_key
+
+    record = ContextRecord("run-1", "R", "running", "{}", 1_700_000_000.25, 1_700_000_001.0)
+    storage.contexts.save(record)
+    key = context_page_key(record.created_at, "run-1")
+    page = storage.documents.raw(CONTEXT_PAGES, key)
+    assert page is not None and page.value["context_id"] == "run-1"
+    child = ContextRecord("el-1", "E", "running", "{}", 1.0, 1.0, parent_context_id="run-1")
+    storage.contexts.save(child)
+    assert storage.documents.raw(CONTEXT_PAGES, context_page_key(1.0, "el-1")) is None

@@ -1,30 +1,22 @@
 -- Multi-window fixed-window rate limit (reactor.model.coordination.rate_limits).
 -- KEYS[1] hash; one counter per window id W in three fields: W -> count, W|b -> bucket,
--- W|x -> expiry µs (numbers only, so the hot path parses no strings). ARGV[1] op
--- ('hit' | 'count'), then triples (window id, seconds_us, limit). 'hit' returns 1 or
--- {0, retry_after_us, index0}; 'count' returns the count of the first window.
+-- W|x -> expiry µs (numbers only, so the hot path parses no strings). ARGV: triples
+-- (window id, seconds_us, limit). Returns 1 (admitted, every window charged) or
+-- {0, retry_after_us, index0} (the first full window; nothing charged). The read-only count
+-- is scripts/rate_limit_count.lua.
 --
 -- Hot path (every window's counter live and in its current bucket): TIME, one HMGET, one
 -- HINCRBY per window. Only when a counter is (re)created -- once per bucket -- are lapsed
 -- counters dropped and the key's native expiry (garbage collection only) moved to the latest
 -- live counter. A lapsed counter left in the hash meanwhile reads as absent, as in the model.
-local key, op = KEYS[1], ARGV[1]
+local key = KEYS[1]
 local now = now_us()
 local floor = math.floor
-if op == 'count' then
-  local wid = ARGV[2]
-  local s = redis.call('HMGET', key, wid, wid .. '|b', wid .. '|x')
-  local c, x = tonumber(s[1]), tonumber(s[3])
-  if not c or not x or x <= now or tonumber(s[2]) ~= floor(now / tonumber(ARGV[3])) then
-    return 0
-  end
-  return c
-end
-local n = (#ARGV - 1) / 3
+local n = #ARGV / 3
 if n == 0 then return 1 end
 local fields = {}
 for i = 1, n do
-  local wid = ARGV[3 * i - 1]
+  local wid = ARGV[3 * i - 2]
   fields[3 * i - 2], fields[3 * i - 1], fields[3 * i] = wid, wid .. '|b', wid .. '|x'
 end
 local s = redis.call('HMGET', key, unpack(fields))
@@ -32,7 +24,7 @@ local s = redis.call('HMGET', key, unpack(fields))
 -- needs a new counter; otherwise its current count.
 local live, buckets = {}, {}
 for i = 1, n do
-  local wid, sec = fields[3 * i - 2], tonumber(ARGV[3 * i])
+  local wid, sec = fields[3 * i - 2], tonumber(ARGV[3 * i - 1])
   local b = floor(now / sec)
   buckets[i] = b
   local c = live[wid]
@@ -42,7 +34,7 @@ for i = 1, n do
     if not c or not x or x <= now or tonumber(s[3 * i - 1]) ~= b then c = false end
     live[wid] = c
   end
-  if (c or 0) >= tonumber(ARGV[3 * i + 1]) then
+  if (c or 0) >= tonumber(ARGV[3 * i]) then
     local retry = (b + 1) * sec - now
     if retry < 100000 then retry = 100000 end
     return {0, us(retry), i - 1}
@@ -56,7 +48,7 @@ for i = 1, n do
     live[wid] = 1
     created = true
     redis.call('HSET', key, wid, 1, wid .. '|b', us(buckets[i]),
-      wid .. '|x', us(now + 2 * tonumber(ARGV[3 * i])))
+      wid .. '|x', us(now + 2 * tonumber(ARGV[3 * i - 1])))
   else
     redis.call('HINCRBY', key, wid, 1)
   end
