@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from importlib.metadata import entry_points
 from typing import Annotated, Any
 
 import typer
@@ -211,8 +212,38 @@ def contract(
     raise typer.Exit(run(storage, router, list(ctx.args)))
 
 
+_MOUNTED: set[str] = set()
+
+
+def mount_plugins(group: str = "reactor.cli") -> list[str]:
+    """Mount the typer sub-apps adapters publish under the ``reactor.cli`` entry-point group.
+
+    An adapter adds commands (e.g. ``reactor dynamodb create-table``) the way it adds storages:
+    ``[project.entry-points."reactor.cli"] dynamodb = "reactor_dynamodb.cli:app"``. A plugin
+    whose optional dependency is missing is skipped (its commands are simply absent).
+
+    Returns:
+        The names of the mounted sub-apps.
+    """
+    mounted = []
+    for entry in entry_points(group=group):
+        if entry.name in _MOUNTED:
+            mounted.append(entry.name)
+            continue
+        try:
+            sub_app = entry.load()
+        except ImportError:
+            continue
+        if isinstance(sub_app, typer.Typer):
+            app.add_typer(sub_app, name=entry.name)
+            _MOUNTED.add(entry.name)
+            mounted.append(entry.name)
+    return mounted
+
+
 def main() -> None:
     """Entry point of the ``reactor`` console script."""
+    mount_plugins()
     try:
         app()
     except ReactorError as exc:

@@ -56,3 +56,15 @@ def test_worker_builds_a_worker_from_the_options(monkeypatch: pytest.MonkeyPatch
     assert out.exit_code == 0, out.output
     assert seen == {"threads": 3, "modules": ("tests.kill.reactors",), "sweep": True,
                     "ttl": 2.0, "drain": 7.0}
+
+
+def test_adapter_commands_are_mounted_from_entry_points() -> None:
+    from typer.testing import CliRunner
+
+    from reactor.cli import app, mount_plugins
+
+    assert "dynamodb" in mount_plugins()
+    assert mount_plugins().count("dynamodb") == 1  # idempotent
+    outcome = CliRunner().invoke(app, ["dynamodb", "--help"])
+    assert outcome.exit_code == 0
+    assert "create-table" in outcome.output

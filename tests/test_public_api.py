@@ -56,6 +56,7 @@ EXPECTED_REACTOR = sorted(
         "UndoError",
         "UnknownRateLimitError",
         "UnknownReactorError",
+        "async_step",
         "compose",
         "configure",
         "element",

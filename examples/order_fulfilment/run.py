@@ -1,13 +1,20 @@
 """The demo runner: process the dataset, summarise, show one failed run, verify invariants.
 
-``python -m examples.order_fulfilment [--limit N] [--orders PATH] [--show ORDER_ID]`` (what
-``./scripts/demo`` runs) processes the orders one after another — sequentially, so which order
-runs out of stock is the same on every run (no seed, no clock) — then prints:
+``python -m examples.order_fulfilment [--limit N] [--orders PATH] [--show ORDER_ID] [--workers N]``
+(what ``./scripts/demo`` runs) processes the orders one after another — sequentially, so which
+order runs out of stock is the same on every run (no seed, no clock) — then prints:
 
 1. a summary table (completed, failed and fully rolled back, rollback failures, elapsed
    seconds) and the breakdown of failure reasons;
 2. the stored trace of one failed run, read back with ``Fulfil.find(run_id)``;
 3. the invariant check over the fake services' final state (see :func:`check_invariants`).
+
+With ``--workers N`` the runs move to background workers instead: every order runs
+:class:`~examples.order_fulfilment.saga_workers.FulfilInWorkers` (``Background(all=True)``, the
+payment capture as an ``async_step``) on the embedded memory storage and a local router served
+by ``N`` in-process :class:`reactor.jobs.worker.Worker` threads. All orders are submitted, then
+awaited; which order runs out of stock then depends on the workers' interleaving, and the same
+invariant check must hold.
 
 The exit code is 0 when every invariant holds, 1 when one is violated, 2 on bad arguments.
 """
@@ -28,7 +35,9 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
-from reactor import Failure, Halt, ReactorError
+from reactor import DispatchHandle, Failure, Halt, Reactor, ReactorError, config
+from reactor.jobs.worker import Worker
+from reactor.memory import LocalRouter, MemoryStorage
 
 from .models import Order
 from .saga import Fulfil
@@ -42,6 +51,7 @@ __all__ = [
     "load_orders",
     "main",
     "process_orders",
+    "process_orders_in_workers",
     "render_run",
     "render_summary",
     "run_demo",
@@ -230,6 +240,55 @@ def process_orders(
     return outcomes
 
 
+#: Park delay of the worker demo (seconds, plus up to as much jitter): a reader waiting for
+#: its capture unit parks, and comes back this soon.
+WORKER_PARK_DELAY = 0.05
+
+
+def process_orders_in_workers(
+    orders: Sequence[Order], *, workers: int = 2, timeout: float = 120.0
+) -> list[Outcome]:
+    """Runs :class:`~examples.order_fulfilment.saga_workers.FulfilInWorkers` per order in
+    background workers and waits for every run.
+
+    Configures the process-wide runtime: a fresh embedded memory storage and a local router
+    served by ``workers`` in-process :class:`~reactor.jobs.worker.Worker` threads (left
+    configured afterwards, so the runs can be read back with ``FulfilInWorkers.find``). The
+    services must be installed in :data:`SERVICES` first.
+
+    Args:
+        orders: the orders (all submitted first, then awaited in order).
+        workers: handler threads.
+        timeout: seconds to wait for each run (counted from when its wait starts).
+
+    Returns:
+        One :class:`Outcome` per order, in order.
+
+    Raises:
+        AsyncWaitTimeoutError: a run did not finish within ``timeout``.
+    """
+    from .saga_workers import FulfilInWorkers
+
+    runtime = config.configure(
+        storage=MemoryStorage(), router=LocalRouter(),
+        lock_snooze_base_delay=WORKER_PARK_DELAY, lock_snooze_jitter=WORKER_PARK_DELAY,
+    )
+    worker = Worker(runtime, threads=workers, poll_seconds=0.05)
+    worker.start()
+    try:
+        started = []
+        for order in orders:
+            inputs = {"order": order, "card_token": order.card_token()}
+            started.append(FulfilInWorkers.execute(inputs, runtime=runtime))
+        outcomes = []
+        for order, handle in zip(orders, started, strict=True):
+            done = handle.wait(timeout) if isinstance(handle, DispatchHandle) else handle
+            outcomes.append(_outcome(order, done))
+        return outcomes
+    finally:
+        worker.stop(timeout=10)
+
+
 # --------------------------------------------------------------------------------------------
 # invariants
 # --------------------------------------------------------------------------------------------
@@ -237,7 +296,7 @@ def process_orders(
 
 def check_invariants(
     orders: Sequence[Order], outcomes: Sequence[Outcome], services: Services,
-    *, initial_stock: dict[str, int] | None = None,
+    *, initial_stock: dict[str, int] | None = None, reactor_cls: type[Reactor] = Fulfil,
 ) -> list[str]:
     """Verifies the fake services' final state against the outcomes.
 
@@ -255,6 +314,7 @@ def check_invariants(
         outcomes: their outcomes (same order).
         services: the services they ran against.
         initial_stock: ``{sku: on_hand}`` at the start (default: the catalog's ``on_hand``).
+        reactor_cls: the reactor the runs belong to (read back with ``reactor_cls.find``).
 
     Returns:
         Human-readable violations; empty when every invariant holds.
@@ -287,7 +347,7 @@ def check_invariants(
                 problems.append(f"{oid}: carrier tried {carrier.attempts(oid)} times, expected "
                                 f"{SHIPMENT_RETRIES.max_attempts}")
             if out.run_id is not None:
-                view = Fulfil.find(out.run_id)
+                view = reactor_cls.find(out.run_id)
                 if view.status != "failed" or view.undo_stack:
                     problems.append(f"{oid}: stored run is {view.status} with undo stack "
                                     f"{list(view.undo_stack)}")
@@ -352,14 +412,18 @@ class _RecordingSleep:
             time.sleep(seconds)
 
 
-def run_demo(orders: Sequence[Order], services: Services, *, real_sleep: bool = True
-             ) -> DemoReport:
+def run_demo(orders: Sequence[Order], services: Services, *, real_sleep: bool = True,
+             workers: int = 0) -> DemoReport:
     """Installs ``services``, processes ``orders`` and checks the invariants.
 
     Args:
         orders: the orders to process.
         services: fresh services (their catalog gives the starting stock).
-        real_sleep: ``False`` records retry delays without waiting (for tests).
+        real_sleep: ``False`` records retry delays without waiting (for tests; synchronous
+            mode only: in workers a retry re-enqueues the run with its delay).
+        workers: 0 runs :class:`~examples.order_fulfilment.saga.Fulfil` synchronously; ``N``
+            runs the worker variant in ``N`` worker threads
+            (:func:`process_orders_in_workers`).
 
     Returns:
         The :class:`DemoReport`.
@@ -367,9 +431,16 @@ def run_demo(orders: Sequence[Order], services: Services, *, real_sleep: bool = 
     sleep = _RecordingSleep(real_sleep)
     with SERVICES.use(services):
         started = time.perf_counter()
-        outcomes = process_orders(orders, sleep=sleep)
+        if workers:
+            from .saga_workers import FulfilInWorkers
+
+            outcomes = process_orders_in_workers(orders, workers=workers)
+            reactor_cls: type[Reactor] = FulfilInWorkers
+        else:
+            outcomes = process_orders(orders, sleep=sleep)
+            reactor_cls = Fulfil
         elapsed = time.perf_counter() - started
-        violations = check_invariants(orders, outcomes, services)
+        violations = check_invariants(orders, outcomes, services, reactor_cls=reactor_cls)
     return DemoReport(list(orders), outcomes, elapsed, violations, sleep.delays)
 
 
@@ -410,15 +481,17 @@ def render_summary(console: Console, report: DemoReport) -> None:
     console.print(breakdown)
 
 
-def render_run(console: Console, run_id: str, services: Services | None = None) -> None:
+def render_run(console: Console, run_id: str, services: Services | None = None,
+               reactor_cls: type[Reactor] = Fulfil) -> None:
     """Prints a stored run as ``Fulfil.find(run_id)`` returns it (plus its audit events).
 
     Args:
         console: where to print.
         run_id: the run.
         services: if given, the order's service audit events are printed too.
+        reactor_cls: the reactor the run belongs to.
     """
-    view = Fulfil.find(run_id)
+    view = reactor_cls.find(run_id)
     order = view.inputs.get("order")
     order_id = getattr(order, "id", "?")
     console.print(f"[bold]Run {view.run_id}[/bold]  reactor={view.reactor}  order={order_id}  "
@@ -495,6 +568,9 @@ def main(
                         help="orders file (JSON Lines)")
     parser.add_argument("--show", default=None, metavar="ORDER_ID",
                         help="print the trace of this order's run instead of a failed one")
+    parser.add_argument("--workers", type=int, default=0, metavar="N",
+                        help="run every order in background workers (N worker threads, payment "
+                             "capture as an async_step) instead of synchronously")
     args = parser.parse_args(argv)
     if console is None:
         console = Console()
@@ -502,6 +578,8 @@ def main(
             console = Console(width=120)
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be at least 1")
+    if args.workers < 0:
+        parser.error("--workers must be at least 0")
     try:
         orders = load_orders(args.orders, args.limit)
     except (OSError, ValueError) as exc:
@@ -509,14 +587,19 @@ def main(
         return 2
     services = Services.create()
     try:
-        report = run_demo(orders, services, real_sleep=real_sleep)
+        report = run_demo(orders, services, real_sleep=real_sleep, workers=args.workers)
     except ReactorError as exc:
         console.print(f"[red]the engine raised {type(exc).__name__}: {exc}[/red]")
         return 1
     render_summary(console, report)
     shown = _pick_failed(report, args.show)
     if shown is not None and shown.run_id is not None:
-        render_run(console, shown.run_id, services)
+        if args.workers:
+            from .saga_workers import FulfilInWorkers
+
+            render_run(console, shown.run_id, services, reactor_cls=FulfilInWorkers)
+        else:
+            render_run(console, shown.run_id, services)
     elif args.show is not None:
         console.print(f"[yellow]no run for order {args.show}[/yellow]")
     if report.violations:

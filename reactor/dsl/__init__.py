@@ -3,6 +3,7 @@ and argument templates (ARCHITECTURE §1, engine.md §4.1)."""
 
 from __future__ import annotations
 
+from reactor.dsl.async_step import async_step
 from reactor.dsl.coordination import (
     with_lock,
     with_ordered_lock,
@@ -12,6 +13,7 @@ from reactor.dsl.coordination import (
 )
 from reactor.dsl.declarations import StepSpec, compose, map_step, step
 from reactor.dsl.definition import ReactorDefinition
+from reactor.dsl.fan_out import FanOut
 from reactor.dsl.inputs import Input, Inputs
 from reactor.dsl.reactor import Reactor
 from reactor.dsl.retries import Retries
@@ -19,6 +21,7 @@ from reactor.dsl.step import Step
 from reactor.dsl.templates import element, input, result, value
 
 __all__ = [
+    "FanOut",
     "Input",
     "Inputs",
     "Reactor",
@@ -26,6 +29,7 @@ __all__ = [
     "Retries",
     "Step",
     "StepSpec",
+    "async_step",
     "compose",
     "element",
     "input",

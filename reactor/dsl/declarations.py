@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, overload
 
 from reactor.dsl.coordination import Coordination, merge_coordination, normalize_coordination
+from reactor.dsl.fan_out import FanOut
 from reactor.dsl.retries import Retries
 from reactor.dsl.step import Step
 from reactor.dsl.templates import Template, ValueRef
@@ -25,7 +26,7 @@ from reactor.model.errors import DefinitionError
 
 __all__ = ["StepKind", "StepSpec", "compose", "map_step", "step"]
 
-StepKind = Literal["step", "compose", "map"]
+StepKind = Literal["step", "compose", "map", "async_step"]
 
 #: ``fn(inputs, ctx)`` for a function step's ``run``.
 RunFunction = Callable[..., Any]
@@ -60,7 +61,8 @@ class StepSpec:
     """One declared step (the internal representation shared by every declaration style).
 
     Attributes:
-        kind: ``"step"`` (leaf), ``"compose"`` (child reactor) or ``"map"`` (inline map).
+        kind: ``"step"`` (leaf), ``"compose"`` (child reactor), ``"map"`` (inline map) or
+            ``"async_step"`` (a leaf run as its own job; :mod:`reactor.dsl.async_step`).
         arguments: argument name -> template (after wiring by name, in a bound copy).
         wait_for: extra dependencies that pass no data.
         retries: the step-level retry policy (leaf steps only).
@@ -71,6 +73,8 @@ class StepSpec:
         target: the child reactor class (compose) or element reactor class (map).
         source: the map's source template.
         atomic: map only: stop and roll back on the first failed element (default) or collect.
+        fan_out: map only: run the elements as background jobs (:class:`FanOut`), or ``None``
+            for an inline map.
         coordination: leaf steps only: the effective step-level coordination (the Step
             class's declarations plus ``step(..., coordination=)``; see
             :mod:`reactor.dsl.coordination`).
@@ -88,6 +92,7 @@ class StepSpec:
     target: Any = None
     source: Template | None = None
     atomic: bool = True
+    fan_out: FanOut | None = None
     coordination: tuple[Coordination, ...] = ()
     name: str = ""
 
@@ -98,8 +103,14 @@ class StepSpec:
             ``fn`` unchanged.
 
         Raises:
-            DefinitionError: this is not a function step, or an undo is already attached.
+            DefinitionError: this is not a function step, an undo is already attached, or
+                this is an ``async_step`` (units are never on the undo stack; engine.md §1.2).
         """
+        if self.kind == "async_step":
+            raise DefinitionError(
+                f"async_step {self.label!r} cannot have an undo: an async unit is never on its "
+                "parent's undo stack (use @<step>.compensate for its own failure)"
+            )
         self._check_function_hook("undo", self.undo_function)
         _check_sync(fn, "undo")
         self.undo_function = fn
@@ -293,6 +304,7 @@ def map_step(
     atomic: bool = True,
     wait_for: str | Iterable[str] | None = None,
     retries: Any = None,
+    fan_out: FanOut | bool | None = None,
 ) -> StepSpec:
     """Declare an inline map: run ``element_reactor`` once per element of ``source``.
 
@@ -310,6 +322,13 @@ def map_step(
             return a :class:`~reactor.model.results.MapResults` of per-element results.
         wait_for: extra dependencies.
         retries: rejected — only leaf steps retry.
+        fan_out: ``FanOut(batch_size=N)`` (or ``True`` for ``FanOut()``, batch size 50) runs
+            one background job per element, at most ``N`` enqueued per throw, and rolls the
+            map back with one job per started element (engine.md §1.2 "Map: fan-out",
+            seed 004; :mod:`reactor.engine.fan_out`). Its value is then a lazy
+            :class:`~reactor.model.map_results.MapResultEnumerator`. ``None`` (default): the
+            elements run inline, one after another. A map inside a map element always runs
+            inline.
 
     Returns:
         A :class:`StepSpec` of kind ``"map"``.
@@ -329,4 +348,5 @@ def map_step(
         target=element_reactor,
         source=source,
         atomic=bool(atomic),
+        fan_out=FanOut.coerce(fan_out),
     )

@@ -11,7 +11,7 @@
 * a required input left unwired (wiring by name: a declared input with no argument takes the
   reactor input of the same name);
 * a dependency cycle;
-* ``returns`` naming no step.
+* ``returns`` naming no step, or naming an ``async_step``.
 """
 
 from __future__ import annotations
@@ -234,6 +234,11 @@ def build_definition(
     _check_cycles(owner, dependencies)
     if returns is not None and (not isinstance(returns, str) or returns not in names):
         raise DefinitionError(f"{owner}: returns = {returns!r} names no step")
+    if returns is not None and bound[returns].kind == "async_step":
+        raise DefinitionError(
+            f"{owner}: returns = {returns!r} names an async_step, whose result is not part of "
+            "the run's value (read it with result() in a step instead)"
+        )
     return ReactorDefinition(
         name=name,
         contract=contract,

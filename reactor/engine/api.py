@@ -62,7 +62,7 @@ def run(
             run was stored as ``aborted``; the exception carries the run id as its
             ``reactor_run_id`` attribute (and a note) so the caller can ``Reactor.undo`` it.
     """
-    from reactor.engine import background, liveness
+    from reactor.engine import background, fan_out, liveness
 
     context_id = new_context_id()
     definition.register_codec_types()
@@ -80,6 +80,8 @@ def run(
             except background.HandOff as handoff:  # save, enqueue, then release the lock
                 state = handoff.state
                 return background.dispatch(env, state.ctx, state.checkpoint, mode=handoff.mode)
+            except fan_out.MapDispatched as dispatched:  # saved before dispatch: no save here
+                return fan_out.caller_result(env, dispatched)
     except INTERRUPTIONS as exc:
         if getattr(exc, "reactor_run_id", None) is None:
             setattr(exc, "reactor_run_id", context_id)  # noqa: B010 - any exception type

@@ -1,9 +1,10 @@
 """Argument resolution: turning a step's templates into values (engine.md §1.2 "Arguments").
 
 ``input(...)`` reads the run's inputs, ``result(...)`` a completed step's value (``Skipped``
-values included), ``value(...)`` is a literal, ``element(...)`` the current map element. A path
-segment is read as a mapping key, then an attribute, then a sequence index. ``False``, ``0`` and
-``""`` resolve as themselves. Any problem — a missing key, a raising ``transform`` — raises
+values included; for an ``async_step`` unit the reader waits for the unit's record, see
+:mod:`reactor.engine.async_step`), ``value(...)`` is a literal, ``element(...)`` the current
+map element. A path segment is read as a mapping key, then an attribute, then a sequence
+index. ``False``, ``0`` and ``""`` resolve as themselves. Any problem — a missing key, a raising ``transform`` — raises
 :class:`~reactor.model.errors.ArgumentResolutionError`: the step's body never starts, so it is
 not compensated and not retried.
 """
@@ -84,9 +85,12 @@ def resolve(template: Template, ctx: Context, element: Any = NO_ELEMENT) -> Any:
                 raise LookupError(f"input {template.name!r} is not set")
             base = ctx.inputs[template.name]
         elif isinstance(template, ResultRef):
-            if template.step not in ctx.intermediate_results:
-                raise LookupError(f"step {template.step!r} has no result")
-            base = ctx.intermediate_results[template.step]
+            if template.step in ctx.intermediate_results:
+                base = ctx.intermediate_results[template.step]
+            else:  # an async unit: wait for it (reactor.engine.async_step), else LookupError
+                from reactor.engine.async_step import read_result  # it imports this module
+
+                base = read_result(ctx, template.step)
         elif isinstance(template, ValueRef):
             base = template.value
         elif isinstance(template, ElementRef):

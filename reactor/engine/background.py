@@ -28,7 +28,7 @@ from typing import Any
 
 from reactor.dsl.background import Background
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import executor
+from reactor.engine import coordination, executor
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.dispatch import DispatchHandle, stored_result
 from reactor.engine.env import Env
@@ -194,6 +194,8 @@ def start_all(
         created_at=env.now(),
     )
     ctx.private_data[VALIDATE_INPUTS] = True
+    # Enqueue-time ordering (engine.md §3.2 step 1): the ticket is taken before the save.
+    coordination.assign_ordered_ticket(definition, ctx, env)
     checkpoint = Checkpointer(env, ctx)
     try:
         return dispatch(env, ctx, checkpoint, mode="all")

@@ -599,7 +599,9 @@ def run_coordinated(
         raise
     if early is not None:
         return _stop_before_steps(state, unit, early)
-    private[ADMITTED] = True
+    from reactor.engine.background import mark_admitted  # background imports the executor
+
+    mark_admitted(ctx)
     parked = False
     try:
         result = body(state)
@@ -715,8 +717,9 @@ class StepCoordination:
         env = state.env
         unit = _Unit(
             self.spec.coordination, storage=env.storage, settings=env.settings,
-            owner=_root_id(ctx), mode="worker" if env.in_worker else "sync",
-            scope=self.spec.name, default_key=step_default_key(state.definition.name, self.spec),
+            owner=state.coordination_owner or _root_id(ctx),
+            mode="worker" if env.in_worker else "sync", scope=self.spec.name,
+            default_key=step_default_key(state.definition.name, self.spec),
             inputs=arguments, private=ctx.private_data, context_id=ctx.context_id,
             step=self.spec.name,
         )

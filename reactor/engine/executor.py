@@ -6,6 +6,8 @@ batch. After each step:
 * ``Success`` — the value is recorded, the step is pushed on the undo stack, checkpoint;
 * ``Skipped`` — the value is recorded (it flows to dependants), no undo entry, checkpoint;
 * ``Halt`` — the run stops without rollback, status ``halted``;
+* an ``async_step`` is dispatched as its own job and counts as complete for scheduling only
+  (:mod:`reactor.engine.async_step`); it is never recorded nor pushed on the undo stack;
 * ``Failure`` — the step is compensated if its body started, every completed step is undone
   newest first (:mod:`reactor.engine.rollback`), status ``failed``; a failing compensate turns
   the final error into :class:`~reactor.model.errors.CompensationError`.
@@ -21,7 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from reactor.dsl.declarations import StepSpec
-from reactor.engine import coordination, rollback
+from reactor.engine import async_step, coordination, fan_out, rollback
 from reactor.engine.compose import run_compose
 from reactor.engine.inline_map import run_map
 from reactor.engine.invoke import INTERRUPTIONS, trimmed_traceback
@@ -40,6 +42,8 @@ def _run_step(state: RunState, spec: StepSpec) -> StepOutcome:
     if spec.kind == "compose":
         return run_compose(state, spec)
     if spec.kind == "map":
+        if fan_out.fans_out(state, spec):  # a hand-off point (engine.md §1.2 "Map: fan-out")
+            return fan_out.run_fan_out(state, spec)
         return run_map(state, spec)
     return run_leaf(state, spec)
 
@@ -58,7 +62,8 @@ def execute(state: RunState) -> Success | Failure:
             the context as ``aborted``.
     """
     try:
-        return coordination.run_coordinated(state, _execute)
+        with async_step.reading(state.env):
+            return coordination.run_coordinated(state, _execute)
     except INTERRUPTIONS as exc:
         abort(state, exc)
         raise
@@ -72,7 +77,7 @@ def _execute(state: RunState) -> Success | Failure:
         state.checkpoint.save()
     except (EncodeError, ContextTooLargeError) as exc:
         return _unstorable_inputs(state, exc)
-    completed = set(ctx.intermediate_results)
+    completed = set(ctx.intermediate_results) | async_step.dispatched_units(ctx)
     remaining = [name for name in definition.steps if name not in completed]
     while remaining:
         ready = [
@@ -85,6 +90,13 @@ def _execute(state: RunState) -> Success | Failure:
             spec = definition.steps[name]
             if state.hand_off is not None:  # background before: (engine.md §3.3)
                 state.hand_off(state, "before", name)
+            if spec.kind == "async_step":  # complete for scheduling only (engine.md §1.2)
+                refused = async_step.dispatch(state, spec)
+                if refused is not None:
+                    return _fail(state, spec, StepOutcome(refused, {}, body_started=False))
+                completed.add(name)
+                remaining.remove(name)
+                continue
             outcome = _run_step(state, spec)
             result = outcome.result
             if isinstance(result, Halt):

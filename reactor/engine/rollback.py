@@ -123,6 +123,12 @@ def _undo(state: RunState, entry: dict[str, Any]) -> list[RollbackFailure]:
         return [_unknown_step(step, "undo")]
     if spec.kind == "compose":
         return _undo_compose(state, step)
+    if spec.kind == "map" and entry.get("fan_out"):  # distributed or chunked (seed 004)
+        from reactor.engine.map_rollback import roll_back_fan_out  # it imports this module
+
+        failures = roll_back_fan_out(state, step, str(entry.get("map_id")), kind="undo")
+        state.trace("undo_failure" if failures else "undo", step)
+        return failures
     if spec.kind == "map":
         elements = [(int(i), str(cid)) for i, cid in entry.get("elements") or []]
         failures = roll_back_elements(state.env, state.definition.children[step], step, elements)
@@ -171,6 +177,10 @@ def _undo_map_ref(state: RunState, step: str) -> list[RollbackFailure]:
     ref = state.ctx.composed_contexts.get(step)
     if not isinstance(ref, dict):
         return []
+    if ref.get("fan_out"):  # a fan-out map cut off mid-flight: roll back what started
+        from reactor.engine.map_rollback import roll_back_fan_out  # it imports this module
+
+        return roll_back_fan_out(state, step, str(ref.get("map_id")), kind="compensate")
     elements = sorted((int(i), str(cid)) for i, cid in (ref.get("elements") or {}).items())
     return roll_back_elements(state.env, state.definition.children[step], step, elements)
 

@@ -50,6 +50,9 @@ class RunState:
         retry_wait: root runs inside a worker only: waits before a step retry instead of
             ``env.sleep`` (it raises to re-enqueue the run with the delay, engine.md §1.2
             "Retries and backoff"). ``None``: sleep in-thread.
+        coordination_owner: the lock owner of step-level coordination; ``None`` = the root
+            context id. An ``async_step`` unit's job uses its derived per-unit owner
+            (``async_step:<ctx>:<step>``, seeds 000/003 ``step_worker.rb``).
     """
 
     definition: ReactorDefinition
@@ -59,6 +62,7 @@ class RunState:
     in_flight: InFlight | None = None
     hand_off: Callable[[RunState, str, str], None] | None = None
     retry_wait: Callable[[float], None] | None = None
+    coordination_owner: str | None = None
 
     def now(self) -> float:
         """Epoch seconds on the storage clock."""

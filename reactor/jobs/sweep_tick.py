@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from reactor.config import Runtime
@@ -25,6 +26,7 @@ from reactor.jobs.sweepers import (
     sweep_steps,
 )
 from reactor.model.keys import sweep_window_key
+from reactor.ports.records import MapMetadata
 
 __all__ = ["TickCounts", "run_sweeps", "schedule_next"]
 
@@ -44,6 +46,15 @@ class TickCounts:
     runs: SweepCounts | None
     steps: SweepCounts | None
     maps: MapSweepCounts | None
+
+
+def _batch_dispatcher(runtime: Runtime) -> Callable[[MapMetadata], object]:
+    """The map sweeper's hook that re-claims a fan-out map's lost batch trigger."""
+    from reactor.engine.env import make_env
+    from reactor.engine.fan_out import dispatch_batch
+
+    env = make_env(runtime)
+    return lambda meta: dispatch_batch(env, meta)
 
 
 def run_sweeps(runtime: Runtime, *, limit: int | None = None) -> TickCounts:
@@ -69,7 +80,7 @@ def run_sweeps(runtime: Runtime, *, limit: int | None = None) -> TickCounts:
     except Exception:
         log.exception("event=sweeper_failed sweeper=steps")
     try:
-        maps = sweep_maps(storage, router, limit=bound)
+        maps = sweep_maps(storage, router, limit=bound, dispatch_batch=_batch_dispatcher(runtime))
     except Exception:
         log.exception("event=sweeper_failed sweeper=maps")
     return TickCounts(runs, steps, maps)

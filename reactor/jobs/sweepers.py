@@ -83,6 +83,7 @@ class MapSweepCounts:
         rollback_redispatched: rollback positions re-enqueued.
         rollback_batches: lost rollback batch triggers re-claimed.
         errors: records skipped because inspecting them raised.
+        batches: lost forward batch triggers re-claimed (fan-out maps).
     """
 
     inspected: int = 0
@@ -91,6 +92,7 @@ class MapSweepCounts:
     rollback_redispatched: int = 0
     rollback_batches: int = 0
     errors: int = 0
+    batches: int = 0
 
 
 def sweep_runs(storage: Storage, router: Router, *, limit: int = 1000) -> SweepCounts:
@@ -227,14 +229,18 @@ def sweep_maps(
     *,
     limit: int = 1000,
     collected: Callable[[ContextRecord, str], bool] = _collected_by_parent,
+    dispatch_batch: Callable[[MapMetadata], object] | None = None,
 ) -> MapSweepCounts:
     """Recover lost map element jobs, collectors, rollback jobs and rollback batch triggers.
 
     Mirrors ``Map::Sweeper`` (seed 004, ``map/sweeper.rb``; storage-protocol.md §3.3):
 
-    * forward pass: re-dispatch each missing index whose element lock is not held; when nothing
-      is missing, re-trigger the collector only if no collector and no parent is alive and the
-      parent has not collected;
+    * forward pass: re-dispatch each missing index whose element lock is not held — below the
+      dispatch offset when the map records one (indexes not yet reached by the batch chain are
+      not lost, they are waiting for their throw); when nothing below the offset is missing but
+      indexes remain unclaimed, the batch trigger was lost: ``dispatch_batch`` claims the next
+      throw; when nothing is missing at all, re-trigger the collector only if no collector and
+      no parent is alive and the parent has not collected;
     * rollback pass: re-dispatch claimed positions without an outcome whose element lock is not
       held; when every claimed position is settled but positions remain unclaimed, claim the
       next batch (its trigger was lost).
@@ -244,20 +250,30 @@ def sweep_maps(
         router: where jobs go.
         limit: the maximum number of maps (and of rollbacks) inspected.
         collected: decides whether a parent context already recorded the map step.
+        dispatch_batch: claims and dispatches a fan-out map's next throw
+            (:func:`reactor.engine.fan_out.dispatch_batch` bound to a runtime); ``None``
+            leaves lost forward batch triggers alone.
 
     Returns:
         The counts of this sweep.
     """
     inspected = redispatched = recollected = rb_redispatched = rb_batches = errors = 0
+    batches = 0
     for meta in storage.maps.scan(limit=limit):
         inspected += 1
         try:
             missing = storage.maps.missing_indices(meta.map_id, meta.count)
-            for index in missing:
+            offset = storage.maps.offset(meta.map_id)
+            reached = meta.count if offset is None else min(offset, meta.count)
+            lost = [index for index in missing if index < reached]
+            for index in lost:
                 if storage.locks.held(map_element_key(meta.map_id, index)):
                     continue
                 router.enqueue(job(MapElementPayload(map_id=meta.map_id, index=index)))
                 redispatched += 1
+            if missing and not lost and dispatch_batch is not None:
+                dispatch_batch(meta)  # every reached index settled: the throw's trigger died
+                batches += 1
             if not missing and _should_recollect(storage, meta, collected):
                 router.enqueue(job(MapCollectPayload(map_id=meta.map_id)))
                 recollected += 1
@@ -292,5 +308,5 @@ def sweep_maps(
             errors += 1
             log.exception("event=sweep_error sweeper=map_rollbacks map_id=%s", rollback.map_id)
     return MapSweepCounts(
-        inspected, redispatched, recollected, rb_redispatched, rb_batches, errors
+        inspected, redispatched, recollected, rb_redispatched, rb_batches, errors, batches
     )

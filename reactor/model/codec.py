@@ -348,12 +348,29 @@ def registered_tag(cls: type[Any]) -> str | None:
 
 
 # --------------------------------------------------------------------------- encoding
+#
+# The encoder is on the engine's hot path: every checkpoint encodes the whole run context
+# (reactor/engine/checkpoint.py). Its happy path is therefore kept cheap:
+#
+# * exact JSON scalars (``str``, ``int``, ``bool``, ``None``) are passed through without a
+#   call; exact ``dict`` and ``list`` are walked in a plain loop;
+# * encoding is copy-on-write: a container none of whose items changed is returned as is, so a
+#   context made of plain JSON values is not copied before ``json`` serialises it (the public
+#   :func:`encode` still returns fresh containers, see :func:`_fresh`);
+# * paths are built only when something fails: the innermost frame raises :class:`_Failed`, each
+#   container on the way out appends its own path segment, and the entry point turns the
+#   collected segments into the :class:`EncodeError` naming the full path.
 
 
 def _join_key(path: str, key: Any) -> str:
     if isinstance(key, str) and key.isidentifier():
         return f"{path}.{key}" if path else key
     return f"{path}[{key!r}]"
+
+
+def _key_segment(key: str) -> str:
+    """The path segment of a string key (``.name``; ``['odd key']`` when not an identifier)."""
+    return f".{key}" if key.isidentifier() else f"[{key!r}]"
 
 
 def _show(path: str) -> str:
@@ -375,6 +392,37 @@ def _canonical(value: JSONValue) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+# The compact, NaN-refusing serializer of dumps() and encode_document(), built once
+# (json.dumps with non-default options builds a new JSONEncoder per call). Stateless per call,
+# so shared across threads.
+_JSON: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+class _Failed(Exception):
+    """Internal: an encoding failure unwinding the recursion and collecting its path.
+
+    Never escapes this module: the entry points (:func:`encode`, :func:`dumps`,
+    :func:`encode_document`) turn it into an :class:`EncodeError` (keeping its ``__cause__``).
+
+    Args:
+        message: what went wrong.
+        obj: the offending value (only its type name is kept).
+    """
+
+    def __init__(self, message: str, obj: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.type_name = _type_name(obj)
+        self.segments: list[str] = []  # innermost first, appended while unwinding
+
+    def error(self) -> EncodeError:
+        """The public error, with the path joined from the collected segments."""
+        path = "".join(reversed(self.segments))
+        if path.startswith("."):  # a top-level identifier key has no leading dot
+            path = path[1:]
+        return EncodeError(self.message, type_name=self.type_name, path=_show(path))
+
+
 def encode(obj: Any) -> JSONValue:
     """Turns ``obj`` into a JSON value (see the module docstring for the mapping).
 
@@ -384,133 +432,266 @@ def encode(obj: Any) -> JSONValue:
     Returns:
         A structure of ``dict``/``list``/``str``/``int``/``float``/``bool``/``None`` that
         :func:`json.dumps` accepts with ``allow_nan=False`` and :func:`decode` turns back into an
-        equal value of the same types.
+        equal value of the same types. Its containers are new objects (never ``obj``'s own).
 
     Raises:
         EncodeError: a value (at the path given in the message) cannot be encoded.
     """
-    return _Encoder().encode(obj, "")
+    try:
+        return _fresh(_enc(obj, set()))  # type: ignore[no-any-return]
+    except _Failed as failed:
+        raise failed.error() from failed.__cause__
 
 
-class _Encoder:
-    """One encoding pass: carries the set of containers on the current path (cycle check)."""
+def _fresh(value: Any) -> Any:
+    """Copies the containers of an encoded value (copy-on-write may have kept the input's)."""
+    cls = type(value)
+    if cls is dict:
+        return {k: _fresh(v) for k, v in value.items()}
+    if cls is list:
+        return [_fresh(v) for v in value]
+    return value
 
-    def __init__(self) -> None:
-        self._active: set[int] = set()
 
-    def fail(self, message: str, obj: Any, path: str) -> NoReturn:
-        raise EncodeError(message, type_name=_type_name(obj), path=_show(path))
+# ``active`` below is the set of ids of the containers on the current path (the cycle check).
 
-    def encode(self, obj: Any, path: str) -> JSONValue:
-        cls = type(obj)
-        # Exact JSON scalars first: the overwhelmingly common case.
-        if obj is None or cls is str or cls is bool or cls is int:
-            return obj  # type: ignore[no-any-return]
-        if cls is float:
-            return obj if math.isfinite(obj) else _tagged("float", _float_text(obj))
-        entry = _by_class.get(cls)
-        if entry is not None:
-            return self._registered(entry, obj, path)
-        if isinstance(obj, Enum):
-            self.fail("unregistered enum: call reactor.model.codec.register_enum", obj, path)
-        if isinstance(obj, BaseModel):
-            self.fail("unregistered pydantic model: call register_model", obj, path)
-        if isinstance(obj, datetime):
-            payload: dict[str, JSONValue] = {TAG_KEY: "datetime", VALUE_KEY: obj.isoformat()}
-            if isinstance(obj.tzinfo, ZoneInfo) and obj.tzinfo.key:
-                payload[_TZ_KEY] = obj.tzinfo.key
-            if obj.fold:
-                payload[_FOLD_KEY] = 1
-            return payload
-        if isinstance(obj, date):
-            return _tagged("date", obj.isoformat())
-        if isinstance(obj, time):
-            if obj.fold:
-                return {TAG_KEY: "time", VALUE_KEY: obj.isoformat(), _FOLD_KEY: 1}
-            return _tagged("time", obj.isoformat())
-        if isinstance(obj, timedelta):
-            return _tagged(
-                "timedelta",
-                {"days": obj.days, "seconds": obj.seconds, "microseconds": obj.microseconds},
-            )
-        if isinstance(obj, Decimal):
-            return _tagged("decimal", str(obj))
-        if isinstance(obj, UUID):
-            return _tagged("uuid", str(obj))
-        if isinstance(obj, bytes | bytearray):
-            tag = "bytearray" if isinstance(obj, bytearray) else "bytes"
-            return _tagged(tag, base64.b64encode(obj).decode("ascii"))
-        if isinstance(obj, list | tuple | set | frozenset | dict):
-            return self._container(obj, path)
-        # Subclasses of the JSON scalars (not enums, handled above) are stored as their base.
-        if isinstance(obj, str):
-            return str.__str__(obj)
-        if isinstance(obj, int):
-            return int.__int__(obj)
-        if isinstance(obj, float):
-            return self.encode(float.__float__(obj), path)
-        if dataclasses.is_dataclass(obj):
-            self.fail("unregistered dataclass: call register_dataclass", obj, path)
-        self.fail("cannot encode value: register its type with codec.register", obj, path)
 
-    def _registered(self, entry: _Entry, obj: Any, path: str) -> JSONValue:
+def _enc(obj: Any, active: set[int]) -> Any:
+    """Encodes ``obj``; returns ``obj`` itself when it is JSON already (copy-on-write).
+
+    Raises:
+        _Failed: ``obj`` (or a value inside it) cannot be encoded.
+    """
+    cls = type(obj)
+    # Exact JSON scalars first: the overwhelmingly common case.
+    if cls is str or cls is int or cls is bool or obj is None:
+        return obj
+    if cls is dict:
+        return _enc_dict(obj, active)
+    if cls is list:
+        return _enc_list(obj, active)
+    if cls is float:
+        return obj if _isfinite(obj) else _tagged("float", _float_text(obj))
+    return _enc_other(obj, active)
+
+
+_isfinite: Final = math.isfinite
+
+
+def _enc_dict(obj: dict[Any, Any], active: set[int]) -> Any:
+    """A ``dict`` (or subclass): string keys stay an object (escaped when holding ``"__t"``),
+    any other key makes a tagged list of pairs. The result is a plain ``dict``."""
+    oid = id(obj)
+    if oid in active:
+        raise _Failed("reference cycle", obj)
+    active.add(oid)
+    try:
+        out: dict[str, Any] | None = None
+        for key, value in obj.items():
+            if type(key) is not str:
+                return _enc_pairs(obj, active)
+            vcls = type(value)
+            # JSON already (``x - x == 0.0`` is a call-free finiteness test of a float).
+            if vcls is str or vcls is int or vcls is bool or value is None or (
+                vcls is float and value - value == 0.0
+            ):
+                if out is not None:
+                    out[key] = value
+                continue
+            try:
+                encoded = _enc(value, active)
+            except _Failed as failed:
+                failed.segments.append(_dict_segment(obj, key))
+                raise
+            if out is not None:
+                out[key] = encoded
+            elif encoded is not value:
+                out = _items_before(obj, key)
+                out[key] = encoded
+        result = obj if out is None else out
+        if type(result) is not dict:
+            result = dict(result.items())
+        return _tagged("esc", result) if TAG_KEY in result else result
+    finally:
+        active.discard(oid)
+
+
+def _dict_segment(obj: dict[Any, Any], key: str) -> str:
+    """The path segment of ``obj[key]``: string-keyed dicts use ``.key``, others ``[key]``."""
+    if all(type(k) is str for k in obj):
+        return _key_segment(key)
+    return f"[{key!r}]"
+
+
+def _items_before(obj: dict[str, Any], stop: str) -> dict[str, Any]:
+    """A copy of ``obj``'s items that come before key ``stop`` (unchanged by encoding)."""
+    out: dict[str, Any] = {}
+    for key, value in obj.items():
+        if key is stop:
+            break
+        out[key] = value
+    return out
+
+
+def _enc_pairs(obj: dict[Any, Any], active: set[int]) -> JSONValue:
+    """A dict with a non-string key: ``{"__t": "dict", "v": [[key, value], ...]}``."""
+    pairs: list[JSONValue] = []
+    for key, value in obj.items():
         try:
-            raw = entry.to_json(obj)
-        except Exception as exc:
-            raise EncodeError(
-                f"encoder for tag {entry.tag!r} raised {type(exc).__name__}: {exc}",
-                type_name=_type_name(obj),
-                path=_show(path),
-            ) from exc
-        if entry.kind == "model":
-            # model_dump(mode="json") is JSON already and is read back by model_validate as is.
-            return _tagged(entry.tag, raw)
-        oid = id(obj)
-        if oid in self._active:
-            self.fail("reference cycle", obj, path)
-        self._active.add(oid)
+            encoded_key = _enc(key, active)
+        except _Failed as failed:
+            failed.segments.append(f"[{key!r}]<key>")
+            raise
         try:
-            return _tagged(entry.tag, self.encode(raw, path))
-        finally:
-            self._active.discard(oid)
+            encoded_value = _enc(value, active)
+        except _Failed as failed:
+            failed.segments.append(f"[{key!r}]")
+            raise
+        pairs.append([encoded_key, encoded_value])
+    return _tagged("dict", pairs)
 
-    def _container(self, obj: Any, path: str) -> JSONValue:
-        oid = id(obj)
-        if oid in self._active:
-            self.fail("reference cycle", obj, path)
-        self._active.add(oid)
+
+def _enc_list(obj: list[Any], active: set[int]) -> Any:
+    """An exact ``list``: returned as is unless an item changed."""
+    oid = id(obj)
+    if oid in active:
+        raise _Failed("reference cycle", obj)
+    active.add(oid)
+    try:
+        out: list[Any] | None = None
+        for index, item in enumerate(obj):
+            icls = type(item)
+            if icls is str or icls is int or icls is bool or item is None or (
+                icls is float and item - item == 0.0
+            ):
+                if out is not None:
+                    out.append(item)
+                continue
+            try:
+                encoded = _enc(item, active)
+            except _Failed as failed:
+                failed.segments.append(f"[{index}]")
+                raise
+            if out is not None:
+                out.append(encoded)
+            elif encoded is not item:
+                out = obj[:index]
+                out.append(encoded)
+        return obj if out is None else out
+    finally:
+        active.discard(oid)
+
+
+def _enc_items(items: Iterable[Any], active: set[int]) -> list[Any]:
+    """Encodes each item into a new list (tuples, sets, list subclasses)."""
+    out: list[Any] = []
+    for index, item in enumerate(items):
         try:
-            if isinstance(obj, dict):
-                return self._dict(obj, path)
-            if isinstance(obj, list):
-                return [self.encode(item, f"{path}[{i}]") for i, item in enumerate(obj)]
-            if isinstance(obj, tuple):
-                if type(obj) is not tuple:
-                    self.fail("unregistered tuple subclass (named tuple?): register it", obj, path)
-                return _tagged("tuple", [self.encode(x, f"{path}[{i}]") for i, x in enumerate(obj)])
-            tag = "frozenset" if isinstance(obj, frozenset) else "set"
-            return _tagged(tag, self._set_items(obj, path))
-        finally:
-            self._active.discard(oid)
+            out.append(_enc(item, active))
+        except _Failed as failed:
+            failed.segments.append(f"[{index}]")
+            raise
+    return out
 
-    def _set_items(self, items: Iterable[Any], path: str) -> list[JSONValue]:
-        values = list(items)
-        if len(values) > 1 and _naturally_sortable(values):
-            values.sort()
-            return [self.encode(v, f"{path}[{i}]") for i, v in enumerate(values)]
-        encoded = [self.encode(v, f"{path}[{i}]") for i, v in enumerate(values)]
-        encoded.sort(key=_canonical)
-        return encoded
 
-    def _dict(self, obj: dict[Any, Any], path: str) -> JSONValue:
-        if all(type(k) is str for k in obj):
-            body = {k: self.encode(v, _join_key(path, k)) for k, v in obj.items()}
-            return _tagged("esc", body) if TAG_KEY in obj else body
-        pairs: list[JSONValue] = []
-        for k, v in obj.items():
-            key_path = f"{path}[{k!r}]"
-            pairs.append([self.encode(k, f"{key_path}<key>"), self.encode(v, key_path)])
-        return _tagged("dict", pairs)
+def _enc_other(obj: Any, active: set[int]) -> JSONValue:
+    """Everything but exact JSON scalars, ``dict`` and ``list``: tagged types, subclasses."""
+    entry = _by_class.get(type(obj))
+    if entry is not None:
+        return _registered(entry, obj, active)
+    if isinstance(obj, Enum):
+        raise _Failed("unregistered enum: call reactor.model.codec.register_enum", obj)
+    if isinstance(obj, BaseModel):
+        raise _Failed("unregistered pydantic model: call register_model", obj)
+    if isinstance(obj, datetime):
+        payload: dict[str, JSONValue] = {TAG_KEY: "datetime", VALUE_KEY: obj.isoformat()}
+        if isinstance(obj.tzinfo, ZoneInfo) and obj.tzinfo.key:
+            payload[_TZ_KEY] = obj.tzinfo.key
+        if obj.fold:
+            payload[_FOLD_KEY] = 1
+        return payload
+    if isinstance(obj, date):
+        return _tagged("date", obj.isoformat())
+    if isinstance(obj, time):
+        if obj.fold:
+            return {TAG_KEY: "time", VALUE_KEY: obj.isoformat(), _FOLD_KEY: 1}
+        return _tagged("time", obj.isoformat())
+    if isinstance(obj, timedelta):
+        return _tagged(
+            "timedelta",
+            {"days": obj.days, "seconds": obj.seconds, "microseconds": obj.microseconds},
+        )
+    if isinstance(obj, Decimal):
+        return _tagged("decimal", str(obj))
+    if isinstance(obj, UUID):
+        return _tagged("uuid", str(obj))
+    if isinstance(obj, bytes | bytearray):
+        tag = "bytearray" if isinstance(obj, bytearray) else "bytes"
+        return _tagged(tag, base64.b64encode(obj).decode("ascii"))
+    if isinstance(obj, dict):
+        return _enc_dict(obj, active)  # type: ignore[no-any-return]
+    if isinstance(obj, list | tuple | set | frozenset):
+        return _container(obj, active)
+    # Subclasses of the JSON scalars (not enums, handled above) are stored as their base.
+    if isinstance(obj, str):
+        return str.__str__(obj)
+    if isinstance(obj, int):
+        return int.__int__(obj)
+    if isinstance(obj, float):
+        return _enc(float.__float__(obj), active)  # type: ignore[no-any-return]
+    if dataclasses.is_dataclass(obj):
+        raise _Failed("unregistered dataclass: call register_dataclass", obj)
+    raise _Failed("cannot encode value: register its type with codec.register", obj)
+
+
+def _registered(entry: _Entry, obj: Any, active: set[int]) -> JSONValue:
+    try:
+        raw = entry.to_json(obj)
+    except Exception as exc:
+        raise _Failed(
+            f"encoder for tag {entry.tag!r} raised {type(exc).__name__}: {exc}", obj
+        ) from exc
+    if entry.kind == "model":
+        # model_dump(mode="json") is JSON already and is read back by model_validate as is.
+        return _tagged(entry.tag, raw)
+    oid = id(obj)
+    if oid in active:
+        raise _Failed("reference cycle", obj)
+    active.add(oid)
+    try:
+        return _tagged(entry.tag, _enc(raw, active))
+    finally:
+        active.discard(oid)
+
+
+def _container(obj: list[Any] | tuple[Any, ...] | set[Any] | frozenset[Any],
+               active: set[int]) -> JSONValue:
+    """A list subclass, tuple, set or frozenset: always a new list."""
+    oid = id(obj)
+    if oid in active:
+        raise _Failed("reference cycle", obj)
+    active.add(oid)
+    try:
+        if isinstance(obj, list):
+            return _enc_items(obj, active)
+        if isinstance(obj, tuple):
+            if type(obj) is not tuple:
+                raise _Failed("unregistered tuple subclass (named tuple?): register it", obj)
+            return _tagged("tuple", _enc_items(obj, active))
+        tag = "frozenset" if isinstance(obj, frozenset) else "set"
+        return _tagged(tag, _set_items(obj, active))
+    finally:
+        active.discard(oid)
+
+
+def _set_items(items: Iterable[Any], active: set[int]) -> list[JSONValue]:
+    values = list(items)
+    if len(values) > 1 and _naturally_sortable(values):
+        values.sort()
+        return _enc_items(values, active)
+    encoded = _enc_items(values, active)
+    encoded.sort(key=_canonical)
+    return encoded
 
 
 # Types whose values are totally ordered among themselves: a set of only one of these (numbers
@@ -701,9 +882,12 @@ def dumps(obj: Any) -> str:
     Raises:
         EncodeError: ``obj`` holds a value that cannot be encoded.
     """
-    encoded = encode(obj)
     try:
-        return json.dumps(encoded, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        encoded = _enc(obj, set())
+    except _Failed as failed:
+        raise failed.error() from failed.__cause__
+    try:
+        return _JSON.encode(encoded)
     except ValueError as exc:  # e.g. an int longer than sys.get_int_max_str_digits()
         raise EncodeError(str(exc), type_name=_type_name(obj), path="<root>") from exc
 
@@ -763,19 +947,24 @@ def encode_document(doc: Mapping[str, Any], *, max_bytes: int | None = None) -> 
         raise ValueError(
             f"document holds schema_version {version!r}; this codec writes {SCHEMA_VERSION!r}"
         )
-    encoder = _Encoder()
+    active: set[int] = set()
     body: dict[str, JSONValue] = {"schema_version": SCHEMA_VERSION}
     for key, value in doc.items():
         if type(key) is not str:
             raise TypeError(f"document keys must be strings, got {key!r}")
         if key != "schema_version":
-            body[key] = encoder.encode(value, _join_key("", key))
+            try:
+                body[key] = _enc(value, active)
+            except _Failed as failed:
+                failed.segments.append(_key_segment(key))
+                raise failed.error() from failed.__cause__
     try:
-        text = json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _JSON.encode(body)
     except ValueError as exc:
         raise EncodeError(str(exc), type_name=_type_name(doc), path="<root>") from exc
     if max_bytes is not None:
-        size = len(text.encode("utf-8"))
+        # An ASCII text's UTF-8 size is its length (str.isascii is O(1) in CPython).
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
         if size > max_bytes:
             raise ContextTooLargeError(
                 f"encoded document is {size} bytes, over the limit of {max_bytes} bytes",

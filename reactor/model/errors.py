@@ -18,6 +18,7 @@ from typing import Any
 
 __all__ = [
     "ArgumentResolutionError",
+    "AsyncStepDeadlockError",
     "AsyncWaitTimeoutError",
     "CompensationError",
     "ConfigurationError",
@@ -297,3 +298,24 @@ class SnoozeLimitError(ReactorError):
         self.reason = reason
         self.key = key
         self.attempts = attempts
+
+
+class AsyncStepDeadlockError(ReactorError):
+    """An ``async_step`` was refused at dispatch: its step-level lock (or limit-1 semaphore)
+    key is held by the dispatching execution itself (engine.md §1.2 "async_step").
+
+    The unit would wait in its worker for a hold its own parent keeps until the parent finishes,
+    so the dispatch is refused instead; the body never started, so the unit is not compensated.
+    Not retryable.
+
+    Attributes:
+        step: the refused unit.
+        key: the coordination key held by the execution.
+    """
+
+    retryable = False
+
+    def __init__(self, message: str, step: str = "", key: str = "") -> None:
+        super().__init__(message)
+        self.step = step
+        self.key = key

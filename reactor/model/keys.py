@@ -12,6 +12,7 @@ __all__ = [
     "map_element_key",
     "run_completion_channel",
     "run_liveness_key",
+    "step_completion_channel",
     "step_liveness_key",
     "sweep_window_key",
 ]
@@ -46,3 +47,9 @@ def run_completion_channel(context_id: str) -> str:
     """The signal channel a run publishes on once its terminal state is saved
     (``run:<id>:done``; ARCHITECTURE §5 rule 3: durable record first, then publish)."""
     return f"run:{context_id}:done"
+
+
+def step_completion_channel(step_context_id: str, step_name: str) -> str:
+    """The signal channel an ``async_step`` unit publishes on once its terminal Step Result
+    Record is written (``async_step:<ctx>:<step>:done``; ARCHITECTURE §5 rule 3)."""
+    return f"async_step:{step_context_id}:{step_name}:done"

@@ -489,6 +489,87 @@ def test_failing_registered_encoder_is_an_encode_error() -> None:
         codec.unregister(Fragile)
 
 
+def test_encode_error_paths_through_tuples_sets_registered_and_non_string_keys() -> None:
+    cases: list[tuple[Any, str]] = [
+        ({"t": (1, [object()])}, "t[1][0]"),
+        ({"s": frozenset({(1, object())})}, "s[0][1]"),
+        ({"box": Box([1, {"deep": object()}])}, "box.items[1].deep"),
+        ({"m": {"ok": 1, 2: object()}}, "m[2]"),
+        ({"m": {"first": object(), 2: "x"}}, "m['first']"),  # non-string keys: [key] form
+        ({"m": {(1, object()): "x"}}, "m[(1, <object>)]<key>"),
+        ({"odd key": {"__t": [object()]}}, "['odd key'].__t[0]"),
+    ]
+    for value, path in cases:
+        with pytest.raises(codec.EncodeError) as info:
+            codec.encode(value)
+        got = info.value.path
+        if "<object>" in path:  # the repr of an object() key holds its address
+            assert got.startswith("m[(1, <object object at ") and got.endswith(">)]<key>")
+        else:
+            assert got == path
+        assert info.value.type_name == "object"
+
+
+def test_encode_error_keeps_the_registered_encoders_exception_as_cause() -> None:
+    class Fragile:
+        pass
+
+    def explode(_: Fragile) -> Any:
+        raise RuntimeError("boom")
+
+    codec.register(Fragile, explode, lambda d: Fragile(), tag="tests.codec.Fragile2")
+    try:
+        for call in (codec.encode, codec.dumps, codec.encode_document):
+            with pytest.raises(codec.EncodeError) as info:
+                call({"a": [Fragile()]})
+            assert info.value.path == "a[0]"
+            assert isinstance(info.value.__cause__, RuntimeError)
+    finally:
+        codec.unregister(Fragile)
+
+
+def test_encode_returns_new_containers_never_the_inputs_own() -> None:
+    inner = [1, 2]
+    value = {"a": inner, "b": {"c": 1}}
+    encoded = codec.encode(value)
+    assert encoded == value
+    assert isinstance(encoded, dict)
+    assert encoded is not value and encoded["a"] is not inner and encoded["b"] is not value["b"]
+    inner.append(3)
+    assert encoded["a"] == [1, 2]
+
+
+def test_document_error_path_of_a_non_identifier_top_level_key() -> None:
+    with pytest.raises(codec.EncodeError) as info:
+        codec.encode_document({"a b": {"c": object()}})
+    assert info.value.path == "['a b'].c"
+    with pytest.raises(codec.EncodeError) as info:
+        codec.encode_document({"x": object()})
+    assert info.value.path == "x"
+
+
+def test_float_values_inside_containers_are_checked_for_finiteness() -> None:
+    value = {"ok": 1.5, "bad": [2.5, math.inf], "neg": {"x": -math.inf}, "nan": math.nan}
+    encoded = codec.encode(value)
+    assert encoded == {
+        "ok": 1.5,
+        "bad": [2.5, {"__t": "float", "v": "inf"}],
+        "neg": {"x": {"__t": "float", "v": "-inf"}},
+        "nan": {"__t": "float", "v": "nan"},
+    }
+    assert "Infinity" not in codec.encode_document(value)
+
+
+@given(_values)
+def test_dumps_is_the_compact_json_of_encode(value: Any) -> None:
+    # Copy-on-write encoding (containers kept when unchanged) gives the same text as the
+    # fresh structure encode() returns.
+    expected = json.dumps(codec.encode(value), separators=(",", ":"), ensure_ascii=False,
+                          allow_nan=False)
+    assert codec.dumps(value) == expected
+    assert codec.encode_document({"v": value}) == '{"schema_version":"1","v":' + expected + "}"
+
+
 # --------------------------------------------------------------------------- decode errors
 
 

@@ -67,10 +67,21 @@ Handler = Callable[[JobContext, Any], None]
 
 
 def _registry() -> dict[str, Handler]:
+    from reactor.jobs.handlers.map_collect import handle_map_collect
+    from reactor.jobs.handlers.map_element import handle_map_element
+    from reactor.jobs.handlers.map_element_rollback import handle_map_element_rollback
     from reactor.jobs.handlers.run import handle_run
+    from reactor.jobs.handlers.step import handle_step
     from reactor.jobs.handlers.sweep import handle_sweep
 
-    return {"run": handle_run, "sweep": handle_sweep}
+    return {
+        "run": handle_run,
+        "step": handle_step,
+        "sweep": handle_sweep,
+        "map_element": handle_map_element,
+        "map_collect": handle_map_collect,
+        "map_element_rollback": handle_map_element_rollback,
+    }
 
 
 #: Job kind -> handler. Extend it (``HANDLERS["step"] = handle_step``) to serve a new kind.

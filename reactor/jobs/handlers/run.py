@@ -4,10 +4,16 @@
 2. Take the run's liveness lock ``async:<id>`` with a fresh owner, **before reading** the
    context (polling up to ``JobContext.liveness_wait``); a live holder means another execution
    owns the run: re-enqueue with a short delay (uncapped, not counted as a snooze).
-3. Load the context; nothing stored, a terminal run or a run that is not ``running`` is a
-   no-op (a stale or duplicate delivery).
+3. Load the context; nothing stored, a terminal run or a run that is not ``running`` (or
+   ``rolling_back``) is a no-op (a stale or duplicate delivery).
 4. Continue it (:func:`reactor.engine.background.continue_run`): steps from ``current_step``
-   with the persisted undo stack, or the rollback a crash cut off.
+   with the persisted undo stack, or the rollback a crash cut off. A ``rolling_back`` run
+   (a fan-out map's distributed rollback was handed to element jobs) is resumed the same way
+   (``resume_rollback``): it re-enters the map's rollback, aggregates the settled outcomes and
+   finishes the rest (:mod:`reactor.engine.map_rollback`). A fan-out map that dispatched its
+   elements (:class:`~reactor.engine.fan_out.MapDispatched`) or a map rollback still in flight
+   (:class:`~reactor.engine.map_rollback.RollbackHandedOff`, saved ``rolling_back`` here) ends
+   the job: the collector or the last rollback job resumes the run.
 5. Save before releasing the lock, then publish the completion channel (ARCHITECTURE §5 rules
    2 and 3).
 
@@ -22,9 +28,10 @@ and logs once (engine.md §1.2 "Parking on contention").
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from reactor import registry
-from reactor.engine import background, liveness
+from reactor.engine import background, fan_out, liveness, map_rollback
 from reactor.engine.checkpoint import load_context
 from reactor.engine.dispatch import publish_completion
 from reactor.engine.env import Env, make_env
@@ -72,7 +79,9 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
     """
     definition = registry.get(payload.reactor).definition
     definition.register_codec_types()
-    env = make_env(jc.runtime)
+    # In a worker, contention and async waits park instead of blocking (ARCHITECTURE §5
+    # rule 7); inline, the job runs nested in its caller, which waits.
+    env = replace(make_env(jc.runtime), in_worker=not jc.inline)
     hold = liveness.take(env, payload.context_id, wait=0.0 if jc.inline else jc.liveness_wait)
     if hold is None:
         delay = contention_delay(env, payload.context_id)
@@ -92,6 +101,8 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
                 f"run {payload.context_id!r} belongs to reactor {ctx.reactor!r}, "
                 f"not {payload.reactor!r}"
             )
+        if ctx.status is RunStatus.ROLLING_BACK:  # resume_rollback: a map rollback settled
+            ctx.status = RunStatus.RUNNING  # (reactor.engine.map_rollback, seed 004)
         if ctx.status is not RunStatus.RUNNING:  # finished, paused...: stale or duplicate
             log.info(
                 "event=run_skipped context_id=%s status=%s", ctx.context_id, ctx.status.value
@@ -108,6 +119,13 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
             return
         except Park as park:
             finished = _park(jc, env, hold, ctx, payload, park)
+            return
+        except fan_out.MapDispatched as dispatched:  # saved before its elements were enqueued
+            log.info("event=run_handed_to_map context_id=%s step=%s map_id=%s",
+                     ctx.context_id, dispatched.step, dispatched.map_id)
+            return
+        except map_rollback.RollbackHandedOff as handed:
+            map_rollback.hand_off(env, liveness.FencedCheckpointer(env, ctx, hold), handed)
             return
         except LockLost as exc:
             log.warning(

@@ -1,0 +1,108 @@
+"""The fulfilment saga in background workers, with payment capture as an ``async_step``.
+
+``./scripts/demo --workers 2`` runs this variant: the whole run moves to a worker
+(``Background(all=True)``), and the capture is dispatched as its own ``step`` job while the run
+continues::
+
+    validate ──> reserve (map: ReserveLine per line item, atomic)
+                   └──> authorize ──> book_shipment (3 attempts)
+                                        └──> capture (async_step: its own job)
+                                               └──> send_confirmation (reads result("capture"))
+
+An async unit is never on its parent's undo stack, so the capture runs last among the steps
+that can fail: a failed order has at most an authorization (voided by the rollback), never a
+capture. ``send_confirmation`` reads ``result("capture")``, which makes it wait for the unit
+(inside a worker the reader parks instead of blocking a thread); a failed capture arrives as a
+``Failure`` object, which the ``payment`` input contract (``dict``) rejects, so the run rolls
+back (compensation is opt-in). Every other step is the synchronous saga's own
+(:mod:`.saga`), so the same invariant check applies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reactor import (
+    Background,
+    Input,
+    Reactor,
+    Step,
+    async_step,
+    element,
+    input,
+    map_step,
+    result,
+    step,
+)
+
+from .models import Order
+from .saga import SHIPMENT_RETRIES, Authorize, Fulfil, ReserveLine, SendConfirmation
+from .services import SERVICES
+
+__all__ = ["CaptureUnit", "FulfilInWorkers"]
+
+_BOOK = Fulfil.definition.steps["book_shipment"]
+
+
+class CaptureUnit(Step):
+    """Takes the authorized money, as an async unit (no ``undo``: a unit is never undone).
+
+    Returns:
+        ``{"id", "authorization_id", "amount": Decimal, "currency"}``.
+    """
+
+    authorization = Input(str, min_length=1)
+
+    def run(self) -> dict[str, Any]:
+        """Captures the full authorized amount."""
+        cap = SERVICES.get().ledger.capture(self.inputs.authorization)
+        return {"id": cap.id, "authorization_id": cap.authorization_id, "amount": cap.amount,
+                "currency": cap.currency}
+
+
+def _book_shipment() -> object:
+    spec = step(_BOOK.function, order=input("order"), parcels=result("validate", "parcels"),
+                wait_for=["authorize"], retries=SHIPMENT_RETRIES)
+    assert _BOOK.undo_function is not None and _BOOK.compensate_function is not None
+    spec.undo(_BOOK.undo_function)
+    spec.compensate(_BOOK.compensate_function)
+    return spec
+
+
+class FulfilInWorkers(Reactor, name="order_fulfilment.fulfil_workers"):
+    """Fulfils one order in a background worker; see the module docstring.
+
+    Inputs:
+        order: the :class:`~examples.order_fulfilment.models.Order`.
+        card_token: the raw card token (``order.card_token()``); redacted everywhere.
+
+    Returns:
+        The ``send_confirmation`` result.
+    """
+
+    order = Input(Order)
+    card_token = Input(str, redact=True)
+    background = Background(all=True)
+
+    validate = Fulfil.definition.steps["validate"]
+    reserve = map_step(
+        ReserveLine,
+        source=result("validate", "lines"),
+        args={"line": element("reserve"), "order_id": input("order", "id")},
+        atomic=True,
+    )
+    authorize = step(
+        Authorize,
+        order_id=input("order", "id"),
+        amount=result("validate", "total"),
+        currency=result("validate", "currency"),
+        card_token=input("card_token"),
+        wait_for=["reserve"],
+    )
+    book_shipment = _book_shipment()
+    capture = async_step(CaptureUnit, authorization=result("authorize", "id"),
+                         wait_for=["book_shipment"])
+    send_confirmation = step(SendConfirmation, order=input("order"),
+                             shipment=result("book_shipment"), payment=result("capture"))
+
+    returns = "send_confirmation"

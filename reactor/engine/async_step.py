@@ -1,0 +1,346 @@
+"""``async_step`` in the parent run: dispatching a unit and reading its result.
+
+Semantics: engine.md §1.2 "async_step", §3.4; seeds 000/003 (``step_worker.rb``,
+``step_sweeper.rb``); ARCHITECTURE §5 rules 1-3, 6 and 7. The unit's own job is
+:mod:`reactor.jobs.handlers.step`.
+
+**Dispatch** (:func:`dispatch`, called by the executor for a step of kind ``"async_step"``):
+
+1. a record already stored for ``(context, step)`` means the unit was dispatched before (a
+   resumed or redelivered parent): re-attach, never re-dispatch;
+2. the **dispatch guard** refuses a unit whose step-level lock (or limit-1 semaphore) key is
+   held by this execution — the unit would wait in its worker for a hold its own parent keeps
+   until it finishes. The refusal is a non-retryable
+   :class:`~reactor.model.errors.AsyncStepDeadlockError` ``Failure``; the body never started,
+   so the unit is not compensated (the parent's completed steps roll back as usual);
+3. write the ``dispatched`` Step Result Record, record the link in the owning context's
+   ``private_data["async_steps"]``, checkpoint the root, then enqueue the ``step`` job
+   (persist before enqueue). The node counts as complete **for scheduling only**: unrelated
+   siblings keep running; the unit's value is never in ``intermediate_results`` and the unit is
+   never on the undo stack.
+
+**Readers** (:func:`read_result`, reached from :func:`reactor.engine.arguments.resolve` when a
+``result("<unit>")`` template names a dispatched unit):
+
+* a synchronous caller blocks up to ``async_wait_timeout``: it subscribes to the unit's
+  completion channel, re-checks the durable record on every wake-up, and polls every
+  ``clamp(timeout / 10, 0.05 s, 5 s)`` (a lost signal costs latency, never correctness);
+* inside a worker (``Env.in_worker``) the reader **parks** at once
+  (:class:`~reactor.engine.parks.Park` with reason ``"async_wait"``, uncapped, re-enqueued
+  after ``lock_snooze_base_delay + jitter``) instead of blocking a worker thread — on a small
+  pool a blocked reader can starve the very job it waits for. Parks are bounded in total by
+  ``async_park_timeout`` measured from the record's ``dispatched_at``.
+
+On success the reader gets the raw value; on failure the ``Failure`` **object** (compensation
+is opt-in: a failing unit nobody reads never fails the parent); on a unit halt, the ``Halt``.
+A wait that runs out raises :class:`~reactor.model.errors.AsyncWaitTimeoutError`, which fails
+the reading step as an argument error (not retried, not compensated).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from reactor.dsl.coordination import LockDecl, SemaphoreDecl
+from reactor.dsl.declarations import StepSpec
+from reactor.engine.arguments import resolve_arguments
+from reactor.engine.coordination import step_default_key
+from reactor.engine.env import Env
+from reactor.engine.parks import Park, park_delay
+from reactor.engine.state import RunState
+from reactor.jobs.payloads import StepPayload, job
+from reactor.model import codec
+from reactor.model.context import Context
+from reactor.model.errors import (
+    ArgumentResolutionError,
+    AsyncStepDeadlockError,
+    AsyncWaitTimeoutError,
+    CoordinationKeyError,
+    InputValidationError,
+)
+from reactor.model.keys import step_completion_channel
+from reactor.model.results import Failure, Halt, Result, Success
+from reactor.ports.records import StepResultRecord
+from reactor.ports.storage import Storage, Subscription
+
+__all__ = [
+    "ASYNC_STEPS",
+    "PARK_SWEEP_GRACE",
+    "dispatch",
+    "dispatched_units",
+    "outcome_of",
+    "read_result",
+    "reader_value",
+    "reading",
+    "wait_for_record",
+]
+
+log = logging.getLogger("reactor.async_step")
+
+#: ``private_data`` key of the owning context: unit name -> ``{"dispatched_at": epoch s}``
+#: (the link to the unit's Step Result Record, written at dispatch by the parent itself).
+ASYNC_STEPS = "async_steps"
+#: Seconds added to a parked unit's ``parked_until`` so ordinary queue latency on its
+#: redelivery does not make the step sweeper mistake it for a lost unit (seed 000
+#: ``StepWorker::PARK_SWEEP_GRACE``).
+PARK_SWEEP_GRACE = 5.0
+#: Bounds of a synchronous reader's fallback poll interval, in seconds.
+MIN_POLL = 0.05
+MAX_POLL = 5.0
+
+#: The clock a synchronous reader's deadline is measured on (replace in tests).
+monotonic: Callable[[], float] = time.monotonic
+#: How a synchronous reader waits between re-checks when the storage has no signals.
+sleep: Callable[[float], None] = time.sleep
+
+_reader_env: contextvars.ContextVar[Env | None] = contextvars.ContextVar(
+    "reactor_async_reader_env", default=None
+)
+
+
+@contextmanager
+def reading(env: Env) -> Iterator[None]:
+    """Let ``result("<unit>")`` templates resolved in this block wait through ``env``.
+
+    The executor enters it around every execution, the unit handler around its own argument
+    resolution (a unit may read another unit).
+    """
+    token = _reader_env.set(env)
+    try:
+        yield
+    finally:
+        _reader_env.reset(token)
+
+
+def dispatched_units(ctx: Context) -> set[str]:
+    """The names of the units ``ctx`` already dispatched (complete for scheduling)."""
+    refs = ctx.private_data.get(ASYNC_STEPS)
+    return set(refs) if isinstance(refs, dict) else set()
+
+
+# ------------------------------------------------------------------------------ dispatch
+
+
+def _held_by_execution(state: RunState, decl: LockDecl | SemaphoreDecl, key: str) -> bool:
+    ctx = state.ctx
+    if isinstance(decl, LockDecl):
+        info = state.env.storage.locks.info(key)
+        return info is not None and info.owner == (ctx.root_context_id or ctx.context_id)
+    # A semaphore slot is a fresh token per hold: the execution holds a limit-1 slot on this
+    # key when its own reactor-level declaration took it.
+    for own in state.definition.coordination:
+        if isinstance(own, LockDecl | SemaphoreDecl):
+            try:
+                if own.resolve_key(ctx.inputs, state.definition.name) == key:
+                    return True
+            except CoordinationKeyError:
+                continue
+    return False
+
+
+def _guard(state: RunState, spec: StepSpec) -> Failure | None:
+    """The dispatch guard (see the module docstring); ``None`` when the unit may go."""
+    decls = [
+        d for d in spec.coordination
+        if isinstance(d, LockDecl) or (isinstance(d, SemaphoreDecl) and d.limit == 1)
+    ]
+    if not decls:
+        return None
+    try:
+        arguments = resolve_arguments(spec, state.ctx)
+        if spec.step_class is not None:
+            arguments = spec.step_class.contract.validate(arguments, step_name=spec.name)
+    except (ArgumentResolutionError, InputValidationError):
+        return None  # the unit's own job reports it (before taking any hold)
+    default_key = step_default_key(state.definition.name, spec)
+    for decl in decls:
+        try:
+            key = decl.resolve_key(arguments, default_key)
+        except CoordinationKeyError:
+            continue
+        if _held_by_execution(state, decl, key):
+            error = AsyncStepDeadlockError(
+                f"async_step {spec.name!r} refused: its {decl.primitive} {key!r} is held by "
+                "the dispatching execution (the unit would wait for its own parent)",
+                step=spec.name, key=key,
+            )
+            return Failure(error, retryable=False)
+    return None
+
+
+def dispatch(state: RunState, spec: StepSpec) -> Failure | None:
+    """Dispatch async unit ``spec`` of ``state.ctx`` (see the module docstring).
+
+    Returns:
+        ``None`` once the unit is dispatched (or re-attached); a ``Failure`` when the dispatch
+        guard refused it.
+
+    Raises:
+        EncodeError, ContextTooLargeError, StorageError, RouterError: persisting or enqueueing
+            failed (before the enqueue: nothing was dispatched).
+    """
+    ctx = state.ctx
+    env = state.env
+    name = spec.name
+    store = env.storage.step_results
+    existing = store.get(ctx.context_id, name)
+    record_ctx = state.checkpoint.context  # the stored record the worker loads (the root)
+    if existing is None:
+        refused = _guard(state, spec)
+        if refused is not None:
+            return refused
+        now = env.now()
+        store.put(StepResultRecord(
+            context_id=ctx.context_id, step_name=name, status="dispatched",
+            root_context_id=record_ctx.context_id, reactor=record_ctx.reactor,
+            dispatched_at=now, updated_at=now,
+        ))
+        dispatched_at = now
+    else:
+        dispatched_at = existing.dispatched_at
+        log.info("event=async_step_reattached context_id=%s step=%s status=%s",
+                 ctx.context_id, name, existing.status)
+    refs = ctx.private_data.setdefault(ASYNC_STEPS, {})
+    refs[name] = {"dispatched_at": dispatched_at}
+    state.trace("dispatched", name)
+    ctx.current_step = None
+    state.in_flight = None
+    state.checkpoint.save()
+    if existing is None:
+        env.runtime.router.enqueue(job(StepPayload(
+            root_context_id=record_ctx.context_id, reactor=record_ctx.reactor,
+            step_context_id=ctx.context_id, step_name=name,
+        )))
+        log.info("event=async_step_dispatched context_id=%s step=%s", ctx.context_id, name)
+    return None
+
+
+# ------------------------------------------------------------------------------ readers
+
+
+def outcome_of(record: StepResultRecord) -> Result:
+    """The unit's result stored on a ``completed`` record (``Success``/``Halt``/``Failure``).
+
+    Raises:
+        DeserializationError: the stored outcome is malformed.
+    """
+    decoded = codec.loads(record.outcome) if record.outcome is not None else None
+    if isinstance(decoded, Result):
+        return decoded
+    return Success(decoded)
+
+
+def reader_value(result: Result) -> Any:
+    """What a reader gets: the raw value of a ``Success``; the ``Halt``/``Failure`` itself."""
+    if isinstance(result, Halt | Failure):
+        return result
+    assert isinstance(result, Success)
+    return result.value
+
+
+def _subscribe(storage: Storage, channel: str) -> Subscription | None:
+    signals = storage.signals
+    if signals is None or not storage.capabilities.signals:
+        return None
+    try:
+        return signals.subscribe(channel)
+    except Exception as exc:
+        log.warning("event=subscribe_failed channel=%s error=%s", channel, exc)
+        return None
+
+
+def wait_for_record(
+    env: Env, context_id: str, step: str, timeout: float | None = None
+) -> StepResultRecord:
+    """Block until the unit's record is ``completed`` (a synchronous reader).
+
+    Args:
+        env: the reader's environment.
+        context_id: the context owning the unit.
+        step: the unit's name.
+        timeout: seconds; ``None`` = ``settings.async_wait_timeout``.
+
+    Returns:
+        The completed record.
+
+    Raises:
+        AsyncWaitTimeoutError: still not completed at the deadline.
+        StorageError: the backend failed.
+    """
+    bound = env.settings.async_wait_timeout if timeout is None else float(timeout)
+    poll = min(max(bound / 10.0, MIN_POLL), MAX_POLL)
+    deadline = monotonic() + bound
+    subscription = _subscribe(env.storage, step_completion_channel(context_id, step))
+    try:
+        while True:  # subscribed before the first check: no lost wake-up
+            record = env.storage.step_results.get(context_id, step)
+            if record is not None and record.status == "completed":
+                return record
+            remaining = deadline - monotonic()
+            if remaining <= 0:
+                raise AsyncWaitTimeoutError(
+                    f"async_step {step!r} of run {context_id!r} did not complete within "
+                    f"{bound:g}s", run_id=context_id, timeout=bound,
+                )
+            pause = min(poll, remaining)
+            if subscription is not None:
+                subscription.get(pause)
+            else:
+                sleep(pause)
+    finally:
+        if subscription is not None:
+            subscription.close()
+
+
+def _park(env: Env, ctx: Context, step: str, dispatched_at: float) -> Park:
+    bound = env.settings.async_park_timeout
+    waited = env.now() - dispatched_at
+    if bound is not None and waited >= bound:
+        raise AsyncWaitTimeoutError(
+            f"async_step {step!r} of run {ctx.context_id!r} did not complete within the "
+            f"async_park_timeout of {bound:g}s (dispatched {waited:.0f}s ago)",
+            run_id=ctx.context_id, timeout=bound,
+        )
+    delay = park_delay(env.settings)
+    if bound is not None:
+        delay = min(delay, max(bound - waited, 0.1))
+    ctx.private_data["waiting"] = {
+        "scope": ctx.current_step, "primitive": "async_step", "key": step,
+    }
+    return Park(delay=delay, reason="async_wait", key=f"{ctx.context_id}:{step}",
+                step=ctx.current_step)
+
+
+def read_result(ctx: Context, step: str) -> Any:
+    """Resolve ``result(step)`` for an async unit dispatched by ``ctx`` (see module docstring).
+
+    Raises:
+        LookupError: ``step`` is not a unit ``ctx`` dispatched, or no execution is reading
+            (the caller reports "step has no result").
+        AsyncWaitTimeoutError: the wait ran out (sync: ``async_wait_timeout``; worker:
+            ``async_park_timeout`` since dispatch).
+        Park: inside a worker, while the unit is not completed.
+    """
+    env = _reader_env.get()
+    refs = ctx.private_data.get(ASYNC_STEPS)
+    if env is None or not isinstance(refs, dict) or step not in refs:
+        raise LookupError(f"step {step!r} has no result")
+    record = env.storage.step_results.get(ctx.context_id, step)
+    if record is None or record.status != "completed":
+        if env.in_worker:
+            ref = refs[step]
+            dispatched_at = (
+                record.dispatched_at if record is not None
+                else float(ref.get("dispatched_at", env.now())) if isinstance(ref, dict)
+                else env.now()
+            )
+            raise _park(env, ctx, step, dispatched_at)
+        record = wait_for_record(env, ctx.context_id, step)
+    if ctx.private_data.get("waiting", {}).get("primitive") == "async_step":
+        ctx.private_data.pop("waiting", None)
+    return reader_value(outcome_of(record))

@@ -1,0 +1,513 @@
+"""Fan-out maps: dispatch one job per element, adopt the settled outcome (engine.md §1.2
+"Map: fan-out", §3.4; storage-protocol.md §2.4; issue 8).
+
+A ``map_step(..., fan_out=FanOut(batch_size=N))`` is a **hand-off point**:
+
+1. The run reaching it (the *owner*: the stored root record that holds the step's context)
+   records a fan-out ``map_ref`` (``{"type": "map_ref", "map_id", "fan_out": True, "count"}``)
+   in ``composed_contexts[step]`` — the ``map_operations`` marker — and **saves itself**, then
+   initialises the map (:meth:`MapStore.init` with a :class:`MapMetadata`, counter = count,
+   offset = 0) and dispatches the first batch (:func:`dispatch_batch`). It then raises
+   :class:`MapDispatched`: a synchronous caller returns a
+   :class:`~reactor.engine.dispatch.DispatchHandle`, a worker releases the run.
+2. :func:`dispatch_batch` reserves ``[offset, offset + N)`` with ``advance_offset``, stores one
+   *pending* element context per index (its resolved inputs, so the job payload carries
+   identities only: persist, then enqueue) and enqueues one ``map_element`` job per index. The
+   element that ends a batch dispatches the next one (back pressure). Once the map has stopped
+   (``atomic`` failure or a halt), a claim settles every undispatched index as *skipped*
+   instead (:func:`settle_skipped`).
+3. The element jobs (:mod:`reactor.jobs.handlers.map_element`) store their result slot by
+   index and decrement the counter; the one reaching 0 enqueues the collector
+   (:mod:`reactor.jobs.handlers.map_collect`), which checks the slots, claims the owner signal
+   once and enqueues the owner's ``run`` job.
+4. The owner re-enters the map step, finds the marker and **adopts** the outcome — it never
+   re-dispatches: ``Success(MapResultEnumerator)``; the element's ``Halt``; or, for an atomic
+   failure, the failed element's ``Failure`` after the completed elements were rolled back
+   (distributed, :mod:`reactor.engine.map_rollback`). Re-entered before the map settled (e.g.
+   by the run sweeper), it hands off again.
+
+A map inside a map element never fans out: it runs inline (:func:`fans_out`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from reactor import registry
+from reactor.dsl.declarations import StepSpec
+from reactor.dsl.definition import ReactorDefinition
+from reactor.engine.arguments import resolve, resolve_arguments
+from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine.env import Env
+from reactor.engine.state import InFlight, RunState
+from reactor.engine.step_runner import StepOutcome
+from reactor.jobs.payloads import MapCollectPayload, MapElementPayload, job
+from reactor.model import codec
+from reactor.model.context import Context
+from reactor.model.errors import (
+    ArgumentResolutionError,
+    ContextTooLargeError,
+    DeserializationError,
+    UnknownReactorError,
+)
+from reactor.model.map_results import MapResultEnumerator, decode_slot, encode_slot
+from reactor.model.results import Failure, Halt, Success
+from reactor.model.status import RunStatus
+from reactor.ports.records import MapMetadata
+
+if TYPE_CHECKING:
+    from reactor.engine.dispatch import DispatchHandle
+
+__all__ = [
+    "ARGUMENT_ERROR",
+    "VALIDATE_INPUTS",
+    "MapDispatched",
+    "caller_result",
+    "dispatch_batch",
+    "element_context_id",
+    "enqueue_collector",
+    "fan_out_entry",
+    "fans_out",
+    "is_fan_out_ref",
+    "load_parent",
+    "materialize",
+    "run_fan_out",
+    "settle_skipped",
+]
+
+log = logging.getLogger("reactor.map")
+
+#: ``private_data`` key of a pending element context: its inputs are raw (validated by the job).
+VALIDATE_INPUTS = "validate_inputs"
+#: ``private_data`` key of a pending element context whose arguments could not be resolved.
+ARGUMENT_ERROR = "argument_error"
+#: ``MapMetadata.extra`` key: compose step names from the owner record to the map's context.
+PATH = "path"
+
+_ELEMENT_NAMESPACE = uuid.UUID("5f0b5d1e-6a57-4c1f-9d43-7a1f3f0e8b21")
+
+
+class MapDispatched(BaseException):  # noqa: N818 - control flow, not an error
+    """Raised by a fan-out map step once its run is saved and its elements are dispatched.
+
+    A ``BaseException`` (like :class:`reactor.engine.background.HandOff`) so no user
+    ``except Exception`` swallows it. The run was saved **before** the elements were
+    enqueued; whoever catches this must not save the context again.
+
+    Attributes:
+        context_id: the owner run (the stored record) the collector will resume.
+        reactor: its registered reactor name.
+        step: the map step.
+        map_id: the map.
+    """
+
+    def __init__(self, context_id: str, reactor: str, step: str, map_id: str) -> None:
+        super().__init__(f"map {step!r} ({map_id}) handed off to its element jobs")
+        self.context_id = context_id
+        self.reactor = reactor
+        self.step = step
+        self.map_id = map_id
+
+
+def element_context_id(map_id: str, index: int) -> str:
+    """The stable context id of element ``index`` of ``map_id`` (a UUID5).
+
+    Stable, so a re-dispatched element resumes its own stored context instead of starting a
+    second one.
+    """
+    return str(uuid.uuid5(_ELEMENT_NAMESPACE, f"{map_id}:{index}"))
+
+
+def is_fan_out_ref(value: Any) -> bool:
+    """Whether ``value`` (a ``composed_contexts`` entry or an undo entry) names a fan-out map."""
+    return isinstance(value, Mapping) and bool(value.get("fan_out")) and isinstance(
+        value.get("map_id"), str
+    )
+
+
+def fans_out(state: RunState, spec: StepSpec) -> bool:
+    """Whether map step ``spec`` runs as a fan-out map in ``state``.
+
+    Only when it declares ``fan_out`` and the stored record executing it is not a map element
+    (a map nested in a map element runs inline; engine.md §1.2).
+    """
+    return spec.kind == "map" and spec.fan_out is not None and (
+        state.checkpoint.context.map_metadata is None
+    )
+
+
+def fan_out_entry(step: str, map_id: str, count: int) -> dict[str, Any]:
+    """The undo-stack entry of a completed fan-out map (no per-element list: the elements are
+    found through the map's element index when it is rolled back)."""
+    return {
+        "step": step, "kind": "map", "arguments": {"map_id": map_id}, "result": None,
+        "map_id": map_id, "fan_out": True, "count": count,
+    }
+
+
+def _path_to(root: Context, target: Context) -> list[str] | None:
+    if root is target:
+        return []
+    for name, child in root.composed_contexts.items():
+        if isinstance(child, Context):
+            below = _path_to(child, target)
+            if below is not None:
+                return [name, *below]
+    return None
+
+
+def _items(source: Any) -> Sequence[Any]:
+    if isinstance(source, str | bytes | Mapping) or not isinstance(source, Iterable):
+        raise ArgumentResolutionError(
+            f"map source must be a sequence of elements, got {type(source).__name__}"
+        )
+    return source if isinstance(source, Sequence) else list(source)
+
+
+# ------------------------------------------------------------------------------ owner side
+
+
+def run_fan_out(state: RunState, spec: StepSpec) -> StepOutcome:
+    """Run fan-out map step ``spec``: dispatch it the first time, adopt its outcome afterwards.
+
+    Returns:
+        The adopted outcome (see the module docstring), or an immediate ``Success`` for an
+        empty source, or a ``Failure`` when the source cannot be resolved.
+
+    Raises:
+        MapDispatched: the elements were dispatched (or are still running): the run was saved
+            and must be handed off.
+        reactor.engine.map_rollback.RollbackHandedOff: an atomic failure's distributed rollback
+            is in progress (the run must be saved as ``rolling_back``).
+    """
+    ctx = state.ctx
+    name = spec.name
+    ref = ctx.composed_contexts.get(name)
+    if is_fan_out_ref(ref):
+        assert isinstance(ref, Mapping)
+        return _adopt(state, spec, str(ref["map_id"]), int(ref.get("count") or 0))
+    try:
+        items = _items(resolve(spec.source, ctx)) if spec.source is not None else []
+    except ArgumentResolutionError as exc:
+        return StepOutcome(Failure(exc, retryable=False), {}, body_started=False)
+    map_id = uuid.uuid4().hex
+    count = len(items)
+    if count == 0:
+        return StepOutcome(
+            Success(MapResultEnumerator(map_id, 0)), {}, body_started=False,
+            undo_entry=fan_out_entry(name, map_id, 0),
+        )
+    ctx.composed_contexts[name] = {
+        "type": "map_ref", "map_id": map_id, "fan_out": True, "count": count, "elements": {},
+    }
+    state.in_flight = InFlight(step=name, kind="map", arguments={"map_id": map_id},
+                               body_started=True)
+    state.checkpoint.save()  # the marker first: a resumed owner adopts, never re-dispatches
+    meta = _start(state, spec, map_id, count)
+    dispatch_batch(state.env, meta, items=items, parent=ctx)
+    record = state.checkpoint.context
+    log.info(
+        "event=map_dispatched map_id=%s step=%s count=%d batch_size=%d owner=%s",
+        map_id, name, count, meta.batch_size, record.context_id,
+    )
+    raise MapDispatched(record.context_id, record.reactor, name, map_id)
+
+
+def _start(state: RunState, spec: StepSpec, map_id: str, count: int) -> MapMetadata:
+    """Record the map (metadata, counter, offset 0); idempotent (NX on the metadata)."""
+    assert spec.fan_out is not None
+    record = state.checkpoint.context
+    maps = state.env.storage.maps
+    meta = MapMetadata(
+        map_id=map_id,
+        count=count,
+        parent_context_id=state.ctx.context_id,
+        parent_reactor=state.definition.name,
+        step_name=spec.name,
+        element_reactor=state.definition.children[spec.name].name,
+        owner_context_id=record.context_id,
+        owner_reactor=record.reactor,
+        batch_size=spec.fan_out.batch_size,
+        atomic=spec.atomic,
+        created_at=state.now(),
+        extra={PATH: _path_to(record, state.ctx) or []},
+    )
+    if not maps.init(meta):
+        meta = maps.metadata(map_id) or meta
+    maps.init_offset(map_id, 0)
+    return meta
+
+
+def _adopt(state: RunState, spec: StepSpec, map_id: str, count: int) -> StepOutcome:
+    from reactor.engine import map_rollback  # it imports this module
+
+    env = state.env
+    maps = env.storage.maps
+    name = spec.name
+    record = state.checkpoint.context
+    if maps.metadata(map_id) is None:  # the owner was saved but the map never recorded
+        meta = _start(state, spec, map_id, count)
+        if maps.offset(map_id) == 0:
+            dispatch_batch(env, meta, parent=state.ctx)
+        raise MapDispatched(record.context_id, record.reactor, name, map_id)
+    if maps.count_results(map_id) < count:  # still running: wait for the collector's signal
+        raise MapDispatched(record.context_id, record.reactor, name, map_id)
+    stopper = _stopper(env, map_id)
+    if stopper is None:
+        ref = state.ctx.composed_contexts[name]
+        ref["started"] = count  # names every element whose context a late rollback misses
+        return StepOutcome(
+            Success(MapResultEnumerator(map_id, count)), {"map_id": map_id},
+            body_started=True, undo_entry=fan_out_entry(name, map_id, count),
+        )
+    index, result = stopper
+    if isinstance(result, Halt):
+        return StepOutcome(
+            result, {"map_id": map_id}, body_started=True,
+            undo_entry=fan_out_entry(name, map_id, count),
+        )
+    attributed = [f.in_map(name, index) for f in result.rollback_failures]
+    rolled = map_rollback.roll_back_fan_out(state, name, map_id, kind="compensate")
+    failure = replace(result, rollback_failures=[*attributed, *rolled], run_id=None)
+    return StepOutcome(failure, {}, body_started=True)
+
+
+def _stopper(env: Env, map_id: str) -> tuple[int, Failure | Halt] | None:
+    """The element that stopped the map (atomic failure or halt): ``(index, result)``."""
+    failed_id = env.storage.maps.failed_context(map_id)
+    if failed_id is None:
+        return None
+    try:
+        element = load_context(env, failed_id)
+    except DeserializationError:
+        element = None
+    index = (element.map_metadata or {}).get("index") if element is not None else None
+    if isinstance(index, int):
+        text = env.storage.maps.result_slots(map_id, [index])[0]
+        result = decode_slot(text) if text is not None else None
+        if isinstance(result, Failure | Halt):
+            return index, result
+        if element is not None and element.failure is not None:
+            return index, element.failure
+    message = f"map element context {failed_id} failed and is no longer readable"
+    return -1, Failure(message, retryable=False)
+
+
+def caller_result(env: Env, dispatched: MapDispatched) -> DispatchHandle | Success | Failure:
+    """What a synchronous caller returns once its run handed off at a fan-out map.
+
+    Returns:
+        The run's final result when it already finished (the inline router runs every job
+        before ``enqueue`` returns), else a :class:`DispatchHandle` to wait on.
+    """
+    from reactor.engine.dispatch import DispatchHandle, stored_result
+
+    stored = load_context(env, dispatched.context_id)
+    if stored is not None and (result := stored_result(stored)) is not None:
+        return result
+    return DispatchHandle(
+        run_id=dispatched.context_id,
+        job_id="",
+        reactor=dispatched.reactor,
+        results=dict(stored.intermediate_results) if stored is not None else {},
+        runtime=env.runtime,
+    )
+
+
+# ------------------------------------------------------------------------------ dispatcher
+
+
+def load_parent(env: Env, meta: MapMetadata) -> tuple[ReactorDefinition, Context] | None:
+    """Load the context that owns the map step from its owner record.
+
+    Returns:
+        ``(definition, context)``, or ``None`` when the owner record is gone or the path no
+        longer leads to a context.
+
+    Raises:
+        UnknownReactorError: the parent reactor is not registered here.
+        DeserializationError: the owner record is malformed.
+    """
+    owner = load_context(env, meta.owner_context_id)
+    if owner is None:
+        return None
+    parent: Context | None = owner
+    for step in meta.extra.get(PATH) or []:
+        parent = parent.child(str(step)) if parent is not None else None
+    if parent is None:
+        return None
+    definition: ReactorDefinition = registry.get(meta.parent_reactor).definition
+    definition.register_codec_types()
+    return definition, parent
+
+
+def materialize(
+    env: Env,
+    meta: MapMetadata,
+    indexes: Sequence[int],
+    *,
+    items: Sequence[Any] | None = None,
+    parent: Context | None = None,
+) -> list[int]:
+    """Store a pending element context for each of ``indexes`` (persist before enqueue).
+
+    The pending context holds the element's resolved raw inputs (validated by the element job)
+    or, when they could not be resolved, the error (the job fails the element).
+
+    Args:
+        env: the environment.
+        meta: the map.
+        indexes: element indexes.
+        items: the map's source, when the caller already resolved it (the owner's first batch).
+        parent: the context owning the map step, when the caller has it.
+
+    Returns:
+        The indexes whose context was stored (an index whose parent can no longer be read is
+        left out: its slot stays missing and the job reports it).
+    """
+    definition: ReactorDefinition | None = None
+    if parent is None:
+        loaded = load_parent(env, meta)
+        if loaded is None:
+            log.warning("event=map_parent_missing map_id=%s", meta.map_id)
+            return []
+        definition, parent = loaded
+    else:
+        definition = registry.get(meta.parent_reactor).definition
+    assert definition is not None and parent is not None
+    spec = definition.steps[meta.step_name]
+    source_error: str | None = None
+    if items is None:
+        try:
+            items = _items(resolve(spec.source, parent)) if spec.source is not None else []
+        except ArgumentResolutionError as exc:
+            source_error, items = str(exc), []
+    element_definition = definition.children[meta.step_name]
+    root_id = parent.root_context_id or parent.context_id
+    stored: list[int] = []
+    for index in indexes:
+        ctx = Context(
+            context_id=element_context_id(meta.map_id, index),
+            reactor=element_definition.name,
+            redacted=sorted(element_definition.contract.redacted),
+            parent_context_id=parent.context_id,
+            root_context_id=root_id,
+            map_metadata={
+                "map_step": meta.step_name, "map_id": meta.map_id, "index": index,
+                "parent_reactor": meta.parent_reactor,
+            },
+            created_at=env.now(),
+        )
+        try:
+            if source_error is not None:
+                raise ArgumentResolutionError(source_error)
+            if index >= len(items):
+                raise ArgumentResolutionError(
+                    f"map source has {len(items)} elements now, element {index} is gone"
+                )
+            ctx.inputs = resolve_arguments(spec, parent, element=items[index])
+            ctx.private_data[VALIDATE_INPUTS] = True
+            Checkpointer(env, ctx).save()
+        except (ArgumentResolutionError, codec.EncodeError, ContextTooLargeError) as exc:
+            ctx.inputs = {}
+            ctx.private_data = {ARGUMENT_ERROR: f"{type(exc).__name__}: {exc}"}
+            Checkpointer(env, ctx).save()
+        stored.append(index)
+    return stored
+
+
+def enqueue_collector(env: Env, map_id: str) -> None:
+    """Enqueue the map's collector (it checks the slots itself: extra calls are harmless)."""
+    env.runtime.router.enqueue(job(MapCollectPayload(map_id=map_id)))
+
+
+def settle_skipped(env: Env, meta: MapMetadata, indexes: Iterable[int]) -> int:
+    """Store a *skipped* slot for each of ``indexes`` (never-started elements of a stopped map)
+    and take them off the counter; enqueue the collector when it reaches 0.
+
+    Returns:
+        How many indexes were settled.
+    """
+    maps = env.storage.maps
+    text = encode_slot(None)
+    settled = 0
+    for index in indexes:
+        maps.put_result(meta.map_id, index, text)
+        settled += 1
+    if settled:
+        remaining = maps.add_to_counter(meta.map_id, -settled)
+        log.info(
+            "event=map_skipped map_id=%s settled=%d remaining=%d", meta.map_id, settled, remaining
+        )
+        if remaining <= 0:
+            enqueue_collector(env, meta.map_id)
+    return settled
+
+
+def dispatch_batch(
+    env: Env,
+    meta: MapMetadata,
+    *,
+    items: Sequence[Any] | None = None,
+    parent: Context | None = None,
+) -> range:
+    """Claim the next throw of ``meta.batch_size`` indexes and dispatch it.
+
+    Mirrors ``Map::Dispatcher``: the reservation is ``advance_offset`` (atomic), so concurrent
+    claimers get disjoint ranges. When the map has already stopped (a failed context is
+    recorded), the claimed range and every index after it are settled as skipped instead.
+
+    Args:
+        env: the environment (storage and router).
+        meta: the map.
+        items: the source, when the caller already resolved it.
+        parent: the context owning the map step, when the caller has it.
+
+    Returns:
+        The claimed range (empty when every index was already claimed).
+
+    Raises:
+        StorageError, RouterError: a backend failed.
+    """
+    maps = env.storage.maps
+    size = max(meta.batch_size, 1)
+    stop = maps.advance_offset(meta.map_id, size)
+    claimed = range(stop - size, min(stop, meta.count))
+    if not claimed:
+        return claimed
+    if maps.failed_context(meta.map_id) is not None:
+        rest_stop = maps.advance_offset(meta.map_id, meta.count)
+        rest = range(rest_stop - meta.count, min(rest_stop, meta.count))
+        settle_skipped(env, meta, [*claimed, *rest])
+        return claimed
+    ready = materialize(env, meta, list(claimed), items=items, parent=parent)
+    router = env.runtime.router
+    for index in ready:
+        router.enqueue(job(MapElementPayload(map_id=meta.map_id, index=index,
+                                             atomic=meta.atomic)))
+    return claimed
+
+
+def element_definition(meta: MapMetadata) -> ReactorDefinition:
+    """The element reactor's definition (resolved by registered name).
+
+    Raises:
+        UnknownReactorError: the element reactor is not registered in this process.
+    """
+    try:
+        definition: ReactorDefinition = registry.get(meta.element_reactor).definition
+    except UnknownReactorError:
+        raise
+    definition.register_codec_types()
+    return definition
+
+
+def element_is_stopped_status(ctx: Context) -> bool:
+    """Whether a stored element context already finished (its result can be rebuilt)."""
+    return ctx.status in (
+        RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.HALTED, RunStatus.CANCELLED,
+    )

@@ -1,0 +1,410 @@
+"""Rolling back a fan-out map: distributed in a worker, in process elsewhere (seed 004
+``map/step_rollback.rb`` and ``map/element_rollback.rb``; storage-protocol.md §2.5; issue 8).
+
+**Distributed** (the owner runs in a worker, holding its liveness lock):
+
+1. :func:`roll_back_fan_out` starts the rollback once (:meth:`MapRollbackStore.start`, with
+   ``total`` = the length of the map's element index) and, when it created the records, claims
+   the first batch of positions — counted from the **tail** of the element index, newest
+   element first — and enqueues one ``map_element_rollback`` job per position.
+2. Each job (:func:`roll_back_element`, via :mod:`reactor.jobs.handlers.map_element_rollback`)
+   skips a position that already has an outcome, takes the element's ``map_element:`` lock
+   (contended: re-queued up to ``lock_snooze_max_attempts`` times, then reported
+   ``element_in_flight``), replays the element's undo stack **saving after each entry** (a
+   redelivery resumes after the last one), stores its outcome first-wins — ``undone``,
+   ``failed`` (its failures tagged with ``map_step`` and ``element_index``), ``not_needed`` or
+   ``context_unavailable`` — and, at a batch boundary, claims the next batch.
+3. When outcomes are missing, the owner raises :class:`RollbackHandedOff`; the run handler
+   saves the run as ``rolling_back``, marks the hand-off and checks for settlement itself
+   (:func:`hand_off`). Whichever side sees both "settled" and "handed off" **second** claims the
+   signal (:func:`signal_owner_if_settled`) and enqueues the owner's ``run`` job.
+4. The resumed owner re-enters the same rollback, finds it settled and aggregates
+   (:func:`aggregate`): failures in position order, and every started element index no outcome
+   named reported as ``context_unavailable``; then the rest of the run's rollback goes on.
+
+**In process** (a synchronous caller, ``Reactor.undo``): the same element rollback, run in the
+calling thread over the element index from the tail in chunks of
+:data:`~reactor.dsl.fan_out.ROLLBACK_CHUNK` (100) ids, never all at once.
+
+With the inline router every job runs nested inside ``enqueue``, so the rollback is settled
+before the owner checks and it never hands off (engine.md §2.5).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from reactor.coordination.lock import Lock
+from reactor.dsl.definition import ReactorDefinition
+from reactor.dsl.fan_out import DEFAULT_BATCH_SIZE, ROLLBACK_CHUNK
+from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine.env import Env
+from reactor.engine.liveness import FencedCheckpointer, Liveness
+from reactor.engine.state import RunState
+from reactor.jobs.payloads import RunPayload, job
+from reactor.model import codec
+from reactor.model.errors import DeserializationError, LockAcquisitionError
+from reactor.model.keys import map_element_key
+from reactor.model.results import RollbackFailure
+from reactor.model.status import RunStatus
+from reactor.ports.records import MapRollbackMetadata, RollbackOutcome
+
+__all__ = [
+    "INDEX_SLICE",
+    "Contended",
+    "RollbackHandedOff",
+    "aggregate",
+    "distributed",
+    "encode_failures",
+    "hand_off",
+    "in_flight",
+    "roll_back_element",
+    "roll_back_fan_out",
+    "roll_back_in_process",
+    "signal_owner_if_settled",
+    "unavailable",
+]
+
+log = logging.getLogger("reactor.map")
+
+#: Element indexes checked per ``indexes_seen`` call while aggregating.
+INDEX_SLICE = 1000
+#: Outcome pages read while aggregating.
+OUTCOME_PAGE = 500
+#: Seconds an in-process rollback waits for an element's lock before reporting it in flight.
+ELEMENT_LOCK_WAIT = 2.0
+
+#: Element statuses whose undo stack is replayed (a failed element rolled itself back).
+_UNDOABLE = (RunStatus.COMPLETED, RunStatus.HALTED, RunStatus.ABORTED)
+
+
+class RollbackHandedOff(BaseException):  # noqa: N818 - control flow, not an error
+    """Raised by the owner while a distributed map rollback still has outstanding positions.
+
+    The run handler saves the run as ``rolling_back`` and calls :func:`hand_off`; the last
+    element-rollback job (or the owner itself) resumes the run once every position settled.
+
+    Attributes:
+        map_id: the map being rolled back.
+        step: the map step.
+    """
+
+    def __init__(self, map_id: str, step: str) -> None:
+        super().__init__(f"rollback of map {step!r} ({map_id}) handed off to its element jobs")
+        self.map_id = map_id
+        self.step = step
+
+
+@dataclass(frozen=True, slots=True)
+class Contended:
+    """An element's lock was held by a live job: nothing was stored (never an outcome).
+
+    Attributes:
+        index: the element index.
+    """
+
+    index: int
+
+
+def encode_failures(failures: list[RollbackFailure]) -> str:
+    """The codec JSON text of an outcome's failures."""
+    return codec.dumps(list(failures))
+
+
+def decode_failures(text: str) -> list[RollbackFailure]:
+    """Read an outcome's failures (malformed text yields one ``context_unavailable`` entry)."""
+    try:
+        value = codec.loads(text)
+    except DeserializationError:
+        value = None
+    if isinstance(value, list) and all(isinstance(f, RollbackFailure) for f in value):
+        return list(value)
+    return [RollbackFailure(step="?", kind="undo", reason="context_unavailable",
+                            message="unreadable rollback outcome")]
+
+
+def _entry(step: str, index: int | None, reason: str, message: str) -> RollbackFailure:
+    """A rollback failure for an element as a whole (seed 004 ``ElementRollback.entry``)."""
+    return RollbackFailure(
+        step=step, kind="undo", reason=reason,
+        message=f"map element {index if index is not None else '?'} {message}",
+        map_step=step, element_index=index,
+    )
+
+
+def unavailable(step: str, index: int | None = None) -> RollbackOutcome:
+    """The outcome of a position whose element context is gone (its index went with it)."""
+    failure = _entry(step, index, "context_unavailable", "context expired")
+    return RollbackOutcome(index=index, outcome="context_unavailable",
+                           failures=encode_failures([failure]))
+
+
+def in_flight(step: str, index: int) -> RollbackOutcome:
+    """The outcome of an element whose lock stayed held past the snooze cap."""
+    failure = _entry(step, index, "element_in_flight", "was still running at rollback time")
+    return RollbackOutcome(index=index, outcome="element_in_flight",
+                           failures=encode_failures([failure]))
+
+
+def distributed(state: RunState) -> bool:
+    """Whether ``state`` runs inside a worker as the owner (a fenced, lock-holding execution),
+    so a fan-out map's rollback is handed to element jobs instead of running in process."""
+    return isinstance(state.checkpoint, FencedCheckpointer) and (
+        state.checkpoint.context.map_metadata is None
+    )
+
+
+def _started(state: RunState, step: str) -> int | None:
+    ref = state.ctx.composed_contexts.get(step)
+    started = ref.get("started") if isinstance(ref, dict) else None
+    return started if isinstance(started, int) else None
+
+
+# ------------------------------------------------------------------------------ one element
+
+
+def roll_back_element(
+    env: Env,
+    map_id: str,
+    element_id: str | None,
+    step: str,
+    definition: ReactorDefinition,
+    *,
+    use_lock: bool = True,
+    wait: float = 0.0,
+) -> RollbackOutcome | Contended:
+    """Roll back one map element: replay its undo stack under its ``map_element:`` lock.
+
+    Seed 004 ``ElementRollback.call``: a completed (or halted, or aborted) element is undone,
+    its context saved after every undone entry; a failed element already rolled itself back and
+    an element that never ran did nothing (``not_needed``); a missing context is
+    ``context_unavailable``.
+
+    Args:
+        env: the environment.
+        map_id: the map.
+        element_id: the element context id (``None``: a hole in the element index).
+        step: the map step's name (set on failures as ``map_step``).
+        definition: the element reactor's definition.
+        use_lock: take the element's lock (``False`` on the inline router, engine.md §2.5).
+        wait: seconds to wait for a held lock.
+
+    Returns:
+        The outcome to store, or :class:`Contended` when the lock is held by a live job.
+    """
+    if element_id is None:
+        return unavailable(step)
+    try:
+        ctx = load_context(env, element_id)
+    except DeserializationError:
+        ctx = None
+    if ctx is None:
+        return unavailable(step)
+    raw_index = (ctx.map_metadata or {}).get("index")
+    index = raw_index if isinstance(raw_index, int) else -1
+    lock: Lock | None = None
+    if use_lock:
+        lock = Lock(env.storage.locks, map_element_key(map_id, index),
+                    ttl=env.settings.context_lock_ttl, wait=wait)
+        try:
+            if wait > 0:
+                lock.acquire()
+            elif not lock.try_acquire():
+                return Contended(index)
+        except LockAcquisitionError:
+            return Contended(index)
+    hold = Liveness(element_id, lock) if lock is not None else None
+    try:
+        needs = ctx.status in _UNDOABLE or (
+            ctx.status is RunStatus.RUNNING and bool(ctx.undo_stack or ctx.rollback)
+        )
+        if not needs:
+            return RollbackOutcome(index=index, outcome="not_needed")
+        from reactor.engine.rollback import roll_back_child  # it imports this module
+
+        checkpoint: Checkpointer = (
+            Checkpointer(env, ctx) if hold is None else FencedCheckpointer(env, ctx, hold)
+        )
+        failures = [f.in_map(step, index) for f in roll_back_child(
+            RunState(definition, ctx, env, checkpoint)
+        )]
+        return RollbackOutcome(
+            index=index, outcome="failed" if failures else "undone",
+            failures=encode_failures(failures),
+        )
+    finally:
+        if hold is not None:
+            hold.release()  # never raises; the lock lapses with its TTL anyway
+
+
+# ------------------------------------------------------------------------------ owner side
+
+
+def roll_back_fan_out(
+    state: RunState, step: str, map_id: str, *, kind: str = "undo"
+) -> list[RollbackFailure]:
+    """Roll back every started element of fan-out map ``map_id`` (the owner's side).
+
+    Args:
+        state: the owner's state (the map step's context).
+        step: the map step.
+        map_id: the map.
+        kind: ``"undo"`` (a completed map) or ``"compensate"`` (an atomic failure).
+
+    Returns:
+        The rollback failures, in position order (newest element first), each with
+        ``map_step``/``element_index``.
+
+    Raises:
+        RollbackHandedOff: distributed, and some positions have no outcome yet.
+    """
+    definition = state.definition.children[step]
+    definition.register_codec_types()
+    started = _started(state, step)
+    if not distributed(state):
+        return roll_back_in_process(state.env, definition, step, map_id, started=started)
+    env = state.env
+    storage = env.storage
+    forward = storage.maps.metadata(map_id)
+    record = state.checkpoint.context
+    created, meta = storage.map_rollbacks.start(MapRollbackMetadata(
+        map_id=map_id,
+        total=storage.maps.count_elements(map_id),
+        batch_size=forward.batch_size if forward is not None else DEFAULT_BATCH_SIZE,
+        step_name=step,
+        owner_context_id=record.context_id,
+        owner_reactor=record.reactor,
+        element_reactor=definition.name,
+        started_at=env.now(),
+        kind=kind,
+    ))
+    if created:
+        from reactor.jobs.sweepers import dispatch_rollback_batch  # sweepers import engine
+
+        log.info("event=map_rollback_started map_id=%s step=%s total=%d batch_size=%d",
+                 map_id, step, meta.total, meta.batch_size)
+        dispatch_rollback_batch(storage, env.runtime.router, meta)
+    if storage.map_rollbacks.count_outcomes(map_id) >= meta.total:
+        return aggregate(env, step, map_id, started=started)
+    raise RollbackHandedOff(map_id, step)
+
+
+def aggregate(env: Env, step: str, map_id: str, *, started: int | None) -> list[RollbackFailure]:
+    """The failures of a settled distributed rollback, read in bounded pages.
+
+    ``failed`` and ``element_in_flight`` outcomes contribute their failures in position order.
+    When the number of started elements is known (a completed map), every index in
+    ``[0, started)`` that no outcome named is reported as ``context_unavailable`` (its context
+    expired); otherwise one unnamed entry per ``context_unavailable`` outcome.
+    """
+    rollbacks = env.storage.map_rollbacks
+    reported: list[RollbackFailure] = []
+    unnamed = 0
+    for _position, outcome in rollbacks.outcomes(map_id, page_size=OUTCOME_PAGE):
+        if outcome.outcome == "context_unavailable" and outcome.index is None:
+            unnamed += 1
+        if outcome.outcome in ("failed", "element_in_flight"):
+            reported.extend(decode_failures(outcome.failures))
+    missing = _unseen(env, step, map_id, started, unnamed, seen=None)
+    failures = [*missing, *reported]
+    log.info("event=map_rollback_completed map_id=%s step=%s failed=%d",
+             map_id, step, len(failures))
+    return failures
+
+
+def _unseen(
+    env: Env, step: str, map_id: str, started: int | None, unnamed: int, seen: set[int] | None
+) -> list[RollbackFailure]:
+    if started is None:
+        return [_entry(step, None, "context_unavailable", "context expired")] * unnamed
+    missing: list[RollbackFailure] = []
+    for low in range(0, started, INDEX_SLICE):
+        indexes = list(range(low, min(low + INDEX_SLICE, started)))
+        if seen is None:
+            flags = env.storage.map_rollbacks.indexes_seen(map_id, indexes)
+        else:
+            flags = [i in seen for i in indexes]
+        missing.extend(
+            _entry(step, i, "context_unavailable", "context expired")
+            for i, ok in zip(indexes, flags, strict=True) if not ok
+        )
+    return missing
+
+
+def roll_back_in_process(
+    env: Env,
+    definition: ReactorDefinition,
+    step: str,
+    map_id: str,
+    *,
+    started: int | None,
+    chunk: int = ROLLBACK_CHUNK,
+) -> list[RollbackFailure]:
+    """Roll back a fan-out map's elements in the calling thread, ``chunk`` ids per read from the
+    tail of the element index (seed 004 ``inline_rollback``).
+
+    Returns:
+        The failures (``context_unavailable`` entries first, then per element, newest first).
+    """
+    maps = env.storage.maps
+    total = maps.count_elements(map_id)
+    reported: list[RollbackFailure] = []
+    seen: set[int] = set()
+    unnamed = 0
+    for position in range(0, total, chunk):
+        ids = maps.element_ids_from_tail(map_id, position=position, count=chunk, total=total)
+        for element_id in ids:
+            outcome = roll_back_element(env, map_id, element_id, step, definition,
+                                        wait=ELEMENT_LOCK_WAIT)
+            if isinstance(outcome, Contended):
+                outcome = in_flight(step, outcome.index)
+            if outcome.index is None:
+                unnamed += 1
+                continue
+            seen.add(outcome.index)
+            if outcome.outcome in ("failed", "element_in_flight"):
+                reported.extend(decode_failures(outcome.failures))
+    return [*_unseen(env, step, map_id, started, unnamed, seen=seen), *reported]
+
+
+def signal_owner_if_settled(env: Env, map_id: str) -> bool:
+    """Resume the owner once every position has an outcome **and** the owner handed off.
+
+    Exactly one caller wins the signal claim and enqueues the owner's ``run`` job.
+
+    Returns:
+        Whether this call enqueued the owner.
+    """
+    rollbacks = env.storage.map_rollbacks
+    meta = rollbacks.metadata(map_id)
+    if meta is None or rollbacks.count_outcomes(map_id) < meta.total:
+        return False
+    if not rollbacks.handed_off(map_id) or not rollbacks.claim_signal(map_id):
+        return False
+    env.runtime.router.enqueue(
+        job(RunPayload(context_id=meta.owner_context_id, reactor=meta.owner_reactor))
+    )
+    log.info("event=map_rollback_signalled map_id=%s owner=%s", map_id, meta.owner_context_id)
+    return True
+
+
+def hand_off(env: Env, checkpoint: Checkpointer, handed: RollbackHandedOff) -> None:
+    """The owner's side of the hand-off: save the run as ``rolling_back``, mark the hand-off,
+    then resume itself if the rollback settled meanwhile (seed 004, R-05).
+
+    Args:
+        env: the worker's environment.
+        checkpoint: the owner's fenced checkpointer (its context is the run).
+        handed: the raised hand-off.
+
+    Raises:
+        LockLost: the owner lost its liveness lock (nothing was written).
+    """
+    ctx = checkpoint.context
+    ctx.status = RunStatus.ROLLING_BACK
+    checkpoint.save()
+    env.storage.map_rollbacks.mark_handed_off(handed.map_id)
+    log.info("event=map_rollback_handed_off map_id=%s step=%s owner=%s",
+             handed.map_id, handed.step, ctx.context_id)
+    signal_owner_if_settled(env, handed.map_id)

@@ -1,0 +1,209 @@
+"""The ``map_element`` job: run one element of a fan-out map (engine.md §2.3
+``Map::ElementExecutor``; issue 8).
+
+1. Resolve the map's metadata (gone: nothing to do) and the element reactor by registered name.
+2. Take the element's liveness lock ``map_element:<map>:<index>`` (auto-extended); a live
+   holder means a duplicate delivery: drop this one. The inline router skips the lock
+   (engine.md §2.5).
+3. A slot already stored for the index means the element settled before: nothing runs again
+   (the collector is re-triggered if the map looks settled, in case the first delivery died
+   before triggering it).
+4. Load the element's context (stored pending by the dispatcher; rebuilt from the parent if it
+   is gone). A **fresh** (pending) element skips itself when the map already stopped, else its
+   context id is appended to the map's element index and it runs; a running context resumes
+   where it stopped; a finished one only has its result re-read.
+5. An atomic failure or a halt records the element as the map's failed context (first wins).
+   The slot is stored by index (a re-run overwrites, never duplicates), the lock released,
+   the counter decremented; the element that ends a batch dispatches the next one, and the
+   job that brings the counter to 0 enqueues the collector.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from reactor.coordination.lock import Lock
+from reactor.dsl.definition import ReactorDefinition
+from reactor.engine import executor
+from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine.dispatch import stored_result
+from reactor.engine.env import Env, make_env
+from reactor.engine.fan_out import (
+    ARGUMENT_ERROR,
+    VALIDATE_INPUTS,
+    dispatch_batch,
+    element_context_id,
+    element_definition,
+    element_is_stopped_status,
+    enqueue_collector,
+    materialize,
+)
+from reactor.engine.liveness import FencedCheckpointer, Liveness
+from reactor.engine.state import RunState
+from reactor.jobs.handlers import JobContext
+from reactor.jobs.payloads import MapElementPayload
+from reactor.model.context import Context
+from reactor.model.errors import (
+    ArgumentResolutionError,
+    DeserializationError,
+    InputValidationError,
+    LockLost,
+)
+from reactor.model.keys import map_element_key
+from reactor.model.map_results import encode_slot
+from reactor.model.results import Failure, Halt, Success
+from reactor.model.status import RunStatus
+from reactor.ports.records import MapMetadata
+
+__all__ = ["handle_map_element", "run_element"]
+
+log = logging.getLogger("reactor.map")
+
+ElementResult = Success | Failure | Halt
+
+
+def handle_map_element(jc: JobContext, payload: MapElementPayload) -> None:
+    """Run one ``map_element`` job (see the module docstring).
+
+    Raises:
+        UnknownReactorError: the element reactor is not registered (poison).
+        StorageError, RouterError: a backend failed (the worker retries the job).
+    """
+    env = make_env(jc.runtime)
+    maps = env.storage.maps
+    meta = maps.metadata(payload.map_id)
+    if meta is None:
+        log.warning("event=map_missing map_id=%s index=%d", payload.map_id, payload.index)
+        return
+    if payload.index >= meta.count:
+        log.warning("event=map_index_out_of_range map_id=%s index=%d count=%d",
+                    meta.map_id, payload.index, meta.count)
+        return
+    definition = element_definition(meta)
+    atomic = meta.atomic if payload.atomic is None else payload.atomic
+    hold: Liveness | None = None
+    element_id = element_context_id(meta.map_id, payload.index)
+    if not jc.inline:
+        lock = Lock(env.storage.locks, map_element_key(meta.map_id, payload.index),
+                    ttl=env.settings.context_lock_ttl)
+        if not lock.try_acquire():
+            log.info("event=map_element_busy map_id=%s index=%d (a live job holds it)",
+                     meta.map_id, payload.index)
+            return
+        hold = Liveness(element_id, lock)
+    try:
+        settled = _settle(env, meta, payload.index, definition, atomic, hold)
+    except LockLost as exc:
+        log.warning("event=map_element_lock_lost map_id=%s index=%d error=%s",
+                    meta.map_id, payload.index, exc)
+        if hold is not None:
+            hold.lock = None  # not ours any more
+        return
+    finally:
+        if hold is not None:
+            hold.release()
+    if not settled:
+        return
+    remaining = maps.add_to_counter(meta.map_id, -1)
+    if (payload.index + 1) % max(meta.batch_size, 1) == 0 and payload.index + 1 < meta.count:
+        dispatch_batch(env, meta)
+    if remaining <= 0:
+        enqueue_collector(env, meta.map_id)
+
+
+def _settle(
+    env: Env,
+    meta: MapMetadata,
+    index: int,
+    definition: ReactorDefinition,
+    atomic: bool,
+    hold: Liveness | None,
+) -> bool:
+    """Run (or skip, or re-read) the element and store its slot; ``False`` for a duplicate."""
+    maps = env.storage.maps
+    if maps.result_slots(meta.map_id, [index])[0] is not None:
+        if maps.count_results(meta.map_id) >= meta.count:
+            enqueue_collector(env, meta.map_id)
+        return False
+    element_id = element_context_id(meta.map_id, index)
+    ctx = _load(env, element_id)
+    if ctx is None:
+        materialize(env, meta, [index])
+        ctx = _load(env, element_id)
+    result: ElementResult | None
+    if ctx is None:
+        result = Failure(f"map element {index}: its context and its parent are gone",
+                         retryable=False, reactor_name=definition.name)
+    elif ctx.status is RunStatus.PENDING:
+        if maps.failed_context(meta.map_id) is not None:
+            result = None  # the map stopped before this element started
+        else:
+            maps.append_element(meta.map_id, element_id)  # before its first save: fresh only
+            result = run_element(env, definition, ctx, hold)
+    elif element_is_stopped_status(ctx):
+        result = stored_result(ctx)
+    else:
+        result = run_element(env, definition, ctx, hold)
+    if result is not None and (isinstance(result, Halt) or (
+        isinstance(result, Failure) and atomic
+    )):
+        maps.set_failed_context(meta.map_id, element_id)  # before the slot: the owner reads it
+    maps.put_result(meta.map_id, index, encode_slot(result))
+    log.info("event=map_element_settled map_id=%s index=%d outcome=%s", meta.map_id, index,
+             "skipped" if result is None else type(result).__name__.lower())
+    return True
+
+
+def _load(env: Env, element_id: str) -> Context | None:
+    try:
+        return load_context(env, element_id)
+    except DeserializationError as exc:
+        log.warning("event=map_element_unreadable context_id=%s error=%s", element_id, exc)
+        return None
+
+
+def run_element(
+    env: Env, definition: ReactorDefinition, ctx: Context, hold: Liveness | None
+) -> ElementResult:
+    """Start a pending element context, or continue a running one, and return its result.
+
+    Args:
+        env: the environment.
+        definition: the element reactor.
+        ctx: the element context (status ``pending`` or ``running``).
+        hold: the element's lock (writes are fenced on it), ``None`` on the inline router.
+
+    Returns:
+        The element run's result, with ``run_id`` set.
+
+    Raises:
+        LockLost: the element lock lapsed (nothing more was written).
+    """
+    from reactor.engine.api import _invalid_inputs  # api imports the engine modules
+
+    checkpoint: Checkpointer = (
+        Checkpointer(env, ctx) if hold is None else FencedCheckpointer(env, ctx, hold)
+    )
+    error = ctx.private_data.pop(ARGUMENT_ERROR, None)
+    if error is not None:
+        failure = Failure(ArgumentResolutionError(str(error)), retryable=False,
+                          reactor_name=definition.name)
+        ctx.status = RunStatus.FAILED
+        ctx.failure = failure
+        checkpoint.save()
+        return failure.with_run_id(ctx.context_id)
+    if ctx.private_data.get(VALIDATE_INPUTS):
+        raw = dict(ctx.inputs)
+        try:
+            ctx.inputs = definition.contract.validate(raw)
+        except InputValidationError as exc:
+            ctx.private_data.pop(VALIDATE_INPUTS, None)
+            return _invalid_inputs(ctx, checkpoint, definition, raw, exc).with_run_id(
+                ctx.context_id
+            )
+        ctx.private_data.pop(VALIDATE_INPUTS, None)
+    state = RunState(definition, ctx, env, checkpoint)
+    result = (
+        executor.conclude_failure(state) if ctx.rollback is not None else executor.execute(state)
+    )
+    return result.with_run_id(ctx.context_id)

@@ -1,0 +1,81 @@
+"""The ``map_element_rollback`` job: roll back the element at one tail position of a fan-out
+map's element index (seed 004 ``map/element_rollback.rb`` ``perform``; issue 8).
+
+1. No rollback metadata, or the position already has an outcome: nothing to do.
+2. The element context id is read at the position, counted from the tail of the first
+   ``total`` entries of the element index (later appends never shift it).
+3. :func:`reactor.engine.map_rollback.roll_back_element` takes the element's lock and replays
+   its undo stack, saving after each entry. A lock held by a live job re-queues this job
+   (``attempt + 1``, a park delay) up to ``lock_snooze_max_attempts`` times; then the element is
+   reported ``element_in_flight``.
+4. The outcome is stored first-wins; the position that ends a batch claims the next batch; and
+   when every position is settled and the owner has handed off, the signal claim's winner
+   enqueues the owner's ``run`` job.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from reactor import registry
+from reactor.dsl.definition import ReactorDefinition
+from reactor.engine.env import make_env
+from reactor.engine.map_rollback import (
+    Contended,
+    in_flight,
+    roll_back_element,
+    signal_owner_if_settled,
+)
+from reactor.engine.parks import park_delay
+from reactor.jobs.handlers import JobContext
+from reactor.jobs.payloads import MapElementRollbackPayload
+from reactor.jobs.sweepers import dispatch_rollback_batch
+
+__all__ = ["handle_map_element_rollback"]
+
+log = logging.getLogger("reactor.map")
+
+
+def handle_map_element_rollback(jc: JobContext, payload: MapElementRollbackPayload) -> None:
+    """Run one ``map_element_rollback`` job (see the module docstring).
+
+    Raises:
+        UnknownReactorError: the element reactor is not registered (poison).
+        StorageError, RouterError: a backend failed (the worker retries the job).
+    """
+    env = make_env(jc.runtime)
+    storage = env.storage
+    rollbacks = storage.map_rollbacks
+    meta = rollbacks.metadata(payload.map_id)
+    if meta is None:
+        log.warning("event=map_rollback_missing map_id=%s position=%d",
+                    payload.map_id, payload.position)
+        return
+    if rollbacks.outcome(meta.map_id, payload.position) is not None:
+        return
+    definition: ReactorDefinition = registry.get(meta.element_reactor).definition
+    definition.register_codec_types()
+    ids = storage.maps.element_ids_from_tail(
+        meta.map_id, position=payload.position, count=1, total=meta.total
+    )
+    outcome = roll_back_element(
+        env, meta.map_id, ids[0] if ids else None, meta.step_name, definition,
+        use_lock=not jc.inline,
+    )
+    if isinstance(outcome, Contended):
+        limit = env.settings.lock_snooze_max_attempts
+        if limit is None or payload.attempt < limit:
+            delay = park_delay(env.settings)
+            log.info("event=map_rollback_contended map_id=%s position=%d index=%d attempt=%d "
+                     "delay=%.2f", meta.map_id, payload.position, outcome.index,
+                     payload.attempt, delay)
+            jc.requeue(payload.model_copy(update={"attempt": payload.attempt + 1}), delay)
+            return
+        outcome = in_flight(meta.step_name, outcome.index)
+    if not rollbacks.put_outcome(meta.map_id, payload.position, outcome):
+        return
+    log.info("event=map_rollback_element map_id=%s position=%d index=%s outcome=%s",
+             meta.map_id, payload.position, outcome.index, outcome.outcome)
+    if meta.batch_size > 0 and (payload.position + 1) % meta.batch_size == 0:
+        dispatch_rollback_batch(storage, jc.runtime.router, meta)
+    signal_owner_if_settled(env, meta.map_id)

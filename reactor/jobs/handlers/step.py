@@ -1,0 +1,314 @@
+"""The ``step`` job: run one ``async_step`` unit (engine.md §2.3 ``StepWorker``; seeds 000/003
+``step_worker.rb``).
+
+1. Resolve the root's reactor by registered name (unknown: a poison job).
+2. Take the per-unit liveness lock ``async_step:<ctx>:<step>``
+   (:func:`reactor.model.keys.step_liveness_key`); a live holder means a concurrent duplicate
+   delivery: drop this one. The inline router skips the lock (engine.md §2.5).
+3. A ``completed`` record means a redelivery of a finished unit: drop it (``already_completed?``:
+   the liveness lock only drops *concurrent* duplicates; a swept park whose redelivery arrives
+   late is sequential).
+4. Load the **root** context and find the owning (possibly composed) context. The unit **never
+   writes it back** (single writer, ARCHITECTURE §5 rule 1; seed 003): every fact about the
+   unit lives on its own Step Result Record. A missing root, context or step is a terminal
+   failure record.
+5. Run the step exactly as a same-process leaf step (:func:`reactor.engine.step_runner.run_leaf`):
+   argument resolution and contract validation before any coordination is taken, step-level
+   coordination under the derived owner ``async_step:<ctx>:<step>`` (so a redelivery re-adopts
+   its own detached lock), retries **inside the job** sleeping through the engine's sleep hook.
+6. Contention **parks**: the record is stamped ``parked_until = now + delay + grace``, ``waiting``
+   and ``contention_attempts``; the unit's own park state — detached holds, ordered-lock ticket,
+   attempts used (the parked attempt given back) — is saved in ``record.data`` and restored on
+   the redelivery; the job is re-enqueued with the delay and ``contention_attempts + 1``. Parks
+   are capped by ``lock_snooze_max_attempts`` (ordered-lock and async waits are not): at the cap
+   the unit completes with a non-retryable
+   :class:`~reactor.model.errors.SnoozeLimitError` failure, its parked holds released and its
+   ordered-lock place given up.
+7. A final ``Failure`` whose body started runs the unit's own ``compensate`` once, recorded on
+   the record (``data["compensation"]``).
+8. The terminal ``completed`` record (``outcome`` = codec JSON of the ``Success``/``Halt``/
+   ``Failure``) is written **before** the completion signal (ARCHITECTURE §5 rule 3).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+from reactor import registry
+from reactor.coordination.lock import Lock
+from reactor.coordination.ordered_lock import OrderedLock
+from reactor.dsl.declarations import StepSpec
+from reactor.dsl.definition import ReactorDefinition
+from reactor.engine import async_step, invoke
+from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine.coordination import PARKED_HOLDS, STEP_ORDERED_TICKETS, WAITING
+from reactor.engine.env import Env, make_env
+from reactor.engine.parks import Park
+from reactor.engine.state import RunState
+from reactor.engine.step_runner import StepOutcome, run_leaf
+from reactor.jobs.handlers import JobContext
+from reactor.jobs.payloads import StepPayload
+from reactor.model import codec
+from reactor.model.context import Context
+from reactor.model.errors import SnoozeLimitError, UnknownReactorError
+from reactor.model.keys import step_completion_channel, step_liveness_key
+from reactor.model.results import Failure, Result
+from reactor.ports.records import StepResultRecord
+
+__all__ = ["handle_step", "unit_owner"]
+
+log = logging.getLogger("reactor.worker")
+
+#: ``record.data`` keys of a parked unit's own state.
+DATA_TICKET = "ordered_lock"
+DATA_HOLDS = "parked_holds"
+DATA_ATTEMPTS = "attempts"
+DATA_COMPENSATION = "compensation"
+
+
+def unit_owner(step_context_id: str, step_name: str) -> str:
+    """The coordination owner of a unit: derived, never random and never the root id.
+
+    Never the root: the unit must not re-enter its dispatching execution's holds. Never random:
+    a park detaches the unit's lock and the redelivery must re-adopt it as the same owner.
+    """
+    return step_liveness_key(step_context_id, step_name)
+
+
+class _NoWrite(Checkpointer):
+    """The unit's checkpointer: the unit never writes its parent's context (seed 003)."""
+
+    def save(self, *, force: bool = True) -> None:
+        """Do nothing: the unit's facts live on its Step Result Record."""
+
+
+def _find(ctx: Context, target: str) -> Context | None:
+    if ctx.context_id == target:
+        return ctx
+    for child in ctx.composed_contexts.values():
+        if isinstance(child, Context) and (found := _find(child, target)) is not None:
+            return found
+    return None
+
+
+class _Unit:
+    """One delivery of one unit."""
+
+    def __init__(self, jc: JobContext, payload: StepPayload, env: Env) -> None:
+        self.jc = jc
+        self.payload = payload
+        self.env = env
+        self.context_id = payload.step_context_id
+        self.step = payload.step_name
+        self.record: StepResultRecord | None = None
+
+    # -------------------------------------------------------------- records
+
+    def _base(self) -> StepResultRecord:
+        now = self.env.now()
+        return self.record or StepResultRecord(
+            context_id=self.context_id, step_name=self.step, status="dispatched",
+            root_context_id=self.payload.root_context_id, reactor=self.payload.reactor,
+            dispatched_at=now, updated_at=now,
+        )
+
+    def complete(self, result: Result, data: dict[str, Any] | None = None) -> None:
+        """Write the terminal record, then publish the completion signal."""
+        storage = self.env.storage
+        kept = {k: v for k, v in (data or {}).items() if v is not None}
+        record = replace(
+            self._base(), status="completed", updated_at=self.env.now(), parked_until=None,
+            waiting=None, contention_attempts=self.payload.contention_attempts,
+            outcome=codec.dumps(result), data=kept,
+        )
+        storage.step_results.put(record)  # durable record first (ARCHITECTURE §5 rule 3)
+        self.record = record
+        log.info("event=async_step_completed context_id=%s step=%s outcome=%s",
+                 self.context_id, self.step, type(result).__name__)
+        signals = storage.signals
+        if signals is not None and storage.capabilities.signals:
+            try:
+                signals.publish(step_completion_channel(self.context_id, self.step), "done")
+            except Exception as exc:  # best effort: readers re-check the record
+                log.warning("event=publish_failed step=%s error=%s", self.step, exc)
+
+    def fail(self, message: str) -> None:
+        """Complete with a permanent failure (missing parent, context or step)."""
+        log.warning("event=async_step_unrunnable context_id=%s step=%s reason=%s",
+                    self.context_id, self.step, message)
+        self.complete(Failure(message, retryable=False, step_name=self.step))
+
+    # -------------------------------------------------------------- running
+
+    def run(self) -> None:
+        self.record = self.env.storage.step_results.get(self.context_id, self.step)
+        if self.record is not None and self.record.status == "completed":
+            log.info("event=async_step_duplicate_dropped context_id=%s step=%s",
+                     self.context_id, self.step)
+            return
+        root = load_context(self.env, self.payload.root_context_id)
+        if root is None:
+            self.fail(f"the parent run {self.payload.root_context_id!r} is not stored")
+            return
+        ctx = _find(root, self.context_id)
+        if ctx is None:
+            self.fail(f"context {self.context_id!r} is not part of run {root.context_id!r}")
+            return
+        try:
+            definition = registry.get(ctx.reactor).definition
+        except UnknownReactorError:
+            self.fail(f"reactor {ctx.reactor!r} of context {self.context_id!r} is unknown")
+            return
+        definition.register_codec_types()
+        spec = definition.steps.get(self.step)
+        if spec is None or spec.kind != "async_step":
+            self.fail(f"{definition.name} has no async_step {self.step!r}")
+            return
+        self._restore(ctx)
+        state = RunState(
+            definition, ctx, self.env, _NoWrite(self.env, root),
+            coordination_owner=unit_owner(self.context_id, self.step),
+        )
+        state.ctx.current_step = self.step
+        try:
+            with async_step.reading(self.env):
+                outcome = run_leaf(state, spec)
+        except Park as park:
+            self._park(state, definition, park)
+            return
+        self._finish(state, spec, outcome)
+
+    def _restore(self, ctx: Context) -> None:
+        """Put the unit's park state (from its record) where the engine looks for it."""
+        data = dict(self.record.data) if self.record is not None else {}
+        private = ctx.private_data
+        private.pop(WAITING, None)
+        ticket = data.get(DATA_TICKET)
+        if isinstance(ticket, dict):
+            private.setdefault(STEP_ORDERED_TICKETS, {})[self.step] = dict(ticket)
+        holds = data.get(DATA_HOLDS)
+        if isinstance(holds, list) and holds:
+            private.setdefault(PARKED_HOLDS, {})[self.step] = [dict(h) for h in holds]
+        attempts = data.get(DATA_ATTEMPTS)
+        retry = ctx.retry_context.setdefault("attempts", {})
+        if isinstance(attempts, int) and attempts > 0:
+            retry[self.step] = attempts
+        else:
+            retry.pop(self.step, None)
+
+    def _park_state(self, ctx: Context) -> dict[str, Any]:
+        private = ctx.private_data
+        tickets = private.get(STEP_ORDERED_TICKETS)
+        holds = private.get(PARKED_HOLDS)
+        attempts = ctx.retry_context.get("attempts", {}).get(self.step)
+        return {
+            DATA_TICKET: tickets.get(self.step) if isinstance(tickets, dict) else None,
+            DATA_HOLDS: holds.get(self.step) if isinstance(holds, dict) else None,
+            # attempts that failed before the park; the parked attempt is given back
+            DATA_ATTEMPTS: attempts if isinstance(attempts, int) else None,
+        }
+
+    def _park(self, state: RunState, definition: ReactorDefinition, park: Park) -> None:
+        ctx = state.ctx
+        settings = self.env.settings
+        attempt = self.payload.contention_attempts + 1
+        limit = settings.lock_snooze_max_attempts
+        if park.capped and limit is not None and attempt > limit:
+            self._give_up(ctx, park, attempt)
+            return
+        saved = {k: v for k, v in self._park_state(ctx).items() if v is not None}
+        now = self.env.now()
+        record = replace(
+            self._base(), status="dispatched", updated_at=now,
+            parked_until=now + park.delay + async_step.PARK_SWEEP_GRACE,
+            waiting=park.key, contention_attempts=attempt, data=saved,
+        )
+        self.env.storage.step_results.put(record)
+        self.record = record
+        log.info(
+            "event=async_step_parked context_id=%s step=%s reason=%s key=%s delay=%.2f "
+            "attempt=%d", self.context_id, self.step, park.reason, park.key, park.delay, attempt,
+        )
+        self.jc.requeue(
+            self.payload.model_copy(update={"contention_attempts": attempt}), park.delay
+        )
+
+    def _give_up(self, ctx: Context, park: Park, attempt: int) -> None:
+        """At the park cap: release what the parks kept, give the ordered place up, fail."""
+        storage = self.env.storage
+        holds = ctx.private_data.get(PARKED_HOLDS, {}).get(self.step) or []
+        for entry in holds:
+            key = str(entry.get("key"))
+            try:
+                if entry.get("primitive") == "lock":
+                    storage.locks.release(key, str(entry.get("owner")))
+                elif entry.get("primitive") == "semaphore":
+                    storage.semaphores.release(key, str(entry.get("holder")))
+            except Exception as exc:  # the lease lapses anyway
+                log.warning("event=release_failed key=%s error=%s", key, exc)
+        ticket = ctx.private_data.get(STEP_ORDERED_TICKETS, {}).get(self.step)
+        if isinstance(ticket, dict):
+            from reactor.ports.records import OrderedTicket
+
+            client = OrderedLock(storage.ordered_locks, str(ticket["key"]))
+            client.advance(OrderedTicket(nonce=int(ticket["nonce"]), epoch=int(ticket["epoch"])))
+        error = SnoozeLimitError(
+            f"async_step {self.step!r} gave up after {attempt} contention attempts on "
+            f"{park.reason} {park.key or ''}".strip(),
+            reason=park.reason, key=park.key, attempts=attempt,
+        )
+        log.warning("event=async_step_contention_exhausted step=%s key=%s attempts=%d",
+                    self.step, park.key, attempt)
+        self.complete(Failure(error, retryable=False, step_name=self.step))
+
+    def _finish(self, state: RunState, spec: StepSpec, outcome: StepOutcome) -> None:
+        result = outcome.result
+        ctx = state.ctx
+        data: dict[str, Any] = {
+            DATA_ATTEMPTS: ctx.retry_context.get("attempts", {}).get(self.step),
+        }
+        if isinstance(result, Failure):
+            result = replace(result, step_name=self.step, reactor_name=state.definition.name,
+                             inputs=state.definition.redact_arguments(self.step,
+                                                                      outcome.arguments))
+            if outcome.body_started and invoke.has_compensate(spec):
+                compensation = invoke.call_compensate(
+                    spec, outcome.arguments, result, state.step_context(self.step)
+                ).result
+                data[DATA_COMPENSATION] = (
+                    {"status": "failed", "message": compensation.message}
+                    if isinstance(compensation, Failure) else {"status": "completed"}
+                )
+        self.complete(result, data)
+
+
+def handle_step(jc: JobContext, payload: StepPayload) -> None:
+    """Run one ``step`` job (see the module docstring).
+
+    Raises:
+        UnknownReactorError: the payload names no registered reactor (poison).
+        StorageError, RouterError: a backend failed (the worker retries the job).
+    """
+    registry.get(payload.reactor)  # poison check: reactors by registered name only
+    env = replace(make_env(jc.runtime), in_worker=not jc.inline)
+    unit = _Unit(jc, payload, env)
+    if jc.inline:  # nested in the dispatching thread: no cross-process race (engine.md §2.5)
+        unit.run()
+        return
+    lock = Lock(
+        env.storage.locks, step_liveness_key(payload.step_context_id, payload.step_name),
+        ttl=env.settings.context_lock_ttl,
+    )
+    if not lock.try_acquire():
+        log.info("event=async_step_duplicate_dropped context_id=%s step=%s reason=live_lock",
+                 payload.step_context_id, payload.step_name)
+        return
+    try:
+        unit.run()
+    finally:
+        try:
+            lock.release()
+        except Exception:  # the lock lapses with its TTL
+            pass
