@@ -30,6 +30,7 @@ from reactor.dsl import (
     with_semaphore,
 )
 from reactor.dsl.background import Background
+from reactor.dsl.fan_out import FanOut
 from reactor.engine.dispatch import DispatchHandle
 from reactor.model.errors import (
     ArgumentResolutionError,
@@ -60,6 +61,7 @@ from reactor.model.errors import (
     UnknownRateLimitError,
     UnknownReactorError,
 )
+from reactor.model.map_results import MapResultEnumerator
 from reactor.model.results import (
     Failure,
     Halt,
@@ -87,12 +89,14 @@ __all__ = [
     "DeserializationError",
     "DispatchHandle",
     "Failure",
+    "FanOut",
     "Halt",
     "Input",
     "InputValidationError",
     "Inputs",
     "LockAcquisitionError",
     "LockLost",
+    "MapResultEnumerator",
     "MapResults",
     "OrderedLockWaitError",
     "RateLimitExceeded",

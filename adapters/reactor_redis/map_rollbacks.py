@@ -108,12 +108,19 @@ class RedisMapRollbackStore:
     def outcomes(
         self, map_id: str, *, page_size: int = 500
     ) -> Iterator[tuple[int, RollbackOutcome]]:
-        """Yield ``(position, outcome)`` in position order, ``page_size`` per read."""
-        positions = self.outcome_positions(map_id)
+        """Yield ``(position, outcome)`` in position order, ``page_size`` per read.
+
+        Positions are always below the rollback's ``total`` (claims are clipped to it), so the
+        pages are ``HMGET`` of consecutive position ranges: memory stays bounded by
+        ``page_size`` whatever the number of outcomes (no ``HKEYS`` of the whole hash).
+        """
+        meta = self.metadata(map_id)
+        if meta is None:
+            return
         size = max(page_size, 1)
         key = self._key(map_id, "outcomes")
-        for start in range(0, len(positions), size):
-            chunk = positions[start : start + size]
+        for start in range(0, meta.total, size):
+            chunk = range(start, min(start + size, meta.total))
             with storage_errors("map rollback outcomes"):
                 texts = self._client.hmget(key, [str(p) for p in chunk])
             for position, text in zip(chunk, texts, strict=True):

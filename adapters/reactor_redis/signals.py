@@ -54,14 +54,19 @@ class RedisSubscription:
         if self._closed:
             return
         self._closed = True
-        try:
-            self._pubsub.unsubscribe()
-        except Exception:  # closing must never raise
-            pass
-        try:
-            self._pubsub.close()
-        except Exception:
-            pass
+        # Subscriber mode poisons a connection, so it is never worth returning to a pool:
+        # disconnect it outright (a pooled ClusterPubSub connection otherwise lingers open).
+        connection = getattr(self._pubsub, "connection", None)
+        for step in (self._pubsub.unsubscribe, self._pubsub.close):
+            try:
+                step()
+            except Exception:  # closing must never raise
+                pass
+        if connection is not None:
+            try:
+                connection.disconnect()
+            except Exception:
+                pass
 
 
 class RedisSignalStore:

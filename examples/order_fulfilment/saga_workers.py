@@ -4,10 +4,18 @@
 (``Background(all=True)``), and the capture is dispatched as its own ``step`` job while the run
 continues::
 
-    validate ──> reserve (map: ReserveLine per line item, atomic)
+    validate ──> reserve (fan-out map: one ReserveLine job per line item, atomic)
                    └──> authorize ──> book_shipment (3 attempts)
                                         └──> capture (async_step: its own job)
                                                └──> send_confirmation (reads result("capture"))
+
+The ``reserve`` map fans out (``fan_out=FanOut(batch_size=2)``): each line item is reserved by
+its own ``map_element`` job, and the run resumes once the map's collector saw every line settle.
+When a later step fails (a declined card at ``authorize``, an undeliverable address), the
+reservations are released through the map's **distributed rollback**: one
+``map_element_rollback`` job per reserved line, after which the run finishes its rollback
+(:mod:`reactor.engine.map_rollback`). An out-of-stock line fails the map atomically: the lines
+reserved so far are released the same way.
 
 An async unit is never on its parent's undo stack, so the capture runs last among the steps
 that can fail: a failed order has at most an authorization (voided by the rollback), never a
@@ -24,6 +32,7 @@ from typing import Any
 
 from reactor import (
     Background,
+    FanOut,
     Input,
     Reactor,
     Step,
@@ -39,7 +48,11 @@ from .models import Order
 from .saga import SHIPMENT_RETRIES, Authorize, Fulfil, ReserveLine, SendConfirmation
 from .services import SERVICES
 
-__all__ = ["CaptureUnit", "FulfilInWorkers"]
+__all__ = ["RESERVE_BATCH_SIZE", "CaptureUnit", "FulfilInWorkers"]
+
+#: Reservation element jobs enqueued per throw by the fan-out ``reserve`` map (small, so an
+#: order with several lines shows the batch chain: the line ending a throw enqueues the next).
+RESERVE_BATCH_SIZE = 2
 
 _BOOK = Fulfil.definition.steps["book_shipment"]
 
@@ -90,6 +103,7 @@ class FulfilInWorkers(Reactor, name="order_fulfilment.fulfil_workers"):
         source=result("validate", "lines"),
         args={"line": element("reserve"), "order_id": input("order", "id")},
         atomic=True,
+        fan_out=FanOut(batch_size=RESERVE_BATCH_SIZE),
     )
     authorize = step(
         Authorize,

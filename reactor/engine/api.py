@@ -55,7 +55,9 @@ def run(
     sweeper never re-dispatches a live synchronous run. A reactor with ``background`` hands
     the run to a worker (:mod:`reactor.engine.background`) and returns a
     :class:`~reactor.engine.dispatch.DispatchHandle` (or the final result if the run already
-    finished, e.g. on the inline router).
+    finished, e.g. on the inline router). A fan-out map (:mod:`reactor.engine.fan_out`) is a
+    hand-off point too: the run is saved, its elements dispatched, and the caller gets a
+    ``DispatchHandle`` (or the final result when everything already ran inline).
 
     Raises:
         KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, CancelledError: after the

@@ -4,9 +4,9 @@
 values included; for an ``async_step`` unit the reader waits for the unit's record, see
 :mod:`reactor.engine.async_step`), ``value(...)`` is a literal, ``element(...)`` the current
 map element. A path segment is read as a mapping key, then an attribute, then a sequence
-index. ``False``, ``0`` and ``""`` resolve as themselves. Any problem — a missing key, a raising ``transform`` — raises
-:class:`~reactor.model.errors.ArgumentResolutionError`: the step's body never starts, so it is
-not compensated and not retried.
+index. ``False``, ``0`` and ``""`` resolve as themselves. Any problem — a missing key, a
+raising ``transform`` — raises :class:`~reactor.model.errors.ArgumentResolutionError`: the
+step's body never starts, so it is not compensated and not retried.
 """
 
 from __future__ import annotations

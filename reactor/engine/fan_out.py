@@ -52,7 +52,6 @@ from reactor.model.errors import (
     ArgumentResolutionError,
     ContextTooLargeError,
     DeserializationError,
-    UnknownReactorError,
 )
 from reactor.model.map_results import MapResultEnumerator, decode_slot, encode_slot
 from reactor.model.results import Failure, Halt, Success
@@ -132,11 +131,15 @@ def is_fan_out_ref(value: Any) -> bool:
 def fans_out(state: RunState, spec: StepSpec) -> bool:
     """Whether map step ``spec`` runs as a fan-out map in ``state``.
 
-    Only when it declares ``fan_out`` and the stored record executing it is not a map element
-    (a map nested in a map element runs inline; engine.md §1.2).
+    Only when it declares ``fan_out`` and runs in a stored root run: a map nested in a map
+    element runs inline (engine.md §1.2), and so does a map inside a composed child (a resumed
+    owner re-creates its composed children, so it could not find the map's marker again; see
+    ``docs/fan_out.md``).
     """
-    return spec.kind == "map" and spec.fan_out is not None and (
-        state.checkpoint.context.map_metadata is None
+    record = state.checkpoint.context
+    return (
+        spec.kind == "map" and spec.fan_out is not None
+        and record.map_metadata is None and state.ctx is record
     )
 
 
@@ -498,10 +501,7 @@ def element_definition(meta: MapMetadata) -> ReactorDefinition:
     Raises:
         UnknownReactorError: the element reactor is not registered in this process.
     """
-    try:
-        definition: ReactorDefinition = registry.get(meta.element_reactor).definition
-    except UnknownReactorError:
-        raise
+    definition: ReactorDefinition = registry.get(meta.element_reactor).definition
     definition.register_codec_types()
     return definition
 
