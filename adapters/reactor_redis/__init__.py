@@ -24,10 +24,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 from redis.backoff import ExponentialBackoff
-from redis.cluster import RedisCluster
 from redis.retry import Retry
 
-from reactor_redis._base import Client
+from reactor_redis._base import Client, cluster_client
 from reactor_redis.keys import Keys
 from reactor_redis.router import RedisRouter
 from reactor_redis.storage import RedisStorage
@@ -83,7 +82,7 @@ def client_from_url(url: str) -> Client:
         "retry": retry,
     }
     if scheme == "redis+cluster":
-        return RedisCluster.from_url(rebuilt, **common)
+        return cluster_client(rebuilt, common)
     return redis.Redis.from_url(rebuilt, **common)
 
 

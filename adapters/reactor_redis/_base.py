@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache
@@ -16,6 +17,8 @@ from importlib.resources import files
 from typing import Any, TypeAlias
 
 import redis
+from redis.cluster import ClusterNode, RedisCluster
+from redis.connection import parse_url
 from redis.exceptions import NoScriptError
 
 from reactor.model.errors import RouterError, StorageError
@@ -24,6 +27,8 @@ __all__ = [
     "Client",
     "RedisScript",
     "RedisScripts",
+    "close_client",
+    "cluster_client",
     "from_us",
     "router_errors",
     "storage_errors",
@@ -162,3 +167,42 @@ class RedisScripts:
             redis.RedisError: the server failed (callers wrap it).
         """
         return self.get(name).run(len(keys), *keys, *args)
+
+
+#: The seed-node client each RedisCluster was discovered through (see :func:`cluster_client`).
+_SEEDS: weakref.WeakKeyDictionary[Any, redis.Redis] = weakref.WeakKeyDictionary()
+
+
+def cluster_client(url: str, options: dict[str, Any]) -> RedisCluster:
+    """Build a ``RedisCluster`` from ``redis://host:port`` whose seed connection we can close.
+
+    redis-py discovers the cluster through a temporary client to the startup node and then
+    drops it without closing it, which leaks a socket (a ``ResourceWarning`` at garbage
+    collection). Passing our own seed client makes redis-py use it, and :func:`close_client`
+    closes it with the cluster.
+
+    Args:
+        url: ``redis://[user:password@]host:port`` of any cluster node.
+        options: client options (timeouts, retry, ``decode_responses``).
+    """
+    parsed = parse_url(url)  # type: ignore[no-untyped-call]
+    host, port = str(parsed.pop("host")), int(parsed.pop("port", 6379))
+    parsed.pop("db", None)
+    seed_node = ClusterNode(host, port)  # type: ignore[no-untyped-call]
+    seed = redis.Redis(host=host, port=port, **parsed, **options)
+    seed_node.redis_connection = seed
+    client = RedisCluster(startup_nodes=[seed_node], **parsed, **options)
+    _SEEDS[client] = seed
+    return client
+
+
+def close_client(client: Client) -> None:
+    """Close a redis-py client and all its connections (a cluster's seed too); never raises."""
+    seed = _SEEDS.pop(client, None)
+    for closable in (client, seed):
+        if closable is None:
+            continue
+        try:
+            closable.close()
+        except Exception:  # closing must never raise
+            pass

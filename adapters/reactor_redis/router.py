@@ -26,7 +26,7 @@ import redis
 
 from reactor.model.errors import DeserializationError, RouterError
 from reactor.ports.router import DeadLetter, Delivery, Job
-from reactor_redis._base import Client, RedisScripts, router_errors
+from reactor_redis._base import Client, RedisScripts, close_client, router_errors
 from reactor_redis.keys import Keys
 
 __all__ = ["GROUP", "RedisRouter"]
@@ -223,7 +223,4 @@ class RedisRouter:
             return
         self._closed = True
         if self._owns:
-            try:
-                self.client.close()
-            except Exception:
-                pass
+            close_client(self.client)

@@ -9,7 +9,7 @@ thread-safe connection pool) and the lazily loaded Lua scripts; ``now()`` is the
 from __future__ import annotations
 
 from reactor.ports.storage import Capabilities
-from reactor_redis._base import Client, RedisScripts, storage_errors
+from reactor_redis._base import Client, RedisScripts, close_client, storage_errors
 from reactor_redis.claims import RedisClaimStore
 from reactor_redis.contexts import RedisContextStore
 from reactor_redis.keys import Keys
@@ -82,7 +82,4 @@ class RedisStorage:
         self._closed = True
         self.signals.close_all()
         if self._owns:
-            try:
-                self.client.close()
-            except Exception:  # closing must never raise
-                pass
+            close_client(self.client)
