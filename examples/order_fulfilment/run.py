@@ -451,6 +451,11 @@ def render_summary(console: Console, report: DemoReport) -> None:
     summary = Table(title="Order fulfilment", show_header=True)
     summary.add_column("metric")
     summary.add_column("value", justify="right")
+    runtime = config.current()
+    summary.add_row(
+        "storage / router",
+        f"{type(runtime.storage).__name__} / {type(runtime.router).__name__}",
+    )
     summary.add_row("orders processed", str(total))
     summary.add_row("completed", str(counts["completed"]))
     summary.add_row("failed and fully rolled back",
