@@ -29,7 +29,7 @@ from tests.kill.conftest import Backend, WorkerProcesses, wait_until, with_query
 from tests.kill.reactors import count, entries
 
 SETTINGS: dict[str, object] = {
-    "context_lock_ttl": 2, "sweeper_interval": 1, "lock_snooze_base_delay": 0.1,
+    "context_lock_ttl": 4, "sweeper_interval": 1, "lock_snooze_base_delay": 0.1,
     "lock_snooze_jitter": 0.1,
 }
 IMPORT = ("--import", "tests.kill.async_reactors")

@@ -2,7 +2,7 @@
 recover the run (issue 7 "Prove it"; ARCHITECTURE §5 rules 4 and 6).
 
 Runs on Redis, MongoDB (SecantusDB wire server) and DynamoDB + SQS (moto), each with a
-``context_lock_ttl`` of 2 s and a 1 s sweep interval: worker 1 blocks at a deterministic point
+``context_lock_ttl`` of 4 s and a 1 s sweep interval: worker 1 blocks at a deterministic point
 and is killed with SIGKILL; worker 2 (``--sweep``) re-dispatches the run once its liveness lock
 lapses and finishes it. Step and undo executions are counted in an ``O_APPEND`` log file.
 """
@@ -22,7 +22,7 @@ from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from tests.kill.conftest import Backend, WorkerProcesses, wait_until
 from tests.kill.reactors import KillFlow, KillRollback, count, entries
 
-SETTINGS: dict[str, object] = {"context_lock_ttl": 2, "sweeper_interval": 1}
+SETTINGS: dict[str, object] = {"context_lock_ttl": 4, "sweeper_interval": 1}
 
 #: Seconds from the kill to the run's terminal state, per test id (printed with -s).
 TIMINGS: dict[str, float] = {}

@@ -33,7 +33,7 @@ from tests.kill.map_reactors import MapOwner, inputs
 from tests.kill.reactors import entries
 
 SETTINGS: dict[str, object] = {
-    "context_lock_ttl": 2, "sweeper_interval": 1,
+    "context_lock_ttl": 4, "sweeper_interval": 1,
     "lock_snooze_base_delay": 0.2, "lock_snooze_jitter": 0.2,
 }
 IMPORT = ("--import", "tests.kill.map_reactors")
