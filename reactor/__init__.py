@@ -32,6 +32,7 @@ from reactor.dsl import (
 from reactor.dsl.background import Background
 from reactor.dsl.fan_out import FanOut
 from reactor.engine.dispatch import DispatchHandle
+from reactor.model.codec import EncodeError
 from reactor.model.errors import (
     ArgumentResolutionError,
     AsyncWaitTimeoutError,
@@ -88,6 +89,7 @@ __all__ = [
     "DependencyError",
     "DeserializationError",
     "DispatchHandle",
+    "EncodeError",
     "Failure",
     "FanOut",
     "Halt",

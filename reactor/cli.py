@@ -9,8 +9,10 @@ suite against an adapter chosen by URL. Storage and router URLs default to the e
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -34,6 +36,7 @@ app = typer.Typer(
 runs_app = typer.Typer(help="Inspect stored runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 console = Console()
+err_console = Console(stderr=True)
 
 StorageOpt = Annotated[
     str | None, typer.Option("--storage", help="Storage URL (default: REACTOR_STORAGE_URL).")
@@ -61,14 +64,43 @@ def _settings(pairs: list[str] | None) -> dict[str, Any]:
     return values
 
 
+def _warn_without_storage(storage: str | None) -> None:
+    """Warn on stderr when neither ``--storage`` nor ``REACTOR_STORAGE_URL`` names a storage."""
+    if storage is None and not os.environ.get("REACTOR_STORAGE_URL"):
+        err_console.print(
+            "[yellow]warning:[/yellow] no --storage and no REACTOR_STORAGE_URL: using a fresh, "
+            "empty in-process memory:// store (pass --storage URL or set REACTOR_STORAGE_URL)",
+            soft_wrap=True,
+        )
+
+
 def _runtime(
     storage: str | None, router: str | None, settings: list[str] | None = None
 ) -> config.Runtime:
+    _warn_without_storage(storage)
     try:
         return config.configure(storage=storage, router=router, **_settings(settings))
     except ReactorError as exc:
         console.print(f"[red]configuration error:[/red] {exc}")
         raise typer.Exit(2) from exc
+
+
+def _import_modules(names: list[str]) -> None:
+    """Import the ``--import`` modules with the current directory first on ``sys.path`` (like
+    ``python -m``); a module that cannot be imported is one error line and exit code 2."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    for name in names:
+        try:
+            importlib.import_module(name)  # safe: operator-supplied on the command line
+        except Exception as exc:  # ImportError or an error raised while importing it
+            err_console.print(
+                f"[red]error:[/red] cannot import --import {name!r}: "
+                f"{type(exc).__name__}: {exc}",
+                soft_wrap=True,
+            )
+            raise typer.Exit(2) from exc
 
 
 @app.command()
@@ -102,6 +134,7 @@ def worker(
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
+    _import_modules(import_ or [])
     runtime = _runtime(storage, router, setting)
     runner = Worker(
         runtime, threads=threads, import_modules=import_ or [], sweep=sweep,
@@ -124,8 +157,10 @@ def sweep(
     limit: Annotated[int, typer.Option(help="Records inspected per sweeper.", min=1)] = 1000,
     setting: SettingOpt = None,
 ) -> None:
-    """Run the run, step and map sweepers once (or every SECONDS until SIGTERM/SIGINT) and
-    print their counts."""
+    """Run the run, step and map sweepers once and print their counts.
+
+    With --every SECONDS, repeat until SIGTERM/SIGINT.
+    """
     runtime = _runtime(storage, router, setting)
     stop = threading.Event()
     if every is not None and threading.current_thread() is threading.main_thread():

@@ -214,7 +214,10 @@ def configure(
         storage: a :class:`reactor.ports.Storage` or a URL; ``None`` keeps the default
             (``memory://``). ``REACTOR_STORAGE_URL`` overrides it.
         router: a :class:`reactor.ports.Router` or a URL; ``None`` keeps the default
-            (``local://``). ``REACTOR_ROUTER_URL`` overrides it.
+            (``local://``). ``REACTOR_ROUTER_URL`` overrides it. A router built here from a
+            ``local://`` URL gets in-process worker threads (``workers`` option, default 2;
+            0 = queue only) that start on the first enqueue and stop when the router is
+            closed (:func:`reset` or a reconfigure), see :mod:`reactor.jobs.embedded`.
         **settings: fields of :class:`Settings` (seconds for durations).
 
     Returns:
@@ -246,13 +249,17 @@ def configure(
     from reactor.jobs.handlers import bind_inline  # the job handlers import this module
 
     bind_inline(runtime)  # inline://: jobs run synchronously through the worker's handlers
+    if isinstance(router_spec, str):  # local://: the embedded default runs its own workers
+        from reactor.jobs.embedded import bind_local_workers
+
+        bind_local_workers(runtime)
     with _lock:
         previous, _current = _current, runtime
-    if previous is not None:
-        if previous.storage is not built_storage:
-            previous.storage.close()
+    if previous is not None:  # the router first: its embedded workers still use the storage
         if previous.router is not built_router:
             previous.router.close()
+        if previous.storage is not built_storage:
+            previous.storage.close()
     return runtime
 
 
@@ -274,6 +281,6 @@ def reset() -> None:
     global _current
     with _lock:
         previous, _current = _current, None
-    if previous is not None:
-        previous.storage.close()
+    if previous is not None:  # the router first: its embedded workers still use the storage
         previous.router.close()
+        previous.storage.close()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -68,3 +70,70 @@ def test_adapter_commands_are_mounted_from_entry_points() -> None:
     outcome = CliRunner().invoke(app, ["dynamodb", "--help"])
     assert outcome.exit_code == 0
     assert "create-table" in outcome.output
+
+
+def test_worker_import_failure_is_one_error_line_and_exit_2() -> None:
+    out = runner.invoke(
+        cli.app, ["worker", "--storage", "memory://", "--import", "no_such_module_for_reactor"]
+    )
+    assert out.exit_code == 2
+    assert "cannot import --import 'no_such_module_for_reactor'" in out.output
+    assert "Traceback" not in out.output
+
+
+def test_worker_imports_modules_from_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "reactor_cli_cwd_module.py").write_text("LOADED = True\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "reactor_cli_cwd_module", raising=False)
+    monkeypatch.setattr(worker_module.Worker, "serve", lambda self, **_: 0)
+    out = runner.invoke(
+        cli.app, ["worker", "--storage", "memory://", "--import", "reactor_cli_cwd_module"]
+    )
+    assert out.exit_code == 0, out.output
+    assert sys.modules["reactor_cli_cwd_module"].LOADED is True
+    sys.modules.pop("reactor_cli_cwd_module", None)
+
+
+@pytest.mark.parametrize("args", [["sweep"], ["runs", "list"], ["runs", "show", "x"]])
+def test_commands_without_a_storage_warn_that_the_store_is_empty(
+    args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("REACTOR_STORAGE_URL", raising=False)
+    out = runner.invoke(cli.app, args)
+    assert "warning: no --storage and no REACTOR_STORAGE_URL" in out.stderr
+    assert "--storage URL" in out.stderr
+
+
+def test_an_explicit_or_environment_storage_does_not_warn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("REACTOR_STORAGE_URL", raising=False)
+    assert "warning" not in runner.invoke(cli.app, ["sweep", "--storage", "memory://"]).stderr
+    monkeypatch.setenv("REACTOR_STORAGE_URL", "memory://")
+    assert "warning" not in runner.invoke(cli.app, ["sweep"]).stderr
+
+
+def test_contract_rejects_a_bad_url_before_running_pytest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import reactor_contract.cli as contract_cli
+
+    def no_pytest(args: object) -> int:
+        raise AssertionError("pytest must not run for a bad URL")
+
+    monkeypatch.setattr(contract_cli.pytest, "main", no_pytest)
+    out = runner.invoke(cli.app, ["contract", "--storage", "nosuch://"])
+    assert out.exit_code == 2
+    assert "bad storage URL 'nosuch://'" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    out = runner.invoke(cli.app, ["contract", "--storage", "memory://", "--router",
+                                  "local://?bogus=1"])
+    assert out.exit_code == 2 and "bad router URL" in out.stderr
+
+
+def test_help_shows_one_line_per_command() -> None:
+    out = runner.invoke(cli.app, ["--help"], terminal_width=200)
+    assert "Run the run, step and map sweepers once and print their counts." in out.output

@@ -20,6 +20,7 @@ EXPECTED_REACTOR = sorted(
         "DependencyError",
         "DeserializationError",
         "DispatchHandle",
+        "EncodeError",
         "FanOut",
         "Failure",
         "Halt",

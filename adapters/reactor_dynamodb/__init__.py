@@ -20,7 +20,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from reactor.model.errors import StorageError
+from reactor.model.errors import ConfigurationError, StorageError
 from reactor_dynamodb._aws import bool_option, float_option, make_client, parse_url
 from reactor_dynamodb.admin import create_table
 from reactor_dynamodb.documents import DynamoDocumentStore
@@ -50,8 +50,9 @@ def storage_from_url(url: str, *, context_ttl: float = 86400.0, **_ignored: Any)
         **_ignored: other engine settings (accepted and ignored).
 
     Raises:
-        ConfigurationError: a malformed URL or option.
-        StorageError: the table could not be described or created.
+        ConfigurationError: a malformed URL, an unknown option or a bad value.
+        StorageError: the table could not be described or created (an unreachable endpoint
+            within the bounded time of :mod:`reactor_dynamodb._aws`).
     """
     parsed = parse_url(url, "dynamodb")
     client = make_client("dynamodb", parsed)
@@ -85,8 +86,10 @@ def router_from_url(url: str, *, visibility_timeout: float = 30.0, **_ignored: A
         **_ignored: other engine settings (accepted and ignored).
 
     Raises:
-        ConfigurationError: a malformed URL or option.
-        RouterError: the queues could not be found or created.
+        ConfigurationError: a malformed URL, an unknown option or a bad value (a
+            ``visibility_timeout`` outside (0, 43200] s, an invalid queue name).
+        RouterError: the queues could not be found or created (an unreachable endpoint
+            within the bounded time of :mod:`reactor_dynamodb._aws`).
     """
     parsed = parse_url(url, "sqs")
     client = make_client("sqs", parsed)
@@ -99,6 +102,9 @@ def router_from_url(url: str, *, visibility_timeout: float = 30.0, **_ignored: A
             create=bool_option(parsed, "create", True),
             owns_client=True,
         )
+    except ValueError as exc:
+        client.close()
+        raise ConfigurationError(f"bad SQS router configuration in {url!r}: {exc}") from exc
     except Exception:
         client.close()
         raise

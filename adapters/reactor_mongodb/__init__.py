@@ -8,7 +8,11 @@ Registered through entry points exactly like a third-party adapter (ARCHITECTURE
   (:mod:`reactor_mongodb.probe`)
 
 URLs: ``mongodb://host:27017/DB?prefix=reactor_&clock=server`` (see
-:mod:`reactor_mongodb._url` for the reactor options; every other option goes to the driver).
+:mod:`reactor_mongodb._url` for the reactor options; every other option must be a MongoDB
+connection-string option and goes to the driver). Unknown options and bad values raise
+:class:`reactor.ConfigurationError` at construction. Construction never waits for the server;
+operations on an unreachable server raise ``StorageError``/``RouterError`` after the
+``serverSelectionTimeoutMS`` (default 5 s; docs/adapters/mongodb.md "Timeouts").
 ``mongomock://`` (:mod:`reactor_mongodb.testing`) runs the same adapter in-process, for tests.
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reactor.model.errors import ConfigurationError
 from reactor_mongodb._url import MongoURL, float_option, parse_url
 from reactor_mongodb.documents import MongoDocumentStore
 from reactor_mongodb.router import MongoRouter
@@ -34,9 +39,19 @@ __all__ = [
 
 
 def _client(uri: str) -> Any:
-    from pymongo import MongoClient
+    """A ``pymongo.MongoClient`` on ``uri`` (connects lazily, in the background).
 
-    return MongoClient(uri, tz_aware=False, uuidRepresentation="standard")
+    Raises:
+        ConfigurationError: pymongo refused the URI (e.g. a ``mongodb+srv`` name that does not
+            resolve, or a combination of options the URL parser could not judge alone).
+    """
+    from pymongo import MongoClient
+    from pymongo.errors import PyMongoError
+
+    try:
+        return MongoClient(uri, tz_aware=False, uuidRepresentation="standard")
+    except (PyMongoError, ValueError, TypeError) as exc:
+        raise ConfigurationError(f"MongoDB client configuration rejected: {exc}") from exc
 
 
 def build_storage(
@@ -105,7 +120,7 @@ def storage_from_url(url: str, **settings: Any) -> MongoStorage:
         **settings: engine settings; ``context_ttl`` (seconds) is used, others are ignored.
 
     Raises:
-        ConfigurationError: a malformed URL or option.
+        ConfigurationError: a malformed URL, an unknown option or a bad option value.
     """
     parsed = parse_url(url)
     return build_storage(parsed, _client(parsed.client_uri), **settings)
@@ -119,7 +134,7 @@ def router_from_url(url: str, **settings: Any) -> MongoRouter:
         **settings: engine settings; ``visibility_timeout`` (seconds) is used, others ignored.
 
     Raises:
-        ConfigurationError: a malformed URL or option.
+        ConfigurationError: a malformed URL, an unknown option or a bad option value.
     """
     parsed = parse_url(url)
     return build_router(parsed, _client(parsed.client_uri), **settings)

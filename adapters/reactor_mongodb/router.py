@@ -39,7 +39,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import PyMongoError
 
-from reactor.model.errors import DeserializationError, RouterError
+from reactor.model.errors import DeserializationError, RouterError, StorageError
 from reactor.ports.router import DeadLetter, Delivery, Job
 from reactor_mongodb._clock import ServerClock
 
@@ -108,8 +108,16 @@ class MongoRouter:
     # -- producer side -----------------------------------------------------------------------
 
     def now(self) -> float:
-        """The router clock in epoch seconds."""
-        return self._clock()
+        """The router clock in epoch seconds.
+
+        Raises:
+            RouterError: calibrating the server clock failed (e.g. the server is unreachable:
+                after ``serverSelectionTimeoutMS``).
+        """
+        try:
+            return self._clock()
+        except StorageError as exc:
+            raise RouterError(f"MongoDB router clock failed: {exc}") from exc
 
     def enqueue(self, job: Job, delay_seconds: float = 0) -> str:
         """Queue ``job`` to become due after ``delay_seconds`` (any finite delay >= 0).

@@ -7,10 +7,15 @@ afterwards is delivered. Signal documents are garbage: a TTL index on ``at`` rem
 (:data:`SIGNAL_RETENTION` seconds; best effort, a server without TTL indexes keeps them).
 
 Change streams need a replica set or a server that emulates one (SecantusDB does); a
-standalone ``mongod`` and mongomock do not. :func:`change_streams_supported` finds out once, at
-construction, by opening and closing a stream; without support the storage declares
-``Capabilities(signals=False)`` and waits fall back to polling the durable records
-(ARCHITECTURE §5 rule 3: signals only ever shorten waits).
+standalone ``mongod`` and mongomock do not. :func:`change_streams_supported` asks once, when the
+storage is built, bounded by :data:`PROBE_TIMEOUT` seconds (construction never waits for an
+unreachable server for long). A definite answer is final: without support the storage declares
+``Capabilities(signals=False)`` and waits poll the durable records (ARCHITECTURE §5 rule 3:
+signals only ever shorten waits). When the server cannot be reached in time the answer is
+unknown: the storage declares signals and the :class:`MongoSignalStore` settles the question on
+first use; if the server then turns out to refuse change streams, ``publish`` does nothing and
+``subscribe`` returns a subscription that never delivers (each ``get`` just waits its timeout,
+which is the waiter's poll interval), so waits degrade to polling.
 """
 
 from __future__ import annotations
@@ -21,11 +26,13 @@ import weakref
 from datetime import UTC, datetime
 from typing import Any
 
-from pymongo.errors import PyMongoError
+import pymongo
+from pymongo.errors import ConnectionFailure, PyMongoError
 
 from reactor.model.errors import StorageError
 
 __all__ = [
+    "PROBE_TIMEOUT",
     "SIGNALS",
     "SIGNAL_RETENTION",
     "MongoSignalStore",
@@ -40,21 +47,34 @@ SIGNAL_RETENTION = 300
 #: Longest single server-side wait of a subscription, in milliseconds (bounds ``get`` overrun
 #: and how quickly ``close`` from another thread takes effect).
 _MAX_AWAIT_MS = 100
+#: Longest wait in seconds of one change-stream support probe (:func:`change_streams_supported`).
+PROBE_TIMEOUT = 1.0
 
 
-def change_streams_supported(collection: Any) -> bool:
+def _transient(exc: PyMongoError) -> bool:
+    """Whether ``exc`` says nothing about change-stream support (unreachable, timed out)."""
+    return isinstance(exc, ConnectionFailure) or bool(getattr(exc, "timeout", False))
+
+
+def change_streams_supported(collection: Any, timeout: float = PROBE_TIMEOUT) -> bool | None:
     """Whether ``collection`` can be watched: opens a change stream and closes it at once.
 
     Args:
         collection: a pymongo ``Collection`` (or an API-compatible fake).
+        timeout: the longest wait in seconds (pymongo's client-side operation timeout,
+            server selection included).
 
     Returns:
-        ``False`` when the server or fake refuses (standalone ``mongod``: ``OperationFailure``
-        40573; mongomock: ``NotImplementedError``) or fails; ``True`` otherwise.
+        ``True`` when the stream opened; ``False`` when the server or fake refused (standalone
+        ``mongod``: ``OperationFailure`` 40573; mongomock: ``NotImplementedError``); ``None``
+        when the server could not be reached or did not answer within ``timeout``.
     """
     try:
-        stream = collection.watch(max_await_time_ms=1)
-    except (PyMongoError, NotImplementedError, AttributeError, TypeError):
+        with pymongo.timeout(timeout):
+            stream = collection.watch(max_await_time_ms=1)
+    except PyMongoError as exc:
+        return None if _transient(exc) else False
+    except (NotImplementedError, AttributeError, TypeError):
         return False
     try:
         stream.close()
@@ -110,17 +130,45 @@ class MongoSubscription:
                 pass
 
 
+class _SilentSubscription:
+    """A subscription that never delivers (the server refused change streams).
+
+    ``get`` waits its timeout (or until closed) and returns ``None``, so a waiter re-checks the
+    durable record once per poll interval, as without signals.
+    """
+
+    def __init__(self) -> None:
+        self._closed = threading.Event()
+
+    def get(self, timeout: float) -> str | None:
+        """Wait up to ``timeout`` seconds (less if closed); always ``None``."""
+        self._closed.wait(max(timeout, 0.0))
+        return None
+
+    def close(self) -> None:
+        """Wake a pending ``get``; idempotent, never raises."""
+        self._closed.set()
+
+
 class MongoSignalStore:
     """:class:`reactor.ports.SignalStore` on a MongoDB collection and its change streams.
 
     Args:
         collection: the pymongo ``Collection`` of signal documents (``<prefix>signals``).
+        supported: whether the server supports change streams; ``None`` = not known yet
+            (settled on first use; see the module docstring).
     """
 
-    def __init__(self, collection: Any) -> None:
+    def __init__(self, collection: Any, *, supported: bool | None = True) -> None:
         self._collection = collection
         self._indexed = False
-        self._open: weakref.WeakSet[MongoSubscription] = weakref.WeakSet()
+        self._supported = supported
+        self._open: weakref.WeakSet[MongoSubscription | _SilentSubscription] = weakref.WeakSet()
+
+    @property
+    def supported(self) -> bool | None:
+        """Whether change streams work on this server; ``None`` while not known yet."""
+        return self._supported
 
     def _ensure_index(self) -> None:
         """Create the clean-up TTL index once (best effort: failures are ignored)."""
@@ -135,9 +183,16 @@ class MongoSignalStore:
     def publish(self, channel: str, message: str) -> None:
         """Insert one signal document; never raises for a missing subscriber.
 
+        Does nothing when the server refuses change streams (nobody can listen); while support
+        is unknown it is probed first (at most :data:`PROBE_TIMEOUT` seconds).
+
         Raises:
             StorageError: MongoDB failed.
         """
+        if self._supported is None:
+            self._supported = change_streams_supported(self._collection)
+        if self._supported is False:
+            return
         self._ensure_index()
         try:
             self._collection.insert_one(
@@ -146,17 +201,31 @@ class MongoSignalStore:
         except PyMongoError as exc:
             raise StorageError(f"MongoDB signal publish failed: {exc}") from exc
 
-    def subscribe(self, channel: str) -> MongoSubscription:
+    def subscribe(self, channel: str) -> MongoSubscription | _SilentSubscription:
         """Open a change stream of ``channel``'s inserts (later publishes are delivered).
 
+        Returns:
+            A live subscription; one that never delivers when the server refuses change
+            streams (learnt here when support was unknown).
+
         Raises:
-            StorageError: MongoDB refused or failed to open the stream.
+            StorageError: MongoDB failed to open the stream (unreachable, timed out; or a
+                refusal by a server whose support was known).
         """
+        subscription: MongoSubscription | _SilentSubscription
+        if self._supported is False:
+            subscription = _SilentSubscription()
+            self._open.add(subscription)
+            return subscription
         pipeline = [{"$match": {"operationType": "insert", "fullDocument.channel": channel}}]
         try:
             stream = self._collection.watch(pipeline, max_await_time_ms=_MAX_AWAIT_MS)
         except PyMongoError as exc:
+            if self._supported is None and not _transient(exc):
+                self._supported = False  # the server refused change streams: poll from now on
+                return self.subscribe(channel)
             raise StorageError(f"MongoDB signal subscribe failed: {exc}") from exc
+        self._supported = True
         subscription = MongoSubscription(stream)
         self._open.add(subscription)
         return subscription

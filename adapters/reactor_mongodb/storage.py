@@ -4,9 +4,11 @@
 :class:`reactor_mongodb.documents.MongoDocumentStore`: every semantic comes from the generic
 stores (ARCHITECTURE §4); MongoDB supplies atomicity (single-document compare-and-set) and the
 clock (the server's, calibrated: ``reactor_mongodb._clock``). Signals use change streams
-(:mod:`reactor_mongodb.signals`) where the server supports them -- detected once, at
-construction -- and are otherwise absent (``capabilities.signals`` is ``False``: waiters poll
-the durable records).
+(:mod:`reactor_mongodb.signals`) where the server supports them -- asked once, at
+construction, for at most ``PROBE_TIMEOUT`` (1 s) -- and are otherwise absent
+(``capabilities.signals`` is ``False``: waiters poll the durable records). When the server
+cannot be reached in time, signals are declared and the signal store settles support on first
+use (degrading to polling if the server refuses change streams).
 """
 
 from __future__ import annotations
@@ -14,7 +16,12 @@ from __future__ import annotations
 from reactor.generic.storage import GenericStorage
 from reactor.ports.storage import Capabilities
 from reactor_mongodb.documents import DEFAULT_MAX_DOCUMENT_BYTES, MongoDocumentStore
-from reactor_mongodb.signals import SIGNALS, MongoSignalStore, change_streams_supported
+from reactor_mongodb.signals import (
+    PROBE_TIMEOUT,
+    SIGNALS,
+    MongoSignalStore,
+    change_streams_supported,
+)
 
 __all__ = ["MONGO_CAPABILITIES", "MongoStorage", "capabilities_for"]
 
@@ -42,11 +49,14 @@ class MongoStorage(GenericStorage):
     """A :class:`reactor.ports.Storage` on MongoDB.
 
     Construction opens and closes one change stream on ``<prefix>signals`` to learn whether
-    the server supports them (one round trip); without support ``signals`` is ``None``.
+    the server supports them (one round trip, at most ``probe_timeout`` seconds); without
+    support ``signals`` is ``None``. An unreachable server costs construction at most
+    ``probe_timeout`` and leaves the question to the signal store (module docstring).
 
     Args:
         documents: the document store (owns the pymongo client when built from a URL).
         context_ttl: retention in seconds of durable run state after its last write.
+        probe_timeout: the longest wait in seconds for the change-stream support probe.
 
     Attributes:
         documents: the underlying :class:`MongoDocumentStore` (for probes and tests).
@@ -54,9 +64,16 @@ class MongoStorage(GenericStorage):
 
     documents: MongoDocumentStore
 
-    def __init__(self, documents: MongoDocumentStore, *, context_ttl: float = 86400.0) -> None:
+    def __init__(
+        self,
+        documents: MongoDocumentStore,
+        *,
+        context_ttl: float = 86400.0,
+        probe_timeout: float = PROBE_TIMEOUT,
+    ) -> None:
         collection = documents.database[documents.collection_name(SIGNALS)]
-        signals = MongoSignalStore(collection) if change_streams_supported(collection) else None
+        supported = change_streams_supported(collection, probe_timeout)
+        signals = None if supported is False else MongoSignalStore(collection, supported=supported)
         super().__init__(
             documents,
             context_ttl=context_ttl,

@@ -5,13 +5,17 @@ Configure with URLs (ARCHITECTURE §6)::
     reactor.configure(storage="redis://127.0.0.1:6379/0?prefix=myapp",
                       router="redis://127.0.0.1:6379/0?queue=jobs")
 
-Query options understood by both factories (everything else in the query goes to redis-py):
+Query options (validated at construction by :mod:`reactor_redis._url`; an unknown option or a
+bad value raises :class:`reactor.ConfigurationError` naming it):
 
 * ``prefix`` -- key namespace (default ``"reactor"``);
 * ``socket_timeout`` -- seconds before a silent server raises (default 5; a stopped server then
   raises :class:`reactor.StorageError` / :class:`reactor.RouterError` instead of hanging);
 * router only: ``queue`` (default ``"jobs"``), ``visibility_timeout`` (seconds; default the
-  ``visibility_timeout`` setting), ``consumer`` (default a random name per router).
+  ``visibility_timeout`` setting), ``consumer`` (default a random name per router);
+* redis-py connection options: ``db``, ``socket_connect_timeout``, ``socket_keepalive``,
+  ``health_check_interval``, ``max_connections``, ``client_name``, and with ``rediss://`` the
+  ``ssl_*`` options listed in :mod:`reactor_redis._url`.
 
 Settings passed as keyword arguments (``context_ttl``, ``visibility_timeout``, ...) are used
 when relevant and unknown ones are ignored.
@@ -20,13 +24,14 @@ when relevant and unknown ones are ignored.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote
 
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from reactor_redis._base import Client, cluster_client
+from reactor_redis._url import DEFAULT_SOCKET_TIMEOUT, RedisURL, parse_url
 from reactor_redis.keys import Keys
 from reactor_redis.router import RedisRouter
 from reactor_redis.storage import RedisStorage
@@ -41,22 +46,32 @@ __all__ = [
     "storage_from_url",
 ]
 
-#: Seconds before a socket operation on a silent server fails.
-DEFAULT_SOCKET_TIMEOUT = 5.0
 
-_OURS = frozenset({"prefix", "socket_timeout", "queue", "visibility_timeout", "consumer"})
-
-
-def _split(url: str) -> tuple[str, dict[str, str], str]:
-    parts = urlsplit(url)
-    options = dict(parse_qsl(parts.query, keep_blank_values=True))
-    passthrough = {k: v for k, v in options.items() if k not in _OURS}
-    scheme = parts.scheme.lower()
-    client_scheme = "redis" if scheme == "redis+cluster" else scheme
-    rebuilt = urlunsplit(
-        (client_scheme, parts.netloc, parts.path, urlencode(passthrough), parts.fragment)
+def _client(parsed: RedisURL) -> Client:
+    """A redis-py client for a validated URL (no round trip: redis-py connects lazily)."""
+    retry = Retry(
+        ExponentialBackoff(cap=0.5, base=0.05), 1, supported_errors=(redis.ConnectionError,)
     )
-    return scheme, options, rebuilt
+    connect = parsed.socket_connect_timeout
+    common: dict[str, Any] = {
+        **parsed.driver,
+        "decode_responses": True,
+        "socket_timeout": parsed.socket_timeout,
+        "socket_connect_timeout": parsed.socket_timeout if connect is None else connect,
+        "retry": retry,
+    }
+    userinfo = ""
+    if parsed.username or parsed.password:
+        userinfo = quote(parsed.username or "", safe="")
+        if parsed.password:
+            userinfo += ":" + quote(parsed.password, safe="")
+        userinfo += "@"
+    host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
+    if parsed.scheme == "redis+cluster":
+        return cluster_client(f"redis://{userinfo}{host}:{parsed.port}", common)
+    return redis.Redis.from_url(
+        f"{parsed.scheme}://{userinfo}{host}:{parsed.port}/{parsed.db}", **common
+    )
 
 
 def client_from_url(url: str) -> Client:
@@ -64,26 +79,13 @@ def client_from_url(url: str) -> Client:
 
     ``redis+cluster://host:port`` builds a ``RedisCluster`` seeded from that node. Connection
     errors are retried once (redis-py reconnects after a server restart); timeouts are not.
+    Nothing is sent to the server here.
 
     Raises:
-        ValueError: the scheme is not a Redis scheme.
+        ConfigurationError: not a Redis scheme, or a malformed URL, option or value
+            (:func:`reactor_redis._url.parse_url`).
     """
-    scheme, options, rebuilt = _split(url)
-    if scheme not in ("redis", "rediss", "redis+cluster"):
-        raise ValueError(f"not a Redis URL: {url!r}")
-    timeout = float(options.get("socket_timeout", DEFAULT_SOCKET_TIMEOUT))
-    retry = Retry(
-        ExponentialBackoff(cap=0.5, base=0.05), 1, supported_errors=(redis.ConnectionError,)
-    )
-    common: dict[str, Any] = {
-        "decode_responses": True,
-        "socket_timeout": timeout,
-        "socket_connect_timeout": timeout,
-        "retry": retry,
-    }
-    if scheme == "redis+cluster":
-        return cluster_client(rebuilt, common)
-    return redis.Redis.from_url(rebuilt, **common)
+    return _client(parse_url(url))
 
 
 def storage_from_url(url: str, **settings: Any) -> RedisStorage:
@@ -92,12 +94,16 @@ def storage_from_url(url: str, **settings: Any) -> RedisStorage:
     Args:
         url: e.g. ``"redis://127.0.0.1:6379/0?prefix=app&socket_timeout=2"``.
         **settings: engine settings; ``context_ttl`` (seconds) is used, others ignored.
+
+    Raises:
+        ConfigurationError: a malformed URL, an unknown option or a bad value. A ``db`` index
+            the server does not have is only detected at first use (``StorageError``).
     """
-    _scheme, options, _rebuilt = _split(url)
+    parsed = parse_url(url)
     ttl = settings.get("context_ttl", 86400.0)
     return RedisStorage(
-        client_from_url(url),
-        prefix=options.get("prefix") or "reactor",
+        _client(parsed),
+        prefix=parsed.options.get("prefix") or "reactor",
         context_ttl=None if ttl is None else float(ttl),
     )
 
@@ -108,12 +114,16 @@ def router_from_url(url: str, **settings: Any) -> RedisRouter:
     Args:
         url: e.g. ``"redis://127.0.0.1:6379/0?queue=jobs&visibility_timeout=30"``.
         **settings: engine settings; ``visibility_timeout`` (seconds) is the default lease.
+
+    Raises:
+        ConfigurationError: a malformed URL, an unknown option or a bad value. A ``db`` index
+            the server does not have is only detected at first use (``RouterError``).
     """
-    _scheme, options, _rebuilt = _split(url)
-    raw = options.get("visibility_timeout") or settings.get("visibility_timeout", 30.0)
-    visibility = float(raw)
+    parsed = parse_url(url)
+    options = parsed.options
+    visibility = parsed.visibility_timeout(settings.get("visibility_timeout", 30.0))
     return RedisRouter(
-        client_from_url(url),
+        _client(parsed),
         prefix=options.get("prefix") or "reactor",
         queue=options.get("queue") or "jobs",
         visibility_timeout=visibility,

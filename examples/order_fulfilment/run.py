@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -55,6 +56,7 @@ __all__ = [
     "render_run",
     "render_summary",
     "run_demo",
+    "scheduled_retry_delays",
 ]
 
 #: Failure reasons in display order (``ServiceError.code`` values).
@@ -105,7 +107,11 @@ class DemoReport:
         outcomes: one :class:`Outcome` per order, same order.
         elapsed: seconds spent processing (wall clock).
         violations: invariant violations found by :func:`check_invariants` (empty = all good).
-        retry_sleeps: every retry delay (seconds) the engine asked for, in order.
+        retry_sleeps: every in-process retry sleep (seconds) the engine asked for, in order
+            (synchronous mode; empty in worker mode, where nothing sleeps).
+        workers: worker threads the runs ran in (0 = synchronously, in the caller).
+        worker_retry_delays: every retry delay (seconds) scheduled in worker mode (a retry
+            re-enqueues the run with its delay), read from the runs' traces.
     """
 
     orders: list[Order]
@@ -113,6 +119,8 @@ class DemoReport:
     elapsed: float
     violations: list[str]
     retry_sleeps: list[float] = field(default_factory=list)
+    workers: int = 0
+    worker_retry_delays: list[float] = field(default_factory=list)
 
     def counts(self) -> Counter[str]:
         """``{"completed": n, "failed": n, "halted": n, "rollback_failures": n}``."""
@@ -441,7 +449,32 @@ def run_demo(orders: Sequence[Order], services: Services, *, real_sleep: bool = 
             reactor_cls = Fulfil
         elapsed = time.perf_counter() - started
         violations = check_invariants(orders, outcomes, services, reactor_cls=reactor_cls)
-    return DemoReport(list(orders), outcomes, elapsed, violations, sleep.delays)
+    delays = scheduled_retry_delays(outcomes, reactor_cls) if workers else []
+    return DemoReport(list(orders), outcomes, elapsed, violations, sleep.delays,
+                      workers=workers, worker_retry_delays=delays)
+
+
+_RETRY_DETAIL = re.compile(r"retrying in ([0-9.eE+-]+)s")
+
+
+def scheduled_retry_delays(outcomes: Iterable[Outcome], reactor_cls: type[Reactor]) -> list[float]:
+    """The retry delays (seconds) the engine scheduled for the stored runs of ``outcomes``.
+
+    In workers a retry does not sleep: the run is re-enqueued with its delay, and the delay
+    is recorded in the run's trace (a ``retry`` entry, "retrying in <delay>s after: ...").
+
+    Returns:
+        Every scheduled delay, run by run, oldest first.
+    """
+    delays: list[float] = []
+    for outcome in outcomes:
+        if outcome.run_id is None:
+            continue
+        for entry in reactor_cls.find(outcome.run_id).trace:
+            match = _RETRY_DETAIL.match(entry.detail or "") if entry.type == "retry" else None
+            if match is not None:
+                delays.append(float(match.group(1)))
+    return delays
 
 
 def render_summary(console: Console, report: DemoReport) -> None:
@@ -456,6 +489,11 @@ def render_summary(console: Console, report: DemoReport) -> None:
         "storage / router",
         f"{type(runtime.storage).__name__} / {type(runtime.router).__name__}",
     )
+    summary.add_row(
+        "ran in",
+        f"background workers ({report.workers} worker threads)" if report.workers
+        else "the caller (synchronous)",
+    )
     summary.add_row("orders processed", str(total))
     summary.add_row("completed", str(counts["completed"]))
     summary.add_row("failed and fully rolled back",
@@ -464,7 +502,11 @@ def render_summary(console: Console, report: DemoReport) -> None:
     summary.add_row("rollback failures", str(counts["rollback_failures"]))
     if counts["halted"]:
         summary.add_row("halted", str(counts["halted"]))
-    summary.add_row("retry back-off (s)", f"{sum(report.retry_sleeps):.2f}")
+    if report.workers:
+        summary.add_row("retry delays scheduled in workers (s)",
+                        f"{sum(report.worker_retry_delays):.2f}")
+    else:
+        summary.add_row("in-process retry sleep (s)", f"{sum(report.retry_sleeps):.2f}")
     summary.add_row("elapsed (s)", f"{report.elapsed:.2f}")
     summary.add_row("orders / s", f"{total / report.elapsed:.0f}" if report.elapsed else "-")
     summary.add_row("outcome digest", report.digest())

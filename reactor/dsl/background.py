@@ -65,9 +65,10 @@ class Background:
         chosen = [name for name, on in (("all", all), ("after", after is not None),
                                         ("before", before is not None)) if on]
         if len(chosen) != 1:
+            given = f"all={all!r}, after={after!r}, before={before!r}"
             raise DefinitionError(
                 "Background(...) takes exactly one of all=True, after='step' or before='step'"
-                + (f" (got {', '.join(chosen)})" if chosen else "")
+                + (f" (got {' and '.join(chosen)}: {given})" if chosen else f" (got none: {given})")
             )
         step = after if after is not None else before
         if step is not None and (not isinstance(step, str) or not step):

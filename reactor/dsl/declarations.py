@@ -229,7 +229,7 @@ def step(
             list, or both inline and on the Step class).
     """
     if retries is not None and not isinstance(retries, Retries):
-        raise DefinitionError("retries= must be a Retries(...)")
+        raise DefinitionError(f"retries= must be a Retries(...), got {retries!r}")
     args = {k: _as_template(k, v) for k, v in arguments.items()}
     deps = _names(wait_for)
     if impl is None:
@@ -286,7 +286,10 @@ def compose(
     """
     _check_reactor_class("compose", child)
     if retries is not None:
-        raise DefinitionError("retries on compose is not supported: only leaf steps retry")
+        raise DefinitionError(
+            f"compose({getattr(child, '__qualname__', child)}): retries={retries!r} is not "
+            "supported: only leaf steps retry"
+        )
     return StepSpec(
         kind="compose",
         arguments={k: _as_template(k, v) for k, v in arguments.items()},
@@ -338,7 +341,10 @@ def map_step(
     """
     _check_reactor_class("map_step", element_reactor)
     if retries is not None:
-        raise DefinitionError("retries on map_step is not supported: only leaf steps retry")
+        raise DefinitionError(
+            f"map_step({getattr(element_reactor, '__qualname__', element_reactor)}): "
+            f"retries={retries!r} is not supported: only leaf steps retry"
+        )
     if not isinstance(source, Template):
         raise DefinitionError("map_step(source=...) must be a template such as result('x')")
     return StepSpec(

@@ -21,7 +21,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from enum import Enum
 from typing import Annotated, Any, get_args
 
-from pydantic import BaseModel, Field, PydanticSchemaGenerationError, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    Field,
+    PydanticSchemaGenerationError,
+    PydanticUserError,
+    TypeAdapter,
+    ValidationError,
+)
 from pydantic import ConfigDict as _ConfigDict
 
 from reactor.model import codec
@@ -91,11 +98,15 @@ class Input:
         """``True`` when the input has no default."""
         return self.default is MISSING
 
-    def bound(self, name: str) -> Input:
+    def bound(self, name: str, owner: str | None = None) -> Input:
         """Return a copy of this declaration named ``name`` (its adapter is built eagerly).
 
+        Args:
+            name: the input name.
+            owner: the declaring reactor or step class (named in errors).
+
         Raises:
-            DefinitionError: invalid type or constraints.
+            DefinitionError: invalid type or constraints (naming ``owner`` and the input).
         """
         clone = Input(
             self.type,
@@ -105,7 +116,7 @@ class Input:
             **self.constraints,
         )
         clone.name = name
-        clone._adapter = _build_adapter(name, self.type, self.constraints)
+        clone._adapter = _build_adapter(name, self.type, self.constraints, owner)
         return clone
 
     def validate(self, value: Any) -> Any:
@@ -151,18 +162,34 @@ _FIELD_KEYWORDS: frozenset[str] = frozenset(inspect.signature(Field).parameters)
 }
 
 
-def _build_adapter(name: str, tp: Any, constraints: Mapping[str, Any]) -> TypeAdapter[Any]:
+def _build_adapter(
+    name: str, tp: Any, constraints: Mapping[str, Any], owner: str | None = None
+) -> TypeAdapter[Any]:
+    """Build the validator of one input, completely (a type pydantic cannot resolve — e.g. a
+    string ``Input("notatype")`` — is a :class:`DefinitionError` here, not at run time).
+
+    Raises:
+        DefinitionError: unknown constraints, or a type pydantic cannot build a validator for;
+            the message names ``owner`` (the reactor or step class) and the input.
+    """
+    where = f"{owner}: input {name!r}" if owner else f"input {name!r}"
     unknown = sorted(set(constraints) - _FIELD_KEYWORDS)
     if unknown:
-        raise DefinitionError(f"input {name!r}: invalid type or constraints: unknown {unknown}")
+        raise DefinitionError(f"{where}: invalid type or constraints: unknown {unknown}")
     annotated: Any = Annotated[tp, Field(**constraints)] if constraints else tp
     try:
         try:
-            return TypeAdapter(annotated)
+            adapter = TypeAdapter(annotated)
         except PydanticSchemaGenerationError:
-            return TypeAdapter(annotated, config=_ConfigDict(arbitrary_types_allowed=True))
-    except (TypeError, ValueError) as exc:  # pydantic raises subclasses of these
-        raise DefinitionError(f"input {name!r}: invalid type or constraints: {exc}") from exc
+            adapter = TypeAdapter(annotated, config=_ConfigDict(arbitrary_types_allowed=True))
+        if not adapter.pydantic_complete:  # an unresolvable (string / forward) type
+            adapter.rebuild(raise_errors=True)
+    except (TypeError, ValueError, NameError, PydanticUserError) as exc:
+        detail = str(exc).split("\n", 1)[0]
+        raise DefinitionError(
+            f"{where}: invalid type or constraints ({tp!r}): {detail}"
+        ) from exc
+    return adapter
 
 
 #: Input names a ``Step`` may not declare (they clash with the inputs object or ``Step``).

@@ -25,6 +25,7 @@ from reactor.dsl.coordination import Coordination, normalize_coordination
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.definition import ReactorDefinition, build_definition
 from reactor.dsl.inputs import REACTOR_RESERVED_INPUT_NAMES, Input, InputContract, check_input_name
+from reactor.model.errors import InputValidationError
 from reactor.model.results import Failure, Success
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ class Reactor:
                     inputs.pop(attr_name, None)
         reactor_name = name or f"{cls.__module__}.{cls.__qualname__}"
         contract = InputContract(
-            cls.__qualname__, [decl.bound(n) for n, decl in inputs.items()]
+            cls.__qualname__, [decl.bound(n, cls.__qualname__) for n, decl in inputs.items()]
         )
         cls.reactor_name = reactor_name
         cls.coordination = normalize_coordination(cls.coordination, cls.__qualname__)
@@ -123,9 +124,17 @@ class Reactor:
 
         Returns:
             See :meth:`run`.
+
+        Raises:
+            InputValidationError: ``inputs`` is not a mapping (e.g. a list).
         """
         from reactor.engine import api
 
+        if inputs is not None and not isinstance(inputs, Mapping):
+            raise InputValidationError(
+                f"{cls.__qualname__}.execute(inputs): inputs must be a mapping of input name -> "
+                f"value, got {type(inputs).__name__}"
+            )
         return api.run(cls.definition, dict(inputs or {}), runtime=runtime, sleep=sleep)
 
     @classmethod
@@ -141,7 +150,8 @@ class Reactor:
 
         Raises:
             RunNotFoundError: no stored run with this id belongs to this reactor.
-            DeserializationError: the stored context is malformed.
+            DeserializationError: the stored context is malformed (the message names the run
+                id; a worker that met it stored it ``failed`` with the reason instead).
         """
         from reactor.engine import api
 
@@ -167,6 +177,7 @@ class Reactor:
         Raises:
             RunNotFoundError: no stored run with this id belongs to this reactor.
             RunStateError: the run is still running, pending, paused or rolling back.
+            DeserializationError: the stored context is malformed (the message names the run id).
         """
         from reactor.engine import api
 

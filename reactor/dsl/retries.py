@@ -36,15 +36,19 @@ class Retries:
 
     def __post_init__(self) -> None:
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
-            raise DefinitionError("Retries.max_attempts must be an int")
+            raise DefinitionError(f"Retries.max_attempts must be an int, got {self.max_attempts!r}")
         if self.max_attempts < 1:
-            raise DefinitionError("Retries.max_attempts must be at least 1")
+            raise DefinitionError(
+                f"Retries.max_attempts must be at least 1, got {self.max_attempts!r}"
+            )
         if self.backoff not in ("exponential", "linear", "fixed"):
             raise DefinitionError(
                 f"Retries.backoff must be 'exponential', 'linear' or 'fixed', got {self.backoff!r}"
             )
         if self.base_delay < 0:
-            raise DefinitionError("Retries.base_delay must be >= 0 seconds")
+            raise DefinitionError(
+                f"Retries.base_delay must be >= 0 seconds, got {self.base_delay!r}"
+            )
 
     def delay(self, failed_attempt: int) -> float:
         """Seconds to wait after failed attempt ``failed_attempt`` (1-based) before the next.

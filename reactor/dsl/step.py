@@ -88,7 +88,8 @@ class Step:
                     check_input_name(name, cls.__qualname__, STEP_RESERVED_INPUT_NAMES)
                     declared[name] = attr
         cls.contract = InputContract(
-            cls.__qualname__, [decl.bound(name) for name, decl in declared.items()]
+            cls.__qualname__,
+            [decl.bound(name, cls.__qualname__) for name, decl in declared.items()],
         )
         for hook in ("run", "undo", "compensate"):
             fn = cls.__dict__.get(hook)

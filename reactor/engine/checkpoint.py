@@ -11,6 +11,7 @@ from __future__ import annotations
 from reactor.engine.env import Env
 from reactor.model import codec
 from reactor.model.context import Context
+from reactor.model.errors import DeserializationError
 from reactor.ports.records import ContextRecord
 
 __all__ = ["Checkpointer", "load_context"]
@@ -88,11 +89,14 @@ def load_context(env: Env, context_id: str) -> Context | None:
         The context, or ``None`` when no record exists.
 
     Raises:
-        DeserializationError: the stored document is malformed.
-        SchemaVersionError: the stored document has an unknown ``schema_version``.
+        DeserializationError: the stored document is malformed (the message names the run).
+        SchemaVersionError: the stored document has an unknown ``schema_version`` (the message
+            names the run).
     """
     record = env.storage.contexts.load(context_id)
     if record is None:
         return None
-    ctx = Context.from_document(codec.decode_document(record.document))
-    return ctx
+    try:
+        return Context.from_document(codec.decode_document(record.document))
+    except DeserializationError as exc:  # SchemaVersionError too: keep the class
+        raise type(exc)(f"stored run {context_id!r} is unreadable: {exc}") from exc

@@ -139,6 +139,7 @@ def wait_for_run(
     poll = min(max(bound / 10.0, MIN_POLL), MAX_POLL)
     deadline = monotonic() + bound
     env = make_env(runtime)
+    receives_before = getattr(runtime.router, "receive_count", None)
     subscription = _subscribe(runtime.storage, run_id)  # before the first check: no lost wake
     try:
         while True:
@@ -151,7 +152,8 @@ def wait_for_run(
             remaining = deadline - monotonic()
             if remaining <= 0:
                 raise AsyncWaitTimeoutError(
-                    f"run {run_id!r} is still {ctx.status.value} after {bound:g}s",
+                    f"run {run_id!r} is still {ctx.status.value} after {bound:g}s"
+                    f"{_no_consumer_note(runtime, receives_before)}",
                     run_id=run_id,
                     timeout=bound,
                 )
@@ -163,6 +165,24 @@ def wait_for_run(
     finally:
         if subscription is not None:
             subscription.close()
+
+
+def _no_consumer_note(runtime: Runtime, receives_before: object) -> str:
+    """A hint for the timeout message when nothing consumed an in-process router meanwhile.
+
+    Only routers that know their consumers (``has_consumers`` and ``receive_count``, e.g.
+    ``local://``) are judged; for any other router the note is empty.
+    """
+    router = runtime.router
+    has_consumers = getattr(router, "has_consumers", None)
+    receives = getattr(router, "receive_count", None)
+    if has_consumers is None or has_consumers or receives != receives_before:
+        return ""
+    return (
+        "; no worker consumes this process's in-process router (use 'local://' with "
+        "workers > 0, run 'reactor worker' against a shared router, or drive "
+        "Worker(runtime).run_pending() by hand)"
+    )
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from reactor.jobs.payloads import (
     MapCollectPayload,
@@ -22,6 +23,7 @@ from reactor.jobs.payloads import (
     job,
 )
 from reactor.model import codec
+from reactor.model.errors import DeserializationError
 from reactor.model.keys import (
     map_collect_key,
     map_element_key,
@@ -167,9 +169,17 @@ def sweep_steps(storage: Storage, router: Router, *, limit: int = 1000) -> Sweep
     return SweepCounts(inspected, redispatched, errors)
 
 
+def _decode(record: ContextRecord) -> dict[str, Any]:
+    """Decode a record's document; the error names the run it belongs to."""
+    try:
+        return codec.decode_document(record.document)
+    except DeserializationError as exc:
+        raise type(exc)(f"stored run {record.context_id!r} is unreadable: {exc}") from exc
+
+
 def _collected_by_parent(record: ContextRecord, step_name: str) -> bool:
     """Whether the parent context already recorded the map step's result."""
-    document = codec.decode_document(record.document)
+    document = _decode(record)
     results = document.get("intermediate_results")
     return isinstance(results, dict) and step_name in results
 
@@ -217,7 +227,7 @@ def _element_index(storage: Storage, element_context_id: str | None) -> int | No
     record = storage.contexts.load(element_context_id)
     if record is None:
         return None
-    document = codec.decode_document(record.document)
+    document = _decode(record)
     metadata = document.get("map_metadata")
     index = metadata.get("index") if isinstance(metadata, dict) else None
     return index if isinstance(index, int) else None

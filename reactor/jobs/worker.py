@@ -67,6 +67,15 @@ class Worker:
         drain_timeout: seconds :meth:`serve` waits for in-flight jobs after a stop signal.
         liveness_wait: seconds a run handler polls a held liveness lock before re-enqueueing.
 
+    Attributes:
+        processed: deliveries handled and acked.
+        jobs_dead_lettered: deliveries *this worker* dead-lettered (poison jobs, or failing on
+            ``max_deliveries``). A message the router cannot even decode as a job envelope is
+            dead-lettered by the router inside ``receive`` and never reaches a worker, so it is
+            not counted here; ``router.dead_letters()`` lists both kinds (the undecodable ones
+            with an ``undecodable message`` reason).
+        retried: deliveries given back to the router with a backoff.
+
     Raises:
         ValueError: a setting is out of range.
     """
@@ -109,7 +118,7 @@ class Worker:
         self._lock = threading.Lock()
         self._in_flight = 0
         self.processed = 0
-        self.dead_lettered = 0
+        self.jobs_dead_lettered = 0
         self.retried = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -173,6 +182,8 @@ class Worker:
     def serve(self, *, install_signals: bool = True) -> int:
         """Run until SIGTERM/SIGINT (or :meth:`stop`), then drain; the process exit code.
 
+        ``event=worker_stopping`` is logged once, for the first signal.
+
         Args:
             install_signals: install SIGTERM/SIGINT handlers (main thread only).
 
@@ -182,6 +193,8 @@ class Worker:
         if install_signals and threading.current_thread() is threading.main_thread():
 
             def on_signal(signum: int, frame: FrameType | None) -> None:
+                if self._stopping.is_set():  # a repeated signal: already draining
+                    return
                 log.info("event=worker_stopping signal=%d", signum)
                 self._stopping.set()
 
@@ -273,7 +286,7 @@ class Worker:
             "event=dead_letter job_id=%s kind=%s reason=%s", job.id, job.kind, reason
         )
         self._safe(self.runtime.router.dead_letter, delivery, reason)
-        self.dead_lettered += 1
+        self.jobs_dead_lettered += 1
 
     def _failed(self, delivery: Delivery, exc: Exception) -> None:
         job = delivery.job

@@ -86,12 +86,18 @@ def storage_from_url(url: str, **settings: Any) -> MemoryStorage:
     return MemoryStorage(context_ttl=_number("context_ttl", ttl))
 
 
+#: In-process worker threads of a ``local://`` router built by ``reactor.configure``.
+DEFAULT_LOCAL_WORKERS = 2
+
+
 def router_from_url(url: str, **settings: Any) -> InlineRouter | LocalRouter:
     """Build a router from ``inline://`` or ``local://?workers=N&visibility_timeout=S``.
 
     A ``prefix`` parameter is accepted and ignored (each router is private to its object).
-    ``local://`` does not start threads: ``workers`` is kept as :attr:`LocalRouter.workers`
-    for :meth:`LocalRouter.start_workers` (``reactor worker`` passes its handler).
+    ``local://`` does not start threads here: ``workers`` (default 2) is kept as
+    :attr:`LocalRouter.workers`; :func:`reactor.configure` attaches that many in-process
+    :class:`reactor.jobs.worker.Worker` threads, started by the first enqueue
+    (``local://?workers=0``: a queue only, jobs are driven by hand).
 
     Args:
         url: the router URL.
@@ -112,6 +118,6 @@ def router_from_url(url: str, **settings: Any) -> InlineRouter | LocalRouter:
         )
         return LocalRouter(
             visibility_timeout=_number("visibility_timeout", visibility),
-            workers=_count("workers", query.get("workers", 1)),
+            workers=_count("workers", query.get("workers", DEFAULT_LOCAL_WORKERS)),
         )
     raise ConfigurationError(f"the memory routers serve inline:// and local://, got {url!r}")

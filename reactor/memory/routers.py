@@ -251,7 +251,9 @@ class LocalRouter:
         visibility_timeout: seconds a delivery stays invisible before it comes back
             (default 30).
         clock: epoch seconds used for delays and leases (default :func:`time.time`).
-        workers: the worker count :meth:`start_workers` uses when not told otherwise.
+        workers: the worker count :meth:`start_workers` uses when not told otherwise (and the
+            thread count of the consumers ``reactor.configure`` attaches to a ``local://``
+            router; 0 = queue only).
         max_deliveries: a job whose handler raised on this many deliveries is dead-lettered
             by the worker threads (``None``: retry forever).
         backoff: ``delivery_count -> seconds`` before a failed job is retried by the workers
@@ -290,6 +292,9 @@ class LocalRouter:
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
         self._closed = False
+        self._consumers: tuple[Callable[[], None], Callable[[], None]] | None = None
+        self._consumers_started = False
+        self.receive_count = 0
 
     # -- producer side -----------------------------------------------------------------------
 
@@ -330,6 +335,49 @@ class LocalRouter:
             self._messages[message_id] = _Message(body=body, visible_at=visible_at)
             heapq.heappush(self._heap, (visible_at, next(self._seq), message_id, 0))
             self._cond.notify()
+            start = None
+            if self._consumers is not None and not self._consumers_started:
+                self._consumers_started = True
+                start = self._consumers[0]
+        if start is not None:  # outside the lock: the consumers receive from this router
+            start()
+
+    # -- attached consumers ----------------------------------------------------------------------
+
+    def attach_consumers(self, start: Callable[[], None], stop: Callable[[], None]) -> None:
+        """Attach in-process consumers started lazily by the first enqueue.
+
+        ``reactor.configure`` attaches :class:`reactor.jobs.worker.Worker` threads to a router
+        it built from a ``local://`` URL (ARCHITECTURE §6: the embedded default).
+
+        Args:
+            start: starts the consumers; called once, by the first :meth:`enqueue` after this
+                call, outside the router's lock.
+            stop: stops them and waits for their jobs; called by :meth:`stop` and
+                :meth:`close` (only when they were started).
+
+        Raises:
+            RouterError: the router is closed.
+        """
+        with self._cond:
+            if self._closed:
+                raise RouterError("the local router is closed")
+            self._consumers = (start, stop)
+            self._consumers_started = False
+            pending = bool(self._messages)
+            if pending:
+                self._consumers_started = True
+        if pending:  # jobs enqueued before the attach: serve them too
+            start()
+
+    @property
+    def has_consumers(self) -> bool:
+        """Whether worker threads consume this router in-process right now (attached consumers
+        that were started, or :meth:`start_workers` threads)."""
+        with self._cond:
+            if self._stopping.is_set() or self._closed:
+                return False
+            return self._consumers_started or any(t.is_alive() for t in self._threads)
 
     # -- consumer side -----------------------------------------------------------------------
 
@@ -343,6 +391,7 @@ class LocalRouter:
         deadline = time.monotonic() + max(wait_seconds, 0.0)
         out: list[Delivery] = []
         with self._cond:
+            self.receive_count += 1
             while True:
                 self._collect(max_jobs, out)
                 remaining = deadline - time.monotonic()
@@ -553,11 +602,18 @@ class LocalRouter:
                 message.held = held
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the worker threads and wait up to ``timeout`` seconds for each to finish."""
+        """Stop the worker threads (and the attached consumers, :meth:`attach_consumers`) and
+        wait up to ``timeout`` seconds for each thread to finish."""
         self._stopping.set()
         with self._cond:
             self._cond.notify_all()
             threads, self._threads = self._threads, []
+            stop_consumers = None
+            if self._consumers is not None and self._consumers_started:
+                stop_consumers = self._consumers[1]
+                self._consumers_started = False
+        if stop_consumers is not None:
+            stop_consumers()
         for thread in threads:
             thread.join(timeout)
 

@@ -103,3 +103,28 @@ def test_mutable_defaults_are_copied_per_validation() -> None:
     first = c.validate({})["tags"]
     first.append("x")
     assert c.validate({})["tags"] == []
+
+
+def test_an_unresolvable_input_type_fails_at_class_creation_naming_owner_and_input() -> None:
+    from reactor import Reactor, Step
+    from reactor.model.errors import DefinitionError
+
+    with pytest.raises(DefinitionError, match=r"BadTypes: input 'order'.*notatype"):
+
+        class BadTypes(Reactor, name="test_inputs.bad_types"):
+            order = Input("notatype")
+
+    with pytest.raises(DefinitionError, match=r"BadStep: input 'x'"):
+
+        class BadStep(Step):
+            x = Input("alsonotatype")
+
+
+def test_execute_with_non_mapping_inputs_is_an_input_validation_error() -> None:
+    from reactor import Reactor
+
+    class Plain(Reactor, name="test_inputs.plain"):
+        n = Input(int, default=1)
+
+    with pytest.raises(InputValidationError, match=r"Plain\.execute.*mapping.*list"):
+        Plain.execute([1, 2])  # type: ignore[arg-type]

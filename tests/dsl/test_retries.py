@@ -25,3 +25,20 @@ def test_delays() -> None:
 def test_invalid_policies(kwargs: dict[str, Any]) -> None:
     with pytest.raises(DefinitionError):
         Retries(**kwargs)
+
+
+def test_retries_errors_name_the_argument_and_value() -> None:
+    from reactor import Background, Reactor, compose
+
+    with pytest.raises(DefinitionError, match=r"max_attempts must be at least 1, got 0"):
+        Retries(max_attempts=0)
+    with pytest.raises(DefinitionError, match=r"got none: all=False, after=None, before=None"):
+        Background()
+    with pytest.raises(DefinitionError, match=r"got after and before: .*after='a'.*before='b'"):
+        Background(after="a", before="b")
+
+    class Child(Reactor, name="test_retries.child"):
+        pass
+
+    with pytest.raises(DefinitionError, match=r"compose\(.*Child\): retries=Retries"):
+        compose(Child, retries=Retries(max_attempts=2))

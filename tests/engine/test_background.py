@@ -443,7 +443,7 @@ def test_stale_deliveries_of_finished_runs_are_dropped(local: Runtime, worker: W
     local.router.enqueue(job(RunPayload(context_id=handle.run_id, reactor="bg.all")))
     assert worker.run_pending() == 1
     assert EVENTS == ["run:a", "run:b"]
-    assert worker.dead_lettered == 0
+    assert worker.jobs_dead_lettered == 0
 
 
 def test_result_and_wait_for_inline_after_flows_with_failures() -> None:

@@ -307,6 +307,7 @@ def test_main_prints_summary_trace_and_passes_the_invariants() -> None:
     assert "carrier_outage" in text and "Trace of ORD-0000" in text
     assert "Invariants hold" in text
     assert "[REDACTED]" in text
+    assert "the caller (synchronous)" in text and "in-process retry sleep (s)" in text
 
 
 def test_main_rejects_a_bad_limit_and_a_missing_file(tmp_path: Path) -> None:

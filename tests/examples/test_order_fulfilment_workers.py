@@ -31,6 +31,12 @@ def test_worker_mode_keeps_every_invariant_and_captures_through_the_unit() -> No
     services = Services.create()
     report = run_demo(orders, services, workers=2)
     assert report.violations == []
+    assert report.workers == 2 and report.retry_sleeps == []  # nothing sleeps in workers
+    # the delays the workers scheduled are read back from the runs' retry trace entries
+    traced = [e for o in report.outcomes if o.run_id is not None
+              for e in FulfilInWorkers.find(o.run_id).trace if e.type == "retry"]
+    assert len(report.worker_retry_delays) == len(traced) > 0
+    assert all(delay > 0 for delay in report.worker_retry_delays)
     counts = report.counts()
     assert counts["completed"] + counts["failed"] == LIMIT
     assert counts["completed"] > 0 and counts["failed"] > 0
@@ -56,6 +62,9 @@ def test_main_with_workers_prints_the_summary_and_passes_the_invariants() -> Non
     text = out.getvalue()
     assert code == 0, text
     assert "Invariants hold" in text and "orders processed" in text
+    assert "background workers (2 worker threads)" in text
+    assert "retry delays scheduled in workers (s)" in text
+    assert "in-process retry sleep" not in text
 
 
 def test_main_rejects_a_negative_worker_count() -> None:

@@ -96,7 +96,8 @@ def test_poison_jobs_are_dead_lettered_and_the_worker_keeps_going(
     assert any("UnknownReactorError" in r and "nobody.registered.this" in r for r in reasons)
     assert any("invalid 'run' job payload" in r and "context_id" in r for r in reasons)
     assert any("undecodable message" in r for r in reasons)
-    assert worker.dead_lettered == 3 and worker.processed == 1
+    # the worker counts the jobs it dead-lettered; the router also lists the undecodable one
+    assert worker.jobs_dead_lettered == 3 and worker.processed == 1
     logged = [r for r in caplog.records if "event=dead_letter" in r.message]
     assert len(logged) == 3  # once per poison job
     assert router.size() == 0
@@ -224,3 +225,25 @@ def test_worker_rejects_bad_settings(runtime: Runtime) -> None:
         Worker(runtime, threads=0)
     with pytest.raises(ValueError, match="max_deliveries"):
         Worker(runtime, max_deliveries=0)
+
+
+def test_a_repeated_stop_signal_logs_worker_stopping_once(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import signal as signal_module
+
+    from reactor.jobs import worker as worker_module
+
+    handlers: dict[int, Any] = {}
+    monkeypatch.setattr(worker_module.signal, "signal",
+                        lambda signum, handler: handlers.__setitem__(signum, handler))
+    worker = Worker(runtime, poll_seconds=0.01)
+
+    def start() -> None:  # two SIGTERMs arrive while the worker runs
+        handlers[signal_module.SIGTERM](signal_module.SIGTERM, None)
+        handlers[signal_module.SIGTERM](signal_module.SIGTERM, None)
+
+    monkeypatch.setattr(worker, "start", start)
+    with caplog.at_level(logging.INFO, logger="reactor.worker"):
+        assert worker.serve() == 0
+    assert sum("event=worker_stopping" in r.message for r in caplog.records) == 1

@@ -9,9 +9,12 @@
    (the collector is re-triggered if the map looks settled, in case the first delivery died
    before triggering it).
 4. Load the element's context (stored pending by the dispatcher; rebuilt from the parent if it
-   is gone). A **fresh** (pending) element skips itself when the map already stopped, else its
-   context id is appended to the map's element index and it runs; a running context resumes
-   where it stopped; a finished one only has its result re-read.
+   is gone). An unreadable element (or owner) context is quarantined — stored ``failed`` with
+   its text and the reason (:mod:`reactor.engine.quarantine`) — and the element settles as a
+   failure carrying that reason, so no sweep re-dispatches it. A **fresh** (pending) element
+   skips itself when the map already stopped, else its context id is appended to the map's
+   element index and it runs; a running context resumes where it stopped; a finished one only
+   has its result re-read.
 5. An atomic failure or a halt records the element as the map's failed context (first wins).
    The slot is stored by index (a re-run overwrites, never duplicates), the lock released,
    the counter decremented; the element that ends a batch dispatches the next one, and the
@@ -26,7 +29,7 @@ from reactor.coordination.lock import Lock
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import executor
 from reactor.engine.checkpoint import Checkpointer, load_context
-from reactor.engine.dispatch import stored_result
+from reactor.engine.dispatch import publish_completion, stored_result
 from reactor.engine.env import Env, make_env
 from reactor.engine.fan_out import (
     ARGUMENT_ERROR,
@@ -39,6 +42,7 @@ from reactor.engine.fan_out import (
     materialize,
 )
 from reactor.engine.liveness import FencedCheckpointer, Liveness
+from reactor.engine.quarantine import quarantine
 from reactor.engine.state import RunState
 from reactor.jobs.handlers import JobContext
 from reactor.jobs.payloads import MapElementPayload
@@ -126,12 +130,20 @@ def _settle(
             enqueue_collector(env, meta.map_id)
         return False
     element_id = element_context_id(meta.map_id, index)
-    ctx = _load(env, element_id)
-    if ctx is None:
-        materialize(env, meta, [index])
-        ctx = _load(env, element_id)
     result: ElementResult | None
-    if ctx is None:
+    try:
+        ctx = _load(env, element_id)
+        if ctx is None:
+            _materialize(env, meta, index)
+            ctx = _load(env, element_id)
+    except _Unreadable as unreadable:  # quarantined: the element fails with the reason
+        ctx = None
+        result = Failure(unreadable.error, retryable=False, reactor_name=definition.name)
+    else:
+        result = None
+    if result is not None:
+        pass  # settled below with the quarantine reason
+    elif ctx is None:
         result = Failure(f"map element {index}: its context and its parent are gone",
                          retryable=False, reactor_name=definition.name)
     elif ctx.status is RunStatus.PENDING:
@@ -154,12 +166,47 @@ def _settle(
     return True
 
 
+class _Unreadable(Exception):
+    """A context the element needs could not be decoded; it was quarantined."""
+
+    def __init__(self, error: DeserializationError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _materialize(env: Env, meta: MapMetadata, index: int) -> None:
+    """Store the element's pending context from its owner; an unreadable owner is quarantined.
+
+    Raises:
+        _Unreadable: the owner record could not be decoded (it is now stored ``failed``).
+    """
+    try:
+        materialize(env, meta, [index])
+    except DeserializationError as exc:
+        owner_id = meta.owner_context_id or meta.parent_context_id
+        log.warning("event=map_owner_unreadable map_id=%s owner=%s error=%s",
+                    meta.map_id, owner_id, exc)
+        quarantined = quarantine(env, owner_id, exc)
+        if quarantined is None:  # readable after all (codec types now registered), or raises
+            materialize(env, meta, [index])
+            return
+        publish_completion(env.storage, quarantined)
+        raise _Unreadable(exc) from exc
+
+
 def _load(env: Env, element_id: str) -> Context | None:
+    """Load the element context; an unreadable one is quarantined (``reactor.engine.quarantine``).
+
+    Raises:
+        _Unreadable: the element context, or (through ``materialize``) its owner, is unreadable.
+    """
     try:
         return load_context(env, element_id)
     except DeserializationError as exc:
         log.warning("event=map_element_unreadable context_id=%s error=%s", element_id, exc)
-        return None
+        if quarantine(env, element_id, exc) is None:  # readable after all, or raises
+            return load_context(env, element_id)
+        raise _Unreadable(exc) from exc
 
 
 def run_element(

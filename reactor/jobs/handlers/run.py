@@ -4,7 +4,9 @@
 2. Take the run's liveness lock ``async:<id>`` with a fresh owner, **before reading** the
    context (polling up to ``JobContext.liveness_wait``); a live holder means another execution
    owns the run: re-enqueue with a short delay (uncapped, not counted as a snooze).
-3. Load the context; nothing stored, a terminal run or a run that is not ``running`` (or
+3. Load the context; an unreadable one is quarantined (stored ``failed`` with its original
+   text and the reason, :mod:`reactor.engine.quarantine`) and the job dead-lettered once;
+   nothing stored, a terminal run or a run that is not ``running`` (or
    ``rolling_back``) is a no-op (a stale or duplicate delivery).
 4. Continue it (:func:`reactor.engine.background.continue_run`): steps from ``current_step``
    with the persisted undo stack, or the rollback a crash cut off. A ``rolling_back`` run
@@ -36,6 +38,7 @@ from reactor.engine.checkpoint import load_context
 from reactor.engine.dispatch import publish_completion
 from reactor.engine.env import Env, make_env
 from reactor.engine.parks import Park
+from reactor.engine.quarantine import quarantine
 from reactor.jobs.handlers import JobContext
 from reactor.jobs.payloads import RunPayload
 from reactor.model.context import Context
@@ -74,7 +77,9 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
 
     Raises:
         UnknownReactorError: the payload names no registered reactor (poison).
-        DeserializationError: the stored context is malformed or belongs to another reactor.
+        DeserializationError: the stored context is malformed (it was first stored ``failed``
+            with a quarantine document, :mod:`reactor.engine.quarantine`, so no sweep
+            re-dispatches it) or belongs to another reactor.
         StorageError, RouterError: a backend failed (the worker retries the job).
     """
     definition = registry.get(payload.reactor).definition
@@ -92,7 +97,13 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
         return
     finished: Context | None = None
     try:
-        ctx = load_context(env, payload.context_id)
+        try:
+            ctx = load_context(env, payload.context_id)
+        except DeserializationError as exc:  # unreadable: store it failed, dead-letter once
+            finished = quarantine(env, payload.context_id, exc)
+            if finished is not None:
+                raise
+            ctx = load_context(env, payload.context_id)  # readable after all, or raises
         if ctx is None:
             log.warning("event=run_missing context_id=%s", payload.context_id)
             return

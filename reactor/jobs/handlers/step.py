@@ -11,7 +11,9 @@
 4. Load the **root** context and find the owning (possibly composed) context. The unit **never
    writes it back** (single writer, ARCHITECTURE §5 rule 1; seed 003): every fact about the
    unit lives on its own Step Result Record. A missing root, context or step is a terminal
-   failure record.
+   failure record; an unreadable root is quarantined (stored ``failed`` with its text and the
+   reason, :mod:`reactor.engine.quarantine`) and the unit completes with that failure, so no
+   sweep re-dispatches either.
 5. Run the step exactly as a same-process leaf step (:func:`reactor.engine.step_runner.run_leaf`):
    argument resolution and contract validation before any coordination is taken, step-level
    coordination under the derived owner ``async_step:<ctx>:<step>`` (so a redelivery re-adopts
@@ -44,15 +46,17 @@ from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import async_step, invoke
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.coordination import PARKED_HOLDS, STEP_ORDERED_TICKETS, WAITING
+from reactor.engine.dispatch import publish_completion
 from reactor.engine.env import Env, make_env
 from reactor.engine.parks import Park
+from reactor.engine.quarantine import quarantine
 from reactor.engine.state import RunState
 from reactor.engine.step_runner import StepOutcome, run_leaf
 from reactor.jobs.handlers import JobContext
 from reactor.jobs.payloads import StepPayload
 from reactor.model import codec
 from reactor.model.context import Context
-from reactor.model.errors import SnoozeLimitError, UnknownReactorError
+from reactor.model.errors import DeserializationError, SnoozeLimitError, UnknownReactorError
 from reactor.model.keys import step_completion_channel, step_liveness_key
 from reactor.model.results import Failure, Result
 from reactor.ports.records import StepResultRecord
@@ -148,7 +152,16 @@ class _Unit:
             log.info("event=async_step_duplicate_dropped context_id=%s step=%s",
                      self.context_id, self.step)
             return
-        root = load_context(self.env, self.payload.root_context_id)
+        try:
+            root = load_context(self.env, self.payload.root_context_id)
+        except DeserializationError as exc:  # unreadable root: store it failed, fail the unit
+            quarantined = quarantine(self.env, self.payload.root_context_id, exc)
+            if quarantined is None:  # readable after all, or not ours to judge (raises)
+                root = load_context(self.env, self.payload.root_context_id)
+            else:
+                self.fail(str(exc))
+                publish_completion(self.env.storage, quarantined)
+                return
         if root is None:
             self.fail(f"the parent run {self.payload.root_context_id!r} is not stored")
             return
@@ -291,7 +304,8 @@ def handle_step(jc: JobContext, payload: StepPayload) -> None:
         UnknownReactorError: the payload names no registered reactor (poison).
         StorageError, RouterError: a backend failed (the worker retries the job).
     """
-    registry.get(payload.reactor)  # poison check: reactors by registered name only
+    # poison check (reactors by registered name only); the root's codec types before its load
+    registry.get(payload.reactor).definition.register_codec_types()
     env = replace(make_env(jc.runtime), in_worker=not jc.inline)
     unit = _Unit(jc, payload, env)
     if jc.inline:  # nested in the dispatching thread: no cross-process race (engine.md §2.5)

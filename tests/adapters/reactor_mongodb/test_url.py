@@ -1,20 +1,31 @@
-"""MongoDB adapter URLs: database from the path, reactor options kept from the driver."""
+"""MongoDB adapter URLs: database from the path, reactor options kept from the driver.
+
+Also: every option is validated at construction, and default driver timeouts bound how long an
+unreachable server can block (docs/adapters/mongodb.md "Timeouts").
+"""
 
 from __future__ import annotations
 
+import socket
+import time
+from urllib.parse import parse_qsl, urlsplit
+
 import pytest
-from reactor_mongodb import storage_from_url
-from reactor_mongodb._url import parse_url
+from reactor_mongodb import router_from_url, storage_from_url
+from reactor_mongodb._url import DEFAULT_TIMEOUTS_MS, parse_url
 
 from reactor.config import storage_from_url as configured_storage
-from reactor.model.errors import ConfigurationError
+from reactor.model.errors import ConfigurationError, RouterError, StorageError
+from reactor.ports.router import Job
+
+_DEFAULTS = "serverSelectionTimeoutMS=5000&connectTimeoutMS=5000&socketTimeoutMS=10000"
 
 
 def test_database_and_reactor_options_are_split_from_the_driver_uri() -> None:
     parsed = parse_url("mongodb://h1:27017,h2/app?prefix=rx_&replicaSet=rs0&clock=application")
     assert parsed.database == "app"
     assert parsed.options == {"prefix": "rx_", "clock": "application"}
-    assert parsed.client_uri == "mongodb://h1:27017,h2/?replicaSet=rs0"
+    assert parsed.client_uri == f"mongodb://h1:27017,h2/?replicaSet=rs0&{_DEFAULTS}"
 
 
 def test_default_database_and_srv_scheme() -> None:
@@ -24,11 +35,83 @@ def test_default_database_and_srv_scheme() -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["redis://localhost/0", "mongodb://h/bad.name", "mongodb://h/has%20space"]
+    ("url", "named"),
+    [
+        ("redis://localhost/0", "not a MongoDB URL"),
+        ("mongodb://h/bad.name", "bad.name"),
+        ("mongodb://h/has%20space", "has space"),
+        ("mongodb:///app", "no host"),
+        ("mongodb://user:pw@/app", "no host"),
+        ("mongodb://h:abc/app", "h:abc"),
+        ("mongodb://h:99999/app", "h:99999"),
+        ("mongodb://h1,/app", "h1,"),
+        ("mongodb+srv://cluster.example.com:27017/app", "without a port"),
+        ("mongodb://h/app?bogus=1", "bogus"),
+        ("mongodb://h/app?serverSelectionTimeoutMS=-1", "serverSelectionTimeoutMS"),
+        ("mongodb://h/app?connectTimeoutMS=abc", "connectTimeoutMS"),
+        ("mongodb://h/app?socketTimeoutMS=-5", "socketTimeoutMS"),
+        ("mongodb://h/app?directConnection=maybe", "directConnection"),
+        ("mongodb://h/app?gc_grace=-1", "gc_grace"),
+        ("mongodb://h/app?gc_grace=soon", "gc_grace"),
+        ("mongodb://h/app?visibility_timeout=0", "visibility_timeout"),
+        ("mongodb://h/app?visibility_timeout=nan", "visibility_timeout"),
+        ("mongodb://h/app?clock=sundial", "clock"),
+    ],
 )
-def test_bad_urls_are_configuration_errors(url: str) -> None:
-    with pytest.raises(ConfigurationError):
+def test_bad_urls_are_configuration_errors_naming_the_problem(url: str, named: str) -> None:
+    with pytest.raises(ConfigurationError, match=named.replace("+", r"\+")):
         parse_url(url)
+    if url.startswith("mongodb"):
+        with pytest.raises(ConfigurationError):
+            configured_storage(url)
+
+
+def test_the_contract_suites_options_are_accepted() -> None:
+    parsed = parse_url("mongodb://h/app?prefix=t-1&visibility_timeout=1&queue=q&gc_grace=0")
+    assert parsed.options == {
+        "prefix": "t-1", "visibility_timeout": "1", "queue": "q", "gc_grace": "0"
+    }  # fmt: skip
+
+
+def test_default_timeouts_are_added_unless_the_url_sets_them_in_any_case() -> None:
+    defaults = dict(parse_qsl(urlsplit(parse_url("mongodb://h/app").client_uri).query))
+    assert defaults == {k: str(v) for k, v in DEFAULT_TIMEOUTS_MS.items()}
+    own = parse_url("mongodb://h/app?serverselectiontimeoutms=250&socketTimeoutMS=0")
+    query = parse_qsl(urlsplit(own.client_uri).query)
+    assert ("serverselectiontimeoutms", "250") in query
+    assert ("socketTimeoutMS", "0") in query
+    assert [k for k, _ in query if k.lower() == "serverselectiontimeoutms"] == [
+        "serverselectiontimeoutms"
+    ]
+    assert ("connectTimeoutMS", "5000") in query
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # nothing listens once the socket is closed
+
+
+def test_an_unreachable_server_fails_operations_in_bounded_time() -> None:
+    url = f"mongodb://127.0.0.1:{_closed_port()}/app"
+    started = time.monotonic()
+    storage = storage_from_url(url)
+    router = router_from_url(url)
+    built = time.monotonic() - started
+    try:
+        assert built < 5.0  # the signals probe waits at most PROBE_TIMEOUT (1 s)
+        started = time.monotonic()
+        with pytest.raises(StorageError):
+            storage.documents.write("contexts", "k", {"a": 1}, expected_version=None,
+                                    expires_at=None)  # fmt: skip
+        assert time.monotonic() - started < 15.0  # serverSelectionTimeoutMS=5000
+        started = time.monotonic()
+        with pytest.raises(RouterError):
+            router.enqueue(Job(kind="run", payload={}))
+        assert time.monotonic() - started < 15.0
+    finally:
+        storage.close()
+        router.close()
 
 
 def test_factory_accepts_and_ignores_unknown_settings() -> None:

@@ -1,0 +1,121 @@
+"""Quarantine: store an unreadable run context as ``failed``, keeping its text and the reason.
+
+A stored document that no longer decodes (:class:`~reactor.model.errors.DeserializationError`,
+:class:`~reactor.model.errors.SchemaVersionError`) cannot be continued. Left as it is, a
+``running`` record would be re-dispatched by every sweep and dead-lettered again by every
+worker (a crash loop). The rule (ARCHITECTURE §5, "a run that cannot continue is stored as
+failed with the reason, never dropped") is applied here: the record is replaced by a readable
+*quarantine document* — status ``failed``, a non-retryable ``Failure`` carrying the reason, and
+the original text kept verbatim under ``private_data["quarantine"]`` for an operator — so
+``find()`` shows the failure and no sweeper picks the record again.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+from reactor import registry
+from reactor.engine.env import Env
+from reactor.model import codec
+from reactor.model.context import Context
+from reactor.model.errors import (
+    ContextTooLargeError,
+    DeserializationError,
+    UnknownReactorError,
+)
+from reactor.model.results import Failure
+from reactor.model.status import RunStatus
+
+__all__ = ["QUARANTINE_KEY", "quarantine", "quarantine_info"]
+
+log = logging.getLogger("reactor.engine")
+
+#: ``private_data`` key of a quarantine document: ``{"reason", "original_status",
+#: "original_document"}``.
+QUARANTINE_KEY = "quarantine"
+
+#: Characters of the original text kept when the whole text does not fit the size limit.
+_KEPT_PREFIX = 64 * 1024
+
+
+def quarantine(env: Env, context_id: str, error: DeserializationError) -> Context | None:
+    """Replace the unreadable record ``context_id`` by a ``failed`` quarantine document.
+
+    The write happens only while the stored text is still the unreadable one (a record
+    rewritten meanwhile is left alone), so calling this twice is harmless.
+
+    Args:
+        env: the execution environment.
+        context_id: the run (or map element) whose document failed to decode.
+        error: the decode error; its message is the stored reason.
+
+    Returns:
+        The quarantine context as stored (status ``failed``), or ``None`` when nothing was
+        written: the record is gone, it is readable (e.g. once the reactor's codec types are
+        registered), or its reactor is not registered in this process (a corrupt document
+        cannot then be told from one holding types this process does not know).
+
+    Raises:
+        StorageError: the backend failed.
+    """
+    storage = env.storage
+    record = storage.contexts.load(context_id)
+    if record is None:
+        return None
+    try:  # an unknown codec tag may only mean this process has not registered the types yet
+        registry.get(record.reactor).definition.register_codec_types()
+    except UnknownReactorError:
+        log.warning("event=quarantine_skipped context_id=%s reason=reactor %r not registered "
+                    "here (cannot tell a corrupt document from unknown types)",
+                    context_id, record.reactor)
+        return None
+    try:
+        Context.from_document(codec.decode_document(record.document))
+    except DeserializationError:
+        pass
+    else:
+        return None  # rewritten meanwhile: nothing to quarantine
+    now = env.now()
+    reason = f"{type(error).__name__}: {error}"
+    info: dict[str, Any] = {
+        "reason": reason,
+        "original_status": record.status,
+        "original_document": record.document,
+    }
+    ctx = Context(
+        context_id=record.context_id,
+        reactor=record.reactor,
+        status=RunStatus.FAILED,
+        private_data={QUARANTINE_KEY: info},
+        execution_trace=[{"type": "failed", "step": None, "at": now, "detail": reason}],
+        failure=Failure(error, retryable=False, reactor_name=record.reactor),
+        parent_context_id=record.parent_context_id,
+        root_context_id=record.root_context_id,
+        created_at=record.created_at,
+        updated_at=now,
+    )
+    limit = env.settings.max_context_bytes
+    try:
+        document = codec.encode_document(ctx.to_document(), max_bytes=limit)
+    except ContextTooLargeError:
+        info["original_document"] = record.document[:_KEPT_PREFIX]
+        info["original_truncated"] = True
+        document = codec.encode_document(ctx.to_document())
+    storage.contexts.save(replace(record, status=RunStatus.FAILED.value, document=document,
+                                  updated_at=now))
+    log.error("event=context_quarantined context_id=%s original_status=%s reason=%s",
+              context_id, record.status, reason)
+    return ctx
+
+
+def quarantine_info(ctx: Context) -> dict[str, Any] | None:
+    """The quarantine details of a context stored by :func:`quarantine`, else ``None``.
+
+    Returns:
+        ``{"reason", "original_status", "original_document"}`` (and ``"original_truncated"``
+        when only a prefix of the original text was kept).
+    """
+    info = ctx.private_data.get(QUARANTINE_KEY)
+    return dict(info) if isinstance(info, dict) else None
