@@ -8,15 +8,13 @@ no assertions.
 from __future__ import annotations
 
 import importlib
-import statistics
 import sys
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import reactor_redis
 import redis
+from _timing import interleaved, rate
 from pottery import Redlock
 
 
@@ -26,29 +24,6 @@ def _python_redis_lock() -> object:
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
     sys.modules.pop("redis_lock", None)
     return importlib.import_module("redis_lock")
-
-
-def _rate(n: int, fn: Callable[[int], None]) -> float:
-    started = time.perf_counter()
-    for i in range(n):
-        fn(i)
-    return n / (time.perf_counter() - started)
-
-
-def _interleaved(
-    n: int, fns: dict[str, Callable[[int], None]], rounds: int = 10
-) -> dict[str, float]:
-    """Median ops/s of each loop over ``rounds`` alternating chunks of ``n / rounds`` calls.
-
-    Alternating short chunks (instead of one long loop per library) exposes every library to
-    the same machine load, so the ratios stay meaningful on a shared, noisy host.
-    """
-    chunk = max(n // rounds, 1)
-    rates: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            rates[name].append(_rate(chunk, fn))
-    return {name: statistics.median(values) for name, values in rates.items()}
 
 
 def main(url: str, n: int) -> None:
@@ -72,8 +47,8 @@ def main(url: str, n: int) -> None:
         assert lock.acquire(blocking=False)
         lock.release()
 
-    _rate(200, ours), _rate(200, prl), _rate(200, pottery)  # warm up (script loading)
-    rates = _interleaved(n, {"ours": ours, "prl": prl, "pottery": pottery})
+    rate(200, ours), rate(200, prl), rate(200, pottery)  # warm up (script loading)
+    rates = interleaved(n, {"ours": ours, "prl": prl, "pottery": pottery})
     r_ours, r_prl, r_pot = rates["ours"], rates["prl"], rates["pottery"]
     print(f"acquire+release/s  reactor_redis={r_ours:,.0f}  python-redis-lock={r_prl:,.0f}  "
           f"pottery Redlock={r_pot:,.0f}")  # fmt: skip

@@ -74,6 +74,28 @@ def _warn_without_storage(storage: str | None) -> None:
         )
 
 
+def _refuse_router_without_storage(storage: str | None, router: str | None) -> None:
+    """Exit 2 with one error line when a router is named (``--router`` or
+    ``REACTOR_ROUTER_URL``) but no storage is (``--storage`` or ``REACTOR_STORAGE_URL``).
+
+    A worker on a real queue with a fresh in-process store would receive jobs and find none of
+    their runs: every job would be consumed and dropped (docs/workers.md, "Running workers").
+
+    Raises:
+        typer.Exit: code 2, when the router is named and the storage is not.
+    """
+    has_storage = bool(storage) or bool(os.environ.get("REACTOR_STORAGE_URL"))
+    named_router = router or os.environ.get("REACTOR_ROUTER_URL")
+    if named_router and not has_storage:
+        err_console.print(
+            f"[red]error:[/red] a router is configured ({named_router.partition(':')[0]}://...) "
+            "but no storage: pass --storage URL or set REACTOR_STORAGE_URL (a worker on the "
+            "in-process memory:// store would consume and drop every job)",
+            soft_wrap=True,
+        )
+        raise typer.Exit(2)
+
+
 def _runtime(
     storage: str | None, router: str | None, settings: list[str] | None = None
 ) -> config.Runtime:
@@ -131,6 +153,7 @@ def worker(
     """Consume the router and run jobs until SIGTERM/SIGINT, then finish in-flight jobs."""
     from reactor.jobs.worker import Worker
 
+    _refuse_router_without_storage(storage, router)
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )

@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from reactor.model.coordination.renewal import MIN_LEASE
 from reactor.model.errors import ConfigurationError
 from reactor.ports.router import Router
 from reactor.ports.storage import Storage
@@ -61,7 +62,8 @@ class Settings(BaseModel):
 
     Attributes:
         context_ttl: retention of durable run state after its last write (default 86400).
-        context_lock_ttl: TTL of liveness locks (``async:<id>`` etc.), extended every ttl/3.
+        context_lock_ttl: TTL of liveness locks (``async:<id>`` etc.) in seconds, at least
+            ``MIN_LEASE`` (1 s), renewed every ttl/3 (``docs/coordination.md``, "Renewal").
         lock_snooze_base_delay: base delay of a contention park.
         lock_snooze_jitter: random extra delay added to a park, ``0..jitter``.
         lock_snooze_max_attempts: parks allowed per unit before it gives up (ordered-lock waits
@@ -80,7 +82,7 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
     context_ttl: float = Field(86400.0, gt=0)
-    context_lock_ttl: float = Field(60.0, gt=0)
+    context_lock_ttl: float = Field(60.0, ge=MIN_LEASE)
     lock_snooze_base_delay: float = Field(5.0, ge=0)
     lock_snooze_jitter: float = Field(5.0, ge=0)
     lock_snooze_max_attempts: int | None = Field(20, ge=0)

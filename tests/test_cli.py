@@ -137,3 +137,36 @@ def test_contract_rejects_a_bad_url_before_running_pytest(
 def test_help_shows_one_line_per_command() -> None:
     out = runner.invoke(cli.app, ["--help"], terminal_width=200)
     assert "Run the run, step and map sweepers once and print their counts." in out.output
+
+
+@pytest.mark.parametrize("where", ["flag", "env"])
+def test_worker_with_a_router_but_no_storage_refuses_to_start(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("REACTOR_STORAGE_URL", raising=False)
+    monkeypatch.delenv("REACTOR_ROUTER_URL", raising=False)
+    started: list[bool] = []
+
+    def serve(self: worker_module.Worker, *, install_signals: bool = True) -> int:
+        started.append(True)
+        return 0
+
+    monkeypatch.setattr(worker_module.Worker, "serve", serve)
+    args = ["worker"]
+    if where == "flag":
+        args += ["--router", "redis://user:secret@127.0.0.1:1/0"]
+    else:
+        monkeypatch.setenv("REACTOR_ROUTER_URL", "redis://user:secret@127.0.0.1:1/0")
+    out = runner.invoke(cli.app, args)
+    assert out.exit_code == 2
+    assert started == []
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert "a router is configured (redis://...) but no storage" in lines[0]
+    assert "--storage URL or set REACTOR_STORAGE_URL" in lines[0]
+    assert "secret" not in out.output
+    # with a storage from the environment the same worker starts
+    monkeypatch.setenv("REACTOR_STORAGE_URL", "memory://")
+    out = runner.invoke(cli.app, args)
+    assert out.exit_code == 0, out.output
+    assert started == [True]

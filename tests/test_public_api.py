@@ -115,6 +115,7 @@ EXPECTED_PORTS = sorted(
         "Router",
         "RunPage",
         "RunSummary",
+        "ScanPage",
         "SemaphoreState",
         "SemaphoreStore",
         "SignalStore",
@@ -123,6 +124,7 @@ EXPECTED_PORTS = sorted(
         "Storage",
         "StepResultStore",
         "Subscription",
+        "SweepCursorStore",
         "Versioned",
     ]
 )

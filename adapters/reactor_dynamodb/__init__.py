@@ -42,7 +42,10 @@ def storage_from_url(url: str, *, context_ttl: float = 86400.0, **_ignored: Any)
     """The ``reactor.storages`` factory for ``dynamodb://TABLE?...``.
 
     Creates the table (with its GSI and TTL setting) when it does not exist, unless the URL
-    says ``create=false``.
+    says ``create=false``. An existing table's TTL setting is verified on every start and
+    enabled on ``expires_at`` when it is off (:meth:`DynamoDocumentStore.ensure_ttl`); when
+    that is impossible (e.g. no ``dynamodb:UpdateTimeToLive`` permission) a warning is logged
+    and the storage starts anyway.
 
     Args:
         url: ``dynamodb://TABLE?region=...&endpoint_url=...&prefix=...&create=true``.
@@ -74,6 +77,8 @@ def storage_from_url(url: str, *, context_ttl: float = 86400.0, **_ignored: Any)
     except BotoCoreError as exc:
         client.close()
         raise StorageError(f"DynamoDB is not reachable: {exc}") from exc
+    else:
+        documents.ensure_ttl()  # an existing table: verify TTL on every start (warns only)
     return DynamoStorage(documents, context_ttl=context_ttl)
 
 

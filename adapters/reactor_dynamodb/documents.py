@@ -40,6 +40,7 @@ ahead by *d* seconds may take over a lease *d* seconds early.
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -57,6 +58,8 @@ __all__ = [
     "DynamoDocumentStore",
     "RawDocument",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: DynamoDB's largest item: 400 KB, counting attribute names and values.
 MAX_ITEM_BYTES = 400 * 1024
@@ -322,16 +325,65 @@ class DynamoDocumentStore:
                 self.client.get_waiter("table_exists").wait(
                     TableName=self.table, WaiterConfig={"Delay": 1, "MaxAttempts": 120}
                 )
-            ttl = self.client.describe_time_to_live(TableName=self.table)
-            status = ttl.get("TimeToLiveDescription", {}).get("TimeToLiveStatus")
-            if status not in ("ENABLED", "ENABLING"):
-                self.client.update_time_to_live(
-                    TableName=self.table,
-                    TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"},
-                )
+            self._enable_ttl()
         except (ClientError, BotoCoreError) as exc:
             raise StorageError(f"DynamoDB table setup of {self.table} failed: {exc}") from exc
         return created
+
+    def ensure_ttl(self) -> bool:
+        """Check the table's TTL setting and enable it on ``expires_at`` when it is off.
+
+        Idempotent: one ``DescribeTimeToLive``, plus one ``UpdateTimeToLive`` only when TTL is
+        neither ``ENABLED`` nor ``ENABLING``. The storage factory calls it on every start, so a
+        table created by hand (or whose TTL was switched off) still has expired items purged.
+        Reactor never relies on the purge for correctness (every read filters on
+        ``expires_at``), so a failure is logged as a warning, never raised: without TTL the
+        table only grows (docs/adapters/dynamodb.md).
+
+        Returns:
+            ``True`` when TTL is enabled (or being enabled) on ``expires_at`` after the call;
+            ``False`` when it could not be checked or enabled (the warning names the reason),
+            or is enabled on another attribute.
+        """
+        try:
+            status = self._enable_ttl()
+        except (ClientError, BotoCoreError) as exc:
+            logger.warning(
+                "event=dynamodb_ttl_unavailable table=%s: cannot check or enable TTL on "
+                "expires_at (expired items will not be purged): %s", self.table, exc,
+            )
+            return False
+        if status == "other_attribute":
+            logger.warning(
+                "event=dynamodb_ttl_unavailable table=%s: TTL is enabled on another attribute, "
+                "not expires_at (expired items will not be purged)", self.table,
+            )
+            return False
+        return True
+
+    def _enable_ttl(self) -> str:
+        """Enable TTL on ``expires_at`` unless it is on or turning on.
+
+        Returns:
+            ``"enabled"`` (already on), ``"enabling"`` (this call or an earlier one turned it
+            on) or ``"other_attribute"`` (on, for another attribute: left alone).
+
+        Raises:
+            ClientError, BotoCoreError: a request failed.
+        """
+        described = self.client.describe_time_to_live(TableName=self.table)
+        ttl = described.get("TimeToLiveDescription", {})
+        status = ttl.get("TimeToLiveStatus")
+        if status in ("ENABLED", "ENABLING"):
+            if ttl.get("AttributeName", "expires_at") != "expires_at":
+                return "other_attribute"
+            return "enabled" if status == "ENABLED" else "enabling"
+        self.client.update_time_to_live(
+            TableName=self.table,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"},
+        )
+        logger.info("event=dynamodb_ttl_enabled table=%s attribute=expires_at", self.table)
+        return "enabling"
 
     # -- probes and tests -----------------------------------------------------------------
 

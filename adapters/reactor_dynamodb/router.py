@@ -11,12 +11,17 @@ dead-letter queue ``<prefix><name>-dlq`` (both created when missing, unless ``cr
 * **Leases.** A receive leases messages for ``visibility_timeout`` seconds; :meth:`extend` is
   ``ChangeMessageVisibility`` (bounded to SQS's 12 h); :meth:`retry` sets the visibility to the
   retry delay (keeping ``ApproximateReceiveCount``) or, beyond 900 s, re-sends with
-  ``not_before`` and deletes the original.
+  ``not_before`` and deletes the original. A re-sent message carries a ``deliveries`` attribute
+  (the deliveries so far), added to its own receive count, so ``delivery_count`` survives the
+  re-send.
 * **Acks.** ``DeleteMessage``; a stale receipt handle (the lease lapsed and another worker
   received the message) is logged, never raised. Note: AWS accepts a stale handle and keeps
   the message; moto's server deletes it. :meth:`ack_many` deletes in batches of 10.
-* **Dead letters.** An undecodable message is sent to the DLQ with ``reason`` and ``at``
-  attributes and deleted from the queue by :meth:`receive`, never returned. :meth:`dead_letters`
+* **Dead letters.** An undecodable message (:meth:`reactor.ports.Job.from_json` refuses it:
+  too large, too deep, not an envelope) is sent to the DLQ with its body unchanged and
+  ``reason`` and ``at`` attributes, and deleted from the queue by :meth:`receive`, never
+  returned; the other messages of the batch are delivered (docs/workers.md, "Hostile input").
+  SQS bodies are Unicode text, so a non-UTF-8 body cannot reach this router. :meth:`dead_letters`
   reads the DLQ without deleting: it receives in pages and makes each page visible again at
   once (``ChangeMessageVisibility`` 0).
 * **Receive batches.** Up to 10 messages per request (SQS's limit); ``wait_seconds`` uses long
@@ -54,6 +59,8 @@ _BATCH = 10
 _NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
 #: Receipts remembered to dead-letter a message with its raw body.
 _BODY_CACHE = 10_000
+#: Message attribute of a re-sent message: its deliveries before the re-send.
+_DELIVERIES = "deliveries"
 
 
 def _check_delay(seconds: float, name: str = "delay_seconds") -> float:
@@ -270,8 +277,9 @@ class SQSRouter:
             except DeserializationError as exc:
                 self._to_dlq(body, f"undecodable message: {exc}")
                 done.append(receipt)
-                continue
+                continue  # the next message of the batch
             count = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
+            count += int(_number_attribute(attrs.get(_DELIVERIES)) or 0)
             self._remember(receipt, body)
             out.append(Delivery(job=job, receipt=receipt, delivery_count=count))
         self._delete_batch(done)
@@ -334,8 +342,9 @@ class SQSRouter:
         """Make the job visible again after ``delay_seconds``.
 
         Up to 900 s: ``ChangeMessageVisibility`` (the receive count is kept). Longer, or when
-        the visibility cannot be changed any more: a re-send with ``not_before`` and a delete.
-        A stale receipt is logged.
+        the visibility cannot be changed any more: a re-send with ``not_before`` and a delete;
+        the re-sent message carries the deliveries so far (``deliveries`` attribute), so the
+        next delivery still has ``delivery.delivery_count + 1``. A stale receipt is logged.
 
         Raises:
             ValueError: ``delay_seconds`` is negative or not finite.
@@ -362,7 +371,8 @@ class SQSRouter:
             except BotoCoreError as exc:
                 raise RouterError(f"SQS retry failed: {exc}") from exc
         body = self._forget(delivery.receipt) or delivery.job.to_json()
-        self._send(self.queue_url, body, self.now() + delay)
+        deliveries = {"DataType": "Number", "StringValue": str(max(delivery.delivery_count, 1))}
+        self._send(self.queue_url, body, self.now() + delay, {_DELIVERIES: deliveries})
         self._delete_batch([delivery.receipt])
 
     def extend(self, delivery: Delivery, seconds: float) -> None:

@@ -18,7 +18,8 @@ __all__ = ["DYNAMO_CAPABILITIES", "DynamoStorage"]
 
 #: What the DynamoDB storage offers with the default document limit.
 DYNAMO_CAPABILITIES = Capabilities(
-    signals=False, max_document_bytes=DEFAULT_MAX_DOCUMENT_BYTES, clock="application"
+    signals=False, max_document_bytes=DEFAULT_MAX_DOCUMENT_BYTES, clock="application",
+    clock_skew=1.0,
 )
 
 
@@ -43,5 +44,6 @@ class DynamoStorage(GenericStorage):
                 signals=False,
                 max_document_bytes=documents.max_document_bytes,
                 clock="application",
+                clock_skew=documents.clock_skew_budget,
             ),
         )

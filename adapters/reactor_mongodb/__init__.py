@@ -61,6 +61,7 @@ def build_storage(
     clock: str = "server",
     owns_client: bool = True,
     context_ttl: float = 86400.0,
+    clock_skew_budget: float = 1.0,
     **_ignored: Any,
 ) -> MongoStorage:
     """Build a :class:`MongoStorage` from a parsed URL and a (pymongo-compatible) client.
@@ -71,6 +72,8 @@ def build_storage(
         clock: the default clock mode when the URL has no ``clock`` option.
         owns_client: close ``client`` when the storage is closed.
         context_ttl: retention of durable run state in seconds.
+        clock_skew_budget: the default of the ``clock_skew_budget`` URL option (seconds; only
+            used with ``clock=application``).
         **_ignored: other engine settings (accepted and ignored).
     """
     documents = MongoDocumentStore(
@@ -79,6 +82,7 @@ def build_storage(
         clock=url.options.get("clock", clock),
         gc_grace=float_option(url.options, "gc_grace", 60.0),
         owns_client=owns_client,
+        clock_skew_budget=float_option(url.options, "clock_skew_budget", clock_skew_budget),
     )
     return MongoStorage(documents, context_ttl=context_ttl)
 

@@ -6,6 +6,9 @@ the URI reaches :class:`pymongo.MongoClient`:
 
 * ``prefix`` -- collection-name prefix (default ``reactor_``);
 * ``clock`` -- ``server`` (default) or ``application`` (see ``reactor_mongodb._clock``);
+* ``clock_skew_budget`` -- with ``clock=application``: the largest difference in seconds (>= 0,
+  default 1) between the clocks of processes sharing the database; holders shorten their lease
+  deadlines by it (docs/coordination.md "Clock skew");
 * ``gc_grace`` -- seconds (>= 0) between logical expiry and TTL-index deletion (default 60);
 * ``visibility_timeout`` -- the router's default lease in seconds (> 0);
 * ``queue`` -- the router's queue name (default ``default``).
@@ -39,7 +42,9 @@ __all__ = [
 ]
 
 #: Query options consumed by reactor (never passed to the driver).
-REACTOR_OPTIONS = frozenset({"prefix", "clock", "gc_grace", "visibility_timeout", "queue"})
+REACTOR_OPTIONS = frozenset(
+    {"prefix", "clock", "clock_skew_budget", "gc_grace", "visibility_timeout", "queue"}
+)
 
 #: Driver timeouts (milliseconds) added to the URI unless the URL sets them (any case).
 DEFAULT_TIMEOUTS_MS: Mapping[str, int] = {
@@ -112,6 +117,8 @@ def _check_reactor_options(options: dict[str, str]) -> None:
         raise ConfigurationError(f"option clock={clock!r} must be 'server' or 'application'")
     if "gc_grace" in options:
         float_option(options, "gc_grace", 60.0, minimum=0.0)
+    if "clock_skew_budget" in options:
+        float_option(options, "clock_skew_budget", 1.0, minimum=0.0)
     if "visibility_timeout" in options:
         float_option(options, "visibility_timeout", 30.0, positive=True)
 

@@ -95,9 +95,11 @@ class MongoDocumentStore:
         max_document_bytes: the largest encoded document accepted (default 16 MiB minus the
             envelope); a larger one raises :class:`ContextTooLargeError` before any write.
         owns_client: close the database's client on :meth:`close`.
+        clock_skew_budget: with the application clock, the largest difference in seconds
+            between the clocks of processes sharing the database (default 1).
 
     Raises:
-        ValueError: a negative ``gc_grace`` or an unknown clock mode.
+        ValueError: a negative ``gc_grace`` or ``clock_skew_budget``, or an unknown clock mode.
     """
 
     def __init__(
@@ -109,9 +111,15 @@ class MongoDocumentStore:
         gc_grace: float = 60.0,
         max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
         owns_client: bool = False,
+        clock_skew_budget: float = 1.0,
     ) -> None:
         if gc_grace < 0:
             raise ValueError(f"gc_grace must be >= 0 seconds, got {gc_grace!r}")
+        if clock_skew_budget < 0:
+            raise ValueError(f"clock_skew_budget must be >= 0 seconds, got {clock_skew_budget!r}")
+        #: With the application clock: the largest difference in seconds between the clocks of
+        #: processes sharing the database (docs/coordination.md#clock-skew); unused otherwise.
+        self.clock_skew_budget = float(clock_skew_budget)
         self.database = database
         self.prefix = prefix
         self.gc_grace = float(gc_grace)

@@ -9,11 +9,14 @@ the contract suite: it needs the ``reactor_contract`` package.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from reactor_contract.generic_probe import GenericProbe
 from reactor_contract.probe import Probe, RouterProbe
 
 from reactor.ports.router import Router
 from reactor.ports.storage import Storage
+from reactor_mongodb.documents import MongoDocumentStore
 from reactor_mongodb.router import MongoRouter
 from reactor_mongodb.storage import MongoStorage
 
@@ -23,12 +26,34 @@ __all__ = ["MongoRouterProbe", "probe_for", "router_probe_for"]
 def probe_for(storage: Storage) -> Probe:
     """The probe of a :class:`MongoStorage`.
 
+    With the application clock (``clock=application``, always on ``mongomock://``) it offers
+    :class:`reactor_contract.probe.ClockProbe`: ``with_clock`` builds a second ``MongoStorage``
+    on the same database, prefix and client whose clock is the given one. With the server
+    clock ``with_clock`` returns ``None``: every process reads the same clock
+    (docs/coordination.md#clock-skew).
+
     Raises:
         TypeError: ``storage`` is not a ``MongoStorage``.
     """
     if not isinstance(storage, MongoStorage):
         raise TypeError(f"probe_for needs a MongoStorage, got {type(storage).__name__}")
-    return GenericProbe(storage.documents)
+    documents, context_ttl = storage.documents, storage.context_ttl
+
+    def clocked(clock: Callable[[], float]) -> Storage | None:
+        """A ``MongoStorage`` on the same documents judged by ``clock`` (shares the client)."""
+        if documents.clock_kind != "application":
+            return None
+        twin = MongoDocumentStore(
+            documents.database,
+            prefix=documents.prefix,
+            clock=clock,
+            gc_grace=documents.gc_grace,
+            max_document_bytes=documents.max_document_bytes,
+            owns_client=False,
+        )
+        return MongoStorage(twin, context_ttl=context_ttl)
+
+    return GenericProbe(documents, clocked=clocked)
 
 
 class MongoRouterProbe:
@@ -41,8 +66,9 @@ class MongoRouterProbe:
     def __init__(self, router: MongoRouter) -> None:
         self.router = router
 
-    def inject_raw(self, body: str) -> None:
-        """Queue ``body`` as a message, due now, without validating it."""
+    def inject_raw(self, body: str | bytes) -> None:
+        """Queue ``body`` as a message, due now, without validating it (bytes are stored as
+        BSON binary, byte for byte)."""
         self.router.enqueue_raw(body)
 
 

@@ -10,13 +10,21 @@ Implements :class:`reactor.ports.Router` (ARCHITECTURE §3). One collection
   (filter ``due_at <= now`` and the lease absent or lapsed, sort ``due_at, _id``; set a fresh
   lease token and ``lease_until = now + visibility_timeout``; ``$inc deliveries``). A single
   document update is atomic, so two workers never hold the same lease.
-* The receipt is ``"<message id>:<lease token>"``: :meth:`ack` deletes, :meth:`retry` re-dues
-  and :meth:`extend` pushes ``lease_until`` only while that token still holds the lease, so a
+* The receipt is ``"<lease token>:<message id>"``, the id written as canonical MongoDB
+  Extended JSON (``"0000...-4f3a..."``, ``{"$oid": "..."}``, ``{"$numberInt": "7"}``), so a
+  message inserted by a foreign producer with any ``_id`` (an ObjectId, a number, a string
+  holding ``:``) is acked like ours. :meth:`ack` deletes, :meth:`retry` re-dues and
+  :meth:`extend` pushes ``lease_until`` only while that token still holds the lease, so a
   worker whose lease lapsed (and was re-leased by another) cannot touch the message. A stale
-  receipt is logged, never raised.
+  (or unreadable) receipt is logged, never raised.
 * Dead letters go to ``<prefix>dead_letters`` with the reason (undecodable messages are
   dead-lettered by :meth:`receive` itself and never returned). The dead letter is written
   before the message is deleted: a crash in between leaves a duplicate, never a loss.
+* **Poison messages** (docs/workers.md, "Hostile input"): a body :meth:`reactor.ports.Job.
+  from_json` refuses (not UTF-8 bytes, too large, too deep, not an envelope) or that is not
+  text or binary at all is dead-lettered by :meth:`receive` with the reason and kept as stored
+  (text, or BSON binary; another BSON value as its Extended JSON text), and the receive goes on
+  claiming the messages behind it.
 
 Times are on the adapter clock (``reactor_mongodb._clock``: the server's, calibrated), so every
 worker judges due times and leases by the same clock. Waiting in :meth:`receive` polls with a
@@ -34,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from bson import json_util
 from pymongo import ASCENDING, ReturnDocument
 from pymongo.collection import Collection
 from pymongo.database import Database
@@ -46,6 +55,42 @@ from reactor_mongodb._clock import ServerClock
 __all__ = ["MongoRouter"]
 
 logger = logging.getLogger(__name__)
+
+
+def _raw_body(body: object) -> str | bytes:
+    """A stored body as text or bytes (BSON binary is ``bytes``); any other BSON value as its
+    Extended JSON text."""
+    if isinstance(body, bytes):
+        return bytes(body)  # bson.Binary is a bytes subclass
+    if isinstance(body, str):
+        return str(body)
+    try:
+        return str(json_util.dumps(body))
+    except Exception:  # not even BSON-like: its repr is the best we can keep
+        return repr(body)
+
+
+def _make_receipt(doc: dict[str, Any]) -> str:
+    """``"<lease token>:<message id as canonical Extended JSON>"`` of a claimed message.
+
+    The lease token (a UUID's hex) never holds ``:``, so the first ``:`` ends it; the id keeps
+    its BSON type through the Extended JSON round trip, whatever a producer chose as ``_id``.
+    """
+    encoded = json_util.dumps(doc["_id"], json_options=json_util.CANONICAL_JSON_OPTIONS)
+    return f"{doc['lease']}:{encoded}"
+
+
+def _parse_receipt(receipt: str) -> dict[str, Any] | None:
+    """The ``{"_id", "lease"}`` filter of a :func:`_make_receipt` receipt; ``None`` when
+    ``receipt`` is not one (a receipt of another router, or mangled)."""
+    lease, sep, encoded = receipt.partition(":")
+    if not sep or not lease:
+        return None
+    try:
+        message_id = json_util.loads(encoded, json_options=json_util.CANONICAL_JSON_OPTIONS)
+    except (ValueError, TypeError):
+        return None
+    return {"_id": message_id, "lease": lease}
 
 
 def _check_delay(seconds: float, name: str = "delay_seconds") -> float:
@@ -138,8 +183,13 @@ class MongoRouter:
         self._insert(job.to_json(), now + delay, job.id)
         return job.id
 
-    def enqueue_raw(self, body: str, delay_seconds: float = 0) -> None:
+    def enqueue_raw(self, body: str | bytes, delay_seconds: float = 0) -> None:
         """Queue a raw body as a foreign producer would (the router probe's ``inject_raw``).
+
+        Args:
+            body: the body, unvalidated: text, or bytes (stored as BSON binary) that need not
+                be UTF-8.
+            delay_seconds: seconds before it is due.
 
         Raises:
             ValueError: ``delay_seconds`` is negative or not finite.
@@ -148,7 +198,7 @@ class MongoRouter:
         delay = _check_delay(delay_seconds)
         self._insert(body, self.now() + delay, None)
 
-    def _insert(self, body: str, due_at: float, job_id: str | None) -> None:
+    def _insert(self, body: str | bytes, due_at: float, job_id: str | None) -> None:
         if self._closed:
             raise RouterError("the MongoDB router is closed")
         self._ensure_indexes()
@@ -175,7 +225,8 @@ class MongoRouter:
     def receive(self, max_jobs: int = 1, wait_seconds: float = 0) -> list[Delivery]:
         """Lease up to ``max_jobs`` due jobs, waiting up to ``wait_seconds`` for one.
 
-        Undecodable messages are dead-lettered with the reason and not returned.
+        Undecodable messages are dead-lettered with the reason and their raw body and not
+        returned; the receive goes on with the messages behind them.
 
         Raises:
             RouterError: the server failed.
@@ -224,22 +275,25 @@ class MongoRouter:
     def _decode(self, doc: dict[str, Any]) -> Delivery | None:
         body = doc.get("body")
         try:
-            if not isinstance(body, str):
-                raise DeserializationError("message body is not text")
+            if not isinstance(body, str | bytes):
+                raise DeserializationError(
+                    f"message body is {type(body).__name__}, not text or binary"
+                )
             job = Job.from_json(body)
         except DeserializationError as exc:
-            self._move_to_dead(doc, str(body), f"undecodable message: {exc}")
+            self._move_to_dead(doc, _raw_body(body), f"undecodable message: {exc}")
             return None
         return Delivery(
             job=job,
-            receipt=f"{doc['_id']}:{doc['lease']}",
+            receipt=_make_receipt(doc),
             delivery_count=int(doc.get("deliveries", 1)),
         )
 
     @staticmethod
-    def _receipt(delivery: Delivery) -> dict[str, Any]:
-        message_id, _, lease = delivery.receipt.partition(":")
-        return {"_id": message_id, "lease": lease}
+    def _receipt(delivery: Delivery) -> dict[str, Any] | None:
+        """The filter matching the message only while this delivery's lease holds it;
+        ``None`` for a receipt this router did not issue."""
+        return _parse_receipt(delivery.receipt)
 
     def _stale(self, delivery: Delivery, action: str) -> None:
         logger.warning(
@@ -255,8 +309,12 @@ class MongoRouter:
         Raises:
             RouterError: the server failed.
         """
+        query = self._receipt(delivery)
+        if query is None:
+            self._stale(delivery, "ack")
+            return
         try:
-            deleted = self.jobs.delete_one(self._receipt(delivery)).deleted_count
+            deleted = self.jobs.delete_one(query).deleted_count
         except PyMongoError as exc:
             raise RouterError(f"MongoDB ack failed: {exc}") from exc
         if not deleted:
@@ -272,9 +330,13 @@ class MongoRouter:
             RouterError: the server failed.
         """
         delay = _check_delay(delay_seconds)
+        query = self._receipt(delivery)
+        if query is None:
+            self._stale(delivery, "retry")
+            return
         try:
             matched = self.jobs.update_one(
-                self._receipt(delivery),
+                query,
                 {"$set": {"due_at": self.now() + delay, "lease": None, "lease_until": None}},
             ).matched_count
         except PyMongoError as exc:
@@ -290,9 +352,13 @@ class MongoRouter:
             RouterError: the server failed.
         """
         extra = _check_delay(seconds, "seconds")
+        query = self._receipt(delivery)
+        if query is None:
+            self._stale(delivery, "extend")
+            return
         try:
             matched = self.jobs.update_one(
-                self._receipt(delivery), {"$set": {"lease_until": self.now() + extra}}
+                query, {"$set": {"lease_until": self.now() + extra}}
             ).matched_count
         except PyMongoError as exc:
             raise RouterError(f"MongoDB extend failed: {exc}") from exc
@@ -307,16 +373,20 @@ class MongoRouter:
         Raises:
             RouterError: the server failed.
         """
+        query = self._receipt(delivery)
+        if query is None:
+            self._stale(delivery, "dead_letter")
+            return
         try:
-            doc = self.jobs.find_one(self._receipt(delivery))
+            doc = self.jobs.find_one(query)
         except PyMongoError as exc:
             raise RouterError(f"MongoDB dead_letter failed: {exc}") from exc
         if doc is None:
             self._stale(delivery, "dead_letter")
             return
-        self._move_to_dead(doc, str(doc.get("body")), reason)
+        self._move_to_dead(doc, _raw_body(doc.get("body")), reason)
 
-    def _move_to_dead(self, doc: dict[str, Any], body: str, reason: str) -> None:
+    def _move_to_dead(self, doc: dict[str, Any], body: str | bytes, reason: str) -> None:
         logger.warning("dead-lettered message %s: %s", doc["_id"], reason)
         try:
             self.dead.insert_one(
@@ -335,7 +405,8 @@ class MongoRouter:
             raise RouterError(f"MongoDB dead-lettering failed: {exc}") from exc
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        """Dead-lettered messages of this queue, oldest first (at most ``limit``).
+        """Dead-lettered messages of this queue, oldest first (at most ``limit``); a binary body
+        that is not UTF-8 comes back base64 (:meth:`reactor.ports.DeadLetter.from_raw`).
 
         Raises:
             RouterError: the server failed.
@@ -349,7 +420,7 @@ class MongoRouter:
                 .limit(int(limit))
             )
             return [
-                DeadLetter(body=str(d["body"]), reason=str(d["reason"]), at=float(d["at"]))
+                DeadLetter.from_raw(_raw_body(d.get("body")), str(d["reason"]), float(d["at"]))
                 for d in cursor
             ]
         except PyMongoError as exc:

@@ -41,7 +41,8 @@ def capabilities_for(documents: MongoDocumentStore, *, signals: bool = False) ->
     """
     clock = "application" if documents.clock_kind == "application" else "server"
     return Capabilities(
-        signals=signals, max_document_bytes=documents.max_document_bytes, clock=clock
+        signals=signals, max_document_bytes=documents.max_document_bytes, clock=clock,
+        clock_skew=documents.clock_skew_budget if clock == "application" else 0.0,
     )
 
 

@@ -12,19 +12,23 @@ the same shard slot:
 
 A save is **one** round trip: one script writes the hash, moves the index and page entries and
 sets the TTL. Scans walk the 16 shards' index sets (never ``KEYS``/``SCAN``), checking each
-member against its record.
+member against its record, keyset-paged in ``(shard, index, expiry, id)`` order: a save only
+ever moves a member to a later expiry, so a run present for a whole pass is listed in it
+(docs/workers.md, "Sweep cursors and dispatch leases").
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Collection, Sequence
+from typing import Any
 
 from reactor.model.errors import ContextTooLargeError
 from reactor.model.status import RunStatus
-from reactor.ports.records import ContextRecord, RunPage, RunSummary
+from reactor.ports.records import ContextRecord, RunPage, RunSummary, ScanPage
 from reactor.ports.serialization import decode_page_cursor, encode_page_cursor, page_key
 from reactor_redis._base import Client, RedisScripts, storage_errors, ttl_arg
+from reactor_redis._scan import BUDGET, sharded_scan
 from reactor_redis.keys import SHARDS, Keys, shard_of
 
 __all__ = ["RedisContextStore"]
@@ -167,19 +171,29 @@ class RedisContextStore:
         statuses: Collection[str] | None = None,
         limit: int = 1000,
         include_dispatched_children: bool = False,
-    ) -> list[RunSummary]:
+        cursor: str | None = None,
+    ) -> ScanPage[RunSummary]:
         """List top-level runs (and dispatched children when asked) through the index sets.
+
+        Keyset-paged: the cursor is :func:`~reactor.ports.serialization.encode_scan_cursor` of
+        ``(shard, index, expiry score, last id examined)`` (docs/workers.md, "Sweep cursors
+        and dispatch leases").
 
         Args:
             statuses: only these statuses; applied before ``limit``.
             limit: the maximum number of rows.
             include_dispatched_children: also list ``async_reactor`` children.
+            cursor: ``None`` to start at the beginning, else a ``next_cursor`` of this store.
 
         Returns:
-            Summaries, grouped by shard and status (no order is guaranteed).
+            Summaries in scan order, with ``next_cursor`` (``None`` at the end).
+
+        Raises:
+            ValueError: ``cursor`` is malformed.
+            StorageError: Redis failed.
         """
         if limit <= 0:
-            return []
+            return ScanPage((), cursor)
         if statuses is None:
             wanted: set[str] | None = None
             buckets = [*_KNOWN, _OTHER]
@@ -190,28 +204,31 @@ class RedisContextStore:
         if include_dispatched_children:
             names += [_CHILD + b for b in buckets]
         if not names:
-            return []
-        rows: list[RunSummary] = []
+            return ScanPage((), None)
+        def fetch(
+            shard: int, todo: Sequence[str], score: str, member: str, want: int
+        ) -> Sequence[Any]:
+            reply: Sequence[Any] = self._scripts(
+                "context_scan",
+                [self._keys.context_pages(shard)],
+                [
+                    self._keys.context_index_prefix(shard),
+                    self._keys.context_record_prefix(shard),
+                    want,
+                    BUDGET,
+                    score,
+                    member,
+                    *todo,
+                ],
+            )
+            return reply
+
+        def rows_of(flat: Sequence[Any]) -> list[RunSummary]:
+            rows = [_summary(flat[i : i + 7]) for i in range(0, len(flat), 7)]
+            return [r for r in rows if wanted is None or r.status in wanted]
+
         with storage_errors("context scan"):
-            for shard in range(SHARDS):
-                flat: list[str] = self._scripts(
-                    "context_scan",
-                    [self._keys.context_pages(shard)],
-                    [
-                        self._keys.context_index_prefix(shard),
-                        self._keys.context_record_prefix(shard),
-                        limit - len(rows) if wanted is None else limit * 4 + 100,
-                        *names,
-                    ],
-                )
-                for i in range(0, len(flat), 7):
-                    row = _summary(flat[i : i + 7])
-                    if wanted is not None and row.status not in wanted:
-                        continue
-                    rows.append(row)
-                    if len(rows) >= limit:
-                        return rows
-        return rows
+            return sharded_scan(names, limit, cursor, fetch, rows_of)
 
     def page(self, *, cursor: str | None = None, limit: int = 50) -> RunPage:
         """List top-level runs newest first (``created_at``, then id) with keyset paging.

@@ -129,6 +129,11 @@ class Keys:
         """Sorted set of map ids whose rollback started (the rollback scan index)."""
         return f"{self.prefix}:{{maps}}:rollbacks"
 
+    def sweep_cursor(self, sweeper: str) -> str:
+        """A sweeper's saved scan cursor (string; docs/workers.md, "Sweep cursors and dispatch
+        leases")."""
+        return f"{self.prefix}:sweep_cursor:{sweeper}"
+
     # claims --------------------------------------------------------------------------------
     def correlation(self, correlation_id: str) -> str:
         """A correlation-id claim (string: the context id)."""
@@ -149,7 +154,7 @@ class Keys:
 
     # coordination ------------------------------------------------------------------------
     def lock(self, key: str) -> str:
-        """A lock hash ``{o: owner, n: count, x: expiry µs or -1}``."""
+        """A lock hash ``{o: owner, n: count, x: expiry µs or -1, f: fencing token}``."""
         return f"{self.prefix}:lock:{key}"
 
     def semaphore(self, key: str) -> str:

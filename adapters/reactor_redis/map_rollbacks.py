@@ -4,7 +4,8 @@ The rollback aggregates live beside the map's forward keys under the same ``{map
 (``rb:metadata`` JSON, ``rb:offset``, ``rb:outcomes`` hash position -> outcome JSON,
 ``rb:indexes`` set, ``rb:handed_off``, ``rb:signal``, ``rb:failed`` counter). Every write is one
 ``scripts/map.lua`` call that re-stamps all the map's keys. ``P:{maps}:rollbacks`` lists started
-rollbacks for the sweeper.
+rollbacks for the sweeper (keyset-paged like the maps' ``active`` index); a rollback leaves it
+when its signal is claimed (docs/workers.md, "Sweep cursors and dispatch leases").
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from reactor.ports.records import (
     MapRollbackMetadata,
     RollbackOutcome,
     RollbackSummary,
+    ScanPage,
 )
 from reactor.ports.serialization import record_from_json, record_to_json
 from reactor_redis._base import Client, RedisScripts, storage_errors
 from reactor_redis.keys import Keys
-from reactor_redis.maps import MapScript, _scan_index
+from reactor_redis.maps import MapScript, scan_index
 
 __all__ = ["RedisMapRollbackStore"]
 
@@ -40,15 +42,22 @@ class RedisMapRollbackStore:
     ) -> None:
         self._client = client
         self._keys = keys
+        self._scripts = scripts
         self._run = MapScript(scripts, keys, context_ttl)
 
     def _key(self, map_id: str, aggregate: str) -> str:
         return self._keys.rollback_key(map_id, aggregate)
 
     def start(self, metadata: MapRollbackMetadata) -> tuple[bool, MapRollbackMetadata]:
-        """Create the rollback metadata once (NX); returns ``(created, first metadata)``."""
+        """Create the rollback metadata once (NX); returns ``(created, first metadata)``.
+
+        The map id enters the ``rollbacks`` index before the metadata is written (a crash never
+        hides a rollback), and only while no metadata exists: a finished rollback that its
+        owner re-enters stays out of the index.
+        """
         with storage_errors("map rollback start"):
-            self._client.zadd(self._keys.started_rollbacks(), {metadata.map_id: 0})
+            if not self._client.exists(self._key(metadata.map_id, "metadata")):
+                self._client.zadd(self._keys.started_rollbacks(), {metadata.map_id: 0})
             created, text = self._run(metadata.map_id, "rb_start", record_to_json(metadata))
         return bool(created), record_from_json(MapRollbackMetadata, text)
 
@@ -150,9 +159,18 @@ class RedisMapRollbackStore:
             return bool(self._client.exists(self._key(map_id, "handed_off")))
 
     def claim_signal(self, map_id: str) -> bool:
-        """Claim the right to resume the owner after the rollback (NX)."""
+        """Claim the right to resume the owner after the rollback (NX).
+
+        Every call, winner or loser, then takes the rollback out of the ``rollbacks`` index (it
+        is finished; docs/workers.md, "Sweep cursors and dispatch leases").
+
+        Raises:
+            StorageError: Redis failed.
+        """
         with storage_errors("map rollback signal"):
-            return bool(self._run(map_id, "rb_signal"))
+            won = bool(self._run(map_id, "rb_signal"))
+            self._client.zrem(self._keys.started_rollbacks(), map_id)
+        return won
 
     def summary(self, map_id: str) -> RollbackSummary | None:
         """Progress counts, ``None`` when this map never rolled back."""
@@ -166,11 +184,32 @@ class RedisMapRollbackStore:
             total=meta.total, settled=settled, outstanding=meta.total - settled, failed=failed
         )
 
-    def scan(self, *, limit: int = 1000) -> list[MapRollbackMetadata]:
-        """List started rollbacks from the ``rollbacks`` index."""
-        return _scan_index(
+    def scan(
+        self, *, limit: int = 1000, cursor: str | None = None
+    ) -> ScanPage[MapRollbackMetadata]:
+        """List started, unfinished rollbacks from the ``rollbacks`` index.
+
+        Keyset-paged: the cursor is :func:`~reactor.ports.serialization.encode_scan_cursor` of
+        ``(score, last map id examined)`` (docs/workers.md, "Sweep cursors and dispatch
+        leases").
+
+        Args:
+            limit: the maximum number of rollbacks.
+            cursor: ``None`` to start at the beginning, else a ``next_cursor`` of this store.
+
+        Returns:
+            The metadata with ``next_cursor`` (``None`` at the end).
+
+        Raises:
+            ValueError: ``cursor`` is malformed.
+            StorageError: Redis failed.
+        """
+        return scan_index(
             self._client,
+            self._scripts,
             self._keys.started_rollbacks(),
             limit,
+            cursor,
             lambda map_id: self._key(map_id, "metadata"),
+            lambda text: record_from_json(MapRollbackMetadata, text),
         )

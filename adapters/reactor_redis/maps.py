@@ -6,21 +6,30 @@ All keys of one map share the hash tag ``{map:<map id>}`` (see :mod:`reactor_red
 call of ``scripts/map.lua``, which also re-stamps **every** key of the map (rollback keys
 included) to ``context_ttl``, so an aggregate never expires before its members
 (ARCHITECTURE §2 "Retention"). The sweeper's scan reads the ``P:{maps}:active`` sorted set
-(map ids, written before the map itself so a crash never hides a map), pruning entries whose
-metadata is gone.
+(map ids, written before the map itself so a crash never hides a map), keyset-paged in
+``(score, id)`` order (``scripts/index_page.lua``), pruning entries whose metadata is gone;
+:meth:`RedisMapStore.claim_owner_signal` takes a settled map out of it (docs/workers.md, "Sweep
+cursors and dispatch leases").
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-from reactor.ports.records import MapMetadata, MapRollbackMetadata
-from reactor.ports.serialization import record_from_json, record_to_json
+from reactor.ports.records import MapMetadata, ScanPage
+from reactor.ports.serialization import (
+    decode_scan_cursor,
+    encode_scan_cursor,
+    record_from_json,
+    record_to_json,
+)
 from reactor_redis._base import Client, RedisScripts, storage_errors, ttl_arg
 from reactor_redis.keys import Keys
 
-__all__ = ["RedisMapStore"]
+__all__ = ["RedisMapStore", "scan_index"]
+
+T = TypeVar("T")
 
 
 class MapScript:
@@ -61,6 +70,7 @@ class RedisMapStore:
     ) -> None:
         self._client = client
         self._keys = keys
+        self._scripts = scripts
         self._run = MapScript(scripts, keys, context_ttl)
 
     def _get(self, map_id: str, aggregate: str) -> Any:
@@ -79,12 +89,33 @@ class RedisMapStore:
         text = self._get(map_id, "metadata")
         return None if text is None else record_from_json(MapMetadata, text)
 
-    def scan(self, *, limit: int = 1000) -> list[MapMetadata]:
-        """List active maps (never rollback records) from the ``active`` index."""
-        return _scan_index(self._client, self._keys.active_maps(), limit, self._meta_key)
+    def scan(self, *, limit: int = 1000, cursor: str | None = None) -> ScanPage[MapMetadata]:
+        """List active (unsettled) maps, never rollback records, from the ``active`` index.
 
-    def _meta_key(self, map_id: str) -> str:
-        return self._keys.map_key(map_id, "metadata")
+        Keyset-paged: the cursor is :func:`~reactor.ports.serialization.encode_scan_cursor` of
+        ``(score, last map id examined)`` (docs/workers.md, "Sweep cursors and dispatch
+        leases").
+
+        Args:
+            limit: the maximum number of maps.
+            cursor: ``None`` to start at the beginning, else a ``next_cursor`` of this store.
+
+        Returns:
+            The metadata with ``next_cursor`` (``None`` at the end).
+
+        Raises:
+            ValueError: ``cursor`` is malformed.
+            StorageError: Redis failed.
+        """
+        return scan_index(
+            self._client,
+            self._scripts,
+            self._keys.active_maps(),
+            limit,
+            cursor,
+            lambda map_id: self._keys.map_key(map_id, "metadata"),
+            lambda text: record_from_json(MapMetadata, text),
+        )
 
     def add_to_counter(self, map_id: str, delta: int) -> int:
         """Atomically add ``delta`` to the counter; returns the new value (re-stamps the map)."""
@@ -120,9 +151,18 @@ class RedisMapStore:
         return None if value is None else str(value)
 
     def claim_owner_signal(self, map_id: str) -> bool:
-        """Claim the right to resume the owner (NX): exactly one ``True`` ever."""
+        """Claim the right to resume the owner (NX): exactly one ``True`` ever.
+
+        Every call, winner or loser, then takes the map out of the ``active`` index (it is
+        settled; docs/workers.md, "Sweep cursors and dispatch leases").
+
+        Raises:
+            StorageError: Redis failed.
+        """
         with storage_errors("map owner signal"):
-            return bool(self._run(map_id, "owner"))
+            won = bool(self._run(map_id, "owner"))
+            self._client.zrem(self._keys.active_maps(), map_id)
+        return won
 
     def put_result(self, map_id: str, index: int, value: str) -> None:
         """Store (overwrite) result slot ``index``.
@@ -216,30 +256,56 @@ class RedisMapStore:
         return list(reversed(found))
 
 
-def _scan_index(client: Client, index: str, limit: int, meta_key: Any) -> list[Any]:
-    """Read metadata of the ids in a scan index (pruning ids whose metadata is gone)."""
+def scan_index(
+    client: Client,
+    scripts: RedisScripts,
+    index: str,
+    limit: int,
+    cursor: str | None,
+    meta_key: Callable[[str], str],
+    parse: Callable[[str], T],
+) -> ScanPage[T]:
+    """One keyset page of a map scan index, reading each id's metadata (pruning gone ids).
+
+    Args:
+        client: the redis-py client.
+        scripts: the script registry (``index_page``).
+        index: the sorted set of map ids.
+        limit: the maximum number of rows; ``<= 0`` reads nothing and hands ``cursor`` back.
+        cursor: ``None`` for the start, else ``encode_scan_cursor(score, id)`` of the last id
+            examined by an earlier page.
+        meta_key: the metadata key of a map id.
+        parse: decodes the metadata text.
+
+    Returns:
+        The rows with ``next_cursor`` (``None`` once the index was read to its end).
+
+    Raises:
+        ValueError: ``cursor`` is malformed.
+        StorageError: Redis failed.
+    """
     if limit <= 0:
-        return []
-    record_type: type[Any] = MapRollbackMetadata if index.endswith(":rollbacks") else MapMetadata
-    out: list[Any] = []
-    start = 0
-    page = max(min(limit, 500), 1)
+        return ScanPage((), cursor)
+    score, member = ("", "") if cursor is None else decode_scan_cursor(cursor, 2)
+    if cursor is not None and not score:
+        raise ValueError(f"malformed sweeper scan cursor {cursor!r}")
+    out: list[T] = []
     with storage_errors("map scan"):
         while len(out) < limit:
-            ids: list[str] = client.zrange(index, start, start + page - 1)
-            if not ids:
-                break
-            start += len(ids)
+            want = limit - len(out)
+            flat: list[str] = scripts("index_page", [index], [score, member, want])
             gone: list[str] = []
-            for map_id in ids:
+            for i in range(0, len(flat), 2):
+                map_id = flat[i]
                 text = client.get(meta_key(map_id))
                 if text is None:
                     gone.append(map_id)
-                    continue
-                out.append(record_from_json(record_type, text))
-                if len(out) >= limit:
-                    break
+                else:
+                    out.append(parse(text))
+            if flat:
+                member, score = flat[-2], flat[-1]
             if gone:
                 client.zrem(index, *gone)
-                start -= len(gone)
-    return out
+            if len(flat) < 2 * want:
+                return ScanPage(out, None)  # the index is exhausted
+    return ScanPage(out, encode_scan_cursor(score, member))

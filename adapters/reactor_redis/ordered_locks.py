@@ -5,6 +5,12 @@ own expiry (``n``/``nx`` next nonce, ``c``/``cx`` cursor, ``f``/``fx`` first fai
 epoch, ``tx`` the timers' expiry), and a hash of liveness timers (nonce -> µs).
 ``scripts/ordered_lock.lua`` loads the live fields, runs a function-by-function twin of
 :mod:`reactor.model.coordination.ordered_locks` and writes the result back, all atomically.
+
+Epochs increase forever (docs/coordination.md#fencing-tokens): a fresh batch's epoch is
+``max(stored e + 1, TIME in µs)``, where the stored ``e`` is read even when its ``ex`` has
+passed; the field hash's native expiry is its longest-lived field's plus
+:data:`~reactor.model.coordination.fencing.FENCE_RETENTION`, and ``reset`` leaves ``e`` behind
+lapsed at the reset instant for that retention.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from reactor.model.coordination._expiry import deadline
 from reactor.ports.records import OrderedGate, OrderedGateState, OrderedLockState, OrderedTicket
 from reactor_redis._base import Client, RedisScripts, from_us, storage_errors, to_us, ttl_arg
 from reactor_redis.keys import Keys
+from reactor_redis.locks import RETENTION_ARG
 
 __all__ = ["RedisOrderedLockStore"]
 
@@ -39,14 +46,24 @@ class RedisOrderedLockStore:
             return self._scripts(
                 "ordered_lock",
                 [self._keys.ordered_lock(key), self._keys.ordered_timers(key)],
-                [op, *args],
+                [op, *args, RETENTION_ARG],
             )
 
     def assign(self, key: str, *, ttl: float) -> OrderedTicket:
-        """Take the next nonce (a fresh batch bumps the epoch).
+        """Take the next nonce; a fresh batch gets a new epoch.
+
+        Args:
+            key: the ordered-lock key.
+            ttl: seconds the lock's fields live after this call.
+
+        Returns:
+            The ticket ``(nonce, epoch)``; a fresh batch's epoch is greater than every earlier
+            epoch of ``key``, also after idle expiry or :meth:`reset`
+            (docs/coordination.md#fencing-tokens).
 
         Raises:
             ValueError: ``ttl`` is not a positive finite number.
+            StorageError: Redis failed.
         """
         deadline(0.0, ttl)
         found = self._run(key, "assign", ttl_arg(ttl))
@@ -93,7 +110,14 @@ class RedisOrderedLockStore:
         return int(self._run(key, "skip", nonce))
 
     def reset(self, key: str) -> None:
-        """Delete everything, epoch included."""
+        """Delete everything, epoch included (:meth:`peek` reads zeros).
+
+        The last epoch stays behind, lapsed, for ``FENCE_RETENTION`` seconds so the next batch
+        gets a greater one (docs/coordination.md#fencing-tokens).
+
+        Raises:
+            StorageError: Redis failed.
+        """
         self._run(key, "reset")
 
     def peek(self, key: str) -> OrderedLockState:

@@ -3,7 +3,11 @@
 It reads and rewrites the adapter's keys directly (never through a sub-store), addressed by
 concern and key as :mod:`reactor_contract.probe` documents. Logical expiry fields (locks,
 periods, semaphore leases, rate-limit windows, ordered-lock fields) are rewritten together with
-the native TTL, so "lapse now" behaves exactly like a real lapse.
+the native TTL, so "lapse now" behaves exactly like a real lapse: a lapsed lock or ordered lock
+keeps its hash (and so its fencing token or epoch) for ``FENCE_RETENTION`` seconds, as the
+scripts do (docs/coordination.md#fencing-tokens). The member ``"fence"`` of ``lock`` and
+``ordered_lock`` stands for the whole record, retained fence included: expiring it is the
+native garbage collection that follows the retention.
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from reactor_redis._base import Client
+from reactor.model.coordination.fencing import FENCE_RETENTION
+from reactor_redis._base import Client, to_us
 from reactor_redis.keys import MAP_AGGREGATES, ROLLBACK_AGGREGATES
 from reactor_redis.router import RedisRouter
 from reactor_redis.storage import RedisStorage
@@ -38,6 +43,9 @@ _ALIASES = {
 
 #: Ordered-lock field members -> the hash field holding the value (its expiry is ``<f>x``).
 _ORDERED = {"next": "n", "cursor": "c", "first_failed": "f", "epoch": "e", "timers": "t"}
+#: The member naming a whole lock / ordered-lock record, its retained fence included.
+_FENCE = "fence"
+_RETENTION_US = to_us(FENCE_RETENTION)
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -145,6 +153,9 @@ class RedisProbe:
             if score is None or score <= now:
                 return None
             return (float(score) - now) / 1_000_000
+        if concern in ("lock", "ordered_lock") and member == _FENCE:
+            pttl = int(self._client.pttl(self._physical(concern, key, None)[0]))
+            return None if pttl == -2 else math.inf if pttl == -1 else pttl / 1000
         if concern == "ordered_lock" and member is not None:
             field = _ORDERED.get(member)
             if field is None:
@@ -186,6 +197,22 @@ class RedisProbe:
         at_us = now + max(round(after * 1_000_000), 0)
         scoped = concern in ("map", "map_rollback", "interrupt")
         names = self._physical(concern, key, member if scoped else None)
+        if concern in ("lock", "ordered_lock") and member == _FENCE:
+            for name in names:
+                if after <= 0:
+                    self._client.delete(name)
+                elif self._client.exists(name):
+                    self._client.pexpire(name, max(math.ceil(after * 1000), 1))
+            return
+        if concern == "lock":
+            if member is not None:
+                raise KeyError(f"lock has no member {member!r}")
+            name = names[0]
+            if self._client.hget(name, "o") is None:
+                return  # absent or released: nothing holds it
+            self._client.hset(name, "x", str(at_us))
+            self._client.pexpireat(name, max(math.ceil((at_us + _RETENTION_US) / 1000), 1))
+            return
         if concern == "semaphore" and member is not None:
             holders = self._keys.semaphore_holders(key)
             if self._client.zscore(holders, member) is not None:
@@ -212,7 +239,7 @@ class RedisProbe:
         for name in names:
             if not self._client.exists(name):
                 continue
-            if concern in ("lock", "period"):
+            if concern == "period":
                 self._client.hset(name, "x", str(at_us))
             elif concern == "semaphore" and name.endswith(":h"):
                 for token in self._client.zrange(name, 0, -1):
@@ -224,7 +251,11 @@ class RedisProbe:
             self._client.pexpire(name, max(math.ceil(after * 1000), 1))
 
     def _shift_ordered(self, key: str, fields: list[str], at_us: int) -> None:
-        """Move the expiry of some ordered-lock fields to ``at_us`` (the native TTL follows)."""
+        """Move the expiry of some ordered-lock fields to ``at_us`` (the native TTL follows).
+
+        As the script does, the field hash is collected ``FENCE_RETENTION`` after its
+        longest-lived field and the timers hash with that field.
+        """
         main, timers = self._keys.ordered_lock(key), self._keys.ordered_timers(key)
         for field in fields:
             if self._client.hexists(main, field + "x"):
@@ -238,10 +269,10 @@ class RedisProbe:
             self._client.persist(main)
             self._client.persist(timers)
             return
-        latest_ms = max(math.ceil(max(expiries) / 1000), 1)
-        for name in (main, timers):
+        latest_us = max(expiries)
+        for name, at in ((main, latest_us + _RETENTION_US), (timers, latest_us)):
             if self._client.exists(name):
-                self._client.pexpireat(name, latest_ms)
+                self._client.pexpireat(name, max(math.ceil(at / 1000), 1))
 
 
 class RedisRouterProbe:
@@ -254,8 +285,9 @@ class RedisRouterProbe:
     def __init__(self, router: RedisRouter) -> None:
         self._router = router
 
-    def inject_raw(self, body: str) -> None:
-        """Append ``body`` to the queue's stream unvalidated."""
+    def inject_raw(self, body: str | bytes) -> None:
+        """Append ``body`` (text or any bytes, stored byte for byte) to the queue's stream
+        unvalidated."""
         self._router.inject_raw(body)
 
 

@@ -8,10 +8,18 @@ sorted set (job JSON -> due time in ms), the dead-letter stream and a hash of ex
 * ``receive`` first re-claims entries idle longer than the visibility timeout (a dead
   consumer's jobs; the delivery count comes from ``XPENDING``), then ``XREADGROUP``\\ s new
   ones, blocking in slices of at most 1 s up to ``wait_seconds``.
-* ``ack`` is ``XACK`` + ``XDEL``; ``retry`` acks and re-enqueues ``attempt + 1`` with a delay;
-  ``extend`` re-claims the entry to reset its idle time and records the extension;
-  ``dead_letter`` acks and appends ``{body, reason, at}`` to the dead-letter stream. A message
-  that is not a job envelope is dead-lettered inside ``receive``.
+* ``ack`` is ``XACK`` + ``XDEL``; ``retry`` acks the entry and re-adds its body unchanged
+  (after the delay, through the sorted set) with a field ``n`` = the deliveries so far, so the
+  next ``delivery_count`` is ``n + 1`` and the worker's backoff and ``max_deliveries`` work as
+  on every router; ``extend`` re-claims the entry to reset its idle time (``JUSTID``: the
+  delivery counter is untouched) and records the extension; ``dead_letter`` acks and appends
+  ``{body, reason, at}`` to the dead-letter stream.
+* **Poison entries** (docs/workers.md, "Hostile input"): replies holding bodies are read
+  undecoded (redis-py's ``NEVER_DECODE``, whatever the client's ``decode_responses``), and each
+  body goes through :meth:`reactor.ports.Job.from_json` on its own. An entry it refuses (not
+  UTF-8, too large, too deep, not an envelope, no ``body`` field) is dead-lettered inside
+  ``receive`` with the reason and its raw bytes, and the receive goes on reading without
+  waiting: a poison entry never fails a receive and never blocks the jobs behind it.
 """
 
 from __future__ import annotations
@@ -20,13 +28,15 @@ import logging
 import math
 import time
 import uuid
-from dataclasses import replace
+from typing import Any
 
 import redis
+from redis.client import NEVER_DECODE
+from redis.exceptions import NoScriptError
 
 from reactor.model.errors import DeserializationError, RouterError
 from reactor.ports.router import DeadLetter, Delivery, Job
-from reactor_redis._base import Client, RedisScripts, close_client, router_errors
+from reactor_redis._base import Client, RedisScripts, _source, close_client, router_errors
 from reactor_redis.keys import Keys
 
 __all__ = ["GROUP", "RedisRouter"]
@@ -35,6 +45,49 @@ logger = logging.getLogger(__name__)
 
 #: The consumer group every worker of a queue joins.
 GROUP = "reactor"
+
+#: redis-py option: return this command's reply as raw bytes (message bodies may be any bytes).
+_RAW: dict[str, Any] = {NEVER_DECODE: True}
+
+
+def _text(value: object) -> str:
+    """A reply item (bytes from a raw reply) as text; undecodable bytes are escaped."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "backslashreplace")
+    return str(value)
+
+
+def _field_map(fields: object) -> dict[bytes, bytes]:
+    """A stream entry's fields (a dict, or a flat ``[k, v, ...]`` list) as ``{bytes: bytes}``."""
+    def raw(x: object) -> bytes:
+        return bytes(x) if isinstance(x, bytes | bytearray) else str(x).encode("utf-8")
+
+    if isinstance(fields, dict):
+        return {raw(k): raw(v) for k, v in fields.items()}
+    if isinstance(fields, list | tuple):
+        return {raw(fields[i]): raw(fields[i + 1]) for i in range(0, len(fields) - 1, 2)}
+    return {}
+
+
+def _stream_entries(reply: Any) -> list[tuple[str, dict[bytes, bytes]]]:
+    """``(entry id, fields)`` of an ``XREADGROUP`` reply, in either RESP shape."""
+    if not reply:
+        return []
+    streams = list(reply.values()) if isinstance(reply, dict) else [s[1] for s in reply]
+    out: list[tuple[str, dict[bytes, bytes]]] = []
+    for entries in streams:
+        if entries and isinstance(entries[0], list | tuple) and entries[0] and isinstance(
+            entries[0][0], list | tuple
+        ):
+            entries = entries[0]  # RESP3 may wrap the entry list once more
+        for entry in entries or []:
+            if entry is None:
+                continue
+            entry_id, fields = entry[0], entry[1]
+            if fields is None:
+                continue  # deleted between the read and now
+            out.append((_text(entry_id), _field_map(fields)))
+    return out
 
 
 def _delay_ms(delay_seconds: float) -> int:
@@ -80,6 +133,18 @@ class RedisRouter:
     def _script(self, op: str, *args: object) -> object:
         return self._scripts("router", self._keys, [op, *args])
 
+    def _raw_script(self, op: str, *args: object) -> Any:
+        """Run a router script op whose reply holds message bodies, left undecoded (bytes)."""
+        script = self._scripts.get("router")
+        command = ("EVALSHA", script.sha, len(self._keys), *self._keys, op, *args)
+        try:
+            return self.client.execute_command(*command, **_RAW)
+        except NoScriptError:
+            script.sha = self.client.script_load(_source("router"))
+            return self.client.execute_command(
+                "EVALSHA", script.sha, len(self._keys), *self._keys, op, *args, **_RAW
+            )
+
     def _ensure_group(self) -> None:
         if self._group_ready:
             return
@@ -106,6 +171,11 @@ class RedisRouter:
     def receive(self, max_jobs: int = 1, wait_seconds: float = 0) -> list[Delivery]:
         """Lease up to ``max_jobs`` due jobs, waiting up to ``wait_seconds`` for one.
 
+        Poison entries met on the way are dead-lettered (with the reason and their raw bytes)
+        and skipped without waiting, so the jobs behind them are received by this same call
+        (docs/workers.md, "Hostile input"). ``delivery_count`` counts the deliveries before
+        any :meth:`retry` too.
+
         Raises:
             RouterError: Redis failed.
         """
@@ -125,46 +195,64 @@ class RedisRouter:
     def _receive(self, max_jobs: int, wait_seconds: float) -> list[Delivery]:
         deadline = time.monotonic() + max(wait_seconds, 0.0)
         out: list[Delivery] = []
-        if True:
-            self._ensure_group()
-            while True:
-                promoted = self._script("promote")
-                assert isinstance(promoted, list)
-                next_due_ms = int(promoted[1])
-                idle = max(math.ceil(self.visibility_timeout * 1000), 1)
-                claimed = self._script("reclaim", GROUP, self.consumer, idle, max_jobs - len(out))
-                assert isinstance(claimed, list)
-                for i in range(0, len(claimed), 3):
-                    self._deliver(out, str(claimed[i]), int(claimed[i + 1]), str(claimed[i + 2]))
-                if len(out) < max_jobs:
-                    remaining = deadline - time.monotonic()
-                    block = 0.0 if out else max(min(remaining, 1.0), 0.0)
-                    if next_due_ms >= 0:
-                        block = min(block, next_due_ms / 1000)
-                    block_ms = int(block * 1000)
-                    found = self.client.xreadgroup(
-                        GROUP,
-                        self.consumer,
-                        {self._keys[0]: ">"},
-                        count=max_jobs - len(out),
-                        block=block_ms if block_ms > 0 else None,
-                    )
-                    for _stream, entries in found or []:
-                        for entry_id, fields in entries:
-                            if not fields:
-                                continue
-                            self._deliver(out, str(entry_id), 1, str(fields.get("body", "")))
-                if out or time.monotonic() >= deadline:
-                    return out[:max_jobs]
+        self._ensure_group()
+        while True:
+            promoted = self._script("promote")
+            assert isinstance(promoted, list)
+            next_due_ms = int(promoted[1])
+            idle = max(math.ceil(self.visibility_timeout * 1000), 1)
+            poisoned = False  # a poison entry was dead-lettered in this pass: read on at once
+            claimed = self._raw_script(
+                "reclaim", GROUP, self.consumer, idle, max_jobs - len(out)
+            )
+            for i in range(0, len(claimed or []) - 3, 4):
+                has_body = int(claimed[i + 2]) == 1
+                body = bytes(claimed[i + 3])
+                problem = None if has_body else f"stream entry has no 'body' field ({_text(body)})"
+                poisoned |= not self._deliver(
+                    out, _text(claimed[i]), int(claimed[i + 1]), body, problem
+                )
+            if len(out) < max_jobs:
+                remaining = deadline - time.monotonic()
+                block = 0.0 if out or poisoned else max(min(remaining, 1.0), 0.0)
+                if next_due_ms >= 0:
+                    block = min(block, next_due_ms / 1000)
+                for entry_id, fields in self._read(max_jobs - len(out), int(block * 1000)):
+                    found = fields.get(b"body")
+                    problem = None
+                    if found is None:
+                        found = b"\n".join(k + b"=" + v for k, v in fields.items())
+                        problem = f"stream entry has no 'body' field ({_text(found)})"
+                    try:
+                        before = int(fields.get(b"n", b"0"))
+                    except ValueError:
+                        before = 0
+                    poisoned |= not self._deliver(out, entry_id, before + 1, found, problem)
+            if out or (not poisoned and time.monotonic() >= deadline):
+                return out[:max_jobs]
 
-    def _deliver(self, out: list[Delivery], entry_id: str, count: int, body: str) -> None:
+    def _read(self, count: int, block_ms: int) -> list[tuple[str, dict[bytes, bytes]]]:
+        """``XREADGROUP`` new entries for this consumer, the reply left undecoded."""
+        args: list[object] = ["XREADGROUP", "GROUP", GROUP, self.consumer, "COUNT", count]
+        if block_ms > 0:
+            args += ["BLOCK", block_ms]
+        args += ["STREAMS", self._keys[0], ">"]
+        return _stream_entries(self.client.execute_command(*args, **_RAW))
+
+    def _deliver(
+        self, out: list[Delivery], entry_id: str, count: int, body: bytes, problem: str | None
+    ) -> bool:
+        """Decode one entry into ``out``; a poison entry is dead-lettered (``False``)."""
         try:
+            if problem is not None:
+                raise DeserializationError(problem)
             job = Job.from_json(body)
         except DeserializationError as exc:
             logger.warning("dead-lettering undecodable message %s: %s", entry_id, exc)
             self._script("dead", GROUP, entry_id, body, f"undecodable message: {exc}")
-            return
+            return False
         out.append(Delivery(job=job, receipt=entry_id, delivery_count=count))
+        return True
 
     def ack(self, delivery: Delivery) -> None:
         """Remove a delivered job for good (a stale receipt is logged, never raised)."""
@@ -173,15 +261,22 @@ class RedisRouter:
                 logger.info("ack of a stale receipt %s ignored", delivery.receipt)
 
     def retry(self, delivery: Delivery, delay_seconds: float) -> None:
-        """Ack and re-enqueue the job with ``attempt + 1`` after ``delay_seconds``.
+        """Ack the entry and re-add its body unchanged after ``delay_seconds``, keeping the
+        delivery count (the next delivery has ``delivery.delivery_count + 1``).
+
+        A stale receipt (the entry was acked or dead-lettered since) is logged; nothing is
+        re-added.
 
         Raises:
             ValueError: ``delay_seconds`` is negative or not finite.
+            RouterError: Redis failed.
         """
         delay = _delay_ms(delay_seconds)
-        again = replace(delivery.job, attempt=delivery.job.attempt + 1)
         with router_errors("retry"):
-            self._script("retry", GROUP, delivery.receipt, again.to_json(), delay)
+            if not self._script(
+                "retry", GROUP, delivery.receipt, delay, max(delivery.delivery_count, 1)
+            ):
+                logger.info("retry of a stale receipt %s ignored", delivery.receipt)
 
     def extend(self, delivery: Delivery, seconds: float) -> None:
         """Keep the job leased for another ``seconds`` (at least the visibility timeout)."""
@@ -192,27 +287,48 @@ class RedisRouter:
                 logger.info("extend of a stale receipt %s ignored", delivery.receipt)
 
     def dead_letter(self, delivery: Delivery, reason: str) -> None:
-        """Ack the job and append it with ``reason`` to the dead-letter stream."""
+        """Ack the job and append its stored body with ``reason`` to the dead-letter stream.
+
+        Raises:
+            RouterError: Redis failed.
+        """
         with router_errors("dead letter"):
             self._script("dead", GROUP, delivery.receipt, delivery.job.to_json(), reason)
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        """Dead-lettered messages, oldest first."""
+        """Dead-lettered messages, oldest first (bodies exactly as stored: text, or base64 when
+        not UTF-8, :meth:`reactor.ports.DeadLetter.from_raw`).
+
+        Raises:
+            RouterError: Redis failed.
+        """
         if limit <= 0:
             return []
         with router_errors("dead letters"):
-            entries = self.client.xrange(self._keys[2], count=limit)
-        return [
-            DeadLetter(
-                body=str(fields.get("body", "")),
-                reason=str(fields.get("reason", "")),
-                at=int(fields.get("at", 0)) / 1000,
+            reply = self.client.execute_command(
+                "XRANGE", self._keys[2], "-", "+", "COUNT", int(limit), **_RAW
             )
-            for _id, fields in entries
-        ]
+        letters: list[DeadLetter] = []
+        for entry in reply or []:
+            fields = _field_map(entry[1])
+            try:
+                at = int(fields.get(b"at", b"0")) / 1000
+            except ValueError:
+                at = 0.0
+            letters.append(
+                DeadLetter.from_raw(
+                    fields.get(b"body", b""), _text(fields.get(b"reason", b"")), at
+                )
+            )
+        return letters
 
-    def inject_raw(self, body: str) -> None:
-        """Append ``body`` to the stream unvalidated (the router probe's backdoor)."""
+    def inject_raw(self, body: str | bytes) -> None:
+        """Append ``body`` (text or any bytes) to the stream unvalidated (the router probe's
+        backdoor for poison messages).
+
+        Raises:
+            RouterError: Redis failed.
+        """
         with router_errors("inject"):
             self._ensure_group()
             self.client.xadd(self._keys[0], {"body": body})

@@ -4,15 +4,20 @@ Each record is a hash ``P:{sr:NN}:r:<context id>:<step>`` (``s`` = status, ``j``
 record as JSON) with a native TTL of ``context_ttl``, re-stamped on every put. Beside it in the
 same shard slot, one sorted set per status (member ``<context id>:<step>``, scored by expiry)
 makes the step sweeper's ``scan(status="dispatched")`` an indexed query that filters before
-its limit. A put is one script (record, index move, TTL).
+its limit. A put is one script (record, index move, TTL). Scans are keyset-paged shard by
+shard (:mod:`reactor_redis._scan`; docs/workers.md, "Sweep cursors and dispatch leases").
 """
 
 from __future__ import annotations
 
-from reactor.ports.records import StepResultRecord
+from collections.abc import Sequence
+from typing import Any
+
+from reactor.ports.records import ScanPage, StepResultRecord
 from reactor.ports.serialization import record_from_json, record_to_json
 from reactor_redis._base import Client, RedisScripts, storage_errors, ttl_arg
-from reactor_redis.keys import SHARDS, Keys, shard_of
+from reactor_redis._scan import BUDGET, sharded_scan
+from reactor_redis.keys import Keys, shard_of
 
 __all__ = ["RedisStepResultStore"]
 
@@ -65,30 +70,49 @@ class RedisStepResultStore:
             text = self._client.hget(self._keys.step_result(context_id, step_name), "j")
         return None if text is None else record_from_json(StepResultRecord, text)
 
-    def scan(self, *, status: str | None = None, limit: int = 1000) -> list[StepResultRecord]:
+    def scan(
+        self, *, status: str | None = None, limit: int = 1000, cursor: str | None = None
+    ) -> ScanPage[StepResultRecord]:
         """List records, ``status`` filtering before ``limit`` (indexed, shard by shard).
+
+        Keyset-paged: the cursor is :func:`~reactor.ports.serialization.encode_scan_cursor` of
+        ``(shard, status, expiry score, last member examined)`` (docs/workers.md, "Sweep
+        cursors and dispatch leases").
 
         Args:
             status: ``"dispatched"``, ``"completed"`` or ``None`` for all.
             limit: the maximum number of records.
+            cursor: ``None`` to start at the beginning, else a ``next_cursor`` of this store.
+
+        Returns:
+            The records with ``next_cursor`` (``None`` at the end).
+
+        Raises:
+            ValueError: ``cursor`` is malformed.
+            StorageError: Redis failed.
         """
-        if limit <= 0:
-            return []
         statuses = _STATUSES if status is None else (status,)
-        out: list[StepResultRecord] = []
+
+        def fetch(
+            shard: int, todo: Sequence[str], score: str, member: str, want: int
+        ) -> Sequence[Any]:
+            reply: Sequence[Any] = self._scripts(
+                "step_scan",
+                [self._keys.step_index_prefix(shard) + "routing"],
+                [
+                    self._keys.step_index_prefix(shard),
+                    f"{self._keys.step_shard(shard)}:r:",
+                    want,
+                    BUDGET,
+                    score,
+                    member,
+                    *todo,
+                ],
+            )
+            return reply
+
+        def rows_of(texts: Sequence[Any]) -> list[StepResultRecord]:
+            return [record_from_json(StepResultRecord, t) for t in texts]
+
         with storage_errors("step result scan"):
-            for shard in range(SHARDS):
-                texts: list[str] = self._scripts(
-                    "step_scan",
-                    [self._keys.step_index_prefix(shard) + "routing"],
-                    [
-                        self._keys.step_index_prefix(shard),
-                        f"{self._keys.step_shard(shard)}:r:",
-                        limit - len(out),
-                        *statuses,
-                    ],
-                )
-                out.extend(record_from_json(StepResultRecord, t) for t in texts)
-                if len(out) >= limit:
-                    break
-        return out[:limit]
+            return sharded_scan(statuses, limit, cursor, fetch, rows_of)

@@ -22,6 +22,7 @@ from reactor_redis.rate_limits import RedisRateLimitStore
 from reactor_redis.semaphores import RedisSemaphoreStore
 from reactor_redis.signals import RedisSignalStore
 from reactor_redis.step_results import RedisStepResultStore
+from reactor_redis.sweep_cursors import RedisSweepCursorStore
 
 __all__ = ["RedisStorage"]
 
@@ -35,6 +36,10 @@ class RedisStorage:
         context_ttl: retention of durable run state in seconds after its last write
             (default 86400; ``None`` = never expire).
         owns_client: close the client in :meth:`close`.
+
+    Attributes:
+        sweep_cursors: the sweepers' saved scan cursors (:class:`reactor.ports.SweepCursorStore`;
+            docs/workers.md, "Sweep cursors and dispatch leases").
     """
 
     def __init__(
@@ -63,6 +68,7 @@ class RedisStorage:
         self.periods = RedisPeriodStore(client, scripts, keys)
         self.ordered_locks = RedisOrderedLockStore(client, scripts, keys)
         self.signals = RedisSignalStore(client, keys)
+        self.sweep_cursors = RedisSweepCursorStore(client, keys, ttl=context_ttl)
         self.capabilities = Capabilities(signals=True, max_document_bytes=None, clock="server")
 
     def now(self) -> float:

@@ -7,8 +7,9 @@ Run it against any storage and router by URL (docs/contract-suite.md)::
 Or subclass its contract classes (``reactor_contract.test_locks.LocksContract``, ...) in your own
 test suite and provide the ``storage``/``probe`` (``router``/``router_probe``) fixtures.
 
-Public names: the probe protocols (:class:`Probe`, :class:`RouterProbe`), the generic probe for
-adapters built on :class:`reactor.generic.storage.GenericStorage` (:class:`GenericProbe`,
+Public names: the probe protocols (:class:`Probe`, :class:`RouterProbe`, and the optional
+:class:`ClockProbe` capability), the generic probe for adapters built on
+:class:`reactor.generic.storage.GenericStorage` (:class:`GenericProbe`,
 :class:`DocumentBackdoor`), the probe loaders, and :data:`CONCERNS`.
 """
 
@@ -18,8 +19,10 @@ from typing import TYPE_CHECKING
 
 from reactor_contract.probe import (
     CONCERNS,
+    FENCE,
     PROBE_GROUP,
     ROUTER_PROBE_GROUP,
+    ClockProbe,
     Probe,
     ProbeNotFound,
     RouterProbe,
@@ -29,8 +32,10 @@ from reactor_contract.probe import (
 
 __all__ = [
     "CONCERNS",
+    "FENCE",
     "PROBE_GROUP",
     "ROUTER_PROBE_GROUP",
+    "ClockProbe",
     "DocumentBackdoor",
     "GenericProbe",
     "Probe",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from reactor.ports.records import (
@@ -26,6 +26,7 @@ __all__ = [
     "rollback_metadata",
     "step_result",
     "uid",
+    "walk_scan",
 ]
 
 T = TypeVar("T")
@@ -153,3 +154,34 @@ def rollback_metadata(map_id: str, *, total: int = 5, **extra: Any) -> MapRollba
     }
     fields.update(extra)
     return MapRollbackMetadata(map_id=map_id, total=total, **fields)
+
+
+def walk_scan(scan: Callable[..., Sequence[T]], *, limit: int, **filters: Any) -> list[list[T]]:
+    """Page through a sweeper scan from ``cursor=None`` to ``next_cursor=None``.
+
+    Checks on the way that every cursor advances (never one seen before) and that the walk
+    ends within 100 pages (docs/workers.md, "Sweep cursors and dispatch leases").
+
+    Args:
+        scan: a store's bound ``scan`` method.
+        limit: rows per page.
+        **filters: further keyword arguments of ``scan``.
+
+    Returns:
+        The pages' rows, page by page.
+    """
+    pages: list[list[T]] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    while True:
+        page = scan(limit=limit, cursor=cursor, **filters)
+        assert len(page) <= limit, f"a page of {len(page)} rows for limit={limit}"
+        pages.append(list(page))
+        following = getattr(page, "next_cursor", "<missing>")
+        if following is None:
+            return pages
+        assert isinstance(following, str), f"next_cursor must be a str or None: {following!r}"
+        assert following not in seen, f"next_cursor {following!r} does not advance"
+        assert len(pages) < 100, "the scan did not end within 100 pages"
+        seen.add(following)
+        cursor = following

@@ -10,6 +10,11 @@ A backdoor is usually the adapter's own document store with two extra methods (`
 ``set_expiry``): :class:`reactor.memory.MemoryDocumentStore` and the SQLite example both have
 them. Values are rewritten (semaphore leases, ordered-lock timers, coordination expiries)
 through the document store's own compare-and-set, never through the sub-store under test.
+
+Locks and ordered locks outlive their logical expiry by ``FENCE_RETENTION`` seconds (their
+document keeps the fencing token or epoch, docs/coordination.md#fencing-tokens): ``ttl`` of a
+lock reports the lock's own expiry, and the member :data:`~reactor_contract.probe.FENCE`
+addresses the whole document, retained fence included.
 """
 
 from __future__ import annotations
@@ -38,10 +43,12 @@ from reactor.generic.periods import PERIOD_CODEC, PERIODS
 from reactor.generic.rate_limits import RATE_LIMIT_CODEC, RATE_LIMITS
 from reactor.generic.semaphores import SEMAPHORE_CODEC, SEMAPHORES
 from reactor.generic.step_results import STEP_RESULTS
+from reactor.model.coordination import locks as lock_model
 from reactor.model.coordination import semaphores as semaphore_model
 from reactor.ports.documents import DocumentStore
+from reactor.ports.storage import Storage
 from reactor_contract.model_expiry import ORDERED_FIELDS, shift_expiry
-from reactor_contract.probe import CONCERNS
+from reactor_contract.probe import CONCERNS, FENCE
 
 __all__ = ["DocumentBackdoor", "GenericProbe", "RawDocumentLike"]
 
@@ -126,12 +133,23 @@ class GenericProbe:
         documents: the adapter's :class:`reactor.ports.DocumentStore` (``storage.documents``).
         backdoor: raw access to the same rows; defaults to ``documents`` itself when it has
             ``raw`` and ``set_expiry``.
+        clocked: the optional :class:`reactor_contract.probe.ClockProbe` capability: builds a
+            storage of the adapter over the same records whose clock is the given
+            ``() -> epoch seconds`` callable (``None``: :meth:`with_clock` returns ``None``;
+            docs/coordination.md#clock-skew).
 
     Raises:
         TypeError: no backdoor was given and ``documents`` has none.
     """
 
-    def __init__(self, documents: DocumentStore, backdoor: DocumentBackdoor | None = None) -> None:
+    def __init__(
+        self,
+        documents: DocumentStore,
+        backdoor: DocumentBackdoor | None = None,
+        *,
+        clocked: Callable[[Callable[[], float]], Storage | None] | None = None,
+    ) -> None:
+        self._clocked = clocked
         if backdoor is None:
             if not isinstance(documents, DocumentBackdoor):
                 raise TypeError(
@@ -245,6 +263,18 @@ class GenericProbe:
 
     # -- the Probe protocol ---------------------------------------------------------------------
 
+    def with_clock(self, clock: Callable[[], float]) -> Storage | None:
+        """The adapter's storage over the same records, judging time by ``clock``.
+
+        Args:
+            clock: ``() -> epoch seconds``, read for every decision of the new storage.
+
+        Returns:
+            What the adapter's ``clocked`` factory builds, or ``None`` without one (see
+            :class:`reactor_contract.probe.ClockProbe`; docs/coordination.md#clock-skew).
+        """
+        return None if self._clocked is None else self._clocked(clock)
+
     def raw(self, concern: str, key: str) -> object | None:
         """``{"<collection>/<key>": stored document}`` for every stored document, or ``None``."""
         found: dict[str, Any] = {}
@@ -255,9 +285,23 @@ class GenericProbe:
         return found or None
 
     def ttl(self, concern: str, key: str, member: str | None = None) -> float | None:
-        """Smallest remaining lifetime (seconds) of the live documents; ``inf`` = never."""
+        """Smallest remaining lifetime (seconds) of the live documents; ``inf`` = never.
+
+        A lock reports the hold's own expiry (``None`` once released or lapsed, although its
+        document stays for the fence retention); the member ``"fence"`` of a lock or an ordered
+        lock reports the document's, retention included.
+        """
         now = self.documents.now()
-        if member is not None and concern in ("semaphore", "ordered_lock"):
+        if concern == "lock" and member is None:
+            collection, codec = _COORDINATION[concern]
+            value = self.documents.read(collection, key).value
+            held = None if value is None else lock_model.live(codec.decode(value), now)
+            if held is None:
+                return None
+            return math.inf if held.expires_at is None else held.expires_at - now
+        if member == FENCE and concern in ("lock", "ordered_lock"):
+            member = None
+        elif member is not None and concern in ("semaphore", "ordered_lock"):
             collection, codec = _COORDINATION[concern]
             value = self.documents.read(collection, key).value
             if value is None:
@@ -280,6 +324,11 @@ class GenericProbe:
     ) -> None:
         """Make the concern's live documents (or one member) lapse ``after`` seconds from now."""
         at = self.documents.now() + after
+        if member == FENCE and concern in ("lock", "ordered_lock"):
+            collection = _COORDINATION[concern][0]
+            if self.backdoor.raw(collection, key) is not None:
+                self.backdoor.set_expiry(collection, key, at)
+            return
         if concern in _COORDINATION:
             self._rewrite_state(
                 concern, key, lambda state: shift_expiry(concern, state, at, member)

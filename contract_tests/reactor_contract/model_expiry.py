@@ -50,6 +50,8 @@ def shift_expiry(concern: str, state: Any, at: float, member: str | None) -> Any
     if concern == "lock":
         if member is not None:
             raise KeyError(f"locks have no members, got {member!r}")
+        if state.owner is None:
+            return state  # a released lock (a tombstone) has no hold to lapse
         return dataclasses.replace(state, expires_at=at)
     if concern == "period":
         if member is not None:

@@ -61,6 +61,7 @@ CONCERN_ORDER: tuple[str, ...] = (
     "rate_limits",
     "periods",
     "ordered_locks",
+    "leases",
     "signals",
     "routers",
     "model",

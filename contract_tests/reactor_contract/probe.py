@@ -19,12 +19,20 @@ map_rollback   map id (every rollback aggregate)     optional aggregate name
 idempotency    ``"<reactor>:<key>"``                 —
 correlation    correlation id                        —
 interrupt      ``"<context_id>:<step_path>"``        ``"attempts"`` for the attempt counter
-lock           lock key                              —
+lock           lock key                              ``"fence"``: the whole record (see below)
 semaphore      semaphore key                         holder token (expire one lease)
 rate_limit     rate-limit key (every window bucket)  —
 period         period key                            —
-ordered_lock   ordered-lock key                      nonce (``str``): make that timer dead
+ordered_lock   ordered-lock key                      nonce (``str``): make that timer dead;
+                                                     a field name; ``"fence"`` (see below)
 ============== ===================================== ==========================================
+
+A lapsed or released lock, and a lapsed or reset ordered lock, stay stored for
+``FENCE_RETENTION`` seconds so the next acquisition or batch still sees the last fencing token
+or epoch (docs/coordination.md#fencing-tokens); ``expire`` without a member lapses the lock
+but keeps that record, exactly like a real lapse. The member :data:`FENCE` stands for the whole
+record, retained fence included: expiring it is the garbage collection that follows the
+retention, after which only the storage clock orders the next token.
 
 Adapters publish a probe factory ``probe_for(storage) -> Probe`` in the entry-point group
 ``reactor.probes``, keyed by the storage URL scheme; routers publish
@@ -44,11 +52,14 @@ from reactor.ports.storage import Storage
 
 __all__ = [
     "CONCERNS",
+    "FENCE",
     "PROBE_GROUP",
     "ROUTER_PROBE_GROUP",
+    "ClockProbe",
     "Probe",
     "ProbeNotFound",
     "RouterProbe",
+    "UnsupportedBody",
     "load_probe",
     "load_router_probe",
 ]
@@ -70,6 +81,10 @@ CONCERNS: frozenset[str] = frozenset(
         "ordered_lock",
     }
 )
+
+#: The probe member of ``lock`` and ``ordered_lock`` naming the whole stored record, its retained
+#: fencing token or epoch included (docs/coordination.md#fencing-tokens).
+FENCE = "fence"
 
 #: Entry-point group of storage probe factories, keyed by URL scheme.
 PROBE_GROUP = "reactor.probes"
@@ -122,7 +137,8 @@ class Probe(Protocol):
         ``after=0`` (the default) makes it lapse now: every read treats it as absent and every
         conditional write may take it over. With ``member``: a semaphore holder's lease, an
         ordered-lock nonce's liveness timer (``after`` is then ignored: the timer is made dead),
-        or one aggregate of a multi-record concern.
+        one aggregate of a multi-record concern, or :data:`FENCE` for a lock's or an ordered
+        lock's whole record, retained fencing value included (its garbage collection).
 
         Raises:
             KeyError: ``concern`` or ``member`` is unknown to this probe.
@@ -130,14 +146,54 @@ class Probe(Protocol):
         ...
 
 
+class UnsupportedBody(ValueError):
+    """A router's transport cannot carry this raw body at all (SQS carries Unicode text only,
+    so no producer can send it non-UTF-8 bytes); the poison tests skip that case."""
+
+
 @runtime_checkable
 class RouterProbe(Protocol):
-    """A backdoor into one router, for the dead-letter tests."""
+    """A backdoor into one router, for the dead-letter (poison message) tests."""
 
-    def inject_raw(self, body: str) -> None:
-        """Put ``body`` on the queue as a message, exactly as a foreign producer would.
+    def inject_raw(self, body: str | bytes) -> None:
+        """Put ``body`` on the queue as a message, due now, exactly as a foreign producer would.
 
-        The body is not validated: the point is to inject messages a worker cannot decode.
+        The body is not validated: the point is to inject messages a worker cannot decode
+        (docs/contract-suite.md, "The probe").
+
+        Args:
+            body: text, or raw bytes that need not be UTF-8 (stored byte for byte where the
+                transport is binary-safe).
+
+        Raises:
+            UnsupportedBody: the transport cannot carry ``body`` (e.g. non-UTF-8 bytes on a
+                text-only queue).
+        """
+        ...
+
+
+@runtime_checkable
+class ClockProbe(Protocol):
+    """An optional probe capability: the same stored records seen through an injected clock.
+
+    Adapters whose clock is application-side (``Capabilities.clock == "application"``) can offer
+    it, so the suite can run clients whose clocks disagree on one backend without sleeping
+    (docs/coordination.md#clock-skew). A probe without it, or whose :meth:`with_clock` returns
+    ``None``, makes the clock-skew tests skip with a reason in the conformance table.
+    """
+
+    def with_clock(self, clock: Callable[[], float]) -> Storage | None:
+        """A second storage on the same records as the probed one, judging time by ``clock``.
+
+        Args:
+            clock: the new storage's clock, ``() -> epoch seconds``; it is read for every
+                decision the storage makes (expiry, rate-limit buckets, lease deadlines).
+
+        Returns:
+            A storage of the same adapter sharing the probed storage's records (and namespace)
+            whose ``now()`` is ``clock()``, or ``None`` when the adapter cannot inject a clock
+            (it reads a server clock, or its records cannot be shared). The caller closes it;
+            closing it leaves the probed storage usable.
         """
         ...
 

@@ -7,6 +7,8 @@ not depend on the contract package.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from reactor.memory import LocalRouter, MemoryStorage
 from reactor.ports.router import Router
 from reactor.ports.storage import Storage
@@ -19,12 +21,21 @@ __all__ = ["LocalRouterProbe", "memory_probe", "memory_router_probe"]
 def memory_probe(storage: Storage) -> Probe:
     """The probe of a :class:`reactor.memory.MemoryStorage` (its document store is the backdoor).
 
+    It offers :class:`reactor_contract.probe.ClockProbe`: ``with_clock`` builds a second
+    ``MemoryStorage`` on a view of the same documents (docs/coordination.md#clock-skew).
+
     Raises:
         TypeError: ``storage`` is not a ``MemoryStorage``.
     """
     if not isinstance(storage, MemoryStorage):
         raise TypeError(f"memory_probe needs a MemoryStorage, got {type(storage).__name__}")
-    return GenericProbe(storage.documents)
+    documents, context_ttl = storage.documents, storage.context_ttl
+
+    def clocked(clock: Callable[[], float]) -> Storage:
+        """A ``MemoryStorage`` on a view of the same documents judged by ``clock``."""
+        return MemoryStorage(context_ttl=context_ttl, documents=documents.with_clock(clock))
+
+    return GenericProbe(documents, clocked=clocked)
 
 
 class LocalRouterProbe:
@@ -37,8 +48,8 @@ class LocalRouterProbe:
     def __init__(self, router: LocalRouter) -> None:
         self.router = router
 
-    def inject_raw(self, body: str) -> None:
-        """Queue ``body`` as a message, visible now, without validating it."""
+    def inject_raw(self, body: str | bytes) -> None:
+        """Queue ``body`` (text or any bytes) as a message, visible now, without validating it."""
         self.router.enqueue_raw(body)
 
 

@@ -38,11 +38,12 @@ class ConcurrencyContract:
 
     def test_one_lock_has_exactly_one_winner(self, storage: Storage) -> None:
         key = uid("lock")
-        wins = race(8, lambda i: storage.locks.acquire(key, f"owner-{i}", HOUR))
-        assert wins.count(True) == 1
+        tokens = race(8, lambda i: storage.locks.acquire(key, f"owner-{i}", HOUR))
+        winners = [i for i, token in enumerate(tokens) if token]
+        assert len(winners) == 1 and tokens.count(0) == 7
         info = storage.locks.info(key)
         assert info is not None and info.count == 1
-        assert info.owner == f"owner-{wins.index(True)}"
+        assert (info.owner, info.token) == (f"owner-{winners[0]}", tokens[winners[0]])
 
     def test_a_semaphore_never_exceeds_its_limit(self, storage: Storage) -> None:
         key = uid("sem")

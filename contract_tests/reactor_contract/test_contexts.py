@@ -15,6 +15,7 @@ from reactor_contract._support import (
     map_metadata,
     step_result,
     uid,
+    walk_scan,
 )
 from reactor_contract.probe import Probe
 
@@ -162,6 +163,56 @@ class ContextsContract:
         with pytest.raises(ContextTooLargeError):
             storage.contexts.save(record)
         assert storage.contexts.load(record.context_id) is None
+
+    def test_scan_pages_with_a_cursor_list_every_run_once(self, storage: Storage) -> None:
+        runs = [context(status="running") for _ in range(7)]
+        runs += [
+            context(status="rolling_back", parent=uid("ctx"), dispatched_child=True)
+            for _ in range(2)
+        ]
+        others = [context(status="completed"), context(status="running", parent=uid("ctx"))]
+        for record in (*runs, *others):
+            storage.contexts.save(record)
+        pages = walk_scan(
+            storage.contexts.scan,
+            limit=3,
+            statuses=["running", "rolling_back"],
+            include_dispatched_children=True,
+        )
+        listed = [row.context_id for page in pages for row in page]
+        assert sorted(listed) == sorted(r.context_id for r in runs)
+
+    @pytest.mark.parametrize("change", ["delete", "resave", "complete"])
+    def test_a_scan_cursor_survives_a_change_to_its_last_row(
+        self, storage: Storage, change: str
+    ) -> None:
+        runs = {r.context_id: r for r in (context(status="running") for _ in range(6))}
+        for record in runs.values():
+            storage.contexts.save(record)
+        first = storage.contexts.scan(statuses=["running"], limit=2)
+        assert len(first) == 2 and first.next_cursor is not None
+        last = runs[first[-1].context_id]  # the row the cursor points after
+        if change == "delete":
+            storage.contexts.delete(last.context_id)
+        elif change == "resave":  # a later expiry: it moves on some stores
+            storage.contexts.save(dataclasses.replace(last, updated_at=1_700_000_200.0))
+        else:
+            storage.contexts.save(dataclasses.replace(last, status="completed"))
+        rest: set[str] = set()
+        cursor: str | None = first.next_cursor
+        for _ in range(20):
+            page = storage.contexts.scan(statuses=["running"], limit=2, cursor=cursor)
+            rest |= {row.context_id for row in page}
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert cursor is None
+        assert set(runs) - {row.context_id for row in first} <= rest  # nothing skipped
+
+    def test_a_malformed_scan_cursor_raises_value_error(self, storage: Storage) -> None:
+        storage.contexts.save(context())
+        with pytest.raises(ValueError):
+            storage.contexts.scan(cursor="%%% not a cursor %%%")
 
 
 class TestContexts(ContextsContract):

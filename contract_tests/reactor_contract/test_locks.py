@@ -1,12 +1,25 @@
-"""Locks: storage-protocol.md §4.2 items 26-27, plus the lapsed-owner rules of ARCHITECTURE §2."""
+"""Locks: storage-protocol.md §4.2 items 26-27, plus the lapsed-owner rules of ARCHITECTURE §2.
+
+Fencing tokens (docs/coordination.md#fencing-tokens): ``acquire`` returns 0 when refused and
+otherwise the holder's token, which grows strictly with every fresh acquisition of a key, across
+owners, release, idle expiry and the record's garbage collection (``probe.expire(..., FENCE)``).
+"""
 
 from __future__ import annotations
 
 import math
 
+from reactor.model.coordination.fencing import FENCE_RETENTION, MAX_FENCE
 from reactor.ports.storage import Storage
 from reactor_contract._support import HOUR, assert_ttl, uid
-from reactor_contract.probe import Probe
+from reactor_contract.probe import FENCE, Probe
+
+
+def _token(value: object) -> int:
+    """Assert ``value`` is a fencing token (an ``int``, not a ``bool``, in ``1 .. 2**53 - 1``)."""
+    assert type(value) is int, f"acquire must return an int token, got {value!r}"
+    assert 1 <= value <= MAX_FENCE, f"a token is in 1 .. 2**53 - 1, got {value!r}"
+    return value
 
 __all__ = ["LocksContract"]
 
@@ -18,9 +31,9 @@ class LocksContract:
 
     def test_reentrant_by_owner_exclusive_to_others(self, storage: Storage) -> None:
         key = uid("lock")
-        assert storage.locks.acquire(key, "alice", HOUR) is True
-        assert storage.locks.acquire(key, "alice", HOUR) is True
-        assert storage.locks.acquire(key, "bob", HOUR) is False
+        assert storage.locks.acquire(key, "alice", HOUR)
+        assert storage.locks.acquire(key, "alice", HOUR)
+        assert storage.locks.acquire(key, "bob", HOUR) == 0
         info = storage.locks.info(key)
         assert info is not None and (info.owner, info.count) == ("alice", 2)
         assert storage.locks.held(key) is True
@@ -38,7 +51,7 @@ class LocksContract:
         assert storage.locks.held(key) is False
         assert probe.ttl("lock", key) is None
         assert storage.locks.release(key, "alice") is False
-        assert storage.locks.acquire(key, "bob", HOUR) is True
+        assert storage.locks.acquire(key, "bob", HOUR)
 
     def test_unknown_lock_is_not_held(self, storage: Storage) -> None:
         key = uid("lock")
@@ -88,7 +101,7 @@ class LocksContract:
 
     def test_ttl_none_never_expires(self, storage: Storage, probe: Probe) -> None:
         key = uid("lock")
-        assert storage.locks.acquire(key, "alice", None) is True
+        assert storage.locks.acquire(key, "alice", None)
         info = storage.locks.info(key)
         assert info is not None and info.expires_at is None
         assert probe.ttl("lock", key) == math.inf
@@ -104,7 +117,7 @@ class LocksContract:
         assert storage.locks.held(key) is False
         assert storage.locks.info(key) is None
         assert probe.ttl("lock", key) is None
-        assert storage.locks.acquire(key, "bob", HOUR) is True
+        assert storage.locks.acquire(key, "bob", HOUR)
         info = storage.locks.info(key)
         assert info is not None and (info.owner, info.count) == ("bob", 1)
 
@@ -124,7 +137,7 @@ class LocksContract:
         storage.locks.acquire(key, "alice", HOUR)
         storage.locks.acquire(key, "alice", HOUR)
         probe.expire("lock", key)
-        assert storage.locks.acquire(key, "alice", HOUR) is True
+        assert storage.locks.acquire(key, "alice", HOUR)
         info = storage.locks.info(key)
         assert info is not None and info.count == 1
 
@@ -137,17 +150,100 @@ class LocksContract:
         storage.locks.acquire(key, "bob", 120)
         assert storage.locks.release(key, "alice") is False
         assert storage.locks.extend(key, "alice", HOUR) is False
-        assert storage.locks.acquire(key, "alice", HOUR) is False
+        assert storage.locks.acquire(key, "alice", HOUR) == 0
         info = storage.locks.info(key)
         assert info is not None and (info.owner, info.count) == ("bob", 1)
         assert_ttl(probe.ttl("lock", key), 120)
 
     def test_locks_are_independent(self, storage: Storage) -> None:
         a, b = uid("lock"), uid("lock")
-        assert storage.locks.acquire(a, "alice", HOUR) is True
-        assert storage.locks.acquire(b, "bob", HOUR) is True
+        assert storage.locks.acquire(a, "alice", HOUR)
+        assert storage.locks.acquire(b, "bob", HOUR)
         assert storage.locks.release(a, "alice") is True
         assert storage.locks.held(b) is True
+
+    # -- fencing tokens (docs/coordination.md#fencing-tokens) ---------------------------------
+
+    def test_acquire_returns_the_holders_token_and_info_reports_it(self, storage: Storage) -> None:
+        """A successful acquire returns an int token in 1 .. 2**53 - 1; info() reports it."""
+        key = uid("lock")
+        token = _token(storage.locks.acquire(key, "alice", HOUR))
+        info = storage.locks.info(key)
+        assert info is not None and (info.owner, info.token) == ("alice", token)
+
+    def test_a_refused_acquire_returns_zero(self, storage: Storage) -> None:
+        """Another owner's acquire of a held lock returns the int 0 and changes nothing."""
+        key = uid("lock")
+        token = _token(storage.locks.acquire(key, "alice", HOUR))
+        refused = storage.locks.acquire(key, "bob", HOUR)
+        assert type(refused) is int and refused == 0
+        info = storage.locks.info(key)
+        assert info is not None and (info.owner, info.count, info.token) == ("alice", 1, token)
+
+    def test_reentry_keeps_the_token(self, storage: Storage) -> None:
+        """Re-entry, extend and a partial release leave the holder's token unchanged."""
+        key = uid("lock")
+        token = _token(storage.locks.acquire(key, "alice", HOUR))
+        assert storage.locks.acquire(key, "alice", 120) == token
+        assert storage.locks.extend(key, "alice", HOUR) is True
+        assert storage.locks.release(key, "alice") is True
+        info = storage.locks.info(key)
+        assert info is not None and (info.count, info.token) == (1, token)
+        assert storage.locks.acquire(key, "alice", HOUR) == token
+
+    def test_tokens_increase_across_owners_and_release(self, storage: Storage) -> None:
+        """Every fresh acquisition after a release, by any owner, gets a greater token."""
+        key = uid("lock")
+        tokens = [_token(storage.locks.acquire(key, "alice", HOUR))]
+        for owner in ("bob", "bob", "alice"):
+            previous = storage.locks.info(key)
+            assert previous is not None
+            assert storage.locks.release(key, previous.owner) is True
+            tokens.append(_token(storage.locks.acquire(key, owner, HOUR)))
+        assert tokens == sorted(set(tokens)), f"tokens must strictly increase: {tokens}"
+        info = storage.locks.info(key)
+        assert info is not None and info.token == tokens[-1]
+
+    def test_tokens_increase_across_idle_expiry(self, storage: Storage, probe: Probe) -> None:
+        """A lapsed lock's next holder (its old owner too) gets a greater token."""
+        key = uid("lock")
+        first = _token(storage.locks.acquire(key, "alice", HOUR))
+        probe.expire("lock", key)
+        second = _token(storage.locks.acquire(key, "bob", HOUR))
+        probe.expire("lock", key)
+        third = _token(storage.locks.acquire(key, "bob", None))
+        assert first < second < third
+        info = storage.locks.info(key)
+        assert info is not None and (info.owner, info.count, info.token) == ("bob", 1, third)
+
+    def test_tokens_increase_after_the_record_is_collected(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        """Once garbage collection removed the record and its token, the clock term of the next
+        token still exceeds every earlier token (the storage clock moved on)."""
+        key = uid("lock")
+        first = _token(storage.locks.acquire(key, "alice", HOUR))
+        probe.expire("lock", key, FENCE)
+        second = _token(storage.locks.acquire(key, "bob", HOUR))
+        assert storage.locks.release(key, "bob") is True
+        probe.expire("lock", key, FENCE)
+        third = _token(storage.locks.acquire(key, "alice", HOUR))
+        assert first < second < third
+
+    def test_a_released_lock_is_collected_after_the_fence_retention(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        """No permanent state per key: the record of a released lock (even one taken with TTL
+        ``None``) lives at most ``FENCE_RETENTION`` seconds, a held one its TTL plus that."""
+        key = uid("lock")
+        storage.locks.acquire(key, "alice", HOUR)
+        assert_ttl(probe.ttl("lock", key, FENCE), HOUR + FENCE_RETENTION)
+        other = uid("lock")
+        storage.locks.acquire(other, "alice", None)
+        assert probe.ttl("lock", other, FENCE) == math.inf
+        assert storage.locks.release(other, "alice") is True
+        assert_ttl(probe.ttl("lock", other, FENCE), FENCE_RETENTION, slack=2.0)
+        assert probe.ttl("lock", other) is None
 
 
 class TestLocks(LocksContract):

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from reactor.ports.records import RollbackOutcome, RollbackSummary
 from reactor.ports.storage import Storage
-from reactor_contract._support import CONTEXT_TTL, assert_ttl, map_metadata, rollback_metadata, uid
+from reactor_contract._support import (
+    CONTEXT_TTL,
+    assert_ttl,
+    map_metadata,
+    rollback_metadata,
+    uid,
+    walk_scan,
+)
 from reactor_contract.probe import Probe
 
 __all__ = ["MapRollbacksContract"]
@@ -135,6 +142,29 @@ class MapRollbacksContract:
         assert storage.map_rollbacks.handed_off(map_id) is False
         assert storage.map_rollbacks.scan() == []
         assert storage.map_rollbacks.start(meta) == (True, meta)
+
+    def test_scan_pages_with_a_cursor_list_every_rollback_once(self, storage: Storage) -> None:
+        started = [rollback_metadata(uid("map")) for _ in range(7)]
+        for meta in started:
+            storage.map_rollbacks.start(meta)
+        pages = walk_scan(storage.map_rollbacks.scan, limit=3)
+        listed = [meta.map_id for page in pages for meta in page]
+        assert sorted(listed) == sorted(m.map_id for m in started)
+
+    def test_claiming_the_signal_finishes_the_rollback_out_of_the_scan(
+        self, storage: Storage
+    ) -> None:
+        finished = rollback_metadata(uid("map"), total=1)
+        running = rollback_metadata(uid("map"), total=1)
+        storage.map_rollbacks.start(finished)
+        storage.map_rollbacks.start(running)
+        storage.map_rollbacks.put_outcome(finished.map_id, 0, UNDONE)
+        storage.map_rollbacks.mark_handed_off(finished.map_id)
+        assert storage.map_rollbacks.claim_signal(finished.map_id) is True
+        assert storage.map_rollbacks.scan() == [running]
+        assert storage.map_rollbacks.start(finished) == (False, finished)  # the owner re-enters
+        assert storage.map_rollbacks.claim_signal(finished.map_id) is False
+        assert storage.map_rollbacks.scan() == [running]
 
 
 class TestMapRollbacks(MapRollbacksContract):

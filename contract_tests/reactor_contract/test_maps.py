@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
+from reactor.ports.records import MapMetadata
 from reactor.ports.storage import Storage
 from reactor_contract._support import (
     CONTEXT_TTL,
@@ -12,10 +15,23 @@ from reactor_contract._support import (
     map_metadata,
     rollback_metadata,
     uid,
+    walk_scan,
 )
 from reactor_contract.probe import Probe
 
 __all__ = ["MapsContract"]
+
+
+def _pages_after(storage: Storage, cursor: str | None) -> list[list[MapMetadata]]:
+    """The map scan's pages (2 rows each) from ``cursor`` to the end of the index."""
+    pages: list[list[MapMetadata]] = []
+    for _ in range(20):
+        page = storage.maps.scan(limit=2, cursor=cursor)
+        pages.append(list(page))
+        cursor = page.next_cursor
+        if cursor is None:
+            return pages
+    raise AssertionError("the map scan did not end within 20 pages")
 
 
 class MapsContract:
@@ -231,6 +247,43 @@ class MapsContract:
         assert storage.maps.scan() == []
         assert probe.ttl("map", meta.map_id) is None
         assert storage.maps.init(meta) is True
+
+    def test_scan_pages_with_a_cursor_list_every_map_once(self, storage: Storage) -> None:
+        metas = [map_metadata() for _ in range(7)]
+        for meta in metas:
+            storage.maps.init(meta)
+        pages = walk_scan(storage.maps.scan, limit=3)
+        listed = [meta.map_id for page in pages for meta in page]
+        assert sorted(listed) == sorted(m.map_id for m in metas)
+
+    def test_claiming_the_owner_signal_settles_the_map_out_of_the_scan(
+        self, storage: Storage
+    ) -> None:
+        settled, active = map_metadata(count=1), map_metadata(count=1)
+        storage.maps.init(settled)
+        storage.maps.init(active)
+        storage.maps.put_result(settled.map_id, 0, '"done"')
+        assert storage.maps.claim_owner_signal(settled.map_id) is True
+        assert storage.maps.scan() == [active]
+        storage.maps.add_to_counter(settled.map_id, -1)  # later writes keep it settled
+        assert storage.maps.claim_owner_signal(settled.map_id) is False
+        assert storage.maps.scan() == [active]
+        assert storage.maps.metadata(settled.map_id) == settled  # still readable
+
+    def test_a_scan_cursor_survives_its_last_map_settling(self, storage: Storage) -> None:
+        metas = {m.map_id: m for m in (map_metadata() for _ in range(6))}
+        for meta in metas.values():
+            storage.maps.init(meta)
+        first = storage.maps.scan(limit=2)
+        assert len(first) == 2 and first.next_cursor is not None
+        storage.maps.claim_owner_signal(first[-1].map_id)  # the cursor's own row leaves
+        rest = [m.map_id for page in _pages_after(storage, first.next_cursor) for m in page]
+        assert sorted(rest) == sorted(set(metas) - {m.map_id for m in first})
+
+    def test_a_malformed_scan_cursor_raises_value_error(self, storage: Storage) -> None:
+        storage.maps.init(map_metadata())
+        with pytest.raises(ValueError):
+            storage.maps.scan(cursor="%%% not a cursor %%%")
 
 
 class TestMaps(MapsContract):

@@ -7,6 +7,15 @@ call by call. The reference clock follows the adapter: before each operation it 
 the few microseconds between the two clock reads; expiry is forced on both sides at once
 (:meth:`Probe.expire` on the adapter, :func:`reactor_contract.model_expiry.shift_expiry` on the
 reference). Times inside results (lease expiries, retry-after) are compared within a second.
+
+Fencing values (lock tokens, ordered-lock epochs; docs/coordination.md#fencing-tokens) come
+from each side's own clock, so they are compared by order, not by value (:class:`Fences`):
+whenever the reference issues a new value the adapter must issue a new one too, each strictly
+greater than every earlier value of its side for that key, and a value seen again must be the
+partner of the same reference value. Ordered-lock tickets are kept as (reference, adapter)
+pairs and each side is called with its own. The ``collect`` operation garbage-collects a lock's
+or ordered lock's whole record, retained fence included (``probe.expire(..., FENCE)``; the
+reference drops its state), after which both sides fall back to their clocks.
 """
 
 from __future__ import annotations
@@ -29,9 +38,9 @@ from reactor.ports.records import OrderedTicket, RateWindow
 from reactor.ports.storage import Storage
 from reactor_contract._support import HOUR, uid
 from reactor_contract.model_expiry import shift_expiry
-from reactor_contract.probe import Probe
+from reactor_contract.probe import FENCE, Probe
 
-__all__ = ["ModelContract", "same"]
+__all__ = ["Fences", "ModelContract", "same"]
 
 #: Seconds two times in comparable results may differ by (clock reads of the two sides).
 TIME_TOLERANCE = 1.0
@@ -63,6 +72,7 @@ LOCK_OPS = st.lists(
         st.tuples(st.just("held"), KEYS),
         st.tuples(st.just("info"), KEYS),
         st.tuples(st.just("expire"), KEYS),
+        st.tuples(st.just("collect"), KEYS),
     ),
     max_size=30,
 )
@@ -113,6 +123,7 @@ ORDERED_OPS = st.lists(
         st.tuples(st.just("peek"), KEYS),
         st.tuples(st.just("expire"), KEYS),
         st.tuples(st.just("expire_member"), KEYS, TICKETS),
+        st.tuples(st.just("collect"), KEYS),
     ),
     max_size=40,
 )
@@ -140,6 +151,42 @@ def same(a: Any, b: Any, *, tolerance: float = TIME_TOLERANCE) -> bool:
     return bool(a == b)
 
 
+class Fences:
+    """Pairs the reference's fencing values with the adapter's, per key (see the module notes).
+
+    Both sides mint values from their own clocks (docs/coordination.md#fencing-tokens), so only
+    their order can be compared: :meth:`translate` maps an adapter value to the reference value
+    it stands for, or to a value that cannot match when the two sides disagree.
+    """
+
+    def __init__(self) -> None:
+        self.pairs: dict[str, dict[int, int]] = {}
+
+    def translate(self, key: str, expected: int, got: int) -> int:
+        """The reference value that the adapter's ``got`` stands for, beside ``expected``.
+
+        Args:
+            key: the lock or ordered-lock key.
+            expected: the reference's value (0 = none: refused, or no epoch).
+            got: the adapter's value.
+
+        Returns:
+            ``expected`` when ``got`` is its partner: the value already paired with it, or, for
+            a reference value not seen before, a new adapter value greater than every earlier
+            one of the key (which then becomes its partner). Otherwise ``-1 - got``, which no
+            fencing value equals. 0 stays 0.
+        """
+        if expected == 0 or got == 0:
+            return got
+        seen = self.pairs.setdefault(key, {})
+        if expected in seen:
+            return expected if seen[expected] == got else -1 - got
+        if all(expected > r for r in seen) and all(got > a for a in seen.values()):
+            seen[expected] = got
+            return expected
+        return -1 - got
+
+
 class _Run:
     """One example: an adapter, the reference, fresh keys, and the history for messages."""
 
@@ -149,7 +196,9 @@ class _Run:
         self.ref = ReferenceCoordination()
         self.namespace = uid("model")
         self.history: list[str] = []
-        self.tickets: dict[str, list[OrderedTicket]] = {}
+        self.fences = Fences()
+        #: Ordered-lock tickets issued per key, as (reference ticket, adapter ticket) pairs.
+        self.tickets: dict[str, list[tuple[OrderedTicket, OrderedTicket]]] = {}
 
     def key(self, index: int) -> str:
         return f"{self.namespace}-{index}"
@@ -174,6 +223,32 @@ class _Run:
         self.check(op, got, expected)
         return expected
 
+    def call_fenced(
+        self,
+        op: Op,
+        stores: tuple[Any, Any],
+        method: str,
+        args: tuple[tuple[Any, ...], tuple[Any, ...]],
+        kwargs: dict[str, Any],
+        translate: Callable[[Any, Any], Any],
+    ) -> tuple[Any, Any]:
+        """Call ``method`` with per-side ``args`` (reference, adapter) and compare the results
+        after ``translate(expected, got)`` mapped the adapter's fencing values to the
+        reference's; returns ``(expected, got)``."""
+        adapter, model = stores
+        self.sync()
+        expected = getattr(model, method)(*args[0], **kwargs)
+        got = getattr(adapter, method)(*args[1], **kwargs)
+        self.check(op, translate(expected, got), expected)
+        return expected, got
+
+    def collect(self, concern: str, key: str, states: dict[str, Any]) -> None:
+        """Garbage-collect ``key``'s whole record on both sides, retained fence included."""
+        self.sync()
+        states.pop(key, None)
+        self.probe.expire(concern, key, FENCE)
+        self.history.append(f"collect {concern} {key}")
+
     def expire_both(
         self,
         concern: str,
@@ -192,10 +267,12 @@ class _Run:
         self.history.append(f"expire {concern} {key} member={member}")
 
 
-def _ticket(run: _Run, key: str, pick: int) -> OrderedTicket:
+def _ticket(run: _Run, key: str, pick: int) -> tuple[OrderedTicket, OrderedTicket]:
+    """A (reference, adapter) ticket pair issued for ``key``, or a legacy epoch-0 ticket."""
     issued = run.tickets.get(key, [])
     if not issued:
-        return OrderedTicket(nonce=pick % 3 + 1, epoch=0)
+        legacy = OrderedTicket(nonce=pick % 3 + 1, epoch=0)
+        return legacy, legacy
     return issued[pick % len(issued)]
 
 
@@ -209,14 +286,38 @@ class ModelContract:
     def test_locks_follow_the_model(self, storage: Storage, probe: Probe, ops: list[Op]) -> None:
         run = _Run(storage, probe)
         stores = (storage.locks, run.ref.locks)
+
+        def info(key: str) -> Callable[[Any, Any], Any]:
+            def translate(expected: Any, got: Any) -> Any:
+                if expected is None or got is None:
+                    return got
+                token = run.fences.translate(key, expected.token, got.token)
+                return dataclasses.replace(got, token=token)
+
+            return translate
+
+        def token(key: str) -> Callable[[Any, Any], Any]:
+            def translate(expected: Any, got: Any) -> Any:
+                return run.fences.translate(key, expected, got)
+
+            return translate
+
         for op in ops:
             name, key = op[0], run.key(op[1])
+            args = (key, *op[2:])
             if name == "expire":
                 run.expire_both("lock", key, run.ref.locks.states, lock_model.live)
+            elif name == "collect":
+                run.collect("lock", key, run.ref.locks.states)
+            elif name == "acquire":
+                run.call_fenced(op, stores, "acquire", (args, args), {}, token(key))
+            elif name == "info":
+                run.call_fenced(op, stores, "info", (args, args), {}, info(key))
             else:
-                run.call(op, stores, name, key, *op[2:])
+                run.call(op, stores, name, *args)
         for index in (0, 1):
-            run.call(("info", index), stores, "info", run.key(index))
+            key = run.key(index)
+            run.call_fenced(("info", index), stores, "info", ((key,), (key,)), {}, info(key))
 
     @MODEL_SETTINGS
     @given(ops=SEMAPHORE_OPS)
@@ -283,25 +384,45 @@ class ModelContract:
         stores = (storage.ordered_locks, run.ref.ordered_locks)
         model = run.ref.ordered_locks
         pp = 600.0
+
+        def epoch_of(key: str) -> Callable[[Any, Any], Any]:
+            def translate(expected: Any, got: Any) -> Any:
+                epoch = run.fences.translate(key, expected.epoch, got.epoch)
+                return dataclasses.replace(got, epoch=epoch)
+
+            return translate
+
+        def same_value(expected: Any, got: Any) -> Any:
+            return got
+
+        def ticketed(op: Op, key: str, method: str, pick: int, **kwargs: Any) -> None:
+            ref_ticket, adapter_ticket = _ticket(run, key, pick)
+            args = ((key, ref_ticket), (key, adapter_ticket))
+            run.call_fenced(op, stores, method, args, kwargs, same_value)
+
         for op in ops:
             name, key = op[0], run.key(op[1])
             if name == "assign":
-                ticket = run.call(op, stores, "assign", key, ttl=HOUR)
-                run.tickets.setdefault(key, []).append(ticket)
+                pair = run.call_fenced(
+                    op, stores, "assign", ((key,), (key,)), {"ttl": HOUR}, epoch_of(key)
+                )
+                run.tickets.setdefault(key, []).append(pair)
             elif name == "can_proceed":
-                ticket = _ticket(run, key, op[2])
-                run.call(op, stores, "can_proceed", key, ticket, poison_pill_timeout=pp)
+                ticketed(op, key, "can_proceed", op[2], poison_pill_timeout=pp)
             elif name == "advance":
-                ticket = _ticket(run, key, op[2])
-                run.call(op, stores, "advance", key, ticket, failed=op[3], ttl=HOUR)
+                ticketed(op, key, "advance", op[2], failed=op[3], ttl=HOUR)
             elif name == "heartbeat":
-                run.call(op, stores, "heartbeat", key, _ticket(run, key, op[2]))
-            elif name in ("skip", "reset", "peek"):
+                ticketed(op, key, "heartbeat", op[2])
+            elif name == "peek":
+                run.call_fenced(op, stores, "peek", ((key,), (key,)), {}, epoch_of(key))
+            elif name in ("skip", "reset"):
                 run.call(op, stores, name, key, *op[2:])
             elif name == "expire":
                 run.expire_both("ordered_lock", key, model.states, ordered_model.live)
+            elif name == "collect":
+                run.collect("ordered_lock", key, model.states)
             else:
-                nonce = _ticket(run, key, op[2]).nonce
+                nonce = _ticket(run, key, op[2])[0].nonce
                 now = run.sync()
                 live = ordered_model.live(model.states.get(key), now)
                 if live is not None and live.timers is not None and nonce in live.timers.value:
@@ -309,7 +430,8 @@ class ModelContract:
                         "ordered_lock", key, model.states, ordered_model.live, member=str(nonce)
                     )
         for index in (0, 1):
-            run.call(("peek", index), stores, "peek", run.key(index))
+            key = run.key(index)
+            run.call_fenced(("peek", index), stores, "peek", ((key,), (key,)), {}, epoch_of(key))
 
 
 def _rate_live(state: Any, now: float) -> Any:

@@ -2,14 +2,20 @@
 
 A blocker is made "dead" with ``probe.expire("ordered_lock", key, member=str(nonce))``, which
 ages its liveness timer past any poison-pill timeout, so no test waits for a timeout.
+
+Epochs increase forever (docs/coordination.md#fencing-tokens): a new batch's epoch is greater
+than every earlier epoch of the key, across a full drain, idle expiry, ``reset`` and the
+record's garbage collection (``probe.expire(..., FENCE)``), and a ticket's ``fencing_key``
+``(epoch, nonce)`` orders every ticket ever issued for a key.
 """
 
 from __future__ import annotations
 
+from reactor.model.coordination.fencing import FENCE_RETENTION, MAX_FENCE
 from reactor.ports.records import OrderedTicket
 from reactor.ports.storage import Storage
 from reactor_contract._support import HOUR, assert_ttl, uid
-from reactor_contract.probe import Probe
+from reactor_contract.probe import FENCE, Probe
 
 __all__ = ["OrderedLocksContract"]
 
@@ -156,7 +162,7 @@ class OrderedLocksContract:
         assert (state.next_nonce, state.last_completed, state.first_failed) == (0, 0, 0)
         assert dict(state.in_flight) == {}
         fresh = storage.ordered_locks.assign(key, ttl=TTL)
-        assert fresh == OrderedTicket(nonce=1, epoch=t1.epoch + 1)
+        assert fresh.nonce == 1 and fresh.epoch > t1.epoch
 
     # -- failures (40) --------------------------------------------------------------------------
 
@@ -197,7 +203,7 @@ class OrderedLocksContract:
         old = storage.ordered_locks.assign(key, ttl=TTL)
         storage.ordered_locks.advance(key, old, failed=False, ttl=TTL)
         new1, new2 = self._tickets(storage, key, 2)
-        assert new1.epoch == old.epoch + 1
+        assert new1.epoch > old.epoch
         assert storage.ordered_locks.can_proceed(key, old, poison_pill_timeout=PP).state == "stale"
         assert storage.ordered_locks.advance(key, old, failed=True, ttl=TTL) == 0
         assert storage.ordered_locks.peek(key).first_failed == 0
@@ -226,7 +232,7 @@ class OrderedLocksContract:
         state = storage.ordered_locks.peek(key)
         assert (state.next_nonce, state.last_completed, state.first_failed) == (0, 0, 0)
         n1, n2 = self._tickets(storage, key, 2)
-        assert (n1.nonce, n1.epoch) == (1, t1.epoch + 1)
+        assert n1.nonce == 1 and n1.epoch > t1.epoch
         assert storage.ordered_locks.can_proceed(key, n1, poison_pill_timeout=PP).state == "go"
         gate = storage.ordered_locks.can_proceed(key, n2, poison_pill_timeout=PP)
         assert (gate.state, gate.first_failed) == ("wait", 0)
@@ -264,15 +270,19 @@ class OrderedLocksContract:
         t1, _t2, _t3 = self._tickets(storage, key, 3)
         assert storage.ordered_locks.skip(key, 3) == 3
         assert storage.ordered_locks.peek(key).next_nonce == 0
-        assert storage.ordered_locks.assign(key, ttl=TTL).epoch == t1.epoch + 1
+        assert storage.ordered_locks.assign(key, ttl=TTL).epoch > t1.epoch
 
     def test_reset_deletes_everything_including_the_epoch(self, storage: Storage) -> None:
         key = uid("ol")
-        self._tickets(storage, key, 2)
+        old, _ = self._tickets(storage, key, 2)
         storage.ordered_locks.reset(key)
         state = storage.ordered_locks.peek(key)
         assert (state.next_nonce, state.last_completed, state.epoch) == (0, 0, 0)
-        assert storage.ordered_locks.assign(key, ttl=TTL) == OrderedTicket(nonce=1, epoch=1)
+        assert storage.ordered_locks.can_proceed(key, old, poison_pill_timeout=PP).state == (
+            "stale"
+        )
+        fresh = storage.ordered_locks.assign(key, ttl=TTL)
+        assert fresh.nonce == 1 and fresh.epoch > old.epoch
 
     def test_assign_stamps_the_ttl(self, storage: Storage, probe: Probe) -> None:
         key = uid("ol")
@@ -284,8 +294,90 @@ class OrderedLocksContract:
         key = uid("ol")
         self._tickets(storage, key, 2)
         probe.expire("ordered_lock", key)
+        state = storage.ordered_locks.peek(key)
+        assert (state.next_nonce, state.last_completed, state.epoch) == (0, 0, 0)
+        assert dict(state.in_flight) == {}
+        assert storage.ordered_locks.assign(key, ttl=TTL).nonce == 1
+
+    # -- epochs increase forever (docs/coordination.md#fencing-tokens) --------------------------
+
+    def test_epochs_increase_across_idle_expiry(self, storage: Storage, probe: Probe) -> None:
+        """After every ordered-lock field lapsed, the next batch's epoch is greater and the old
+        batch's tickets are fenced."""
+        key = uid("ol")
+        old, _ = self._tickets(storage, key, 2)
+        probe.expire("ordered_lock", key)
         assert storage.ordered_locks.peek(key).epoch == 0
-        assert storage.ordered_locks.assign(key, ttl=TTL) == OrderedTicket(nonce=1, epoch=1)
+        fresh = storage.ordered_locks.assign(key, ttl=TTL)
+        assert fresh.nonce == 1 and fresh.epoch > old.epoch
+        assert storage.ordered_locks.can_proceed(key, old, poison_pill_timeout=PP).state == (
+            "stale"
+        )
+        assert storage.ordered_locks.can_proceed(key, fresh, poison_pill_timeout=PP).state == "go"
+        for member in ("next", "cursor", "timers", "first_failed", "epoch"):
+            probe.expire("ordered_lock", key, member)
+        again = storage.ordered_locks.assign(key, ttl=TTL)
+        assert again.nonce == 1 and again.epoch > fresh.epoch
+
+    def test_epochs_increase_across_reset(self, storage: Storage) -> None:
+        """``reset`` deletes the line, yet the next batch's epoch is greater than every earlier
+        one, also when reset is called repeatedly; epochs are ints below 2**53."""
+        key = uid("ol")
+        epochs = [storage.ordered_locks.assign(key, ttl=TTL).epoch]
+        for _ in range(3):
+            storage.ordered_locks.reset(key)
+            assert storage.ordered_locks.peek(key).epoch == 0
+            epochs.append(storage.ordered_locks.assign(key, ttl=TTL).epoch)
+        storage.ordered_locks.reset(key)
+        storage.ordered_locks.reset(key)
+        epochs.append(storage.ordered_locks.assign(key, ttl=TTL).epoch)
+        assert epochs == sorted(set(epochs)), f"epochs must strictly increase: {epochs}"
+        assert all(type(e) is int and 1 <= e <= MAX_FENCE for e in epochs)
+
+    def test_epochs_increase_after_the_record_is_collected(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        """Once garbage collection removed the whole record (the retained epoch included), the
+        clock term of the next epoch still exceeds every earlier one (the clock moved on)."""
+        key = uid("ol")
+        first = storage.ordered_locks.assign(key, ttl=TTL)
+        probe.expire("ordered_lock", key, FENCE)
+        second = storage.ordered_locks.assign(key, ttl=TTL)
+        storage.ordered_locks.reset(key)
+        probe.expire("ordered_lock", key, FENCE)
+        third = storage.ordered_locks.assign(key, ttl=TTL)
+        assert (second.nonce, third.nonce) == (1, 1)
+        assert first.epoch < second.epoch < third.epoch
+
+    def test_fencing_keys_order_every_ticket_of_a_key(self, storage: Storage, probe: Probe) -> None:
+        """``OrderedTicket.fencing_key`` is ``(epoch, nonce)`` and grows with every ticket issued
+        for a key: within a batch, across a drain, idle expiry and reset."""
+        key = uid("ol")
+        issued = self._tickets(storage, key, 3)
+        for ticket in issued:
+            assert storage.ordered_locks.advance(key, ticket, failed=False, ttl=TTL) >= 1
+        issued += self._tickets(storage, key, 2)
+        probe.expire("ordered_lock", key)
+        issued += self._tickets(storage, key, 2)
+        storage.ordered_locks.reset(key)
+        issued += self._tickets(storage, key, 1)
+        keys = [ticket.fencing_key for ticket in issued]
+        assert keys == [(t.epoch, t.nonce) for t in issued]
+        assert keys == sorted(set(keys)), f"fencing keys must strictly increase: {keys}"
+
+    def test_a_reset_or_idle_line_is_collected_after_the_fence_retention(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        """No permanent state per key: after ``reset`` the stored record lives at most
+        ``FENCE_RETENTION`` seconds; after idle expiry likewise."""
+        key = uid("ol")
+        self._tickets(storage, key, 2)
+        storage.ordered_locks.reset(key)
+        assert_ttl(probe.ttl("ordered_lock", key, FENCE), FENCE_RETENTION, slack=2.0)
+        other = uid("ol")
+        self._tickets(storage, other, 2)
+        probe.expire("ordered_lock", other)
+        assert_ttl(probe.ttl("ordered_lock", other, FENCE), FENCE_RETENTION, slack=2.0)
 
 
 class TestOrderedLocks(OrderedLocksContract):

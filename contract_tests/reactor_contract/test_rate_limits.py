@@ -3,27 +3,80 @@
 Windows here are long (hours, or 10^9 s) so a bucket boundary never falls inside a test: the
 outcome never depends on sub-second timing. Where a boundary could matter the test re-runs
 itself once when the bucket changed under it.
+
+The clock-skew test (docs/coordination.md#clock-skew) runs two clients whose clocks disagree on
+one backend, through the optional :class:`reactor_contract.probe.ClockProbe` capability and an
+injected manual clock (no sleeping). It skips, with a reason in the conformance table, on a
+server clock (nothing to skew) or when the probe cannot inject a clock.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Callable, Sequence
 
 import pytest
 
+from reactor.memory.clock import ManualClock
 from reactor.ports.records import RateDecision, RateWindow
 from reactor.ports.storage import Storage
 from reactor_contract._support import HOUR, uid
-from reactor_contract.probe import Probe
+from reactor_contract.probe import ClockProbe, Probe
 
-__all__ = ["RateLimitsContract"]
+__all__ = ["SERVER_CLOCK", "UNSKEWABLE", "RateLimitsContract", "fastest_clock_decisions"]
 
 #: A window so long that ``floor(now / seconds)`` is constant for decades.
 EON = 1e9
+#: Skip reasons listed in the conformance table.
+SERVER_CLOCK = "capability: server clock (Capabilities.clock is 'server'), clients cannot skew"
+UNSKEWABLE = "capability: the probe cannot inject a clock (no ClockProbe.with_clock result)"
+#: The skew scenario: 1 admission per 4 s, clients at +0.9 s and -0.9 s (inside the 1 s budget)
+#: taking turns every 0.25 s for 40 s of true time.
+SKEW = 0.9
+SKEW_WINDOW = RateWindow("four", 4.0, 1)
+SKEW_STEP, SKEW_HITS = 0.25, 160
 
 
 def _bucket(storage: Storage, seconds: float) -> int:
     return math.floor(storage.now() / seconds)
+
+
+def fastest_clock_decisions(
+    readings: Sequence[float], window: RateWindow
+) -> list[tuple[bool, int | None]]:
+    """The no-skew decisions of a textbook fixed-window limiter on the fastest clock.
+
+    Args:
+        readings: the callers' clocks at each hit, epoch seconds, in the order of the hits.
+        window: the one window every hit names.
+
+    Returns:
+        ``(allowed, window_index)`` per hit, judged at the running maximum of ``readings``
+        (the newest time any caller has seen), counting admissions per bucket number.
+    """
+    counts: Counter[int] = Counter()
+    fastest = -math.inf
+    out: list[tuple[bool, int | None]] = []
+    for now in readings:
+        fastest = max(fastest, now)
+        bucket = math.floor(fastest / window.seconds)
+        if counts[bucket] >= window.limit:
+            out.append((False, 0))
+        else:
+            counts[bucket] += 1
+            out.append((True, None))
+    return out
+
+
+def _clocked(storage: Storage, probe: Probe, clock: Callable[[], float]) -> Storage:
+    """A second storage on ``storage``'s records judged by ``clock``; skips when impossible."""
+    if storage.capabilities.clock == "server":
+        pytest.skip(SERVER_CLOCK)
+    built = probe.with_clock(clock) if isinstance(probe, ClockProbe) else None
+    if built is None:
+        pytest.skip(UNSKEWABLE)
+    return built
 
 
 class RateLimitsContract:
@@ -102,6 +155,42 @@ class RateLimitsContract:
         storage.rate_limits.hit(key, [RateWindow("hour", HOUR, 5)])
         ttl = probe.ttl("rate_limit", key)
         assert ttl is not None and 0 < ttl <= 2 * HOUR + 1
+
+    def test_skewed_clients_are_decided_as_on_the_fastest_clock(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        # A manual "true" clock from the next 4 s boundary of the real time (backends that
+        # garbage-collect by the wall clock, mongomock, must see current expiries).
+        start = (math.floor(storage.now() / SKEW_WINDOW.seconds) + 1) * SKEW_WINDOW.seconds
+        true_times = [start + k * SKEW_STEP for k in range(SKEW_HITS)]
+        true = ManualClock(start)
+        fast = _clocked(storage, probe, lambda: true() + SKEW)
+        try:
+            slow = _clocked(storage, probe, lambda: true() - SKEW)
+            try:
+                key = uid("rate")
+                readings, decisions = [], []
+                for k, at in enumerate(true_times):
+                    true.set(at)
+                    client, offset = (fast, SKEW) if k % 2 == 0 else (slow, -SKEW)
+                    readings.append(true() + offset)
+                    decisions.append(client.rate_limits.hit(key, [SKEW_WINDOW]))
+                late = slow.rate_limits.count(key, SKEW_WINDOW)
+            finally:
+                slow.close()
+        finally:
+            fast.close()
+        expected = fastest_clock_decisions(readings, SKEW_WINDOW)
+        assert [(d.allowed, d.window_index) for d in decisions] == expected
+        admitted = sum(d.allowed for d in decisions)
+        no_skew = sum(a for a, _ in fastest_clock_decisions(true_times, SKEW_WINDOW))
+        span = true_times[-1] - true_times[0]
+        bound = SKEW_WINDOW.limit * (math.ceil((span + 2 * SKEW) / SKEW_WINDOW.seconds) + 1)
+        assert (no_skew, admitted, bound) == (10, 11, 12)
+        assert all(
+            0 < d.retry_after <= SKEW_WINDOW.seconds + 2 * SKEW for d in decisions if not d.allowed
+        )
+        assert late == 1, "the slow client must read the fast client's newer bucket"
 
     def test_expired_counters_admit_again(self, storage: Storage, probe: Probe) -> None:
         key = uid("rate")

@@ -2,6 +2,10 @@
 
 The ``router`` fixture asks for ``visibility_timeout=1`` so redelivery shows within about a
 second; waits are bounded polls that return as soon as the job shows up, never blind sleeps.
+
+Poison messages (docs/workers.md, "Hostile input"): bodies a foreign producer may put on the
+queue are injected through the router probe; every router must dead-letter each one inside
+``receive`` with the reason and its raw body, and keep delivering the jobs around it.
 """
 
 from __future__ import annotations
@@ -10,9 +14,9 @@ import math
 
 import pytest
 
-from reactor.ports.router import Delivery, Job, Router
+from reactor.ports.router import DeadLetter, Delivery, Job, Router
 from reactor_contract._support import eventually, uid
-from reactor_contract.probe import RouterProbe
+from reactor_contract.probe import RouterProbe, UnsupportedBody
 
 __all__ = ["RoutersContract"]
 
@@ -29,6 +33,40 @@ def _job(**payload: object) -> Job:
 def _receive_one(router: Router, timeout: float = SHOW_UP) -> Delivery | None:
     found = eventually(lambda: router.receive(max_jobs=1, wait_seconds=0.2), timeout=timeout)
     return found[0] if found else None
+
+
+#: JSON nested this deep makes a naive decoder raise ``RecursionError``.
+_DEEP_JSON = "[" * 5000 + "]" * 5000
+
+#: Poison bodies a foreign producer may send: (id, body, a word the reason must contain).
+POISON: list[tuple[str, str | bytes, str]] = [
+    # Latin-1 text sent as bytes: not UTF-8.
+    ("non-utf8", b'{"id": "caf\xe9", "kind": "run", "payload": {}}', "UTF-8"),
+    ("5000-deep-json", _DEEP_JSON, "deeper than"),
+    ("not-an-object", '["id", "kind", "payload"]', "object"),
+    ("missing-fields", '{"kind": "run", "payload": {}}', "'id'"),
+]
+
+
+def _inject(probe: RouterProbe, body: str | bytes) -> None:
+    try:
+        probe.inject_raw(body)
+    except UnsupportedBody as exc:
+        pytest.skip(f"this router's transport cannot carry the body: {exc}")
+
+
+def _raw(body: str | bytes) -> bytes:
+    return body if isinstance(body, bytes) else body.encode("utf-8")
+
+
+def _assert_kept(letter: DeadLetter, body: str | bytes, word: str) -> None:
+    """``letter`` holds ``body`` exactly (text, or base64 when not UTF-8) and a reason."""
+    assert word in letter.reason, letter.reason
+    assert letter.raw_body() == _raw(body)
+    if isinstance(body, str):
+        assert letter.body_encoding == "text" and letter.body == body
+    else:
+        assert letter.body_encoding == "base64"
 
 
 class RoutersContract:
@@ -169,6 +207,96 @@ class RoutersContract:
         assert eventually(lambda: router.receive(max_jobs=1, wait_seconds=0.2), timeout=1.0) == []
         letters = router.dead_letters()
         assert len(letters) == 1 and letters[0].reason
+
+    @pytest.mark.parametrize(("body", "word"), [(b, w) for _, b, w in POISON],
+                             ids=[i for i, _, _ in POISON])
+    def test_a_poison_body_is_dead_lettered_raw_without_blocking_the_job_behind_it(
+        self, router: Router, router_probe: RouterProbe, body: str | bytes, word: str
+    ) -> None:
+        _inject(router_probe, body)
+        good = _job()
+        router.enqueue(good)
+        delivery = _receive_one(router)
+        assert delivery is not None and delivery.job.id == good.id
+        router.ack(delivery)
+        letters = eventually(router.dead_letters, timeout=SHOW_UP)
+        assert letters is not None and len(letters) == 1
+        _assert_kept(letters[0], body, word)
+        assert router.receive(max_jobs=5, wait_seconds=0.2) == []
+
+    def test_poison_among_jobs_never_fails_a_receive(
+        self, router: Router, router_probe: RouterProbe
+    ) -> None:
+        jobs = [_job(), _job(), _job()]
+        router.enqueue(jobs[0])
+        router_probe.inject_raw(_DEEP_JSON)
+        router.enqueue(jobs[1])
+        router_probe.inject_raw('{"kind": "run", "payload": {}}')
+        router.enqueue(jobs[2])
+        seen: dict[str, Delivery] = {}
+
+        def receive_all() -> bool:
+            for delivery in router.receive(max_jobs=5, wait_seconds=0.2):  # never raises
+                seen[delivery.job.id] = delivery
+            return len(seen) == 3
+
+        assert eventually(receive_all, timeout=SHOW_UP)
+        assert set(seen) == {job.id for job in jobs}
+        for delivery in seen.values():
+            router.ack(delivery)
+        assert eventually(lambda: len(router.dead_letters()) == 2, timeout=SHOW_UP)
+        letters = router.dead_letters()
+        assert sorted(letter.raw_body() for letter in letters) == sorted(
+            [_DEEP_JSON.encode(), b'{"kind": "run", "payload": {}}']
+        )
+
+    def test_retry_keeps_the_delivery_count(self, router: Router) -> None:
+        job = _job()
+        router.enqueue(job)
+        first = _receive_one(router)
+        assert first is not None and first.delivery_count == 1
+        router.retry(first, 0)
+        second = _receive_one(router)
+        assert second is not None and second.delivery_count == 2
+        assert second.job == job, "retry gives the job back unchanged"
+        # a lapsed lease after a retry counts on top of it
+        third = _receive_one(router)
+        assert third is not None and third.job.id == job.id and third.delivery_count == 3
+        router.retry(third, 1)  # a delayed retry keeps the count too
+        assert router.receive(max_jobs=1, wait_seconds=0) == []
+        fourth = _receive_one(router)
+        assert fourth is not None and fourth.job == job and fourth.delivery_count == 4
+        router.ack(fourth)
+
+    def test_dead_letters_come_back_oldest_first_with_their_reasons(
+        self, router: Router, router_probe: RouterProbe
+    ) -> None:
+        first, second = _job(), _job()
+        router.enqueue(first)
+        delivery = _receive_one(router)
+        assert delivery is not None and delivery.job.id == first.id
+        router.dead_letter(delivery, "handler failed on 5 deliveries: boom")
+        router_probe.inject_raw(_DEEP_JSON)
+        router.enqueue(second)
+        delivery = _receive_one(router)
+        assert delivery is not None and delivery.job.id == second.id
+        router.extend(delivery, 60)
+        # the poison is dead-lettered by this receive or, on a queue without order, a later one
+        assert eventually(
+            lambda: router.receive(max_jobs=1, wait_seconds=0.2) == []
+            and len(router.dead_letters()) == 2,
+            timeout=SHOW_UP,
+        )
+        router.dead_letter(delivery, "unknown reactor 'ghost'")
+        letters = router.dead_letters()
+        assert len(letters) == 3
+        assert letters[0].reason == "handler failed on 5 deliveries: boom"
+        assert Job.from_json(letters[0].body).id == first.id
+        _assert_kept(letters[1], _DEEP_JSON, "deeper than")
+        assert letters[2].reason == "unknown reactor 'ghost'"
+        assert Job.from_json(letters[2].body).id == second.id
+        assert [letter.at for letter in letters] == sorted(letter.at for letter in letters)
+        assert router.dead_letters(limit=2) == letters[:2]
 
     def test_close_is_idempotent(self, router: Router) -> None:
         router.close()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reactor.ports.storage import Storage
-from reactor_contract._support import CONTEXT_TTL, assert_ttl, step_result, uid
+from reactor_contract._support import CONTEXT_TTL, assert_ttl, step_result, uid, walk_scan
 from reactor_contract.probe import Probe
 
 __all__ = ["StepResultsContract"]
@@ -91,6 +91,15 @@ class StepResultsContract:
         assert storage.step_results.get(ctx, "charge") is None
         assert storage.step_results.scan() == []
         assert storage.step_results.scan(status="dispatched") == []
+
+    def test_scan_pages_with_a_cursor_list_every_record_once(self, storage: Storage) -> None:
+        dispatched = [step_result(uid("ctx"), "charge", status="dispatched") for _ in range(7)]
+        for record in dispatched:
+            storage.step_results.put(record)
+        storage.step_results.put(step_result(uid("ctx"), status="completed", outcome="1"))
+        pages = walk_scan(storage.step_results.scan, limit=3, status="dispatched")
+        listed = [row.context_id for page in pages for row in page]
+        assert sorted(listed) == sorted(r.context_id for r in dispatched)
 
 
 class TestStepResults(StepResultsContract):

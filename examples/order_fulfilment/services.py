@@ -243,6 +243,12 @@ class AuditLog:
                 return list(self._events)
             return [e for e in self._events if e.order_id == order_id]
 
+    def events_since(self, count: int) -> list[AuditEvent]:
+        """Returns the events appended after the first ``count`` (``seq > count``), oldest
+        first; cheap for a small tail, unlike copying the whole log with :meth:`events`."""
+        with self._lock:
+            return self._events[max(count, 0):]
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._events)

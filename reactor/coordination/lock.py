@@ -1,26 +1,30 @@
-"""The lock client: owner-tokened, re-entrant, auto-extended (storage-protocol.md §2.8).
+"""The lock client: owner-tokened, re-entrant, auto-extended, fenced (``docs/coordination.md``).
 
-:class:`Lock` wraps :class:`reactor.ports.LockStore` with what a holder needs: waiting with
-polling, an auto-extend thread every ``ttl/3`` (at least 1 s), ``detach``/``reattach`` for
-contention parks, and a :class:`reactor.LockLost` report when an extend fails so the holder
-learns it lost mutual exclusion.
+:class:`Lock` wraps :class:`reactor.ports.LockStore` with what a holder needs: waiting with a
+jittered backoff, auto-extension every ``ttl/3`` under the shared renewal policy
+(:mod:`reactor.model.coordination.renewal`), ``detach``/``reattach`` for contention parks, the
+fencing token of the hold (:attr:`Lock.token`), and loss reporting: :attr:`Lock.lost` becomes a
+:class:`reactor.LockLost` — and ``on_lost`` fires — when an extend answers ``False`` or the
+holder's deadline passes without a successful extend ("Renewal and loss").
 """
 
 from __future__ import annotations
 
+import logging
+import random
 import time
 import uuid
 from collections.abc import Callable
 from types import TracebackType
 
 from reactor.coordination._heartbeat import Heartbeat
+from reactor.model.coordination.renewal import poll_delay, renew_interval, validate_lease
 from reactor.model.errors import LockAcquisitionError, LockLost
 from reactor.ports.storage import LockStore
 
 __all__ = ["Lock"]
 
-#: Polling interval while waiting for a held lock, in seconds (ruby_reactor: 100 ms).
-POLL_INTERVAL = 0.1
+log = logging.getLogger("reactor.coordination")
 
 
 class Lock:
@@ -31,13 +35,28 @@ class Lock:
         key: the lock key.
         owner: the owner token; a fresh UUID when omitted. Executions of one tree share an
             owner so nested reactors re-enter instead of deadlocking.
-        ttl: seconds until the lock lapses unless extended; ``None`` = never.
-        wait: seconds :meth:`acquire` keeps polling a held lock (0 = a single try).
-        auto_extend: run a daemon thread that extends the lock every ``max(ttl/3, 1)`` seconds.
-        on_lost: called (from the extender thread) with a :class:`LockLost` when an extend
-            fails; the holder should stop relying on the lock.
-        sleep: the sleep function used while polling (injectable for tests).
-        monotonic: the clock used for the wait deadline (injectable for tests).
+        ttl: seconds until the lock lapses unless extended; ``None`` = never. With
+            ``auto_extend`` at least :data:`~reactor.model.coordination.renewal.MIN_LEASE`.
+        wait: seconds :meth:`acquire` keeps trying a held lock (0 = a single try).
+        auto_extend: extend the lock every ``ttl/3`` seconds from the shared heartbeat
+            scheduler while held.
+        on_lost: called (from a scheduler thread) with a :class:`LockLost` when the hold is
+            lost: an extend answered ``False`` or the deadline passed without a successful
+            extend. The holder should stop relying on the lock.
+        sleep: the sleep function used while waiting (injectable for tests).
+        monotonic: the clock of the wait deadline and the holder's deadline (injectable).
+        skew: the storage's clock-skew budget in seconds (``Capabilities.clock_skew``): the
+            holder's deadline is ``ttl - skew`` after an acquire or extend started, because a
+            process whose clock runs ahead may take a lapsed lock that much early.
+
+    Attributes:
+        token: the fencing token of the current hold (``0`` when not held): every fresh
+            acquisition of a key gets a token greater than any earlier one
+            (``docs/coordination.md``, "Fencing tokens"). Pass it to the resource you protect.
+
+    Raises:
+        ValueError: ``ttl`` is not positive, is below the minimum lease with ``auto_extend``,
+            does not exceed ``skew``, or ``wait`` is negative.
     """
 
     def __init__(
@@ -52,9 +71,16 @@ class Lock:
         on_lost: Callable[[LockLost], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
+        skew: float = 0.0,
     ) -> None:
         if ttl is not None and ttl <= 0:
             raise ValueError(f"Lock ttl must be > 0 seconds or None, got {ttl!r}")
+        if ttl is not None and auto_extend:
+            validate_lease("Lock ttl (auto-extended)", ttl)
+        if ttl is not None and ttl <= skew:
+            raise ValueError(
+                f"Lock ttl ({ttl:g}s) must exceed the storage's clock-skew budget ({skew:g}s)"
+            )
         if wait < 0:
             raise ValueError(f"Lock wait must be >= 0 seconds, got {wait!r}")
         self.store = store
@@ -64,29 +90,68 @@ class Lock:
         self.wait = wait
         self.auto_extend = auto_extend and ttl is not None
         self.on_lost = on_lost
-        self.lost: LockLost | None = None
+        self.token = 0
+        self.skew = skew
+        self._lost: LockLost | None = None
+        self._deadline: float | None = None  # the holder's deadline while not auto-extended
         self._sleep = sleep
         self._monotonic = monotonic
         self._heartbeat: Heartbeat | None = None
 
+    @property
+    def lost(self) -> LockLost | None:
+        """The :class:`LockLost` of a hold that is gone (``None`` while held or never taken).
+
+        Cheap (no I/O): checks the recorded loss and the holder's deadline.
+        """
+        if self._lost is None:
+            heartbeat = self._heartbeat
+            if heartbeat is not None and heartbeat.expired():
+                self._lost = self._loss(refused=heartbeat.refused)
+            elif heartbeat is None and self._deadline is not None and (
+                self._monotonic() >= self._deadline
+            ):
+                self._lost = self._loss(refused=False)
+        return self._lost
+
+    def _loss(self, *, refused: bool) -> LockLost:
+        if refused:
+            why = "an extend was refused: it lapsed in the store or another owner took it"
+        else:
+            why = f"its {self.ttl:g}s lease passed without a successful extend"
+        return LockLost(f"lock {self.key!r} lost: {why}", key=self.key)
+
     def try_acquire(self) -> bool:
-        """Take (or re-enter) the lock once; start the extender on success."""
-        if self.store.acquire(self.key, self.owner, self.ttl):
-            self.lost = None
-            self._start_extender()
-            return True
-        return False
+        """Take (or re-enter) the lock once; start the extender on success.
+
+        Returns:
+            ``True`` when held (:attr:`token` is then the hold's fencing token).
+
+        Raises:
+            StorageError: the backend failed.
+        """
+        started = self._monotonic()
+        granted = self.store.acquire(self.key, self.owner, self.ttl)
+        if not granted:
+            return False
+        self.token = int(granted)
+        self._lost = None
+        self._deadline = None if self.ttl is None else started + self.ttl - self.skew
+        self._start_extender(started)
+        return True
 
     def acquire(self) -> Lock:
-        """Take the lock, polling every 100 ms for up to ``wait`` seconds.
+        """Take the lock, retrying with a jittered backoff for up to ``wait`` seconds.
 
         Returns:
             ``self``, for chaining.
 
         Raises:
             LockAcquisitionError: still held by another owner at the deadline.
+            StorageError: the backend failed.
         """
         deadline = self._monotonic() + self.wait
+        attempt = 0
         while True:
             if self.try_acquire():
                 return self
@@ -98,20 +163,47 @@ class Lock:
                     + (f" ({holder.owner})" if holder else ""),
                     key=self.key,
                 )
-            self._sleep(min(POLL_INTERVAL, remaining))
+            attempt += 1
+            self._sleep(poll_delay(attempt, remaining, random.uniform(0.5, 1.0)))
 
     def release(self) -> bool:
         """Stop the extender and release one level of the lock.
 
         Returns:
-            ``False`` when the lock had already lapsed or changed hands.
+            ``False`` when the lock had already lapsed or changed hands (logged as
+            ``event=release_refused``: the holder lost mutual exclusion at some point).
+
+        Raises:
+            StorageError: the backend failed.
         """
         self._stop_extender()
-        return self.store.release(self.key, self.owner)
+        released = self.store.release(self.key, self.owner)
+        if not released:
+            log.warning("event=release_refused primitive=lock key=%s owner=%s", self.key,
+                        self.owner)
+            if self._lost is None:
+                self._lost = LockLost(
+                    f"lock {self.key!r} lost: no longer held by this owner at release",
+                    key=self.key,
+                )
+        self._deadline = None
+        return released
 
     def extend(self, ttl: float | None = None) -> bool:
-        """Set the remaining TTL to ``ttl`` (default: the lock's TTL); ``False`` when not held."""
-        return self.store.extend(self.key, self.owner, self.ttl if ttl is None else ttl)
+        """Set the remaining TTL to ``ttl`` (default: the lock's TTL).
+
+        Returns:
+            ``False`` when not held by this owner.
+
+        Raises:
+            StorageError: the backend failed.
+        """
+        ttl = self.ttl if ttl is None else ttl
+        started = self._monotonic()
+        extended = self.store.extend(self.key, self.owner, ttl)
+        if extended and self._heartbeat is None:
+            self._deadline = None if ttl is None else started + ttl - self.skew
+        return extended
 
     def detach(self) -> None:
         """Stop auto-extending but keep the lock held (a park keeps ownership up to the TTL)."""
@@ -121,35 +213,54 @@ class Lock:
         """Re-adopt a detached hold without bumping the re-entrancy count.
 
         Returns:
-            ``True`` when still owned (the extender restarts); ``False`` when the hold lapsed
-            and the caller must acquire afresh.
+            ``True`` when still owned (the extender restarts; :attr:`token` is read back);
+            ``False`` when the hold lapsed and the caller must acquire afresh.
+
+        Raises:
+            StorageError: the backend failed.
         """
+        started = self._monotonic()
         if self.extend():
-            self._start_extender()
+            self._lost = None
+            info = self.store.info(self.key)
+            if info is not None and info.owner == self.owner:
+                self.token = int(getattr(info, "token", 0) or self.token)
+            self._start_extender(started)
             return True
         return False
 
     def held_by_me(self) -> bool:
-        """Whether this owner holds the lock right now."""
+        """Whether this owner holds the lock right now (one read).
+
+        Raises:
+            StorageError: the backend failed.
+        """
         info = self.store.info(self.key)
         return info is not None and info.owner == self.owner
 
-    def _start_extender(self) -> None:
+    def _start_extender(self, acquired_at: float) -> None:
         if not self.auto_extend or self._heartbeat is not None or self.ttl is None:
             return
+        lease = self.ttl - self.skew  # the holder's own lease (docs/coordination.md#clock-skew)
         self._heartbeat = Heartbeat(
-            f"lock-extend:{self.key}", max(self.ttl / 3.0, 1.0), self.extend, self._report_lost
-        ).start()
+            f"lock-extend:{self.key}", renew_interval(lease), self.extend, self._report_lost,
+            lease=lease, clock=self._monotonic,
+        ).start(acquired_at)
 
     def _report_lost(self) -> None:
-        self.lost = LockLost(f"lock {self.key!r} lapsed and could not be extended")
+        lost = self.lost or self._loss(refused=True)
+        self._lost = lost
         if self.on_lost is not None:
-            self.on_lost(self.lost)
+            self.on_lost(lost)
 
     def _stop_extender(self) -> None:
         heartbeat, self._heartbeat = self._heartbeat, None
         if heartbeat is not None:
             heartbeat.stop()
+            if heartbeat.lost and self._lost is None:
+                self._lost = self._loss(refused=heartbeat.refused)
+            if self.ttl is not None and heartbeat.deadline is not None:
+                self._deadline = heartbeat.deadline
 
     def __enter__(self) -> Lock:
         return self.acquire()

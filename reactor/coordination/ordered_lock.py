@@ -1,17 +1,22 @@
 """The ordered-lock client: runs go strictly in the order they were enqueued.
 
-Semantics: storage-protocol.md §2.12. A ticket ``(nonce, epoch)`` is assigned at enqueue time;
-the gate lets a ticket go when it is next after the cursor, drains blockers whose liveness timer
-lapsed (the poison pill), fences stragglers of a drained batch by epoch, and in strict mode makes
-every ticket after a failed one skip (``skip_chain_failed``).
+Semantics: ``docs/coordination.md`` ("Ordered locks"). A ticket ``(nonce, epoch)`` is assigned at
+enqueue time; the gate lets a ticket go when it is next after the cursor, drains blockers whose
+liveness timer lapsed (the poison pill), fences stragglers of a drained batch by epoch, and in
+strict mode makes every ticket after a failed one skip (``skip_chain_failed``). While its turn
+runs, the holder re-stamps its timer every ``poison_pill_timeout/3`` under the shared renewal
+policy; when the timer is gone or the deadline passes, :attr:`OrderedLock.lost` says so.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Literal
 
 from reactor.coordination._heartbeat import Heartbeat
-from reactor.model.errors import OrderedLockWaitError
+from reactor.model.coordination.renewal import renew_interval
+from reactor.model.errors import LockLost, OrderedLockWaitError
 from reactor.ports.records import OrderedLockState, OrderedTicket
 from reactor.ports.storage import OrderedLockStore
 
@@ -34,6 +39,8 @@ class OrderedLock:
         poison_pill_timeout: seconds before a blocker whose timer stopped is skipped.
         ttl: seconds an idle lock keeps its state.
         strict: after a failure, later tickets skip instead of running.
+        skew: the storage's clock-skew budget in seconds; the holder's deadline for its turn
+            is ``poison_pill_timeout - skew`` after its last successful heartbeat.
     """
 
     def __init__(
@@ -44,15 +51,41 @@ class OrderedLock:
         poison_pill_timeout: float = DEFAULT_POISON_PILL_TIMEOUT,
         ttl: float = DEFAULT_TTL,
         strict: bool = True,
+        skew: float = 0.0,
     ) -> None:
         if poison_pill_timeout <= 0 or ttl <= 0:
             raise ValueError("poison_pill_timeout and ttl must be > 0 seconds")
+        if poison_pill_timeout <= skew:
+            raise ValueError(
+                f"poison_pill_timeout ({poison_pill_timeout:g}s) must exceed the storage's "
+                f"clock-skew budget ({skew:g}s)"
+            )
+        self.skew = skew
         self.store = store
         self.key = key
         self.poison_pill_timeout = poison_pill_timeout
         self.ttl = ttl
         self.strict = strict
         self._heartbeat: Heartbeat | None = None
+        self._lost: LockLost | None = None
+
+    @property
+    def lost(self) -> LockLost | None:
+        """The :class:`LockLost` of a turn whose timer is gone (``None`` while it is kept).
+
+        Set when a heartbeat answered ``False`` (the timer was drained as a poison pill, or the
+        epoch was fenced) or its deadline passed without a successful re-stamp. No I/O.
+        """
+        heartbeat = self._heartbeat
+        if self._lost is None and heartbeat is not None and heartbeat.expired():
+            self._lost = self._loss()
+        return self._lost
+
+    def _loss(self) -> LockLost:
+        return LockLost(
+            f"ordered lock {self.key!r}: the turn's liveness timer was lost; a later ticket "
+            "may be running", key=self.key, primitive="ordered_lock",
+        )
 
     def assign(self) -> OrderedTicket:
         """Take the next place in line (call at enqueue time)."""
@@ -97,20 +130,41 @@ class OrderedLock:
         except Exception:
             return self.store.advance(self.key, ticket, failed=failed, ttl=self.ttl)
 
-    def start_heartbeat(self, ticket: OrderedTicket) -> None:
-        """Restamp ``ticket``'s timer every ``max(poison_pill_timeout/3, 1)`` s from a thread."""
+    def start_heartbeat(
+        self, ticket: OrderedTicket, *, on_lost: Callable[[LockLost], None] | None = None,
+        acquired_at: float | None = None,
+    ) -> None:
+        """Re-stamp ``ticket``'s timer every ``poison_pill_timeout/3`` s (shared scheduler).
+
+        Args:
+            ticket: the ticket whose turn it is.
+            on_lost: called with a :class:`LockLost` when the timer is lost while held.
+            acquired_at: ``time.monotonic()`` before the gate call that gave the turn.
+        """
         self.stop_heartbeat()
+        self._lost = None
+
+        def report() -> None:
+            lost = self._lost = self._lost or self._loss()
+            if on_lost is not None:
+                on_lost(lost)
+
+        lease = self.poison_pill_timeout - self.skew
         self._heartbeat = Heartbeat(
             f"ordered-heartbeat:{self.key}",
-            max(self.poison_pill_timeout / 3.0, 1.0),
+            renew_interval(lease),
             lambda: self.store.heartbeat(self.key, ticket),
-        ).start()
+            report,
+            lease=lease,
+        ).start(time.monotonic() if acquired_at is None else acquired_at)
 
     def stop_heartbeat(self) -> None:
-        """Stop the heartbeat thread, if any."""
+        """Stop re-stamping, if it runs (a loss detected so far stays in :attr:`lost`)."""
         heartbeat, self._heartbeat = self._heartbeat, None
         if heartbeat is not None:
             heartbeat.stop()
+            if heartbeat.lost and self._lost is None:
+                self._lost = self._loss()
 
     def peek(self) -> OrderedLockState:
         """Operators: the current state."""

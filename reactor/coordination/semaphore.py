@@ -1,24 +1,29 @@
-"""The semaphore client: one lease per holder, auto-extended (ARCHITECTURE §4).
+"""The semaphore client: one lease per holder, auto-extended (``docs/coordination.md``).
 
 A dead holder stops extending and its lease lapses, so capacity is never leaked (the fix for the
-slot leaks reported against Prefect, Kestra, Redisson and ruby_reactor's token lists).
+slot leaks reported against Prefect, Kestra and Redisson token lists). A live holder's lease is
+renewed every ``lease/3`` under the shared renewal policy; when it is lost anyway (an extend
+answered ``False``, or the deadline passed without a successful extend) :attr:`Semaphore.lost`
+says so ("Renewal and loss"). Waiters back off exponentially with jitter.
 """
 
 from __future__ import annotations
 
+import logging
+import random
 import time
 import uuid
 from collections.abc import Callable
 from types import TracebackType
 
 from reactor.coordination._heartbeat import Heartbeat
-from reactor.model.errors import SemaphoreAcquisitionError
+from reactor.model.coordination.renewal import poll_delay, renew_interval, validate_lease
+from reactor.model.errors import LockLost, SemaphoreAcquisitionError
 from reactor.ports.storage import SemaphoreStore
 
 __all__ = ["Semaphore"]
 
-#: Polling interval while waiting for a free slot, in seconds (the SQL adapter's 50 ms).
-POLL_INTERVAL = 0.05
+log = logging.getLogger("reactor.coordination")
 
 
 class Semaphore:
@@ -30,11 +35,21 @@ class Semaphore:
         limit: the maximum number of concurrent holders (>= 1).
         holder: the holder token; a fresh UUID when omitted (a parked unit passes its saved
             token to re-adopt its slot).
-        lease: seconds a slot stays leased without an extend (default 60).
-        wait: seconds :meth:`acquire` keeps polling when full (0 = a single try).
-        auto_extend: extend the lease every ``max(lease/3, 1)`` seconds from a daemon thread.
-        sleep: injectable sleep for polling.
-        monotonic: injectable clock for the wait deadline.
+        lease: seconds a slot stays leased without an extend (default 60; with
+            ``auto_extend`` at least :data:`~reactor.model.coordination.renewal.MIN_LEASE`).
+        wait: seconds :meth:`acquire` keeps trying when full (0 = a single try), backing off
+            exponentially with jitter.
+        auto_extend: extend the lease every ``lease/3`` seconds from the shared scheduler.
+        on_lost: called (from a scheduler thread) with a :class:`LockLost` when the lease is
+            lost while held.
+        sleep: injectable sleep for waiting.
+        monotonic: injectable clock for the wait deadline and the holder's deadline.
+        skew: the storage's clock-skew budget in seconds (``Capabilities.clock_skew``); the
+            holder's deadline is ``lease - skew`` after an acquire or extend started.
+
+    Raises:
+        ValueError: ``limit`` < 1, ``lease`` not positive (or below the minimum with
+            ``auto_extend``, or not above ``skew``), or ``wait`` negative.
     """
 
     def __init__(
@@ -47,13 +62,22 @@ class Semaphore:
         lease: float = 60.0,
         wait: float = 0.0,
         auto_extend: bool = True,
+        on_lost: Callable[[LockLost], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
+        skew: float = 0.0,
     ) -> None:
         if limit < 1:
             raise ValueError(f"Semaphore limit must be >= 1, got {limit!r}")
         if lease <= 0:
             raise ValueError(f"Semaphore lease must be > 0 seconds, got {lease!r}")
+        if auto_extend:
+            validate_lease("Semaphore lease (auto-extended)", lease)
+        if lease <= skew:
+            raise ValueError(
+                f"Semaphore lease ({lease:g}s) must exceed the storage's clock-skew budget "
+                f"({skew:g}s)"
+            )
         if wait < 0:
             raise ValueError(f"Semaphore wait must be >= 0 seconds, got {wait!r}")
         self.store = store
@@ -63,24 +87,63 @@ class Semaphore:
         self.lease = lease
         self.wait = wait
         self.auto_extend = auto_extend
+        self.on_lost = on_lost
+        self.skew = skew
+        self._lost: LockLost | None = None
+        self._deadline: float | None = None  # the holder's deadline while not auto-extended
         self._sleep = sleep
         self._monotonic = monotonic
         self._heartbeat: Heartbeat | None = None
 
+    @property
+    def lost(self) -> LockLost | None:
+        """The :class:`LockLost` of a lease that is gone (``None`` while held or never taken).
+
+        Cheap (no I/O): checks the recorded loss and the holder's deadline.
+        """
+        if self._lost is None:
+            heartbeat = self._heartbeat
+            expired = (
+                heartbeat.expired() if heartbeat is not None
+                else self._deadline is not None and self._monotonic() >= self._deadline
+            )
+            if expired:
+                refused = heartbeat is not None and heartbeat.refused
+                self._lost = self._loss(
+                    "was refused an extend" if refused else "passed without a successful extend"
+                )
+        return self._lost
+
+    def _loss(self, why: str) -> LockLost:
+        return LockLost(
+            f"semaphore {self.key!r}: the {self.lease:g}s lease of holder {self.holder} {why}; "
+            "another holder may have its slot",
+            key=self.key, primitive="semaphore",
+        )
+
     def try_acquire(self) -> bool:
-        """Lease a slot once; start the extender on success."""
+        """Lease a slot once; start the extender on success.
+
+        Raises:
+            StorageError: the backend failed.
+        """
+        started = self._monotonic()
         if self.store.acquire(self.key, self.holder, self.limit, self.lease):
-            self._start_extender()
+            self._lost = None
+            self._deadline = started + self.lease - self.skew
+            self._start_extender(started)
             return True
         return False
 
     def acquire(self) -> Semaphore:
-        """Lease a slot, polling for up to ``wait`` seconds.
+        """Lease a slot, retrying with a jittered exponential backoff for up to ``wait`` s.
 
         Raises:
             SemaphoreAcquisitionError: every slot is leased at the deadline.
+            StorageError: the backend failed.
         """
         deadline = self._monotonic() + self.wait
+        attempt = 0
         while True:
             if self.try_acquire():
                 return self
@@ -89,37 +152,73 @@ class Semaphore:
                 raise SemaphoreAcquisitionError(
                     f"semaphore {self.key!r} has all {self.limit} slots leased", key=self.key
                 )
-            self._sleep(min(POLL_INTERVAL, remaining))
+            attempt += 1
+            self._sleep(poll_delay(attempt, remaining, random.uniform(0.5, 1.0)))
 
     def release(self) -> bool:
-        """Stop the extender and give the slot back; ``False`` when the lease had lapsed."""
+        """Stop the extender and give the slot back.
+
+        Returns:
+            ``False`` when the lease had lapsed (logged as ``event=release_refused``).
+
+        Raises:
+            StorageError: the backend failed.
+        """
         self._stop_extender()
-        return self.store.release(self.key, self.holder)
+        released = self.store.release(self.key, self.holder)
+        if not released:
+            log.warning("event=release_refused primitive=semaphore key=%s holder=%s",
+                        self.key, self.holder)
+            if self._lost is None:
+                self._lost = self._loss("had lapsed at release")
+        self._deadline = None
+        return released
 
     def detach(self) -> None:
         """Stop extending but keep the lease (a park keeps the slot up to the lease)."""
         self._stop_extender()
 
     def reattach(self) -> bool:
-        """Re-adopt a detached lease; ``False`` when it lapsed (acquire afresh)."""
+        """Re-adopt a detached lease; ``False`` when it lapsed (acquire afresh).
+
+        Raises:
+            StorageError: the backend failed.
+        """
+        started = self._monotonic()
         if self.store.extend(self.key, self.holder, self.lease):
-            self._start_extender()
+            self._lost = None
+            self._deadline = started + self.lease - self.skew
+            self._start_extender(started)
             return True
         return False
 
-    def _start_extender(self) -> None:
+    def _start_extender(self, acquired_at: float) -> None:
         if not self.auto_extend or self._heartbeat is not None:
             return
+        lease = self.lease - self.skew  # the holder's own lease (docs/coordination.md#clock-skew)
         self._heartbeat = Heartbeat(
             f"semaphore-extend:{self.key}",
-            max(self.lease / 3.0, 1.0),
+            renew_interval(lease),
             lambda: self.store.extend(self.key, self.holder, self.lease),
-        ).start()
+            self._report_lost,
+            lease=lease, clock=self._monotonic,
+        ).start(acquired_at)
+
+    def _report_lost(self) -> None:
+        lost = self.lost
+        if lost is None:  # an extend answered False before the deadline
+            lost = self._lost = self._loss("was refused an extend")
+        if self.on_lost is not None:
+            self.on_lost(lost)
 
     def _stop_extender(self) -> None:
         heartbeat, self._heartbeat = self._heartbeat, None
         if heartbeat is not None:
             heartbeat.stop()
+            if heartbeat.lost and self._lost is None:
+                self._lost = self._loss("was lost while held")
+            if heartbeat.deadline is not None:
+                self._deadline = heartbeat.deadline
 
     def __enter__(self) -> Semaphore:
         return self.acquire()

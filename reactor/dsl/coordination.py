@@ -43,6 +43,7 @@ from typing import Any, ClassVar, Literal
 from reactor.coordination.rate_limit import windows_from
 from reactor.dsl.inputs import Inputs
 from reactor.model.coordination.periods import Every, ttl_seconds
+from reactor.model.coordination.renewal import validate_lease
 from reactor.model.errors import CoordinationKeyError, DefinitionError
 from reactor.ports.records import RateWindow
 
@@ -84,6 +85,14 @@ def _positive(what: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise DefinitionError(f"{what} must be a number of seconds > 0, got {value!r}")
     return float(value)
+
+
+def _lease(what: str, value: float) -> float:
+    """A renewed lease: at least ``MIN_LEASE`` seconds (``docs/coordination.md``, "Renewal")."""
+    try:
+        return validate_lease(what, value)
+    except ValueError as exc:
+        raise DefinitionError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -252,10 +261,12 @@ def with_lock(
 
     Args:
         key: see :data:`KeySource`.
-        ttl: seconds (> 0) the lock lives unless extended (default 60).
+        ttl: seconds the lock lives unless extended (default 60); at least
+            :data:`~reactor.model.coordination.renewal.MIN_LEASE` (1 s) when auto-extended.
         wait: seconds (>= 0) a synchronous caller waits for a held lock (default 0: one try).
             Inside a worker contention parks instead.
-        auto_extend: extend every ``max(ttl/3, 1)`` seconds while held (default ``True``).
+        auto_extend: extend every ``ttl/3`` seconds while held (default ``True``); a hold
+            lost anyway fails the step with ``LockLost`` before its result is recorded.
         rollback_wait: seconds a rollback waits to re-take a step's lock (default ``ttl``).
 
     Returns:
@@ -266,7 +277,7 @@ def with_lock(
     """
     return LockDecl(
         key=key,
-        ttl=_positive("with_lock(ttl=)", ttl),
+        ttl=_lease("with_lock(ttl=)", ttl) if auto_extend else _positive("with_lock(ttl=)", ttl),
         wait=_non_negative("with_lock(wait=)", wait),
         auto_extend=bool(auto_extend),
         rollback_wait=None if rollback_wait is None
@@ -290,7 +301,9 @@ def with_semaphore(
         key: see :data:`KeySource`.
         limit: concurrent holders allowed (>= 1).
         wait: seconds (>= 0) a synchronous caller waits for a slot (default 0: one try).
-        lease: seconds (> 0) a slot stays leased without an extend (default 60).
+        lease: seconds a slot stays leased without an extend (default 60, at least
+            :data:`~reactor.model.coordination.renewal.MIN_LEASE`); renewed every ``lease/3``
+            while held, and a lease lost anyway fails the step with ``LockLost``.
         rollback_wait: seconds a rollback waits to re-take a step's slot (default 60).
 
     Returns:
@@ -305,7 +318,7 @@ def with_semaphore(
         key=key,
         limit=limit,
         wait=_non_negative("with_semaphore(wait=)", wait),
-        lease=_positive("with_semaphore(lease=)", lease),
+        lease=_lease("with_semaphore(lease=)", lease),
         rollback_wait=None if rollback_wait is None
         else _non_negative("with_semaphore(rollback_wait=)", rollback_wait),
     )
@@ -403,7 +416,9 @@ def with_ordered_lock(
 
     Args:
         key: see :data:`KeySource`.
-        poison_pill_timeout: seconds (> 0) before a silent blocker is skipped (default 600).
+        poison_pill_timeout: seconds before a silent blocker is skipped (default 600, at
+            least :data:`~reactor.model.coordination.renewal.MIN_LEASE`); the holder
+            re-stamps its timer every third of it.
         ttl: seconds (> 0) an idle line keeps its state (default 86400).
         strict: after a failure, later tickets halt with ``ordered_lock_chain_failed``.
 
@@ -415,8 +430,8 @@ def with_ordered_lock(
     """
     return OrderedLockDecl(
         key=key,
-        poison_pill_timeout=_positive("with_ordered_lock(poison_pill_timeout=)",
-                                      poison_pill_timeout),
+        poison_pill_timeout=_lease("with_ordered_lock(poison_pill_timeout=)",
+                                   poison_pill_timeout),
         ttl=_positive("with_ordered_lock(ttl=)", ttl),
         strict=bool(strict),
     )

@@ -26,6 +26,7 @@ from reactor.model.errors import (
     InputValidationError,
     RunNotFoundError,
     RunStateError,
+    StorageError,
     UndoError,
 )
 from reactor.model.results import Failure, Success
@@ -63,6 +64,11 @@ def run(
         KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, CancelledError: after the
             run was stored as ``aborted``; the exception carries the run id as its
             ``reactor_run_id`` attribute (and a note) so the caller can ``Reactor.undo`` it.
+        StorageError: the storage failed while the run executed (a checkpoint, the liveness
+            lock); ``exc.run_id`` is the run id and the message names the run. Nothing is
+            rolled back: the run stays at its last stored checkpoint (``running``), its lock
+            is released or lapses, and the run sweeper hands it to a worker, which resumes it
+            (docs/workers.md, "Storage outages during a synchronous run").
     """
     from reactor.engine import background, fan_out, liveness
 
@@ -84,6 +90,9 @@ def run(
                 return background.dispatch(env, state.ctx, state.checkpoint, mode=handoff.mode)
             except fan_out.MapDispatched as dispatched:  # saved before dispatch: no save here
                 return fan_out.caller_result(env, dispatched)
+    except StorageError as exc:
+        _name_run(exc, context_id, definition.name)
+        raise
     except INTERRUPTIONS as exc:
         if getattr(exc, "reactor_run_id", None) is None:
             setattr(exc, "reactor_run_id", context_id)  # noqa: B010 - any exception type
@@ -93,6 +102,16 @@ def run(
             )
         raise
     return result.with_run_id(ctx.context_id)
+
+
+def _name_run(exc: StorageError, context_id: str, reactor_name: str) -> None:
+    """Tag a storage error that escaped run ``context_id`` with the run id (attribute and
+    message); an error already naming a run (a nested run's) is left alone."""
+    if getattr(exc, "run_id", None) is not None:
+        return
+    exc.run_id = context_id
+    message = str(exc) or type(exc).__name__
+    exc.args = (f"run {context_id!r} of {reactor_name!r}: {message}", *exc.args[1:])
 
 
 def launch(

@@ -7,30 +7,71 @@ back before the parent sees the ``Failure``: the parent's compensate of the comp
 a no-op, and the child's rollback failures are flattened into the parent's, prefixed with the
 compose step's name. A completed child puts the compose step on the parent's undo stack;
 undoing it replays the child's undo stack (:mod:`reactor.engine.rollback`).
+
+**Resume.** When the parent re-enters a compose step whose child is already embedded (a worker
+resuming the run after a crash, a park, a retry delay or a hand-off), the embedded child is
+resumed, never re-created (``docs/workers.md``, "Composed children resume"):
+
+* ``running``/``pending``/``paused`` — the child continues from its own checkpoint with its
+  recorded results and undo stack (completed child steps are not run again) and its
+  ``private_data`` (reactor- and step-level holds it parked are re-adopted, its admission is
+  not charged twice); a child rollback a crash cut off (``rollback`` set, no final status) is
+  finished instead;
+* ``aborted`` — an interruption hit it: a forward interruption resumes it like a crash (the
+  step in flight runs again, at least once); one that hit its rollback finishes the rollback;
+* ``completed`` — its stored value, without running anything;
+* ``halted`` — its stored halt (the compose step goes on the parent's undo stack);
+* ``failed`` — its stored ``Failure`` (it already rolled itself back: nothing is undone twice);
+* ``cancelled`` — a ``Failure`` (it was rolled back by an undo; nothing runs again).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from reactor.dsl.declarations import StepSpec
+from reactor.dsl.definition import ReactorDefinition
 from reactor.engine.arguments import resolve_arguments
+from reactor.engine.invoke import INTERRUPTIONS
 from reactor.engine.state import InFlight, RunState
 from reactor.engine.step_runner import StepOutcome
 from reactor.model.context import Context, new_context_id
 from reactor.model.errors import ArgumentResolutionError, InputValidationError
-from reactor.model.results import Failure
+from reactor.model.results import Failure, Halt, Success
+from reactor.model.status import RunStatus
 
 __all__ = ["run_compose"]
 
 
 def run_compose(state: RunState, spec: StepSpec) -> StepOutcome:
-    """Run compose step ``spec`` (the child to its end, rolled back if it failed)."""
+    """Run compose step ``spec``: the child to its end, rolled back if it failed.
+
+    A child already embedded in ``state.ctx.composed_contexts[spec.name]`` is resumed from its
+    stored state instead of being re-created (see the module docstring for each status).
+
+    Args:
+        state: the parent run being executed.
+        spec: the compose step.
+
+    Returns:
+        The step's outcome: the child's ``Success``/``Halt`` with an undo entry replaying the
+        child's undo stack, or its ``Failure`` (already rolled back, its rollback failures
+        prefixed with the compose step's name).
+
+    Raises:
+        KeyboardInterrupt, SystemExit, ...: an interruption, after storing the child
+            ``aborted``; ``Park``, ``RetryLater``, ``MapDispatched``, ``RollbackHandedOff`` and
+            ``HandOff`` propagate with the child saved in the parent's record.
+    """
     from reactor.engine.executor import execute  # recursion: the executor dispatches here
 
     ctx = state.ctx
     name = spec.name
     child_definition = state.definition.children[name]
+    embedded = ctx.composed_contexts.get(name)
+    if isinstance(embedded, Context):
+        return _resume(state, spec, child_definition, embedded)
     try:
         arguments = resolve_arguments(spec, ctx)
         inputs = child_definition.contract.validate(arguments)
@@ -50,7 +91,13 @@ def run_compose(state: RunState, spec: StepSpec) -> StepOutcome:
         created_at=state.now(),
     )
     ctx.composed_contexts[name] = child
-    result = execute(RunState(child_definition, child, state.env, state.checkpoint))
+    result = execute(
+        RunState(child_definition, child, state.env, state.checkpoint, holds=state.holds)
+    )
+    return _outcome(name, inputs, result)
+
+
+def _outcome(name: str, inputs: dict[str, Any], result: Success | Failure) -> StepOutcome:
     entry = {"step": name, "kind": "compose", "arguments": inputs, "result": None}
     if isinstance(result, Failure):
         flattened = [f.nested(name) for f in result.rollback_failures]
@@ -59,3 +106,55 @@ def run_compose(state: RunState, spec: StepSpec) -> StepOutcome:
         )
     # A halted child keeps its progress: the entry lets Reactor.undo roll it back later.
     return StepOutcome(result, inputs, body_started=True, undo_entry=entry)
+
+
+def _resume(
+    state: RunState, spec: StepSpec, definition: ReactorDefinition, child: Context
+) -> StepOutcome:
+    """Resume (or read back the outcome of) the child already embedded at ``spec.name``."""
+    from reactor.engine.executor import abort, conclude_failure, execute  # recursion
+
+    name = spec.name
+    inputs = dict(child.inputs)
+    state.in_flight = InFlight(step=name, kind="compose", arguments=inputs, body_started=True)
+    status = child.status
+    if status is RunStatus.COMPLETED:
+        value: Any = (
+            child.intermediate_results.get(definition.returns)
+            if definition.returns is not None
+            else dict(child.intermediate_results)
+        )
+        return _outcome(name, inputs, Success(value))
+    if status is RunStatus.HALTED:
+        return _outcome(name, inputs, _stored_halt(child))
+    if status is RunStatus.FAILED:
+        failure = child.failure or Failure(
+            "the composed child failed", retryable=False, reactor_name=child.reactor
+        )
+        return _outcome(name, inputs, failure)
+    if status is RunStatus.CANCELLED:
+        return _outcome(name, inputs, Failure(
+            f"composed child {child.context_id} was rolled back (cancelled)",
+            retryable=False, reactor_name=child.reactor,
+        ))
+    child_state = RunState(definition, child, state.env, state.checkpoint, holds=state.holds)
+    if child.rollback is not None and child.failure is None:
+        child.rollback = None  # an interruption of forward work: resume like a crash
+    if child.rollback is not None:  # a crash (or interruption) cut the child's rollback off
+        child.status = RunStatus.RUNNING
+        try:
+            result: Success | Failure = conclude_failure(child_state)
+        except INTERRUPTIONS as exc:
+            abort(child_state, exc)
+            raise
+    else:
+        result = execute(child_state)
+    return _outcome(name, inputs, result)
+
+
+def _stored_halt(child: Context) -> Halt:
+    """The ``Halt`` a halted child returned, rebuilt from its trace (reason and step)."""
+    for entry in reversed(child.execution_trace):
+        if entry.get("type") == "halt":
+            return Halt(entry.get("detail"), step_name=entry.get("step"))
+    return Halt(None)

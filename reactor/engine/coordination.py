@@ -56,7 +56,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from reactor.coordination.lock import Lock
 from reactor.coordination.ordered_lock import OrderedLock
@@ -74,10 +74,12 @@ from reactor.dsl.coordination import (
 from reactor.dsl.inputs import Inputs
 from reactor.engine.parks import Park, ParkReason, park_delay
 from reactor.model.errors import (
+    ConfigurationError,
     CoordinationError,
     CoordinationKeyError,
     InputValidationError,
     LockAcquisitionError,
+    LockLost,
     OrderedLockWaitError,
     RateLimitExceeded,
     SemaphoreAcquisitionError,
@@ -85,6 +87,7 @@ from reactor.model.errors import (
 )
 from reactor.model.results import Failure, Halt, Result, RollbackFailure, Skipped, Success
 from reactor.model.status import RunStatus
+from reactor.model.step_context import Hold
 from reactor.ports.records import OrderedTicket
 
 if TYPE_CHECKING:
@@ -109,6 +112,7 @@ __all__ = [
     "StepCoordination",
     "assign_ordered_ticket",
     "call_direct",
+    "hold_lost",
     "monotonic",
     "rollback_holds",
     "run_coordinated",
@@ -142,6 +146,7 @@ WAITING = "waiting"
 _TERMINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.HALTED)
 
 Mode = Literal["sync", "worker", "direct"]
+HoldScope = Literal["reactor", "step"]
 
 _active = threading.local()
 
@@ -160,6 +165,23 @@ def _sleep(seconds: float) -> None:
 
 def _monotonic() -> float:
     return monotonic()
+
+
+_C = TypeVar("_C")
+
+
+def _client(build: Callable[[], _C]) -> _C:
+    """Build a coordination client; a lease the backend cannot honour is a configuration error
+    (a permanent failure of the unit, never retried)."""
+    try:
+        return build()
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
+def _skew(storage: Storage) -> float:
+    """The storage's clock-skew budget in seconds (``docs/coordination.md``, "Clock skew")."""
+    return float(getattr(storage.capabilities, "clock_skew", 0.0))
 
 
 def _root_id(ctx: Context) -> str:
@@ -186,19 +208,37 @@ def _class_key(cls: type[Step]) -> str:
 
 @dataclass
 class _Hold:
-    """One lock or semaphore slot held by a unit."""
+    """One lock or semaphore slot held by a unit.
+
+    Attributes:
+        key: the primitive's key.
+        client: the client holding it.
+        refused: its release answered ``False`` (it had lapsed or changed hands).
+    """
 
     key: str
     client: Lock | Semaphore
+    refused: bool = False
 
     def record(self) -> dict[str, Any]:
         if isinstance(self.client, Lock):
             return {"primitive": "lock", "key": self.key, "owner": self.client.owner}
         return {"primitive": "semaphore", "key": self.key, "holder": self.client.holder}
 
+    def lost(self) -> LockLost | None:
+        """The loss the client knows of (refused extend, passed deadline, refused release)."""
+        return self.client.lost
+
+    def view(self, scope: HoldScope) -> Hold:
+        """The read-only :class:`Hold` a step body sees."""
+        if isinstance(self.client, Lock):
+            return Hold("lock", self.key, scope, fencing_token=self.client.token or None,
+                        probe=self.lost)
+        return Hold("semaphore", self.key, scope, probe=self.lost)
+
     def release(self) -> None:
         try:
-            self.client.release()
+            self.refused = not self.client.release()
         except Exception as exc:  # a lost release only shortens a lease: never fail the unit
             log.warning("event=release_failed key=%s error=%s", self.key, exc)
 
@@ -316,14 +356,14 @@ class _Unit:
     def _take_lock(self, decl: LockDecl) -> None:
         key = self._key(decl)
         entry = self._parked_entry("lock", key)
-        lock = Lock(
+        lock = _client(lambda: Lock(
             self.storage.locks, key,
             owner=str(entry["owner"]) if entry and entry.get("owner") else self.owner,
             ttl=decl.ttl,
             wait=0.0 if self.mode == "worker" else decl.wait,
             auto_extend=decl.auto_extend,
-            sleep=_sleep, monotonic=_monotonic,
-        )
+            sleep=_sleep, monotonic=_monotonic, skew=_skew(self.storage),
+        ))
         if entry is None or not lock.reattach():
             lock.acquire()
         self.held.append(_Hold(key, lock))
@@ -331,14 +371,14 @@ class _Unit:
     def _take_semaphore(self, decl: SemaphoreDecl) -> None:
         key = self._key(decl)
         entry = self._parked_entry("semaphore", key)
-        semaphore = Semaphore(
+        semaphore = _client(lambda: Semaphore(
             self.storage.semaphores, key,
             limit=decl.limit,
             holder=str(entry["holder"]) if entry and entry.get("holder") else None,
             lease=decl.lease,
             wait=0.0 if self.mode == "worker" else decl.wait,
-            sleep=_sleep, monotonic=_monotonic,
-        )
+            sleep=_sleep, monotonic=_monotonic, skew=_skew(self.storage),
+        ))
         if entry is None or not semaphore.reattach():
             semaphore.acquire()
         self.held.append(_Hold(key, semaphore))
@@ -399,10 +439,10 @@ class _Unit:
             log.warning("event=ordered_lock_nested key=%s scope=%s: not sequenced", key,
                         self.scope)
             return None
-        client = OrderedLock(
+        client = _client(lambda: OrderedLock(
             self.storage.ordered_locks, key, poison_pill_timeout=decl.poison_pill_timeout,
-            ttl=decl.ttl, strict=decl.strict,
-        )
+            ttl=decl.ttl, strict=decl.strict, skew=_skew(self.storage),
+        ))
         ticket = self._load_or_assign_ticket(client)
         try:
             decision = client.check(ticket)
@@ -470,7 +510,7 @@ class _Unit:
                     self.release()
                     self._drop_unclaimed_parked()
                     return early
-        except (CoordinationKeyError, UnknownRateLimitError) as exc:
+        except (CoordinationKeyError, UnknownRateLimitError, ConfigurationError) as exc:
             self.release()
             self._drop_unclaimed_parked()
             self.finish_ordered(failed=False)
@@ -526,6 +566,26 @@ class _Unit:
         self._drop_unclaimed_parked()
         self.finish_ordered(failed=False)
         return Failure(exc, retryable=False)
+
+    def views(self, scope: HoldScope) -> tuple[Hold, ...]:
+        """The holds taken so far as read-only :class:`Hold` views (for ``StepContext``)."""
+        views = [hold.view(scope) for hold in self.held]
+        client, ticket = self.ordered_client, self.ticket
+        if client is not None and ticket is not None:
+            views.insert(0, Hold("ordered_lock", client.key, scope,
+                                 ordered_ticket=(ticket.epoch, ticket.nonce),
+                                 probe=lambda: client.lost))
+        return tuple(views)
+
+    def lost_hold(self) -> LockLost | None:
+        """The first hold of this unit that is lost (checked before a result is recorded)."""
+        if self.ordered_client is not None and self.ordered_client.lost is not None:
+            return self.ordered_client.lost
+        for hold in self.held:
+            lost = hold.lost()
+            if lost is not None:
+                return lost
+        return None
 
     def park(self) -> None:
         """Detach every hold (keeping it) and record it for the redelivery to re-adopt."""
@@ -603,6 +663,8 @@ def run_coordinated(
 
     mark_admitted(ctx)
     parked = False
+    outer = state.holds
+    state.holds = outer + unit.views("reactor")
     try:
         result = body(state)
         unit.mark_period(result)
@@ -613,8 +675,14 @@ def run_coordinated(
         state.checkpoint.save()
         raise
     finally:
+        state.holds = outer
         if not parked:
+            held = list(unit.held)
             unit.release()
+            refused = _refused(held)
+            if refused is not None:  # after the final save: reported, the steps were checked
+                log.warning("event=hold_lost run_id=%s scope=reactor %s", ctx.context_id,
+                            refused)
             if ctx.status in _TERMINAL:
                 unit.finish_ordered(failed=ctx.status is RunStatus.FAILED)
             else:
@@ -736,18 +804,64 @@ class StepCoordination:
         if early is not None:
             unit.leave_ordered()
             return early
+        state.step_holds = unit.views("step")
+        lost: LockLost | None = None
         try:
             result = body()
-            unit.mark_period(result)
-            return result
+            lost = unit.lost_hold()
+            if lost is None:
+                unit.mark_period(result)
         finally:
+            state.step_holds = ()
+            held = list(unit.held)
             unit.release()
             unit.leave_ordered()
+        lost = lost or _refused(held)
+        if lost is not None:
+            return hold_lost(state, self.spec.name, result, lost)
+        return result
 
     def finish(self, result: Result) -> None:
         """Advance a step-level ordered lock after the step's final result."""
         if self._unit is not None:
             self._unit.finish_ordered(failed=isinstance(result, Failure))
+
+
+def _refused(held: list[_Hold]) -> LockLost | None:
+    for hold in held:
+        if hold.refused:
+            primitive = "lock" if isinstance(hold.client, Lock) else "semaphore"
+            return LockLost(
+                f"{primitive} {hold.key!r} was no longer held at release: it lapsed or changed "
+                "hands while the step ran", key=hold.key, primitive=primitive,
+            )
+    return None
+
+
+def hold_lost(state: RunState, step: str, result: Result, lost: LockLost) -> Result:
+    """Fail a step whose hold was lost while its body ran, before its result is recorded.
+
+    Traces ``hold_lost`` (which primitive and key, and when) and returns a non-retryable
+    ``Failure(LockLost)`` in place of a ``Success``; a ``Failure`` stays as it was. The body
+    started, so the step is compensated (``docs/coordination.md``, "Renewal and loss").
+
+    Args:
+        state: the run.
+        step: the step name.
+        result: what the body returned.
+        lost: the loss.
+
+    Returns:
+        The result to record.
+    """
+    state.trace(
+        "hold_lost", step, primitive=lost.primitive, key=lost.key, lost_at=lost.lost_at,
+        detail=f"{lost} (detected at {lost.lost_at:.3f})",
+    )
+    log.warning("event=hold_lost step=%s primitive=%s key=%s", step, lost.primitive, lost.key)
+    if isinstance(result, Failure):
+        return result
+    return Failure(lost, retryable=False)
 
 
 # ------------------------------------------------------------------------------ rollback
@@ -792,16 +906,18 @@ def rollback_holds(
                 client = Lock(
                     storage.locks, key, owner=owner, ttl=decl.ttl,
                     wait=decl.effective_rollback_wait, auto_extend=decl.auto_extend,
-                    sleep=_sleep, monotonic=_monotonic,
+                    sleep=_sleep, monotonic=_monotonic, skew=_skew(storage),
                 )
             else:
                 client = Semaphore(
                     storage.semaphores, key, limit=decl.limit, lease=decl.lease,
                     wait=decl.effective_rollback_wait, sleep=_sleep, monotonic=_monotonic,
+                    skew=_skew(storage),
                 )
             client.acquire()
             held.append(_Hold(key, client))
-    except (CoordinationError, CoordinationKeyError) as exc:
+    except (CoordinationError, CoordinationKeyError, ValueError) as exc:
+        # ValueError: a lease the backend cannot honour (not above its clock-skew budget).
         for hold in reversed(held):
             hold.release()
         held = []

@@ -29,6 +29,7 @@ from reactor.engine.inline_map import run_map
 from reactor.engine.invoke import INTERRUPTIONS, trimmed_traceback
 from reactor.engine.state import RunState
 from reactor.engine.step_runner import StepOutcome, run_leaf
+from reactor.model import codec
 from reactor.model.codec import EncodeError
 from reactor.model.errors import CompensationError, ContextTooLargeError, DependencyError
 from reactor.model.results import Failure, Halt, Skipped, Success, exception_class_name
@@ -98,6 +99,11 @@ def _execute(state: RunState) -> Success | Failure:
                 remaining.remove(name)
                 continue
             outcome = _run_step(state, spec)
+            lost = state.lost_hold()
+            if lost is not None:  # the run's own lock/lease/turn lapsed while the step ran
+                outcome = replace(
+                    outcome, result=coordination.hold_lost(state, name, outcome.result, lost)
+                )
             result = outcome.result
             if isinstance(result, Halt):
                 return _halt(state, name, result, outcome)
@@ -158,6 +164,8 @@ def _record(state: RunState, spec: StepSpec, outcome: StepOutcome) -> StepOutcom
     state.in_flight = None
     try:
         state.checkpoint.save(force=False)
+        if state.env.settings.checkpoint_min_interval > 0:  # a throttled save encoded nothing
+            codec.dumps(ctx.undo_stack[-1] if pushed else result.value)
     except (EncodeError, ContextTooLargeError) as exc:
         # The value cannot be stored: the step fails (its side effect happened: compensate).
         del ctx.intermediate_results[name]

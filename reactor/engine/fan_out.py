@@ -132,9 +132,9 @@ def fans_out(state: RunState, spec: StepSpec) -> bool:
     """Whether map step ``spec`` runs as a fan-out map in ``state``.
 
     Only when it declares ``fan_out`` and runs in a stored root run: a map nested in a map
-    element runs inline (engine.md §1.2), and so does a map inside a composed child (a resumed
-    owner re-creates its composed children, so it could not find the map's marker again; see
-    ``docs/fan_out.md``).
+    element runs inline, and so does a map inside a composed child (a resumed owner resumes its
+    embedded child and would find the map's marker, but the distributed paths from inside a
+    child are not covered yet; see ``docs/fan_out.md``, "What happens").
     """
     record = state.checkpoint.context
     return (

@@ -24,7 +24,7 @@ from reactor.model.context import Context
 from reactor.model.errors import LockAcquisitionError, LockLost
 from reactor.model.keys import run_liveness_key
 
-__all__ = ["FencedCheckpointer", "Liveness", "held", "held_here", "take"]
+__all__ = ["FencedCheckpointer", "Liveness", "held", "held_here", "liveness_lock", "take"]
 
 _local = threading.local()
 
@@ -102,6 +102,25 @@ class Liveness:
             pass
 
 
+def liveness_lock(env: Env, key: str, *, wait: float = 0.0) -> Lock:
+    """A liveness lock handle on ``key``: a fresh owner, TTL ``context_lock_ttl``,
+    auto-extended under the renewal policy, the holder's deadline shortened by the storage's
+    clock-skew budget (``docs/coordination.md``, "Renewal and loss", "Clock skew").
+
+    Args:
+        env: the execution environment (storage, settings).
+        key: the lock key (``async:<id>``, a map element's or collector's key, ...).
+        wait: seconds :meth:`Lock.acquire` keeps trying (0 = one try).
+
+    Raises:
+        ValueError: ``context_lock_ttl`` does not exceed the storage's clock-skew budget.
+    """
+    return Lock(
+        env.storage.locks, key, ttl=env.settings.context_lock_ttl, wait=wait,
+        skew=env.storage.capabilities.clock_skew,
+    )
+
+
 def take(env: Env, context_id: str, *, wait: float = 0.0) -> Liveness | None:
     """Take ``async:<context_id>`` with a fresh owner (auto-extended every ``ttl/3``).
 
@@ -119,12 +138,7 @@ def take(env: Env, context_id: str, *, wait: float = 0.0) -> Liveness | None:
     """
     if held_here(context_id):
         return Liveness(context_id, None)
-    lock = Lock(
-        env.storage.locks,
-        run_liveness_key(context_id),
-        ttl=env.settings.context_lock_ttl,
-        wait=wait,
-    )
+    lock = liveness_lock(env, run_liveness_key(context_id), wait=wait)
     if wait > 0:
         try:
             lock.acquire()

@@ -40,7 +40,7 @@ from reactor.dsl.definition import ReactorDefinition
 from reactor.dsl.fan_out import DEFAULT_BATCH_SIZE, ROLLBACK_CHUNK
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.env import Env
-from reactor.engine.liveness import FencedCheckpointer, Liveness
+from reactor.engine.liveness import FencedCheckpointer, Liveness, liveness_lock
 from reactor.engine.state import RunState
 from reactor.jobs.payloads import RunPayload, job
 from reactor.model import codec
@@ -202,8 +202,7 @@ def roll_back_element(
     index = raw_index if isinstance(raw_index, int) else -1
     lock: Lock | None = None
     if use_lock:
-        lock = Lock(env.storage.locks, map_element_key(map_id, index),
-                    ttl=env.settings.context_lock_ttl, wait=wait)
+        lock = liveness_lock(env, map_element_key(map_id, index), wait=wait)
         try:
             if wait > 0:
                 lock.acquire()

@@ -11,7 +11,8 @@ from reactor.dsl.definition import ReactorDefinition
 from reactor.engine.checkpoint import Checkpointer
 from reactor.engine.env import Env
 from reactor.model.context import Context
-from reactor.model.step_context import StepContext
+from reactor.model.errors import LockLost
+from reactor.model.step_context import Hold, StepContext
 
 __all__ = ["InFlight", "RunState"]
 
@@ -52,7 +53,11 @@ class RunState:
             "Retries and backoff"). ``None``: sleep in-thread.
         coordination_owner: the lock owner of step-level coordination; ``None`` = the root
             context id. An ``async_step`` unit's job uses its derived per-unit owner
-            (``async_step:<ctx>:<step>``, seeds 000/003 ``step_worker.rb``).
+            (``async_step:<ctx>:<step>``).
+        holds: the reactor-level holds the run executes under (its own and, in a composed
+            child, its parents'); every step's result is checked against them before it is
+            recorded (``docs/coordination.md``, "Renewal and loss").
+        step_holds: the step-level holds of the step attempt running now.
     """
 
     definition: ReactorDefinition
@@ -63,6 +68,16 @@ class RunState:
     hand_off: Callable[[RunState, str, str], None] | None = None
     retry_wait: Callable[[float], None] | None = None
     coordination_owner: str | None = None
+    holds: tuple[Hold, ...] = ()
+    step_holds: tuple[Hold, ...] = ()
+
+    def lost_hold(self) -> LockLost | None:
+        """The first reactor-level hold that is lost, else ``None`` (no I/O)."""
+        for hold in self.holds:
+            lost = hold.lost
+            if lost is not None:
+                return lost
+        return None
 
     def now(self) -> float:
         """Epoch seconds on the storage clock."""
@@ -87,4 +102,5 @@ class RunState:
             map_metadata=MappingProxyType(dict(ctx.map_metadata)) if ctx.map_metadata else None,
             results=MappingProxyType(ctx.intermediate_results),
             reactor_inputs=MappingProxyType(ctx.inputs),
+            holds=self.holds + self.step_holds,
         )

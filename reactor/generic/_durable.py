@@ -170,6 +170,11 @@ class DurableCollection:
             index: only documents written with this index (``None``: all).
             after: start strictly after this key.
             page_size: documents fetched per :meth:`DocumentStore.scan` call (>= 1).
+
+        Raises:
+            StorageError: the document store returned a page whose last key does not come after
+                the key it was asked to start after (its ``after`` is broken: paging on would
+                loop forever).
         """
         cursor = after
         while True:
@@ -177,7 +182,13 @@ class DurableCollection:
             yield from page
             if len(page) < page_size:
                 return
-            cursor = page[-1][0]
+            last = page[-1][0]
+            if cursor is not None and not last > cursor:
+                raise StorageError(
+                    f"DocumentStore.scan of {self.collection!r} returned key {last!r} for "
+                    f"after={cursor!r}: keys must be strictly greater (keyset paging would loop)"
+                )
+            cursor = last
 
     def _contention(self, key: str) -> StorageError:
         return StorageError(

@@ -29,10 +29,11 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from reactor.generic._durable import DurableCollection
+from reactor.generic._scan import keyset_scan
 from reactor.model.errors import ContextTooLargeError
 from reactor.model.status import RunStatus
 from reactor.ports.documents import DocumentStore
-from reactor.ports.records import ContextRecord, RunPage, RunSummary
+from reactor.ports.records import ContextRecord, RunPage, RunSummary, ScanPage
 from reactor.ports.serialization import (
     decode_page_cursor,
     encode_page_cursor,
@@ -152,21 +153,29 @@ class DocumentContextStore:
         statuses: Collection[str] | None = None,
         limit: int = 1000,
         include_dispatched_children: bool = False,
-    ) -> list[RunSummary]:
-        """List top-level runs for the run sweeper (storage-protocol.md §2.14 ``scan_reactors``).
+        cursor: str | None = None,
+    ) -> ScanPage[RunSummary]:
+        """List top-level runs for the run sweeper.
+
+        Keyset-paged over the scan indexes (each status bucket is an indexed query of its own),
+        walked in ``(index, context id)`` order; the cursor is
+        :func:`~reactor.ports.serialization.encode_scan_cursor` of ``(index, last context id
+        examined)`` (docs/workers.md, "Sweep cursors and dispatch leases").
 
         Args:
-            statuses: only runs in these statuses; applied before ``limit`` (each status is an
-                indexed query of its own).
+            statuses: only runs in these statuses; applied before ``limit``.
             limit: the maximum number of rows.
             include_dispatched_children: also list ``async_reactor`` children; map elements and
                 compose children are never listed.
+            cursor: ``None`` to start at the beginning, else a ``next_cursor`` of this store.
 
         Returns:
-            Summaries, grouped by status (no other order is guaranteed).
+            Summaries in scan order, with ``next_cursor`` (``None`` at the end).
+
+        Raises:
+            ValueError: ``cursor`` is malformed.
+            StorageError: the backend failed.
         """
-        if limit <= 0:
-            return []
         if statuses is None:
             wanted: list[str] | None = None
             buckets = [*_KNOWN_STATUSES, _OTHER]
@@ -174,18 +183,16 @@ class DocumentContextStore:
             wanted = list(dict.fromkeys(statuses))
             buckets = list(dict.fromkeys(_status_bucket(s) for s in wanted))
         prefixes = ["", _CHILD] if include_dispatched_children else [""]
-        rows: list[RunSummary] = []
-        for bucket in buckets:
-            for prefix in prefixes:
-                for _key, value in self._contexts.scan(
-                    index=prefix + bucket, page_size=min(limit, 1000)
-                ):
-                    if wanted is not None and value.get("status") not in wanted:
-                        continue
-                    rows.append(_summary(value))
-                    if len(rows) >= limit:
-                        return rows
-        return rows
+        indexes = [prefix + bucket for prefix in prefixes for bucket in buckets]
+
+        def decode(value: Mapping[str, Any]) -> RunSummary | None:
+            if wanted is not None and value.get("status") not in wanted:
+                return None
+            return _summary(value)
+
+        return keyset_scan(
+            self._contexts.documents, CONTEXTS, indexes, limit=limit, cursor=cursor, decode=decode
+        )
 
     def page(self, *, cursor: str | None = None, limit: int = 50) -> RunPage:
         """List top-level runs newest first (by ``created_at``, then id) with keyset paging.

@@ -4,9 +4,16 @@ Semantics: storage-protocol.md §2.8 as implemented by the pure model
 :mod:`reactor.model.coordination.locks`; atomicity: the compare-and-set loop of
 :mod:`reactor.generic._cas`. One document per lock key::
 
-    {"owner": "<token>", "count": 2, "expires_at": 1700000060.0 | null}
+    {"owner": "<token>" | null, "count": 2, "expires_at": 1700000060.0 | null,
+     "token": 1700000000123456}
 
-The document's ``expires_at`` is the lock's, so native TTL collects lapsed locks.
+``token`` is the fencing token of the current (or last) acquisition; a released lock is a
+tombstone ``{"owner": null, "count": 0, "expires_at": <release instant>, "token": ...}``
+(docs/coordination.md#fencing-tokens). The document's own expiry is the lock's ``expires_at``
+plus :data:`~reactor.model.coordination.fencing.FENCE_RETENTION`, so native TTL (a MongoDB TTL
+index, a DynamoDB TTL attribute, the memory store's purge) collects lapsed locks and tombstones
+only after the retention, and until then the next acquisition reads the previous token. A
+document written before tokens existed (no ``token`` field) reads as token 0.
 """
 
 from __future__ import annotations
@@ -26,15 +33,22 @@ LOCKS = "locks"
 
 
 def _encode(state: model.LockState) -> dict[str, Any]:
-    return {"owner": state.owner, "count": state.count, "expires_at": state.expires_at}
+    return {
+        "owner": state.owner,
+        "count": state.count,
+        "expires_at": state.expires_at,
+        "token": state.token,
+    }
 
 
 def _decode(doc: Mapping[str, Any]) -> model.LockState:
     expires_at = doc["expires_at"]
+    owner = doc["owner"]
     return model.LockState(
-        owner=str(doc["owner"]),
+        owner=None if owner is None else str(owner),
         count=int(doc["count"]),
         expires_at=None if expires_at is None else float(expires_at),
+        token=int(doc.get("token", 0)),
     )
 
 
@@ -53,7 +67,7 @@ class DocumentLockStore:
     def __init__(self, documents: DocumentStore, collection: str = LOCKS) -> None:
         self._states = StateCollection(documents, collection, LOCK_CODEC)
 
-    def acquire(self, key: str, owner: str, ttl: float | None) -> bool:
+    def acquire(self, key: str, owner: str, ttl: float | None) -> int:
         """Take or re-enter the lock (:func:`reactor.model.coordination.locks.acquire`).
 
         Args:
@@ -62,7 +76,9 @@ class DocumentLockStore:
             ttl: seconds until the lock lapses (reset on re-entry), ``None`` for no expiry.
 
         Returns:
-            ``True`` when ``owner`` now holds the lock.
+            The holder's fencing token (>= 1) when ``owner`` now holds the lock: greater than
+            any earlier token of ``key`` for a fresh acquisition, unchanged on re-entry
+            (docs/coordination.md#fencing-tokens); 0 when another owner holds it.
 
         Raises:
             ValueError: ``ttl`` is not positive.
@@ -74,7 +90,10 @@ class DocumentLockStore:
         )
 
     def release(self, key: str, owner: str) -> bool:
-        """Decrement the count, deleting the lock at 0, when ``owner`` holds it; else ``False``.
+        """Decrement the count when ``owner`` holds the lock; else ``False``.
+
+        At 0 the document becomes a tombstone that keeps the fencing token for
+        ``FENCE_RETENTION`` seconds (docs/coordination.md#fencing-tokens).
 
         Raises:
             StorageError: the backend failed or the compare-and-set kept losing.
@@ -100,9 +119,17 @@ class DocumentLockStore:
         )
 
     def held(self, key: str) -> bool:
-        """Whether anyone holds the lock (the sweepers' liveness test)."""
+        """Whether anyone holds the lock (the sweepers' liveness test); a tombstone is not held.
+
+        Raises:
+            StorageError: the backend failed or the document is malformed.
+        """
         return self._states.read(key, model.held)
 
     def info(self, key: str) -> LockInfo | None:
-        """The holder, or ``None`` when absent or lapsed."""
+        """The holder (owner, count, expiry, fencing token), or ``None`` when not held.
+
+        Raises:
+            StorageError: the backend failed or the document is malformed.
+        """
         return self._states.read(key, model.info)

@@ -8,7 +8,8 @@ collection                   key                               value (``index``)
 ===========================  ================================  =================================
 ``map_rollbacks``            ``<map id>``                      the head: ``{meta, offset,
                                                                handed_off, signal}`` (index
-                                                               ``"rollback"`` once started)
+                                                               ``"rollback"`` once started,
+                                                               until the signal is claimed)
 ``map_rollback_outcomes``    ``<map id>:<position, 12 digits>``  ``{position, index, outcome,
                                                                failures}`` (index ``<map id>``)
 ``map_rollback_seen``        ``<map id>:<index, 12 digits>``   ``{index}``
@@ -26,6 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from reactor.generic._durable import DurableCollection, Mutation
+from reactor.generic._scan import keyset_scan
 from reactor.generic.maps import position_key
 from reactor.ports.documents import DocumentStore
 from reactor.ports.records import (
@@ -33,6 +35,7 @@ from reactor.ports.records import (
     MapRollbackMetadata,
     RollbackOutcome,
     RollbackSummary,
+    ScanPage,
 )
 from reactor.ports.serialization import record_from_dict, record_to_dict
 
@@ -57,7 +60,8 @@ def _head(doc: Mapping[str, Any] | None, **changes: Any) -> tuple[dict[str, Any]
     head = {"meta": None, "offset": 0, "handed_off": False, "signal": False}
     head.update(doc or {})
     head.update(changes)
-    return head, (_STARTED if head["meta"] is not None else None)
+    listed = head["meta"] is not None and not head["signal"]  # finished once signalled
+    return head, (_STARTED if listed else None)
 
 
 class DocumentMapRollbackStore:
@@ -189,7 +193,11 @@ class DocumentMapRollbackStore:
         return bool(doc is not None and doc.get("handed_off"))
 
     def claim_signal(self, map_id: str) -> bool:
-        """Claim the right to resume the owner after the rollback (NX): exactly one ``True``."""
+        """Claim the right to resume the owner after the rollback (NX): exactly one ``True``.
+
+        The same write takes the rollback out of :meth:`scan` (it is finished; docs/workers.md,
+        "Sweep cursors and dispatch leases").
+        """
 
         def mutate(doc: Mapping[str, Any] | None) -> Mutation[bool]:
             if doc is not None and doc.get("signal"):
@@ -217,13 +225,32 @@ class DocumentMapRollbackStore:
             total=meta.total, settled=settled, outstanding=meta.total - settled, failed=failed
         )
 
-    def scan(self, *, limit: int = 1000) -> list[MapRollbackMetadata]:
-        """List started rollbacks in map-id order (an indexed query)."""
-        if limit <= 0:
-            return []
-        found = self._heads.documents.scan(MAP_ROLLBACKS, index=_STARTED, limit=limit)
-        return [
-            record_from_dict(MapRollbackMetadata, doc["meta"])
-            for _key, doc in found
-            if doc.get("meta")
-        ]
+    def scan(
+        self, *, limit: int = 1000, cursor: str | None = None
+    ) -> ScanPage[MapRollbackMetadata]:
+        """List started rollbacks whose signal is not claimed yet, in map-id order (indexed).
+
+        Keyset-paged: the cursor is :func:`~reactor.ports.serialization.encode_scan_cursor` of
+        ``("rollback", last map id examined)`` (docs/workers.md, "Sweep cursors and dispatch
+        leases").
+
+        Args:
+            limit: the maximum number of rollbacks.
+            cursor: ``None`` to start at the beginning, else a ``next_cursor`` of this store.
+
+        Returns:
+            The metadata with ``next_cursor`` (``None`` at the end).
+
+        Raises:
+            ValueError: ``cursor`` is malformed.
+            StorageError: the backend failed.
+        """
+
+        def decode(doc: Mapping[str, Any]) -> MapRollbackMetadata | None:
+            meta = doc.get("meta")
+            return record_from_dict(MapRollbackMetadata, meta) if meta else None
+
+        return keyset_scan(
+            self._heads.documents, MAP_ROLLBACKS, [_STARTED], limit=limit, cursor=cursor,
+            decode=decode,
+        )

@@ -7,12 +7,13 @@ caps a document at 16 MiB, DynamoDB an item at 400 KB). Layout, every document r
 ==================  ===============================  =========================================
 collection          key                              value (``index``)
 ==================  ===============================  =========================================
-``maps``            ``<map id>``                     ``{meta, counter}`` -- the head; metadata
-                                                     and counter share one document so
-                                                     :meth:`DocumentMapStore.init` is atomic
-                                                     and every counter write re-stamps the
-                                                     metadata (index ``"map"`` once it has
-                                                     metadata: the sweeper's scan)
+``maps``            ``<map id>``                     ``{meta, counter, settled}`` -- the head;
+                                                     metadata and counter share one document
+                                                     so :meth:`DocumentMapStore.init` is
+                                                     atomic and every counter write re-stamps
+                                                     the metadata (index ``"map"`` while it has
+                                                     metadata and is not ``settled``: the
+                                                     sweeper's scan)
 ``map_state``       ``<map id>:offset``              ``{value}`` the dispatch offset
 ``map_state``       ``<map id>:failed``              ``{context_id}`` first failed element
 ``map_state``       ``<map id>:owner_signal``        ``{at}`` the owner-signal claim
@@ -25,10 +26,20 @@ collection          key                              value (``index``)
 Slots and element positions are scanned per map through their ``index`` (= the map id), in
 key order, which is index/position order thanks to the zero padding.
 
-:meth:`DocumentMapStore.append_element` reserves a position on the ``elements`` counter, then
-writes the position document. A crash in between leaves a hole: that position reads as
-``None``, is skipped by listings and is still counted, so positions never shift (the rollback
-then settles it as ``context_unavailable``).
+:meth:`DocumentMapStore.claim_owner_signal` settles the map: it creates the ``owner_signal``
+claim, then sets ``settled`` on the head, which takes it out of the sweeper's index (winners and
+losers alike, so a crash between the two writes is repaired by the next collector). Every head
+write keeps ``settled`` (docs/workers.md, "Sweep cursors and dispatch leases").
+
+:meth:`DocumentMapStore.append_element` is hole-free. It reserves a position on the
+``elements`` counter **and records it as pending for that context id** (``pending: {context id:
+position}`` on the counter document), writes the position document, then clears the pending
+entry. A backend error or crash between the writes leaves the reservation pending: the element
+job's retry (element context ids are stable) finds it and writes the **same** position instead
+of reserving another, and every read of a position without its document falls back to the
+pending entry, so a reserved position always names its element (never a
+``context_unavailable`` hole in a rollback: an element that never started settles as
+``not_needed``). The pending map only holds appends in flight or cut off.
 """
 
 from __future__ import annotations
@@ -37,8 +48,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reactor.generic._durable import DurableCollection, Mutation
+from reactor.generic._scan import keyset_scan
 from reactor.ports.documents import DocumentStore
-from reactor.ports.records import MapMetadata
+from reactor.ports.records import MapMetadata, ScanPage
 from reactor.ports.serialization import record_from_dict, record_to_dict
 
 __all__ = [
@@ -65,6 +77,11 @@ _ACTIVE = "map"
 def position_key(map_id: str, position: int) -> str:
     """The key of slot/position ``position`` of ``map_id`` (zero-padded to 12 digits)."""
     return f"{map_id}:{position:012d}"
+
+
+def _head_index(head: Mapping[str, Any]) -> str | None:
+    """The scan index of a head document: listed while it has metadata and is not settled."""
+    return _ACTIVE if head.get("meta") and not head.get("settled") else None
 
 
 def _check_index(index: int) -> None:
@@ -99,7 +116,8 @@ class DocumentMapStore:
         def mutate(head: Mapping[str, Any] | None) -> Mutation[bool]:
             if head is not None and head.get("meta") is not None:
                 return None, None, False
-            return {"meta": meta, "counter": metadata.count}, _ACTIVE, True
+            new = {"meta": meta, "counter": metadata.count, "settled": False}
+            return new, _head_index(new), True
 
         return self._heads.update(metadata.map_id, mutate)
 
@@ -109,14 +127,32 @@ class DocumentMapStore:
         meta = None if head is None else head.get("meta")
         return None if meta is None else record_from_dict(MapMetadata, meta)
 
-    def scan(self, *, limit: int = 1000) -> list[MapMetadata]:
-        """List maps with metadata, in map-id order (an indexed query; never rollbacks)."""
-        if limit <= 0:
-            return []
-        found = self._heads.documents.scan(MAPS, index=_ACTIVE, limit=limit)
-        return [
-            record_from_dict(MapMetadata, head["meta"]) for _key, head in found if head.get("meta")
-        ]
+    def scan(self, *, limit: int = 1000, cursor: str | None = None) -> ScanPage[MapMetadata]:
+        """List unsettled maps with metadata, in map-id order (an indexed query; never rollbacks).
+
+        Keyset-paged: the cursor is :func:`~reactor.ports.serialization.encode_scan_cursor` of
+        ``("map", last map id examined)`` (docs/workers.md, "Sweep cursors and dispatch
+        leases").
+
+        Args:
+            limit: the maximum number of maps.
+            cursor: ``None`` to start at the beginning, else a ``next_cursor`` of this store.
+
+        Returns:
+            The metadata with ``next_cursor`` (``None`` at the end).
+
+        Raises:
+            ValueError: ``cursor`` is malformed.
+            StorageError: the backend failed.
+        """
+
+        def decode(head: Mapping[str, Any]) -> MapMetadata | None:
+            meta = head.get("meta")
+            return record_from_dict(MapMetadata, meta) if meta else None
+
+        return keyset_scan(
+            self._heads.documents, MAPS, [_ACTIVE], limit=limit, cursor=cursor, decode=decode
+        )
 
     def add_to_counter(self, map_id: str, delta: int) -> int:
         """Atomically add ``delta`` to the counter (absent counts as 0); returns the new value.
@@ -126,8 +162,8 @@ class DocumentMapStore:
 
         def mutate(head: Mapping[str, Any] | None) -> Mutation[int]:
             new = int((head or {}).get("counter", 0)) + delta
-            meta = None if head is None else head.get("meta")
-            return {"meta": meta, "counter": new}, (_ACTIVE if meta else None), new
+            updated = {**(head or {"meta": None}), "counter": new}
+            return updated, _head_index(updated), new
 
         return self._heads.update(map_id, mutate)
 
@@ -169,8 +205,24 @@ class DocumentMapStore:
         return None if doc is None else str(doc["context_id"])
 
     def claim_owner_signal(self, map_id: str) -> bool:
-        """Claim the right to resume the owner (NX): exactly one caller gets ``True``."""
-        return self._state.create(f"{map_id}:owner_signal", {"at": self._state.documents.now()})
+        """Claim the right to resume the owner (NX): exactly one caller gets ``True``.
+
+        Every call, winner or loser, then marks the head ``settled``, which takes the map out
+        of :meth:`scan` (docs/workers.md, "Sweep cursors and dispatch leases").
+
+        Raises:
+            StorageError: the backend failed.
+        """
+        won = self._state.create(f"{map_id}:owner_signal", {"at": self._state.documents.now()})
+
+        def settle(head: Mapping[str, Any] | None) -> Mutation[None]:
+            if head is None or head.get("settled"):
+                return None, None, None
+            updated = {**head, "settled": True}
+            return updated, _head_index(updated), None
+
+        self._heads.update(map_id, settle)
+        return won
 
     # -- result slots ------------------------------------------------------------------------
 
@@ -223,21 +275,54 @@ class DocumentMapStore:
     def append_element(self, map_id: str, context_id: str) -> int:
         """Append an element context id; returns its 0-based position (never shifts).
 
-        Duplicates are allowed. Reserves the position on the element counter, then writes the
-        position document; both are re-stamped.
+        Duplicates are allowed once an append finished. Hole-free: the position is reserved on
+        the element counter together with a pending entry for ``context_id``; the position
+        document is written; the pending entry is cleared. A retry after an error between
+        those writes (same ``context_id``) reuses the pending position.
+
+        Args:
+            map_id: the map.
+            context_id: the element context id.
+
+        Returns:
+            The position (0-based).
+
+        Raises:
+            StorageError: the backend failed (retrying the same call is safe).
         """
 
         def reserve(doc: Mapping[str, Any] | None) -> Mutation[int]:
-            position = int((doc or {}).get("count", 0))
-            return {"count": position + 1}, None, position
+            current = dict(doc or {})
+            pending = dict(current.get("pending") or {})
+            if context_id in pending:  # a retry of an append cut off after its reservation
+                return None, None, int(pending[context_id])
+            position = int(current.get("count", 0))
+            pending[context_id] = position
+            return {"count": position + 1, "pending": pending}, None, position
 
-        position = self._state.update(f"{map_id}:elements", reserve)
+        key = f"{map_id}:elements"
+        position = self._state.update(key, reserve)
         self._elements.put(
             position_key(map_id, position),
             {"position": position, "context_id": context_id},
             index=map_id,
         )
+
+        def settle(doc: Mapping[str, Any] | None) -> Mutation[None]:
+            pending = dict((doc or {}).get("pending") or {})
+            if doc is None or pending.get(context_id) != position:
+                return None, None, None
+            del pending[context_id]
+            return {**doc, "pending": pending}, None, None
+
+        self._state.update(key, settle)
         return position
+
+    def _pending(self, map_id: str) -> dict[int, str]:
+        """``{position: context id}`` of appends whose position document may be missing."""
+        doc = self._state.get(f"{map_id}:elements")
+        pending = (doc or {}).get("pending") or {}
+        return {int(position): str(cid) for cid, position in pending.items()}
 
     def element_ids(self, map_id: str, *, start: int = 0, limit: int | None = None) -> list[str]:
         """Element context ids in append order from position ``start``, at most ``limit``."""
@@ -246,12 +331,23 @@ class DocumentMapStore:
         start = max(start, 0)
         after = position_key(map_id, start - 1) if start > 0 else None
         page = 1000 if limit is None else min(limit, 1000)
-        out: list[str] = []
+        total = self.count_elements(map_id)
+        stop = total if limit is None else min(total, start + limit)
+        found: dict[int, str] = {}
         for _key, doc in self._elements.scan(index=map_id, after=after, page_size=page):
-            out.append(str(doc["context_id"]))
-            if limit is not None and len(out) >= limit:
+            position = int(doc["position"])
+            if position >= stop:
                 break
-        return out
+            found[position] = str(doc["context_id"])
+        return self._fill(map_id, found, range(start, stop))
+
+    def _fill(self, map_id: str, found: dict[int, str], positions: range) -> list[str]:
+        """The ids at ``positions`` in order; a position without its document falls back to
+        its pending reservation (an append cut off between its writes)."""
+        if len(found) < len(positions):
+            pending = self._pending(map_id)
+            found = {**{p: c for p, c in pending.items() if p in positions}, **found}
+        return [found[p] for p in positions if p in found]
 
     def element_id(self, map_id: str, position: int) -> str | None:
         """The id at ``position`` (negative counts from the end), ``None`` when out of range."""
@@ -260,7 +356,9 @@ class DocumentMapStore:
             if position < 0:
                 return None
         doc = self._elements.get(position_key(map_id, position))
-        return None if doc is None else str(doc["context_id"])
+        if doc is None:
+            return self._pending(map_id).get(position)
+        return str(doc["context_id"])
 
     def count_elements(self, map_id: str) -> int:
         """The number of appended element ids (reserved positions), 0 when none."""
@@ -291,6 +389,10 @@ class DocumentMapStore:
         found = self._elements.documents.scan(
             MAP_ELEMENTS, index=map_id, after=after, limit=stop - start + 1
         )
-        ids = [str(doc["context_id"]) for _key, doc in found if int(doc["position"]) <= stop]
+        by_position = {
+            int(doc["position"]): str(doc["context_id"])
+            for _key, doc in found if int(doc["position"]) <= stop
+        }
+        ids = self._fill(map_id, by_position, range(start, stop + 1))
         ids.reverse()
         return ids

@@ -11,8 +11,11 @@ absent field is omitted)::
      "first_failed": {"value": 2, "expires_at": 1700086500.0},
      "epoch": {"value": 4, "expires_at": 1700086400.0}}
 
-The document expires with its longest-lived field, so garbage-collecting the batch never
-shortens the epoch that fences its stragglers.
+The document expires :data:`~reactor.model.coordination.fencing.FENCE_RETENTION` seconds after
+its longest-lived field, so garbage-collecting the batch never shortens the epoch that fences
+its stragglers, and a lapsed or reset epoch (stored as an ``epoch`` field whose ``expires_at``
+has passed) is still read by the next ``assign``, which makes epochs increase forever
+(docs/coordination.md#fencing-tokens).
 """
 
 from __future__ import annotations
@@ -109,7 +112,8 @@ class DocumentOrderedLockStore:
             ttl: seconds the lock's fields live after this call.
 
         Returns:
-            The ticket ``(nonce, epoch)`` to pass to every later call.
+            The ticket ``(nonce, epoch)`` to pass to every later call; a fresh batch's epoch is
+            greater than every earlier epoch of ``key`` (docs/coordination.md#fencing-tokens).
 
         Raises:
             ValueError: ``ttl`` is not positive.
@@ -170,6 +174,10 @@ class DocumentOrderedLockStore:
 
     def reset(self, key: str) -> None:
         """Operator: delete everything, the epoch included.
+
+        The document keeps the last epoch as a lapsed field for ``FENCE_RETENTION`` seconds
+        (unreadable; peek shows zeros) so the next batch gets a greater epoch
+        (docs/coordination.md#fencing-tokens).
 
         Raises:
             StorageError: the backend failed or the compare-and-set kept losing.

@@ -69,9 +69,14 @@ class DocumentRateLimitStore:
             key: the rate-limit key.
             windows: the windows, checked in order.
 
+        Each window is judged in its effective bucket, the newer of the document clock's
+        bucket and the stored one, so clients whose clocks disagree never reopen an older
+        bucket (docs/coordination.md#clock-skew). A denial writes only when it reached a bucket
+        not stored yet (an empty counter, at most once per window per bucket).
+
         Returns:
-            The decision; a denial names the first full window (0-based) and the seconds
-            until it rolls over.
+            The decision; a denial names the first full window (0-based) and the seconds, on
+            this store's clock, until that window's effective bucket rolls over.
 
         Raises:
             StorageError: the backend failed or the compare-and-set kept losing.
@@ -83,7 +88,11 @@ class DocumentRateLimitStore:
         )
 
     def count(self, key: str, window: RateWindow) -> int:
-        """Admissions charged in the current bucket of ``window``."""
+        """Admissions charged in the effective bucket of ``window`` (see :meth:`hit`).
+
+        Raises:
+            StorageError: the backend failed or the stored document is malformed.
+        """
         return self._states.read(
             key,
             lambda state, now: model.count(state, now, window),

@@ -9,8 +9,9 @@ re-stamps retention to ``context_ttl`` so a record never outlives or pre-expires
 from __future__ import annotations
 
 from reactor.generic._durable import DurableCollection
+from reactor.generic._scan import keyset_scan
 from reactor.ports.documents import DocumentStore
-from reactor.ports.records import StepResultRecord
+from reactor.ports.records import ScanPage, StepResultRecord
 from reactor.ports.serialization import record_from_dict, record_to_dict
 
 __all__ = ["STEP_RESULTS", "DocumentStepResultStore"]
@@ -49,14 +50,32 @@ class DocumentStepResultStore:
         value = self._records.get(_key(context_id, step_name))
         return None if value is None else record_from_dict(StepResultRecord, value)
 
-    def scan(self, *, status: str | None = None, limit: int = 1000) -> list[StepResultRecord]:
+    def scan(
+        self, *, status: str | None = None, limit: int = 1000, cursor: str | None = None
+    ) -> ScanPage[StepResultRecord]:
         """List records in key order, ``status`` filtering before ``limit`` (an indexed query).
+
+        Keyset-paged: the cursor is :func:`~reactor.ports.serialization.encode_scan_cursor` of
+        ``(status or "", last key examined)`` (docs/workers.md, "Sweep cursors and dispatch
+        leases").
 
         Args:
             status: ``"dispatched"``, ``"completed"`` or ``None`` for all.
             limit: the maximum number of records.
+            cursor: ``None`` to start at the beginning, else a ``next_cursor`` of this store.
+
+        Returns:
+            The records with ``next_cursor`` (``None`` at the end).
+
+        Raises:
+            ValueError: ``cursor`` is malformed.
+            StorageError: the backend failed.
         """
-        if limit <= 0:
-            return []
-        found = self._records.documents.scan(STEP_RESULTS, index=status, limit=limit)
-        return [record_from_dict(StepResultRecord, value) for _key, value in found]
+        return keyset_scan(
+            self._records.documents,
+            STEP_RESULTS,
+            [status],
+            limit=limit,
+            cursor=cursor,
+            decode=lambda value: record_from_dict(StepResultRecord, value),
+        )

@@ -18,6 +18,7 @@ from reactor.generic.periods import DocumentPeriodStore
 from reactor.generic.rate_limits import DocumentRateLimitStore
 from reactor.generic.semaphores import DocumentSemaphoreStore
 from reactor.generic.step_results import DocumentStepResultStore
+from reactor.generic.sweep_cursors import DocumentSweepCursorStore
 from reactor.ports.documents import DocumentStore
 from reactor.ports.storage import (
     Capabilities,
@@ -32,6 +33,7 @@ from reactor.ports.storage import (
     SemaphoreStore,
     SignalStore,
     StepResultStore,
+    SweepCursorStore,
 )
 
 __all__ = ["GenericStorage"]
@@ -48,6 +50,12 @@ class GenericStorage:
         capabilities: what the adapter offers; ``max_document_bytes`` also bounds contexts.
         contexts, step_results, maps, map_rollbacks, claims, locks, semaphores, rate_limits,
             periods, ordered_locks: native replacements for the generic sub-stores.
+        sweep_cursors: a native replacement for the sweepers' cursor records
+            (:class:`reactor.ports.SweepCursorStore`; docs/workers.md, "Sweep cursors and
+            dispatch leases").
+
+    Attributes:
+        sweep_cursors: where the sweepers keep their scan cursors between ticks.
 
     Raises:
         ValueError: ``context_ttl`` is not positive.
@@ -70,6 +78,7 @@ class GenericStorage:
         rate_limits: RateLimitStore | None = None,
         periods: PeriodStore | None = None,
         ordered_locks: OrderedLockStore | None = None,
+        sweep_cursors: SweepCursorStore | None = None,
     ) -> None:
         if not context_ttl > 0:
             raise ValueError(f"context_ttl must be > 0 seconds, got {context_ttl!r}")
@@ -113,6 +122,11 @@ class GenericStorage:
         )
         self.ordered_locks: OrderedLockStore = (
             ordered_locks if ordered_locks is not None else DocumentOrderedLockStore(documents)
+        )
+        self.sweep_cursors: SweepCursorStore = (
+            sweep_cursors
+            if sweep_cursors is not None
+            else DocumentSweepCursorStore(documents, ttl=ttl)
         )
         self._closed = False
 

@@ -1,11 +1,13 @@
 """The self-rescheduling sweep chain (engine.md §1.2 "Sweepers", §2.2 "Sweeper tick").
 
-A tick runs the three sweepers (:mod:`reactor.jobs.sweepers`: runs, async steps, maps), then
-schedules the next tick. Scheduling claims the never-released, TTL-expiring lock
-``sweeper:window:<n>`` (TTL ``2 x sweeper_interval``) for the next time window
-``n = floor(now / interval) + 1`` and enqueues a ``sweep`` job delayed to the window's start.
-Only the first claimant of a window enqueues, so duplicated or redelivered ticks, and several
-workers started with ``--sweep``, collapse into one chain: one sweep per interval.
+A tick runs the three sweepers (:mod:`reactor.jobs.sweepers`: runs, async steps, maps), each
+over one page from where the previous tick stopped and with the dispatch lease derived from the
+settings (docs/workers.md, "Sweep cursors and dispatch leases"), then schedules the next tick.
+Scheduling claims the never-released, TTL-expiring lock ``sweeper:window:<n>`` (TTL
+``2 x sweeper_interval``) for the next time window ``n = floor(now / interval) + 1`` and
+enqueues a ``sweep`` job delayed to the window's start. Only the first claimant of a window
+enqueues, so duplicated or redelivered ticks, and several workers started with ``--sweep``,
+collapse into one chain: one sweep per interval.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from reactor.config import Runtime
 from reactor.jobs.payloads import SweepPayload, job
 from reactor.jobs.sweepers import (
+    DispatchLease,
     MapSweepCounts,
     SweepCounts,
     sweep_maps,
@@ -28,7 +31,7 @@ from reactor.jobs.sweepers import (
 from reactor.model.keys import sweep_window_key
 from reactor.ports.records import MapMetadata
 
-__all__ = ["TickCounts", "run_sweeps", "schedule_next"]
+__all__ = ["TickCounts", "dispatch_lease", "run_sweeps", "schedule_next"]
 
 log = logging.getLogger("reactor.sweeper")
 
@@ -57,8 +60,25 @@ def _batch_dispatcher(runtime: Runtime) -> Callable[[MapMetadata], object]:
     return lambda meta: dispatch_batch(env, meta)
 
 
+def dispatch_lease(runtime: Runtime) -> DispatchLease:
+    """The dispatch lease of this runtime's sweeps (docs/workers.md, "Sweep cursors and dispatch
+    leases"): :meth:`DispatchLease.from_settings` with the router's own
+    ``visibility_timeout`` when it has one (as the worker's heartbeat uses), else the setting.
+
+    Returns:
+        The lease (seconds).
+    """
+    visibility = getattr(runtime.router, "visibility_timeout", None)
+    seconds = float(visibility) if isinstance(visibility, int | float) and visibility > 0 else None
+    return DispatchLease.from_settings(runtime.settings, visibility=seconds)
+
+
 def run_sweeps(runtime: Runtime, *, limit: int | None = None) -> TickCounts:
     """Run the run, step and map sweepers once; a failing sweeper never stops the others.
+
+    Each sweeper reads one page of at most ``limit`` records from its saved cursor and takes a
+    dispatch lease (:func:`dispatch_lease`) before each re-enqueue (docs/workers.md, "Sweep
+    cursors and dispatch leases").
 
     Args:
         runtime: the storage to scan and the router to re-dispatch on.
@@ -69,18 +89,21 @@ def run_sweeps(runtime: Runtime, *, limit: int | None = None) -> TickCounts:
     """
     bound = runtime.settings.sweeper_limit if limit is None else limit
     storage, router = runtime.storage, runtime.router
+    lease = dispatch_lease(runtime)
     runs = steps = None
     maps = None
     try:
-        runs = sweep_runs(storage, router, limit=bound)
+        runs = sweep_runs(storage, router, limit=bound, lease=lease)
     except Exception:
         log.exception("event=sweeper_failed sweeper=runs")
     try:
-        steps = sweep_steps(storage, router, limit=bound)
+        steps = sweep_steps(storage, router, limit=bound, lease=lease)
     except Exception:
         log.exception("event=sweeper_failed sweeper=steps")
     try:
-        maps = sweep_maps(storage, router, limit=bound, dispatch_batch=_batch_dispatcher(runtime))
+        maps = sweep_maps(
+            storage, router, limit=bound, dispatch_batch=_batch_dispatcher(runtime), lease=lease
+        )
     except Exception:
         log.exception("event=sweeper_failed sweeper=maps")
     return TickCounts(runs, steps, maps)

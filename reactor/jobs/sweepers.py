@@ -5,15 +5,34 @@ it scans records that say "in flight", checks the unit's liveness lock
 (:mod:`reactor.model.keys`), and re-enqueues identity-only jobs for units whose lock is gone.
 Re-dispatching a live unit is harmless (the duplicate meets the live lock and drops itself),
 so sweeps are idempotent. One bad record never aborts a sweep: it is logged and counted.
+
+Two things keep sweeps bounded however much is stored (docs/workers.md, "Sweep cursors and
+dispatch leases"):
+
+* **Cursors.** Each sweeper (``runs``, ``steps``, ``maps``, ``map_rollbacks``) reads one page of
+  at most ``limit`` records per sweep, from where its previous sweep stopped: the scan's
+  ``next_cursor`` is saved in ``storage.sweep_cursors`` (:class:`reactor.ports.SweepCursorStore`;
+  process memory for a storage without one) and wraps to the start at the end of the index.
+  :func:`scan_pages` follows cursors and raises :class:`ScanCursorError` on one that does not
+  advance.
+* **Dispatch leases.** Before re-enqueueing a unit a sweeper marks it
+  (:func:`reactor.model.keys.sweep_dispatch_key`, a :class:`reactor.ports.PeriodStore` marker
+  with a TTL): while the mark lives, no sweep re-enqueues the unit again, so a job that is
+  merely still queued is not duplicated every tick. The lease grows with the time since the
+  unit's first re-dispatch of the episode (:class:`DispatchLease`), so a fleet drains whatever
+  the queue latency.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from reactor.config import Settings
 from reactor.jobs.payloads import (
     MapCollectPayload,
     MapElementPayload,
@@ -23,22 +42,32 @@ from reactor.jobs.payloads import (
     job,
 )
 from reactor.model import codec
-from reactor.model.errors import DeserializationError
+from reactor.model.errors import DeserializationError, StorageError
 from reactor.model.keys import (
     map_collect_key,
     map_element_key,
     run_liveness_key,
     step_liveness_key,
+    sweep_dispatch_key,
+    sweep_episode_key,
 )
 from reactor.model.status import RunStatus
 from reactor.ports.records import ContextRecord, MapMetadata, MapRollbackMetadata
 from reactor.ports.router import Router
-from reactor.ports.storage import Storage
+from reactor.ports.storage import Storage, SweepCursorStore
 
 __all__ = [
+    "DEFAULT_LEASE",
+    "LEASE_GROWTH",
+    "LEASE_INTERVALS",
+    "MAX_EMPTY_PAGES",
+    "SWEEPERS",
+    "DispatchLease",
     "MapSweepCounts",
+    "ScanCursorError",
     "SweepCounts",
     "dispatch_rollback_batch",
+    "scan_pages",
     "sweep_maps",
     "sweep_runs",
     "sweep_steps",
@@ -59,6 +88,99 @@ _COLLECTED_OWNER_STATUSES = frozenset(
 )
 
 
+T = TypeVar("T")
+
+#: The sweepers that keep a cursor, by name (the keys of ``storage.sweep_cursors``).
+SWEEPERS: tuple[str, ...] = ("runs", "steps", "maps", "map_rollbacks")
+
+#: The base dispatch lease is at least this many sweep intervals (so the next tick never
+#: re-dispatches a unit the previous tick just re-dispatched).
+LEASE_INTERVALS = 2
+#: The longest dispatch lease, in base leases (bounds the recovery delay of a unit that keeps
+#: getting lost).
+LEASE_GROWTH = 8
+#: Empty pages :func:`scan_pages` follows in one call before handing the cursor back.
+MAX_EMPTY_PAGES = 100
+
+
+class ScanCursorError(StorageError):
+    """A store's sweeper scan handed back a cursor that does not advance (the same cursor it
+    was given, or one seen earlier in the same walk): paging on would loop forever.
+
+    Raised by :func:`scan_pages`; the store breaks the keyset-paging contract of
+    :class:`reactor.ports.records.ScanPage` (docs/workers.md, "Sweep cursors and dispatch
+    leases").
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchLease:
+    """How long a sweeper's re-dispatch of one unit keeps other sweeps from re-dispatching it.
+
+    A unit's first re-dispatch in an *episode* is leased for ``base`` seconds; while the unit
+    stays lost, every later re-dispatch is leased for the time since the episode started,
+    clamped to ``[base, cap]`` -- so re-dispatches of a unit stuck behind a long queue come at
+    ``base``, ``2 base``, ``4 base``... then every ``cap`` seconds. The episode marker lives
+    :attr:`episode` seconds. Defined in docs/workers.md, "Sweep cursors and dispatch leases".
+
+    Attributes:
+        base: the first lease, in seconds (> 0).
+        cap: the longest lease, in seconds (>= ``base``).
+
+    Raises:
+        ValueError: ``base`` is not positive or ``cap`` is below ``base``.
+    """
+
+    base: float
+    cap: float
+
+    def __post_init__(self) -> None:
+        if not self.base > 0:
+            raise ValueError(f"DispatchLease.base must be > 0 seconds, got {self.base!r}")
+        if not self.cap >= self.base:
+            raise ValueError(f"DispatchLease.cap must be >= base, got {self.cap!r}")
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, visibility: float | None = None) -> DispatchLease:
+        """The lease the sweep chain uses.
+
+        ``base = max(visibility, LEASE_INTERVALS x sweeper_interval)`` -- a job delivered to a
+        worker that died before taking its liveness lock comes back by itself after the
+        visibility timeout, and the next tick must not re-dispatch what this tick did;
+        ``cap = LEASE_GROWTH x base``.
+
+        Args:
+            settings: the engine settings (``sweeper_interval``, ``visibility_timeout``).
+            visibility: the router's delivery lease in seconds, when it has its own
+                (default ``settings.visibility_timeout``).
+
+        Returns:
+            The lease.
+        """
+        seen = settings.visibility_timeout if visibility is None else visibility
+        base = max(seen, LEASE_INTERVALS * settings.sweeper_interval)
+        return cls(base=base, cap=LEASE_GROWTH * base)
+
+    @property
+    def episode(self) -> float:
+        """Seconds the episode marker lives: ``4 x cap`` (several capped leases, so a unit that
+        stays lost keeps its grown lease; then a new episode starts at ``base``)."""
+        return 4.0 * self.cap
+
+    def lease_for(self, elapsed: float) -> float:
+        """The lease of a re-dispatch ``elapsed`` seconds into the unit's episode.
+
+        Returns:
+            ``min(max(base, elapsed), cap)`` seconds.
+        """
+        return min(max(self.base, elapsed), self.cap)
+
+
+#: The lease of the default :class:`reactor.Settings` (base 60 s, cap 480 s), used when a
+#: sweeper is called without one.
+DEFAULT_LEASE = DispatchLease.from_settings(Settings())
+
+
 @dataclass(frozen=True, slots=True)
 class SweepCounts:
     """What one sweep did.
@@ -67,11 +189,15 @@ class SweepCounts:
         inspected: records looked at.
         redispatched: jobs re-enqueued.
         errors: records skipped because inspecting them raised.
+        leased: lost units left alone because an earlier re-dispatch's lease still stands.
+        wrapped: the scan reached the end of its index (the next sweep starts over).
     """
 
     inspected: int = 0
     redispatched: int = 0
     errors: int = 0
+    leased: int = 0
+    wrapped: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +212,7 @@ class MapSweepCounts:
         rollback_batches: lost rollback batch triggers re-claimed.
         errors: records skipped because inspecting them raised.
         batches: lost forward batch triggers re-claimed (fan-out maps).
+        leased: lost units left alone because an earlier re-dispatch's lease still stands.
     """
 
     inspected: int = 0
@@ -95,60 +222,251 @@ class MapSweepCounts:
     rollback_batches: int = 0
     errors: int = 0
     batches: int = 0
+    leased: int = 0
 
 
-def sweep_runs(storage: Storage, router: Router, *, limit: int = 1000) -> SweepCounts:
+# ------------------------------------------------------------------------------ cursors
+
+
+def _accepts_cursor(scan: Callable[..., Any]) -> bool:
+    """Whether a store's ``scan`` takes ``cursor=`` (stores written before it did not)."""
+    try:
+        params = inspect.signature(scan).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == "cursor" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def scan_pages(
+    scan: Callable[..., Sequence[T]],
+    *,
+    limit: int,
+    cursor: str | None = None,
+    **filters: Any,
+) -> tuple[list[T], str | None]:
+    """Read up to ``limit`` rows of a keyset-paged store scan, following ``next_cursor``.
+
+    Pages are requested as ``scan(limit=<rows still wanted>, cursor=<cursor>, **filters)``
+    until ``limit`` rows were read, the scan hands back ``next_cursor=None`` (the end of its
+    index), or :data:`MAX_EMPTY_PAGES` empty pages in a row came back. A store whose ``scan``
+    takes no ``cursor`` is read once, from the start (docs/workers.md, "Sweep cursors and
+    dispatch leases").
+
+    Args:
+        scan: a store's bound ``scan`` method.
+        limit: the most rows to read (>= 1).
+        cursor: where to start (``None``: the beginning).
+        **filters: further keyword arguments of ``scan`` (``statuses=``, ``status=``...).
+
+    Returns:
+        ``(rows, cursor to resume from)``; the cursor is ``None`` once the end was reached.
+
+    Raises:
+        ScanCursorError: the scan handed back a cursor it was already given in this walk.
+        ValueError: ``cursor`` is malformed (from the store).
+        StorageError: the backend failed.
+    """
+    if not _accepts_cursor(scan):
+        return list(scan(limit=limit, **filters)), None
+    rows: list[T] = []
+    seen: set[str] = set() if cursor is None else {cursor}
+    empty = 0
+    while len(rows) < limit:
+        page = scan(limit=limit - len(rows), cursor=cursor, **filters)
+        rows.extend(page)
+        following = getattr(page, "next_cursor", None)
+        if following is None:
+            return rows, None
+        if not isinstance(following, str) or following in seen:
+            raise ScanCursorError(
+                f"{getattr(scan, '__qualname__', scan)!r} returned next_cursor={following!r} "
+                f"after cursor={cursor!r}, which does not advance: the store's scan breaks "
+                "keyset paging (docs/workers.md, \"Sweep cursors and dispatch leases\")"
+            )
+        seen.add(following)
+        cursor = following
+        empty = 0 if page else empty + 1
+        if empty >= MAX_EMPTY_PAGES:
+            break
+    return rows, cursor
+
+
+class _LocalCursors:
+    """Process-memory cursors for a storage without ``sweep_cursors`` (one dict per storage)."""
+
+    _by_storage: weakref.WeakKeyDictionary[Any, dict[str, str | None]] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def __init__(self, storage: Storage) -> None:
+        try:
+            self._cursors = self._by_storage.setdefault(storage, {})
+        except TypeError:  # not weakly referenceable: no memory at all
+            self._cursors = {}
+
+    def load(self, sweeper: str) -> str | None:
+        return self._cursors.get(sweeper)
+
+    def save(self, sweeper: str, cursor: str | None) -> None:
+        self._cursors[sweeper] = cursor
+
+
+def _cursors(storage: Storage) -> SweepCursorStore:
+    found = getattr(storage, "sweep_cursors", None)
+    return found if isinstance(found, SweepCursorStore) else _LocalCursors(storage)
+
+
+class _Page:
+    """One sweeper's page for this sweep: read from the saved cursor, saved back by ``commit``."""
+
+    def __init__(
+        self, storage: Storage, sweeper: str, scan: Callable[..., Sequence[Any]], limit: int,
+        **filters: Any,
+    ) -> None:
+        self._store = _cursors(storage)
+        self._sweeper = sweeper
+        self._saved = self._store.load(sweeper)
+        try:
+            rows, self.next_cursor = scan_pages(scan, limit=limit, cursor=self._saved, **filters)
+        except ValueError:
+            if self._saved is None:
+                raise
+            log.warning("event=sweep_cursor_reset sweeper=%s cursor=%r (unreadable: starting "
+                        "over)", sweeper, self._saved)
+            rows, self.next_cursor = scan_pages(scan, limit=limit, cursor=None, **filters)
+        self.rows: list[Any] = rows
+
+    def commit(self) -> None:
+        """Save where the next sweep starts (after this page's rows were handled)."""
+        if self.next_cursor != self._saved:
+            self._store.save(self._sweeper, self.next_cursor)
+
+
+# ------------------------------------------------------------------------------ leases
+
+
+class _Leases:
+    """Takes dispatch marks for one sweep (the storage clock is read once per sweep)."""
+
+    def __init__(self, storage: Storage, lease: DispatchLease | None) -> None:
+        self._periods = storage.periods
+        self._lease = lease
+        self._now = storage.now() if lease is not None else 0.0
+
+    def claim(self, unit: str) -> bool:
+        """Mark ``unit`` as re-dispatched now; ``False`` while an earlier mark stands.
+
+        One read when the lease stands; else a read of the episode marker, the mark, and the
+        episode marker the first time.
+        """
+        lease = self._lease
+        if lease is None:
+            return True
+        periods = self._periods
+        key = sweep_dispatch_key(unit)
+        if periods.marker(key) is not None:
+            return False
+        episode = periods.marker(sweep_episode_key(unit))
+        elapsed = 0.0 if episode is None else max(self._now - episode.marked_at, 0.0)
+        if not periods.mark(key, ttl=lease.lease_for(elapsed)):
+            return False  # another sweep marked it first
+        if episode is None:
+            periods.mark(sweep_episode_key(unit), ttl=lease.episode)
+        return True
+
+
+def sweep_runs(
+    storage: Storage,
+    router: Router,
+    *,
+    limit: int = 1000,
+    lease: DispatchLease | None = DEFAULT_LEASE,
+) -> SweepCounts:
     """Re-enqueue ``running``/``rolling_back`` runs whose liveness lock is gone.
 
-    Mirrors ruby_reactor's ``Sweeper`` (storage-protocol.md §3.1): top-level runs and dispatched
-    ``async_reactor`` children are inspected; paused and terminal runs are left alone; a run
-    whose ``async:<id>`` lock is held is alive.
+    Top-level runs and dispatched ``async_reactor`` children are inspected (docs/workers.md,
+    "Decisions"); paused and terminal runs are left alone; a run whose ``async:<id>`` lock is
+    held is alive; a run re-dispatched within its dispatch lease (unit ``run:<id>``) is left
+    alone too. Reads one page from the ``runs`` cursor (docs/workers.md, "Sweep cursors and
+    dispatch leases").
 
     Args:
         storage: the storage to scan.
         router: where re-dispatched ``run`` jobs go.
         limit: the maximum number of runs inspected.
+        lease: the dispatch lease; ``None`` re-dispatches every lost run on every sweep.
 
     Returns:
         The counts of this sweep.
+
+    Raises:
+        StorageError: reading the page or saving the cursor failed (a bad record never
+            raises: it is logged and counted).
     """
-    inspected = redispatched = errors = 0
-    rows = storage.contexts.scan(
+    inspected = redispatched = errors = leased = 0
+    page = _Page(
+        storage, "runs", storage.contexts.scan, limit,
         statuses=(RunStatus.RUNNING.value, RunStatus.ROLLING_BACK.value),
-        limit=limit,
         include_dispatched_children=True,
     )
-    for row in rows:
+    leases = _Leases(storage, lease)
+    for row in page.rows:
         inspected += 1
         try:
             if storage.locks.held(run_liveness_key(row.context_id)):
+                continue
+            if not leases.claim(f"run:{row.context_id}"):
+                leased += 1
                 continue
             router.enqueue(job(RunPayload(context_id=row.context_id, reactor=row.reactor)))
             redispatched += 1
         except Exception:
             errors += 1
             log.exception("event=sweep_error sweeper=runs context_id=%s", row.context_id)
-    return SweepCounts(inspected, redispatched, errors)
+    page.commit()
+    return SweepCounts(inspected, redispatched, errors, leased, page.next_cursor is None)
 
 
-def sweep_steps(storage: Storage, router: Router, *, limit: int = 1000) -> SweepCounts:
+def sweep_steps(
+    storage: Storage,
+    router: Router,
+    *,
+    limit: int = 1000,
+    lease: DispatchLease | None = DEFAULT_LEASE,
+) -> SweepCounts:
     """Re-dispatch ``async_step`` units that are dispatched, not parked, and have no live lock.
 
-    Mirrors the StepSweeper (seeds 000/003, ``step_sweeper.rb``): a record whose
-    ``parked_until`` is in the future is parked, not lost; a swept park carries its
-    ``contention_attempts`` forward so the cap still holds.
+    A record whose ``parked_until`` is in the future is parked, not lost (docs/workers.md,
+    "Async steps"); a swept park carries its ``contention_attempts`` forward so the cap still
+    holds; a unit re-dispatched within its dispatch lease (unit ``step:<ctx>:<step>``) is left
+    alone. Reads one page from the ``steps`` cursor (docs/workers.md, "Sweep cursors and
+    dispatch leases").
+
+    Args:
+        storage: the storage to scan.
+        router: where re-dispatched ``step`` jobs go.
+        limit: the maximum number of records inspected.
+        lease: the dispatch lease; ``None`` re-dispatches every lost unit on every sweep.
 
     Returns:
         The counts of this sweep.
+
+    Raises:
+        StorageError: reading the page or saving the cursor failed.
     """
-    inspected = redispatched = errors = 0
+    inspected = redispatched = errors = leased = 0
     now = storage.now()
-    for record in storage.step_results.scan(status="dispatched", limit=limit):
+    page = _Page(storage, "steps", storage.step_results.scan, limit, status="dispatched")
+    leases = _Leases(storage, lease)
+    for record in page.rows:
         inspected += 1
         try:
             if record.parked_until is not None and record.parked_until > now:
                 continue
             if storage.locks.held(step_liveness_key(record.context_id, record.step_name)):
+                continue
+            if not leases.claim(f"step:{record.context_id}:{record.step_name}"):
+                leased += 1
                 continue
             payload = StepPayload(
                 root_context_id=record.root_context_id,
@@ -166,7 +484,8 @@ def sweep_steps(storage: Storage, router: Router, *, limit: int = 1000) -> Sweep
                 record.context_id,
                 record.step_name,
             )
-    return SweepCounts(inspected, redispatched, errors)
+    page.commit()
+    return SweepCounts(inspected, redispatched, errors, leased, page.next_cursor is None)
 
 
 def _decode(record: ContextRecord) -> dict[str, Any]:
@@ -240,10 +559,11 @@ def sweep_maps(
     limit: int = 1000,
     collected: Callable[[ContextRecord, str], bool] = _collected_by_parent,
     dispatch_batch: Callable[[MapMetadata], object] | None = None,
+    lease: DispatchLease | None = DEFAULT_LEASE,
 ) -> MapSweepCounts:
     """Recover lost map element jobs, collectors, rollback jobs and rollback batch triggers.
 
-    Mirrors ``Map::Sweeper`` (seed 004, ``map/sweeper.rb``; storage-protocol.md §3.3):
+    docs/fan_out.md, "Recovery":
 
     * forward pass: re-dispatch each missing index whose element lock is not held — below the
       dispatch offset when the map records one (indexes not yet reached by the batch chain are
@@ -255,6 +575,12 @@ def sweep_maps(
       held; when every claimed position is settled but positions remain unclaimed, claim the
       next batch (its trigger was lost).
 
+    Each pass reads one page from its cursor (``maps``, ``map_rollbacks``); settled maps and
+    finished rollbacks are no longer listed. Every re-dispatch first takes its dispatch lease
+    (units ``map_element:<map>:<index>``, ``map_collect:<map>``, ``map_batch:<map>:<offset>``,
+    ``map_rollback:<map>:<position>``, ``map_rollback_batch:<map>:<offset>``); a unit whose
+    lease stands is left alone (docs/workers.md, "Sweep cursors and dispatch leases").
+
     Args:
         storage: the storage to scan.
         router: where jobs go.
@@ -263,13 +589,19 @@ def sweep_maps(
         dispatch_batch: claims and dispatches a fan-out map's next throw
             (:func:`reactor.engine.fan_out.dispatch_batch` bound to a runtime); ``None``
             leaves lost forward batch triggers alone.
+        lease: the dispatch lease; ``None`` re-dispatches every lost unit on every sweep.
 
     Returns:
         The counts of this sweep.
+
+    Raises:
+        StorageError: reading a page or saving a cursor failed.
     """
     inspected = redispatched = recollected = rb_redispatched = rb_batches = errors = 0
-    batches = 0
-    for meta in storage.maps.scan(limit=limit):
+    batches = leased = 0
+    leases = _Leases(storage, lease)
+    maps = _Page(storage, "maps", storage.maps.scan, limit)
+    for meta in maps.rows:
         inspected += 1
         try:
             missing = storage.maps.missing_indices(meta.map_id, meta.count)
@@ -279,18 +611,30 @@ def sweep_maps(
             for index in lost:
                 if storage.locks.held(map_element_key(meta.map_id, index)):
                     continue
+                if not leases.claim(f"map_element:{meta.map_id}:{index}"):
+                    leased += 1
+                    continue
                 router.enqueue(job(MapElementPayload(map_id=meta.map_id, index=index)))
                 redispatched += 1
             if missing and not lost and dispatch_batch is not None:
-                dispatch_batch(meta)  # every reached index settled: the throw's trigger died
-                batches += 1
+                # every reached index settled: the throw's trigger died
+                if leases.claim(f"map_batch:{meta.map_id}:{offset}"):
+                    dispatch_batch(meta)
+                    batches += 1
+                else:
+                    leased += 1
             if not missing and _should_recollect(storage, meta, collected):
-                router.enqueue(job(MapCollectPayload(map_id=meta.map_id)))
-                recollected += 1
+                if leases.claim(f"map_collect:{meta.map_id}"):
+                    router.enqueue(job(MapCollectPayload(map_id=meta.map_id)))
+                    recollected += 1
+                else:
+                    leased += 1
         except Exception:
             errors += 1
             log.exception("event=sweep_error sweeper=maps map_id=%s", meta.map_id)
-    for rollback in storage.map_rollbacks.scan(limit=limit):
+    maps.commit()
+    rollbacks = _Page(storage, "map_rollbacks", storage.map_rollbacks.scan, limit)
+    for rollback in rollbacks.rows:
         inspected += 1
         try:
             claimed = min(storage.map_rollbacks.offset(rollback.map_id), rollback.total)
@@ -305,18 +649,22 @@ def sweep_maps(
                     map_element_key(rollback.map_id, element_index)
                 ):
                     continue
+                if not leases.claim(f"map_rollback:{rollback.map_id}:{position}"):
+                    leased += 1
+                    continue
                 payload = MapElementRollbackPayload(map_id=rollback.map_id, position=position)
                 router.enqueue(job(payload))
                 rb_redispatched += 1
-            if (
-                not missing_positions
-                and claimed < rollback.total
-                and dispatch_rollback_batch(storage, router, rollback)
-            ):
-                rb_batches += 1
+            if not missing_positions and claimed < rollback.total:
+                if not leases.claim(f"map_rollback_batch:{rollback.map_id}:{claimed}"):
+                    leased += 1
+                elif dispatch_rollback_batch(storage, router, rollback):
+                    rb_batches += 1
         except Exception:
             errors += 1
             log.exception("event=sweep_error sweeper=map_rollbacks map_id=%s", rollback.map_id)
+    rollbacks.commit()
     return MapSweepCounts(
-        inspected, redispatched, recollected, rb_redispatched, rb_batches, errors, batches
+        inspected, redispatched, recollected, rb_redispatched, rb_batches, errors, batches,
+        leased,
     )

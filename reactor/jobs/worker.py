@@ -248,12 +248,22 @@ class Worker:
         ``Exception`` (a worker thread must not die on a job)."""
         router = self.runtime.router
         job = delivery.job
+        started = time.monotonic()
         with self._lock:
             self._in_flight += 1
+        # The job's visibility is a lease like any other ("Renewal and loss" in
+        # docs/coordination.md): renewed every third of it, retried promptly on errors; when it
+        # lapses anyway another worker may receive the job (the run's liveness lock still
+        # fences its writes), which is logged.
         heartbeat = Heartbeat(
-            f"visibility:{job.id}", max(self.visibility / 3.0, 0.05),
+            f"visibility:{job.id}", self.visibility / 3.0,
             lambda: self._extend(delivery),
-        ).start()
+            lambda: log.warning(
+                "event=visibility_lost job_id=%s kind=%s: the job may be delivered again",
+                job.id, job.kind,
+            ),
+            lease=self.visibility,
+        ).start(started)
         try:
             dispatch_job(
                 JobContext(

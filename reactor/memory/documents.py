@@ -143,6 +143,24 @@ class MemoryDocumentStore:
         """The clock callable this store judges expiry with."""
         return self._clock
 
+    def with_clock(self, clock: Callable[[], float]) -> MemoryDocumentStore:
+        """A view of the same documents (same lock, same data) judged by another clock.
+
+        Two views with different clocks behave like two processes whose clocks disagree
+        sharing one backend: the contract suite uses it to test clock skew without sleeping
+        (docs/coordination.md#clock-skew).
+
+        Args:
+            clock: the view's clock, ``() -> epoch seconds``.
+
+        Returns:
+            A new store sharing every document with this one; closing it closes only the view.
+        """
+        view = MemoryDocumentStore(clock, purge_every=self._purge_every)
+        view._lock = self._lock
+        view._collections = self._collections
+        return view
+
     def advance(self, seconds: float) -> None:
         """Move the manual clock forward by ``seconds`` (tests only).
 

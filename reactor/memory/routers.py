@@ -13,7 +13,9 @@ injected clock) or :meth:`InlineRouter.drain` (everything, ignoring delays) proc
 not acked within its visibility window is delivered again (judged by the injected clock, so
 tests use a :class:`reactor.memory.clock.ManualClock` instead of sleeping). Messages are kept
 as the JSON envelope (:meth:`reactor.ports.Job.to_json`), exactly as an external queue would,
-so an undecodable message is dead-lettered with the reason and never returned.
+so an undecodable message (:meth:`reactor.ports.Job.from_json` raises: not UTF-8, too large,
+too deep, not an envelope) is dead-lettered inside ``receive`` with the reason and its raw body
+and never returned (docs/workers.md, "Hostile input").
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ class InlineRouter:
         self._seq = itertools.count()
         self._dead: list[DeadLetter] = []
         self._leased: dict[str, Job] = {}
+        self._deliveries: dict[str, int] = {}  # job id -> deliveries by receive (kept by retry)
 
     def bind(self, handler: Handler) -> None:
         """Set the function that runs jobs (``handler(job)``)."""
@@ -190,24 +193,31 @@ class InlineRouter:
     # -- consumer side (Router protocol) ---------------------------------------------------
 
     def receive(self, max_jobs: int = 1, wait_seconds: float = 0) -> list[Delivery]:
-        """Lease up to ``max_jobs`` due jobs from the heap (no waiting: inline never blocks)."""
+        """Lease up to ``max_jobs`` due jobs from the heap (no waiting: inline never blocks).
+
+        ``delivery_count`` counts the receives of the job, those before a :meth:`retry`
+        included.
+        """
         out: list[Delivery] = []
         with self._lock:
             while len(out) < max_jobs and self._delayed and self._delayed[0][0] <= self._clock():
                 _, seq, job = heapq.heappop(self._delayed)
                 receipt = f"inline:{seq}"
                 self._leased[receipt] = job
-                out.append(Delivery(job=job, receipt=receipt))
+                count = self._deliveries.get(job.id, 0) + 1
+                self._deliveries[job.id] = count
+                out.append(Delivery(job=job, receipt=receipt, delivery_count=count))
         return out
 
     def ack(self, delivery: Delivery) -> None:
         """Forget a received job (a stale receipt is logged)."""
         with self._lock:
+            self._deliveries.pop(delivery.job.id, None)
             if self._leased.pop(delivery.receipt, None) is None:
                 logger.warning("ack of unknown receipt %s", delivery.receipt)
 
     def retry(self, delivery: Delivery, delay_seconds: float) -> None:
-        """Put a received job back to run after ``delay_seconds``."""
+        """Put a received job back to run after ``delay_seconds`` (its delivery count kept)."""
         with self._lock:
             self._leased.pop(delivery.receipt, None)
         self.enqueue(delivery.job, delay_seconds)
@@ -218,6 +228,7 @@ class InlineRouter:
     def dead_letter(self, delivery: Delivery, reason: str) -> None:
         """Record a received job as dead with ``reason`` (and forget its lease)."""
         with self._lock:
+            self._deliveries.pop(delivery.job.id, None)
             self._leased.pop(delivery.receipt, None)
         self._dead_letter(delivery.job.to_json(), reason)
 
@@ -237,7 +248,7 @@ class InlineRouter:
 
 @dataclass(slots=True)
 class _Message:
-    body: str
+    body: str | bytes  # bytes only from enqueue_raw (a foreign producer's poison)
     visible_at: float
     generation: int = 0
     delivery_count: int = 0
@@ -317,8 +328,12 @@ class LocalRouter:
         self._put(job.to_json(), now + delay)
         return job.id
 
-    def enqueue_raw(self, body: str, delay_seconds: float = 0) -> None:
+    def enqueue_raw(self, body: str | bytes, delay_seconds: float = 0) -> None:
         """Queue a raw message body as an external producer would (tests of poison messages).
+
+        Args:
+            body: the body, unvalidated: text, or bytes that need not be UTF-8.
+            delay_seconds: seconds before it becomes visible.
 
         Raises:
             ValueError: ``delay_seconds`` is negative or not finite.
@@ -327,7 +342,7 @@ class LocalRouter:
         delay = _check_delay(delay_seconds)
         self._put(body, self._clock() + delay)
 
-    def _put(self, body: str, visible_at: float) -> None:
+    def _put(self, body: str | bytes, visible_at: float) -> None:
         with self._cond:
             if self._closed:
                 raise RouterError("the local router is closed")
@@ -385,7 +400,8 @@ class LocalRouter:
         """Lease up to ``max_jobs`` due jobs, waiting up to ``wait_seconds`` for one.
 
         Each delivery stays invisible for ``visibility_timeout`` seconds (by the clock);
-        undecodable messages are dead-lettered with the reason and not returned. The wait
+        undecodable messages are dead-lettered with the reason and their raw body and not
+        returned, without stopping the receive (docs/workers.md, "Hostile input"). The wait
         itself is in real seconds (re-checking due times at least every 50 ms).
         """
         deadline = time.monotonic() + max(wait_seconds, 0.0)
@@ -422,7 +438,7 @@ class LocalRouter:
             except DeserializationError as exc:
                 del self._messages[message_id]
                 self._record_dead(message.body, f"undecodable message: {exc}", now)
-                continue
+                continue  # the next message of this receive
             message.generation += 1
             message.delivery_count += 1
             message.visible_at = now + self.visibility_timeout
@@ -504,9 +520,9 @@ class LocalRouter:
                 body = delivery.job.to_json()
             self._record_dead(body, reason, self._clock())
 
-    def _record_dead(self, body: str, reason: str, at: float) -> None:
+    def _record_dead(self, body: str | bytes, reason: str, at: float) -> None:
         logger.warning("dead-lettered message: %s", reason)
-        self._dead.append(DeadLetter(body=body, reason=reason, at=at))
+        self._dead.append(DeadLetter.from_raw(body, reason, at))
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """Dead-lettered messages, oldest first (at most ``limit``)."""

@@ -44,6 +44,15 @@ module path to import, so a payload cannot make a worker load code. An unknown t
 :class:`~reactor.model.errors.DeserializationError`. Encoding an unsupported value raises
 :class:`EncodeError` naming the type and where it sits (``inputs.order.lines[2].price``).
 
+**Nesting is bounded** (docs/workers.md, "Hostile input"): the JSON form of a value (or of a
+whole document) may nest at most :data:`MAX_DEPTH` arrays and objects, the codec's own tagged
+wrappers included (a tuple is two levels: the tagged object and its list). Encoding anything
+deeper raises :class:`EncodeError`; decoding it raises
+:class:`~reactor.model.errors.DeserializationError` -- never a bare ``RecursionError``, and
+whatever the caller's own stack depth: when the calling thread has too little stack left, the
+work is redone on a short-lived helper thread with a fresh stack (the caller's
+:mod:`contextvars` are copied to it). What encodes within the bound always decodes.
+
 On top of values, *documents* (one run context, one record) are JSON objects stamped with
 ``schema_version`` (:data:`SCHEMA_VERSION`): :func:`encode_document` also enforces a size limit
 before anything is written; :func:`decode_document` refuses unknown versions
@@ -54,6 +63,7 @@ ruby_reactor's ``ContextSerializer`` (engine.md §1.4 and §6).
 from __future__ import annotations
 
 import base64
+import contextvars
 import dataclasses
 import json
 import math
@@ -78,11 +88,13 @@ from reactor.model.errors import (
 )
 
 __all__ = [
+    "MAX_DEPTH",
     "SCHEMA_VERSION",
     "TAG_KEY",
     "VALUE_KEY",
     "EncodeError",
     "JSONValue",
+    "check_depth",
     "decode",
     "decode_document",
     "dumps",
@@ -90,6 +102,7 @@ __all__ = [
     "encode_document",
     "is_registered",
     "loads",
+    "parse_json",
     "register",
     "register_dataclass",
     "register_enum",
@@ -111,6 +124,16 @@ TAG_KEY: Final = "__t"
 VALUE_KEY: Final = "v"
 """The key holding a tagged object's payload."""
 
+MAX_DEPTH: Final = 200
+"""The deepest nesting of JSON arrays and objects the codec writes or reads (docs/workers.md,
+"Hostile input").
+
+Counted on the JSON form: ``[]`` and ``{}`` are depth 1, ``[[1]]`` depth 2; the codec's tagged
+wrappers count (``(1,)`` is ``{"__t": "tuple", "v": [1]}``, depth 2), and so does the document
+object of :func:`encode_document`. Deeper values raise :class:`EncodeError` on encode and
+:class:`~reactor.model.errors.DeserializationError` on decode. Job envelopes obey the same
+bound (:meth:`reactor.ports.router.Job.from_json`)."""
+
 _TZ_KEY: Final = "tz"
 _FOLD_KEY: Final = "fold"
 # Optional keys a tagged object may carry besides the tag and the payload.
@@ -127,17 +150,21 @@ M = TypeVar("M", bound=BaseModel)
 class EncodeError(ReactorError, TypeError):
     """A value cannot be encoded: its type is neither JSON-native, built in, nor registered.
 
-    Also raised for a reference cycle, an unregistered enum, model, dataclass or named tuple, or
-    a registered encoder that raised.
+    Also raised for a reference cycle, an unregistered enum, model, dataclass or named tuple, a
+    registered encoder that raised, and a value whose JSON form nests deeper than
+    :data:`MAX_DEPTH` (docs/workers.md, "Hostile input").
 
     Attributes:
         type_name: the qualified name of the offending value's type.
         path: where the value sits in the encoded structure, e.g. ``inputs.order.lines[2].price``
-            (``"<root>"`` for the top-level value).
+            (``"<root>"`` for the top-level value). The message shows a path longer than 160
+            characters (a value nested too deeply) with its middle elided; this attribute
+            keeps it whole.
     """
 
     def __init__(self, message: str, *, type_name: str, path: str) -> None:
-        super().__init__(f"{message} (type {type_name} at {path})")
+        shown = path if len(path) <= 160 else f"{path[:100]}...{path[-50:]}"
+        super().__init__(f"{message} (type {type_name} at {shown})")
         self.type_name = type_name
         self.path = path
 
@@ -427,7 +454,7 @@ def encode(obj: Any) -> JSONValue:
     """Turns ``obj`` into a JSON value (see the module docstring for the mapping).
 
     Args:
-        obj: any supported value, nested to any depth.
+        obj: any supported value, its JSON form nested at most :data:`MAX_DEPTH` levels.
 
     Returns:
         A structure of ``dict``/``list``/``str``/``int``/``float``/``bool``/``None`` that
@@ -435,10 +462,15 @@ def encode(obj: Any) -> JSONValue:
         equal value of the same types. Its containers are new objects (never ``obj``'s own).
 
     Raises:
-        EncodeError: a value (at the path given in the message) cannot be encoded.
+        EncodeError: a value (at the path given in the message) cannot be encoded, or the JSON
+            form nests deeper than :data:`MAX_DEPTH` (whatever the caller's stack depth).
     """
+    return _guarded(_encode_value, (obj,), True)
+
+
+def _encode_value(obj: Any) -> JSONValue:
     try:
-        return _fresh(_enc(obj, set()))  # type: ignore[no-any-return]
+        return _fresh(_enc(obj, set(), 0))  # type: ignore[no-any-return]
     except _Failed as failed:
         raise failed.error() from failed.__cause__
 
@@ -453,43 +485,58 @@ def _fresh(value: Any) -> Any:
     return value
 
 
-# ``active`` below is the set of ids of the containers on the current path (the cycle check).
+# ``active`` below is the set of ids of the containers on the current path (the cycle check);
+# ``depth`` is how many JSON containers enclose the value's encoded form (0 at the root). A
+# value whose encoded form opens ``n`` containers needs ``depth + n <= MAX_DEPTH``; every
+# recursion goes one container deeper, so the Python recursion is bounded by MAX_DEPTH too.
 
 
-def _enc(obj: Any, active: set[int]) -> Any:
+def _too_deep(obj: Any) -> NoReturn:
+    raise _Failed(f"nested deeper than MAX_DEPTH ({MAX_DEPTH}) JSON levels", obj)
+
+
+def _enc(obj: Any, active: set[int], depth: int) -> Any:
     """Encodes ``obj``; returns ``obj`` itself when it is JSON already (copy-on-write).
 
     Raises:
-        _Failed: ``obj`` (or a value inside it) cannot be encoded.
+        _Failed: ``obj`` (or a value inside it) cannot be encoded or nests too deeply.
     """
     cls = type(obj)
     # Exact JSON scalars first: the overwhelmingly common case.
     if cls is str or cls is int or cls is bool or obj is None:
         return obj
     if cls is dict:
-        return _enc_dict(obj, active)
+        return _enc_dict(obj, active, depth)
     if cls is list:
-        return _enc_list(obj, active)
+        return _enc_list(obj, active, depth)
     if cls is float:
-        return obj if _isfinite(obj) else _tagged("float", _float_text(obj))
-    return _enc_other(obj, active)
+        if _isfinite(obj):
+            return obj
+        if depth >= MAX_DEPTH:
+            _too_deep(obj)
+        return _tagged("float", _float_text(obj))
+    return _enc_other(obj, active, depth)
 
 
 _isfinite: Final = math.isfinite
 
 
-def _enc_dict(obj: dict[Any, Any], active: set[int]) -> Any:
+def _enc_dict(obj: dict[Any, Any], active: set[int], depth: int) -> Any:
     """A ``dict`` (or subclass): string keys stay an object (escaped when holding ``"__t"``),
     any other key makes a tagged list of pairs. The result is a plain ``dict``."""
     oid = id(obj)
     if oid in active:
         raise _Failed("reference cycle", obj)
+    # The values sit in this object, or in the inner object of {"__t": "esc", "v": {...}}.
+    inner = depth + 2 if TAG_KEY in obj else depth + 1
+    if inner > MAX_DEPTH:
+        _too_deep(obj)
     active.add(oid)
     try:
         out: dict[str, Any] | None = None
         for key, value in obj.items():
             if type(key) is not str:
-                return _enc_pairs(obj, active)
+                return _enc_pairs(obj, active, depth)
             vcls = type(value)
             # JSON already (``x - x == 0.0`` is a call-free finiteness test of a float).
             if vcls is str or vcls is int or vcls is bool or value is None or (
@@ -499,7 +546,7 @@ def _enc_dict(obj: dict[Any, Any], active: set[int]) -> Any:
                     out[key] = value
                 continue
             try:
-                encoded = _enc(value, active)
+                encoded = _enc(value, active, inner)
             except _Failed as failed:
                 failed.segments.append(_dict_segment(obj, key))
                 raise
@@ -533,17 +580,20 @@ def _items_before(obj: dict[str, Any], stop: str) -> dict[str, Any]:
     return out
 
 
-def _enc_pairs(obj: dict[Any, Any], active: set[int]) -> JSONValue:
+def _enc_pairs(obj: dict[Any, Any], active: set[int], depth: int) -> JSONValue:
     """A dict with a non-string key: ``{"__t": "dict", "v": [[key, value], ...]}``."""
+    inner = depth + 3  # the tagged object, its list, each [key, value] pair
+    if inner > MAX_DEPTH:
+        _too_deep(obj)
     pairs: list[JSONValue] = []
     for key, value in obj.items():
         try:
-            encoded_key = _enc(key, active)
+            encoded_key = _enc(key, active, inner)
         except _Failed as failed:
             failed.segments.append(f"[{key!r}]<key>")
             raise
         try:
-            encoded_value = _enc(value, active)
+            encoded_value = _enc(value, active, inner)
         except _Failed as failed:
             failed.segments.append(f"[{key!r}]")
             raise
@@ -551,11 +601,14 @@ def _enc_pairs(obj: dict[Any, Any], active: set[int]) -> JSONValue:
     return _tagged("dict", pairs)
 
 
-def _enc_list(obj: list[Any], active: set[int]) -> Any:
+def _enc_list(obj: list[Any], active: set[int], depth: int) -> Any:
     """An exact ``list``: returned as is unless an item changed."""
     oid = id(obj)
     if oid in active:
         raise _Failed("reference cycle", obj)
+    inner = depth + 1
+    if inner > MAX_DEPTH:
+        _too_deep(obj)
     active.add(oid)
     try:
         out: list[Any] | None = None
@@ -568,7 +621,7 @@ def _enc_list(obj: list[Any], active: set[int]) -> Any:
                     out.append(item)
                 continue
             try:
-                encoded = _enc(item, active)
+                encoded = _enc(item, active, inner)
             except _Failed as failed:
                 failed.segments.append(f"[{index}]")
                 raise
@@ -582,27 +635,30 @@ def _enc_list(obj: list[Any], active: set[int]) -> Any:
         active.discard(oid)
 
 
-def _enc_items(items: Iterable[Any], active: set[int]) -> list[Any]:
-    """Encodes each item into a new list (tuples, sets, list subclasses)."""
+def _enc_items(items: Iterable[Any], active: set[int], depth: int) -> list[Any]:
+    """Encodes each item into a new list (tuples, sets, list subclasses); ``depth`` counts the
+    containers around the items, that list included."""
     out: list[Any] = []
     for index, item in enumerate(items):
         try:
-            out.append(_enc(item, active))
+            out.append(_enc(item, active, depth))
         except _Failed as failed:
             failed.segments.append(f"[{index}]")
             raise
     return out
 
 
-def _enc_other(obj: Any, active: set[int]) -> JSONValue:
+def _enc_other(obj: Any, active: set[int], depth: int) -> JSONValue:
     """Everything but exact JSON scalars, ``dict`` and ``list``: tagged types, subclasses."""
     entry = _by_class.get(type(obj))
     if entry is not None:
-        return _registered(entry, obj, active)
+        return _registered(entry, obj, active, depth)
     if isinstance(obj, Enum):
         raise _Failed("unregistered enum: call reactor.model.codec.register_enum", obj)
     if isinstance(obj, BaseModel):
         raise _Failed("unregistered pydantic model: call register_model", obj)
+    if depth >= MAX_DEPTH and isinstance(obj, _TAGGED_SCALARS):  # its tagged object: 1 level
+        _too_deep(obj)
     if isinstance(obj, datetime):
         payload: dict[str, JSONValue] = {TAG_KEY: "datetime", VALUE_KEY: obj.isoformat()}
         if isinstance(obj.tzinfo, ZoneInfo) and obj.tzinfo.key:
@@ -617,6 +673,8 @@ def _enc_other(obj: Any, active: set[int]) -> JSONValue:
             return {TAG_KEY: "time", VALUE_KEY: obj.isoformat(), _FOLD_KEY: 1}
         return _tagged("time", obj.isoformat())
     if isinstance(obj, timedelta):
+        if depth + 2 > MAX_DEPTH:  # the tagged object and its {"days", ...} payload
+            _too_deep(obj)
         return _tagged(
             "timedelta",
             {"days": obj.days, "seconds": obj.seconds, "microseconds": obj.microseconds},
@@ -629,69 +687,124 @@ def _enc_other(obj: Any, active: set[int]) -> JSONValue:
         tag = "bytearray" if isinstance(obj, bytearray) else "bytes"
         return _tagged(tag, base64.b64encode(obj).decode("ascii"))
     if isinstance(obj, dict):
-        return _enc_dict(obj, active)  # type: ignore[no-any-return]
+        return _enc_dict(obj, active, depth)  # type: ignore[no-any-return]
     if isinstance(obj, list | tuple | set | frozenset):
-        return _container(obj, active)
+        return _container(obj, active, depth)
     # Subclasses of the JSON scalars (not enums, handled above) are stored as their base.
     if isinstance(obj, str):
         return str.__str__(obj)
     if isinstance(obj, int):
         return int.__int__(obj)
     if isinstance(obj, float):
-        return _enc(float.__float__(obj), active)  # type: ignore[no-any-return]
+        return _enc(float.__float__(obj), active, depth)  # type: ignore[no-any-return]
     if dataclasses.is_dataclass(obj):
         raise _Failed("unregistered dataclass: call register_dataclass", obj)
     raise _Failed("cannot encode value: register its type with codec.register", obj)
 
 
-def _registered(entry: _Entry, obj: Any, active: set[int]) -> JSONValue:
+# The built-in types encoded as one tagged object around a string (timedelta: around an object).
+_TAGGED_SCALARS: Final = (datetime, date, time, timedelta, Decimal, UUID, bytes, bytearray)
+
+
+def _registered(entry: _Entry, obj: Any, active: set[int], depth: int) -> JSONValue:
+    if depth >= MAX_DEPTH:  # the tagged object itself
+        _too_deep(obj)
     try:
         raw = entry.to_json(obj)
+    except RecursionError:
+        raise  # the stack, not the value: retried on a fresh stack (_guarded)
     except Exception as exc:
         raise _Failed(
             f"encoder for tag {entry.tag!r} raised {type(exc).__name__}: {exc}", obj
         ) from exc
     if entry.kind == "model":
         # model_dump(mode="json") is JSON already and is read back by model_validate as is.
+        if _nesting(raw, MAX_DEPTH - depth - 1) > MAX_DEPTH - depth - 1:
+            _too_deep(obj)
         return _tagged(entry.tag, raw)
     oid = id(obj)
     if oid in active:
         raise _Failed("reference cycle", obj)
     active.add(oid)
     try:
-        return _tagged(entry.tag, _enc(raw, active))
+        return _tagged(entry.tag, _enc(raw, active, depth + 1))
     finally:
         active.discard(oid)
 
 
 def _container(obj: list[Any] | tuple[Any, ...] | set[Any] | frozenset[Any],
-               active: set[int]) -> JSONValue:
+               active: set[int], depth: int) -> JSONValue:
     """A list subclass, tuple, set or frozenset: always a new list."""
     oid = id(obj)
     if oid in active:
         raise _Failed("reference cycle", obj)
+    # A list subclass is a plain list; the others a tagged object around a list.
+    inner = depth + 1 if isinstance(obj, list) else depth + 2
+    if inner > MAX_DEPTH:
+        _too_deep(obj)
     active.add(oid)
     try:
         if isinstance(obj, list):
-            return _enc_items(obj, active)
+            return _enc_items(obj, active, inner)
         if isinstance(obj, tuple):
             if type(obj) is not tuple:
                 raise _Failed("unregistered tuple subclass (named tuple?): register it", obj)
-            return _tagged("tuple", _enc_items(obj, active))
+            return _tagged("tuple", _enc_items(obj, active, inner))
         tag = "frozenset" if isinstance(obj, frozenset) else "set"
-        return _tagged(tag, _set_items(obj, active))
+        return _tagged(tag, _set_items(obj, active, inner))
     finally:
         active.discard(oid)
 
 
-def _set_items(items: Iterable[Any], active: set[int]) -> list[JSONValue]:
+def _set_items(items: Iterable[Any], active: set[int], depth: int) -> list[JSONValue]:
     values = list(items)
     if len(values) > 1 and _naturally_sortable(values):
         values.sort()
-        return _enc_items(values, active)
-    encoded = _enc_items(values, active)
+        return _enc_items(values, active, depth)
+    encoded = _enc_items(values, active, depth)
     encoded.sort(key=_canonical)
     return encoded
+
+
+def _nesting(value: Any, limit: int) -> int:
+    """How deep a structure of plain JSON containers nests (``[]`` is 1, a scalar 0), counted
+    without recursion; the count stops as soon as it passes ``limit``."""
+    if not isinstance(value, dict | list):
+        return 0
+    deepest = 1
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if level > deepest:
+            deepest = level
+            if deepest > limit:
+                return deepest
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, dict | list):
+                stack.append((child, level + 1))
+    return deepest
+
+
+def check_depth(value: Any, *, max_depth: int = MAX_DEPTH, what: str = "value") -> None:
+    """Refuses a plain JSON structure (``dict``/``list``/scalars, as :func:`json.loads` returns)
+    nested deeper than ``max_depth`` arrays and objects (docs/workers.md, "Hostile input").
+
+    Counted iteratively: safe on any depth and from any stack depth.
+
+    Args:
+        value: the structure to check.
+        max_depth: the deepest nesting allowed (default :data:`MAX_DEPTH`).
+        what: how the message names the value (e.g. ``"job envelope"``).
+
+    Raises:
+        EncodeError: ``value`` nests deeper than ``max_depth`` (``path`` is ``"<root>"``).
+    """
+    depth = _nesting(value, max_depth)
+    if depth > max_depth:
+        raise EncodeError(
+            f"{what} nests deeper than {max_depth} JSON levels",
+            type_name=_type_name(value), path="<root>",
+        )
 
 
 # Types whose values are totally ordered among themselves: a set of only one of these (numbers
@@ -729,31 +842,49 @@ def decode(value: Any) -> Any:
     """Turns a JSON value produced by :func:`encode` back into Python values.
 
     Args:
-        value: a structure of JSON values (as :func:`json.loads` returns).
+        value: a structure of JSON values (as :func:`json.loads` returns), nested at most
+            :data:`MAX_DEPTH` levels.
 
     Returns:
         The decoded value: tagged objects become their types, other values pass through.
 
     Raises:
         DeserializationError: a tagged object is malformed, names an unknown tag (tags are only
-            looked up in the registry, never imported), or its registered decoder rejected it.
+            looked up in the registry, never imported), or its registered decoder rejected it;
+            or ``value`` nests deeper than :data:`MAX_DEPTH` (whatever the caller's stack
+            depth).
     """
-    return _decode(value, "")
+    return _guarded(_decode, (value, "", 0), False)
 
 
 def _bad(message: str, path: str) -> NoReturn:
-    raise DeserializationError(f"{message} at {_show(path)}")
+    shown = _show(path) if len(path) <= 160 else f"{path[:100]}...{path[-50:]}"
+    raise DeserializationError(f"{message} at {shown}")
 
 
-def _decode(value: Any, path: str) -> Any:
+def _too_deep_to_read(path: str) -> NoReturn:
+    _bad(f"nested deeper than MAX_DEPTH ({MAX_DEPTH}) JSON levels", path)
+
+
+# ``depth`` below is how many JSON containers enclose ``value`` (0 at the root), exactly as
+# the encoder counts: a container of ``value`` itself is at level ``depth + 1 <= MAX_DEPTH``.
+
+
+def _decode(value: Any, path: str, depth: int) -> Any:
     if isinstance(value, list):
-        return [_decode(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        level = depth + 1
+        if level > MAX_DEPTH:
+            _too_deep_to_read(path)
+        return [_decode(item, f"{path}[{i}]", level) for i, item in enumerate(value)]
     if not isinstance(value, dict):
         if value is None or isinstance(value, str | int | float):
             return value
         _bad(f"not a JSON value: {type(value).__name__}", path)
+    level = depth + 1
+    if level > MAX_DEPTH:
+        _too_deep_to_read(path)
     if TAG_KEY not in value:
-        return {k: _decode(v, _join_key(path, k)) for k, v in value.items()}
+        return {k: _decode(v, _join_key(path, k), level) for k, v in value.items()}
     tag = value[TAG_KEY]
     if not isinstance(tag, str):
         _bad(f"tag must be a string, got {tag!r}", path)
@@ -763,15 +894,17 @@ def _decode(value: Any, path: str) -> Any:
     payload = value[VALUE_KEY]
     try:
         if tag in _BUILTIN_TAGS:
-            return _decode_builtin(tag, payload, value, path)
+            return _decode_builtin(tag, payload, value, path, level)
         entry = _by_tag.get(tag)
         if entry is None:
             _bad(f"unknown codec tag {tag!r} (is its type registered in this process?)", path)
         if entry.kind == "model":
+            if _nesting(payload, MAX_DEPTH - level) > MAX_DEPTH - level:
+                _too_deep_to_read(path)
             return entry.from_json(payload)
-        return entry.from_json(_decode(payload, path))
-    except DeserializationError:
-        raise
+        return entry.from_json(_decode(payload, path, level))
+    except (DeserializationError, RecursionError):
+        raise  # RecursionError: the stack, not the value (retried on a fresh stack)
     except Exception as exc:  # a bad payload, or a registered decoder that rejected it
         raise DeserializationError(
             f"cannot decode tag {tag!r} at {_show(path)}: {type(exc).__name__}: {exc}"
@@ -798,10 +931,15 @@ def _need(kind: type[Any] | tuple[type[Any], ...], payload: Any, tag: str, path:
         _bad(f"bad payload for tag {tag!r}: {payload!r}", path)
 
 
-def _decode_builtin(tag: str, payload: Any, tagged: dict[str, Any], path: str) -> Any:
+def _decode_builtin(
+    tag: str, payload: Any, tagged: dict[str, Any], path: str, level: int
+) -> Any:
+    """A built-in tag; ``level`` is the tagged object's own level (its payload is one deeper)."""
     if tag in ("tuple", "set", "frozenset", "dict"):
         _need(list, payload, tag, path)
-        items = [_decode(x, f"{path}[{i}]") for i, x in enumerate(payload)]
+        if level + 1 > MAX_DEPTH:
+            _too_deep_to_read(path)
+        items = [_decode(x, f"{path}[{i}]", level + 1) for i, x in enumerate(payload)]
         if tag == "tuple":
             return tuple(items)
         if tag == "set":
@@ -816,9 +954,13 @@ def _decode_builtin(tag: str, payload: Any, tagged: dict[str, Any], path: str) -
         return result
     if tag == "esc":
         _need(dict, payload, tag, path)
-        return {k: _decode(v, _join_key(path, k)) for k, v in payload.items()}
+        if level + 1 > MAX_DEPTH:
+            _too_deep_to_read(path)
+        return {k: _decode(v, _join_key(path, k), level + 1) for k, v in payload.items()}
     if tag == "timedelta":
         _need(dict, payload, tag, path)
+        if level + 1 > MAX_DEPTH:
+            _too_deep_to_read(path)
         if set(payload) != {"days", "seconds", "microseconds"} or not all(
             type(x) is int for x in payload.values()
         ):
@@ -862,6 +1004,72 @@ def _decode_builtin(tag: str, payload: Any, tagged: dict[str, Any], path: str) -
     return special[text]
 
 
+# --------------------------------------------------------------------------- stack depth
+#
+# The codec recurses once or twice per JSON level (MAX_DEPTH bounds that), and so do the C
+# ``json`` parser and serializer, which count against the same Python recursion limit. A caller
+# already deep in its own recursion may not have that much stack left. Each public entry point
+# therefore runs its work through :func:`_guarded`: a ``RecursionError`` (never caused by the
+# value itself, whose depth is checked explicitly) makes it redo the work once on a helper
+# thread with a fresh stack; if even that runs out (or no thread can start), the typed error of
+# the entry point is raised.
+
+
+def _guarded(fn: Callable[..., T], args: tuple[Any, ...], encoding: bool) -> T:
+    """``fn(*args)``, redone on a fresh stack when the calling thread's stack runs out.
+
+    Args:
+        fn: the work (raises the entry point's own errors, or ``RecursionError``).
+        args: its arguments (``args[0]`` is the value, for the error message).
+        encoding: raise :class:`EncodeError` (else ``DeserializationError``) when the stack
+            runs out on the fresh thread too.
+    """
+    try:
+        return fn(*args)
+    except RecursionError:
+        pass  # handled below, outside the except block (no chained traceback)
+    try:
+        return _on_fresh_stack(fn, args)
+    except RecursionError as exc:
+        if encoding:
+            raise EncodeError(
+                f"ran out of stack while encoding ({exc}); the JSON form may nest at most "
+                f"MAX_DEPTH ({MAX_DEPTH}) levels",
+                type_name=_type_name(args[0]), path="<root>",
+            ) from exc
+        raise DeserializationError(
+            f"nested deeper than MAX_DEPTH ({MAX_DEPTH}) JSON levels (the reader ran out of "
+            f"stack: {exc})"
+        ) from exc
+
+
+def _on_fresh_stack(fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+    """Run ``fn(*args)`` on a new thread (the caller's context variables copied) and wait.
+
+    Raises:
+        whatever ``fn`` raised; RecursionError: no thread could be started.
+    """
+    outcome: list[tuple[bool, Any]] = []
+    context = contextvars.copy_context()
+
+    def target() -> None:
+        try:
+            outcome.append((True, context.run(fn, *args)))
+        except BaseException as exc:  # handed to the caller
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=target, name="reactor-codec-fresh-stack", daemon=True)
+    try:
+        thread.start()
+    except RuntimeError as exc:  # e.g. at interpreter shutdown
+        raise RecursionError(f"no thread for a fresh stack: {exc}") from exc
+    thread.join()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
+
+
 # --------------------------------------------------------------------------- text
 
 
@@ -873,17 +1081,22 @@ def dumps(obj: Any) -> str:
     """Encodes ``obj`` (see :func:`encode`) to compact JSON text.
 
     Args:
-        obj: any encodable value.
+        obj: any encodable value, its JSON form nested at most :data:`MAX_DEPTH` levels.
 
     Returns:
         JSON text with no insignificant whitespace and non-ASCII characters kept as is
         (``ensure_ascii=False``); never ``NaN``/``Infinity`` tokens.
 
     Raises:
-        EncodeError: ``obj`` holds a value that cannot be encoded.
+        EncodeError: ``obj`` holds a value that cannot be encoded, or nests deeper than
+            :data:`MAX_DEPTH` (whatever the caller's stack depth).
     """
+    return _guarded(_dumps, (obj,), True)
+
+
+def _dumps(obj: Any) -> str:
     try:
-        encoded = _enc(obj, set())
+        encoded = _enc(obj, set(), 0)
     except _Failed as failed:
         raise failed.error() from failed.__cause__
     try:
@@ -902,18 +1115,56 @@ def loads(text: str | bytes) -> Any:
         The decoded value.
 
     Raises:
-        DeserializationError: the text is not JSON (``NaN``/``Infinity`` tokens included) or
-            holds a malformed or unknown tagged object.
+        DeserializationError: the text is not UTF-8 or not JSON (``NaN``/``Infinity`` tokens
+            included), nests deeper than :data:`MAX_DEPTH`, or holds a malformed or unknown
+            tagged object (whatever the caller's stack depth).
     """
-    return decode(_parse(text))
+    return _guarded(_loads, (text,), False)
+
+
+def _loads(text: str | bytes) -> Any:
+    return _decode(_parse(text), "", 0)
+
+
+def parse_json(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
+    """Parses plain JSON text (no codec tags are decoded) with the codec's bounds.
+
+    Used for job envelopes (:meth:`reactor.ports.router.Job.from_json`): the one place that
+    reads untrusted text without :func:`loads` (docs/workers.md, "Hostile input").
+
+    Args:
+        text: JSON text; ``bytes`` must be UTF-8.
+        max_depth: the deepest nesting of arrays and objects accepted (default
+            :data:`MAX_DEPTH`).
+
+    Returns:
+        The parsed value (``dict``/``list``/``str``/``int``/``float``/``bool``/``None``).
+
+    Raises:
+        DeserializationError: the bytes are not UTF-8, the text is not JSON (``NaN`` and
+            ``Infinity`` tokens included), or it nests deeper than ``max_depth`` (whatever the
+            caller's stack depth). Never ``RecursionError``.
+    """
+    return _guarded(_parse_json, (text, max_depth), False)
+
+
+def _parse_json(text: str | bytes, max_depth: int) -> Any:
+    value = _parse(text)
+    if _nesting(value, max_depth) > max_depth:
+        raise DeserializationError(f"JSON nests deeper than {max_depth} levels")
+    return value
 
 
 def _parse(text: str | bytes) -> Any:
-    try:
-        if isinstance(text, bytes | bytearray):
+    """``json.loads`` with typed errors (a ``RecursionError`` is left to :func:`_guarded`)."""
+    if isinstance(text, bytes | bytearray):
+        try:
             text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DeserializationError(f"not UTF-8 text: {exc}") from exc
+    try:
         return json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, TypeError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+    except (ValueError, TypeError) as exc:  # JSONDecodeError is a ValueError
         raise DeserializationError(f"malformed JSON: {exc}") from exc
 
 
@@ -936,12 +1187,18 @@ def encode_document(doc: Mapping[str, Any], *, max_bytes: int | None = None) -> 
         Compact JSON text (see :func:`dumps`).
 
     Raises:
-        EncodeError: a value cannot be encoded (the path starts at the document key).
+        EncodeError: a value cannot be encoded (the path starts at the document key), or the
+            document nests deeper than :data:`MAX_DEPTH` (the document object is level 1),
+            whatever the caller's stack depth.
         TypeError: a top-level key is not a string.
         ValueError: ``doc`` holds a different ``schema_version``.
         ContextTooLargeError: the text is larger than ``max_bytes``; raised before anything is
             written, with ``size_bytes`` and ``limit_bytes`` set.
     """
+    return _guarded(_encode_document, (doc, max_bytes), True)
+
+
+def _encode_document(doc: Mapping[str, Any], max_bytes: int | None) -> str:
     version = doc.get("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         raise ValueError(
@@ -954,7 +1211,7 @@ def encode_document(doc: Mapping[str, Any], *, max_bytes: int | None = None) -> 
             raise TypeError(f"document keys must be strings, got {key!r}")
         if key != "schema_version":
             try:
-                body[key] = _enc(value, active)
+                body[key] = _enc(value, active, 1)  # inside the document object
             except _Failed as failed:
                 failed.segments.append(_key_segment(key))
                 raise failed.error() from failed.__cause__
@@ -985,10 +1242,15 @@ def decode_document(text: str | bytes) -> dict[str, Any]:
         back what it gave to :func:`encode_document`.
 
     Raises:
-        DeserializationError: malformed JSON, not a JSON object, no ``schema_version``, or a
-            value that does not decode.
+        DeserializationError: not UTF-8, malformed JSON, not a JSON object, no
+            ``schema_version``, nested deeper than :data:`MAX_DEPTH` (whatever the caller's
+            stack depth), or a value that does not decode.
         SchemaVersionError: ``schema_version`` is not one this release reads.
     """
+    return _guarded(_decode_document, (text,), False)
+
+
+def _decode_document(text: str | bytes) -> dict[str, Any]:
     raw = _parse(text)
     if not isinstance(raw, dict):
         raise DeserializationError(f"document must be a JSON object, got {type(raw).__name__}")
@@ -1000,4 +1262,4 @@ def decode_document(text: str | bytes) -> dict[str, Any]:
             f"unsupported document schema_version {version!r} (this release reads "
             f"{SCHEMA_VERSION!r})"
         )
-    return {key: _decode(value, _join_key("", key)) for key, value in raw.items()}
+    return {key: _decode(value, _join_key("", key), 1) for key, value in raw.items()}

@@ -13,6 +13,7 @@ Semantics follow ruby_reactor's ``RubyReactor::Error`` namespace (engine.md §1.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -153,8 +154,22 @@ class StorageError(ReactorError):
     """A storage backend failed (connection lost, timeout, server error).
 
     The backend's own exception is chained as ``__cause__``. A lost conditional write is never a
-    ``StorageError``: it is a normal ``False``/``None`` return (ARCHITECTURE §2 "Errors").
+    ``StorageError``: it is a normal ``False``/``None`` return.
+
+    Args:
+        *args: the message (and any further exception arguments).
+        run_id: the run whose execution hit the failure, when known.
+
+    Attributes:
+        run_id: the run id when the error escaped a run, else ``None``. ``Reactor.run`` sets it
+            (and names the run in the message) when a synchronous run's checkpoint or liveness
+            lock hits a storage outage; the run is left at its last stored checkpoint for the
+            sweeper to resume (docs/workers.md, "Storage outages during a synchronous run").
     """
+
+    def __init__(self, *args: object, run_id: str | None = None) -> None:
+        super().__init__(*args)
+        self.run_id = run_id
 
 
 class RouterError(ReactorError):
@@ -218,10 +233,24 @@ class OrderedLockWaitError(CoordinationError):
 
 
 class LockLost(ReactorError):
-    """The auto-extender could not extend a lock: its TTL lapsed and another owner may hold it.
+    """A hold (lock, semaphore lease, ordered-lock turn) is gone while its holder still ran.
 
-    Raised (or reported) so the holder learns it no longer has mutual exclusion.
+    Reported by the client (``Lock.lost``, ``on_lost``) when an extend answered ``False`` (taken
+    over or lapsed) or the holder's deadline passed without a successful extend; the engine
+    fails a step whose hold was lost with it, before its result is recorded
+    (``docs/coordination.md``, "Renewal and loss").
+
+    Attributes:
+        key: the primitive's key.
+        primitive: ``"lock"``, ``"semaphore"`` or ``"ordered_lock"``.
+        lost_at: epoch seconds (wall clock) when the loss was detected.
     """
+
+    def __init__(self, message: str, key: str = "", primitive: str = "lock") -> None:
+        super().__init__(message)
+        self.key = key
+        self.primitive = primitive
+        self.lost_at = time.time()
 
 
 class SignalOutsideStepError(ReactorError):

@@ -14,6 +14,8 @@ __all__ = [
     "run_liveness_key",
     "step_completion_channel",
     "step_liveness_key",
+    "sweep_dispatch_key",
+    "sweep_episode_key",
     "sweep_window_key",
 ]
 
@@ -41,6 +43,30 @@ def map_collect_key(map_id: str) -> str:
 def sweep_window_key(window: int) -> str:
     """The never-released claim on sweep tick ``window`` (``floor(now / interval)``)."""
     return f"sweeper:window:{window}"
+
+
+def sweep_dispatch_key(unit: str) -> str:
+    """The period marker a sweeper takes before it re-enqueues ``unit`` (its dispatch lease).
+
+    ``unit`` names what is re-dispatched, e.g. ``run:<id>``, ``step:<ctx>:<step>``,
+    ``map_element:<map>:<index>`` (docs/workers.md, "Sweep cursors and dispatch leases").
+    While the marker lives, no sweeper re-enqueues the same unit again.
+
+    Returns:
+        ``sweeper:dispatch:<unit>`` (a :class:`reactor.ports.PeriodStore` key).
+    """
+    return f"sweeper:dispatch:{unit}"
+
+
+def sweep_episode_key(unit: str) -> str:
+    """The period marker recording when sweepers first re-dispatched ``unit`` lately; the
+    dispatch lease grows with the time since (docs/workers.md, "Sweep cursors and dispatch
+    leases").
+
+    Returns:
+        ``sweeper:episode:<unit>`` (a :class:`reactor.ports.PeriodStore` key).
+    """
+    return f"sweeper:episode:{unit}"
 
 
 def run_completion_channel(context_id: str) -> str:

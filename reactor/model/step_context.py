@@ -7,16 +7,54 @@ results so far, never the engine's mutable state.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["StepContext"]
+from reactor.model.errors import LockLost
+
+__all__ = ["Hold", "StepContext"]
 
 
 def _empty() -> Mapping[str, Any]:
     return MappingProxyType({})
+
+
+def _never_lost() -> LockLost | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Hold:
+    """One coordination hold a step body runs under (``docs/coordination.md``, "Holds").
+
+    Attributes:
+        primitive: ``"lock"``, ``"semaphore"`` or ``"ordered_lock"``.
+        key: the primitive's key.
+        scope: ``"reactor"`` (declared on the reactor, held for the whole run) or ``"step"``.
+        fencing_token: for a lock, the token of this hold: greater than the token of every
+            earlier hold of the key (pass it to the resource you protect); else ``None``.
+        ordered_ticket: for an ordered lock, ``(epoch, nonce)`` — the turn's fencing token,
+            compared as a tuple; else ``None``.
+    """
+
+    primitive: Literal["lock", "semaphore", "ordered_lock"]
+    key: str
+    scope: Literal["reactor", "step"]
+    fencing_token: int | None = None
+    ordered_ticket: tuple[int, int] | None = None
+    probe: Callable[[], LockLost | None] = field(
+        default=_never_lost, repr=False, compare=False
+    )
+
+    @property
+    def lost(self) -> LockLost | None:
+        """The :class:`~reactor.model.errors.LockLost` once the hold is gone, else ``None``.
+
+        No I/O: reads what the renewer knows (a refused extend, or the lease deadline passed).
+        """
+        return self.probe()
 
 
 @dataclass(frozen=True)
@@ -34,6 +72,8 @@ class StepContext:
         map_metadata: for a map element: ``{"map_step", "map_id", "index", "parent_reactor"}``.
         results: the results of the steps completed so far (read-only).
         reactor_inputs: the run's validated inputs (read-only; includes redacted ones).
+        holds: the locks, semaphore leases and ordered-lock turns the body runs under,
+            reactor-level first (``docs/coordination.md``, "Holds").
     """
 
     run_id: str
@@ -45,6 +85,44 @@ class StepContext:
     map_metadata: Mapping[str, Any] | None = None
     results: Mapping[str, Any] = field(default_factory=_empty)
     reactor_inputs: Mapping[str, Any] = field(default_factory=_empty)
+    holds: tuple[Hold, ...] = ()
+
+    @property
+    def hold_lost(self) -> bool:
+        """Whether any hold of :attr:`holds` is lost (no I/O; cheap enough for a tight loop)."""
+        return any(hold.lost is not None for hold in self.holds)
+
+    def raise_if_lost(self) -> None:
+        """Raise when a hold is lost, so long work stops before it acts without exclusion.
+
+        Raises:
+            LockLost: the first lost hold's error (the step then fails with it and is
+                compensated, like any failure whose body started).
+        """
+        for hold in self.holds:
+            lost = hold.lost
+            if lost is not None:
+                raise lost
+
+    @property
+    def fencing_token(self) -> int | None:
+        """The fencing token of the lock the step runs under (step-level first, else the
+        reactor's), or ``None`` without a lock (``docs/coordination.md``, "Fencing tokens")."""
+        for scope in ("step", "reactor"):
+            for hold in self.holds:
+                if hold.scope == scope and hold.fencing_token is not None:
+                    return hold.fencing_token
+        return None
+
+    @property
+    def ordered_ticket(self) -> tuple[int, int] | None:
+        """``(epoch, nonce)`` of the ordered-lock turn the step runs under (step-level first),
+        the ordered lock's fencing token; ``None`` without one."""
+        for scope in ("step", "reactor"):
+            for hold in self.holds:
+                if hold.scope == scope and hold.ordered_ticket is not None:
+                    return hold.ordered_ticket
+        return None
 
     @property
     def element_index(self) -> int | None:

@@ -25,6 +25,7 @@ from reactor.ports.records import (
     RollbackSummary,
     RunPage,
     RunSummary,
+    ScanPage,
     SemaphoreState,
     StepResultRecord,
     StepResultStatus,
@@ -45,6 +46,7 @@ from reactor.ports.storage import (
     StepResultStore,
     Storage,
     Subscription,
+    SweepCursorStore,
 )
 
 __all__ = [
@@ -81,6 +83,7 @@ __all__ = [
     "Router",
     "RunPage",
     "RunSummary",
+    "ScanPage",
     "SemaphoreState",
     "SemaphoreStore",
     "SignalStore",
@@ -89,5 +92,6 @@ __all__ = [
     "StepResultStore",
     "Storage",
     "Subscription",
+    "SweepCursorStore",
     "Versioned",
 ]

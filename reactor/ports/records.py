@@ -12,9 +12,9 @@ seconds. A TTL of ``None`` means "no expiry".
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 __all__ = [
     "FAILED_ROLLBACK_OUTCOMES",
@@ -34,6 +34,7 @@ __all__ = [
     "RollbackSummary",
     "RunPage",
     "RunSummary",
+    "ScanPage",
     "SemaphoreState",
     "StepResultRecord",
     "StepResultStatus",
@@ -121,6 +122,40 @@ class RunPage:
 
     runs: tuple[RunSummary, ...]
     next_cursor: str | None
+
+
+_Row = TypeVar("_Row")
+
+
+class ScanPage(list[_Row]):
+    """One page of a sweeper scan: the rows (it *is* a ``list`` of them) and the cursor after them.
+
+    Returned by the ``scan`` methods of :class:`reactor.ports.ContextStore`,
+    :class:`~reactor.ports.StepResultStore`, :class:`~reactor.ports.MapStore` and
+    :class:`~reactor.ports.MapRollbackStore`. Being a list keeps every caller that treats a scan
+    as a list of rows working; equality compares the rows only (docs/workers.md, "Sweep cursors
+    and dispatch leases").
+
+    Args:
+        rows: the rows of this page, in the store's scan order.
+        next_cursor: see the attribute.
+
+    Attributes:
+        next_cursor: an opaque string to pass back as ``cursor=`` to continue strictly after the
+            last row *examined* by this page (rows a filter dropped included), or ``None`` when
+            the scan reached the end of its index: the next scan then starts over from the
+            beginning (wrap around). A non-``None`` cursor may come with fewer rows than asked
+            for (even none); only ``None`` means "the end".
+    """
+
+    __slots__ = ("next_cursor",)
+
+    def __init__(self, rows: Iterable[_Row] = (), next_cursor: str | None = None) -> None:
+        super().__init__(rows)
+        self.next_cursor = next_cursor
+
+    def __repr__(self) -> str:
+        return f"ScanPage({list.__repr__(self)}, next_cursor={self.next_cursor!r})"
 
 
 StepResultStatus = Literal["dispatched", "completed"]
@@ -282,11 +317,16 @@ class LockInfo:
         owner: the owner token.
         count: the re-entrancy count (at least 1).
         expires_at: epoch seconds when the lock lapses, or ``None`` for no expiry.
+        token: the holder's fencing token, the value ``LockStore.acquire`` returned when this
+            holder took the lock (>= 1; docs/coordination.md#fencing-tokens). It defaults to 0
+            only so records serialized before tokens existed still load; a conforming store
+            never reports 0 for a holder.
     """
 
     owner: str
     count: int
     expires_at: float | None
+    token: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,11 +402,27 @@ class OrderedTicket:
 
     Attributes:
         nonce: 1-based position in the current batch.
-        epoch: the batch generation; a drained and restarted line has a higher epoch.
+        epoch: the batch generation: every new batch of a key gets an epoch strictly greater
+            than any earlier one, also after the line idled out or was reset
+            (docs/coordination.md#fencing-tokens); 0 is a legacy ticket that is never fenced.
     """
 
     nonce: int
     epoch: int
+
+    @property
+    def fencing_key(self) -> tuple[int, int]:
+        """The ticket's fencing token: ``(epoch, nonce)``, compared lexicographically.
+
+        A later ticket of the same key always has a greater key: a later batch has a greater
+        epoch, and within a batch nonces grow. A resource guarded by an ordered lock rejects a
+        write whose key is smaller than the largest it has accepted
+        (docs/coordination.md#fencing-tokens).
+
+        Returns:
+            ``(epoch, nonce)``.
+        """
+        return (self.epoch, self.nonce)
 
 
 OrderedGateState = Literal["go", "poison_advance", "wait", "stale", "drained_go"]

@@ -8,10 +8,19 @@ visibility window comes back.
 The engine calls only :meth:`Router.enqueue`. ``reactor worker`` uses the consumer side:
 :meth:`Router.receive`, :meth:`Router.ack`, :meth:`Router.retry`, :meth:`Router.extend` and
 :meth:`Router.dead_letter`.
+
+**Poison messages** (docs/workers.md, "Hostile input"; docs/writing-an-adapter.md, routers): a
+message body that is not UTF-8, larger than :data:`MAX_ENVELOPE_BYTES`, nested deeper than
+:data:`reactor.model.codec.MAX_DEPTH`, or not a job envelope makes :meth:`Job.from_json` raise
+:class:`~reactor.model.errors.DeserializationError` and nothing else. Every router catches it
+per message inside :meth:`Router.receive` and dead-letters that message with the reason and its
+raw body (:meth:`DeadLetter.from_raw`); the other messages of the receive are unaffected.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 import uuid
@@ -19,10 +28,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
+from reactor.model import codec
+from reactor.model.codec import EncodeError
 from reactor.model.errors import DeserializationError
 
 __all__ = [
     "JOB_KINDS",
+    "MAX_ENVELOPE_BYTES",
     "DeadLetter",
     "Delivery",
     "Job",
@@ -34,6 +46,19 @@ JobKind = Literal["run", "step", "map_element", "map_collect", "map_element_roll
 
 #: Every job kind a worker knows.
 JOB_KINDS: frozenset[str] = frozenset(get_args(JobKind))
+
+#: The largest job envelope, in bytes of UTF-8 text (256 KiB, SQS's classic message limit).
+#: Payloads carry identities only, so real envelopes are a few hundred bytes; a larger message
+#: is refused by :meth:`Job.to_json` and dead-lettered on receive (docs/workers.md, "Hostile
+#: input").
+MAX_ENVELOPE_BYTES = 256 * 1024
+
+
+def _utf8_size(text: str) -> int:
+    """The UTF-8 size of ``text`` in bytes (lone surrogates counted as 3 bytes)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,33 +81,73 @@ class Job:
     not_before: float | None = None
 
     def to_json(self) -> str:
-        """Encode the envelope as compact JSON text."""
-        return json.dumps(
-            {
-                "id": self.id,
-                "kind": self.kind,
-                "payload": dict(self.payload),
-                "attempt": self.attempt,
-                "not_before": self.not_before,
-            },
-            separators=(",", ":"),
-            allow_nan=False,
-        )
+        """Encode the envelope as compact, ASCII-only JSON text.
+
+        Returns:
+            The text, at most :data:`MAX_ENVELOPE_BYTES` bytes.
+
+        Raises:
+            EncodeError: the envelope nests deeper than :data:`reactor.model.codec.MAX_DEPTH`,
+                is larger than :data:`MAX_ENVELOPE_BYTES`, or there is no stack left to
+                encode it (never a bare ``RecursionError``).
+            TypeError: the payload holds a value :mod:`json` cannot write.
+            ValueError: the payload holds a NaN or infinite float.
+        """
+        envelope = {
+            "id": self.id,
+            "kind": self.kind,
+            "payload": dict(self.payload),
+            "attempt": self.attempt,
+            "not_before": self.not_before,
+        }
+        codec.check_depth(envelope, what="job envelope")
+        try:
+            text = json.dumps(envelope, separators=(",", ":"), allow_nan=False)
+        except RecursionError as exc:  # within MAX_DEPTH: the caller's stack is used up
+            raise EncodeError(
+                f"no stack left to encode the job envelope: {exc}", type_name="Job",
+                path="payload",
+            ) from exc
+        if len(text) > MAX_ENVELOPE_BYTES:  # ASCII: one byte per character
+            raise EncodeError(
+                f"job envelope is {len(text)} bytes, over MAX_ENVELOPE_BYTES "
+                f"({MAX_ENVELOPE_BYTES})", type_name="Job", path="payload",
+            )
+        return text
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Job:
-        """Decode an envelope produced by :meth:`to_json`.
+        """Decode an envelope produced by :meth:`to_json` (or any foreign message body).
 
         The kind is NOT checked against :data:`JOB_KINDS` here (a worker dead-letters unknown
-        kinds with that reason); only the envelope's shape is.
+        kinds with that reason); only the envelope's shape is. Safe on hostile input: every
+        problem is a :class:`DeserializationError` (docs/workers.md, "Hostile input").
+
+        Args:
+            text: the message body; ``bytes`` must be UTF-8.
+
+        Returns:
+            The job.
 
         Raises:
-            DeserializationError: the text is not JSON or a field has the wrong type.
+            DeserializationError: the body is larger than :data:`MAX_ENVELOPE_BYTES`, not
+                UTF-8, not JSON, nested deeper than :data:`reactor.model.codec.MAX_DEPTH`, not
+                an object, or a field is missing or has the wrong type. Nothing else, whatever
+                the body and the caller's stack depth.
         """
+        if not isinstance(text, str | bytes | bytearray):
+            raise DeserializationError(
+                f"job envelope must be text or bytes, got {type(text).__name__}"
+            )
+        size = _utf8_size(text) if isinstance(text, str) else len(text)
+        if size > MAX_ENVELOPE_BYTES:
+            raise DeserializationError(
+                f"job envelope is {size} bytes, over MAX_ENVELOPE_BYTES ({MAX_ENVELOPE_BYTES})"
+            )
         try:
-            data = json.loads(text)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise DeserializationError(f"job envelope is not JSON: {exc}") from exc
+            data = codec.parse_json(text)
+        except DeserializationError as exc:
+            raise DeserializationError(f"job envelope is unreadable: {exc}") from exc
         if not isinstance(data, dict):
             raise DeserializationError("job envelope must be a JSON object")
         job_id, kind, payload = data.get("id"), data.get("kind"), data.get("payload")
@@ -130,14 +195,53 @@ class DeadLetter:
     """A message a worker could not process, kept with the reason.
 
     Attributes:
-        body: the raw message text as received.
-        reason: why it was dead-lettered (e.g. ``"unknown job kind 'x'"``).
+        body: the raw message body as received: its text when it is UTF-8, else (when
+            ``body_encoding`` is ``"base64"``) the standard base64 of its bytes.
+        reason: why it was dead-lettered (e.g. ``"unknown job kind 'x'"``, or
+            ``"undecodable message: ..."`` for a poison message dead-lettered by ``receive``).
         at: epoch seconds when it was dead-lettered.
+        body_encoding: ``"text"`` or ``"base64"`` (docs/workers.md, "Hostile input").
     """
 
     body: str
     reason: str
     at: float
+    body_encoding: Literal["text", "base64"] = "text"
+
+    @classmethod
+    def from_raw(cls, raw: str | bytes, reason: str, at: float) -> DeadLetter:
+        """A dead letter keeping ``raw`` exactly: as text when it is UTF-8, else as base64.
+
+        Args:
+            raw: the message body as the transport holds it.
+            reason: why it was dead-lettered.
+            at: epoch seconds.
+
+        Returns:
+            The dead letter; :meth:`raw_body` gives back ``raw`` (as bytes).
+        """
+        if isinstance(raw, str):
+            return cls(body=raw, reason=reason, at=at)
+        try:
+            return cls(body=bytes(raw).decode("utf-8"), reason=reason, at=at)
+        except UnicodeDecodeError:
+            return cls(
+                body=base64.b64encode(raw).decode("ascii"), reason=reason, at=at,
+                body_encoding="base64",
+            )
+
+    def raw_body(self) -> bytes:
+        """The body's original bytes (UTF-8 of a text body; a base64 body decoded).
+
+        Raises:
+            ValueError: ``body_encoding`` is ``"base64"`` but ``body`` is not valid base64.
+        """
+        if self.body_encoding == "base64":
+            try:
+                return base64.b64decode(self.body.encode("ascii"), validate=True)
+            except (binascii.Error, UnicodeEncodeError) as exc:
+                raise ValueError(f"dead letter body is not base64: {exc}") from exc
+        return self.body.encode("utf-8", "surrogatepass")
 
 
 @runtime_checkable
@@ -152,6 +256,7 @@ class Router(Protocol):
 
         Raises:
             ValueError: ``delay_seconds`` is negative or not finite.
+            EncodeError: the envelope cannot be encoded (:meth:`Job.to_json`).
             RouterError: the backend failed.
         """
         ...
@@ -159,7 +264,14 @@ class Router(Protocol):
     def receive(self, max_jobs: int = 1, wait_seconds: float = 0) -> list[Delivery]:
         """Lease up to ``max_jobs`` due jobs, waiting up to ``wait_seconds`` for one to appear.
 
-        A message that cannot be decoded is dead-lettered with the reason and not returned.
+        A message that cannot be decoded (:meth:`Job.from_json` raises) is dead-lettered with
+        the reason and its raw body (:meth:`DeadLetter.from_raw`) and not returned; it never
+        makes ``receive`` raise, and the messages behind it are still received
+        (docs/writing-an-adapter.md, routers). ``delivery_count`` counts every delivery of the
+        message, those before a :meth:`retry` included.
+
+        Raises:
+            RouterError: the backend failed.
         """
         ...
 
@@ -168,7 +280,17 @@ class Router(Protocol):
         ...
 
     def retry(self, delivery: Delivery, delay_seconds: float) -> None:
-        """Give the job back to be delivered again after ``delay_seconds``."""
+        """Give the job back to be delivered again after ``delay_seconds`` (any finite delay
+        >= 0).
+
+        The message is unchanged and keeps its delivery count: the next delivery has
+        ``delivery_count == delivery.delivery_count + 1``, which the worker's backoff and
+        ``max_deliveries`` rely on (docs/workers.md). A stale receipt is logged, never raised.
+
+        Raises:
+            ValueError: ``delay_seconds`` is negative or not finite.
+            RouterError: the backend failed.
+        """
         ...
 
     def extend(self, delivery: Delivery, seconds: float) -> None:

@@ -36,7 +36,9 @@ from reactor.ports import records
 __all__ = [
     "RECORD_TYPES",
     "decode_page_cursor",
+    "decode_scan_cursor",
     "encode_page_cursor",
+    "encode_scan_cursor",
     "page_key",
     "record_from_dict",
     "record_from_json",
@@ -270,3 +272,51 @@ def decode_page_cursor(cursor: str) -> str:
     if not _PAGE_KEY.match(key) or encode_page_cursor(key) != cursor:
         raise ValueError(f"malformed run page cursor {cursor!r}")
     return key
+
+
+# ---- sweeper scan cursors ------------------------------------------------------------------
+
+
+def encode_scan_cursor(*parts: str) -> str:
+    """A sweeper scan position as an opaque cursor (``ScanPage.next_cursor``).
+
+    The cursor is the unpadded base64url of the JSON array of ``parts``; what the parts are is
+    the store's business (an index name, the last key examined, a score...). Defined in
+    docs/workers.md, "Sweep cursors and dispatch leases".
+
+    Args:
+        parts: the position, as strings.
+
+    Returns:
+        The cursor text (ASCII).
+    """
+    text = json.dumps(list(parts), separators=(",", ":"), ensure_ascii=False)
+    return base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def decode_scan_cursor(cursor: str, arity: int) -> tuple[str, ...]:
+    """The parts inside a cursor made by :func:`encode_scan_cursor`.
+
+    Args:
+        cursor: a ``ScanPage.next_cursor`` of the same store.
+        arity: how many parts the store put in its cursors.
+
+    Returns:
+        The ``arity`` parts, in order.
+
+    Raises:
+        ValueError: the cursor is not canonical base64url of a JSON array of ``arity`` strings.
+    """
+    try:
+        raw = cursor.encode("ascii")
+        value: Any = json.loads(base64.urlsafe_b64decode(raw + b"=" * (-len(raw) % 4)))
+    except (UnicodeError, binascii.Error, ValueError) as exc:
+        raise ValueError(f"malformed sweeper scan cursor {cursor!r}") from exc
+    if (
+        not isinstance(value, list)
+        or len(value) != arity
+        or not all(isinstance(part, str) for part in value)
+        or encode_scan_cursor(*value) != cursor
+    ):
+        raise ValueError(f"malformed sweeper scan cursor {cursor!r}")
+    return tuple(value)

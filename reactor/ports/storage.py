@@ -43,6 +43,7 @@ from reactor.ports.records import (
     RollbackSummary,
     RunPage,
     RunSummary,
+    ScanPage,
     SemaphoreState,
     StepResultRecord,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "StepResultStore",
     "Storage",
     "Subscription",
+    "SweepCursorStore",
 ]
 
 
@@ -95,17 +97,29 @@ class ContextStore(Protocol):
         statuses: Collection[str] | None = None,
         limit: int = 1000,
         include_dispatched_children: bool = False,
-    ) -> list[RunSummary]:
-        """List top-level runs for the run sweeper (storage-protocol.md §2.14 ``scan_reactors``).
+        cursor: str | None = None,
+    ) -> ScanPage[RunSummary]:
+        """List top-level runs for the run sweeper.
+
+        Keyset-paged like :meth:`page`: pass the previous page's ``next_cursor`` as ``cursor``
+        to continue after it (docs/workers.md, "Sweep cursors and dispatch leases"). A run
+        present for a whole pass (from a ``cursor=None`` page to the page whose
+        ``next_cursor`` is ``None``) is listed at least once in that pass.
 
         Args:
             statuses: only runs in these statuses; the filter applies before ``limit``.
             limit: the maximum number of rows.
             include_dispatched_children: also list ``async_reactor`` children
                 (``dispatched_child``); map elements and other children are never listed.
+            cursor: ``None`` to start at the beginning, else a ``next_cursor`` of this store.
 
         Returns:
-            Summaries, in no guaranteed order.
+            Summaries in the store's scan order (no other order is guaranteed), as a
+            :class:`~reactor.ports.records.ScanPage` (a list with ``next_cursor``).
+
+        Raises:
+            ValueError: the cursor is malformed.
+            StorageError: the backend failed.
         """
         ...
 
@@ -134,8 +148,19 @@ class StepResultStore(Protocol):
         """Read the record of ``step_name`` owned by ``context_id``, or ``None``."""
         ...
 
-    def scan(self, *, status: str | None = None, limit: int = 1000) -> list[StepResultRecord]:
-        """List records, filtered by ``status`` before ``limit`` (the step sweeper's input)."""
+    def scan(
+        self, *, status: str | None = None, limit: int = 1000, cursor: str | None = None
+    ) -> ScanPage[StepResultRecord]:
+        """List records, filtered by ``status`` before ``limit`` (the step sweeper's input).
+
+        Keyset-paged: pass the previous page's ``next_cursor`` as ``cursor`` to continue after
+        it; ``next_cursor`` is ``None`` at the end of the index (docs/workers.md, "Sweep
+        cursors and dispatch leases").
+
+        Raises:
+            ValueError: the cursor is malformed.
+            StorageError: the backend failed.
+        """
         ...
 
 
@@ -159,8 +184,18 @@ class MapStore(Protocol):
         """Read a map's metadata."""
         ...
 
-    def scan(self, *, limit: int = 1000) -> list[MapMetadata]:
-        """List active maps for the map sweeper (never rollback records)."""
+    def scan(self, *, limit: int = 1000, cursor: str | None = None) -> ScanPage[MapMetadata]:
+        """List active maps for the map sweeper (never rollback records).
+
+        A map is active from :meth:`init` until it settles: :meth:`claim_owner_signal` takes it
+        out of this index. Keyset-paged: pass the previous page's ``next_cursor`` as
+        ``cursor`` to continue after it; ``next_cursor`` is ``None`` at the end of the index
+        (docs/workers.md, "Sweep cursors and dispatch leases").
+
+        Raises:
+            ValueError: the cursor is malformed.
+            StorageError: the backend failed.
+        """
         ...
 
     def add_to_counter(self, map_id: str, delta: int) -> int:
@@ -195,7 +230,13 @@ class MapStore(Protocol):
         ...
 
     def claim_owner_signal(self, map_id: str) -> bool:
-        """Claim the right to resume the owner (NX): exactly one caller ever gets ``True``."""
+        """Claim the right to resume the owner (NX): exactly one caller ever gets ``True``.
+
+        The map is then settled: every call, winner or loser, also takes it out of
+        :meth:`scan` (a loser repairs a crash between the claim and that removal); from then
+        on the run sweeper, not the map sweeper, recovers the owner (docs/workers.md, "Sweep
+        cursors and dispatch leases").
+        """
         ...
 
     def put_result(self, map_id: str, index: int, value: str) -> None:
@@ -315,15 +356,32 @@ class MapRollbackStore(Protocol):
         ...
 
     def claim_signal(self, map_id: str) -> bool:
-        """Claim the right to resume the owner after the rollback (NX): exactly one ``True``."""
+        """Claim the right to resume the owner after the rollback (NX): exactly one ``True``.
+
+        The rollback is then finished: the call also takes it out of :meth:`scan`; the run
+        sweeper recovers the owner from then on (docs/workers.md, "Sweep cursors and dispatch
+        leases").
+        """
         ...
 
     def summary(self, map_id: str) -> RollbackSummary | None:
         """Progress counts, ``None`` when this map never rolled back."""
         ...
 
-    def scan(self, *, limit: int = 1000) -> list[MapRollbackMetadata]:
-        """List started rollbacks for the map sweeper's rollback pass."""
+    def scan(
+        self, *, limit: int = 1000, cursor: str | None = None
+    ) -> ScanPage[MapRollbackMetadata]:
+        """List started, unfinished rollbacks for the map sweeper's rollback pass.
+
+        A rollback is listed from :meth:`start` until :meth:`claim_signal`. Keyset-paged: pass
+        the previous page's ``next_cursor`` as ``cursor`` to continue after it; ``next_cursor``
+        is ``None`` at the end of the index (docs/workers.md, "Sweep cursors and dispatch
+        leases").
+
+        Raises:
+            ValueError: the cursor is malformed.
+            StorageError: the backend failed.
+        """
         ...
 
 
@@ -384,10 +442,14 @@ class LockStore(Protocol):
     """Re-entrant, owner-tokened TTL locks.
 
     Semantics: storage-protocol.md §2.8; pure model: ``reactor.model.coordination.locks``.
+    Every acquisition issues a fencing token: docs/coordination.md#fencing-tokens; what an
+    adapter must store for it: docs/writing-an-adapter.md.
     """
 
-    def acquire(self, key: str, owner: str, ttl: float | None) -> bool:
+    def acquire(self, key: str, owner: str, ttl: float | None) -> int:
         """Take the lock, or re-enter it when ``owner`` holds it (count + 1, TTL reset).
+
+        Callers may keep testing the result for truth: 0 is falsy, every token is truthy.
 
         Args:
             key: the lock key.
@@ -395,12 +457,24 @@ class LockStore(Protocol):
             ttl: seconds until the lock lapses, ``None`` for no expiry.
 
         Returns:
-            ``True`` when ``owner`` now holds the lock.
+            0 when another owner holds the lock. Otherwise the holder's fencing token (>= 1,
+            < 2**53): a fresh acquisition (absent, released or lapsed lock, or a new owner) gets
+            a token strictly greater than every token this key ever returned, across release,
+            idle expiry and process restarts; a re-entry returns the current token unchanged
+            (docs/coordination.md#fencing-tokens).
+
+        Raises:
+            ValueError: ``ttl`` is neither ``None`` nor a positive finite number.
+            StorageError: the backend failed.
         """
         ...
 
     def release(self, key: str, owner: str) -> bool:
-        """Decrement the count (delete at 0) when ``owner`` holds the lock; else ``False``."""
+        """Decrement the count when ``owner`` holds the lock; else ``False``.
+
+        At count 0 the lock is free; the store keeps its last fencing token for
+        ``FENCE_RETENTION`` seconds (docs/coordination.md#fencing-tokens).
+        """
         ...
 
     def extend(self, key: str, owner: str, ttl: float | None) -> bool:
@@ -412,7 +486,7 @@ class LockStore(Protocol):
         ...
 
     def info(self, key: str) -> LockInfo | None:
-        """The holder, or ``None``."""
+        """The holder (owner, count, expiry, fencing token), or ``None`` when not held."""
         ...
 
 
@@ -456,12 +530,17 @@ class RateLimitStore(Protocol):
         """Check every window and, only if all admit, charge all of them (all or none).
 
         Buckets are ``floor(now / window.seconds)`` on the store clock; a bucket's counter lives
-        2 x its window.
+        2 x its window. A key's clock never goes back: a window is judged in the newer of the
+        caller's bucket and the stored one (a caller whose clock is behind is counted in the
+        newest stored bucket, which is never replaced by an older one), a denial's
+        ``retry_after`` runs on the caller's clock to the end of that bucket, and a denial
+        remembers a newer bucket it reached (docs/coordination.md#clock-skew;
+        :mod:`reactor.model.coordination.rate_limits`).
         """
         ...
 
     def count(self, key: str, window: RateWindow) -> int:
-        """Admissions charged in the current bucket of ``window``."""
+        """Admissions charged in the current (newest reached) bucket of ``window``."""
         ...
 
 
@@ -483,7 +562,14 @@ class OrderedLockStore(Protocol):
     """Strict nonce sequencing with an epoch fence and a poison pill (storage-protocol.md §2.12)."""
 
     def assign(self, key: str, *, ttl: float) -> OrderedTicket:
-        """Take the next nonce (a fresh batch bumps the epoch) and start its liveness timer."""
+        """Take the next nonce and start its liveness timer.
+
+        A fresh batch (nonce 1) gets an epoch strictly greater than every earlier epoch of the
+        key, also after the line idled out or was :meth:`reset`:
+        ``max(previous epoch + 1, storage clock in µs)``; the ticket's
+        :attr:`~reactor.ports.records.OrderedTicket.fencing_key` ``(epoch, nonce)`` is its
+        fencing token (docs/coordination.md#fencing-tokens).
+        """
         ...
 
     def can_proceed(
@@ -505,7 +591,11 @@ class OrderedLockStore(Protocol):
         ...
 
     def reset(self, key: str) -> None:
-        """Operator: delete everything, epoch included."""
+        """Operator: delete everything, epoch included (:meth:`peek` reads all zeros).
+
+        The last epoch is retained, unreadable, for ``FENCE_RETENTION`` seconds so the next
+        batch still gets a greater one (docs/coordination.md#fencing-tokens).
+        """
         ...
 
     def peek(self, key: str) -> OrderedLockState:
@@ -543,6 +633,36 @@ class SignalStore(Protocol):
         ...
 
 
+@runtime_checkable
+class SweepCursorStore(Protocol):
+    """Where each sweeper keeps its scan cursor between ticks (docs/workers.md, "Sweep cursors
+    and dispatch leases").
+
+    Optional: a storage offers it as the attribute ``sweep_cursors`` (the generic stores and
+    Redis do). It is not a member of :class:`Storage`, so an adapter without it still conforms;
+    its sweepers then keep their cursors in process memory.
+    """
+
+    def load(self, sweeper: str) -> str | None:
+        """The cursor saved for ``sweeper`` (``"runs"``, ``"steps"``, ``"maps"``,
+        ``"map_rollbacks"``), ``None`` when none is saved (or it expired).
+
+        Raises:
+            StorageError: the backend failed.
+        """
+        ...
+
+    def save(self, sweeper: str, cursor: str | None) -> None:
+        """Save ``sweeper``'s cursor, last writer wins; ``None`` means "start over".
+
+        The record lives ``context_ttl`` seconds after its last save.
+
+        Raises:
+            StorageError: the backend failed.
+        """
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """Optional parts an adapter has.
@@ -552,11 +672,16 @@ class Capabilities:
         max_document_bytes: the backend's largest context document, ``None`` when unbounded
             (MongoDB: 16 MiB; DynamoDB: 400 KB).
         clock: where :meth:`Storage.now` comes from: ``"server"`` or ``"application"``.
+        clock_skew: seconds by which the clocks of two processes sharing the store may differ
+            (0 for a server clock or a single process). A holder shortens its own deadline by
+            it, because a process whose clock runs ahead may take a lapsed lease that much
+            early (``docs/coordination.md``, "Clock skew").
     """
 
     signals: bool = False
     max_document_bytes: int | None = None
     clock: str = "server"
+    clock_skew: float = 0.0
 
 
 @runtime_checkable

@@ -66,7 +66,16 @@ def test_lock_wait_polls_until_the_deadline_then_names_the_holder(storage: Memor
                   sleep=clock.sleep, monotonic=clock.monotonic)
     with pytest.raises(LockAcquisitionError, match="holder"):
         waiter.acquire()
-    assert clock.sleeps == pytest.approx([0.1, 0.1, 0.1, 0.05])
+    assert_backoff(clock.sleeps, total=0.35)
+
+
+def assert_backoff(sleeps: list[float], *, total: float) -> None:
+    """Waits back off exponentially (jittered into [50 %, 100 %] of 50 ms x 2^n, at most 1 s)
+    and never sleep past the wait deadline."""
+    assert sum(sleeps) == pytest.approx(total)
+    for n, slept in enumerate(sleeps[:-1]):
+        ceiling = min(0.05 * 2**n, 1.0)
+        assert ceiling / 2 - 1e-9 <= slept <= ceiling + 1e-9
 
 
 def test_lock_wait_succeeds_once_the_holder_lets_go(storage: MemoryStorage) -> None:
@@ -109,6 +118,33 @@ def test_extender_reports_lock_lost_when_extend_fails(storage: MemoryStorage) ->
     assert info is not None and info.owner == "thief"
     assert not lock.release()  # the old owner's release never deletes the new owner's lock
     assert storage.locks.held("k")
+
+
+def test_a_semaphore_waiter_backs_off_instead_of_polling_every_50ms(
+    storage: MemoryStorage,
+) -> None:
+    """A waiter on a full semaphore costs a handful of acquire attempts per second, not 20."""
+    assert Semaphore(storage.semaphores, "s", limit=1, auto_extend=False).try_acquire()
+    clock = FakeTime()
+    attempts: list[float] = []
+    real_acquire = storage.semaphores.acquire
+
+    class Counting:
+        def acquire(self, *args: object) -> bool:
+            attempts.append(clock.now)
+            return bool(real_acquire(*args))  # type: ignore[arg-type]
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(storage.semaphores, name)
+
+    waiter = Semaphore(Counting(), "s", limit=1, wait=10.0,  # type: ignore[arg-type]
+                       auto_extend=False, sleep=clock.sleep, monotonic=clock.monotonic)
+    with pytest.raises(SemaphoreAcquisitionError):
+        waiter.acquire()
+    assert_backoff(clock.sleeps, total=10.0)
+    assert len(attempts) <= 20  # 10 s of waiting: at most ~2 attempts/s once backed off
+    late = [t for t in attempts if t >= 5.0]
+    assert len(late) <= 10
 
 
 def test_semaphore_lease_lapses_for_a_silent_holder(storage: MemoryStorage) -> None:

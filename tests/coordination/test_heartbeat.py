@@ -15,6 +15,7 @@ import pytest
 
 from reactor.coordination import _heartbeat
 from reactor.coordination._heartbeat import MAX_RENEW_THREADS, Heartbeat
+from reactor.model.coordination import renewal
 
 TICK = 0.001  # the interval of heartbeats that should renew as fast as they can
 LONG = 3600.0  # the interval of heartbeats that must never renew during a test
@@ -282,3 +283,114 @@ def test_a_forked_child_gets_its_own_scheduler() -> None:
     parent_beat.stop()
     assert os.waitstatus_to_exitcode(status) == 0
     assert _heartbeat._scheduler() is parent_scheduler
+
+
+# ------------------------------------------------------------------ the renewal policy
+
+
+class FakeClock:
+    """A monotonic clock that moves only when the loop under test waits."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.waits: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wait(self, seconds: float) -> bool:
+        self.waits.append(seconds)
+        self.now += seconds
+        return False
+
+
+def scripted(answers: list[object], clock: FakeClock, calls: list[float]) -> Callable[[], bool]:
+    """A renew answering ``answers`` in turn (an Exception is raised) and logging the call
+    times; once the script is used up it raises ``KeyboardInterrupt`` to end a ``run()``."""
+
+    def renew() -> bool:
+        calls.append(clock.now)
+        if not answers:
+            raise KeyboardInterrupt  # ends the test loop (not an Exception: not retried)
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return bool(answer)
+
+    return renew
+
+
+def test_errors_inside_the_lease_are_retried_promptly_and_keep_it() -> None:
+    clock, calls, lost = FakeClock(), [], []
+    renew = scripted([OSError("reset"), OSError("reset"), True, True], clock, calls)
+    beat = Heartbeat("t", 1 / 3, renew, lambda: lost.append(True), lease=1.0, clock=clock,
+                     jitter=lambda: 1.0)
+    with pytest.raises(KeyboardInterrupt):
+        beat.run(wait=clock.wait)
+    assert lost == [] and not beat.lost
+    # First renewal after lease/3, then retries 50 ms and 100 ms later (not a whole interval).
+    assert clock.waits[:4] == pytest.approx([1 / 3, 0.05, 0.1, 1 / 3])
+    assert calls[2] < 1.0  # the successful retry came well inside the 1 s lease
+    assert beat.deadline == pytest.approx(calls[3] + 1.0)
+
+
+def test_errors_until_the_deadline_lose_the_lease_once() -> None:
+    clock, calls, lost = FakeClock(), [], []
+    beat = Heartbeat("t", 1 / 3, scripted([OSError("down")] * 100, clock, calls),
+                     lambda: lost.append(True), lease=1.0, clock=clock, jitter=lambda: 1.0)
+    beat.run(wait=clock.wait)
+    assert lost == [True] and beat.lost and beat.expired()
+    assert beat.lost_reason is not None and "deadline" in beat.lost_reason
+    assert len(calls) >= 4 and all(t < 1.0 for t in calls)  # several tries inside the lease
+
+
+def test_retry_delays_never_outlast_the_lease() -> None:
+    for failures in range(1, 12):
+        for left in (0.9, 0.3, 0.05, 0.0):
+            delay = renewal.retry_delay(failures, left, 1 / 3, 1.0)
+            assert renewal.RETRY_FLOOR <= delay <= max(left / 4, renewal.RETRY_FLOOR)
+    assert renewal.retry_delay(1, 30.0, 10.0, 0.5) == pytest.approx(0.025)
+    assert renewal.retry_delay(20, 30.0, 10.0, 1.0) == pytest.approx(7.5)
+
+
+def test_a_renew_hung_past_the_deadline_is_reported_at_the_deadline() -> None:
+    entered, release, lost = threading.Event(), threading.Event(), threading.Event()
+
+    def hung() -> bool:
+        entered.set()
+        release.wait(TIMEOUT)
+        return True
+
+    beat = Heartbeat("hung", 0.05, hung, lost.set, lease=0.3).start()
+    try:
+        assert entered.wait(TIMEOUT)
+        assert lost.wait(TIMEOUT), "on_lost must fire at the deadline"
+        assert not release.is_set()  # ...while the renew call is still hanging
+        assert beat.lost and beat.expired()
+    finally:
+        release.set()
+        beat.stop()
+
+
+def test_a_healthy_short_lease_is_never_lost() -> None:
+    renew = Counter()
+    lost: list[bool] = []
+    beat = Heartbeat("short", renewal.renew_interval(0.3), renew, lambda: lost.append(True),
+                     lease=0.3).start()
+    try:
+        assert renew.reached(6)  # two whole leases of renewals
+        assert not beat.expired() and lost == []
+    finally:
+        beat.stop()
+
+
+def test_lease_validation_and_polling_backoff() -> None:
+    assert renewal.renew_interval(1.0) == pytest.approx(1 / 3)
+    assert renewal.validate_lease("x", 1) == 1.0
+    for bad in (0.5, 0, -1, float("nan"), float("inf"), True, "1"):
+        with pytest.raises(ValueError, match="x must be a number of seconds >= 1"):
+            renewal.validate_lease("x", bad)  # type: ignore[arg-type]
+    delays = [renewal.poll_delay(n, 100.0, 1.0) for n in range(1, 10)]
+    assert delays[:5] == pytest.approx([0.05, 0.1, 0.2, 0.4, 0.8])
+    assert max(delays) == renewal.POLL_MAX
+    assert renewal.poll_delay(5, 0.01, 1.0) == pytest.approx(0.01)

@@ -7,6 +7,7 @@ import pytest
 from reactor.generic._cas import MAX_ATTEMPTS, apply, read_state
 from reactor.generic.locks import LOCK_CODEC
 from reactor.model.coordination import locks
+from reactor.model.coordination.fencing import FENCE_RETENTION, clock_micros
 from reactor.model.errors import StorageError
 
 from .conftest import START, FakeDocumentStore
@@ -16,16 +17,21 @@ def test_no_write_when_the_state_does_not_change(fake: FakeDocumentStore) -> Non
     apply(fake, "c", "k", LOCK_CODEC, lambda s, now: locks.acquire(s, now, "a", 10))
     assert fake.writes == 1
     refused = apply(fake, "c", "k", LOCK_CODEC, lambda s, now: locks.acquire(s, now, "b", 10))
-    assert refused is False
+    assert refused == 0
     assert fake.writes == 1
 
 
 def test_write_uses_the_state_expiry_and_none_deletes(fake: FakeDocumentStore) -> None:
-    apply(fake, "c", "k", LOCK_CODEC, lambda s, now: locks.acquire(s, now, "a", 10))
+    token = apply(fake, "c", "k", LOCK_CODEC, lambda s, now: locks.acquire(s, now, "a", 10))
+    assert token == clock_micros(START)
     raw = fake.raw("c", "k")
-    assert raw is not None and raw.expires_at == START + 10
-    assert raw.value == {"owner": "a", "count": 1, "expires_at": START + 10}
+    assert raw is not None and raw.expires_at == START + 10 + FENCE_RETENTION
+    assert raw.value == {"owner": "a", "count": 1, "expires_at": START + 10, "token": token}
     apply(fake, "c", "k", LOCK_CODEC, lambda s, now: locks.release(s, now, "a"))
+    raw = fake.raw("c", "k")  # a tombstone keeps the token for the retention
+    assert raw is not None and raw.expires_at == START + FENCE_RETENTION
+    assert raw.value == {"owner": None, "count": 0, "expires_at": START, "token": token}
+    apply(fake, "c", "k", LOCK_CODEC, lambda s, now: (None, None))
     assert fake.raw("c", "k") is None
 
 
@@ -40,7 +46,7 @@ def test_lost_cas_is_retried(fake: FakeDocumentStore) -> None:
         lambda s, now: locks.acquire(s, now, "a", 10),
         sleep=slept.append,
     )
-    assert ok is True
+    assert ok == clock_micros(START)
     assert len(slept) == 3
     assert all(0 <= delay <= 0.01 for delay in slept)
 
@@ -61,7 +67,7 @@ def test_gives_up_with_storage_error_after_max_attempts(fake: FakeDocumentStore)
 
 def test_expired_document_is_taken_over_by_version(fake: FakeDocumentStore) -> None:
     apply(fake, "c", "k", LOCK_CODEC, lambda s, now: locks.acquire(s, now, "a", 1))
-    fake.advance(1)
+    fake.advance(1 + FENCE_RETENTION)  # past the lock and its retained token
     assert fake.raw("c", "k") is not None  # physically still there
     assert apply(fake, "c", "k", LOCK_CODEC, lambda s, now: locks.acquire(s, now, "b", 5))
     raw = fake.raw("c", "k")
@@ -87,8 +93,8 @@ def test_state_collection_binds_store_collection_and_codec(fake: FakeDocumentSto
     from reactor.generic.locks import LOCKS
 
     states = StateCollection(fake, LOCKS, LOCK_CODEC)
-    assert states.apply("k", lambda s, now: locks.acquire(s, now, "a", 10)) is True
-    assert states.apply("k", lambda s, now: locks.acquire(s, now, "b", 10)) is False
+    assert states.apply("k", lambda s, now: locks.acquire(s, now, "a", 10)) >= 1
+    assert states.apply("k", lambda s, now: locks.acquire(s, now, "b", 10)) == 0
     info = states.read("k", locks.info)
     assert info is not None and info.owner == "a"
     assert fake.raw(LOCKS, "k") is not None

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from reactor.jobs.payloads import parse_payload
-from reactor.jobs.sweepers import sweep_maps, sweep_runs, sweep_steps
+from reactor.jobs.sweepers import DispatchLease, sweep_maps, sweep_runs, sweep_steps
 from reactor.memory import MemoryStorage
 from reactor.memory.clock import ManualClock
 from reactor.model import codec
@@ -105,12 +105,16 @@ def test_run_sweeper_redispatches_running_runs_without_a_liveness_lock(
     assert counts.errors == 0
 
 
-def test_run_sweeper_is_idempotent_while_nothing_changes(
+def test_run_sweeper_does_not_redispatch_a_run_within_its_dispatch_lease(
     storage: MemoryStorage, router: RecordingRouter
 ) -> None:
     _context(storage, "lost", "running")
-    sweep_runs(storage, router)
-    sweep_runs(storage, router)
+    lease = DispatchLease(base=60, cap=480)
+    assert sweep_runs(storage, router, lease=lease).redispatched == 1
+    counts = sweep_runs(storage, router, lease=lease)  # its job may merely still be queued
+    assert counts.redispatched == 0 and counts.leased == 1
+    storage.advance(61)
+    assert sweep_runs(storage, router, lease=lease).redispatched == 1
     assert [p.context_id for p in router.payloads()] == ["lost", "lost"]  # type: ignore[attr-defined]
 
 

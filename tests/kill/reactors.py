@@ -13,9 +13,19 @@ import os
 import time
 from typing import Any
 
-from reactor import Background, Failure, Input, Reactor, input, result, step
+from reactor import Background, Failure, Input, Reactor, compose, input, result, step
 
-__all__ = ["KillFlow", "KillRollback", "count", "entries", "record"]
+__all__ = [
+    "KillCompose",
+    "KillComposeChild",
+    "KillComposeChildFails",
+    "KillComposeFails",
+    "KillFlow",
+    "KillRollback",
+    "count",
+    "entries",
+    "record",
+]
 
 #: The longest a blocked step waits for its ``block`` file to vanish (a safety net).
 BLOCK_LIMIT = 120.0
@@ -108,3 +118,71 @@ class KillRollback(Reactor, name="kill.rollback"):
     def d(inputs: Any, ctx: Any) -> Failure:
         record(inputs.log_path, "start:d")
         return Failure("d always fails", retryable=False)
+
+
+
+def _child_step(name: str, *, blocks: bool = False, after: str | None = None) -> Any:
+    """An undoable leaf of the composed children (``blocks``: on its first entry)."""
+    spec = step(_leaf(name, blocks=blocks), log_path=input("log_path"),
+                block_path=input("block_path"), wait_for=[after] if after else None)
+
+    @spec.undo
+    def undo(value: Any, inputs: Any, ctx: Any) -> None:
+        record(inputs.log_path, f"undo-start:{name}")
+        record(inputs.log_path, f"undo-done:{name}")
+
+    return spec
+
+
+class KillComposeChild(Reactor, name="kill.compose_child"):
+    """a -> b (blocks on its first entry) -> c, every step undoable."""
+
+    log_path = Input(str)
+    block_path = Input(str)
+
+    a = _child_step("a")
+    b = _child_step("b", blocks=True, after="a")
+    c = _child_step("c", after="b")
+    returns = "c"
+
+
+class KillComposeChildFails(Reactor, name="kill.compose_child_fails"):
+    """a -> b (blocks on its first entry) -> c, then d fails: the child rolls itself back."""
+
+    log_path = Input(str)
+    block_path = Input(str)
+
+    a = _child_step("a")
+    b = _child_step("b", blocks=True, after="a")
+    c = _child_step("c", after="b")
+
+    @step(log_path=input("log_path"), wait_for=["c"])
+    def d(inputs: Any, ctx: Any) -> Failure:
+        record(inputs.log_path, "start:d")
+        return Failure("d always fails", retryable=False)
+
+
+class KillCompose(Reactor, name="kill.compose"):
+    """reserve -> pay (composed KillComposeChild, killed inside b) -> ship, in a worker."""
+
+    log_path = Input(str)
+    block_path = Input(str)
+    background = Background(all=True)
+
+    reserve = _child_step("reserve")
+    pay = compose(KillComposeChild, log_path=input("log_path"),
+                  block_path=input("block_path"), wait_for=["reserve"])
+    ship = step(_leaf("ship"), log_path=input("log_path"), block_path=input("block_path"),
+                wait_for=["pay"])
+
+
+class KillComposeFails(Reactor, name="kill.compose_fails"):
+    """reserve -> pay (composed KillComposeChildFails, killed inside b, fails later)."""
+
+    log_path = Input(str)
+    block_path = Input(str)
+    background = Background(all=True)
+
+    reserve = _child_step("reserve")
+    pay = compose(KillComposeChildFails, log_path=input("log_path"),
+                  block_path=input("block_path"), wait_for=["reserve"])

@@ -17,7 +17,9 @@ import pytest
 
 from reactor import DispatchHandle, Failure, config
 from reactor.config import Runtime
+from reactor.model import codec
 from reactor.model.status import TERMINAL_STATUSES
+from reactor.ports.records import MapRollbackMetadata
 from tests.kill.conftest import Backend, WorkerProcesses, wait_until, with_query
 from tests.kill.map_reactors import MapOwner, inputs
 from tests.kill.reactors import entries
@@ -43,6 +45,17 @@ def caller(redis_backend: Backend) -> Iterator[Runtime]:
         config.reset()
 
 
+def _rollback(runtime: Runtime, run_id: str) -> MapRollbackMetadata | None:
+    """The rollback of the owner's map ``m``, once started (finished ones leave the scan)."""
+    record = runtime.storage.contexts.load(run_id)
+    ref = None if record is None else codec.decode_document(record.document)[
+        "composed_contexts"
+    ].get("m")
+    if not isinstance(ref, dict):
+        return None
+    return runtime.storage.map_rollbacks.metadata(str(ref["map_id"]))
+
+
 def test_1000_element_map_and_its_rollback_on_redis_with_two_workers(
     redis_backend: Backend, caller: Runtime, workers: WorkerProcesses, tmp_path: Path
 ) -> None:
@@ -55,7 +68,7 @@ def test_1000_element_map_and_its_rollback_on_redis_with_two_workers(
     started = time.monotonic()
     handle = MapOwner.run(**inputs(str(log), count=COUNT, fail_after=True))
     assert isinstance(handle, DispatchHandle)
-    wait_until(lambda: caller.storage.map_rollbacks.scan() != [], 120, "the forward map",
+    wait_until(lambda: _rollback(caller, handle.run_id) is not None, 120, "the forward map",
                workers.logs)
     forward = time.monotonic() - started
     wait_until(lambda: handle.status() in TERMINAL_STATUSES, 120, "the rollback", workers.logs)
@@ -66,7 +79,9 @@ def test_1000_element_map_and_its_rollback_on_redis_with_two_workers(
     lines = Counter(entries(str(log)))
     assert all(lines[f"done:{i}"] == 1 for i in range(COUNT))
     assert all(lines[f"undo-done:{i}"] == 1 for i in range(COUNT))
-    (rollback,) = caller.storage.map_rollbacks.scan()
+    rollback = _rollback(caller, handle.run_id)
+    assert rollback is not None
+    assert caller.storage.map_rollbacks.scan() == []  # finished: out of the sweep index
     summary = caller.storage.map_rollbacks.summary(rollback.map_id)
     assert summary is not None and (summary.total, summary.settled, summary.failed) == (
         COUNT, COUNT, 0

@@ -162,6 +162,23 @@ def test_undecodable_messages_are_dead_lettered_by_receive(router: LocalRouter) 
     assert [d.body for d in router.dead_letters(limit=1)] == ["{not json"]
 
 
+def test_poison_bytes_and_deep_json_are_dead_lettered_raw_by_receive(
+    router: LocalRouter,
+) -> None:
+    latin1 = '{"id": "café", "kind": "run", "payload": {}}'.encode("latin-1")
+    router.enqueue_raw(latin1)
+    router.enqueue_raw("[" * 5000 + "]" * 5000)
+    router.enqueue_raw("x" * (256 * 1024 + 1))
+    good = job()
+    router.enqueue(good)
+    assert [d.job.id for d in router.receive(max_jobs=1)] == [good.id]  # one receive
+    letters = router.dead_letters()
+    assert [letter.body_encoding for letter in letters] == ["base64", "text", "text"]
+    assert letters[0].raw_body() == latin1 and "UTF-8" in letters[0].reason
+    assert "deeper than" in letters[1].reason
+    assert "MAX_ENVELOPE_BYTES" in letters[2].reason
+
+
 def test_receive_waits_for_a_job_from_another_thread(router: LocalRouter) -> None:
     started = threading.Event()
 
@@ -392,6 +409,22 @@ def test_inline_without_handler_keeps_jobs_for_receive(clock: ManualClock) -> No
     (again,) = router.receive()
     router.dead_letter(again, "testing")
     assert [d.reason for d in router.dead_letters()] == ["testing"]
+
+
+def test_inline_retry_keeps_the_delivery_count(clock: ManualClock) -> None:
+    router = InlineRouter(clock=clock)
+    j = job()
+    router.enqueue(j)
+    (first,) = router.receive()
+    router.retry(first, 1)
+    clock.advance(1)
+    (second,) = router.receive()
+    router.retry(second, 0)
+    (third,) = router.receive()
+    assert [first.delivery_count, second.delivery_count, third.delivery_count] == [1, 2, 3]
+    router.ack(third)
+    router.enqueue(j)  # a new message with the same job: counted afresh
+    assert [d.delivery_count for d in router.receive()] == [1]
 
 
 # -- URLs ------------------------------------------------------------------------------------------

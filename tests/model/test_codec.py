@@ -777,3 +777,241 @@ def test_unregister_makes_the_tag_unknown() -> None:
         codec.loads(stored)
     with pytest.raises(codec.EncodeError):
         codec.dumps(Temporary.ONLY)
+
+
+# --------------------------------------------------------------------------- nesting bound
+# docs/workers.md, "Hostile input": the JSON form nests at most MAX_DEPTH levels; deeper
+# values are EncodeError / DeserializationError, never RecursionError, at any stack depth.
+
+
+class Doc(BaseModel):
+    """A registered model holding free-form JSON."""
+
+    data: Any = None
+
+
+codec.register_model(Doc, tag="tests.codec.Doc")
+
+MAX = codec.MAX_DEPTH
+
+
+def _layer(kind: str, inner: Any) -> Any:
+    """One layer of ``kind`` around ``inner`` (``LEVELS[kind]`` JSON levels)."""
+    if kind == "list":
+        return [inner]
+    if kind == "dict":
+        return {"a": inner}
+    if kind == "tuple":
+        return (inner,)
+    if kind == "escaped_dict":
+        return {"__t": inner}
+    if kind == "int_keyed_dict":
+        return {1: inner}
+    if kind == "dataclass":
+        return Box([inner])  # {"__t": ..., "v": {"items": [inner]}}
+    assert kind == "custom"
+    return Temperature(inner, None)  # type: ignore[arg-type]
+
+
+LEVELS = {
+    "list": 1, "dict": 1, "tuple": 2, "escaped_dict": 2, "int_keyed_dict": 3, "dataclass": 3,
+    "custom": 2,
+}
+
+
+def nested(kind: str, depth: int, leaf: Any = 0, leaf_levels: int = 0) -> Any:
+    """A value whose JSON form nests exactly ``depth`` levels: ``leaf`` in layers of ``kind``,
+    topped up with lists. ``kind == "model"`` is one :class:`Doc` around lists."""
+    if kind == "model":  # {"__t": ..., "v": {"data": [...]}}
+        return Doc(data=nested("list", depth - 2, leaf, leaf_levels))
+    value, used = leaf, leaf_levels
+    while used + LEVELS[kind] <= depth:
+        value, used = _layer(kind, value), used + LEVELS[kind]
+    while used < depth:
+        value, used = [value], used + 1
+    return value
+
+
+def text_depth(text: str) -> int:
+    """The nesting of JSON text whose strings hold no brackets."""
+    depth = deepest = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def deep_text(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def deep_list(depth: int) -> Any:
+    value: Any = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def with_little_stack(fn: Callable[[], Any], headroom: int = 40) -> Any:
+    """Call ``fn`` from deep inside a recursion: ``headroom`` frames below the limit."""
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back  # type: ignore[assignment]
+
+    def down(n: int) -> Any:
+        return fn() if n <= 0 else down(n - 1)
+
+    return down(sys.getrecursionlimit() - depth - headroom)
+
+
+def test_max_depth_is_200_json_levels() -> None:
+    assert codec.MAX_DEPTH == 200
+    assert text_depth(codec.dumps(nested("tuple", 4))) == 4  # two tuples, two levels each
+
+
+@pytest.mark.parametrize("kind", [*sorted(LEVELS), "model"])
+def test_values_up_to_max_depth_round_trip_and_deeper_ones_are_encode_errors(kind: str) -> None:
+    at_limit = nested(kind, MAX)
+    text = codec.dumps(at_limit)
+    assert text_depth(text) == MAX
+    assert codec.loads(text) == at_limit
+    assert codec.decode(codec.encode(at_limit)) == at_limit
+    document = codec.encode_document({"value": nested(kind, MAX - 1)})  # + the document object
+    assert text_depth(document) == MAX
+    assert codec.decode_document(document) == {"value": nested(kind, MAX - 1)}
+    too_deep = nested(kind, MAX + 1)
+    for encode in (codec.encode, codec.dumps):
+        with pytest.raises(codec.EncodeError, match=r"MAX_DEPTH \(200\)"):
+            encode(too_deep)
+    with pytest.raises(codec.EncodeError, match=r"MAX_DEPTH \(200\)"):
+        codec.encode_document({"value": nested(kind, MAX)})
+
+
+@pytest.mark.parametrize(
+    ("leaf", "levels"),
+    [(datetime(2024, 1, 1), 1), (timedelta(days=1), 2), (math.nan, 1), (b"x", 1)],
+    ids=["datetime", "timedelta", "nan", "bytes"],
+)
+def test_tagged_leaves_count_as_levels(leaf: Any, levels: int) -> None:
+    at_limit = nested("list", MAX, leaf, levels)
+    assert text_depth(codec.dumps(at_limit)) == MAX
+    with pytest.raises(codec.EncodeError, match="MAX_DEPTH"):
+        codec.dumps([at_limit])
+
+
+def test_the_encode_error_names_where_the_value_got_too_deep() -> None:
+    with pytest.raises(codec.EncodeError) as info:
+        codec.encode_document({"intermediate_results": {"step": deep_list(MAX)}})
+    # the document is level 1, the results level 2: the list at level MAX + 1 is refused
+    assert info.value.path == "intermediate_results.step" + "[0]" * (MAX - 2)
+    assert info.value.type_name == "list"
+
+
+@pytest.mark.parametrize("depth", [MAX + 1, 5000, 100_000])
+def test_deeper_json_is_a_deserialization_error_never_a_recursion_error(depth: int) -> None:
+    text = deep_text(depth)
+    for read in (codec.loads, codec.parse_json):
+        with pytest.raises(DeserializationError, match="deeper than"):
+            read(text)
+        with pytest.raises(DeserializationError, match="deeper than"):
+            read(text.encode())
+    with pytest.raises(DeserializationError, match="deeper than"):
+        codec.decode_document('{"schema_version":"1","value":' + deep_text(depth - 1) + "}")
+    with pytest.raises(DeserializationError, match="deeper than"):
+        codec.decode(deep_list(depth))
+    model = {"__t": "tests.codec.Doc", "v": {"data": deep_list(depth - 2)}}
+    with pytest.raises(DeserializationError, match="deeper than"):
+        codec.decode(model)
+
+
+def test_the_bound_holds_deep_inside_a_recursion(monkeypatch: pytest.MonkeyPatch) -> None:
+    at_limit, too_deep = nested("tuple", MAX), nested("tuple", MAX + 1)
+    fresh_stacks: list[str] = []
+    real = codec._on_fresh_stack
+
+    def spy(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        fresh_stacks.append(fn.__name__)
+        return real(fn, args)
+
+    monkeypatch.setattr(codec, "_on_fresh_stack", spy)
+
+    def work() -> Any:
+        text = codec.dumps(at_limit)
+        document = codec.encode_document({"value": nested("dict", MAX - 1)})
+        errors: list[Exception] = []
+        for call, arg in ((codec.dumps, too_deep), (codec.encode, too_deep)):
+            try:
+                call(arg)
+            except codec.EncodeError as exc:
+                errors.append(exc)
+        for read in (codec.loads, codec.parse_json, codec.decode_document):
+            try:
+                read(deep_text(5000))
+            except DeserializationError as exc:
+                errors.append(exc)
+        return codec.loads(text), codec.decode_document(document), codec.decode(
+            codec.encode(at_limit)
+        ), errors
+
+    decoded, document, again, errors = with_little_stack(work)
+    assert decoded == at_limit and again == at_limit
+    assert document == {"value": nested("dict", MAX - 1)}
+    assert [type(e) for e in errors] == [codec.EncodeError] * 2 + [DeserializationError] * 3
+    assert "_dumps" in fresh_stacks and "_loads" in fresh_stacks  # the caller had no room
+
+
+def test_context_variables_reach_encoders_run_on_a_fresh_stack() -> None:
+    import contextvars
+
+    unit: contextvars.ContextVar[str] = contextvars.ContextVar("unit", default="none")
+
+    class Reading:
+        pass
+
+    codec.register(Reading, lambda r: unit.get(), lambda v: Reading(), tag="tests.codec.Reading")
+    try:
+        unit.set("celsius")
+        text = with_little_stack(lambda: codec.dumps(nested("list", MAX - 1, Reading(), 1)))
+        assert '"v":"celsius"' in text
+    finally:
+        codec.unregister(Reading)
+
+
+def test_a_registered_codec_that_recurses_forever_raises_the_typed_errors() -> None:
+    class Loop:
+        pass
+
+    def forever(value: Any) -> Any:
+        return forever(value)
+
+    codec.register(Loop, forever, forever, tag="tests.codec.Loop")
+    try:
+        with pytest.raises(codec.EncodeError, match="ran out of stack"):
+            codec.dumps({"a": Loop()})
+        with pytest.raises(DeserializationError, match="deeper than"):
+            codec.loads('{"__t": "tests.codec.Loop", "v": 1}')
+    finally:
+        codec.unregister(Loop)
+
+
+def test_parse_json_reads_plain_json_within_a_bound() -> None:
+    assert codec.parse_json('{"__t": "uuid", "v": "x"}') == {"__t": "uuid", "v": "x"}
+    assert codec.parse_json(deep_text(MAX).encode()) == json.loads(deep_text(MAX))
+    assert codec.parse_json("[[1]]", max_depth=2) == [[1]]
+    with pytest.raises(DeserializationError, match="deeper than 1 levels"):
+        codec.parse_json("[[1]]", max_depth=1)
+    for bad in (b'{"a": "caf\xe9"}', "NaN", '{"a": 1', None):
+        with pytest.raises(DeserializationError):
+            codec.parse_json(bad)  # type: ignore[arg-type]
+
+
+def test_check_depth_counts_without_recursion() -> None:
+    codec.check_depth(deep_list(MAX - 1))  # the innermost 0 is a scalar: MAX - 1 lists
+    codec.check_depth([deep_list(MAX - 1)])
+    with pytest.raises(codec.EncodeError, match="job envelope nests deeper than 200"):
+        codec.check_depth(deep_list(100_000), what="job envelope")
+    with pytest.raises(codec.EncodeError):
+        codec.check_depth({"a": [{}]}, max_depth=2)

@@ -27,3 +27,19 @@ local function restamp_all(ttl)
     end
   end
 end
+-- Keyset paging over a sorted set: the rank of the first member strictly after the position
+-- (score, member), whether or not that member is still there (or has another score now). The
+-- member is put at the position for the lookup and then restored (or removed again), inside
+-- the calling script, so nothing visible changes. score is a ZSCORE/WITHSCORES string.
+local function rank_after(key, score, member)
+  local real = redis.call('ZSCORE', key, member)
+  redis.call('ZADD', key, score, member)
+  local r = redis.call('ZRANK', key, member)
+  if real then
+    redis.call('ZADD', key, real, member)
+    if redis.call('ZRANK', key, member) <= r then return r + 1 end
+    return r
+  end
+  redis.call('ZREM', key, member)
+  return r
+end

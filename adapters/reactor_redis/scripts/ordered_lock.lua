@@ -2,8 +2,12 @@
 -- KEYS[1] hash of the five logical fields, each with its own expiry:
 --   n/nx next nonce, c/cx cursor, f/fx first failed, e/ex epoch, tx the timers' expiry;
 -- KEYS[2] hash nonce -> assigned/heartbeat µs (the timers). Expiries are µs, -1 = never.
--- ARGV[1] op, then op arguments (times and durations in µs).
+-- ARGV[1] op, then op arguments (times and durations in µs), and always last the fence
+-- retention in µs: KEYS[1]'s native expiry is its longest-lived field's plus the retention, so
+-- a lapsed or reset epoch (kept as a field whose ex has passed) still seeds the next batch's
+-- epoch max(e + 1, now) (docs/coordination.md#fencing-tokens).
 local K, T, op = KEYS[1], KEYS[2], ARGV[1]
+local R = tonumber(ARGV[#ARGV])
 local now = now_us()
 
 local function alive(x) return x < 0 or x > now end
@@ -29,6 +33,13 @@ local function load()
   return view
 end
 local function val(item) if item then return item.v end return 0 end
+-- The stored epoch, live or lapsed: the fence of the next batch (read before any write).
+local function stored_epoch()
+  local v = redis.call('HGET', K, 'e')
+  if not v then return nil end
+  return {v = tonumber(v), x = tonumber(redis.call('HGET', K, 'ex') or '-1')}
+end
+local fence = stored_epoch()
 local function copy(t) local o = {} for k, v in pairs(t) do o[k] = v end return o end
 local function timers_of(view)
   if view.t then return copy(view.t.v) end
@@ -53,8 +64,9 @@ local function gc_if_drained(st)
 end
 local function store(st)
   redis.call('DEL', K, T)
-  if st == nil then return end
+  if st == nil then st = {} end
   if st.t and not nonempty(st.t.v) then st.t = nil end
+  if st.e == nil then st.e = fence end  -- keep a lapsed epoch: the next batch's fence
   if not (st.n or st.c or st.f or st.e or st.t) then return end
   local latest, never = 0, false
   local function note(x) if x < 0 then never = true elseif x > latest then latest = x end end
@@ -72,7 +84,7 @@ local function store(st)
   end
   local at = latest
   if never then at = -1 end
-  expire_at(K, at)
+  if at < 0 then expire_at(K, -1) else expire_at(K, at + R) end
   if st.t then expire_at(T, at) end
 end
 local function stale(view, epoch)
@@ -90,7 +102,7 @@ if op == 'assign' then                         -- ARGV[2] ttl
   local v = view or {}
   local nonce = val(v.n) + 1
   local epoch
-  if nonce == 1 then epoch = val(v.e) + 1 else epoch = val(v.e); if epoch == 0 then epoch = 1 end end
+  if nonce == 1 or v.e == nil then epoch = math.max(val(fence) + 1, now) else epoch = v.e.v end
   local timers = timers_of(v)
   timers[nonce] = now
   store({n = {v = nonce, x = x}, c = {v = val(v.c), x = x}, t = {v = timers, x = x},
@@ -192,6 +204,10 @@ end
 
 if op == 'reset' then
   redis.call('DEL', K, T)
+  if fence then
+    redis.call('HSET', K, 'e', us(fence.v), 'ex', us(now))
+    expire_at(K, now + R)
+  end
   return 1
 end
 

@@ -5,10 +5,18 @@
 -- {0, retry_after_us, index0} (the first full window; nothing charged). The read-only count
 -- is scripts/rate_limit_count.lua.
 --
--- Hot path (every window's counter live and in its current bucket): TIME, one HMGET, one
--- HINCRBY per window. Only when a counter is (re)created -- once per bucket -- are lapsed
--- counters dropped and the key's native expiry (garbage collection only) moved to the latest
--- live counter. A lapsed counter left in the hash meanwhile reads as absent, as in the model.
+-- Each window is judged in its effective bucket, as the model's ``effective_bucket``: the
+-- caller's own, or a newer one already stored (a key's clock never goes back; a stored bucket
+-- is never replaced by an older one). TIME is the one server clock, so here a stored bucket is
+-- never newer than the caller's; the rule is kept line by line with the model all the same
+-- (docs/coordination.md#clock-skew).
+--
+-- Hot path (every window's counter live and in its effective bucket): TIME, one HMGET, one
+-- HINCRBY per window. Only when a counter is (re)created -- once per bucket, by an admission
+-- or by a denial that reached a bucket not stored yet (an empty counter, as the model's
+-- ``_record_buckets``) -- are lapsed counters dropped and the key's native expiry (garbage
+-- collection only) moved to the latest live counter. A lapsed counter left in the hash
+-- meanwhile reads as absent, as in the model.
 local key = KEYS[1]
 local now = now_us()
 local floor = math.floor
@@ -20,36 +28,37 @@ for i = 1, n do
   fields[3 * i - 2], fields[3 * i - 1], fields[3 * i] = wid, wid .. '|b', wid .. '|x'
 end
 local s = redis.call('HMGET', key, unpack(fields))
--- pass 1: deny on the first full window, nothing charged. live[wid] = false when the window
--- needs a new counter; otherwise its current count.
-local live, buckets = {}, {}
+-- pass 1: every window's effective bucket and count (count[wid] = false when the window needs
+-- a new counter: none stored, lapsed, or of an older bucket), then the first full window.
+local count, bucket = {}, {}
+local deny = nil
 for i = 1, n do
-  local wid, sec = fields[3 * i - 2], tonumber(ARGV[3 * i - 1])
-  local b = floor(now / sec)
-  buckets[i] = b
-  local c = live[wid]
-  if c == nil then
-    c = tonumber(s[3 * i - 2]) or false
-    local x = tonumber(s[3 * i])
-    if not c or not x or x <= now or tonumber(s[3 * i - 1]) ~= b then c = false end
-    live[wid] = c
+  local wid = fields[3 * i - 2]
+  if count[wid] == nil then
+    local b = floor(now / tonumber(ARGV[3 * i - 1]))
+    local c, sb, x = tonumber(s[3 * i - 2]), tonumber(s[3 * i - 1]), tonumber(s[3 * i])
+    if c and sb and x and x > now and sb >= b then
+      count[wid], bucket[wid] = c, sb
+    else
+      count[wid], bucket[wid] = false, b
+    end
   end
-  if (c or 0) >= tonumber(ARGV[3 * i]) then
-    local retry = (b + 1) * sec - now
-    if retry < 100000 then retry = 100000 end
-    return {0, us(retry), i - 1}
-  end
+  if not deny and (count[wid] or 0) >= tonumber(ARGV[3 * i]) then deny = i end
 end
--- pass 2: charge every window (a window listed twice is charged twice)
+-- pass 2: a denial charges nothing but stores an empty counter for every window whose
+-- effective bucket is not stored yet; an admission charges every window (a window listed
+-- twice is charged twice).
+local charge = 1
+if deny then charge = 0 end
 local created = false
 for i = 1, n do
   local wid = fields[3 * i - 2]
-  if live[wid] == false then
-    live[wid] = 1
+  if count[wid] == false then
+    count[wid] = charge
     created = true
-    redis.call('HSET', key, wid, 1, wid .. '|b', us(buckets[i]),
+    redis.call('HSET', key, wid, charge, wid .. '|b', us(bucket[wid]),
       wid .. '|x', us(now + 2 * tonumber(ARGV[3 * i - 1])))
-  else
+  elseif charge == 1 then
     redis.call('HINCRBY', key, wid, 1)
   end
 end
@@ -72,5 +81,11 @@ if created then
   end
   if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
   expire_at(key, latest)
+end
+if deny then
+  local sec = tonumber(ARGV[3 * deny - 1])
+  local retry = (bucket[fields[3 * deny - 2]] + 1) * sec - now
+  if retry < 100000 then retry = 100000 end
+  return {0, us(retry), deny - 1}
 end
 return 1

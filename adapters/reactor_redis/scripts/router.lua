@@ -1,5 +1,9 @@
--- The Redis Streams router. KEYS: 1 stream, 2 delayed zset (body -> due ms),
+-- The Redis Streams router. KEYS: 1 stream, 2 delayed zset (member -> due ms),
 -- 3 dead-letter stream, 4 leases hash (entry id -> extended-until ms). ARGV[1] op.
+-- A stream entry is {body = <envelope>} plus, after a retry, n = <deliveries before this
+-- entry>, so the delivery count survives the re-add. A delayed zset member is the body, or
+-- '#<n>#<body>' for a retried job (enqueued bodies are JSON objects: they start with '{').
+-- Bodies are binary-safe: the router reads replies holding them undecoded.
 local S, D, DL, L, op = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1]
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -10,33 +14,61 @@ local function ack(group, id)
   redis.call('HDEL', L, id)
   return n
 end
-local function put(body, delay_ms)
-  if delay_ms <= 0 then
-    redis.call('XADD', S, '*', 'body', body)
+local function add(body, n)
+  if n > 0 then
+    redis.call('XADD', S, '*', 'body', body, 'n', tostring(n))
   else
-    redis.call('ZADD', D, string.format('%.0f', now_ms + delay_ms), body)
+    redis.call('XADD', S, '*', 'body', body)
   end
+end
+local function put(body, delay_ms, n)
+  if delay_ms <= 0 then
+    add(body, n)
+  else
+    local member = body
+    if n > 0 then member = '#' .. tostring(n) .. '#' .. body end
+    redis.call('ZADD', D, string.format('%.0f', now_ms + delay_ms), member)
+  end
+end
+-- The fields of a stream entry: body (or nil), n (0 when absent) and a text dump of all fields.
+local function fields_of(flat)
+  local body, n, dump = nil, 0, {}
+  for i = 1, #flat, 2 do
+    local k, v = flat[i], flat[i + 1]
+    if k == 'body' then body = v elseif k == 'n' then n = tonumber(v) or 0 end
+    dump[#dump + 1] = k .. '=' .. v
+  end
+  return body, n, table.concat(dump, '\n')
 end
 
 if op == 'promote' then            -- move due delayed jobs to the stream; returns how many
   local due = redis.call('ZRANGEBYSCORE', D, '-inf', now_ms, 'LIMIT', 0, 500)
-  for _, body in ipairs(due) do
-    redis.call('XADD', S, '*', 'body', body)
-    redis.call('ZREM', D, body)
+  for _, member in ipairs(due) do
+    local body, n = member, 0
+    if string.byte(member, 1) == 35 then   -- '#<n>#<body>'
+      local stop = string.find(member, '#', 2, true)
+      if stop then
+        n = tonumber(string.sub(member, 2, stop - 1)) or 0
+        body = string.sub(member, stop + 1)
+      end
+    end
+    add(body, n)
+    redis.call('ZREM', D, member)
   end
   local nxt = redis.call('ZRANGE', D, 0, 0, 'WITHSCORES')
   local wait = -1
   if #nxt > 0 then wait = math.max(tonumber(nxt[2]) - now_ms, 0) end
   return {#due, wait}
 elseif op == 'enqueue' then        -- ARGV[2] body, ARGV[3] delay ms
-  put(ARGV[2], tonumber(ARGV[3]))
+  put(ARGV[2], tonumber(ARGV[3]), 0)
   return 1
 elseif op == 'reclaim' then        -- ARGV[2] group, [3] consumer, [4] min idle ms, [5] count
+  -- Returns id, delivery count, has-body flag, body (or a dump of the fields) per entry.
   local group, consumer, idle, count = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
   local pending = redis.call('XPENDING', S, group, 'IDLE', idle, '-', '+', count * 4)
   local out = {}
   for _, p in ipairs(pending) do
-    if #out >= count * 3 then break end
+    if #out >= count * 4 then break end
     local id = p[1]
     local extended = tonumber(redis.call('HGET', L, id) or '0')
     if extended <= now_ms then
@@ -44,11 +76,11 @@ elseif op == 'reclaim' then        -- ARGV[2] group, [3] consumer, [4] min idle 
       redis.call('HDEL', L, id)
       local entry = claimed[1]
       if entry and entry[2] then
-        local body = ''
-        for i = 1, #entry[2], 2 do if entry[2][i] == 'body' then body = entry[2][i + 1] end end
+        local body, n, dump = fields_of(entry[2])
         out[#out + 1] = id
-        out[#out + 1] = tonumber(p[4]) + 1
-        out[#out + 1] = body
+        out[#out + 1] = tonumber(p[4]) + 1 + n
+        out[#out + 1] = body and 1 or 0
+        out[#out + 1] = body or dump
       else
         redis.call('XACK', S, group, id)
       end
@@ -57,18 +89,28 @@ elseif op == 'reclaim' then        -- ARGV[2] group, [3] consumer, [4] min idle 
   return out
 elseif op == 'ack' then            -- ARGV[2] group, ARGV[3] id; returns 1 when it was pending
   return ack(ARGV[2], ARGV[3])
-elseif op == 'retry' then          -- ARGV[2] group, [3] id, [4] new body, [5] delay ms
-  local n = ack(ARGV[2], ARGV[3])
-  put(ARGV[4], tonumber(ARGV[5]))
-  return n
+elseif op == 'retry' then          -- ARGV[2] group, [3] id, [4] delay ms, [5] deliveries so far
+  -- Re-adds the entry's own body (unchanged) carrying the delivery count; 0 when stale.
+  local entry = redis.call('XRANGE', S, ARGV[3], ARGV[3])[1]
+  if ack(ARGV[2], ARGV[3]) == 0 or not entry then return 0 end
+  local body = fields_of(entry[2])
+  if not body then return 0 end
+  put(body, tonumber(ARGV[4]), tonumber(ARGV[5]))
+  return 1
 elseif op == 'extend' then         -- ARGV[2] group, [3] consumer, [4] id, [5] seconds ms
   local claimed = redis.call('XCLAIM', S, ARGV[2], ARGV[3], 0, ARGV[4], 'JUSTID')
   if #claimed == 0 then return 0 end
   redis.call('HSET', L, ARGV[4], string.format('%.0f', now_ms + tonumber(ARGV[5])))
   return 1
 elseif op == 'dead' then           -- ARGV[2] group, [3] id ('' = none), [4] body, [5] reason
-  if ARGV[3] ~= '' then ack(ARGV[2], ARGV[3]) end
-  redis.call('XADD', DL, '*', 'body', ARGV[4], 'reason', ARGV[5], 'at', tostring(now_ms))
+  -- The entry's own stored body wins over ARGV[4] (used when the entry is gone).
+  local body = ARGV[4]
+  if ARGV[3] ~= '' then
+    local entry = redis.call('XRANGE', S, ARGV[3], ARGV[3])[1]
+    if entry then body = fields_of(entry[2]) or body end
+    ack(ARGV[2], ARGV[3])
+  end
+  redis.call('XADD', DL, '*', 'body', body, 'reason', ARGV[5], 'at', tostring(now_ms))
   return 1
 end
 return redis.error_reply('unknown router op ' .. op)

@@ -125,6 +125,11 @@ class SQLiteDocumentStore:
         """The database path given to the constructor."""
         return self._path
 
+    @property
+    def prefix(self) -> str:
+        """The namespace given to the constructor (``""`` = none)."""
+        return self._prefix.removesuffix(":")
+
     def now(self) -> float:
         """The application clock in epoch seconds (SQLite has no server clock)."""
         return self._clock()

@@ -7,6 +7,8 @@ directly (the backdoor).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from reactor_contract import GenericProbe, Probe
 
 from reactor.ports.storage import Storage
@@ -18,10 +20,24 @@ __all__ = ["probe_for"]
 def probe_for(storage: Storage) -> Probe:
     """The probe of a :class:`SQLiteStorage`.
 
+    SQLite has no clock, so the probe also offers the optional ``with_clock`` capability
+    (:class:`reactor_contract.ClockProbe`): a second ``SQLiteStorage`` on the same database file
+    and prefix, with its own connection, whose clock is the given one; ``None`` for a private
+    ``:memory:`` database, which no second connection can see (docs/coordination.md#clock-skew).
+
     Raises:
         TypeError: ``storage`` is not a ``SQLiteStorage``.
     """
     if not isinstance(storage, SQLiteStorage):
         raise TypeError(f"the sqlite probe needs a SQLiteStorage, got {type(storage).__name__}")
-    probe: Probe = GenericProbe(storage.documents)
+    path, prefix = storage.documents.path, storage.documents.prefix
+    context_ttl = storage.context_ttl
+
+    def clocked(clock: Callable[[], float]) -> Storage | None:
+        """A ``SQLiteStorage`` on the same file and prefix judged by ``clock``."""
+        if path == ":memory:":
+            return None
+        return SQLiteStorage(path, prefix=prefix, context_ttl=context_ttl, clock=clock)
+
+    probe: Probe = GenericProbe(storage.documents, clocked=clocked)
     return probe

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
@@ -82,6 +84,8 @@ class SQLiteStorage(GenericStorage):
         prefix: a namespace for every document (several storages may share one file).
         context_ttl: retention in seconds of durable run state after its last write.
         busy_timeout: seconds to wait for another process's write lock.
+        clock: the application clock, ``() -> epoch seconds`` (default :func:`time.time`;
+            injectable for tests, docs/coordination.md#clock-skew).
 
     Attributes:
         documents: the :class:`SQLiteDocumentStore` (its ``raw``/``set_expiry`` serve probes).
@@ -96,9 +100,10 @@ class SQLiteStorage(GenericStorage):
         prefix: str = "",
         context_ttl: float = 86400.0,
         busy_timeout: float = 30.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(
-            SQLiteDocumentStore(path, prefix=prefix, busy_timeout=busy_timeout),
+            SQLiteDocumentStore(path, prefix=prefix, clock=clock, busy_timeout=busy_timeout),
             context_ttl=context_ttl,
             capabilities=SQLITE_CAPABILITIES,
         )

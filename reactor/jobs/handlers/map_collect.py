@@ -13,6 +13,7 @@ import logging
 
 from reactor.coordination.lock import Lock
 from reactor.engine.env import make_env
+from reactor.engine.liveness import liveness_lock
 from reactor.jobs.handlers import JobContext
 from reactor.jobs.payloads import MapCollectPayload, RunPayload, job
 from reactor.model.errors import LockAcquisitionError
@@ -37,8 +38,7 @@ def handle_map_collect(jc: JobContext, payload: MapCollectPayload) -> None:
         return
     lock: Lock | None = None
     if not jc.inline:
-        lock = Lock(env.storage.locks, map_collect_key(meta.map_id),
-                    ttl=env.settings.context_lock_ttl, wait=jc.liveness_wait)
+        lock = liveness_lock(env, map_collect_key(meta.map_id), wait=jc.liveness_wait)
         try:
             lock.acquire()
         except LockAcquisitionError:

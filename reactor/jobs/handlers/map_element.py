@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 
-from reactor.coordination.lock import Lock
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import executor
 from reactor.engine.checkpoint import Checkpointer, load_context
@@ -41,7 +40,7 @@ from reactor.engine.fan_out import (
     enqueue_collector,
     materialize,
 )
-from reactor.engine.liveness import FencedCheckpointer, Liveness
+from reactor.engine.liveness import FencedCheckpointer, Liveness, liveness_lock
 from reactor.engine.quarantine import quarantine
 from reactor.engine.state import RunState
 from reactor.jobs.handlers import JobContext
@@ -88,8 +87,7 @@ def handle_map_element(jc: JobContext, payload: MapElementPayload) -> None:
     hold: Liveness | None = None
     element_id = element_context_id(meta.map_id, payload.index)
     if not jc.inline:
-        lock = Lock(env.storage.locks, map_element_key(meta.map_id, payload.index),
-                    ttl=env.settings.context_lock_ttl)
+        lock = liveness_lock(env, map_element_key(meta.map_id, payload.index))
         if not lock.try_acquire():
             log.info("event=map_element_busy map_id=%s index=%d (a live job holds it)",
                      meta.map_id, payload.index)

@@ -27,7 +27,9 @@
    :class:`~reactor.model.errors.SnoozeLimitError` failure, its parked holds released and its
    ordered-lock place given up.
 7. A final ``Failure`` whose body started runs the unit's own ``compensate`` once, recorded on
-   the record (``data["compensation"]``).
+   the record (``data["compensation"]``). A result the codec cannot store (an unregistered
+   type, nested deeper than :data:`reactor.model.codec.MAX_DEPTH`) is such a failure,
+   non-retryable: the body never runs again for it.
 8. The terminal ``completed`` record (``outcome`` = codec JSON of the ``Success``/``Halt``/
    ``Failure``) is written **before** the completion signal (ARCHITECTURE §5 rule 3).
 """
@@ -39,7 +41,6 @@ from dataclasses import replace
 from typing import Any
 
 from reactor import registry
-from reactor.coordination.lock import Lock
 from reactor.coordination.ordered_lock import OrderedLock
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.definition import ReactorDefinition
@@ -48,6 +49,7 @@ from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.coordination import PARKED_HOLDS, STEP_ORDERED_TICKETS, WAITING
 from reactor.engine.dispatch import publish_completion
 from reactor.engine.env import Env, make_env
+from reactor.engine.liveness import liveness_lock
 from reactor.engine.parks import Park
 from reactor.engine.quarantine import quarantine
 from reactor.engine.state import RunState
@@ -278,6 +280,11 @@ class _Unit:
 
     def _finish(self, state: RunState, spec: StepSpec, outcome: StepOutcome) -> None:
         result = outcome.result
+        if not isinstance(result, Failure):
+            try:  # a value the record cannot hold fails the unit once, never re-runs it
+                codec.dumps(result)
+            except codec.EncodeError as exc:
+                result = Failure(exc, retryable=False, traceback=invoke.trimmed_traceback(exc))
         ctx = state.ctx
         data: dict[str, Any] = {
             DATA_ATTEMPTS: ctx.retry_context.get("attempts", {}).get(self.step),
@@ -311,10 +318,7 @@ def handle_step(jc: JobContext, payload: StepPayload) -> None:
     if jc.inline:  # nested in the dispatching thread: no cross-process race (engine.md §2.5)
         unit.run()
         return
-    lock = Lock(
-        env.storage.locks, step_liveness_key(payload.step_context_id, payload.step_name),
-        ttl=env.settings.context_lock_ttl,
-    )
+    lock = liveness_lock(env, step_liveness_key(payload.step_context_id, payload.step_name))
     if not lock.try_acquire():
         log.info("event=async_step_duplicate_dropped context_id=%s step=%s reason=live_lock",
                  payload.step_context_id, payload.step_name)

@@ -12,6 +12,9 @@ script that behaves exactly like them). Sources:
 * :mod:`~reactor.model.coordination.rate_limits` — storage-protocol.md §2.10;
 * :mod:`~reactor.model.coordination.periods` — storage-protocol.md §2.11, first-wins;
 * :mod:`~reactor.model.coordination.ordered_locks` — storage-protocol.md §2.12;
+* :mod:`~reactor.model.coordination.fencing` — the fencing-token formula shared by lock tokens
+  and ordered-lock epochs, with its retention and clock assumption
+  (docs/coordination.md#fencing-tokens);
 * :mod:`~reactor.model.coordination.reference` — :class:`ReferenceCoordination`, the five store
   protocols over a dict and a settable clock, for model-based contract tests.
 
@@ -24,6 +27,7 @@ rules, public for adapters that validate arguments before a native fast path.
 from __future__ import annotations
 
 from reactor.model.coordination import (
+    fencing,
     locks,
     ordered_locks,
     periods,
@@ -60,6 +64,7 @@ __all__ = [
     "bucket",
     "bucket_key",
     "deadline",
+    "fencing",
     "is_live",
     "locks",
     "ordered_locks",

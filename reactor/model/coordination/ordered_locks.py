@@ -17,6 +17,17 @@ When the cursor catches up with ``next_nonce`` (:func:`advance`, :func:`skip`), 
 ``cursor``, ``timers`` and ``first_failed`` are garbage-collected so the next :func:`assign`
 starts again at nonce 1 with a higher epoch, which fences stragglers of the drained batch.
 
+Epochs increase forever (docs/coordination.md#fencing-tokens): a fresh batch's epoch is
+``max(previous epoch + 1, clock in µs)``
+(:func:`reactor.model.coordination.fencing.next_fence`), where the previous epoch is read from
+the stored ``epoch`` field *even when it has lapsed*. A lapsed epoch reads as absent everywhere
+else (peek reports 0, old tickets are fenced as before), but the store keeps it:
+:func:`expiry` is the longest-lived field's expiry plus
+:data:`~reactor.model.coordination.fencing.FENCE_RETENTION`, and :func:`reset` leaves the
+epoch behind as a lapsed field instead of deleting it. Once a store has collected the record,
+the clock term alone exceeds every earlier epoch. :attr:`OrderedTicket.fencing_key`
+``(epoch, nonce)`` is an ordered lock's fencing token.
+
 TTL rules (Redis semantics): :func:`assign` re-stamps ``next_nonce``, ``cursor``, ``timers`` and
 ``epoch`` to ``now + ttl``; a failure sets ``first_failed`` with ``EX ttl``; moving the cursor
 keeps its TTL (``KEEPTTL``: a plain SET would persist it forever). When the cursor must be
@@ -35,7 +46,11 @@ Deviations from the Ruby scripts, all unreachable in a consistent state or fixin
 * a fresh batch (nonce 1) drops a ``first_failed`` marker left over from an idle-expired batch
   (its ``EX ttl`` was set after the last assign, so it can outlive ``next_nonce``), keeping the
   spec's promise that a new batch starts un-poisoned;
-* a nonce > 1 assigned while the epoch is absent stores epoch 1 rather than only reporting it.
+* a nonce > 1 assigned while the epoch is absent (it lapsed on its own, which only tampering
+  can cause) starts a new epoch, stored, rather than reporting 1: the ticket is never fenced by
+  its own lock and the epoch still never goes back;
+* a transition that rewrites the live fields keeps a lapsed epoch it found (the fence of the
+  next batch) instead of dropping it.
 """
 
 from __future__ import annotations
@@ -45,6 +60,7 @@ from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
 from reactor.model.coordination._expiry import deadline, is_live, latest
+from reactor.model.coordination.fencing import FENCE_RETENTION, next_fence
 from reactor.ports.records import OrderedGate, OrderedGateState, OrderedLockState, OrderedTicket
 
 __all__ = [
@@ -140,9 +156,17 @@ def _normal(state: OrderedLockRecord) -> OrderedLockRecord | None:
 
 
 def expiry(state: OrderedLockRecord) -> float | None:
-    """The instant after which every field has lapsed (the longest-lived field wins).
+    """The instant after which the whole record is garbage (for native TTL / document expiry).
 
-    The epoch usually outlives the rest, so a document holding the whole state must use this.
+    The longest-lived field wins (the epoch usually outlives the rest, so a document holding the
+    whole state must use this), plus ``FENCE_RETENTION`` so the last epoch still fences the next
+    batch for that long after everything lapsed (docs/coordination.md#fencing-tokens).
+
+    Args:
+        state: the stored state.
+
+    Returns:
+        Epoch seconds, or ``None`` when a field never expires or there is no field.
     """
     fields = [
         f.expires_at
@@ -151,7 +175,22 @@ def expiry(state: OrderedLockRecord) -> float | None:
     ]
     if not fields:
         return None
-    return latest(*fields)
+    last = latest(*fields)
+    return None if last is None else last + FENCE_RETENTION
+
+
+def _fence(state: OrderedLockRecord | None) -> int:
+    """The last epoch the stored state remembers, live or lapsed (0 when none)."""
+    return 0 if state is None or state.epoch is None else state.epoch.value
+
+
+def _keep_fence(
+    new: OrderedLockRecord | None, state: OrderedLockRecord | None
+) -> OrderedLockRecord | None:
+    """``new`` with the stored (lapsed) epoch of ``state`` when ``new`` has none."""
+    if state is None or state.epoch is None or (new is not None and new.epoch is not None):
+        return new
+    return replace(new or OrderedLockRecord(), epoch=state.epoch)
 
 
 def _value(item: Timed[int] | None) -> int:
@@ -203,9 +242,10 @@ def assign(
 
     1. ``next_nonce`` += 1 (from 0 when absent), re-stamped to ``now + ttl``.
     2. The cursor is created as 0, or keeps its value, re-stamped to ``now + ttl``.
-    3. Nonce 1 (a fresh batch) increments ``epoch`` (from 0 when absent); otherwise the epoch
-       is read (1 when absent, and then stored as 1 so the ticket is never fenced by its own
-       lock). The epoch is re-stamped to ``now + ttl``.
+    3. Nonce 1 (a fresh batch) gets a new epoch ``max(stored epoch + 1, clock in µs)``, the
+       stored epoch read even when it lapsed or was reset (0 when the store holds none);
+       otherwise the live epoch is kept (a new one as for nonce 1 when it is absent, so the
+       ticket is never fenced by its own lock). The epoch is re-stamped to ``now + ttl``.
     4. ``timers[nonce] = now``, the map re-stamped to ``now + ttl``.
     5. A fresh batch drops any leftover ``first_failed`` (see the module notes).
 
@@ -215,15 +255,18 @@ def assign(
         ttl: seconds the fields live after this call, ``None`` for no expiry.
 
     Returns:
-        ``(new_state, OrderedTicket(nonce, epoch))``.
+        ``(new_state, OrderedTicket(nonce, epoch))``; a new epoch is strictly greater than
+        every earlier epoch of the key (docs/coordination.md#fencing-tokens).
 
     Raises:
-        ValueError: ``ttl`` is neither ``None`` nor a positive finite number.
+        ValueError: ``ttl`` is neither ``None`` nor a positive finite number, or the epoch
+            would exceed 2**53 - 1.
     """
     expires_at = deadline(now, ttl)
     view = live(state, now) or OrderedLockRecord()
     nonce = _value(view.next_nonce) + 1
-    epoch = _value(view.epoch) + 1 if nonce == 1 else (_value(view.epoch) or 1)
+    fresh = nonce == 1 or view.epoch is None
+    epoch = next_fence(_fence(state), now) if fresh else _value(view.epoch)
     timers = _timers(view)
     timers[nonce] = now
     new = OrderedLockRecord(
@@ -297,7 +340,7 @@ def can_proceed(
             timers=_with_timers(view, timers),
             cursor=_set_cursor(view, last) if advanced else view.cursor,
         )
-        new_state: OrderedLockRecord | None = _normal(new)
+        new_state: OrderedLockRecord | None = _keep_fence(_normal(new), state)
     else:
         new_state = state
     if my <= last + 1:
@@ -359,7 +402,7 @@ def advance(
     if my == last + 1:
         last = my
         new = _gc_if_drained(replace(new, cursor=_set_cursor(view, my)))
-    return _normal(new), last
+    return _keep_fence(_normal(new), state), last
 
 
 def heartbeat(
@@ -383,7 +426,7 @@ def heartbeat(
     if ticket.nonce not in timers:
         return state, False
     timers[ticket.nonce] = now
-    return _normal(replace(view, timers=_with_timers(view, timers))), True
+    return _keep_fence(_normal(replace(view, timers=_with_timers(view, timers))), state), True
 
 
 def skip(
@@ -414,13 +457,29 @@ def skip(
         last = nonce
         new = replace(new, cursor=_set_cursor(view, nonce))
     new = _gc_if_drained(new)
-    return _normal(new), last
+    return _keep_fence(_normal(new), state), last
 
 
 def reset(state: OrderedLockRecord | None, now: float) -> tuple[OrderedLockRecord | None, None]:
-    """Operator: delete every field, the epoch included (``ordered_lock_reset``)."""
-    del state, now
-    return None, None
+    """Operator: delete every field, the epoch included (``ordered_lock_reset``).
+
+    The epoch's value stays behind as a field lapsed at ``now`` (it reads as absent: peek shows
+    zeros and every old ticket is fenced), which :func:`expiry` retains for
+    ``FENCE_RETENTION`` seconds so the next batch still gets a greater epoch
+    (docs/coordination.md#fencing-tokens).
+
+    Args:
+        state: the current state.
+        now: the current time in epoch seconds.
+
+    Returns:
+        ``(OrderedLockRecord(epoch=Timed(last epoch, now)), None)``, or ``(None, None)`` when
+        the state holds no epoch.
+    """
+    fence = _fence(state)
+    if fence <= 0:
+        return None, None
+    return OrderedLockRecord(epoch=Timed(fence, now)), None
 
 
 def peek(state: OrderedLockRecord | None, now: float) -> OrderedLockState:

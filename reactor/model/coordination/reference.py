@@ -94,16 +94,25 @@ class _Cells(Generic[S]):
 class ReferenceLockStore:
     """:class:`reactor.ports.LockStore` over :mod:`reactor.model.coordination.locks`.
 
+    Nothing is ever garbage-collected here, so a lapsed lock or a tombstone keeps its fencing
+    token forever (a real store keeps it ``FENCE_RETENTION`` seconds; after that the clock term
+    of the token formula gives the same ordering, docs/coordination.md#fencing-tokens).
+
     Attributes:
-        states: ``{key: LockState}`` as stored (may hold lapsed states).
+        states: ``{key: LockState}`` as stored (may hold lapsed states and tombstones).
     """
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._cells: _Cells[_locks.LockState] = _Cells(clock)
         self.states = self._cells.states
 
-    def acquire(self, key: str, owner: str, ttl: float | None) -> bool:
-        """See :func:`reactor.model.coordination.locks.acquire`."""
+    def acquire(self, key: str, owner: str, ttl: float | None) -> int:
+        """See :func:`reactor.model.coordination.locks.acquire`.
+
+        Returns:
+            The fencing token (>= 1) when ``owner`` holds the lock now, 0 when refused
+            (docs/coordination.md#fencing-tokens).
+        """
         return self._cells.apply(key, lambda s, now: _locks.acquire(s, now, owner, ttl))
 
     def release(self, key: str, owner: str) -> bool:
@@ -199,6 +208,9 @@ class ReferencePeriodStore:
 
 class ReferenceOrderedLockStore:
     """:class:`reactor.ports.OrderedLockStore` over :mod:`...coordination.ordered_locks`.
+
+    Like :class:`ReferenceLockStore` it never garbage-collects: a lapsed or reset epoch stays
+    in the state as the fence of the next batch.
 
     Attributes:
         states: ``{key: OrderedLockRecord}`` as stored.

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from bson import ObjectId
 from reactor_mongodb.router import MongoRouter
 
 from reactor.memory.clock import ManualClock
@@ -105,3 +107,48 @@ def test_bad_delays_are_rejected(router: MongoRouter) -> None:
         router.enqueue(job(), delay_seconds=-1)
     with pytest.raises(ValueError):
         router.enqueue(job(), delay_seconds=float("inf"))
+
+
+def _foreign(router: MongoRouter, message_id: Any, n: int) -> None:
+    """Insert a due job the way another producer might: its own ``_id``, any BSON type."""
+    router.jobs.insert_one({
+        "_id": message_id, "queue": router.queue, "job_id": None, "body": job(n).to_json(),
+        "due_at": router.now(), "lease_until": None, "lease": None, "deliveries": 0,
+        "enqueued_at": router.now(),
+    })
+
+
+FOREIGN_IDS = [ObjectId("65f0c0ffee0000000000beef"), "with:colons:in:it", 7, {"k": "v:1"}]
+
+
+@pytest.mark.parametrize("message_id", FOREIGN_IDS, ids=repr)
+def test_any_message_id_can_be_acked_retried_extended_and_dead_lettered(
+    router: MongoRouter, clock: ManualClock, message_id: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    _foreign(router, message_id, 1)
+    [first] = router.receive()
+    router.extend(first, 30)
+    clock.advance(20)
+    assert router.receive() == []  # the extend held the lease
+    router.retry(first, 0)
+    [second] = router.receive()
+    assert second.delivery_count == 2 and second.job.payload == {"n": 1}
+    with caplog.at_level(logging.WARNING):
+        router.ack(second)
+    assert "stale receipt" not in caplog.text
+    assert router.jobs.count_documents({}) == 0
+
+    _foreign(router, message_id, 2)
+    [third] = router.receive()
+    # A receipt this router did not issue (mangled, another router's) is stale, never an error.
+    forged = [replace(third, receipt=r) for r in ("no-separator", "lease:{not json", ':"x"')]
+    with caplog.at_level(logging.WARNING):
+        for bad in forged:
+            router.ack(bad)
+            router.retry(bad, 0)
+            router.extend(bad, 5)
+            router.dead_letter(bad, "x")
+    assert caplog.text.count("stale receipt") == 4 * len(forged)
+    router.dead_letter(third, "poison")
+    assert router.jobs.count_documents({}) == 0
+    assert [d.reason for d in router.dead_letters()] == ["poison"]

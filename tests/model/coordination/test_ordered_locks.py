@@ -1,15 +1,20 @@
-"""Unit tests of the ordered-lock model (storage-protocol.md §2.12; §4.2 items 36-43)."""
+"""Unit tests of the ordered-lock model (§2.12, items 36-43).
+
+Epochs: docs/coordination.md#fencing-tokens.
+"""
 
 from __future__ import annotations
 
 import pytest
 
 from reactor.model.coordination import ordered_locks as ol
+from reactor.model.coordination.fencing import FENCE_RETENTION
 from reactor.model.coordination.ordered_locks import OrderedLockRecord, Timed
 from reactor.ports.records import OrderedGate, OrderedLockState, OrderedTicket
 
 PP = 600.0
 TTL = 86_400.0
+US = 1_000_000  # one second in microseconds: the clock term of an epoch
 
 
 def _assign(
@@ -31,11 +36,12 @@ def _peek(state: OrderedLockRecord | None, now: float = 0.0) -> OrderedLockState
 
 def test_36_assign_nonces_epochs_cursor_and_in_flight() -> None:
     s, (t1, t2, t3) = _assign(None, 10.0, 3)
-    assert (t1, t2, t3) == (OrderedTicket(1, 1), OrderedTicket(2, 1), OrderedTicket(3, 1))
+    e = 10 * US  # the first epoch is the clock in microseconds
+    assert (t1, t2, t3) == (OrderedTicket(1, e), OrderedTicket(2, e), OrderedTicket(3, e))
     view = _peek(s, 10.0)
     assert view.last_completed == 0
     assert view.next_nonce == 3
-    assert view.epoch == 1
+    assert view.epoch == e
     assert dict(view.in_flight) == {1: 10.0, 2: 10.0, 3: 10.0}
     assert s is not None and s.cursor == Timed(0, 10.0 + TTL)
 
@@ -152,7 +158,7 @@ def test_38_heartbeat_with_a_stale_epoch_is_fenced() -> None:
     s, (t1,) = _assign(None, 0.0, 1)
     s, _ = ol.advance(s, 1.0, t1, False, TTL)  # drains the batch
     s, (n1,) = _assign(s, 2.0, 1)
-    assert n1 == OrderedTicket(1, 2)
+    assert n1 == OrderedTicket(1, 2 * US)
     s2, ok = ol.heartbeat(s, 3.0, t1)
     assert ok is False
     assert s2 is s
@@ -185,7 +191,12 @@ def test_39_full_drain_garbage_collects_and_restarts_with_a_new_epoch() -> None:
     assert _peek(s, 1.0) == OrderedLockState(0, 0, 0, 1, {})
     assert s == OrderedLockRecord(epoch=Timed(1, TTL))  # only the epoch survives
     s, (n1,) = _assign(s, 2.0, 1)
-    assert n1 == OrderedTicket(1, 2)
+    assert n1 == OrderedTicket(1, 2 * US)
+    s, (n2,) = _assign(s, 2.0, 1)  # same batch
+    s, _ = ol.skip(s, 2.0, 2)  # drained again within the same microsecond
+    s, (m1,) = _assign(s, 2.0, 1)
+    assert m1 == OrderedTicket(1, 2 * US + 1)  # previous + 1 beats a clock that stood still
+    del n2
 
 
 # --- 40 failures -----------------------------------------------------------------------------
@@ -302,7 +313,9 @@ def test_42_failed_straggler_does_not_poison_the_next_batch() -> None:
     s, straggler = _drained_by_poison()
     s, _ = ol.advance(s, PP + 3, straggler, True, TTL)
     s, (n1, n2) = _assign(s, PP + 4, 2)
-    assert (n1, n2) == (OrderedTicket(1, 2), OrderedTicket(2, 2))
+    e = int((PP + 4) * US)
+    assert (n1, n2) == (OrderedTicket(1, e), OrderedTicket(2, e))
+    assert n1.epoch > straggler.epoch
     s, gate = ol.can_proceed(s, PP + 5, n1, PP)
     assert gate == OrderedGate("go", 0.0, 0, 0)
     s, gate = ol.can_proceed(s, PP + 5, n2, PP)
@@ -379,23 +392,44 @@ def test_43_advance_preserves_the_cursor_ttl() -> None:
 # --- reset, peek, expiry ---------------------------------------------------------------------
 
 
-def test_reset_deletes_everything_including_the_epoch() -> None:
-    s, _ = _assign(None, 0.0, 2)
-    s, _ = ol.reset(s, 1.0)
-    assert s is None
-    _, (t,) = _assign(s, 2.0, 1)
-    assert t == OrderedTicket(1, 1)
+def test_reset_deletes_everything_but_keeps_the_epoch_as_a_lapsed_fence() -> None:
+    s, (old, _) = _assign(None, 5.0, 2)
+    s, _ = ol.reset(s, 5.0)
+    assert s == OrderedLockRecord(epoch=Timed(old.epoch, 5.0))  # lapsed at the reset
+    assert ol.peek(s, 5.0) == OrderedLockState(0, 0, 0, 0, {})
+    assert ol.expiry(s) == 5.0 + FENCE_RETENTION
+    assert ol.can_proceed(s, 5.0, old, PP)[1].state == "stale"
+    _, (t,) = _assign(s, 5.0, 1)  # the clock stood still: previous + 1
+    assert t == OrderedTicket(1, old.epoch + 1)
+    assert ol.reset(None, 5.0) == (None, None)
 
 
 def test_peek_of_absent_is_all_zero() -> None:
     assert ol.peek(None, 0.0) == OrderedLockState(0, 0, 0, 0, {})
 
 
-def test_idle_expiry_restarts_at_nonce_one_with_epoch_one() -> None:
-    s, _ = ol.assign(None, 0.0, 10.0)
+def test_idle_expiry_restarts_at_nonce_one_with_a_greater_epoch() -> None:
+    s, first = ol.assign(None, 0.0, 10.0)
     assert ol.peek(s, 10.0) == OrderedLockState(0, 0, 0, 0, {})
     _, t = ol.assign(s, 10.0, 10.0)
-    assert t == OrderedTicket(1, 1)
+    assert t == OrderedTicket(1, 10 * US)
+    assert t.epoch > first.epoch
+    s = OrderedLockRecord(epoch=Timed(50 * US, 1.0))  # an epoch issued by a clock running ahead
+    _, t = ol.assign(s, 12.0, 10.0)
+    assert t == OrderedTicket(1, 50 * US + 1)
+
+
+def test_a_lapsed_epoch_beside_live_fields_is_kept_and_superseded() -> None:
+    s, (t1, t2) = _assign(None, 0.0, 2)
+    assert s is not None and s.epoch is not None
+    s = OrderedLockRecord(s.next_nonce, s.cursor, s.timers, None, Timed(s.epoch.value, 1.0))
+    s2, gate = ol.can_proceed(s, 2.0, OrderedTicket(1, 0), PP)  # restamps t1's timer
+    assert gate.state == "go"
+    assert s2 is not None and s2.epoch == Timed(t1.epoch, 1.0)  # the fence survives the write
+    s3, t3 = ol.assign(s2, 2.0, TTL)  # nonce 3 with no live epoch starts a new one
+    assert t3 == OrderedTicket(3, 2 * US)
+    assert s3 is not None and s3.epoch == Timed(2 * US, 2.0 + TTL)
+    del t2
 
 
 def test_fresh_batch_drops_a_leftover_first_failed() -> None:
@@ -409,13 +443,13 @@ def test_fresh_batch_drops_a_leftover_first_failed() -> None:
     )
     assert _peek(s, 70.0).first_failed == 2
     s2, ticket = ol.assign(s, 70.0, TTL)
-    assert ticket == OrderedTicket(1, 1)
+    assert ticket == OrderedTicket(1, 70 * US)
     assert _peek(s2, 70.0).first_failed == 0
 
 
-def test_expiry_is_the_longest_lived_field() -> None:
+def test_expiry_is_the_longest_lived_field_plus_the_fence_retention() -> None:
     record = OrderedLockRecord(epoch=Timed(3, 500.0), first_failed=Timed(1, 100.0))
-    assert ol.expiry(record) == 500.0
+    assert ol.expiry(record) == 500.0 + FENCE_RETENTION
     assert ol.expiry(OrderedLockRecord(epoch=Timed(3, None))) is None
     assert ol.expiry(OrderedLockRecord()) is None
 

@@ -28,16 +28,25 @@ def test_lock_never_has_two_owners_and_counts_match(
     state: locks.LockState | None = None
     now = 0.0
     expected_count = 0
+    issued: list[int] = []
     for op, owner, ttl, step in ops:
         now += step
         before = locks.live(state, now)
         if before is None:
             expected_count = 0
         if op == "acquire":
-            state, ok = locks.acquire(state, now, owner, ttl)
+            state, token = locks.acquire(state, now, owner, ttl)
+            ok = token > 0
             assert ok == (before is None or before.owner == owner)
             if ok:
                 expected_count += 1
+                if before is None:  # fresh: greater than every token ever issued
+                    assert all(token > earlier for earlier in issued)
+                    issued.append(token)
+                else:  # re-entry keeps the holder's token
+                    assert token == before.token
+                info = locks.info(state, now)
+                assert info is not None and info.token == token
         elif op == "release":
             state, ok = locks.release(state, now, owner)
             assert ok == (before is not None and before.owner == owner)
@@ -164,7 +173,10 @@ def test_ordered_lock_cursor_is_monotonic_within_an_epoch(
             state, new = ordered_locks.assign(state, now, 10_000.0)
             tickets.append(new)
             assert new.nonce == before.next_nonce + 1
-            assert new.epoch == (before.epoch + 1 if new.nonce == 1 else before.epoch)
+            if new.nonce == 1:
+                assert all(new.epoch > t.epoch for t in tickets[:-1])
+            else:
+                assert new.epoch == before.epoch
         elif op == "can_proceed":
             state, gate = ordered_locks.can_proceed(state, now, ticket, pp)
             if gate.state in ("go", "poison_advance"):

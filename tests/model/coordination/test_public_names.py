@@ -21,6 +21,7 @@ def test_package_exports() -> None:
         "bucket",
         "bucket_key",
         "deadline",
+        "fencing",
         "is_live",
         "locks",
         "ordered_locks",

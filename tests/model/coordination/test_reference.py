@@ -39,8 +39,8 @@ def test_sub_stores_implement_the_protocols_with_identical_signatures(
 
 def test_clock_drives_expiry() -> None:
     ref = ReferenceCoordination(start=100.0)
-    assert ref.locks.acquire("k", "a", 10) is True
-    assert ref.locks.info("k") == LockInfo("a", 1, 110.0)
+    assert ref.locks.acquire("k", "a", 10) == 100_000_000
+    assert ref.locks.info("k") == LockInfo("a", 1, 110.0, 100_000_000)
     assert ref.advance(10) == 110.0
     assert ref.locks.held("k") is False
     ref.set_now(50.0)  # a settable clock may go back, for tests
@@ -79,14 +79,15 @@ def test_every_store_round_trip() -> None:
     assert ref.rate_limits.hit("r", [window]).allowed is True
     assert ref.rate_limits.count("r", window) == 1
     t1 = ref.ordered_locks.assign("o", ttl=100)
-    assert t1 == OrderedTicket(1, 1)
+    assert t1 == OrderedTicket(1, 1_000_000_000)
     assert ref.ordered_locks.heartbeat("o", t1) is True
     assert ref.ordered_locks.can_proceed("o", t1, poison_pill_timeout=5).state == "go"
     assert ref.ordered_locks.advance("o", t1, failed=False, ttl=100) == 1
     assert ref.ordered_locks.skip("o", 3) == 0
-    assert ref.ordered_locks.peek("o").epoch == 1
+    assert ref.ordered_locks.peek("o").epoch == t1.epoch
     ref.ordered_locks.reset("o")
     assert ref.ordered_locks.peek("o").epoch == 0
-    assert ref.locks.acquire("l", "a", None) is True
+    assert ref.ordered_locks.assign("o", ttl=100) == OrderedTicket(1, t1.epoch + 1)
+    assert ref.locks.acquire("l", "a", None) == 1_000_000_000
     assert ref.locks.extend("l", "a", 5) is True
     assert ref.locks.release("l", "a") is True

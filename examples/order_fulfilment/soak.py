@@ -1,0 +1,802 @@
+"""The chaos soak: the worker saga in killed-and-restarted worker processes, then the invariants.
+
+``scripts/soak`` (docs/workers.md, "Soak") runs ``python -m examples.order_fulfilment.soak``::
+
+    scripts/soak --smoke --storage URL --router URL            # under a minute
+    scripts/soak --orders 1000 --kills 150 --workers 4 --storage URL --router URL
+
+against any storage/router pair that several processes can share (Redis, a MongoDB server,
+DynamoDB + SQS; not ``memory://``). What it does:
+
+1. Starts ``--workers`` processes ``python -m reactor.cli worker --sweep --import
+   examples.order_fulfilment.soak_worker`` on the URLs (each URL gets a fresh ``prefix`` so
+   runs of the soak never meet). They run :class:`~.saga_workers.FulfilInWorkers` — validate,
+   a fan-out ``reserve`` map with distributed rollback, authorize, a retried
+   ``book_shipment``, the ``capture`` async step, ``send_confirmation`` — against the demo's
+   fake services shared through a SQLite journal in the run directory
+   (:mod:`.shared_services`), so every side effect of every process is recorded.
+2. Submits the first ``--orders`` orders of the dataset as background runs
+   (``FulfilInWorkers.run``), evenly spread over the load phase, which lasts ``--kills`` x
+   ``--kill-every`` seconds (or ``--orders / --rate`` without kills). Meanwhile it SIGKILLs a
+   random worker every ``--kill-every`` seconds and starts a replacement at once, and every
+   ``--pause-every`` seconds pauses the backend for ``--pause-seconds`` (``--pause``:
+   ``client-pause`` = Redis ``CLIENT PAUSE <ms> ALL``; ``sigstop`` = SIGSTOP/SIGCONT of the
+   server process ``--server-pid``; ``none``; the default ``auto`` is ``client-pause`` on
+   ``redis://``/``rediss://``, ``sigstop`` when ``--server-pid`` is given, else ``none``).
+3. After the last submission it waits, bounded by ``--timeout``, until every run is terminal.
+   **Time to quiescence** is from the last submission to the last run's final write (its
+   ``updated_at``, on the storage clock).
+4. Stops the workers (SIGTERM, drain) and checks, printing every violation:
+
+   * every run is terminal;
+   * :func:`.run.check_invariants` on the journal's final service state: a failed order left
+     no reservation, capture, open authorization, shipment or e-mail and its stored run has an
+     empty undo stack; a completed order holds exactly its reservations, one capture, one
+     shipment, one e-mail; stock and money are conserved;
+   * **no unexplained repeat**: the same side effect (same service call with the same
+     arguments) happens once, except a retried ``book_shipment`` (up to its 3 attempts) and
+     one more time per call made in a job execution that did not end cleanly — its worker was
+     SIGKILLed, its handler raised, or it lost its lock or lease (the documented at-least-once
+     re-runs of step bodies, undos and async units across crashes);
+   * the journal replays to what the workers saw, and no worker exited on its own.
+
+   Then it prints ``soak: N runs, X completed, Y failed, Z violations, quiescence T s, kills
+   K`` and exits 0, or 1 on any violation or timeout (2 on bad arguments).
+
+The run directory (``--run-dir``, default a fresh ``/tmp/reactor-soak.*``) holds the journal
+and one log per worker; it is removed after a clean run unless ``--keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+from reactor import DispatchHandle, config
+from reactor.config import Runtime
+from reactor.model.status import TERMINAL_STATUSES, RunStatus
+
+from .models import Order
+from .run import Outcome, check_invariants, failure_reason, load_orders
+from .saga import SHIPMENT_RETRIES
+from .saga_workers import FulfilInWorkers
+from .shared_services import CALL_DELAY_ENV, JOURNAL_ENV, WORKER_ENV, Journal, OpRow
+
+__all__ = [
+    "PAUSE_MECHANISMS",
+    "SMOKE",
+    "SOAK_SETTINGS",
+    "SoakOptions",
+    "SoakReport",
+    "default_pause",
+    "main",
+    "namespaced",
+    "parse_args",
+    "run_soak",
+    "unexplained_repeats",
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Engine settings of the soak's workers and of its submitting process (``-s`` overrides):
+#: short liveness locks and a 1 s sweep so killed work is recovered within seconds.
+SOAK_SETTINGS: Mapping[str, object] = {
+    "context_lock_ttl": 6,
+    "sweeper_interval": 1,
+    "visibility_timeout": 10,
+    "lock_snooze_base_delay": 0.2,
+    "lock_snooze_jitter": 0.2,
+}
+
+#: ``--smoke``: under a minute on Redis (2 workers, 100 orders over 30 s, 5 kills, 3 pauses,
+#: service calls lingering 0.1 s so kills hit step bodies), at most about three with the 120 s
+#: quiescence timeout.
+SMOKE: Mapping[str, float] = {
+    "orders": 100, "workers": 2, "threads": 2, "kills": 5, "kill_every": 6.0,
+    "pause_every": 9.0, "pause_seconds": 1.0, "call_delay": 0.1, "timeout": 120.0,
+}
+
+#: Ways to pause the backend (``--pause``).
+PAUSE_MECHANISMS = ("auto", "none", "client-pause", "sigstop")
+
+_WORKER_MODULE = "examples.order_fulfilment.soak_worker"
+
+
+@dataclass
+class SoakOptions:
+    """What one soak does (see the module docstring; times in seconds).
+
+    Attributes:
+        storage: the storage URL (given a fresh ``prefix`` unless ``prefix`` is ``""``).
+        router: the router URL (same).
+        orders: how many orders of the dataset to submit (1..1200).
+        workers: worker processes kept running.
+        threads: handler threads per worker.
+        kills: SIGKILLs during the load phase (each followed by a replacement worker).
+        kill_every: seconds between kills; the load phase lasts ``kills * kill_every``.
+        rate: orders per second when ``kills`` is 0.
+        pause: a :data:`PAUSE_MECHANISMS` entry.
+        pause_every: seconds between backend pauses (0: none).
+        pause_seconds: length of each pause.
+        server_pid: the backend server's pid (for ``sigstop``).
+        call_delay: seconds each service call lingers after its side effect, inside the step
+            body (so kills often land before the result is stored).
+        timeout: seconds to wait for quiescence after the last submission.
+        run_dir: where the journal and worker logs go (``None``: a fresh temp dir).
+        keep: keep ``run_dir`` after a clean run.
+        seed: seed of the kill victim choice.
+        prefix: the key prefix added to both URLs (``None``: ``soak<random>``; ``""``: none).
+        settings: engine settings for workers and the submitting process.
+    """
+
+    storage: str
+    router: str
+    orders: int = 300
+    workers: int = 3
+    threads: int = 2
+    kills: int = 30
+    kill_every: float = 2.0
+    rate: float = 10.0
+    pause: str = "auto"
+    pause_every: float = 20.0
+    pause_seconds: float = 1.0
+    server_pid: int | None = None
+    call_delay: float = 0.05
+    timeout: float = 300.0
+    run_dir: Path | None = None
+    keep: bool = False
+    seed: int = 1
+    prefix: str | None = None
+    settings: dict[str, object] = field(default_factory=lambda: dict(SOAK_SETTINGS))
+
+
+@dataclass
+class SoakReport:
+    """The result of :func:`run_soak`.
+
+    Attributes:
+        runs: runs submitted.
+        completed: runs stored ``completed``.
+        failed: runs stored ``failed``.
+        violations: one line per violated invariant (empty: all hold).
+        quiescence: seconds from the last submission to the last run's final write; ``None``
+            when the runs did not all finish within the timeout.
+        kills: SIGKILLs sent during the load phase.
+        pauses: backend pauses made.
+        load_seconds: length of the load phase.
+        total_seconds: wall time of the whole soak.
+        calls: journaled service calls.
+        reruns: calls repeated by an execution that did not end cleanly (allowed).
+        interrupted: kills that cut off a job execution in the middle of its service calls
+            (its episode has calls and never ended).
+        dead_letters: dead-lettered jobs the router reports (informational).
+        run_dir: the run directory.
+    """
+
+    runs: int
+    completed: int = 0
+    failed: int = 0
+    violations: list[str] = field(default_factory=list)
+    quiescence: float | None = None
+    kills: int = 0
+    pauses: int = 0
+    load_seconds: float = 0.0
+    total_seconds: float = 0.0
+    calls: int = 0
+    reruns: int = 0
+    interrupted: int = 0
+    dead_letters: int = 0
+    run_dir: Path | None = None
+
+    def summary(self) -> str:
+        """The closing line: ``soak: N runs, X completed, Y failed, Z violations, quiescence
+        T s, kills K``."""
+        quiet = "timeout" if self.quiescence is None else f"{self.quiescence:.1f} s"
+        return (f"soak: {self.runs} runs, {self.completed} completed, {self.failed} failed, "
+                f"{len(self.violations)} violations, quiescence {quiet}, kills {self.kills}")
+
+
+# --------------------------------------------------------------------------------------------
+# URLs and pauses
+# --------------------------------------------------------------------------------------------
+
+
+def namespaced(url: str, prefix: str) -> str:
+    """``url`` with ``prefix=<prefix>`` added (MongoDB gets a trailing ``_``), unless the URL
+    already has a ``prefix`` or ``prefix`` is empty."""
+    if not prefix or "prefix" in dict(parse_qsl(urlsplit(url).query)):
+        return url
+    if url.startswith(("mongodb://", "mongodb+srv://")):
+        prefix += "_"
+    return url + ("&" if "?" in url else "?") + f"prefix={prefix}"
+
+
+def default_pause(storage: str, server_pid: int | None) -> str:
+    """The ``auto`` pause mechanism for a storage URL: ``client-pause`` on ``redis://`` and
+    ``rediss://``, else ``sigstop`` when the server's pid is known, else ``none``."""
+    scheme = urlsplit(storage).scheme
+    if scheme in ("redis", "rediss"):
+        return "client-pause"
+    return "sigstop" if server_pid else "none"
+
+
+class _Pauser:
+    """Pauses the backend for a while (see :data:`PAUSE_MECHANISMS`)."""
+
+    def __init__(self, mechanism: str, storage: str, server_pid: int | None) -> None:
+        self.mechanism = mechanism
+        self.server_pid = server_pid
+        self._redis: Any = None
+        if mechanism == "client-pause":
+            import redis
+
+            parts = urlsplit(storage)  # reactor's own options are not redis-py's
+            self._redis = redis.Redis.from_url(urlunsplit(parts._replace(query="")))
+        if mechanism == "sigstop" and not server_pid:
+            raise ValueError("--pause sigstop needs --server-pid")
+
+    def pause(self, seconds: float) -> None:
+        """Pause the backend for ``seconds``; blocks until it runs again (``sigstop``) or
+        returns at once (``client-pause``: the server resumes by itself)."""
+        if self.mechanism == "client-pause":
+            self._redis.execute_command("CLIENT", "PAUSE", int(seconds * 1000), "ALL")
+        elif self.mechanism == "sigstop" and self.server_pid:
+            os.kill(self.server_pid, signal.SIGSTOP)
+            try:
+                time.sleep(seconds)
+            finally:
+                os.kill(self.server_pid, signal.SIGCONT)
+
+    def close(self) -> None:
+        """Let go of the Redis connection, if any."""
+        if self._redis is not None:
+            self._redis.close()
+
+
+# --------------------------------------------------------------------------------------------
+# worker processes
+# --------------------------------------------------------------------------------------------
+
+
+class _Workers:
+    """The soak's ``reactor worker`` processes: started, killed, replaced, stopped."""
+
+    def __init__(self, opts: SoakOptions, storage: str, router: str, run_dir: Path) -> None:
+        self.opts = opts
+        self.storage = storage
+        self.router = router
+        self.run_dir = run_dir
+        self.alive: dict[str, subprocess.Popen[bytes]] = {}
+        self.exited: list[str] = []  # workers that exited on their own
+        self.started = 0
+
+    def start(self) -> str:
+        self.started += 1
+        name = f"w{self.started}"
+        args = [
+            sys.executable, "-m", "reactor.cli", "worker", "--import", _WORKER_MODULE,
+            "--storage", self.storage, "--router", self.router, "--sweep",
+            "--threads", str(self.opts.threads),
+            *[a for k, v in self.opts.settings.items() for a in ("-s", f"{k}={v}")],
+        ]
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("REACTOR_STORAGE_URL", "REACTOR_ROUTER_URL")}
+        env[JOURNAL_ENV] = str(self.run_dir / "journal.sqlite")
+        env[WORKER_ENV] = name
+        env[CALL_DELAY_ENV] = str(self.opts.call_delay)
+        with open(self.run_dir / f"{name}.log", "wb") as log:
+            self.alive[name] = subprocess.Popen(
+                args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        return name
+
+    def ready(self, name: str) -> bool:
+        """Whether worker ``name`` logged ``event=worker_started`` (it consumes jobs)."""
+        try:
+            with open(self.run_dir / f"{name}.log", "rb") as log:
+                return b"event=worker_started" in log.read(16384)
+        except OSError:
+            return False
+
+    def kill(self, rng: random.Random, journal: Journal) -> str:
+        """SIGKILL a random worker that already consumes jobs (any worker when none does
+        yet), record the kill in the journal and start a replacement; returns the victim."""
+        candidates = sorted(n for n in self.alive if self.ready(n)) or sorted(self.alive)
+        name = rng.choice(candidates)
+        proc = self.alive.pop(name)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        journal.record_kill(name, time.time())
+        self.start()
+        return name
+
+    def reap(self) -> list[str]:
+        """Replace workers that exited by themselves; returns their ``name: code`` lines."""
+        gone = []
+        for name, proc in list(self.alive.items()):
+            code = proc.poll()
+            if code is not None:
+                del self.alive[name]
+                gone.append(f"{name}: exit code {code}")
+                self.start()
+        self.exited.extend(gone)
+        return gone
+
+    def stop(self, timeout: float = 45.0) -> list[str]:
+        """SIGTERM every worker, wait for the drain, SIGKILL stragglers; returns problems."""
+        problems = []
+        for proc in self.alive.values():
+            with suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for name, proc in self.alive.items():
+            try:
+                code = proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                problems.append(f"{name} did not stop within {timeout:g}s of SIGTERM")
+                continue
+            if code == -signal.SIGTERM and not self.ready(name):
+                continue  # still booting: SIGTERM came before the worker's own handler
+            if code not in (0, 1):  # 1: jobs still running at the drain deadline
+                problems.append(f"{name} exited with code {code} on SIGTERM")
+        self.alive.clear()
+        return problems
+
+    def kill_all(self) -> None:
+        for proc in self.alive.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        self.alive.clear()
+
+    def grep(self, needle: str, limit: int = 8) -> list[str]:
+        """Up to ``limit`` log lines (all workers) containing ``needle``."""
+        out: list[str] = []
+        for log in sorted(self.run_dir.glob("w*.log")):
+            for line in log.read_text(errors="replace").splitlines():
+                if needle in line:
+                    out.append(f"{log.stem}: {line[:300]}")
+                    if len(out) >= limit:
+                        return out
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# the invariants
+# --------------------------------------------------------------------------------------------
+
+
+def unexplained_repeats(
+    ops: Sequence[OpRow],
+    episodes: Mapping[str, tuple[bool, str]],
+    killed: Mapping[str, float],
+    *,
+    max_attempts: int = SHIPMENT_RETRIES.max_attempts,
+) -> tuple[list[str], dict[str, int], int]:
+    """Finds side effects repeated more often than the documented re-runs explain.
+
+    Calls are grouped by key (same service, method and arguments: the same side effect). A
+    group may hold ``base + u`` calls, where ``base`` is 1 (``max_attempts`` for a
+    ``carrier.book`` that raised the transient ``CarrierUnavailable``: the step's retries) and
+    ``u`` the group's calls made by an execution that did not end cleanly: its episode row is
+    missing (the worker was SIGKILLed, or never stored it) or says it raised or lost a hold.
+    A call made outside any job is itself a violation (every step runs in a worker).
+
+    Args:
+        ops: the journal's calls (:meth:`Journal.ops`).
+        episodes: the journal's ended episodes (:meth:`Journal.episodes`).
+        killed: worker -> time of its SIGKILL (:meth:`Journal.kills`).
+        max_attempts: ``book_shipment``'s attempts.
+
+    Returns:
+        ``(violations, extra_attempts, reruns)``: one line per unexplained repeat;
+        ``{order_id: n}`` booking attempts explained by unclean executions (for
+        :func:`.run.check_invariants`); the number of calls beyond ``base`` that unclean
+        executions explain.
+    """
+    groups: dict[str, list[OpRow]] = defaultdict(list)
+    violations: list[str] = []
+    for op in ops:
+        groups[op.key].append(op)
+        if op.episode is None:
+            violations.append(f"{op.order_id}: {op.service}.{op.method} (call {op.seq}) ran "
+                              f"outside any job in {op.worker}")
+
+    def why_unclean(op: OpRow) -> str | None:
+        if op.episode is None:
+            return "no job"
+        ended = episodes.get(op.episode)
+        if ended is None:
+            return "killed" if op.worker in killed else "episode not recorded"
+        clean, note = ended
+        return None if clean else (note or "unclean")
+
+    extra: dict[str, int] = {}
+    reruns = 0
+    for calls in groups.values():
+        first = calls[0]
+        base = 1
+        if (first.service, first.method) == ("carrier", "book") and any(
+                c.outcome == "CarrierUnavailable" for c in calls):
+            base = max_attempts
+        unclean = [c for c in calls if why_unclean(c) is not None]
+        if (first.service, first.method) == ("carrier", "book"):
+            extra[first.order_id] = len(unclean)
+        reruns += max(min(len(calls) - base, len(unclean)), 0)
+        if len(calls) > base + len(unclean):
+            shown = ", ".join(
+                f"#{c.seq} {c.worker} {c.outcome}"
+                + (f" [{why_unclean(c)}]" if why_unclean(c) else "") for c in calls[:6])
+            violations.append(
+                f"{first.order_id}: {first.service}.{first.method} ran {len(calls)} times, "
+                f"{base} expected + {len(unclean)} explained by unclean executions: {shown}")
+    return violations, extra, reruns
+
+
+def _outcome(order: Order, run_id: str, runtime: Runtime) -> Outcome:
+    view = FulfilInWorkers.find(run_id, runtime=runtime)
+    if view.status is RunStatus.FAILED and view.failure is not None:
+        failure = view.failure
+        return Outcome(order.id, run_id, "failed", reason=failure_reason(failure),
+                       step=failure.step_name, message=failure.message,
+                       rollback_failures=tuple(f"{rf.step} {rf.kind}: {rf.message}"
+                                               for rf in failure.rollback_failures))
+    if view.status is RunStatus.COMPLETED:
+        return Outcome(order.id, run_id, "completed")
+    return Outcome(order.id, run_id, "halted", message=f"stored status {view.status.value}")
+
+
+# --------------------------------------------------------------------------------------------
+# the soak
+# --------------------------------------------------------------------------------------------
+
+
+def _statuses(runtime: Runtime, run_ids: set[str]) -> dict[str, tuple[RunStatus, float]]:
+    """run id -> (status, updated_at) of our runs, from the run listing (missing ones loaded)."""
+    seen: dict[str, tuple[RunStatus, float]] = {}
+    cursor: str | None = None
+    while True:
+        page = runtime.storage.contexts.page(cursor=cursor, limit=500)
+        for row in page.runs:
+            if row.context_id in run_ids:
+                seen[row.context_id] = (RunStatus(row.status), row.updated_at)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    for run_id in run_ids - set(seen):
+        record = runtime.storage.contexts.load(run_id)
+        if record is not None:
+            seen[run_id] = (RunStatus(record.status), record.updated_at)
+    return seen
+
+
+def _events(opts: SoakOptions, t0: float, load: float) -> Iterator[tuple[float, str]]:
+    """The load phase's schedule: ``(monotonic time, "submit" | "kill" | "pause")``."""
+    events = [(t0 + i * load / opts.orders, "submit") for i in range(opts.orders)]
+    events += [(t0 + (j + 1) * opts.kill_every, "kill") for j in range(opts.kills)]
+    if opts.pause != "none" and opts.pause_every > 0:
+        k = 1
+        while k * opts.pause_every < load:
+            events.append((t0 + k * opts.pause_every, "pause"))
+            k += 1
+    return iter(sorted(events, key=lambda e: (e[0], e[1] != "submit")))
+
+
+def run_soak(opts: SoakOptions, out: TextIO = sys.stdout) -> SoakReport:
+    """Runs one soak (see the module docstring) and returns its report; prints progress.
+
+    Args:
+        opts: what to do.
+        out: where progress and violations are printed.
+
+    Returns:
+        The report (``violations`` empty and ``quiescence`` set when all is well).
+
+    Raises:
+        ValueError: impossible options (e.g. ``sigstop`` without a server pid, too many orders).
+        ReactorError: the backend cannot be configured.
+    """
+    started = time.monotonic()
+
+    def say(text: str) -> None:
+        print(text, file=out, flush=True)
+
+    token = f"soak{uuid.uuid4().hex[:8]}" if opts.prefix is None else opts.prefix
+    storage, router = namespaced(opts.storage, token), namespaced(opts.router, token)
+    orders = load_orders(limit=opts.orders)
+    if len(orders) < opts.orders:
+        raise ValueError(f"the dataset has only {len(orders)} orders")
+    mechanism = opts.pause if opts.pause != "auto" else default_pause(storage, opts.server_pid)
+    pauser = _Pauser(mechanism, storage, opts.server_pid)
+    run_dir = opts.run_dir or Path(tempfile.mkdtemp(prefix="reactor-soak."))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    journal = Journal(run_dir / "journal.sqlite")
+    report = SoakReport(runs=len(orders), run_dir=run_dir)
+    runtime = config.configure(storage=storage, router=router, **opts.settings)
+    workers = _Workers(opts, storage, router, run_dir)
+    rng = random.Random(opts.seed)
+    load = opts.kills * opts.kill_every if opts.kills else len(orders) / opts.rate
+    say(f"soak: {len(orders)} orders over {load:.0f}s, {opts.workers} workers x "
+        f"{opts.threads} threads, {opts.kills} kills every {opts.kill_every:g}s, pause "
+        f"{mechanism}" + (f" {opts.pause_seconds:g}s every {opts.pause_every:g}s"
+                          if mechanism != "none" else "") + f"; prefix {token}; dir {run_dir}")
+    handles: dict[str, tuple[Order, str]] = {}
+    last_submit = 0.0
+    try:
+        for _ in range(opts.workers):
+            workers.start()
+        t0 = time.monotonic()
+        submitted = 0
+        for at, what in _events(opts, t0, load):
+            delay = at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            if what == "submit":
+                order = orders[submitted]
+                handle = FulfilInWorkers.run(order=order, card_token=order.card_token())
+                assert isinstance(handle, DispatchHandle)
+                handles[handle.run_id] = (order, handle.run_id)
+                submitted += 1
+                if submitted == len(orders):
+                    last_submit = runtime.storage.now()
+            elif what == "kill":
+                victim = workers.kill(rng, journal)
+                report.kills += 1
+                say(f"  [{time.monotonic() - t0:6.1f}s] kill -9 {victim} ({submitted} submitted)")
+            else:
+                pauser.pause(opts.pause_seconds)
+                report.pauses += 1
+                say(f"  [{time.monotonic() - t0:6.1f}s] paused the backend "
+                    f"{opts.pause_seconds:g}s ({mechanism})")
+            for line in workers.reap():
+                say(f"  worker exited by itself: {line}")
+        report.load_seconds = time.monotonic() - t0
+        say(f"soak: load done in {report.load_seconds:.1f}s; waiting for every run "
+            f"(timeout {opts.timeout:g}s)")
+
+        # -- quiescence ----------------------------------------------------------------------
+        ids = set(handles)
+        deadline = time.monotonic() + opts.timeout
+        statuses = _statuses(runtime, ids)
+        while True:
+            pending = {i for i in ids if statuses.get(i, (None, 0))[0] not in TERMINAL_STATUSES}
+            if not pending or time.monotonic() > deadline:
+                break
+            for line in workers.reap():
+                say(f"  worker exited by itself: {line}")
+            time.sleep(0.5)
+            statuses = _statuses(runtime, ids)
+        if not pending:
+            finished = max(updated for _, updated in statuses.values())
+            report.quiescence = max(finished - last_submit, 0.0)
+        say("soak: " + ("every run is terminal" if not pending else
+                        f"TIMEOUT: {len(pending)} runs not terminal")
+            + "; stopping the workers")
+        stuck = _describe_stuck(runtime, sorted(pending), statuses, workers)
+        if stuck:
+            states = Counter(line.split(" not terminal: ", 1)[1].split(", last trace")[0]
+                             for line in stuck)
+            say("soak: not terminal, by state: " + "; ".join(
+                f"{n} x {state}" for state, n in states.most_common()))
+        report.violations.extend(workers.stop())
+        report.violations.extend(f"worker {line} (not killed by the soak)"
+                                 for line in workers.exited)
+        report.violations.extend(stuck)
+
+        # -- invariants ----------------------------------------------------------------------
+        report.violations.extend(_check(report, runtime, journal, handles, workers))
+        report.dead_letters = _dead_letters(runtime, say)
+    except BaseException:
+        workers.kill_all()
+        raise
+    finally:
+        pauser.close()
+        journal.close()
+        config.reset()
+    report.total_seconds = time.monotonic() - started
+    return report
+
+
+def _describe_stuck(runtime: Runtime, pending: list[str],
+                    statuses: Mapping[str, tuple[RunStatus, float]], workers: _Workers
+                    ) -> list[str]:
+    """One violation line per run left non-terminal, with what the logs say about it."""
+    lines = []
+    for run_id in pending:
+        try:
+            view = FulfilInWorkers.find(run_id, runtime=runtime)
+            last = view.trace[-1] if view.trace else None
+            where = (f"status {view.status.value}, current step {view.current_step}, last trace "
+                     f"{last.type if last else '-'} {last.step if last else ''}")
+            record = runtime.storage.step_results.get(run_id, "capture")
+            if record is not None:
+                where += f", capture record {record.status}"
+        except Exception as exc:  # the report must not die on one unreadable run
+            where = f"status {statuses.get(run_id, ('unknown',))[0]} (unreadable: {exc})"
+        logs = workers.grep(run_id, limit=3)
+        lines.append(f"run {run_id} not terminal: {where}"
+                     + "".join(f"\n      {line}" for line in logs))
+    return lines
+
+
+def _check(report: SoakReport, runtime: Runtime, journal: Journal,
+           handles: Mapping[str, tuple[Order, str]], workers: _Workers) -> list[str]:
+    """The invariants (see the module docstring); fills the report's counts."""
+    problems: list[str] = []
+    pairs = list(handles.values())
+    outcomes = [_outcome(order, run_id, runtime) for order, run_id in pairs]
+    counts = Counter(o.status for o in outcomes)
+    report.completed, report.failed = counts["completed"], counts["failed"]
+    ops = journal.ops()
+    report.calls = len(ops)
+    episodes, killed = journal.episodes(), journal.kills()
+    repeats, extra, report.reruns = unexplained_repeats(ops, episodes, killed)
+    report.interrupted = len({op.worker for op in ops
+                              if op.episode is not None and op.episode not in episodes
+                              and op.worker in killed})
+    problems.extend(repeats)
+    services, divergences = journal.replay()
+    problems.extend(divergences)
+    problems.extend(f"worker log: {line}" for line in workers.grep("event=journal_divergence"))
+    terminal = [(order, out) for (order, _), out in zip(pairs, outcomes, strict=True)
+                if out.status != "halted"]
+    problems.extend(check_invariants(
+        [o for o, _ in terminal], [out for _, out in terminal], services,
+        reactor_cls=FulfilInWorkers, extra_attempts=extra,
+    ))
+    return problems
+
+
+def _dead_letters(runtime: Runtime, say: Callable[[str], None]) -> int:
+    reader = getattr(runtime.router, "dead_letters", None)
+    if reader is None:
+        return 0
+    try:
+        dead = list(reader(limit=1000))
+    except Exception as exc:
+        say(f"soak: cannot read dead letters: {exc}")
+        return 0
+    if dead:
+        reasons = Counter(d.reason.split(":", 1)[0][:80] for d in dead)
+        say(f"soak: {len(dead)} dead-lettered jobs (informational): {dict(reasons)}")
+    return len(dead)
+
+
+# --------------------------------------------------------------------------------------------
+# command line
+# --------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None = None) -> SoakOptions:
+    """Parses the command line (``--help`` lists the options).
+
+    Raises:
+        SystemExit: 2 on bad arguments (argparse), 0 after ``--help``.
+    """
+    p = argparse.ArgumentParser(
+        prog="scripts/soak",
+        description="Chaos soak of the order-fulfilment worker saga: kill -9 workers and pause "
+                    "the backend under load, then check every invariant (docs/workers.md, Soak).")
+    p.add_argument("--storage", default=os.environ.get("REACTOR_STORAGE_URL"),
+                   help="storage URL (default $REACTOR_STORAGE_URL); not memory://")
+    p.add_argument("--router", default=os.environ.get("REACTOR_ROUTER_URL"),
+                   help="router URL (default $REACTOR_ROUTER_URL, else the storage URL)")
+    p.add_argument("--smoke", action="store_true",
+                   help="under a minute: 100 orders, 2 workers, 5 kills, 3 pauses (other "
+                        "options still override)")
+    p.add_argument("--orders", type=int, help="orders to submit (default 300, max 1200)")
+    p.add_argument("--workers", type=int, help="worker processes (default 3)")
+    p.add_argument("--threads", type=int, help="handler threads per worker (default 2)")
+    p.add_argument("--kills", type=int, help="SIGKILLs during the load (default 30)")
+    p.add_argument("--kill-every", type=float, help="seconds between kills (default 2)")
+    p.add_argument("--rate", type=float, help="orders per second when --kills 0 (default 10)")
+    p.add_argument("--pause", choices=PAUSE_MECHANISMS, default="auto",
+                   help="how to pause the backend (default auto: client-pause on redis://, "
+                        "sigstop with --server-pid, else none)")
+    p.add_argument("--pause-every", type=float, help="seconds between pauses (default 20)")
+    p.add_argument("--pause-seconds", type=float, help="length of a pause (default 1)")
+    p.add_argument("--server-pid", type=int, help="backend server pid, for --pause sigstop")
+    p.add_argument("--call-delay", type=float,
+                   help="seconds each service call lingers after its side effect, before the "
+                        "step returns (default 0.05; widens the kill window)")
+    p.add_argument("--timeout", type=float, help="seconds to wait for quiescence (default 300)")
+    p.add_argument("--run-dir", type=Path, help="journal and worker logs (default: a temp dir)")
+    p.add_argument("--keep", action="store_true", help="keep the run dir after a clean run")
+    p.add_argument("--seed", type=int, default=1, help="seed of the kill victim choice")
+    p.add_argument("--prefix", help="key prefix added to both URLs (default: soak<random>)")
+    p.add_argument("-s", "--setting", action="append", default=[], metavar="KEY=VALUE",
+                   help="an engine setting for workers and submitter (repeatable)")
+    args = p.parse_args(argv)
+    if not args.storage:
+        p.error("--storage URL (or REACTOR_STORAGE_URL) is required")
+    router = args.router or args.storage
+    if urlsplit(args.storage).scheme in ("memory", "") or urlsplit(router).scheme in (
+            "local", "inline", ""):
+        p.error("the soak needs a storage and router several processes share (not memory://, "
+                "local:// or inline://)")
+    base: dict[str, Any] = dict(SMOKE) if args.smoke else {}
+    values: dict[str, Any] = {}
+    for name in ("orders", "workers", "threads", "kills", "kill_every", "rate", "pause_every",
+                 "pause_seconds", "call_delay", "timeout"):
+        given = getattr(args, name)
+        if given is not None:
+            values[name] = given
+        elif name in base:
+            values[name] = type(getattr(SoakOptions, name, base[name]))(base[name])
+    settings = dict(SOAK_SETTINGS)
+    for pair in args.setting:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            p.error(f"bad --setting {pair!r}: expected KEY=VALUE")
+        settings[key.strip()] = value.strip()
+    opts = SoakOptions(storage=args.storage, router=router, pause=args.pause,
+                       server_pid=args.server_pid, run_dir=args.run_dir, keep=args.keep,
+                       seed=args.seed, prefix=args.prefix, settings=settings, **values)
+    if not 1 <= opts.orders <= 1200:
+        p.error("--orders must be between 1 and 1200 (the dataset)")
+    if opts.workers < 1 or opts.threads < 1 or opts.kills < 0 or opts.kill_every <= 0:
+        p.error("--workers and --threads must be >= 1, --kills >= 0, --kill-every > 0")
+    if opts.rate <= 0 or opts.timeout <= 0 or opts.pause_seconds <= 0 or (
+            opts.pause_every < 0 or opts.call_delay < 0):
+        p.error("--rate, --timeout and --pause-seconds must be > 0, --pause-every and "
+                "--call-delay >= 0")
+    if opts.pause == "sigstop" and not opts.server_pid:
+        p.error("--pause sigstop needs --server-pid PID")
+    return opts
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the soak from the command line.
+
+    Returns:
+        0 when every invariant holds and every run finished, 1 otherwise, 2 on bad arguments.
+    """
+    try:
+        opts = parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        report = run_soak(opts)
+    except (ValueError, OSError) as exc:
+        print(f"soak: error: {exc}", file=sys.stderr)
+        return 2
+    if report.violations:
+        print(f"soak: {len(report.violations)} VIOLATIONS:")
+        for line in report.violations[:40]:
+            print(f"  - {line}")
+        if len(report.violations) > 40:
+            print(f"  ... and {len(report.violations) - 40} more")
+    print(f"soak: {report.calls} service calls, {report.interrupted} kills hit a job after a "
+          f"side effect, {report.reruns} calls re-run by unclean executions (allowed), "
+          f"{report.pauses} pauses, load {report.load_seconds:.1f}s, total "
+          f"{report.total_seconds:.1f}s")
+    print(report.summary())
+    ok = not report.violations and report.quiescence is not None
+    if report.run_dir is not None:
+        if ok and not opts.keep and opts.run_dir is None:
+            shutil.rmtree(report.run_dir, ignore_errors=True)
+        else:
+            print(f"soak: run dir kept: {report.run_dir}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,216 @@
+"""The chaos soak of the worker saga (docs/workers.md, "Soak").
+
+* The soak itself (marked ``soak``: CI's soak step runs it): ``--smoke`` against Redis — 2
+  worker processes, 100 orders, 5 SIGKILLs, 3 ``CLIENT PAUSE``s — must end with every run
+  terminal and 0 violations. Its assertions are the soak's invariant checks, not timings.
+* Its building blocks, fast: services shared through the SQLite journal (two processes' views
+  agree, replays are exact, a tampered journal is caught), the repeat rule (a side effect
+  repeats only as often as unclean executions explain) and the command line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from examples.order_fulfilment.services import CarrierUnavailable, OutOfStock
+from examples.order_fulfilment.shared_services import Journal, OpRow, SharedServices
+from examples.order_fulfilment.soak import (
+    SMOKE,
+    default_pause,
+    namespaced,
+    parse_args,
+    unexplained_repeats,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+SUMMARY = re.compile(r"^soak: (\d+) runs, (\d+) completed, (\d+) failed, (\d+) violations, "
+                     r"quiescence ([0-9.]+) s, kills (\d+)$", re.MULTILINE)
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(330)
+def test_the_smoke_soak_on_redis_keeps_every_invariant(
+    service_url: Callable[[str], str], tmp_path: Path
+) -> None:
+    url = service_url("redis")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("REACTOR_STORAGE_URL", "REACTOR_ROUTER_URL")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "examples.order_fulfilment.soak", "--smoke",
+         "--storage", url, "--router", url, "--run-dir", str(tmp_path / "soak")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=320, check=False,
+    )
+    logs = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
+                     for p in sorted((tmp_path / "soak").glob("w*.log"))[-3:])
+    report = f"{proc.stdout}\n{proc.stderr}\n{logs}"
+    assert proc.returncode == 0, report
+    match = SUMMARY.search(proc.stdout)
+    assert match is not None, report
+    runs, completed, failed, violations, _, kills = (
+        int(float(g)) for g in match.groups())
+    assert violations == 0, report
+    assert runs == SMOKE["orders"] == completed + failed
+    assert kills == SMOKE["kills"]
+    assert completed > 0 and failed > 0  # the dataset's failing fraction took part
+
+
+# --------------------------------------------------------------------------------------------
+# shared services
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def journals(tmp_path: Path) -> Iterator[Callable[[], Journal]]:
+    """Opens journals on one file (as several processes would); closes them afterwards."""
+    opened: list[Journal] = []
+
+    def open_one() -> Journal:
+        opened.append(Journal(tmp_path / "journal.sqlite"))
+        return opened[-1]
+
+    yield open_one
+    for journal in opened:
+        journal.close()
+
+
+def test_two_processes_see_one_state_through_the_journal(
+    journals: Callable[[], Journal]
+) -> None:
+    a = SharedServices(journals(), "w1")
+    b = SharedServices(journals(), "w2")
+    first = a.services.inventory.reserve("ORD-000001", "LMP-ARC-BRS", 2)
+    again = b.services.inventory.reserve("ORD-000001", "LMP-ARC-BRS", 2)  # idempotent in b too
+    assert again == first
+    with pytest.raises(OutOfStock):  # b sees a's reservation: the 2 lamps are gone
+        b.services.inventory.reserve("ORD-000002", "LMP-ARC-BRS", 1)
+    assert a.services.inventory.free("LMP-ARC-BRS") == 0
+    auth = b.services.ledger.authorize("ORD-000001", "tok_visa", Decimal("9.90"), "EUR")
+    assert a.services.ledger.capture(auth.id).amount == Decimal("9.90")
+
+    journal = journals()
+    ops = journal.ops()
+    assert [(o.method, o.worker, o.outcome, o.order_id) for o in ops] == [
+        ("reserve", "w1", "ok", "ORD-000001"),
+        ("reserve", "w2", "ok", "ORD-000001"),
+        ("reserve", "w2", "OutOfStock", "ORD-000002"),
+        ("authorize", "w2", "ok", "ORD-000001"),
+        ("capture", "w1", "ok", "ORD-000001"),  # order found through the audit event
+    ]
+    assert ops[0].key == ops[1].key != ops[2].key
+    assert all(o.episode is None for o in ops)  # made outside any job
+    final, divergences = journal.replay()
+    assert divergences == [] and a.divergences == [] and b.divergences == []
+    assert [r.id for r in final.inventory.reservations()] == [first.id]
+    assert len(final.ledger.captures("ORD-000001")) == 1
+
+
+def test_a_journal_that_does_not_replay_to_what_was_seen_is_reported(
+    journals: Callable[[], Journal]
+) -> None:
+    shared = SharedServices(journals(), "w1")
+    shared.services.inventory.reserve("ORD-000001", "LMP-ARC-BRS", 2)
+    with pytest.raises(OutOfStock):
+        shared.services.inventory.reserve("ORD-000002", "LMP-ARC-BRS", 2)
+    journal = journals()
+    with journal.write() as conn:
+        conn.execute("UPDATE ops SET outcome = 'ok' WHERE seq = 2")
+    _, divergences = journal.replay()
+    assert divergences == ["journal call 2 inventory.reserve: recorded ok, replayed OutOfStock"]
+
+
+# --------------------------------------------------------------------------------------------
+# the repeat rule
+# --------------------------------------------------------------------------------------------
+
+
+def _op(seq: int, method: str, episode: str | None, *, worker: str = "w1", outcome: str = "ok",
+        key: str | None = None) -> OpRow:
+    service = "carrier" if method == "book" else "inventory"
+    return OpRow(seq, service, method, key or f"{service}.{method}:ORD-000009", "ORD-000009",
+                 outcome, worker, episode, float(seq))
+
+
+def test_a_side_effect_repeated_by_clean_executions_is_a_violation() -> None:
+    ops = [_op(1, "reserve", "w1:a"), _op(2, "reserve", "w2:b", worker="w2")]
+    clean = {"w1:a": (True, ""), "w2:b": (True, "")}
+    violations, _, reruns = unexplained_repeats(ops, clean, {})
+    assert len(violations) == 1 and reruns == 0
+    assert "inventory.reserve ran 2 times, 1 expected + 0 explained" in violations[0]
+
+
+@pytest.mark.parametrize(
+    ("episodes", "killed", "why"),
+    [
+        ({"w2:b": (True, "")}, {"w1": 1.0}, "killed"),  # w1 died: its episode never ended
+        ({"w1:a": (False, "raised StorageError: x"), "w2:b": (True, "")}, {}, "raised"),
+        ({"w1:a": (False, "event=liveness_lost ..."), "w2:b": (True, "")}, {}, "lost"),
+        ({"w2:b": (True, "")}, {}, "not recorded"),
+    ],
+)
+def test_a_repeat_after_an_unclean_execution_is_allowed(
+    episodes: dict[str, tuple[bool, str]], killed: dict[str, float], why: str
+) -> None:
+    ops = [_op(1, "reserve", "w1:a"), _op(2, "reserve", "w2:b", worker="w2")]
+    violations, _, reruns = unexplained_repeats(ops, episodes, killed)
+    assert violations == [] and reruns == 1, why
+    third = [*ops, _op(3, "reserve", "w2:c", worker="w2")]
+    violations, _, _ = unexplained_repeats(third, {**episodes, "w2:c": (True, "")}, killed)
+    assert len(violations) == 1  # one unclean execution explains one repeat, not two
+
+
+def test_booking_retries_count_up_to_the_attempts_plus_unclean_ones() -> None:
+    unavailable = CarrierUnavailable.__name__
+    books = [_op(n, "book", f"w1:{n}", outcome=unavailable) for n in (1, 2, 3)]
+    clean = {f"w1:{n}": (True, "") for n in range(1, 6)}
+    assert unexplained_repeats(books, clean, {}) == ([], {"ORD-000009": 0}, 0)
+    four = [*books, _op(4, "book", "w1:4", outcome=unavailable)]
+    violations, _, _ = unexplained_repeats(four, clean, {})
+    assert len(violations) == 1 and "carrier.book ran 4 times, 3 expected" in violations[0]
+    dirty = {**clean, "w1:2": (False, "raised StorageError: x")}
+    assert unexplained_repeats(four, dirty, {}) == ([], {"ORD-000009": 1}, 1)
+
+
+def test_a_call_outside_any_job_is_a_violation() -> None:
+    violations, _, _ = unexplained_repeats([_op(1, "reserve", None)], {}, {})
+    assert violations == ["ORD-000009: inventory.reserve (call 1) ran outside any job in w1"]
+
+
+# --------------------------------------------------------------------------------------------
+# command line
+# --------------------------------------------------------------------------------------------
+
+
+def test_smoke_options_urls_and_pause_defaults() -> None:
+    opts = parse_args(["--smoke", "--storage", "redis://127.0.0.1:1/0", "--kills", "2"])
+    assert (opts.orders, opts.workers, opts.kills) == (SMOKE["orders"], SMOKE["workers"], 2)
+    assert opts.router == opts.storage and opts.pause == "auto"
+    assert namespaced("redis://h:1/0", "soakx") == "redis://h:1/0?prefix=soakx"
+    assert namespaced("mongodb://h/?directConnection=true", "soakx") == (
+        "mongodb://h/?directConnection=true&prefix=soakx_")
+    assert namespaced("sqs://q?prefix=mine", "soakx") == "sqs://q?prefix=mine"
+    assert default_pause("redis://h:1/0", None) == "client-pause"
+    assert default_pause("mongodb://h/", None) == "none"
+    assert default_pause("dynamodb://t?region=x", 42) == "sigstop"
+
+
+@pytest.mark.parametrize("argv", [
+    ["--storage", "memory://"],
+    ["--storage", "redis://h:1/0", "--router", "local://"],
+    ["--storage", "redis://h:1/0", "--orders", "5000"],
+    ["--storage", "mongodb://h/", "--pause", "sigstop"],
+    [],
+])
+def test_bad_options_exit_2(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REACTOR_STORAGE_URL", raising=False)
+    monkeypatch.delenv("REACTOR_ROUTER_URL", raising=False)
+    with pytest.raises(SystemExit) as exited:
+        parse_args(argv)
+    assert exited.value.code == 2

@@ -1,0 +1,65 @@
+"""A backend error between the two writes of ``DocumentMapStore.append_element`` leaves no hole
+(``reactor.generic.maps`` module docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from reactor.generic.maps import MAP_ELEMENTS, DocumentMapStore
+from reactor.memory.documents import MemoryDocumentStore
+from reactor.model.errors import StorageError
+
+
+class FailingElementWrites:
+    """A document store whose next ``fail`` writes to ``map_elements`` raise ``StorageError``."""
+
+    def __init__(self, inner: MemoryDocumentStore) -> None:
+        self.inner = inner
+        self.fail = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def write(self, collection: str, key: str, value: Mapping[str, Any] | None,
+              **kwargs: Any) -> bool:
+        if collection == MAP_ELEMENTS and self.fail > 0:
+            self.fail -= 1
+            raise StorageError("backend down between the two writes")
+        return self.inner.write(collection, key, value, **kwargs)
+
+
+@pytest.fixture
+def documents() -> FailingElementWrites:
+    return FailingElementWrites(MemoryDocumentStore())
+
+
+def test_a_retried_append_reuses_its_reserved_position(documents: FailingElementWrites) -> None:
+    maps = DocumentMapStore(documents)  # type: ignore[arg-type]
+    documents.fail = 1
+    with pytest.raises(StorageError):
+        maps.append_element("m", "ctx-0")
+    assert maps.append_element("m", "ctx-0") == 0  # the job's retry: same position
+    assert maps.append_element("m", "ctx-1") == 1
+    assert maps.count_elements("m") == 2
+    assert maps.element_ids("m") == ["ctx-0", "ctx-1"]
+    assert maps.element_ids_from_tail("m", position=0, count=5, total=2) == ["ctx-1", "ctx-0"]
+    assert maps.append_element("m", "ctx-0") == 2  # a finished append may be duplicated
+
+
+def test_a_reservation_never_written_still_names_its_element(
+    documents: FailingElementWrites,
+) -> None:
+    maps = DocumentMapStore(documents)  # type: ignore[arg-type]
+    documents.fail = 1
+    with pytest.raises(StorageError):
+        maps.append_element("m", "ctx-0")
+    assert maps.append_element("m", "ctx-1") == 1  # no retry of ctx-0 ever comes
+    assert maps.count_elements("m") == 2
+    assert maps.element_id("m", 0) == "ctx-0"
+    assert maps.element_id("m", -2) == "ctx-0"
+    assert maps.element_ids("m") == ["ctx-0", "ctx-1"]
+    # The distributed rollback reads one tail position per job: position 1 is index 0.
+    assert maps.element_ids_from_tail("m", position=1, count=1, total=2) == ["ctx-0"]
