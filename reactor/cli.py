@@ -107,6 +107,16 @@ def _runtime(
         raise typer.Exit(2) from exc
 
 
+#: ``--import MODULE`` (repeatable): modules to import so their reactors register.
+ImportOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--import",
+        help="A module to import so its reactors register (repeatable), e.g. myapp.reactors.",
+    ),
+]
+
+
 def _import_modules(names: list[str]) -> None:
     """Import the ``--import`` modules with the current directory first on ``sys.path`` (like
     ``python -m``); a module that cannot be imported is one error line and exit code 2."""
@@ -130,14 +140,7 @@ def worker(
     storage: StorageOpt = None,
     router: RouterOpt = None,
     threads: Annotated[int, typer.Option(help="Handler threads.", min=1)] = 1,
-    import_: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--import",
-            help="A module to import so its reactors register (repeatable), e.g. "
-            "myapp.reactors.",
-        ),
-    ] = None,
+    import_: ImportOpt = None,
     sweep: Annotated[
         bool, typer.Option("--sweep", help="Also run the sweep chain (one tick per interval).")
     ] = False,
@@ -179,11 +182,15 @@ def sweep(
     ] = None,
     limit: Annotated[int, typer.Option(help="Records inspected per sweeper.", min=1)] = 1000,
     setting: SettingOpt = None,
+    import_: ImportOpt = None,
 ) -> None:
     """Run the run, step and map sweepers once and print their counts.
 
-    With --every SECONDS, repeat until SIGTERM/SIGINT.
+    With --every SECONDS, repeat until SIGTERM/SIGINT. Pass --import for the modules that
+    register your reactors (as for the worker): resuming some lost units — a fan-out map whose
+    next batch was never dispatched — runs reactor code in this process.
     """
+    _import_modules(import_ or [])
     runtime = _runtime(storage, router, setting)
     stop = threading.Event()
     if every is not None and threading.current_thread() is threading.main_thread():

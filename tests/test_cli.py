@@ -170,3 +170,25 @@ def test_worker_with_a_router_but_no_storage_refuses_to_start(
     out = runner.invoke(cli.app, args)
     assert out.exit_code == 0, out.output
     assert started == [True]
+
+
+def test_sweep_imports_the_reactor_modules_like_the_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resuming a lost fan-out batch runs reactor code in the sweeping process: `reactor sweep`
+    takes --import like the worker, so the reactors are registered there."""
+    name = f"sweep_import_probe_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text("IMPORTED = True\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the command puts the cwd first
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    out = runner.invoke(
+        cli.app, ["sweep", "--storage", "memory://", "--router", "local://", "--import", name],
+    )
+    assert out.exit_code == 0, out.output
+    assert getattr(sys.modules.get(name), "IMPORTED", False) is True
+    sys.modules.pop(name, None)
+    out = runner.invoke(
+        cli.app, ["sweep", "--storage", "memory://", "--import", "no_such_module_here"],
+    )
+    assert out.exit_code == 2

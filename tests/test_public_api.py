@@ -91,6 +91,7 @@ EXPECTED_PORTS = sorted(
         "DeadLetter",
         "Delivery",
         "DocumentStore",
+        "Fence",
         "Job",
         "JobKind",
         "LockInfo",

@@ -14,9 +14,17 @@ dead-letter queue ``<prefix><name>-dlq`` (both created when missing, unless ``cr
   ``not_before`` and deletes the original. A re-sent message carries a ``deliveries`` attribute
   (the deliveries so far), added to its own receive count, so ``delivery_count`` survives the
   re-send.
-* **Acks.** ``DeleteMessage``; a stale receipt handle (the lease lapsed and another worker
-  received the message) is logged, never raised. Note: AWS accepts a stale handle and keeps
-  the message; moto's server deletes it. :meth:`ack_many` deletes in batches of 10.
+* **Acks.** ``DeleteMessage``; :meth:`ack_many` deletes in batches of 10.
+* **Stale receipts** (docs/writing-an-adapter.md, routers: the stale-receipt rule). SQS gives a
+  new receipt handle per receive but cannot refuse an old one: AWS documents that a
+  ``DeleteMessage`` with a handle that is not the most recent one "succeeds, but the message
+  might not be deleted", and moto deletes it, and ``ChangeMessageVisibility`` accepts old
+  handles too. So the router guards in-process: it remembers, per ``MessageId``, the newest
+  receipt it received (the last 10,000), and ``ack``, ``retry``, ``extend`` and
+  ``dead_letter`` with an older receipt of a message it received again are logged no-ops. A
+  receipt superseded by a receive in *another* process cannot be told apart: there the rule
+  holds only as far as SQS honours it (best effort). A handle SQS itself refuses as invalid
+  is logged, never raised.
 * **Dead letters.** An undecodable message (:meth:`reactor.ports.Job.from_json` refuses it:
   too large, too deep, not an envelope) is sent to the DLQ with its body unchanged and
   ``reason`` and ``at`` attributes, and deleted from the queue by :meth:`receive`, never
@@ -134,7 +142,8 @@ class SQSRouter:
         self.visibility_timeout = float(visibility_timeout)
         self._clock = clock
         self._owns_client = owns_client
-        self._bodies: OrderedDict[str, str] = OrderedDict()
+        self._bodies: OrderedDict[str, tuple[str, str]] = OrderedDict()  # receipt -> body, id
+        self._newest: OrderedDict[str, str] = OrderedDict()  # MessageId -> newest receipt
         self._bodies_lock = threading.Lock()
         self._closed = False
         self.queue_url = self._queue_url(self.name, create)
@@ -280,26 +289,59 @@ class SQSRouter:
                 continue  # the next message of the batch
             count = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
             count += int(_number_attribute(attrs.get(_DELIVERIES)) or 0)
-            self._remember(receipt, body)
+            self._remember(receipt, body, str(message.get("MessageId", "")))
             out.append(Delivery(job=job, receipt=receipt, delivery_count=count))
         self._delete_batch(done)
 
-    def _remember(self, receipt: str, body: str) -> None:
+    def _remember(self, receipt: str, body: str, message_id: str) -> None:
         with self._bodies_lock:
-            self._bodies[receipt] = body
+            self._bodies[receipt] = (body, message_id)
             while len(self._bodies) > _BODY_CACHE:
                 self._bodies.popitem(last=False)
+            if message_id:
+                self._newest[message_id] = receipt
+                self._newest.move_to_end(message_id)
+                while len(self._newest) > _BODY_CACHE:
+                    self._newest.popitem(last=False)
 
     def _forget(self, receipt: str) -> str | None:
         with self._bodies_lock:
-            return self._bodies.pop(receipt, None)
+            found = self._bodies.pop(receipt, None)
+            if found is None:
+                return None
+            body, message_id = found
+            if self._newest.get(message_id) == receipt:
+                del self._newest[message_id]
+            return body
+
+    def _superseded(self, delivery: Delivery, action: str) -> bool:
+        """Whether this router received ``delivery``'s message again since (its receipt is
+        stale); logs the ignored ``action`` when so."""
+        with self._bodies_lock:
+            found = self._bodies.get(delivery.receipt)
+            newest = self._newest.get(found[1]) if found is not None else None
+            stale = newest is not None and newest != delivery.receipt
+            if stale:
+                self._bodies.pop(delivery.receipt, None)
+        if stale:
+            logger.warning(
+                "stale receipt on %s of job %s ignored: the message was received again",
+                action, delivery.job.id,
+            )
+        return stale
 
     def ack(self, delivery: Delivery) -> None:
         """Delete a delivered message; a stale receipt is logged, never raised.
 
+        Stale: this router received the message again since (a logged no-op), or SQS refuses
+        the handle; a handle superseded by another process's receive is best effort (module
+        docstring).
+
         Raises:
             RouterError: the request failed for another reason (network, permissions).
         """
+        if self._superseded(delivery, "ack"):
+            return
         self._forget(delivery.receipt)
         try:
             self.client.delete_message(QueueUrl=self.queue_url, ReceiptHandle=delivery.receipt)
@@ -314,12 +356,13 @@ class SQSRouter:
     def ack_many(self, deliveries: Iterable[Delivery]) -> None:
         """Delete several delivered messages with ``DeleteMessageBatch`` (10 per request).
 
-        Entries that fail (stale receipts) are logged, never raised.
+        Entries with a stale receipt (see :meth:`ack`) are skipped and logged; entries SQS
+        refuses are logged; neither raises.
 
         Raises:
             RouterError: a request failed.
         """
-        receipts = [d.receipt for d in deliveries]
+        receipts = [d.receipt for d in deliveries if not self._superseded(d, "ack")]
         for receipt in receipts:
             self._forget(receipt)
         self._delete_batch(receipts)
@@ -351,6 +394,8 @@ class SQSRouter:
             RouterError: a request failed.
         """
         delay = _check_delay(delay_seconds)
+        if self._superseded(delivery, "retry"):
+            return
         if delay <= MAX_SQS_DELAY:
             try:
                 self.client.change_message_visibility(
@@ -385,6 +430,8 @@ class SQSRouter:
             RouterError: the request failed for another reason.
         """
         extra = _check_delay(seconds, "seconds")
+        if self._superseded(delivery, "extend"):
+            return
         try:
             self.client.change_message_visibility(
                 QueueUrl=self.queue_url,
@@ -402,9 +449,14 @@ class SQSRouter:
     def dead_letter(self, delivery: Delivery, reason: str) -> None:
         """Send the job to ``<queue>-dlq`` with ``reason`` and delete it from the queue.
 
+        A stale receipt (this router received the message again since) is logged and
+        dead-letters nothing (see the module docstring for what SQS itself guarantees).
+
         Raises:
             RouterError: a request failed.
         """
+        if self._superseded(delivery, "dead_letter"):
+            return
         body = self._forget(delivery.receipt) or delivery.job.to_json()
         self._to_dlq(body, reason)
         self._delete_batch([delivery.receipt])

@@ -9,6 +9,8 @@ order, in each the members in ``(score, member)`` order (``scripts/context_scan.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -16,7 +18,8 @@ from reactor.ports.records import ScanPage
 from reactor.ports.serialization import decode_scan_cursor, encode_scan_cursor
 from reactor_redis.keys import SHARDS
 
-__all__ = ["BUDGET", "Fetch", "ShardPosition", "sharded_scan"]
+__all__ = ["BUDGET", "PAGE_TRIM_BUDGET", "TRIM_INTERVAL", "Fetch", "IndexTrimmer", "ShardPosition",
+           "sharded_scan"]
 
 T = TypeVar("T")
 
@@ -26,6 +29,89 @@ Fetch = Callable[[int, Sequence[str], str, str, int], Sequence[Any]]
 
 #: Index members one scan script call examines at most (stale ones included).
 BUDGET = 2000
+
+#: Seconds between two index trims of one store object (:class:`IndexTrimmer`): the first scan
+#: of a store trims, later scans only once this long after the previous trim. Index members of
+#: expired records therefore outlive their record by at most this long plus the gap between
+#: sweep ticks (docs/adapters/redis.md, "Bounded keys").
+TRIM_INTERVAL = 60.0
+
+#: Oldest page entries (``:pages``) one trim checks per shard against their record.
+PAGE_TRIM_BUDGET = 500
+
+
+class IndexTrimmer:
+    """Removes expired members from the sharded index sets, at most every ``interval`` s.
+
+    Index sets are scored by their record's expiry (µs), so ``ZREMRANGEBYSCORE -inf now``
+    drops exactly the members whose record expired (``scripts/index_trim.lua``); a context
+    shard's page set is trimmed by checking its oldest :data:`PAGE_TRIM_BUDGET` entries. The
+    stores call :meth:`maybe_trim` from the start of every ``scan`` (the sweep ticks), so the
+    indexes of terminal runs stay bounded by the live records without a dedicated job.
+
+    Args:
+        scripts: the client's scripts (``RedisScripts``).
+        index_prefix: ``shard -> index key prefix``.
+        names: every index set name of a shard.
+        pages: ``shard -> (page set key, record key prefix)``, or ``None`` (no page set).
+        interval: seconds between trims (:data:`TRIM_INTERVAL`); ``0`` trims on every call.
+        clock: monotonic seconds (default :func:`time.monotonic`).
+    """
+
+    def __init__(
+        self,
+        scripts: Any,
+        index_prefix: Callable[[int], str],
+        names: Sequence[str],
+        pages: Callable[[int], tuple[str, str]] | None = None,
+        *,
+        interval: float = TRIM_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._scripts = scripts
+        self._prefix = index_prefix
+        self._names = list(names)
+        self._pages = pages
+        self.interval = interval
+        self._clock = clock
+        self._last: float | None = None
+        self._lock = threading.Lock()
+
+    def maybe_trim(self) -> int:
+        """Trim unless the last trim was less than ``interval`` seconds ago.
+
+        Returns:
+            Members removed (0 when skipped).
+
+        Raises:
+            redis.RedisError: Redis failed (the caller maps it).
+        """
+        now = self._clock()
+        with self._lock:
+            if self._last is not None and now - self._last < self.interval:
+                return 0
+            self._last = now
+        return self.trim()
+
+    def trim(self) -> int:
+        """Trim every shard now (one script call per shard).
+
+        Returns:
+            Members removed.
+
+        Raises:
+            redis.RedisError: Redis failed (the caller maps it).
+        """
+        removed = 0
+        for shard in range(SHARDS):
+            prefix = self._prefix(shard)
+            if self._pages is not None:
+                page_key, record_prefix = self._pages(shard)
+                keys, args = [page_key], [prefix, record_prefix, PAGE_TRIM_BUDGET]
+            else:
+                keys, args = [prefix + "routing"], [prefix, "", 0]
+            removed += int(self._scripts("index_trim", keys, [*args, *self._names]))
+        return removed
 
 
 class ShardPosition:

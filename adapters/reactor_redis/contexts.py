@@ -10,11 +10,12 @@ the same shard slot:
 * one lexicographic sorted set of page keys (``<inverted created_at µs, 17 digits>:<id>``)
   for the newest-first dashboard pages.
 
-A save is **one** round trip: one script writes the hash, moves the index and page entries and
-sets the TTL. Scans walk the 16 shards' index sets (never ``KEYS``/``SCAN``), checking each
-member against its record, keyset-paged in ``(shard, index, expiry, id)`` order: a save only
-ever moves a member to a later expiry, so a run present for a whole pass is listed in it
-(docs/workers.md, "Sweep cursors and dispatch leases").
+A save is **one** round trip: one script checks the record's fence (hash field ``_fence``, the
+largest token of any fenced save; docs/workers.md, "Stale writers and fenced saves"), writes the
+hash, moves the index and page entries and sets the TTL. Scans walk the 16 shards' index sets
+(never ``KEYS``/``SCAN``), checking each member against its record, keyset-paged in ``(shard,
+index, expiry, id)`` order: a save only ever moves a member to a later expiry, so a run present
+for a whole pass is listed in it (docs/workers.md, "Sweep cursors and dispatch leases").
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ import heapq
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from reactor.model.errors import ContextTooLargeError
+from reactor.model.errors import ContextTooLargeError, StaleWriterError
 from reactor.model.status import RunStatus
-from reactor.ports.records import ContextRecord, RunPage, RunSummary, ScanPage
+from reactor.ports.records import ContextRecord, Fence, RunPage, RunSummary, ScanPage
 from reactor.ports.serialization import decode_page_cursor, encode_page_cursor, page_key
 from reactor_redis._base import Client, RedisScripts, storage_errors, ttl_arg
-from reactor_redis._scan import BUDGET, sharded_scan
+from reactor_redis._scan import BUDGET, IndexTrimmer, sharded_scan
 from reactor_redis.keys import SHARDS, Keys, shard_of
 
 __all__ = ["RedisContextStore"]
@@ -86,12 +87,30 @@ class RedisContextStore:
         self._scripts = scripts
         self._keys = keys
         self._ttl = ttl_arg(context_ttl)
+        #: Trims expired members from the scan indexes and pages at the start of scans.
+        self.trimmer = IndexTrimmer(
+            scripts,
+            keys.context_index_prefix,
+            [*_KNOWN, _OTHER, *(_CHILD + name for name in (*_KNOWN, _OTHER))],
+            lambda shard: (keys.context_pages(shard), keys.context_record_prefix(shard)),
+        )
         self._max = max_document_bytes
 
-    def save(self, record: ContextRecord) -> None:
-        """Write a context (last writer wins) and re-stamp its TTL, in one script.
+    def save(self, record: ContextRecord, *, fence: Fence | None = None) -> None:
+        """Write a context and re-stamp its TTL in one script, unless fenced off.
+
+        The hash keeps the record's fence in field ``_fence`` (the largest token of any fenced
+        save); the script checks it and writes in one atomic step (the rule:
+        :meth:`reactor.ports.ContextStore.save`; docs/workers.md, "Stale writers and fenced
+        saves").
+
+        Args:
+            record: the context to write.
+            fence: the writer's hold on the lock guarding the record; ``None`` = unfenced
+                (always written, the stored fence kept).
 
         Raises:
+            StaleWriterError: ``fence.token`` is lower than the stored fence (nothing written).
             ContextTooLargeError: the document exceeds ``max_document_bytes``.
             StorageError: Redis failed.
         """
@@ -123,7 +142,7 @@ class RedisContextStore:
             else ""
         )
         with storage_errors("context save"):
-            self._scripts(
+            reply = self._scripts(
                 "context_save",
                 [self._keys.context(record.context_id), self._keys.context_pages(shard)],
                 [
@@ -132,8 +151,14 @@ class RedisContextStore:
                     _index(record),
                     page,
                     record.context_id,
+                    "" if fence is None else str(fence.token),
                     *fields,
                 ],
+            )
+        if isinstance(reply, list):  # {0, stored token}: refused, nothing written
+            assert fence is not None
+            raise StaleWriterError.refused(
+                record.context_id, key=fence.key, token=fence.token, stored_token=int(reply[1])
             )
 
     def load(self, context_id: str) -> ContextRecord | None:
@@ -194,6 +219,9 @@ class RedisContextStore:
         """
         if limit <= 0:
             return ScanPage((), cursor)
+        if cursor is None:  # a new pass (a sweep tick): drop expired runs' index entries
+            with storage_errors("context index trim"):
+                self.trimmer.maybe_trim()
         if statuses is None:
             wanted: set[str] | None = None
             buckets = [*_KNOWN, _OTHER]

@@ -14,6 +14,11 @@ sorted set (job JSON -> due time in ms), the dead-letter stream and a hash of ex
   on every router; ``extend`` re-claims the entry to reset its idle time (``JUSTID``: the
   delivery counter is untouched) and records the extension; ``dead_letter`` acks and appends
   ``{body, reason, at}`` to the dead-letter stream.
+* **Receipts** are ``"<entry id>:<nonce>"``, the nonce being the entry's pending delivery
+  counter at delivery (``XREADGROUP`` sets 1, every re-claim adds 1). ``ack``, ``retry``,
+  ``extend`` and ``dead_letter`` act only while the entry is still pending with that counter:
+  once a lapsed lease was re-claimed by another receive, the old receipt is stale and its
+  calls are logged no-ops (the stale-receipt rule, docs/writing-an-adapter.md, routers).
 * **Poison entries** (docs/workers.md, "Hostile input"): replies holding bodies are read
   undecoded (redis-py's ``NEVER_DECODE``, whatever the client's ``decode_responses``), and each
   body goes through :meth:`reactor.ports.Job.from_json` on its own. An entry it refuses (not
@@ -28,7 +33,7 @@ import logging
 import math
 import time
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import redis
 from redis.client import NEVER_DECODE
@@ -39,12 +44,19 @@ from reactor.ports.router import DeadLetter, Delivery, Job
 from reactor_redis._base import Client, RedisScripts, _source, close_client, router_errors
 from reactor_redis.keys import Keys
 
-__all__ = ["GROUP", "RedisRouter"]
+__all__ = ["CONSUMER_IDLE_TIMEOUT", "CONSUMER_PRUNE_INTERVAL", "GROUP", "RedisRouter"]
 
 logger = logging.getLogger(__name__)
 
 #: The consumer group every worker of a queue joins.
 GROUP = "reactor"
+
+#: Seconds a consumer of the group must have been idle (no read, claim or extend) before the
+#: prune deletes it; only consumers with no pending entry are ever deleted (10 minutes).
+CONSUMER_IDLE_TIMEOUT = 600.0
+
+#: Seconds between two consumer prunes run by one router's :meth:`RedisRouter.receive`.
+CONSUMER_PRUNE_INTERVAL = 60.0
 
 #: redis-py option: return this command's reply as raw bytes (message bodies may be any bytes).
 _RAW: dict[str, Any] = {NEVER_DECODE: True}
@@ -55,6 +67,13 @@ def _text(value: object) -> str:
     if isinstance(value, bytes | bytearray):
         return bytes(value).decode("utf-8", "backslashreplace")
     return str(value)
+
+
+def _split_receipt(receipt: str) -> tuple[str, str]:
+    """``(entry id, nonce)`` of a ``"<entry id>:<nonce>"`` receipt; a bare entry id (no
+    ``:``) gives an empty nonce, which the script does not check."""
+    entry_id, _, nonce = receipt.partition(":")
+    return entry_id, nonce
 
 
 def _field_map(fields: object) -> dict[bytes, bytes]:
@@ -106,6 +125,15 @@ class RedisRouter:
         visibility_timeout: seconds a delivery stays leased before it is redelivered.
         consumer: this router's consumer name (default: a random one).
         owns_client: close the client in :meth:`close`.
+        consumer_idle_timeout: seconds after which a consumer of the group that holds no
+            pending entry is deleted by the prune that :meth:`receive` runs at most every
+            :data:`CONSUMER_PRUNE_INTERVAL` seconds (default :data:`CONSUMER_IDLE_TIMEOUT`;
+            docs/adapters/redis.md, "Bounded keys").
+        consumer_prune_interval: seconds between two prunes run by this router's
+            :meth:`receive` (default :data:`CONSUMER_PRUNE_INTERVAL`; ``0``: every receive).
+
+    Raises:
+        ValueError: ``visibility_timeout`` or ``consumer_idle_timeout`` is not > 0.
     """
 
     def __init__(
@@ -117,9 +145,17 @@ class RedisRouter:
         visibility_timeout: float = 30.0,
         consumer: str | None = None,
         owns_client: bool = True,
+        consumer_idle_timeout: float = CONSUMER_IDLE_TIMEOUT,
+        consumer_prune_interval: float = CONSUMER_PRUNE_INTERVAL,
     ) -> None:
         if not (visibility_timeout > 0 and math.isfinite(visibility_timeout)):
             raise ValueError(f"visibility_timeout must be > 0, got {visibility_timeout!r}")
+        idle_timeout = consumer_idle_timeout
+        if not (idle_timeout > 0 and math.isfinite(idle_timeout)):
+            raise ValueError(f"consumer_idle_timeout must be > 0, got {consumer_idle_timeout!r}")
+        self.consumer_idle_timeout = float(idle_timeout)
+        self.consumer_prune_interval = max(float(consumer_prune_interval), 0.0)
+        self._pruned_at: float | None = None
         self.client = client
         self.visibility_timeout = visibility_timeout
         self.consumer = consumer or f"c-{uuid.uuid4().hex[:12]}"
@@ -196,6 +232,9 @@ class RedisRouter:
         deadline = time.monotonic() + max(wait_seconds, 0.0)
         out: list[Delivery] = []
         self._ensure_group()
+        if self._pruned_at is None or deadline - self._pruned_at >= self.consumer_prune_interval:
+            self._pruned_at = deadline
+            self.prune_consumers()
         while True:
             promoted = self._script("promote")
             assert isinstance(promoted, list)
@@ -211,7 +250,7 @@ class RedisRouter:
                 problem = None if has_body else f"stream entry has no 'body' field ({_text(body)})"
                 poisoned |= not self._deliver(
                     out, _text(claimed[i]), int(claimed[i + 1]), body, problem
-                )
+                )  # claimed[i] is a receipt: '<entry id>:<nonce>'
             if len(out) < max_jobs:
                 remaining = deadline - time.monotonic()
                 block = 0.0 if out or poisoned else max(min(remaining, 1.0), 0.0)
@@ -227,7 +266,9 @@ class RedisRouter:
                         before = int(fields.get(b"n", b"0"))
                     except ValueError:
                         before = 0
-                    poisoned |= not self._deliver(out, entry_id, before + 1, found, problem)
+                    poisoned |= not self._deliver(
+                        out, f"{entry_id}:1", before + 1, found, problem
+                    )
             if out or (not poisoned and time.monotonic() >= deadline):
                 return out[:max_jobs]
 
@@ -240,7 +281,7 @@ class RedisRouter:
         return _stream_entries(self.client.execute_command(*args, **_RAW))
 
     def _deliver(
-        self, out: list[Delivery], entry_id: str, count: int, body: bytes, problem: str | None
+        self, out: list[Delivery], receipt: str, count: int, body: bytes, problem: str | None
     ) -> bool:
         """Decode one entry into ``out``; a poison entry is dead-lettered (``False``)."""
         try:
@@ -248,52 +289,75 @@ class RedisRouter:
                 raise DeserializationError(problem)
             job = Job.from_json(body)
         except DeserializationError as exc:
-            logger.warning("dead-lettering undecodable message %s: %s", entry_id, exc)
-            self._script("dead", GROUP, entry_id, body, f"undecodable message: {exc}")
+            logger.warning("dead-lettering undecodable message %s: %s", receipt, exc)
+            entry_id, nonce = _split_receipt(receipt)
+            self._script("dead", GROUP, entry_id, body, f"undecodable message: {exc}", nonce)
             return False
-        out.append(Delivery(job=job, receipt=entry_id, delivery_count=count))
+        out.append(Delivery(job=job, receipt=receipt, delivery_count=count))
         return True
 
     def ack(self, delivery: Delivery) -> None:
-        """Remove a delivered job for good (a stale receipt is logged, never raised)."""
+        """Remove a delivered job for good.
+
+        A stale receipt (the entry was acked, retried, dead-lettered or re-claimed by another
+        receive since) is logged and changes nothing, never raised.
+
+        Raises:
+            RouterError: Redis failed.
+        """
+        entry_id, nonce = _split_receipt(delivery.receipt)
         with router_errors("ack"):
-            if not self._script("ack", GROUP, delivery.receipt):
-                logger.info("ack of a stale receipt %s ignored", delivery.receipt)
+            if not self._script("ack", GROUP, entry_id, nonce):
+                logger.warning("ack of a stale receipt %s ignored", delivery.receipt)
 
     def retry(self, delivery: Delivery, delay_seconds: float) -> None:
         """Ack the entry and re-add its body unchanged after ``delay_seconds``, keeping the
         delivery count (the next delivery has ``delivery.delivery_count + 1``).
 
-        A stale receipt (the entry was acked or dead-lettered since) is logged; nothing is
-        re-added.
+        A stale receipt (the entry was acked, dead-lettered or re-claimed by another receive
+        since) is logged; nothing changes.
 
         Raises:
             ValueError: ``delay_seconds`` is negative or not finite.
             RouterError: Redis failed.
         """
         delay = _delay_ms(delay_seconds)
+        entry_id, nonce = _split_receipt(delivery.receipt)
         with router_errors("retry"):
             if not self._script(
-                "retry", GROUP, delivery.receipt, delay, max(delivery.delivery_count, 1)
+                "retry", GROUP, entry_id, delay, max(delivery.delivery_count, 1), nonce
             ):
-                logger.info("retry of a stale receipt %s ignored", delivery.receipt)
+                logger.warning("retry of a stale receipt %s ignored", delivery.receipt)
 
     def extend(self, delivery: Delivery, seconds: float) -> None:
-        """Keep the job leased for another ``seconds`` (at least the visibility timeout)."""
-        with router_errors("extend"):
-            if not self._script(
-                "extend", GROUP, self.consumer, delivery.receipt, math.ceil(seconds * 1000)
-            ):
-                logger.info("extend of a stale receipt %s ignored", delivery.receipt)
+        """Keep the job leased for another ``seconds`` (at least the visibility timeout).
 
-    def dead_letter(self, delivery: Delivery, reason: str) -> None:
-        """Ack the job and append its stored body with ``reason`` to the dead-letter stream.
+        A stale receipt (see :meth:`ack`) is logged and changes nothing, never raised.
 
         Raises:
             RouterError: Redis failed.
         """
+        entry_id, nonce = _split_receipt(delivery.receipt)
+        with router_errors("extend"):
+            if not self._script(
+                "extend", GROUP, self.consumer, entry_id, math.ceil(seconds * 1000), nonce
+            ):
+                logger.warning("extend of a stale receipt %s ignored", delivery.receipt)
+
+    def dead_letter(self, delivery: Delivery, reason: str) -> None:
+        """Ack the job and append its stored body with ``reason`` to the dead-letter stream.
+
+        A stale receipt (see :meth:`ack`) is logged and dead-letters nothing, never raised.
+
+        Raises:
+            RouterError: Redis failed.
+        """
+        entry_id, nonce = _split_receipt(delivery.receipt)
         with router_errors("dead letter"):
-            self._script("dead", GROUP, delivery.receipt, delivery.job.to_json(), reason)
+            if not self._script(
+                "dead", GROUP, entry_id, delivery.job.to_json(), reason, nonce
+            ):
+                logger.warning("dead_letter of a stale receipt %s ignored", delivery.receipt)
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """Dead-lettered messages, oldest first (bodies exactly as stored: text, or base64 when
@@ -333,10 +397,40 @@ class RedisRouter:
             self._ensure_group()
             self.client.xadd(self._keys[0], {"body": body})
 
+    def prune_consumers(self) -> int:
+        """Delete the group's consumers idle at least ``consumer_idle_timeout`` seconds that
+        hold no pending entry (workers that died or left without :meth:`close`).
+
+        A dead consumer's pending entries are re-claimed by the live consumers' receives once
+        their lease lapses; after that it holds none and goes at the next prune. Deleting a
+        consumer that is in fact alive loses nothing: its next read re-creates it.
+        :meth:`receive` runs this at most every ``consumer_prune_interval`` seconds.
+
+        Returns:
+            How many consumers were deleted.
+
+        Raises:
+            RouterError: Redis failed.
+        """
+        with router_errors("prune consumers"):
+            self._ensure_group()
+            idle = math.ceil(self.consumer_idle_timeout * 1000)
+            return int(cast(int, self._script("prune", GROUP, idle)))
+
     def close(self) -> None:
-        """Close the client (when owned); idempotent."""
+        """Leave the consumer group and close the client (when owned); idempotent.
+
+        The consumer is deleted only when it holds no pending entry (else the entries would be
+        lost to redelivery); one left behind is deleted later by :meth:`prune_consumers`. A
+        failure to leave is logged, never raised.
+        """
         if self._closed:
             return
         self._closed = True
+        try:
+            with router_errors("leave"):
+                self._script("leave", GROUP, self.consumer)
+        except RouterError as exc:
+            logger.warning("consumer %s could not leave the group: %s", self.consumer, exc)
         if self._owns:
             close_client(self.client)

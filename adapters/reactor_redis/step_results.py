@@ -16,7 +16,7 @@ from typing import Any
 from reactor.ports.records import ScanPage, StepResultRecord
 from reactor.ports.serialization import record_from_json, record_to_json
 from reactor_redis._base import Client, RedisScripts, storage_errors, ttl_arg
-from reactor_redis._scan import BUDGET, sharded_scan
+from reactor_redis._scan import BUDGET, IndexTrimmer, sharded_scan
 from reactor_redis.keys import Keys, shard_of
 
 __all__ = ["RedisStepResultStore"]
@@ -41,6 +41,8 @@ class RedisStepResultStore:
         self._scripts = scripts
         self._keys = keys
         self._ttl = ttl_arg(context_ttl)
+        #: Trims expired members from the status indexes at the start of scans (sweep ticks).
+        self.trimmer = IndexTrimmer(scripts, keys.step_index_prefix, _STATUSES)
 
     def put(self, record: StepResultRecord) -> None:
         """Write a record (last writer wins); re-stamps its TTL and moves its status index.
@@ -91,6 +93,9 @@ class RedisStepResultStore:
             ValueError: ``cursor`` is malformed.
             StorageError: Redis failed.
         """
+        if cursor is None:
+            with storage_errors("step result index trim"):
+                self.trimmer.maybe_trim()
         statuses = _STATUSES if status is None else (status,)
 
         def fetch(

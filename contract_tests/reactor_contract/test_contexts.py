@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from reactor.model.errors import ContextTooLargeError
+from reactor.model.errors import ContextTooLargeError, LockLost, StaleWriterError
+from reactor.ports.records import ContextRecord, Fence
 from reactor.ports.storage import Storage
 from reactor_contract._support import (
     CONTEXT_TTL,
@@ -155,6 +156,68 @@ class ContextsContract:
         storage.contexts.save(record)
         assert storage.contexts.load(record.context_id) == record
 
+    # Fenced saves (docs/workers.md, "Stale writers and fenced saves"): the record keeps the
+    # largest fencing token of any fenced save; a lower one is refused and writes nothing.
+
+    def test_a_fenced_save_below_the_stored_token_is_refused_as_stale(
+        self, storage: Storage
+    ) -> None:
+        first = context(status="running", document='{"v":1}')
+        done = dataclasses.replace(first, status="completed", document='{"v":2}')
+        stale = dataclasses.replace(first, status="running", document='{"v":"stale"}')
+        storage.contexts.save(first, fence=_fence(first, 100))
+        storage.contexts.save(done, fence=_fence(first, 200))
+        with pytest.raises(StaleWriterError) as refused:
+            storage.contexts.save(stale, fence=_fence(first, 100))
+        assert isinstance(refused.value, LockLost)
+        assert refused.value.run_id == first.context_id
+        assert (refused.value.token, refused.value.stored_token) == (100, 200)
+        assert storage.contexts.load(first.context_id) == done
+        assert [r.context_id for r in storage.contexts.scan(statuses=["completed"])] == [
+            first.context_id
+        ]
+        assert storage.contexts.scan(statuses=["running"]) == []
+        page = storage.contexts.page()
+        assert [(r.context_id, r.status) for r in page.runs] == [(first.context_id, "completed")]
+
+    def test_fenced_saves_with_an_equal_or_higher_token_are_written(
+        self, storage: Storage
+    ) -> None:
+        record = context(status="running", document='{"v":1}')
+        storage.contexts.save(record, fence=_fence(record, 5))
+        again = dataclasses.replace(record, document='{"v":2}')
+        storage.contexts.save(again, fence=_fence(record, 5))
+        assert storage.contexts.load(record.context_id) == again
+        newer = dataclasses.replace(record, status="completed", document='{"v":3}')
+        storage.contexts.save(newer, fence=_fence(record, 1_700_000_000_000_001))
+        assert storage.contexts.load(record.context_id) == newer
+        with pytest.raises(StaleWriterError):
+            storage.contexts.save(again, fence=_fence(record, 1_700_000_000_000_000))
+        assert storage.contexts.load(record.context_id) == newer
+
+    def test_a_record_without_a_fence_accepts_the_first_fenced_save(
+        self, storage: Storage
+    ) -> None:
+        record = context(status="running", document='{"v":1}')
+        storage.contexts.save(record)  # as written before fences existed
+        fenced = dataclasses.replace(record, document='{"v":2}')
+        storage.contexts.save(fenced, fence=_fence(record, 1))
+        assert storage.contexts.load(record.context_id) == fenced
+
+    def test_unfenced_saves_always_write_and_keep_the_stored_fence(
+        self, storage: Storage
+    ) -> None:
+        record = context(status="running", document='{"v":1}')
+        storage.contexts.save(record, fence=_fence(record, 50))
+        unfenced = dataclasses.replace(record, status="failed", document='{"v":2}')
+        storage.contexts.save(unfenced)
+        assert storage.contexts.load(record.context_id) == unfenced
+        with pytest.raises(StaleWriterError):
+            storage.contexts.save(record, fence=_fence(record, 49))
+        assert storage.contexts.load(record.context_id) == unfenced
+        storage.contexts.save(record, fence=_fence(record, 50))
+        assert storage.contexts.load(record.context_id) == record
+
     def test_a_context_over_the_document_limit_is_refused(self, storage: Storage) -> None:
         limit = storage.capabilities.max_document_bytes
         if limit is None:
@@ -213,6 +276,11 @@ class ContextsContract:
         storage.contexts.save(context())
         with pytest.raises(ValueError):
             storage.contexts.scan(cursor="%%% not a cursor %%%")
+
+
+def _fence(record: ContextRecord, token: int) -> Fence:
+    """A fence on ``record``'s liveness lock key with fencing token ``token``."""
+    return Fence(key=f"async:{record.context_id}", owner=uid("owner"), token=token)
 
 
 class TestContexts(ContextsContract):

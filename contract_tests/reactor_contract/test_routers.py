@@ -35,6 +35,34 @@ def _receive_one(router: Router, timeout: float = SHOW_UP) -> Delivery | None:
     return found[0] if found else None
 
 
+#: The consumer calls a stale receipt must not act on (the stale-receipt rule).
+STALE_ACTIONS = ["ack", "retry", "extend", "dead_letter"]
+
+
+def _redelivered(router: Router) -> tuple[Delivery, Delivery]:
+    """Enqueue a job, receive it, let that lease lapse and receive it again (visibility 1 s:
+    bounded polls, no blind sleep); returns ``(first, second)`` delivery."""
+    router.enqueue(_job())
+    first = _receive_one(router)
+    assert first is not None
+    second = _receive_one(router)
+    assert second is not None and second.job.id == first.job.id
+    assert second.delivery_count == 2
+    return first, second
+
+
+def _stale_call(router: Router, action: str, delivery: Delivery, delay: float) -> None:
+    """Call ``action`` with ``delivery`` (a stale receipt); ``delay`` is retry's delay."""
+    if action == "ack":
+        router.ack(delivery)
+    elif action == "retry":
+        router.retry(delivery, delay)
+    elif action == "extend":
+        router.extend(delivery, 60)
+    else:
+        router.dead_letter(delivery, "late dead letter from a lapsed lease")
+
+
 #: JSON nested this deep makes a naive decoder raise ``RecursionError``.
 _DEEP_JSON = "[" * 5000 + "]" * 5000
 
@@ -142,6 +170,35 @@ class RoutersContract:
         router.ack(first)  # stale: the job was redelivered since
         router.ack(second)
         router.ack(second)
+
+    @pytest.mark.parametrize("action", STALE_ACTIONS)
+    def test_a_stale_receipt_never_touches_the_redelivered_job(
+        self, router: Router, action: str
+    ) -> None:
+        """The stale-receipt rule (reactor.ports.router; docs/writing-an-adapter.md): once the
+        lease lapsed and the job was received again, the first receipt's call is a no-op, so
+        the job is still there when the second delivery's lease lapses in turn."""
+        first, _second = _redelivered(router)
+        _stale_call(router, action, first, delay=3600)
+        assert router.receive(max_jobs=1, wait_seconds=0) == [], "the second lease must hold"
+        third = _receive_one(router)
+        assert third is not None, f"a stale {action} removed the job another worker holds"
+        assert third.job.id == first.job.id and third.delivery_count == 3
+        assert router.dead_letters() == []
+        router.ack(third)
+
+    @pytest.mark.parametrize("action", STALE_ACTIONS)
+    def test_after_a_stale_receipt_the_current_delivery_can_be_acked(
+        self, router: Router, action: str
+    ) -> None:
+        """A stale call (even a retry with no delay) neither re-queues the job nor spoils the
+        current receipt: acking the second delivery removes the job for good."""
+        first, second = _redelivered(router)
+        _stale_call(router, action, first, delay=0)
+        assert router.receive(max_jobs=1, wait_seconds=0) == [], "the second lease must hold"
+        router.ack(second)
+        assert eventually(lambda: router.receive(max_jobs=1, wait_seconds=0.2), timeout=QUIET) == []
+        assert router.dead_letters() == []
 
     def test_retry_redelivers_after_the_given_delay(self, router: Router) -> None:
         job = _job()

@@ -19,6 +19,7 @@ from reactor.engine import executor, rollback
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.env import Env, make_env
 from reactor.engine.invoke import INTERRUPTIONS
+from reactor.engine.liveness import FencedCheckpointer, Liveness
 from reactor.engine.state import RunState
 from reactor.model.codec import EncodeError
 from reactor.model.context import Context, new_context_id
@@ -52,8 +53,9 @@ def run(
 ) -> Success | Failure | DispatchHandle:
     """Run a reactor; the result carries ``run_id``.
 
-    The run holds its liveness lock ``async:<id>`` while it executes (engine.md §3.1), so a
-    sweeper never re-dispatches a live synchronous run. A reactor with ``background`` hands
+    The run holds its liveness lock ``async:<id>`` while it executes, so a sweeper never
+    re-dispatches a live synchronous run, and every checkpoint is fenced with the lock's token
+    (docs/workers.md, "Stale writers and fenced saves"). A reactor with ``background`` hands
     the run to a worker (:mod:`reactor.engine.background`) and returns a
     :class:`~reactor.engine.dispatch.DispatchHandle` (or the final result if the run already
     finished, e.g. on the inline router). A fan-out map (:mod:`reactor.engine.fan_out`) is a
@@ -69,6 +71,10 @@ def run(
             rolled back: the run stays at its last stored checkpoint (``running``), its lock
             is released or lapses, and the run sweeper hands it to a worker, which resumes it
             (docs/workers.md, "Storage outages during a synchronous run").
+        LockLost: the caller stalled past its liveness lock's TTL (or its renewals failed
+            until the deadline) and stopped before writing; ``StaleWriterError`` (a
+            ``LockLost``) when another execution already took the run over and saved it: the
+            stored run is that execution's, untouched by this caller.
     """
     from reactor.engine import background, fan_out, liveness
 
@@ -79,11 +85,11 @@ def run(
     try:
         if declared is not None and declared.mode == "all":
             return background.start_all(definition, inputs, env, context_id=context_id)
-        with liveness.held(env, context_id):
+        with liveness.held(env, context_id) as hold:
             try:
                 ctx, result = launch(
                     definition, inputs, env, context_id=context_id,
-                    hand_off=background.trigger(declared),
+                    hand_off=background.trigger(declared), hold=hold,
                 )
             except background.HandOff as handoff:  # save, enqueue, then release the lock
                 state = handoff.state
@@ -123,6 +129,7 @@ def launch(
     parent: Context | None = None,
     map_metadata: dict[str, Any] | None = None,
     hand_off: Callable[[RunState, str, str], None] | None = None,
+    hold: Liveness | None = None,
 ) -> tuple[Context, Success | Failure]:
     """Create, validate and execute one stored run (a top-level run or a map element).
 
@@ -135,6 +142,9 @@ def launch(
         map_metadata: the element's map metadata (map elements).
         hand_off: the ``background after:/before:`` hook of a caller's root run
             (:func:`reactor.engine.background.trigger`).
+        hold: the caller's liveness hold on ``context_id``: every save is fenced with it, so
+            a caller frozen past its lock's TTL cannot overwrite the execution that took the
+            run over (docs/workers.md, "Stale writers and fenced saves").
 
     Returns:
         ``(context, result)``; the result has no ``run_id`` yet.
@@ -149,7 +159,10 @@ def launch(
         map_metadata=map_metadata,
         created_at=env.now(),
     )
-    checkpoint = Checkpointer(env, ctx)
+    checkpoint = (
+        Checkpointer(env, ctx) if hold is None
+        else FencedCheckpointer(env, ctx, hold, verify=False)
+    )
     try:
         ctx.inputs = contract.validate(inputs)
     except InputValidationError as exc:

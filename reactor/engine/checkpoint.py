@@ -4,6 +4,12 @@ A synchronous run is saved at the start (status ``running``), after every step (
 ``checkpoint_min_interval``, default 0 = every step) and at the end (ARCHITECTURE §5 rule 4).
 A composed child is embedded in its parent, so it is saved by saving the record that holds it;
 a map element is its own record.
+
+A checkpointer may *fence* its saves (:meth:`Checkpointer.fence`): the store then refuses the
+write atomically when a newer holder of the run's lock already saved the record
+(:class:`~reactor.model.errors.StaleWriterError`; docs/workers.md, "Stale writers and fenced
+saves"). The plain :class:`Checkpointer` is unfenced; workers use
+:class:`reactor.engine.liveness.FencedCheckpointer`.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from reactor.engine.env import Env
 from reactor.model import codec
 from reactor.model.context import Context
 from reactor.model.errors import DeserializationError
-from reactor.ports.records import ContextRecord
+from reactor.ports.records import ContextRecord, Fence
 
 __all__ = ["Checkpointer", "load_context"]
 
@@ -30,8 +36,17 @@ class Checkpointer:
         self.context = record_context
         self._last_save: float | None = None
 
+    def fence(self) -> Fence | None:
+        """The fence every save of this checkpointer carries; ``None`` (unfenced) here.
+
+        Returns:
+            A :class:`~reactor.ports.records.Fence`, or ``None`` for an unfenced save (last
+            writer wins).
+        """
+        return None
+
     def save(self, *, force: bool = True) -> None:
-        """Encode and save the record.
+        """Encode and save the record (fenced with :meth:`fence` when it gives one).
 
         Args:
             force: ``False`` for a per-step checkpoint, which is skipped when the previous save
@@ -40,6 +55,9 @@ class Checkpointer:
         Raises:
             EncodeError: a value in the context cannot be encoded (nothing is written).
             ContextTooLargeError: the document exceeds ``max_context_bytes`` (nothing written).
+            StaleWriterError: the save was fenced and a newer holder of the lock already saved
+                the record (nothing written; the in-memory context keeps its new values but the
+                caller must stop: the run is not its own any more).
             StorageError: the backend failed.
         """
         now = self.env.now()
@@ -63,18 +81,21 @@ class Checkpointer:
         except BaseException:
             ctx.updated_at = previous_update
             raise
-        self.env.storage.contexts.save(
-            ContextRecord(
-                context_id=ctx.context_id,
-                reactor=ctx.reactor,
-                status=ctx.status.value,
-                document=document,
-                created_at=ctx.created_at,
-                updated_at=now,
-                parent_context_id=ctx.parent_context_id,
-                root_context_id=ctx.root_context_id,
-            )
+        record = ContextRecord(
+            context_id=ctx.context_id,
+            reactor=ctx.reactor,
+            status=ctx.status.value,
+            document=document,
+            created_at=ctx.created_at,
+            updated_at=now,
+            parent_context_id=ctx.parent_context_id,
+            root_context_id=ctx.root_context_id,
         )
+        fence = self.fence()
+        if fence is None:  # the one-argument call: stores written before fences keep working
+            self.env.storage.contexts.save(record)
+        else:
+            self.env.storage.contexts.save(record, fence=fence)
         self._last_save = now
 
 

@@ -258,6 +258,8 @@ class _Unit:
         inputs: the validated inputs the keys are computed from.
         private: the context's ``private_data`` (a throwaway dict for a direct call).
         context_id: the id recorded on a period marker.
+        on_ticket: called with ``(scope, ticket)`` when a step-level ordered ticket is newly
+            assigned (see ``RunState.on_ordered_ticket``).
         step: the step name for a ``Park`` (``None`` at reactor level).
     """
 
@@ -275,8 +277,10 @@ class _Unit:
         private: dict[str, Any],
         context_id: str | None,
         step: str | None,
+        on_ticket: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         self.storage = storage
+        self.on_ticket = on_ticket
         self.settings = settings
         self.owner = owner
         self.mode = mode
@@ -419,9 +423,10 @@ class _Unit:
         if isinstance(saved, dict) and saved.get("key") == client.key:
             return OrderedTicket(nonce=int(saved["nonce"]), epoch=int(saved["epoch"]))
         ticket = client.assign()
-        store[self._ticket_slot()] = {
-            "key": client.key, "nonce": ticket.nonce, "epoch": ticket.epoch,
-        }
+        saved = {"key": client.key, "nonce": ticket.nonce, "epoch": ticket.epoch}
+        store[self._ticket_slot()] = saved
+        if self.on_ticket is not None and self.scope != REACTOR_SCOPE:
+            self.on_ticket(self.scope, dict(saved))  # durable before the turn can start
         return ticket
 
     def _drop_ticket(self) -> None:
@@ -789,7 +794,7 @@ class StepCoordination:
             mode="worker" if env.in_worker else "sync", scope=self.spec.name,
             default_key=step_default_key(state.definition.name, self.spec),
             inputs=arguments, private=ctx.private_data, context_id=ctx.context_id,
-            step=self.spec.name,
+            step=self.spec.name, on_ticket=state.on_ordered_ticket,
         )
         # A retry attempt finds the first attempt's ticket in private_data (same place in line).
         self._unit = unit

@@ -23,6 +23,7 @@ from reactor.engine.env import Env
 from reactor.model.context import Context
 from reactor.model.errors import LockAcquisitionError, LockLost
 from reactor.model.keys import run_liveness_key
+from reactor.ports.records import Fence
 
 __all__ = ["FencedCheckpointer", "Liveness", "held", "held_here", "liveness_lock", "take"]
 
@@ -70,6 +71,19 @@ class Liveness:
             raise lock.lost
         if not lock.held_by_me():
             raise LockLost(f"liveness lock {lock.key!r} lapsed; another execution owns the run")
+
+    def fence(self) -> Fence | None:
+        """The fence of this hold for a context save (docs/workers.md, "Stale writers and
+        fenced saves").
+
+        Returns:
+            ``Fence(key, owner, token)`` of the held lock, or ``None`` for a re-entrant or
+            released hold (or a lock whose store reported no token), whose saves are unfenced.
+        """
+        lock = self.lock
+        if lock is None or lock.token < 1:
+            return None
+        return Fence(key=lock.key, owner=lock.owner, token=lock.token)
 
     def release(self) -> None:
         """Release the lock (after the final save: ARCHITECTURE §5 rule 2); never raises."""
@@ -170,24 +184,46 @@ class FencedCheckpointer(Checkpointer):
     """A :class:`Checkpointer` that refuses to write once the execution lost its liveness lock.
 
     Used by worker executions: a worker stalled past its lock's TTL (a long GC pause, a frozen
-    VM) must not overwrite the progress of the execution that took the run over (single writer,
-    ARCHITECTURE §5 rule 1).
+    VM) must not overwrite the progress of the execution that took the run over (single writer):
+    every save carries the hold's fence, checked by the store in the write itself
+    (docs/workers.md, "Stale writers and fenced saves").
 
     Args:
         env: the execution environment.
         record_context: the run's context.
         liveness: the execution's hold.
+        verify: before each save, also ask the store whether the lock is still ours (one read;
+            workers). ``False`` (synchronous runs): only the cheap local check of the lock's
+            deadline, the store's fence doing the rest.
     """
 
-    def __init__(self, env: Env, record_context: Context, liveness: Liveness) -> None:
+    def __init__(
+        self, env: Env, record_context: Context, liveness: Liveness, *, verify: bool = True
+    ) -> None:
         super().__init__(env, record_context)
         self.liveness = liveness
+        self.verify = verify
+
+    def fence(self) -> Fence | None:
+        """The hold's fence (:meth:`Liveness.fence`): the store refuses the save atomically
+        once a newer holder of the lock saved the record."""
+        return self.liveness.fence()
 
     def save(self, *, force: bool = True) -> None:
-        """Check the hold, then save (see :meth:`Checkpointer.save`).
+        """Check the hold, then save fenced with its token (see :meth:`Checkpointer.save`).
+
+        The check is a fast path; the fence is what makes the save safe: a writer that stalls
+        between the check and the write (a GC pause, SIGSTOP, a frozen VM) while another
+        execution takes the run over is refused by the store itself (docs/workers.md, "Stale
+        writers and fenced saves").
 
         Raises:
             LockLost: the liveness lock is no longer ours (nothing is written).
+            StaleWriterError: a :class:`LockLost`: a newer holder already saved the run
+                (nothing is written).
         """
-        self.liveness.check()
+        if self.verify:
+            self.liveness.check()
+        elif self.liveness.lock is not None and self.liveness.lock.lost is not None:
+            raise self.liveness.lock.lost
         super().save(force=force)

@@ -58,6 +58,11 @@ class RunState:
             child, its parents'); every step's result is checked against them before it is
             recorded (``docs/coordination.md``, "Renewal and loss").
         step_holds: the step-level holds of the step attempt running now.
+        on_ordered_ticket: called as ``on_ordered_ticket(step, ticket)`` when a step-level
+            ordered-lock ticket (``{"key", "nonce", "epoch"}``) is newly assigned, before the
+            step may run under it; an ``async_step`` unit persists it on its record there, so
+            a unit recovered after a crash keeps its place in line (``docs/coordination.md``,
+            "Ordered locks in workers"). ``None``: the ticket lives in the context only.
     """
 
     definition: ReactorDefinition
@@ -70,6 +75,7 @@ class RunState:
     coordination_owner: str | None = None
     holds: tuple[Hold, ...] = ()
     step_holds: tuple[Hold, ...] = ()
+    on_ordered_ticket: Callable[[str, dict[str, Any]], None] | None = None
 
     def lost_hold(self) -> LockLost | None:
         """The first reactor-level hold that is lost, else ``None`` (no I/O)."""

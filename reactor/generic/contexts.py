@@ -20,7 +20,10 @@ Layout (all documents re-stamped to ``now + context_ttl`` on every save, ARCHITE
 
 The two documents of one run are written one after the other (context first). A crash in
 between leaves the page summary one save behind; the next save repairs it. Contexts have a
-single writer by protocol (ARCHITECTURE §5 rule 1), so no cross-document transaction is needed.
+single writer by protocol (ARCHITECTURE §5 rule 1), so no cross-document transaction is needed;
+a writer that lost its lock is refused by the fence stored on the context document itself
+(:data:`FENCE_FIELD`, checked in the same compare-and-set as the write: docs/workers.md,
+"Stale writers and fenced saves").
 """
 
 from __future__ import annotations
@@ -28,12 +31,12 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from reactor.generic._durable import DurableCollection
+from reactor.generic._durable import DurableCollection, Mutation
 from reactor.generic._scan import keyset_scan
-from reactor.model.errors import ContextTooLargeError
+from reactor.model.errors import ContextTooLargeError, StaleWriterError
 from reactor.model.status import RunStatus
 from reactor.ports.documents import DocumentStore
-from reactor.ports.records import ContextRecord, RunPage, RunSummary, ScanPage
+from reactor.ports.records import ContextRecord, Fence, RunPage, RunSummary, ScanPage
 from reactor.ports.serialization import (
     decode_page_cursor,
     encode_page_cursor,
@@ -42,12 +45,21 @@ from reactor.ports.serialization import (
     record_to_dict,
 )
 
-__all__ = ["CONTEXTS", "CONTEXT_PAGES", "DocumentContextStore", "context_page_key"]
+__all__ = [
+    "CONTEXTS",
+    "CONTEXT_PAGES",
+    "FENCE_FIELD",
+    "DocumentContextStore",
+    "context_page_key",
+]
 
 #: Collection of context documents.
 CONTEXTS = "contexts"
 #: Collection of newest-first page summaries of top-level runs.
 CONTEXT_PAGES = "context_pages"
+#: The field of a context document holding its fence: the largest fencing token any fenced save
+#: carried (absent when none did). Not part of :class:`ContextRecord` (loads ignore it).
+FENCE_FIELD = "_fence"
 
 _KNOWN_STATUSES: tuple[str, ...] = tuple(s.value for s in RunStatus)
 _OTHER = "~other"
@@ -66,6 +78,17 @@ def _scan_index(record: ContextRecord) -> str | None:
     if record.dispatched_child:
         return _CHILD + bucket
     return None
+
+
+def _stored_fence(value: Mapping[str, Any] | None) -> int:
+    """The fence stored on a context document (0 when none: absent, old or never fenced)."""
+    if value is None:
+        return 0
+    raw = value.get(FENCE_FIELD)
+    try:
+        return int(raw) if raw is not None else 0
+    except (TypeError, ValueError):
+        return 0
 
 
 def _summary(value: Mapping[str, Any]) -> RunSummary:
@@ -101,10 +124,22 @@ class DocumentContextStore:
         self._pages = DurableCollection(documents, CONTEXT_PAGES, context_ttl)
         self._max_document_bytes = max_document_bytes
 
-    def save(self, record: ContextRecord) -> None:
-        """Write a context (last writer wins) and re-stamp its retention to ``context_ttl``.
+    def save(self, record: ContextRecord, *, fence: Fence | None = None) -> None:
+        """Write a context and re-stamp its retention to ``context_ttl``, unless fenced off.
+
+        The stored document carries the record's fence (:data:`FENCE_FIELD`, the largest token
+        of any fenced save); the fence check and the write are one compare-and-set on the
+        document's version, so no save can slip in between (the rule:
+        :meth:`reactor.ports.ContextStore.save`; docs/workers.md, "Stale writers and fenced
+        saves").
+
+        Args:
+            record: the context to write.
+            fence: the writer's hold on the lock guarding the record; ``None`` = unfenced
+                (always written, the stored fence kept).
 
         Raises:
+            StaleWriterError: ``fence.token`` is lower than the stored fence (nothing written).
             ContextTooLargeError: ``record.document`` exceeds ``max_document_bytes``.
             StorageError: the backend failed.
         """
@@ -119,8 +154,26 @@ class DocumentContextStore:
                     limit_bytes=limit,
                 )
         value = record_to_dict(record)
-        previous = self._contexts.get(record.context_id)
-        self._contexts.put(record.context_id, value, index=_scan_index(record))
+        index = _scan_index(record)
+
+        def write(
+            previous: Mapping[str, Any] | None,
+        ) -> Mutation[tuple[Mapping[str, Any] | None, int]]:
+            stored = _stored_fence(previous)
+            if fence is not None and fence.token < stored:
+                return None, None, (previous, stored)
+            token = stored if fence is None else fence.token
+            new = dict(value)
+            if token:
+                new[FENCE_FIELD] = token
+            return new, index, (previous, -1)
+
+        previous, refused_by = self._contexts.update(record.context_id, write)
+        if refused_by >= 0:
+            assert fence is not None
+            raise StaleWriterError.refused(
+                record.context_id, key=fence.key, token=fence.token, stored_token=refused_by
+            )
         new_key = (
             page_key(record.created_at, record.context_id)
             if (record.parent_context_id is None)

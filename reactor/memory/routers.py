@@ -210,16 +210,27 @@ class InlineRouter:
         return out
 
     def ack(self, delivery: Delivery) -> None:
-        """Forget a received job (a stale receipt is logged)."""
+        """Forget a received job (a stale receipt is logged and changes nothing)."""
         with self._lock:
-            self._deliveries.pop(delivery.job.id, None)
             if self._leased.pop(delivery.receipt, None) is None:
                 logger.warning("ack of unknown receipt %s", delivery.receipt)
+                return
+            self._deliveries.pop(delivery.job.id, None)
 
     def retry(self, delivery: Delivery, delay_seconds: float) -> None:
-        """Put a received job back to run after ``delay_seconds`` (its delivery count kept)."""
+        """Put a received job back to run after ``delay_seconds`` (its delivery count kept).
+
+        A stale receipt (acked, retried or dead-lettered already) is logged and re-queues
+        nothing.
+
+        Raises:
+            ValueError: ``delay_seconds`` is negative or not finite.
+        """
+        _check_delay(delay_seconds)
         with self._lock:
-            self._leased.pop(delivery.receipt, None)
+            if self._leased.pop(delivery.receipt, None) is None:
+                logger.warning("retry of unknown receipt %s ignored", delivery.receipt)
+                return
         self.enqueue(delivery.job, delay_seconds)
 
     def extend(self, delivery: Delivery, seconds: float) -> None:
@@ -228,8 +239,10 @@ class InlineRouter:
     def dead_letter(self, delivery: Delivery, reason: str) -> None:
         """Record a received job as dead with ``reason`` (and forget its lease)."""
         with self._lock:
+            if self._leased.pop(delivery.receipt, None) is None:
+                logger.warning("dead_letter of unknown receipt %s ignored", delivery.receipt)
+                return
             self._deliveries.pop(delivery.job.id, None)
-            self._leased.pop(delivery.receipt, None)
         self._dead_letter(delivery.job.to_json(), reason)
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
@@ -510,15 +523,17 @@ class LocalRouter:
             )
 
     def dead_letter(self, delivery: Delivery, reason: str) -> None:
-        """Move a delivered job to the dead letters with ``reason`` (and ack it); logs once."""
+        """Move a delivered job to the dead letters with ``reason`` (and ack it); logs once.
+
+        A stale receipt (acked, retried or redelivered since) is logged and dead-letters
+        nothing (docs/writing-an-adapter.md, routers: the stale-receipt rule).
+        """
         with self._cond:
             leased = self._leased(delivery)
-            if leased is not None:
-                del self._messages[leased[0]]
-                body = leased[1].body
-            else:
-                body = delivery.job.to_json()
-            self._record_dead(body, reason, self._clock())
+            if leased is None:
+                return
+            del self._messages[leased[0]]
+            self._record_dead(leased[1].body, reason, self._clock())
 
     def _record_dead(self, body: str | bytes, reason: str, at: float) -> None:
         logger.warning("dead-lettered message: %s", reason)

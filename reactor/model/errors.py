@@ -42,6 +42,7 @@ __all__ = [
     "SemaphoreAcquisitionError",
     "SignalOutsideStepError",
     "SnoozeLimitError",
+    "StaleWriterError",
     "StorageError",
     "UndeclaredInputError",
     "UndoError",
@@ -251,6 +252,55 @@ class LockLost(ReactorError):
         self.key = key
         self.primitive = primitive
         self.lost_at = time.time()
+
+
+class StaleWriterError(LockLost):
+    """A fenced context save was refused: a newer holder of the run's lock wrote the run.
+
+    Raised by ``ContextStore.save(record, fence=...)`` when the stored record carries a fencing
+    token greater than the fence's token: the writer's liveness lock lapsed (a GC pause, a
+    frozen process or VM) and another execution took the run over. Nothing was written. It is a
+    :class:`LockLost`, so every worker path that handles a lost liveness lock (stop, leave the
+    stored run alone, never release the other holder's lock) handles it the same way
+    (docs/workers.md, "Stale writers and fenced saves").
+
+    Args:
+        message: the human-readable reason.
+        run_id: the context id whose save was refused.
+        key: the lock key the fence named (``async:<id>`` or a map element's key).
+        token: the refused fence's token.
+        stored_token: the larger token already on the stored record.
+
+    Attributes:
+        run_id: as given.
+        token: as given.
+        stored_token: as given.
+    """
+
+    def __init__(
+        self, message: str, run_id: str = "", key: str = "", token: int = 0,
+        stored_token: int = 0,
+    ) -> None:
+        super().__init__(message, key=key, primitive="lock")
+        self.run_id = run_id
+        self.token = token
+        self.stored_token = stored_token
+
+    @classmethod
+    def refused(cls, run_id: str, *, key: str, token: int, stored_token: int) -> StaleWriterError:
+        """The error of a refused fenced save, with the standard message (used by every store).
+
+        Args:
+            run_id: the record whose save was refused.
+            key: the fence's lock key.
+            token: the fence's token.
+            stored_token: the larger token stored on the record.
+        """
+        return cls(
+            f"save of run {run_id!r} refused: fence {key!r} token {token} is below the stored "
+            f"token {stored_token} (the lock lapsed and a newer holder wrote the run)",
+            run_id=run_id, key=key, token=token, stored_token=stored_token,
+        )
 
 
 class SignalOutsideStepError(ReactorError):

@@ -10,6 +10,7 @@ from reactor.ports.documents import DocumentStore, Versioned
 from reactor.ports.records import (
     FAILED_ROLLBACK_OUTCOMES,
     ContextRecord,
+    Fence,
     LockInfo,
     MapMetadata,
     MapRollbackMetadata,
@@ -59,6 +60,7 @@ __all__ = [
     "DeadLetter",
     "Delivery",
     "DocumentStore",
+    "Fence",
     "Job",
     "JobKind",
     "LockInfo",

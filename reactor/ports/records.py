@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar
 __all__ = [
     "FAILED_ROLLBACK_OUTCOMES",
     "ContextRecord",
+    "Fence",
     "LockInfo",
     "MapMetadata",
     "MapRollbackMetadata",
@@ -73,6 +74,32 @@ class ContextRecord:
     def is_sweepable_root(self) -> bool:
         """Whether the run sweeper treats this record as its own unit (root or dispatched child)."""
         return self.parent_context_id is None or self.dispatched_child
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """The writer's claim on a run, passed to ``ContextStore.save(record, fence=...)``.
+
+    A store keeps the largest fencing token any fenced save of a record carried and refuses a
+    fenced save whose token is smaller ("highest token wins, lower refused"); see
+    :meth:`reactor.ports.ContextStore.save` and docs/workers.md, "Stale writers and fenced
+    saves".
+
+    Attributes:
+        key: the lock key guarding the record (``async:<run id>`` for a run, the element lock
+            key for a map element); informational, stores compare tokens only.
+        owner: the lock owner token of the writer; informational.
+        token: the fencing token of the writer's hold (``Lock.token``, >= 1; every fresh
+            acquisition of a key gets a larger one: docs/coordination.md, "Fencing tokens").
+    """
+
+    key: str
+    owner: str
+    token: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.token, bool) or not isinstance(self.token, int) or self.token < 1:
+            raise ValueError(f"a fence token is an int >= 1, got {self.token!r}")
 
 
 @dataclass(frozen=True, slots=True)

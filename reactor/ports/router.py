@@ -15,6 +15,15 @@ message body that is not UTF-8, larger than :data:`MAX_ENVELOPE_BYTES`, nested d
 :class:`~reactor.model.errors.DeserializationError` and nothing else. Every router catches it
 per message inside :meth:`Router.receive` and dead-letters that message with the reason and its
 raw body (:meth:`DeadLetter.from_raw`); the other messages of the receive are unaffected.
+
+**Stale receipts** (docs/writing-an-adapter.md, routers): a receipt is current from its
+delivery until it is acked, retried or dead-lettered, or until the message is delivered again
+(its lease lapsed and a later :meth:`Router.receive` returned it, with a new receipt). An
+:meth:`Router.ack`, :meth:`Router.retry`, :meth:`Router.extend` or :meth:`Router.dead_letter`
+with a receipt that is no longer current is a no-op that the router logs: it returns ``None``
+as usual, raises nothing, and leaves the current delivery leased and ackable. So a worker whose
+lease lapsed can never delete, release, extend or dead-letter the job another worker now runs.
+A lease that lapsed but was not redelivered yet is still current.
 """
 
 from __future__ import annotations
@@ -276,7 +285,13 @@ class Router(Protocol):
         ...
 
     def ack(self, delivery: Delivery) -> None:
-        """Remove a delivered job for good. A stale receipt is logged, never raised."""
+        """Remove a delivered job for good.
+
+        A stale receipt (module docstring) is a logged no-op: the current delivery stays.
+
+        Raises:
+            RouterError: the backend failed.
+        """
         ...
 
     def retry(self, delivery: Delivery, delay_seconds: float) -> None:
@@ -285,7 +300,8 @@ class Router(Protocol):
 
         The message is unchanged and keeps its delivery count: the next delivery has
         ``delivery_count == delivery.delivery_count + 1``, which the worker's backoff and
-        ``max_deliveries`` rely on (docs/workers.md). A stale receipt is logged, never raised.
+        ``max_deliveries`` rely on (docs/workers.md). A stale receipt (module docstring) is a
+        logged no-op: nothing is re-queued and the current delivery stays leased.
 
         Raises:
             ValueError: ``delay_seconds`` is negative or not finite.
@@ -294,11 +310,26 @@ class Router(Protocol):
         ...
 
     def extend(self, delivery: Delivery, seconds: float) -> None:
-        """Keep the job invisible for another ``seconds`` from now (heartbeat of long handlers)."""
+        """Keep the job invisible for another ``seconds`` from now (heartbeat of long handlers).
+
+        A stale receipt (module docstring) is a logged no-op: the current delivery's lease is
+        untouched.
+
+        Raises:
+            ValueError: ``seconds`` is negative or not finite (routers that check it).
+            RouterError: the backend failed.
+        """
         ...
 
     def dead_letter(self, delivery: Delivery, reason: str) -> None:
-        """Move a delivered job to the dead-letter place with ``reason`` (and ack it)."""
+        """Move a delivered job to the dead-letter place with ``reason`` (and ack it).
+
+        A stale receipt (module docstring) is a logged no-op: nothing is dead-lettered and the
+        current delivery stays.
+
+        Raises:
+            RouterError: the backend failed.
+        """
         ...
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:

@@ -30,6 +30,7 @@ from typing import Protocol, runtime_checkable
 
 from reactor.ports.records import (
     ContextRecord,
+    Fence,
     LockInfo,
     MapMetadata,
     MapRollbackMetadata,
@@ -71,12 +72,32 @@ __all__ = [
 class ContextStore(Protocol):
     """Run contexts, one JSON document per run (storage-protocol.md §2.1, §2.14)."""
 
-    def save(self, record: ContextRecord) -> None:
-        """Write a context; last writer wins; re-stamps retention to ``context_ttl``.
+    def save(self, record: ContextRecord, *, fence: Fence | None = None) -> None:
+        """Write a context and re-stamp its retention to ``context_ttl``, unless fenced off.
 
-        Single writer by protocol (ARCHITECTURE §5 rule 1), not by storage.
+        The record keeps the largest fencing token any fenced save of it carried (its *fence*,
+        stored beside the record, never part of :class:`ContextRecord`). The rule, checked in
+        the same atomic write as the write itself (one compare-and-set, one script):
+
+        * ``fence=None``: the write always happens (last writer wins, as before) and the stored
+          fence is kept;
+        * ``fence`` given: refused when the stored fence is greater than ``fence.token``
+          (:class:`~reactor.model.errors.StaleWriterError`, nothing written); otherwise the
+          write happens and the stored fence becomes ``fence.token`` ("highest token wins,
+          lower refused"). A record without a stored fence (absent, or written before fences
+          existed, or only ever unfenced) accepts any fenced save.
+
+        A take-over of a run always acquires a larger token (docs/coordination.md, "Fencing
+        tokens"), so a writer that stalled past its lock's TTL can never overwrite the run once
+        the new holder saved it (docs/workers.md, "Stale writers and fenced saves").
+
+        Args:
+            record: the context to write.
+            fence: the writer's hold on the lock guarding the record, or ``None``.
 
         Raises:
+            StaleWriterError: ``fence.token`` is lower than the record's stored fence (nothing
+                is written).
             ContextTooLargeError: the document exceeds the backend's document limit
                 (nothing is written).
             StorageError: the backend failed.

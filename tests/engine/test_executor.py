@@ -127,9 +127,9 @@ class _Counting:
         self.inner = inner
         self.statuses: list[str] = []
 
-    def save(self, record: ContextRecord) -> None:
+    def save(self, record: ContextRecord, **fence: Any) -> None:
         self.statuses.append(record.status)
-        self.inner.save(record)
+        self.inner.save(record, **fence)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -73,11 +73,11 @@ class FlakySaves:
         self.fail_on = fail_on
         self.saves = 0
 
-    def save(self, record: ContextRecord) -> Any:
+    def save(self, record: ContextRecord, **fence: Any) -> Any:
         self.saves += 1
         if self.saves == self.fail_on:
             raise StorageError("injected outage saving a context")
-        return self._inner.save(record)
+        return self._inner.save(record, **fence)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

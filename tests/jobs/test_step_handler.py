@@ -248,3 +248,38 @@ def test_a_unit_whose_parent_is_gone_completes_with_a_failure(make_env: Any) -> 
     env.deliver()
     failure = outcome_of(env.record(run_id))
     assert isinstance(failure, Failure) and "not stored" in failure.message
+
+
+def test_a_crashed_unit_keeps_its_ordered_place_and_the_line_waits_only_for_it(
+    make_env: Any,
+) -> None:
+    """A unit holding a step-level ordered lock that dies mid-body is recovered with the ticket
+    it had: its successors proceed as soon as it finishes, not after the poison-pill timeout,
+    and it does not lose its place to the back of the line."""
+    env = make_env()
+    calls: list[int] = []
+
+    class R(Reactor):
+        @async_step(coordination=with_ordered_lock(key="seq", poison_pill_timeout=600))
+        def unit(inputs: Any, ctx: Any) -> tuple[int, int] | None:
+            calls.append(len(calls))
+            if len(calls) == 1:  # the worker dies here: nothing below the body runs
+                raise KeyboardInterrupt
+            return ctx.ordered_ticket
+
+    first, second = _dispatch(R), _dispatch(R)
+    with pytest.raises(KeyboardInterrupt):
+        env.deliver()  # the first unit dies inside its body, holding nonce 1
+    assert env.record(first).data["ordered_lock"]["nonce"] == 1  # stored before the turn
+    env.clock.advance(env.router.visibility_timeout + 1)  # its job is delivered again
+    for _ in range(10):
+        env.deliver()
+        if env.record(first).status == "completed" and env.record(second).status == "completed":
+            break
+        env.clock.advance(DELAY + 1)  # a park's re-check, far below the 600 s poison pill
+    assert env.record(first).status == "completed"
+    assert env.record(second).status == "completed"
+    assert env.clock() - START < 60  # nobody waited for the poison pill
+    first_out, second_out = outcome_of(env.record(first)), outcome_of(env.record(second))
+    assert isinstance(first_out, Success) and isinstance(second_out, Success)
+    assert first_out.value[1] == 1 and second_out.value[1] == 2  # places kept, in order

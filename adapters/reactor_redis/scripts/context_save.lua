@@ -1,21 +1,35 @@
--- Save one context in one round trip: the record hash, its scan index, its page entry, TTL.
+-- Save one context in one round trip: the record hash, its scan index, its page entry, TTL,
+-- under the record's fence (docs/workers.md, "Stale writers and fenced saves").
 -- KEYS[1] record hash, KEYS[2] page set. ARGV: ttl_us, index prefix, new index ('' = none),
--- new page member ('' = none), context id, then field/value pairs.
+-- new page member ('' = none), context id, fence token ('' = unfenced), then field/value pairs.
+-- The hash field '_fence' keeps the largest token of any fenced save. A fenced save whose
+-- token is lower is refused: returns {0, stored token} and writes nothing. Otherwise the
+-- record is written (keeping '_fence', raised to the save's token) and 1 is returned.
 local key, pages = KEYS[1], KEYS[2]
 local ttl = tonumber(ARGV[1])
-local prefix, new_idx, new_page, id = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local prefix, new_idx, new_page, id, fence = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local old = redis.call('HMGET', key, '_idx', '_page', '_fence')
+local stored = tonumber(old[3] or '0') or 0
+local token = stored
+if fence ~= '' then
+  token = tonumber(fence)
+  if token < stored then return {0, old[3]} end
+end
 local now = now_us()
-local old = redis.call('HMGET', key, '_idx', '_page')
 if old[1] and old[1] ~= new_idx then redis.call('ZREM', prefix .. old[1], id) end
 if old[2] and old[2] ~= new_page then redis.call('ZREM', pages, old[2]) end
 redis.call('DEL', key)
 local fields = {}
-for i = 6, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
 if new_idx ~= '' then
   fields[#fields + 1] = '_idx'; fields[#fields + 1] = new_idx
 end
 if new_page ~= '' then
   fields[#fields + 1] = '_page'; fields[#fields + 1] = new_page
+end
+if token > 0 then
+  fields[#fields + 1] = '_fence'
+  if fence ~= '' then fields[#fields + 1] = fence else fields[#fields + 1] = old[3] end
 end
 redis.call('HSET', key, unpack(fields))
 local score = '+inf'

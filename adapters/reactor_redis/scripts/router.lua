@@ -4,10 +4,21 @@
 -- entry>, so the delivery count survives the re-add. A delayed zset member is the body, or
 -- '#<n>#<body>' for a retried job (enqueued bodies are JSON objects: they start with '{').
 -- Bodies are binary-safe: the router reads replies holding them undecoded.
+-- A receipt is '<entry id>:<nonce>', the nonce being the entry's pending delivery counter when
+-- it was delivered (XREADGROUP sets 1, each re-claim adds 1; extend's XCLAIM JUSTID keeps it).
+-- ack/retry/extend/dead take the nonce and do nothing (return 0) unless the entry is still
+-- pending with that counter: a receipt whose lease lapsed and was re-claimed is stale.
+-- An empty nonce (a bare id) skips the check.
 local S, D, DL, L, op = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1]
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
+-- Whether receipt nonce ``nonce`` is the current delivery of pending entry ``id``.
+local function current(group, id, nonce)
+  local p = redis.call('XPENDING', S, group, id, id, 1)
+  if #p == 0 then return false end
+  return nonce == '' or tostring(p[1][4]) == nonce
+end
 local function ack(group, id)
   local n = redis.call('XACK', S, group, id)
   redis.call('XDEL', S, id)
@@ -63,7 +74,7 @@ elseif op == 'enqueue' then        -- ARGV[2] body, ARGV[3] delay ms
   put(ARGV[2], tonumber(ARGV[3]), 0)
   return 1
 elseif op == 'reclaim' then        -- ARGV[2] group, [3] consumer, [4] min idle ms, [5] count
-  -- Returns id, delivery count, has-body flag, body (or a dump of the fields) per entry.
+  -- Returns receipt, delivery count, has-body flag, body (or a dump of the fields) per entry.
   local group, consumer, idle, count = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
   local pending = redis.call('XPENDING', S, group, 'IDLE', idle, '-', '+', count * 4)
   local out = {}
@@ -77,7 +88,7 @@ elseif op == 'reclaim' then        -- ARGV[2] group, [3] consumer, [4] min idle 
       local entry = claimed[1]
       if entry and entry[2] then
         local body, n, dump = fields_of(entry[2])
-        out[#out + 1] = id
+        out[#out + 1] = id .. ':' .. tostring(tonumber(p[4]) + 1)
         out[#out + 1] = tonumber(p[4]) + 1 + n
         out[#out + 1] = body and 1 or 0
         out[#out + 1] = body or dump
@@ -87,30 +98,55 @@ elseif op == 'reclaim' then        -- ARGV[2] group, [3] consumer, [4] min idle 
     end
   end
   return out
-elseif op == 'ack' then            -- ARGV[2] group, ARGV[3] id; returns 1 when it was pending
+elseif op == 'ack' then            -- ARGV[2] group, [3] id, [4] nonce; 1 when it was current
+  if not current(ARGV[2], ARGV[3], ARGV[4] or '') then return 0 end
   return ack(ARGV[2], ARGV[3])
-elseif op == 'retry' then          -- ARGV[2] group, [3] id, [4] delay ms, [5] deliveries so far
+elseif op == 'retry' then  -- ARGV[2] group, [3] id, [4] delay ms, [5] deliveries so far, [6] nonce
   -- Re-adds the entry's own body (unchanged) carrying the delivery count; 0 when stale.
+  if not current(ARGV[2], ARGV[3], ARGV[6] or '') then return 0 end
   local entry = redis.call('XRANGE', S, ARGV[3], ARGV[3])[1]
   if ack(ARGV[2], ARGV[3]) == 0 or not entry then return 0 end
   local body = fields_of(entry[2])
   if not body then return 0 end
   put(body, tonumber(ARGV[4]), tonumber(ARGV[5]))
   return 1
-elseif op == 'extend' then         -- ARGV[2] group, [3] consumer, [4] id, [5] seconds ms
+elseif op == 'extend' then    -- ARGV[2] group, [3] consumer, [4] id, [5] seconds ms, [6] nonce
+  if not current(ARGV[2], ARGV[4], ARGV[6] or '') then return 0 end
   local claimed = redis.call('XCLAIM', S, ARGV[2], ARGV[3], 0, ARGV[4], 'JUSTID')
   if #claimed == 0 then return 0 end
   redis.call('HSET', L, ARGV[4], string.format('%.0f', now_ms + tonumber(ARGV[5])))
   return 1
-elseif op == 'dead' then           -- ARGV[2] group, [3] id ('' = none), [4] body, [5] reason
-  -- The entry's own stored body wins over ARGV[4] (used when the entry is gone).
+elseif op == 'dead' then  -- ARGV[2] group, [3] id ('' = none), [4] body, [5] reason, [6] nonce
+  -- The entry's own stored body wins over ARGV[4] (used with no id). A stale receipt (the
+  -- entry was acked, retried or re-claimed since) dead-letters nothing and returns 0.
   local body = ARGV[4]
   if ARGV[3] ~= '' then
+    if not current(ARGV[2], ARGV[3], ARGV[6] or '') then return 0 end
     local entry = redis.call('XRANGE', S, ARGV[3], ARGV[3])[1]
     if entry then body = fields_of(entry[2]) or body end
     ack(ARGV[2], ARGV[3])
   end
   redis.call('XADD', DL, '*', 'body', body, 'reason', ARGV[5], 'at', tostring(now_ms))
   return 1
+elseif op == 'leave' then          -- ARGV[2] group, [3] consumer; 1 when it was deleted
+  -- A consumer leaves only with no pending entries (deleting one drops its pending list).
+  if redis.call('EXISTS', S) == 0 then return 0 end
+  if #redis.call('XPENDING', S, ARGV[2], '-', '+', 1, ARGV[3]) > 0 then return 0 end
+  return redis.call('XGROUP', 'DELCONSUMER', S, ARGV[2], ARGV[3]) >= 0 and 1 or 0
+elseif op == 'prune' then          -- ARGV[2] group, [3] min idle ms; returns how many deleted
+  -- Deletes consumers idle at least ARGV[3] ms that hold no pending entry (their entries
+  -- were re-claimed by live consumers first: receive's 'reclaim'). A deleted consumer that
+  -- is in fact alive is re-created by its next XREADGROUP, so nothing is lost.
+  if redis.call('EXISTS', S) == 0 then return 0 end
+  local idle_min, deleted = tonumber(ARGV[3]), 0
+  for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', S, ARGV[2])) do
+    local info = {}
+    for i = 1, #c, 2 do info[c[i]] = c[i + 1] end
+    if tonumber(info['pending']) == 0 and tonumber(info['idle']) >= idle_min then
+      redis.call('XGROUP', 'DELCONSUMER', S, ARGV[2], info['name'])
+      deleted = deleted + 1
+    end
+  end
+  return deleted
 end
 return redis.error_reply('unknown router op ' .. op)

@@ -185,6 +185,7 @@ class _Unit:
         state = RunState(
             definition, ctx, self.env, _NoWrite(self.env, root),
             coordination_owner=unit_owner(self.context_id, self.step),
+            on_ordered_ticket=self._keep_ticket,
         )
         state.ctx.current_step = self.step
         try:
@@ -194,6 +195,15 @@ class _Unit:
             self._park(state, definition, park)
             return
         self._finish(state, spec, outcome)
+
+    def _keep_ticket(self, step: str, ticket: dict[str, Any]) -> None:
+        """Store a newly assigned step-level ordered ticket on the unit's record before the
+        turn starts, so a unit recovered after a crash keeps its place in line (the line waits
+        for the recovered unit, not for the poison-pill timeout)."""
+        record = self._base()
+        data = {**record.data, DATA_TICKET: ticket}
+        self.record = replace(record, updated_at=self.env.now(), data=data)
+        self.env.storage.step_results.put(self.record)
 
     def _restore(self, ctx: Context) -> None:
         """Put the unit's park state (from its record) where the engine looks for it."""
