@@ -37,12 +37,36 @@ from reactor.jobs.sweep_tick import schedule_next
 from reactor.model.errors import DeserializationError, UnknownReactorError
 from reactor.ports.router import Delivery
 
-__all__ = ["DEFAULT_MAX_DELIVERIES", "Worker", "default_backoff"]
+__all__ = [
+    "DEFAULT_MAX_DELIVERIES",
+    "RECEIVE_BACKOFF_MAX",
+    "Worker",
+    "default_backoff",
+    "receive_backoff",
+]
 
 log = logging.getLogger("reactor.worker")
 
 #: Deliveries of a failing job before it is dead-lettered.
 DEFAULT_MAX_DELIVERIES = 5
+
+
+#: The longest wait between two failed ``receive`` calls of a worker thread, in seconds.
+RECEIVE_BACKOFF_MAX = 30.0
+
+
+def receive_backoff(failures: int) -> float:
+    """Seconds a worker thread waits after ``failures`` consecutive failed ``receive`` calls:
+    0.5, 1, 2, 4, ... capped at :data:`RECEIVE_BACKOFF_MAX` (docs/workers.md, "Storage and
+    router outages").
+
+    Args:
+        failures: consecutive failures so far (>= 1).
+
+    Returns:
+        The delay in seconds.
+    """
+    return float(min(0.5 * 2 ** max(failures - 1, 0), RECEIVE_BACKOFF_MAX))
 
 
 def default_backoff(delivery_count: int) -> float:
@@ -211,13 +235,23 @@ class Worker:
 
     def _loop(self) -> None:
         router = self.runtime.router
+        failures = 0
         while not self._stopping.is_set():
             try:
                 deliveries = router.receive(1, wait_seconds=self.poll_seconds)
-            except Exception:
-                log.exception("event=receive_failed")
-                self._stopping.wait(min(self.poll_seconds, 1.0))
+            except Exception as exc:
+                # An unreachable backend: one line per attempt, backing off (docs/workers.md).
+                failures += 1
+                delay = receive_backoff(failures)
+                log.warning(
+                    "event=receive_failed attempt=%d retry_in=%.1f error=%s: %s",
+                    failures, delay, type(exc).__name__, exc,
+                )
+                self._stopping.wait(delay)
                 continue
+            if failures:
+                log.info("event=receive_recovered after_attempts=%d", failures)
+                failures = 0
             for delivery in deliveries:
                 if self._stopping.is_set():  # leased after the stop: give it back at once
                     self._safe(router.retry, delivery, 0.0)

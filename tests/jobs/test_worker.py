@@ -247,3 +247,45 @@ def test_a_repeated_stop_signal_logs_worker_stopping_once(
     with caplog.at_level(logging.INFO, logger="reactor.worker"):
         assert worker.serve() == 0
     assert sum("event=worker_stopping" in r.message for r in caplog.records) == 1
+
+
+def test_an_unreachable_router_is_retried_with_backoff_one_line_per_attempt(
+    runtime: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker facing a dead backend does not spin or print a traceback every poll: it logs
+    one line per failed receive and backs off 0.5, 1, 2, ... s (at most 30 s), then recovers."""
+    from reactor.jobs import worker as worker_module
+    from reactor.model.errors import RouterError
+
+    calls: list[int] = []
+    waits: list[float] = []
+    worker = Worker(runtime, threads=1, poll_seconds=0.0)
+
+    def receive(max_jobs: int, wait_seconds: float = 0.0) -> list[Any]:
+        calls.append(1)
+        if len(calls) <= 4:
+            raise RouterError("connection refused")
+        worker._stopping.set()
+        return []
+
+    class Stopping:
+        def is_set(self) -> bool:
+            return worker._stopping_event.is_set()
+
+        def wait(self, seconds: float) -> bool:
+            waits.append(seconds)
+            return False
+
+        def set(self) -> None:
+            worker._stopping_event.set()
+
+    worker._stopping_event = threading.Event()  # type: ignore[attr-defined]
+    worker._stopping = Stopping()  # type: ignore[assignment]
+    runtime.router.receive = receive  # type: ignore[method-assign]
+    with caplog.at_level(logging.INFO, logger="reactor.worker"):
+        worker._loop()
+    assert waits == [0.5, 1.0, 2.0, 4.0]
+    failed = [r for r in caplog.records if "receive_failed" in r.getMessage()]
+    assert len(failed) == 4 and all(r.exc_info is None for r in failed)
+    assert any("receive_recovered after_attempts=4" in r.getMessage() for r in caplog.records)
+    assert worker_module.receive_backoff(20) == worker_module.RECEIVE_BACKOFF_MAX
