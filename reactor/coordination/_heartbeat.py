@@ -220,7 +220,10 @@ class Heartbeat:
             )
             return None
         delay = retry_delay(self._failures, left, self.interval, self._jitter())
-        log.warning(
+        # The first failure of a streak is a warning; its retries are debug (the loss, if it
+        # comes, is a warning again), so an outage does not flood the log.
+        log.log(
+            logging.WARNING if self._failures == 1 else logging.DEBUG,
             "event=renew_error name=%s failures=%d retry_in=%.3f time_left=%.3f error=%s",
             self.name, self._failures, delay, left, exc,
         )

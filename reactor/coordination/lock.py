@@ -11,6 +11,7 @@ holder's deadline passes without a successful extend ("Renewal and loss").
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 import uuid
@@ -73,8 +74,13 @@ class Lock:
         monotonic: Callable[[], float] = time.monotonic,
         skew: float = 0.0,
     ) -> None:
-        if ttl is not None and ttl <= 0:
-            raise ValueError(f"Lock ttl must be > 0 seconds or None, got {ttl!r}")
+        if ttl is not None and (
+            isinstance(ttl, bool) or not isinstance(ttl, int | float)
+            or not (ttl > 0 and math.isfinite(ttl))
+        ):
+            raise ValueError(
+                f"Lock ttl must be a finite number of seconds > 0 or None, got {ttl!r}"
+            )
         if ttl is not None and auto_extend:
             validate_lease("Lock ttl (auto-extended)", ttl)
         if ttl is not None and ttl <= skew:

@@ -1,6 +1,7 @@
 """The ordered-lock client: runs go strictly in the order they were enqueued.
 
-Semantics: ``docs/coordination.md`` ("Ordered locks"). A ticket ``(nonce, epoch)`` is assigned at
+Semantics: ``docs/coordination.md`` (table, "Fencing tokens", "Ordered locks in workers"). A
+ticket (``OrderedTicket``; its fencing key is ``(epoch, nonce)``) is assigned at
 enqueue time; the gate lets a ticket go when it is next after the cursor, drains blockers whose
 liveness timer lapsed (the poison pill), fences stragglers of a drained batch by epoch, and in
 strict mode makes every ticket after a failed one skip (``skip_chain_failed``). While its turn

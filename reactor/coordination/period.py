@@ -1,8 +1,8 @@
-"""The period client: "at most once per calendar bucket" (storage-protocol.md §2.11).
+"""The period client: "at most once per calendar bucket" (``docs/coordination.md``).
 
 The bucket is computed from the store's clock (:meth:`reactor.ports.Storage.now`), and the
 mark is first-wins in storage, so two runs racing in one bucket cannot both mark it (the fix
-ARCHITECTURE §2 asks for). Marking happens only after a plain ``Success``.
+of the classic check-then-set race). Marking happens only after a plain ``Success``.
 """
 
 from __future__ import annotations

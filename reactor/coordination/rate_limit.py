@@ -1,8 +1,8 @@
 """The rate-limit client: multi-window fixed windows and a registry of named limits.
 
-Semantics: storage-protocol.md §2.10. All windows are checked and charged atomically by the
-store; a denial raises :class:`reactor.RateLimitExceeded` with ``retry_after`` seconds so a
-worker can park for exactly that long.
+Semantics: ``docs/coordination.md`` (table, "Clock skew"). All windows are checked and charged
+atomically by the store; a denial raises :class:`reactor.RateLimitExceeded` with
+``retry_after`` seconds so a worker can park for exactly that long.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ says so ("Renewal and loss"). Waiters back off exponentially with jitter.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 import uuid
@@ -69,8 +70,12 @@ class Semaphore:
     ) -> None:
         if limit < 1:
             raise ValueError(f"Semaphore limit must be >= 1, got {limit!r}")
-        if lease <= 0:
-            raise ValueError(f"Semaphore lease must be > 0 seconds, got {lease!r}")
+        if isinstance(lease, bool) or not isinstance(lease, int | float) or not (
+            lease > 0 and math.isfinite(lease)
+        ):
+            raise ValueError(
+                f"Semaphore lease must be a finite number of seconds > 0, got {lease!r}"
+            )
         if auto_extend:
             validate_lease("Semaphore lease (auto-extended)", lease)
         if lease <= skew:

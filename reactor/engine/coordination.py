@@ -1,8 +1,7 @@
 """Taking and releasing the ``with_*`` holds of a run, a step or a direct ``Step.call``.
 
-Semantics: engine.md §1.2 "Reactor-level coordination", "Step-level coordination", "Parking on
-contention" and "Compensate vs undo ordering"; §3.1 steps 2-4; storage-protocol.md §2.8-2.12
-(client semantics, through the :mod:`reactor.coordination` clients).
+Semantics: ``docs/coordination.md`` ("Order", "Contention", "Rollback", "Renewal and loss",
+"Holds"), through the :mod:`reactor.coordination` clients.
 
 **Acquisition order.** Reactor level (:func:`run_coordinated`, around the executor): ordered-lock
 gate, period fast check, (inputs are already validated by ``launch``), rate limit (first
@@ -44,7 +43,7 @@ semaphore); when it cannot, the undo/compensate is skipped and a
 recorded. Rate limits, periods and ordered locks are not re-taken.
 
 **Direct calls** (:func:`call_direct`, behind ``Step.call``) coordinate as their own unit of
-work (seed 000 ``step.rb``): never park, keep no state on any context, wait then fail.
+work: never park, keep no state on any context, wait then fail.
 """
 
 from __future__ import annotations
@@ -132,7 +131,8 @@ monotonic: Callable[[], float] = time.monotonic
 PARKED_HOLDS = "parked_holds"
 #: The ``parked_holds`` scope of reactor-level holds.
 REACTOR_SCOPE = "@reactor"
-#: ``private_data`` key: the run passed its reactor-level coordination once (engine.md §1.2).
+#: ``private_data`` key: the run passed its reactor-level coordination once (it is not
+#: charged or period-checked again when it resumes).
 ADMITTED = "admitted"
 #: ``private_data`` key: the reactor-level rate limit was charged (once per run).
 RATE_LIMIT_CHARGED = "rate_limit_charged"
@@ -439,7 +439,7 @@ class _Unit:
         key = self._key(decl)
         active = _active_ordered_keys()
         if key in active:
-            # engine.md §3.1 step 2: a nested unit on a key this thread already holds in line
+            # A nested unit on a key this thread already holds in line
             # would wait for itself forever.
             log.warning("event=ordered_lock_nested key=%s scope=%s: not sequenced", key,
                         self.scope)
@@ -727,8 +727,9 @@ def _stop_before_steps(state: RunState, unit: _Unit, early: Result) -> Success |
 def assign_ordered_ticket(definition: ReactorDefinition, ctx: Context, env: Env) -> None:
     """Take the run's place in its reactor-level ordered lock now (at enqueue time).
 
-    engine.md §3.2 step 1: a background run is given its ticket by the caller, before the
-    context is saved and enqueued, so runs go in enqueue order. Without this call the ticket is
+    A background run is given its ticket by the caller (``docs/coordination.md``, "Ordered
+    locks in workers"), before the context is saved and enqueued, so runs go in enqueue
+    order. Without this call the ticket is
     assigned when the run first executes (a synchronous run). A no-op when the reactor declares
     no ordered lock, the ticket exists, or the key cannot be computed yet (the execution then
     fails on it).

@@ -388,7 +388,7 @@ def test_lease_validation_and_polling_backoff() -> None:
     assert renewal.renew_interval(1.0) == pytest.approx(1 / 3)
     assert renewal.validate_lease("x", 1) == 1.0
     for bad in (0.5, 0, -1, float("nan"), float("inf"), True, "1"):
-        with pytest.raises(ValueError, match="x must be a number of seconds >= 1"):
+        with pytest.raises(ValueError, match="x must be a finite number of seconds >= 1"):
             renewal.validate_lease("x", bad)  # type: ignore[arg-type]
     delays = [renewal.poll_delay(n, 100.0, 1.0) for n in range(1, 10)]
     assert delays[:5] == pytest.approx([0.05, 0.1, 0.2, 0.4, 0.8])

@@ -46,7 +46,7 @@ MIN_LEASE = 1.0
 RETRY_BASE = 0.05
 
 #: The shortest retry delay, in seconds (a renewer never spins).
-RETRY_FLOOR = 0.005
+RETRY_FLOOR = 0.02
 
 
 def renew_interval(lease: float) -> float:
@@ -108,8 +108,8 @@ def validate_lease(what: str, lease: float) -> float:
         or lease < MIN_LEASE
     ):
         raise ValueError(
-            f"{what} must be a number of seconds >= {MIN_LEASE:g} (the shortest lease the "
-            f"renewer can keep alive: it renews every lease/3), got {lease!r}"
+            f"{what} must be a finite number of seconds >= {MIN_LEASE:g} (the shortest lease "
+            f"the renewer can keep alive: it renews every lease/3), got {lease!r}"
         )
     return float(lease)
 
