@@ -19,7 +19,12 @@ from collections.abc import Callable
 from types import TracebackType
 
 from reactor.coordination._heartbeat import Heartbeat
-from reactor.model.coordination.renewal import poll_delay, renew_interval, validate_lease
+from reactor.model.coordination.renewal import (
+    holder_lease,
+    poll_delay,
+    renew_interval,
+    validate_lease,
+)
 from reactor.model.errors import LockAcquisitionError, LockLost
 from reactor.ports.storage import LockStore
 
@@ -47,7 +52,8 @@ class Lock:
         sleep: the sleep function used while waiting (injectable for tests).
         monotonic: the clock of the wait deadline and the holder's deadline (injectable).
         skew: the storage's clock-skew budget in seconds (``Capabilities.clock_skew``): the
-            holder's deadline is ``ttl - skew`` after an acquire or extend started, because a
+            holder's deadline is ``holder_lease(ttl, skew)`` (``ttl - skew`` less a small
+            rounding margin) after an acquire or extend started, because a
             process whose clock runs ahead may take a lapsed lock that much early.
 
     Attributes:
@@ -83,7 +89,7 @@ class Lock:
             )
         if ttl is not None and auto_extend:
             validate_lease("Lock ttl (auto-extended)", ttl)
-        if ttl is not None and ttl <= skew:
+        if ttl is not None and holder_lease(ttl, skew) <= 0:
             raise ValueError(
                 f"Lock ttl ({ttl:g}s) must exceed the storage's clock-skew budget ({skew:g}s)"
             )
@@ -142,7 +148,7 @@ class Lock:
             return False
         self.token = int(granted)
         self._lost = None
-        self._deadline = None if self.ttl is None else started + self.ttl - self.skew
+        self._deadline = None if self.ttl is None else started + holder_lease(self.ttl, self.skew)
         self._start_extender(started)
         return True
 
@@ -208,7 +214,7 @@ class Lock:
         started = self._monotonic()
         extended = self.store.extend(self.key, self.owner, ttl)
         if extended and self._heartbeat is None:
-            self._deadline = None if ttl is None else started + ttl - self.skew
+            self._deadline = None if ttl is None else started + holder_lease(ttl, self.skew)
         return extended
 
     def detach(self) -> None:
@@ -247,7 +253,7 @@ class Lock:
     def _start_extender(self, acquired_at: float) -> None:
         if not self.auto_extend or self._heartbeat is not None or self.ttl is None:
             return
-        lease = self.ttl - self.skew  # the holder's own lease (docs/coordination.md#clock-skew)
+        lease = holder_lease(self.ttl, self.skew)  # docs/coordination.md#clock-skew
         self._heartbeat = Heartbeat(
             f"lock-extend:{self.key}", renew_interval(lease), self.extend, self._report_lost,
             lease=lease, clock=self._monotonic,

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from reactor.coordination._heartbeat import Heartbeat
-from reactor.model.coordination.renewal import renew_interval
+from reactor.model.coordination.renewal import holder_lease, renew_interval
 from reactor.model.errors import LockLost, OrderedLockWaitError
 from reactor.ports.records import OrderedLockState, OrderedTicket
 from reactor.ports.storage import OrderedLockStore
@@ -41,7 +41,7 @@ class OrderedLock:
         ttl: seconds an idle lock keeps its state.
         strict: after a failure, later tickets skip instead of running.
         skew: the storage's clock-skew budget in seconds; the holder's deadline for its turn
-            is ``poison_pill_timeout - skew`` after its last successful heartbeat.
+            is ``holder_lease(poison_pill_timeout, skew)`` after its last successful heartbeat.
     """
 
     def __init__(
@@ -56,7 +56,7 @@ class OrderedLock:
     ) -> None:
         if poison_pill_timeout <= 0 or ttl <= 0:
             raise ValueError("poison_pill_timeout and ttl must be > 0 seconds")
-        if poison_pill_timeout <= skew:
+        if holder_lease(poison_pill_timeout, skew) <= 0:
             raise ValueError(
                 f"poison_pill_timeout ({poison_pill_timeout:g}s) must exceed the storage's "
                 f"clock-skew budget ({skew:g}s)"
@@ -150,7 +150,7 @@ class OrderedLock:
             if on_lost is not None:
                 on_lost(lost)
 
-        lease = self.poison_pill_timeout - self.skew
+        lease = holder_lease(self.poison_pill_timeout, self.skew)
         self._heartbeat = Heartbeat(
             f"ordered-heartbeat:{self.key}",
             renew_interval(lease),

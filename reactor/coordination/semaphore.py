@@ -18,7 +18,12 @@ from collections.abc import Callable
 from types import TracebackType
 
 from reactor.coordination._heartbeat import Heartbeat
-from reactor.model.coordination.renewal import poll_delay, renew_interval, validate_lease
+from reactor.model.coordination.renewal import (
+    holder_lease,
+    poll_delay,
+    renew_interval,
+    validate_lease,
+)
 from reactor.model.errors import LockLost, SemaphoreAcquisitionError
 from reactor.ports.storage import SemaphoreStore
 
@@ -46,7 +51,8 @@ class Semaphore:
         sleep: injectable sleep for waiting.
         monotonic: injectable clock for the wait deadline and the holder's deadline.
         skew: the storage's clock-skew budget in seconds (``Capabilities.clock_skew``); the
-            holder's deadline is ``lease - skew`` after an acquire or extend started.
+            holder's deadline is ``holder_lease(lease, skew)`` after an acquire or extend
+            started.
 
     Raises:
         ValueError: ``limit`` < 1, ``lease`` not positive (or below the minimum with
@@ -78,7 +84,7 @@ class Semaphore:
             )
         if auto_extend:
             validate_lease("Semaphore lease (auto-extended)", lease)
-        if lease <= skew:
+        if holder_lease(lease, skew) <= 0:
             raise ValueError(
                 f"Semaphore lease ({lease:g}s) must exceed the storage's clock-skew budget "
                 f"({skew:g}s)"
@@ -135,7 +141,7 @@ class Semaphore:
         started = self._monotonic()
         if self.store.acquire(self.key, self.holder, self.limit, self.lease):
             self._lost = None
-            self._deadline = started + self.lease - self.skew
+            self._deadline = started + holder_lease(self.lease, self.skew)
             self._start_extender(started)
             return True
         return False
@@ -192,7 +198,7 @@ class Semaphore:
         started = self._monotonic()
         if self.store.extend(self.key, self.holder, self.lease):
             self._lost = None
-            self._deadline = started + self.lease - self.skew
+            self._deadline = started + holder_lease(self.lease, self.skew)
             self._start_extender(started)
             return True
         return False
@@ -200,7 +206,7 @@ class Semaphore:
     def _start_extender(self, acquired_at: float) -> None:
         if not self.auto_extend or self._heartbeat is not None:
             return
-        lease = self.lease - self.skew  # the holder's own lease (docs/coordination.md#clock-skew)
+        lease = holder_lease(self.lease, self.skew)  # docs/coordination.md#clock-skew
         self._heartbeat = Heartbeat(
             f"semaphore-extend:{self.key}",
             renew_interval(lease),

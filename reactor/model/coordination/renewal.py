@@ -26,11 +26,14 @@ from __future__ import annotations
 import math
 
 __all__ = [
+    "DEADLINE_MARGIN",
+    "DEADLINE_RATE",
     "MIN_LEASE",
     "POLL_BASE",
     "POLL_MAX",
     "RETRY_BASE",
     "RETRY_FLOOR",
+    "holder_lease",
     "poll_delay",
     "renew_interval",
     "retry_delay",
@@ -47,6 +50,33 @@ RETRY_BASE = 0.05
 
 #: The shortest retry delay, in seconds (a renewer never spins).
 RETRY_FLOOR = 0.02
+
+
+#: The fixed part of the margin a holder keeps before its lease's end, in seconds: backends
+#: round expiries (milliseconds) and their clocks may run slightly faster than the holder's
+#: monotonic clock, so the holder gives the lease up a little before the store could.
+DEADLINE_MARGIN = 0.02
+
+#: The part of the margin proportional to the lease (clock-rate difference, 1 ms per second).
+DEADLINE_RATE = 0.001
+
+
+def holder_lease(lease: float, skew: float = 0.0) -> float:
+    """Seconds after a successful acquire/extend *started* that the holder may rely on its lease.
+
+    ``lease - skew - (DEADLINE_MARGIN + DEADLINE_RATE * lease)``: the store's expiry is stamped
+    no earlier than the call started, minus the clock-skew budget of application-clock backends
+    (another process's clock may run ahead), minus a margin for expiry rounding and clock-rate
+    differences (``docs/coordination.md``, "Renewal and loss").
+
+    Args:
+        lease: the lease length in seconds.
+        skew: the storage's clock-skew budget in seconds.
+
+    Returns:
+        The holder's lease in seconds (may be <= 0 when ``lease`` does not exceed ``skew``).
+    """
+    return lease - skew - (DEADLINE_MARGIN + DEADLINE_RATE * lease)
 
 
 def renew_interval(lease: float) -> float:
