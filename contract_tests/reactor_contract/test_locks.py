@@ -1,4 +1,4 @@
-"""Locks: storage-protocol.md §4.2 items 26-27, plus the lapsed-owner rules of ARCHITECTURE §2.
+"""Locks: re-entrant owner-tokened TTL locks, lapsed owners, fencing tokens (docs/coordination.md).
 
 Fencing tokens (docs/coordination.md#fencing-tokens): ``acquire`` returns 0 when refused and
 otherwise the holder's token, which grows strictly with every fresh acquisition of a key, across

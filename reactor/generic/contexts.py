@@ -19,8 +19,10 @@ Layout (all documents re-stamped to ``now + context_ttl`` on every save, ARCHITE
   last key of a page (§2.14 ``scan_reactors_page``).
 
 The two documents of one run are written one after the other (context first). A crash in
-between leaves the page summary one save behind; the next save repairs it. Contexts have a
-single writer by protocol (ARCHITECTURE §5 rule 1), so no cross-document transaction is needed;
+between leaves the page summary one save behind; the next save repairs it (after a run's
+final save there is none: a known gap, the listing may keep showing the run unfinished).
+Contexts have a single writer by protocol (docs/workers.md, "Stale writers and fenced saves"),
+so no cross-document transaction is needed;
 a writer that lost its lock is refused by the fence stored on the context document itself
 (:data:`FENCE_FIELD`, checked in the same compare-and-set as the write: docs/workers.md,
 "Stale writers and fenced saves").
