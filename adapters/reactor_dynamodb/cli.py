@@ -1,6 +1,7 @@
 """``reactor dynamodb ...``: a typer sub-app the ``reactor`` command mounts.
 
-``reactor/cli.py`` mounts it with one line (the import is guarded because boto3 is the optional
+``reactor.cli.mount_plugins`` mounts it through the ``reactor.cli`` entry-point group (the
+import is guarded because boto3 is the optional
 ``dynamodb`` extra)::
 
     app.add_typer(reactor_dynamodb.cli.app, name="dynamodb")

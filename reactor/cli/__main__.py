@@ -1,0 +1,5 @@
+"""``python -m reactor.cli worker ...``: the ``reactor`` console script."""
+
+from reactor.cli import main
+
+main()

@@ -1,0 +1,61 @@
+"""``reactor worker``: consume the configured router and run jobs (docs/workers.md, "Running
+workers")."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+
+from reactor import config
+from reactor.cli._common import (
+    ImportOpt,
+    RouterOpt,
+    SettingOpt,
+    StorageOpt,
+    _import_modules,
+    _refuse_router_without_storage,
+    _runtime,
+    app,
+)
+
+__all__ = ["worker"]
+
+
+@app.command()
+def worker(
+    storage: StorageOpt = None,
+    router: RouterOpt = None,
+    threads: Annotated[int, typer.Option(help="Handler threads.", min=1)] = 1,
+    import_: ImportOpt = None,
+    sweep: Annotated[
+        bool, typer.Option("--sweep", help="Also run the sweep chain (one tick per interval).")
+    ] = False,
+    setting: SettingOpt = None,
+    drain_timeout: Annotated[
+        float, typer.Option(help="Seconds to finish in-flight jobs after SIGTERM.", min=0)
+    ] = 30.0,
+    max_deliveries: Annotated[
+        int, typer.Option(help="Deliveries of a failing job before it is dead-lettered.", min=1)
+    ] = 5,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """Consume the router and run jobs until SIGTERM/SIGINT, then finish in-flight jobs."""
+    from reactor.jobs.worker import Worker
+
+    _refuse_router_without_storage(storage, router)
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    _import_modules(import_ or [])
+    runtime = _runtime(storage, router, setting)
+    runner = Worker(
+        runtime, threads=threads, import_modules=import_ or [], sweep=sweep,
+        drain_timeout=drain_timeout, max_deliveries=max_deliveries,
+    )
+    try:
+        code = runner.serve()
+    finally:
+        config.reset()
+    raise typer.Exit(code)
