@@ -28,7 +28,8 @@ DynamoDB + SQS; not ``memory://``). What it does:
    ``updated_at``, on the storage clock).
 4. Stops the workers (SIGTERM, drain) and checks, printing every violation:
 
-   * every run is terminal;
+   * every run is terminal, and the run listing (``contexts.page``, what ``reactor runs
+     list`` shows) agrees with the stored runs (quiescence is judged on the stored runs);
    * :func:`.run.check_invariants` on the journal's final service state: a failed order left
      no reservation, capture, open authorization, shipment or e-mail and its stored run has an
      empty undo stack; a completed order holds exactly its reservations, one capture, one
@@ -469,8 +470,9 @@ def _outcome(order: Order, run_id: str, runtime: Runtime) -> Outcome:
 # --------------------------------------------------------------------------------------------
 
 
-def _statuses(runtime: Runtime, run_ids: set[str]) -> dict[str, tuple[RunStatus, float]]:
-    """run id -> (status, updated_at) of our runs, from the run listing (missing ones loaded)."""
+def _listing(runtime: Runtime, run_ids: set[str]) -> dict[str, tuple[RunStatus, float]]:
+    """run id -> (status, updated_at) of our runs as the run listing (``contexts.page``, what
+    ``reactor runs list`` shows) has them; runs it does not list are absent."""
     seen: dict[str, tuple[RunStatus, float]] = {}
     cursor: str | None = None
     while True:
@@ -481,11 +483,57 @@ def _statuses(runtime: Runtime, run_ids: set[str]) -> dict[str, tuple[RunStatus,
         cursor = page.next_cursor
         if cursor is None:
             break
-    for run_id in run_ids - set(seen):
+    return seen
+
+
+def _stored(runtime: Runtime, run_ids: set[str]) -> dict[str, tuple[RunStatus, float]]:
+    """run id -> (status, updated_at) of the stored runs themselves (authoritative)."""
+    seen: dict[str, tuple[RunStatus, float]] = {}
+    for run_id in run_ids:
         record = runtime.storage.contexts.load(run_id)
         if record is not None:
             seen[run_id] = (RunStatus(record.status), record.updated_at)
     return seen
+
+
+class _Quiescence:
+    """Tracks which runs are terminal: the listing for the many, the stored run for the ones
+    the listing still shows unfinished (a terminal status is final, so it is read once)."""
+
+    def __init__(self, runtime: Runtime, run_ids: set[str]) -> None:
+        self.runtime = runtime
+        self.ids = run_ids
+        self.final: dict[str, tuple[RunStatus, float]] = {}
+        self._last_direct = 0.0
+
+    def pending(self) -> set[str]:
+        """The runs not terminal now (reads the listing; loads the runs it shows unfinished
+        when they are few, or every 10 s)."""
+        listing = _listing(self.runtime, self.ids - set(self.final))
+        for run_id, (status, updated) in listing.items():
+            if status in TERMINAL_STATUSES:
+                self.final[run_id] = (status, updated)
+        pending = self.ids - set(self.final)
+        if pending and (len(pending) <= 25 or time.monotonic() - self._last_direct >= 10):
+            self._last_direct = time.monotonic()
+            for run_id, (status, updated) in _stored(self.runtime, pending).items():
+                if status in TERMINAL_STATUSES:
+                    self.final[run_id] = (status, updated)
+            pending = self.ids - set(self.final)
+        return pending
+
+    def stale_listing(self) -> list[str]:
+        """One line per finished run the listing still shows unfinished (or not at all)."""
+        listing = _listing(self.runtime, self.ids)
+        lines = []
+        for run_id, (status, updated) in sorted(self.final.items()):
+            shown = listing.get(run_id)
+            if shown is None or shown[0] is not status:
+                lines.append(
+                    f"run listing (contexts.page) shows run {run_id} as "
+                    f"{shown[0].value if shown else 'absent'}, the stored run is "
+                    f"{status.value} since {time.strftime('%H:%M:%S', time.gmtime(updated))}Z")
+        return lines
 
 
 def _events(opts: SoakOptions, t0: float, load: float) -> Iterator[tuple[float, str]]:
@@ -575,22 +623,21 @@ def run_soak(opts: SoakOptions, out: TextIO = sys.stdout) -> SoakReport:
         # -- quiescence ----------------------------------------------------------------------
         ids = set(handles)
         deadline = time.monotonic() + opts.timeout
-        statuses = _statuses(runtime, ids)
+        quiet = _Quiescence(runtime, ids)
         while True:
-            pending = {i for i in ids if statuses.get(i, (None, 0))[0] not in TERMINAL_STATUSES}
+            pending = quiet.pending()
             if not pending or time.monotonic() > deadline:
                 break
             for line in workers.reap():
                 say(f"  worker exited by itself: {line}")
             time.sleep(0.5)
-            statuses = _statuses(runtime, ids)
         if not pending:
-            finished = max(updated for _, updated in statuses.values())
+            finished = max(updated for _, updated in quiet.final.values())
             report.quiescence = max(finished - last_submit, 0.0)
         say("soak: " + ("every run is terminal" if not pending else
                         f"TIMEOUT: {len(pending)} runs not terminal")
             + "; stopping the workers")
-        stuck = _describe_stuck(runtime, sorted(pending), statuses, workers)
+        stuck = _describe_stuck(runtime, sorted(pending), workers)
         if stuck:
             states = Counter(line.split(" not terminal: ", 1)[1].split(", last trace")[0]
                              for line in stuck)
@@ -600,6 +647,7 @@ def run_soak(opts: SoakOptions, out: TextIO = sys.stdout) -> SoakReport:
         report.violations.extend(f"worker {line} (not killed by the soak)"
                                  for line in workers.exited)
         report.violations.extend(stuck)
+        report.violations.extend(quiet.stale_listing())
 
         # -- invariants ----------------------------------------------------------------------
         report.violations.extend(_check(report, runtime, journal, handles, workers))
@@ -615,9 +663,7 @@ def run_soak(opts: SoakOptions, out: TextIO = sys.stdout) -> SoakReport:
     return report
 
 
-def _describe_stuck(runtime: Runtime, pending: list[str],
-                    statuses: Mapping[str, tuple[RunStatus, float]], workers: _Workers
-                    ) -> list[str]:
+def _describe_stuck(runtime: Runtime, pending: list[str], workers: _Workers) -> list[str]:
     """One violation line per run left non-terminal, with what the logs say about it."""
     lines = []
     for run_id in pending:
@@ -630,7 +676,7 @@ def _describe_stuck(runtime: Runtime, pending: list[str],
             if record is not None:
                 where += f", capture record {record.status}"
         except Exception as exc:  # the report must not die on one unreadable run
-            where = f"status {statuses.get(run_id, ('unknown',))[0]} (unreadable: {exc})"
+            where = f"status unknown (unreadable: {exc})"
         logs = workers.grep(run_id, limit=3)
         lines.append(f"run {run_id} not terminal: {where}"
                      + "".join(f"\n      {line}" for line in logs))
@@ -779,11 +825,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"soak: error: {exc}", file=sys.stderr)
         return 2
     if report.violations:
+        # every violation of an invariant, then at most 40 of the runs left unfinished
+        stuck = [v for v in report.violations if " not terminal: " in v]
+        shown = [v for v in report.violations if " not terminal: " not in v] + stuck[:40]
         print(f"soak: {len(report.violations)} VIOLATIONS:")
-        for line in report.violations[:40]:
+        for line in shown:
             print(f"  - {line}")
-        if len(report.violations) > 40:
-            print(f"  ... and {len(report.violations) - 40} more")
+        if len(shown) < len(report.violations):
+            print(f"  ... and {len(report.violations) - len(shown)} more unfinished runs")
     print(f"soak: {report.calls} service calls, {report.interrupted} kills hit a job after a "
           f"side effect, {report.reruns} calls re-run by unclean executions (allowed), "
           f"{report.pauses} pauses, load {report.load_seconds:.1f}s, total "

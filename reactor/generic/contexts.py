@@ -19,10 +19,12 @@ Layout (all documents re-stamped to ``now + context_ttl`` on every save, ARCHITE
   last key of a page (§2.14 ``scan_reactors_page``).
 
 The two documents of one run are written one after the other (context first). A crash in
-between leaves the page summary one save behind; the next save repairs it (after a run's
-final save there is none: a known gap, the listing may keep showing the run unfinished).
-Contexts have a single writer by protocol (docs/workers.md, "Stale writers and fenced saves"),
-so no cross-document transaction is needed;
+between leaves the page summary one save behind: the next save repairs it, and
+:meth:`DocumentContextStore.page` verifies every row whose summary is not terminal against its
+context document and repairs it on read, so a crash between a run's *final* save and its
+summary write never leaves the listing showing a finished run as unfinished (docs/workers.md,
+"Run listings after a crash"). Contexts have a single writer by protocol (docs/workers.md,
+"Stale writers and fenced saves"), so no cross-document transaction is needed;
 a writer that lost its lock is refused by the fence stored on the context document itself
 (:data:`FENCE_FIELD`, checked in the same compare-and-set as the write: docs/workers.md,
 "Stale writers and fenced saves").
@@ -36,7 +38,7 @@ from typing import Any
 from reactor.generic._durable import DurableCollection, Mutation
 from reactor.generic._scan import keyset_scan
 from reactor.model.errors import ContextTooLargeError, StaleWriterError
-from reactor.model.status import RunStatus
+from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.ports.documents import DocumentStore
 from reactor.ports.records import ContextRecord, Fence, RunPage, RunSummary, ScanPage
 from reactor.ports.serialization import (
@@ -91,6 +93,14 @@ def _stored_fence(value: Mapping[str, Any] | None) -> int:
         return int(raw) if raw is not None else 0
     except (TypeError, ValueError):
         return 0
+
+
+def _page_summary(context: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`CONTEXT_PAGES` document of a stored context document: everything but the
+    document body, the root id and the fence."""
+    return {
+        k: v for k, v in context.items() if k not in ("document", "root_context_id", FENCE_FIELD)
+    }
 
 
 def _summary(value: Mapping[str, Any]) -> RunSummary:
@@ -186,8 +196,7 @@ class DocumentContextStore:
             if old_key != new_key:
                 self._pages.delete(old_key)
         if new_key is not None:
-            summary = {k: v for k, v in value.items() if k not in ("document", "root_context_id")}
-            self._pages.put(new_key, summary)
+            self._pages.put(new_key, _page_summary(value))
 
     def load(self, context_id: str) -> ContextRecord | None:
         """Read a context by id, ``None`` when absent or expired."""
@@ -271,7 +280,54 @@ class DocumentContextStore:
         found = self._pages.documents.scan(CONTEXT_PAGES, after=after, limit=limit + 1)
         rows = found[:limit]
         more = len(found) > limit
+        runs = []
+        for key, value in rows:
+            summary = self._verified(key, value)
+            if summary is not None:
+                runs.append(summary)
         return RunPage(
-            runs=tuple(_summary(value) for _key, value in rows),
+            runs=tuple(runs),
             next_cursor=encode_page_cursor(rows[-1][0]) if more else None,
         )
+
+    def _verified(self, key: str, value: Mapping[str, Any]) -> RunSummary | None:
+        """The listing row of page summary ``value`` (stored under ``key``), checked against
+        its context when the summary is not terminal (docs/workers.md, "Run listings after a
+        crash").
+
+        A terminal summary is final and shown as stored. Any other is one save behind when a
+        writer died between its context write and its summary write: the context's own values
+        are shown and the summary is repaired -- by a compare-and-set that only ever moves it
+        forward (a newer summary written meanwhile is kept). A summary whose context is gone
+        (expired or deleted) is dropped and removed. Returns ``None`` for a dropped row.
+        """
+        summary = _summary(value)
+        if summary.status in TERMINAL_STATUSES:
+            return summary
+        context = self._contexts.get(summary.context_id)
+        if context is None:
+            self._pages.delete(
+                key, when=lambda stored: stored.get("updated_at") == value.get("updated_at")
+            )
+            return None
+        fresh = _page_summary(context)
+        if fresh.get("status") == value.get("status") and fresh.get("updated_at") == value.get(
+            "updated_at"
+        ):
+            return summary
+        if context.get("parent_context_id") is not None or page_key(
+            float(context["created_at"]), summary.context_id
+        ) != key:
+            return summary  # not this row's run any more (re-created): leave it to its writer
+
+        def repair(
+            stored: Mapping[str, Any] | None,
+        ) -> Mutation[None]:
+            if stored is None or float(stored.get("updated_at", 0)) >= float(
+                fresh.get("updated_at", 0)
+            ):
+                return None, None, None
+            return fresh, None, None
+
+        self._pages.update(key, repair)
+        return _summary(fresh)

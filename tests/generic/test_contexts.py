@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
+from typing import Any
 
 import pytest
 
-from reactor.generic.contexts import CONTEXT_PAGES, CONTEXTS
+from reactor.generic.contexts import CONTEXT_PAGES, CONTEXTS, context_page_key
 from reactor.generic.storage import GenericStorage
 from reactor.memory import ManualClock, MemoryDocumentStore, MemoryProbe, MemoryStorage
-from reactor.model.errors import ContextTooLargeError
+from reactor.model.errors import ContextTooLargeError, StorageError
 from reactor.ports import Capabilities, ContextRecord, StepResultRecord
 
 TTL = 100.0
@@ -243,3 +245,64 @@ def test_top_level_runs_get_a_page_document_under_context_page_key(
     child = ContextRecord("el-1", "E", "running", "{}", 1.0, 1.0, parent_context_id="run-1")
     storage.contexts.save(child)
     assert storage.documents.raw(CONTEXT_PAGES, context_page_key(1.0, "el-1")) is None
+
+
+class _PageWritesFail:
+    """A :class:`MemoryDocumentStore` whose writes to the page collection raise while armed:
+    a writer killed between a run's context write and its summary write."""
+
+    def __init__(self, docs: MemoryDocumentStore) -> None:
+        self.docs = docs
+        self.armed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.docs, name)
+
+    def write(self, collection: str, key: str, value: Any, **kwargs: Any) -> bool:
+        if self.armed and collection == CONTEXT_PAGES:
+            raise StorageError("killed between the context write and the summary write")
+        return self.docs.write(collection, key, value, **kwargs)
+
+
+def test_a_crash_after_the_final_context_write_never_leaves_the_listing_unfinished(
+    clock: ManualClock,
+) -> None:
+    docs = _PageWritesFail(MemoryDocumentStore(clock=clock))
+    storage = GenericStorage(docs, capabilities=Capabilities())  # type: ignore[arg-type]
+    storage.contexts.save(record("a", status="running"))
+    docs.armed = True
+    finished = dataclasses.replace(record("a", status="completed"), updated_at=9.0)
+    with pytest.raises(StorageError):
+        storage.contexts.save(finished)
+    assert storage.contexts.load("a").status == "completed"  # type: ignore[union-attr]
+    docs.armed = False
+    (row,) = storage.contexts.page().runs
+    assert (row.status, row.updated_at) == ("completed", 9.0)
+    # ... and the summary itself was repaired, so later pages read it as stored
+    stored = docs.docs.raw(CONTEXT_PAGES, context_page_key(1.0, "a"))
+    assert stored is not None and stored.value["status"] == "completed"
+
+
+def test_a_summary_whose_context_is_gone_is_dropped_from_the_listing(
+    storage: MemoryStorage,
+) -> None:
+    storage.contexts.save(record("a", status="running"))
+    storage.contexts.save(record("b", status="running", created_at=2.0))
+    storage.documents.write(CONTEXTS, "a", None, expected_version=storage.documents.read(
+        CONTEXTS, "a").version, expires_at=None)
+    assert [r.context_id for r in storage.contexts.page().runs] == ["b"]
+    assert storage.documents.raw(CONTEXT_PAGES, context_page_key(1.0, "a")) is None
+
+
+def test_listing_repair_never_moves_a_summary_backwards(clock: ManualClock) -> None:
+    docs = _PageWritesFail(MemoryDocumentStore(clock=clock))
+    storage = GenericStorage(docs, capabilities=Capabilities())  # type: ignore[arg-type]
+    storage.contexts.save(record("a", status="running"))
+    key = context_page_key(1.0, "a")
+    # a newer summary than the context (the writer's next save landed in between) is kept
+    newer = dict(docs.docs.raw(CONTEXT_PAGES, key).value, updated_at=50.0)  # type: ignore[union-attr]
+    docs.docs.write(CONTEXT_PAGES, key, newer,
+                    expected_version=docs.docs.read(CONTEXT_PAGES, key).version, expires_at=None)
+    (row,) = storage.contexts.page().runs
+    assert row.status == "running"
+    assert docs.docs.raw(CONTEXT_PAGES, key).value["updated_at"] == 50.0  # type: ignore[union-attr]
