@@ -99,6 +99,11 @@ LEASE_INTERVALS = 2
 #: The longest dispatch lease, in base leases (bounds the recovery delay of a unit that keeps
 #: getting lost).
 LEASE_GROWTH = 8
+#: The shortest base dispatch lease, in seconds, whatever the settings: queue latency on a
+#: loaded backend does not shrink with the sweep interval, so a short interval must not turn
+#: every unit waiting in a queue into one more copy per few seconds (docs/workers.md, "Sweep
+#: cursors and dispatch leases").
+MIN_LEASE_SECONDS = 30.0
 #: Empty pages :func:`scan_pages` follows in one call before handing the cursor back.
 MAX_EMPTY_PAGES = 100
 
@@ -144,10 +149,11 @@ class DispatchLease:
     def from_settings(cls, settings: Settings, *, visibility: float | None = None) -> DispatchLease:
         """The lease the sweep chain uses.
 
-        ``base = max(visibility, LEASE_INTERVALS x sweeper_interval)`` -- a job delivered to a
-        worker that died before taking its liveness lock comes back by itself after the
-        visibility timeout, and the next tick must not re-dispatch what this tick did;
-        ``cap = LEASE_GROWTH x base``.
+        ``base = max(visibility, LEASE_INTERVALS x sweeper_interval, MIN_LEASE_SECONDS)`` -- a
+        job delivered to a worker that died before taking its liveness lock comes back by itself
+        after the visibility timeout, the next tick must not re-dispatch what this tick did, and
+        a short sweep interval must not re-dispatch queued units faster than a loaded queue
+        delivers them; ``cap = LEASE_GROWTH x base``.
 
         Args:
             settings: the engine settings (``sweeper_interval``, ``visibility_timeout``).
@@ -158,7 +164,7 @@ class DispatchLease:
             The lease.
         """
         seen = settings.visibility_timeout if visibility is None else visibility
-        base = max(seen, LEASE_INTERVALS * settings.sweeper_interval)
+        base = max(seen, LEASE_INTERVALS * settings.sweeper_interval, MIN_LEASE_SECONDS)
         return cls(base=base, cap=LEASE_GROWTH * base)
 
     @property

@@ -17,6 +17,8 @@ from reactor.config import Runtime, Settings
 from reactor.jobs.payloads import RunPayload, parse_payload
 from reactor.jobs.sweep_tick import dispatch_lease, run_sweeps
 from reactor.jobs.sweepers import (
+    LEASE_GROWTH,
+    MIN_LEASE_SECONDS,
     DispatchLease,
     ScanCursorError,
     SweepCounts,
@@ -309,6 +311,19 @@ def test_the_lease_is_derived_from_the_settings() -> None:
     assert DispatchLease.from_settings(settings) == DispatchLease(base=30, cap=240)
     assert DispatchLease.from_settings(Settings(sweeper_interval=40)) == DispatchLease(80, 640)
     assert DispatchLease.from_settings(settings, visibility=90).base == 90
+
+
+def test_a_short_sweep_interval_does_not_shorten_the_lease_below_its_floor() -> None:
+    """Queue latency does not shrink with the sweep interval: 1 s ticks on a loaded backend
+    must not re-enqueue every queued unit every few seconds (docs/workers.md, "Sweep cursors
+    and dispatch leases")."""
+    fast = Settings(sweeper_interval=1, visibility_timeout=1)
+    assert DispatchLease.from_settings(fast) == DispatchLease(
+        base=MIN_LEASE_SECONDS, cap=LEASE_GROWTH * MIN_LEASE_SECONDS)
+    assert DispatchLease.from_settings(fast, visibility=0.5).base == MIN_LEASE_SECONDS
+
+
+def test_lease_arguments_are_validated() -> None:
     with pytest.raises(ValueError, match="base"):
         DispatchLease(base=0, cap=1)
     with pytest.raises(ValueError, match="cap"):
