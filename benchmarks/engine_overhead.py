@@ -7,9 +7,9 @@ the same ten functions directly, in the same process, and prints:
 * the engine's per-step overhead (engine per-step time minus direct per-step time);
 * the ratio engine/direct.
 
-Every engine run checkpoints at start, after each step and at the end (12 saves of the
-context through ``storage.contexts``), validates inputs, keeps a trace and an undo stack. No
-assertion is made: this prints a measurement (ARCHITECTURE §1 "benchmarks/").
+Every engine run checkpoints at start, after each step and at the end (12 saves of the context
+through ``storage.contexts``), validates inputs, keeps a trace and an undo stack. No assertion is
+made: this prints a measurement (docs/architecture.md, "Repository layout").
 
 Usage::
 

@@ -4,7 +4,7 @@ Configures ``reactor.configure(storage="redis://...", router="inline://")``, run
 reactor (each step adds one to its input) N times and reads the server's ``INFO
 commandstats`` before and after. Prints, per run and per step, the commands the server
 executed (top-level commands, i.e. round trips, and the commands run inside Lua scripts)
-so the figure of ARCHITECTURE §2 / issue 4 ("1 round trip per checkpointed step") is
+so the target of one round trip per checkpointed step is
 measured on the real engine, not on a synthetic save loop.
 
 Usage: ``python benchmarks/redis_reactor_steps.py redis://127.0.0.1:PORT/0 [RUNS]``. Use a

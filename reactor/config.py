@@ -1,47 +1,66 @@
 """Configuration: which storage and router a process uses, and the engine's settings.
 
-``reactor.configure(storage=..., router=..., **settings)`` takes adapter objects or URLs
-(ARCHITECTURE §6). URL schemes map to factories through the entry-point groups
-``reactor.storages`` and ``reactor.routers``; a third-party adapter registers the same way as the
-built-in ones. The environment variables ``REACTOR_STORAGE_URL`` and ``REACTOR_ROUTER_URL``
-override what the code passes. Without any configuration a process uses ``memory://`` and
-``local://``, so a fresh install runs with no server.
+``reactor.configure(storage=..., router=..., **settings)`` takes adapter objects or URLs.
+URL schemes map to factories through the entry-point groups ``reactor.storages`` and
+``reactor.routers``; a third-party adapter registers the same way as the built-in ones.
 
-Defaults follow ruby_reactor (engine.md §5).
+**Precedence** (README, "Choosing a backend"): an explicit argument (in code, or a ``reactor``
+command's ``--storage``/``--router``/``--setting`` flag, which the command passes as one) wins
+over the environment (``REACTOR_STORAGE_URL``, ``REACTOR_ROUTER_URL``, and ``REACTOR_<SETTING>``
+for a setting, e.g. ``REACTOR_CONTEXT_TTL``), which wins over the default. Without any
+configuration a process uses ``memory://`` and ``local://``, so a fresh install runs with no
+server.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, cast
+from typing import Any, cast, get_args, get_origin
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reactor.model.coordination.renewal import MIN_LEASE
 from reactor.model.errors import ConfigurationError
+from reactor.model.secrets import Keyring, SecretKeys, configured_specs
 from reactor.ports.router import Router
 from reactor.ports.storage import Storage
+from reactor.ports.urls import redact_url
 
 __all__ = [
     "DEFAULT_ROUTER_URL",
     "DEFAULT_STORAGE_URL",
+    "ROUTER_URL_ENV",
+    "SETTING_ENV_PREFIX",
+    "STORAGE_URL_ENV",
     "Runtime",
     "Settings",
     "configure",
     "current",
     "reset",
+    "resolve_router_url",
+    "resolve_settings",
+    "resolve_storage_url",
     "router_from_url",
+    "settings_from_environment",
     "storage_from_url",
+    "swap",
     "url_options",
 ]
 
 DEFAULT_STORAGE_URL = "memory://"
 DEFAULT_ROUTER_URL = "local://"
+
+#: The environment variable naming the storage URL when no explicit one is given.
+STORAGE_URL_ENV = "REACTOR_STORAGE_URL"
+#: The environment variable naming the router URL when no explicit one is given.
+ROUTER_URL_ENV = "REACTOR_ROUTER_URL"
+#: A setting ``name`` not passed explicitly is read from ``REACTOR_<NAME>`` (upper case).
+SETTING_ENV_PREFIX = "REACTOR_"
 
 #: Which optional extra provides a built-in URL scheme (named in ConfigurationError messages).
 _SCHEME_EXTRAS: dict[str, str] = {
@@ -77,6 +96,11 @@ class Settings(BaseModel):
         max_context_bytes: the largest serialized context accepted before any write.
         checkpoint_min_interval: minimum seconds between per-step checkpoints (0 = every step).
         visibility_timeout: default lease of a delivered job before it is redelivered.
+        secret_keys: keys that encrypt redacted values at rest, first = current; each
+            base64url of 32 bytes, optionally ``KID:KEY``; empty = ``REACTOR_SECRET_KEYS``
+            (docs/security.md, "Keys").
+        allow_plaintext_secrets: store redacted values in clear on a non-memory backend when
+            no key is configured (logged once as a warning; docs/security.md, "Opting out").
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
@@ -95,6 +119,8 @@ class Settings(BaseModel):
     max_context_bytes: int = Field(64 * MIB, ge=1024)
     checkpoint_min_interval: float = Field(0.0, ge=0)
     visibility_timeout: float = Field(30.0, gt=0)
+    secret_keys: SecretKeys = ()
+    allow_plaintext_secrets: bool = False
 
 
 @dataclass(frozen=True)
@@ -129,7 +155,7 @@ def url_options(url: str) -> tuple[str, dict[str, str]]:
         ConfigurationError: the URL has no ``scheme://``.
     """
     if "://" not in url:
-        raise ConfigurationError(f"backend URL {url!r} must look like 'scheme://...'")
+        raise ConfigurationError(f"backend URL {redact_url(url)!r} must look like 'scheme://...'")
     parts = urlsplit(url)
     return parts.scheme.lower(), dict(parse_qsl(parts.query, keep_blank_values=True))
 
@@ -141,7 +167,9 @@ def _load_factory(group: str, url: str) -> Callable[..., Any]:
         known = sorted({ep.name for ep in entry_points(group=group)})
         hint = ""
         if scheme in _SCHEME_EXTRAS:
-            hint = f"; install it with: pip install 'reactor-saga[{_SCHEME_EXTRAS[scheme]}]'"
+            extra = _SCHEME_EXTRAS[scheme]
+            hint = (f"; install it with: pip install -e '.[{extra}]' in a reactor checkout "
+                    f"(the distribution reactor-saga[{extra}])")
         raise ConfigurationError(
             f"no {group} adapter registered for URL scheme {scheme!r} "
             f"(registered: {', '.join(known) or 'none'}){hint}"
@@ -152,7 +180,8 @@ def _load_factory(group: str, url: str) -> Callable[..., Any]:
         extra = _SCHEME_EXTRAS.get(scheme, scheme)
         raise ConfigurationError(
             f"the {scheme!r} adapter needs a missing dependency ({exc.name or exc}); "
-            f"install it with: pip install 'reactor-saga[{extra}]'"
+            f"install it with: pip install -e '.[{extra}]' in a reactor checkout "
+            f"(the distribution reactor-saga[{extra}])"
         ) from exc
     if not callable(factory):
         raise ConfigurationError(f"entry point {matches[0].value!r} in {group} is not callable")
@@ -172,7 +201,9 @@ def storage_from_url(url: str, **settings: Any) -> Storage:
     """
     storage = _load_factory("reactor.storages", url)(url, **settings)
     if not isinstance(storage, Storage):
-        raise ConfigurationError(f"the factory for {url!r} did not return a reactor Storage")
+        raise ConfigurationError(
+            f"the factory for {redact_url(url)!r} did not return a reactor Storage"
+        )
     return storage
 
 
@@ -190,19 +221,148 @@ def router_from_url(url: str, **settings: Any) -> Router:
     """
     router = _load_factory("reactor.routers", url)(url, **settings)
     if not isinstance(router, Router):
-        raise ConfigurationError(f"the factory for {url!r} did not return a reactor Router")
+        raise ConfigurationError(
+            f"the factory for {redact_url(url)!r} did not return a reactor Router"
+        )
     return router
 
 
-def _settings(values: Mapping[str, Any]) -> Settings:
+def _resolve_url(explicit: str | None, variable: str, default: str) -> str:
+    """``explicit``, else the environment ``variable`` when set and not empty, else ``default``."""
+    if explicit is not None:
+        return explicit
+    return os.environ.get(variable) or default
+
+
+def resolve_storage_url(explicit: str | None = None) -> str:
+    """The storage URL a process uses: ``explicit`` when given, else ``REACTOR_STORAGE_URL``
+    when set and not empty, else :data:`DEFAULT_STORAGE_URL` (README, "Choosing a backend").
+
+    Args:
+        explicit: a URL from code or from a command's ``--storage`` flag; ``None``: not given.
+
+    Returns:
+        The URL (not validated: :func:`storage_from_url` does that).
+    """
+    return _resolve_url(explicit, STORAGE_URL_ENV, DEFAULT_STORAGE_URL)
+
+
+def resolve_router_url(explicit: str | None = None) -> str:
+    """The router URL a process uses: ``explicit`` when given, else ``REACTOR_ROUTER_URL``
+    when set and not empty, else :data:`DEFAULT_ROUTER_URL` (README, "Choosing a backend").
+
+    Args:
+        explicit: a URL from code or from a command's ``--router`` flag; ``None``: not given.
+
+    Returns:
+        The URL (not validated: :func:`router_from_url` does that).
+    """
+    return _resolve_url(explicit, ROUTER_URL_ENV, DEFAULT_ROUTER_URL)
+
+
+def _is_sequence_field(name: str) -> bool:
+    """Whether the :class:`Settings` field ``name`` holds a list/tuple/set (env: comma-split)."""
+    field = Settings.model_fields.get(name)
+    if field is None:
+        return False
+    annotations = [field.annotation, *get_args(field.annotation)]
+    return any(get_origin(a) in (list, tuple, set, frozenset) or a in (list, tuple)
+               or get_origin(a) is Sequence for a in annotations)
+
+
+def settings_from_environment(
+    explicit: Mapping[str, Any] | None = None,
+) -> dict[str, str | list[str] | None]:
+    """The settings the environment sets and ``explicit`` does not (explicit wins).
+
+    A :class:`Settings` field ``name`` is read from ``REACTOR_<NAME>`` (e.g.
+    ``REACTOR_CONTEXT_TTL=3600``); an empty variable is ignored, ``none``/``null`` means
+    ``None``, and a list-valued field takes comma-separated values (README, "Choosing a
+    backend").
+
+    Args:
+        explicit: the settings given in code or with ``--setting`` (their names are skipped;
+            ``None``: none).
+
+    Returns:
+        ``{field: raw value}`` for :func:`configure` to validate.
+    """
+    found: dict[str, str | list[str] | None] = {}
+    for name in Settings.model_fields:
+        if explicit is not None and name in explicit:
+            continue
+        raw = os.environ.get(SETTING_ENV_PREFIX + name.upper())
+        if raw is None or not raw.strip():
+            continue
+        if raw.strip().lower() in ("none", "null"):
+            found[name] = None
+        elif _is_sequence_field(name):
+            found[name] = [part.strip() for part in raw.split(",") if part.strip()]
+        else:
+            found[name] = raw.strip()
+    return found
+
+
+def _settings(values: Mapping[str, Any], from_env: Collection[str] = ()) -> Settings:
+    """Validate ``values`` into :class:`Settings`.
+
+    Raises:
+        ConfigurationError: naming each bad field, what it got (hidden for a field whose name
+            says ``secret``) and, for a value read from the environment, the variable.
+    """
     try:
         return Settings(**values)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (got {err.get('input')!r})"
-            for err in exc.errors()
-        )
+
+        def problem(err: Any) -> str:
+            field = str(err["loc"][0]) if err["loc"] else ""
+            got = "<hidden>" if "secret" in field else repr(err.get("input"))
+            source = f" from {SETTING_ENV_PREFIX}{field.upper()}" if field in from_env else ""
+            return f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']} (got {got}{source})"
+
+        problems = "; ".join(problem(err) for err in exc.errors())
         raise ConfigurationError(f"invalid reactor settings: {problems}") from exc
+
+
+def resolve_settings(explicit: Mapping[str, Any] | None = None) -> Settings:
+    """The settings a process uses: ``explicit`` ones, then ``REACTOR_<SETTING>`` variables,
+    then the defaults, validated as :func:`configure` validates them (README, "Choosing a
+    backend"), the secret keys included (docs/security.md, "Keys").
+
+    Args:
+        explicit: settings from code or from a command's ``--setting`` flags.
+
+    Returns:
+        The validated settings.
+
+    Raises:
+        ConfigurationError: a setting is invalid (naming the field, and the variable when it
+            came from the environment), or a secret key is malformed.
+    """
+    values = dict(explicit or {})
+    from_env = settings_from_environment(values)
+    parsed = _settings({**from_env, **values}, from_env)
+    source, specs = configured_specs(parsed.secret_keys)
+    Keyring(specs, source=source)  # a malformed key fails here, not at the first secret run
+    return parsed
+
+
+def _check_backend_argument(role: str, value: object, protocol: type) -> None:
+    """Refuse a ``storage=``/``router=`` argument that is neither ``None``, a URL string nor
+    an object satisfying the runtime-checkable ``protocol``.
+
+    Raises:
+        ConfigurationError: naming the argument and what it got.
+    """
+    if value is None or isinstance(value, (str, protocol)):
+        return
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    raise ConfigurationError(
+        f"configure({role}=...) takes a {role} URL string (scheme://...) or an object "
+        f"implementing reactor.ports.{protocol.__name__}; got {type(value).__name__} {shown}"
+    )
 
 
 def configure(
@@ -212,41 +372,56 @@ def configure(
 ) -> Runtime:
     """Configure the process-wide runtime and return it.
 
+    Precedence, for each of the storage, the router and every setting: the explicit argument,
+    then the environment, then the default (README, "Choosing a backend").
+
     Args:
-        storage: a :class:`reactor.ports.Storage` or a URL; ``None`` keeps the default
-            (``memory://``). ``REACTOR_STORAGE_URL`` overrides it.
-        router: a :class:`reactor.ports.Router` or a URL; ``None`` keeps the default
-            (``local://``). ``REACTOR_ROUTER_URL`` overrides it. A router built here from a
-            ``local://`` URL gets in-process worker threads (``workers`` option, default 2;
-            0 = queue only) that start on the first enqueue and stop when the router is
-            closed (:func:`reset` or a reconfigure), see :mod:`reactor.jobs.embedded`.
-        **settings: fields of :class:`Settings` (seconds for durations).
+        storage: a :class:`reactor.ports.Storage` or a URL; ``None``: ``REACTOR_STORAGE_URL``
+            when set, else ``memory://``.
+        router: a :class:`reactor.ports.Router` or a URL; ``None``: ``REACTOR_ROUTER_URL``
+            when set, else ``local://``. A router built here from a ``local://`` URL gets
+            in-process worker threads (``workers`` option, default 2; 0 = queue only) that
+            start on the first enqueue and stop when the router is closed (:func:`reset` or a
+            reconfigure), see :mod:`reactor.jobs.embedded`.
+        **settings: fields of :class:`Settings` (seconds for durations); a field not given
+            here is read from ``REACTOR_<FIELD>`` when set (:func:`settings_from_environment`).
 
     Returns:
         The new :class:`Runtime`. The previous runtime's storage and router are closed when
         this call replaced them.
 
     Raises:
-        ConfigurationError: a bad URL, an unknown scheme, a missing extra, or an invalid
-            setting (the message names the field and the problem).
+        ConfigurationError: a ``storage``/``router`` argument that is neither a URL string
+            nor an object satisfying the protocol, a bad URL, an unknown scheme, a missing
+            extra, or an invalid setting (the message names the argument or field and what it
+            got). The previous runtime is then left in place, untouched.
     """
     global _current
-    parsed = _settings(settings)
-    env_storage = os.environ.get("REACTOR_STORAGE_URL")
-    env_router = os.environ.get("REACTOR_ROUTER_URL")
-    storage_spec: Storage | str = env_storage or storage or DEFAULT_STORAGE_URL
-    router_spec: Router | str = env_router or router or DEFAULT_ROUTER_URL
+    _check_backend_argument("storage", storage, Storage)
+    _check_backend_argument("router", router, Router)
+    parsed = resolve_settings(settings)
+    storage_spec: Storage | str = (
+        resolve_storage_url(storage) if storage is None or isinstance(storage, str) else storage
+    )
+    router_spec: Router | str = (
+        resolve_router_url(router) if router is None or isinstance(router, str) else router
+    )
     adapter_settings = parsed.model_dump()
     built_storage = (
         storage_from_url(storage_spec, **adapter_settings)
         if isinstance(storage_spec, str)
         else storage_spec
     )
-    built_router = (
-        router_from_url(router_spec, **adapter_settings)
-        if isinstance(router_spec, str)
-        else router_spec
-    )
+    try:
+        built_router = (
+            router_from_url(router_spec, **adapter_settings)
+            if isinstance(router_spec, str)
+            else router_spec
+        )
+    except BaseException:
+        if isinstance(storage_spec, str):  # built here: nobody else will close it
+            built_storage.close()
+        raise
     runtime = Runtime(storage=built_storage, router=built_router, settings=parsed)
     from reactor.jobs.handlers import bind_inline  # the job handlers import this module
 
@@ -276,6 +451,25 @@ def current() -> Runtime:
             assert _current is not None
             return _current
     return runtime
+
+
+def swap(runtime: Runtime | None) -> Runtime | None:
+    """Make ``runtime`` the process-wide runtime and return the previous one, closing nothing.
+
+    For harnesses that install a runtime for a while and put the previous one back untouched
+    (:class:`reactor.testing.TestEnvironment`; docs/testing.md). ``None`` leaves the process
+    unconfigured (the next :func:`current` configures the defaults).
+
+    Args:
+        runtime: the runtime to install, or ``None``.
+
+    Returns:
+        The runtime that was installed, or ``None`` when there was none.
+    """
+    global _current
+    with _lock:
+        previous, _current = _current, runtime
+    return previous
 
 
 def reset() -> None:

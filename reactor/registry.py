@@ -1,4 +1,4 @@
-"""The reactor registry: registered name -> reactor class (ARCHITECTURE §3).
+"""The reactor registry: registered name -> reactor class (docs/architecture.md, "Layers").
 
 Workers and ``Reactor.undo``/``find`` resolve reactors by **registered name**, never by
 importing a module path taken from stored data. Every ``Reactor`` subclass registers itself

@@ -3,7 +3,7 @@
 Usage: ``python scripts/secantus_launcher.py HOST PORT``
 
 Why a launcher: the ``secantusd-py`` CLI of secantusdb 0.7.0b3 ignores ``ttl_sweep_seconds``, and
-the tests want the TTL monitor to sweep every second (test-infrastructure.md §2b). Storage is
+the tests want the TTL monitor to sweep every second. Storage is
 in memory, so nothing is left on disk. SecantusDB is a test-only dependency (GPL-2.0): it is
 never imported by the ``reactor`` package.
 """

@@ -1,6 +1,7 @@
 """DynamoDB storage and SQS router for reactor (boto3).
 
-Registered through entry points exactly like a third-party adapter (ARCHITECTURE §1):
+Registered through entry points exactly like a third-party adapter (docs/architecture.md,
+"Repository layout"):
 
 * ``reactor.storages``: ``dynamodb`` -> :func:`storage_from_url`
 * ``reactor.routers``: ``sqs`` -> :func:`router_from_url`
@@ -21,6 +22,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from reactor.model.errors import ConfigurationError, StorageError
+from reactor.ports.urls import redact_url
 from reactor_dynamodb._aws import bool_option, float_option, make_client, parse_url
 from reactor_dynamodb.admin import create_table
 from reactor_dynamodb.documents import DynamoDocumentStore
@@ -109,7 +111,9 @@ def router_from_url(url: str, *, visibility_timeout: float = 30.0, **_ignored: A
         )
     except ValueError as exc:
         client.close()
-        raise ConfigurationError(f"bad SQS router configuration in {url!r}: {exc}") from exc
+        raise ConfigurationError(
+            f"bad SQS router configuration in {redact_url(url)!r}: {exc}"
+        ) from exc
     except Exception:
         client.close()
         raise

@@ -36,6 +36,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from reactor.model.errors import ConfigurationError
+from reactor.ports.urls import redact_url
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -104,10 +105,12 @@ def _check_endpoint(raw: str) -> None:
         parts = urlsplit(raw)
         _ = parts.port
     except ValueError as exc:
-        raise ConfigurationError(f"option endpoint_url={raw!r} is malformed: {exc}") from exc
+        raise ConfigurationError(
+            f"option endpoint_url={redact_url(raw)!r} is malformed: {exc}"
+        ) from exc
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigurationError(
-            f"option endpoint_url={raw!r} must be an http(s)://host[:port] URL"
+            f"option endpoint_url={redact_url(raw)!r} must be an http(s)://host[:port] URL"
         )
 
 
@@ -153,27 +156,28 @@ def parse_url(url: str, scheme: str) -> AwsURL:
     try:
         parts = urlsplit(url)
     except ValueError as exc:
-        raise ConfigurationError(f"malformed {scheme}:// URL {url!r}: {exc}") from exc
+        raise ConfigurationError(f"malformed {scheme}:// URL {redact_url(url)!r}: {exc}") from exc
     if parts.scheme.lower() != scheme:
-        raise ConfigurationError(f"not a {scheme}:// URL: {url!r}")
+        raise ConfigurationError(f"not a {scheme}:// URL: {redact_url(url)!r}")
     name = unquote(parts.netloc or parts.path.lstrip("/"))
     what = "table" if scheme == "dynamodb" else "queue"
     if not name:
-        raise ConfigurationError(f"{url!r} names no {what}")
+        raise ConfigurationError(f"{redact_url(url)!r} names no {what}")
     if scheme == "dynamodb" and not _TABLE.match(name):
         raise ConfigurationError(
-            f"invalid DynamoDB table name {name!r} in {url!r} (3-255 of A-Z a-z 0-9 _ . -)"
+            f"invalid DynamoDB table name {name!r} in {redact_url(url)!r} "
+            "(3-255 of A-Z a-z 0-9 _ . -)"
         )
     options: dict[str, str] = {}
     accepted = OPTIONS[scheme]
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if key not in accepted:
             raise ConfigurationError(
-                f"unknown {scheme}:// URL option {key!r} in {url!r} "
+                f"unknown {scheme}:// URL option {key!r} in {redact_url(url)!r} "
                 f"(accepted: {', '.join(sorted(accepted))})"
             )
         if key in options:
-            raise ConfigurationError(f"option {key!r} is given twice in {url!r}")
+            raise ConfigurationError(f"option {key!r} is given twice in {redact_url(url)!r}")
         options[key] = value
     parsed = AwsURL(scheme=scheme, name=name, options=options)
     _check_values(parsed)

@@ -1,4 +1,4 @@
-"""Deploy-time administration of the DynamoDB storage (issue 6: ``reactor dynamodb create-table``).
+"""Deploy-time administration of the DynamoDB storage (``reactor dynamodb create-table``).
 
 :func:`create_table` is what ``reactor dynamodb create-table URL`` runs
 (:mod:`reactor_dynamodb.cli`): it creates the table of a ``dynamodb://`` URL with its sparse

@@ -2,7 +2,7 @@
 
 Implements :class:`reactor.ports.DocumentStore` (``reactor/ports/documents.py``) so
 :class:`reactor.generic.storage.GenericStorage` can build the whole storage on it
-(ARCHITECTURE §4).
+(docs/protocol.md#document-stores).
 
 Table layout (single table, created by :meth:`DynamoDocumentStore.ensure_table`)::
 
@@ -20,7 +20,7 @@ Table layout (single table, created by :meth:`DynamoDocumentStore.ensure_table`)
 * Compare-and-set: ``PutItem``/``DeleteItem`` with ``attribute_not_exists(pk)`` (expected
   ``None``) or ``version = :v``; ``ConditionalCheckFailedException`` is a normal ``False``.
 * Reads are strongly consistent ``GetItem``; every read, scan and write judges expiry with
-  ``expires_at <= now()`` itself (ARCHITECTURE §2).
+  ``expires_at <= now()`` itself (docs/protocol.md#conventions).
 * Scans are ``Query`` calls -- on ``pk`` (strongly consistent), or on the GSI when an index is
   given (GSIs are eventually consistent on AWS: a just-written item may be missing from an
   indexed scan for a moment, which the sweepers tolerate) -- with ``sk > :after`` in the key

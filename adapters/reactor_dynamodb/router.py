@@ -1,13 +1,14 @@
 """``SQSRouter``: jobs on an Amazon SQS standard queue (boto3).
 
-Implements :class:`reactor.ports.Router` (ARCHITECTURE §3) on a queue ``<prefix><name>`` and its
-dead-letter queue ``<prefix><name>-dlq`` (both created when missing, unless ``create=false``).
+Implements :class:`reactor.ports.Router` (docs/protocol.md#routers) on a queue ``<prefix><name>``
+and its dead-letter queue ``<prefix><name>-dlq`` (both created when missing, unless
+``create=false``).
 
 * **Any delay.** SQS delays at most 900 s. A longer delay is sent with ``DelaySeconds=900``
   and a ``not_before`` message attribute (epoch seconds); :meth:`SQSRouter.receive` re-sends a
   message whose ``not_before`` is still in the future with ``min(remaining, 900)`` of delay and
   deletes the received copy. A message is never parked invisible to hide a delay
-  (ARCHITECTURE §3). Delays are whole seconds on SQS: they are rounded *up*.
+  (docs/protocol.md#routers). Delays are whole seconds on SQS: they are rounded *up*.
 * **Leases.** A receive leases messages for ``visibility_timeout`` seconds; :meth:`extend` is
   ``ChangeMessageVisibility`` (bounded to SQS's 12 h); :meth:`retry` sets the visibility to the
   retry delay (keeping ``ApproximateReceiveCount``) or, beyond 900 s, re-sends with
@@ -32,6 +33,25 @@ dead-letter queue ``<prefix><name>-dlq`` (both created when missing, unless ``cr
   SQS bodies are Unicode text, so a non-UTF-8 body cannot reach this router. :meth:`dead_letters`
   reads the DLQ without deleting: it receives in pages and makes each page visible again at
   once (``ChangeMessageVisibility`` 0).
+* **Dead-letter administration** (:class:`reactor.ports.router.DeadLetterAdmin`;
+  docs/workers.md, "Dead letters"). A dead letter's id is its DLQ ``MessageId`` (stable while it
+  stays in the DLQ). SQS has no get-by-id and no peek, so every operation *scans* the DLQ:
+  receive pages of 10, each message leased for :data:`DLQ_LEASE` seconds, until a page brings
+  nothing new (at most :data:`DLQ_SCAN_MAX` messages), then makes every message it does not
+  consume visible again. :meth:`SQSRouter.requeue_dead_letter` is *claim, enqueue, remove*: the
+  scan's lease on the dead letter is the claim (a concurrent requeue cannot receive it), the
+  body is sent to the queue unchanged with no ``deliveries`` attribute (a fresh delivery count),
+  then the DLQ copy is deleted with its receipt. Limits, honestly: (1) a scan costs one request
+  per 10 dead letters, and short polling on AWS samples a subset of servers, so a scan may miss
+  messages; (2) a message leased by a concurrent reader (a listing, another requeue's scan) is
+  invisible, so a listing may show fewer letters and ``get``, ``requeue`` or ``purge`` may not
+  find one (``None``/not counted: try again); (3) standard queues deliver at least once, so in
+  rare cases two concurrent requeues may both receive the same dead letter and enqueue it
+  twice, and a requeue that stalls longer than :data:`DLQ_LEASE` between its receive and its
+  delete may see it requeued again; (4) a crash between the send and the delete leaves the dead
+  letter, visible again after the lease: it is never lost, but a later requeue enqueues it a
+  second time; (5) a ``cursor`` is placed by its letter, so one requeued or purged since is
+  refused (``ValueError``).
 * **Receive batches.** Up to 10 messages per request (SQS's limit); ``wait_seconds`` uses long
   polling in whole seconds (rounded up, at most 20 per request).
 
@@ -47,15 +67,16 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from reactor.model.errors import DeserializationError, RouterError
+from reactor.ports.inspection import QueueStats
 from reactor.ports.router import DeadLetter, Delivery, Job
 
-__all__ = ["MAX_SQS_DELAY", "MAX_VISIBILITY", "SQSRouter"]
+__all__ = ["DLQ_LEASE", "DLQ_SCAN_MAX", "MAX_SQS_DELAY", "MAX_VISIBILITY", "SQSRouter"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +90,18 @@ _NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
 _BODY_CACHE = 10_000
 #: Message attribute of a re-sent message: its deliveries before the re-send.
 _DELIVERIES = "deliveries"
+#: Seconds a DLQ scan leases each dead letter it receives (the claim of a requeue).
+DLQ_LEASE = 30
+#: The most DLQ messages one scan reads (listing with a cursor, get, requeue, purge).
+DLQ_SCAN_MAX = 10_000
+
+
+@dataclass(slots=True)
+class _Leased:
+    """A DLQ message received by a scan: its dead letter and every receipt the scan got."""
+
+    letter: DeadLetter
+    receipts: list[str]
 
 
 def _check_delay(seconds: float, name: str = "delay_seconds") -> float:
@@ -367,8 +400,11 @@ class SQSRouter:
             self._forget(receipt)
         self._delete_batch(receipts)
 
-    def _delete_batch(self, receipts: Sequence[str], queue_url: str | None = None) -> None:
+    def _delete_batch(self, receipts: Sequence[str], queue_url: str | None = None) -> int:
+        """Delete by receipt in batches of 10; returns how many SQS deleted (failures are
+        logged, never raised)."""
         url = queue_url or self.queue_url
+        deleted = 0
         for start in range(0, len(receipts), _BATCH):
             chunk = receipts[start : start + _BATCH]
             try:
@@ -380,6 +416,8 @@ class SQSRouter:
                 raise RouterError(f"SQS batch delete failed: {exc}") from exc
             for failed in reply.get("Failed", []):
                 logger.warning("SQS batch delete entry failed (stale receipt?): %s", failed)
+            deleted += len(reply.get("Successful", []))
+        return deleted
 
     def retry(self, delivery: Delivery, delay_seconds: float) -> None:
         """Make the job visible again after ``delay_seconds``.
@@ -473,35 +511,151 @@ class SQSRouter:
             },
         )
 
-    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        """Read dead-lettered messages without deleting them, oldest first (at most ``limit``).
+    def dead_letters(self, limit: int = 100, cursor: str | None = None) -> list[DeadLetter]:
+        """Read dead-lettered messages without deleting them, oldest first (at most ``limit``),
+        each with its DLQ ``MessageId`` as ``id`` (docs/workers.md, "Dead letters").
 
-        Pages through the DLQ with short leases and makes every page visible again at once.
-        SQS offers no peek, so concurrent readers of the DLQ may see fewer messages.
+        Scans the DLQ with short leases and makes every message visible again at once (module
+        docstring: the limits). Without ``cursor`` the scan stops after ``limit`` letters, so
+        "oldest first" orders what it read; with one, the whole DLQ is read (up to
+        :data:`DLQ_SCAN_MAX`) to place the cursor.
+
+        Args:
+            limit: the most letters returned.
+            cursor: the id of the last letter of the previous page (``None``: the oldest).
+
+        Raises:
+            ValueError: ``cursor`` names no dead letter the scan found.
+            RouterError: a request failed.
+        """
+        if limit <= 0:
+            return []
+        if cursor is None:
+            leased = self._scan_dlq(lambda found: len(found) >= limit)
+        else:
+            leased = self._scan_dlq(lambda found: False)
+        self._release([r for item in leased.values() for r in item.receipts])
+        letters = sorted((item.letter for item in leased.values()), key=lambda d: (d.at, d.id))
+        if cursor is None:
+            return letters[:limit]
+        position = next((i for i, d in enumerate(letters) if d.id == cursor), None)
+        if position is None:
+            raise ValueError(f"bad dead-letter cursor {cursor!r}: no such dead letter")
+        return letters[position + 1 : position + 1 + limit]
+
+    def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
+        """The dead letter whose DLQ ``MessageId`` is ``letter_id``, else ``None`` (a scan of
+        the DLQ; a letter leased by a concurrent reader is not found: module docstring).
 
         Raises:
             RouterError: a request failed.
         """
-        seen: dict[str, DeadLetter] = {}
-        receipts: list[str] = []
+        leased = self._scan_dlq(lambda found: letter_id in found)
+        self._release([r for item in leased.values() for r in item.receipts])
+        item = leased.get(letter_id)
+        return None if item is None else item.letter
+
+    def requeue_dead_letter(self, letter_id: str) -> str | None:
+        """Move a dead letter back to the queue, due now, with a fresh delivery count.
+
+        Claim (the scan's lease), enqueue (send the body unchanged), remove (delete from the
+        DLQ): see the module docstring for what SQS guarantees (docs/workers.md, "Dead
+        letters").
+
+        Returns:
+            The job id (the original job's), or ``None`` when the scan did not find the dead
+            letter (no such id, requeued or purged, or leased by a concurrent reader).
+
+        Raises:
+            DeserializationError: the body is not a job envelope; the letter is kept (made
+                visible again).
+            RouterError: a request failed (the letter is kept; when the send succeeded and
+                the delete failed, it shows again after :data:`DLQ_LEASE` seconds).
+        """
+        leased = self._scan_dlq(lambda found: letter_id in found)
+        item = leased.pop(letter_id, None)
+        self._release([r for other in leased.values() for r in other.receipts])
+        if item is None:
+            return None
         try:
-            while len(seen) < max(limit, 0):
-                batch = self._receive(self.dlq_url, _BATCH, 0, 30)
-                fresh = [m for m in batch if m["MessageId"] not in seen]
+            job = item.letter.to_job()
+            self._send(self.queue_url, item.letter.body, None)
+        except BaseException:
+            self._release(item.receipts)
+            raise
+        self._delete_batch(item.receipts[-1:], self.dlq_url)
+        return job.id
+
+    def purge_dead_letters(self, ids: Sequence[str] | None = None) -> int:
+        """Delete the dead letters named by ``ids`` (``None``: every one the scans find);
+        returns how many were deleted (docs/workers.md, "Dead letters").
+
+        ``None`` scans and deletes until a scan finds nothing (``PurgeQueue`` is not used: it
+        returns no count and runs at most once a minute). Letters leased by a concurrent
+        reader are not found (module docstring).
+
+        Raises:
+            RouterError: a request failed.
+        """
+        if ids is None:
+            deleted = 0
+            while True:
+                leased = self._scan_dlq(lambda found: False)
+                if not leased:
+                    return deleted
+                deleted += self._delete_batch(
+                    [item.receipts[-1] for item in leased.values()], self.dlq_url
+                )
+        wanted = set(ids)
+        if not wanted:
+            return 0
+        leased = self._scan_dlq(lambda found: wanted <= found.keys())
+        doomed = [item.receipts[-1] for key, item in leased.items() if key in wanted]
+        self._release([r for key, i in leased.items() if key not in wanted for r in i.receipts])
+        return self._delete_batch(doomed, self.dlq_url)
+
+    def _scan_dlq(self, enough: Callable[[dict[str, _Leased]], bool]) -> dict[str, _Leased]:
+        """Receive DLQ pages (each message leased :data:`DLQ_LEASE` s) until ``enough`` holds,
+        a page brings no new message, or :data:`DLQ_SCAN_MAX` messages were read.
+
+        Returns:
+            ``{MessageId: leased}`` of every message received, still leased: the caller
+            releases (:meth:`_release`) or deletes each one.
+
+        Raises:
+            RouterError: a request failed (what was leased so far is released first).
+        """
+        leased: dict[str, _Leased] = {}
+        try:
+            while len(leased) < DLQ_SCAN_MAX and not enough(leased):
+                batch = self._receive(self.dlq_url, _BATCH, 0, DLQ_LEASE)
+                fresh = False
+                for message in batch:
+                    key = str(message["MessageId"])
+                    receipt = str(message["ReceiptHandle"])
+                    if key in leased:
+                        leased[key].receipts.append(receipt)
+                    else:
+                        leased[key] = _Leased(self._letter(message), [receipt])
+                        fresh = True
                 if not fresh:
-                    receipts.extend(m["ReceiptHandle"] for m in batch)
                     break
-                for m in batch:
-                    receipts.append(m["ReceiptHandle"])
-                    attrs = m.get("MessageAttributes") or {}
-                    reason = attrs.get("reason", {}).get("StringValue", "")
-                    at = _number_attribute(attrs.get("at")) or 0.0
-                    seen[m["MessageId"]] = DeadLetter(
-                        body=str(m.get("Body", "")), reason=str(reason), at=at
-                    )
-        finally:
-            self._release(receipts)
-        return sorted(seen.values(), key=lambda d: d.at)[: max(limit, 0)]
+        except RouterError:
+            self._release([r for item in leased.values() for r in item.receipts])
+            raise
+        return leased
+
+    @staticmethod
+    def _letter(message: dict[str, Any]) -> DeadLetter:
+        """A received DLQ message as a :class:`DeadLetter` (its ``MessageId`` as ``id``)."""
+        attrs = message.get("MessageAttributes") or {}
+        reason = attrs.get("reason", {}).get("StringValue", "")
+        return DeadLetter(
+            body=str(message.get("Body", "")),
+            reason=str(reason),
+            at=_number_attribute(attrs.get("at")) or 0.0,
+            id=str(message["MessageId"]),
+        )
 
     def _release(self, receipts: Sequence[str]) -> None:
         for start in range(0, len(receipts), _BATCH):
@@ -516,6 +670,59 @@ class SQSRouter:
                 )
             except (ClientError, BotoCoreError) as exc:
                 raise RouterError(f"SQS DLQ release failed: {exc}") from exc
+
+    def _attributes(self, url: str) -> dict[str, str]:
+        try:
+            reply = self.client.get_queue_attributes(
+                QueueUrl=url,
+                AttributeNames=[
+                    "ApproximateNumberOfMessages",
+                    "ApproximateNumberOfMessagesDelayed",
+                    "ApproximateNumberOfMessagesNotVisible",
+                ],
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise RouterError(f"SQS GetQueueAttributes failed: {exc}") from exc
+        return dict(reply.get("Attributes") or {})
+
+    def ping(self) -> None:
+        """One ``GetQueueAttributes`` call on the queue (``reactor ping``;
+        :class:`reactor.ports.inspection.Pingable`).
+
+        Raises:
+            RouterError: SQS cannot be reached or refused the call.
+        """
+        self._attributes(self.queue_url)
+
+    def queue_stats(self) -> QueueStats:
+        """SQS's approximate counts of the queue and its DLQ (``reactor info``;
+        :class:`reactor.ports.inspection.QueueInspector`).
+
+        Returns:
+            ``ready`` (``ApproximateNumberOfMessages``), ``delayed``
+            (``ApproximateNumberOfMessagesDelayed``; a delay beyond 900 s shows there only
+            while its current 900 s leg runs), ``in_flight``
+            (``ApproximateNumberOfMessagesNotVisible``), ``dead_letters`` (the DLQ's visible
+            and in-flight messages); ``consumers`` is unknown.
+
+        Raises:
+            RouterError: SQS failed.
+        """
+        queue = self._attributes(self.queue_url)
+        dlq = self._attributes(self.dlq_url)
+
+        def count(attrs: dict[str, str], name: str) -> int | None:
+            raw = attrs.get(name)
+            return int(raw) if raw is not None and raw.isdigit() else None
+
+        dead = count(dlq, "ApproximateNumberOfMessages")
+        dead_leased = count(dlq, "ApproximateNumberOfMessagesNotVisible")
+        return QueueStats(
+            ready=count(queue, "ApproximateNumberOfMessages"),
+            delayed=count(queue, "ApproximateNumberOfMessagesDelayed"),
+            in_flight=count(queue, "ApproximateNumberOfMessagesNotVisible"),
+            dead_letters=None if dead is None else dead + (dead_leased or 0),
+        )
 
     def close(self) -> None:
         """Stop using the router (closes the client when owned); idempotent."""

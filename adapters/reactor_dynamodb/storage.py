@@ -2,10 +2,11 @@
 
 :class:`reactor.generic.storage.GenericStorage` over a
 :class:`reactor_dynamodb.documents.DynamoDocumentStore`: every semantic comes from the generic
-stores (ARCHITECTURE §4); DynamoDB supplies atomicity (conditional ``PutItem``/``DeleteItem``
-on a version attribute). DynamoDB has no server clock, so ``capabilities.clock`` is
-``"application"`` (see the skew budget in :mod:`reactor_dynamodb.documents`), and no pub/sub,
-so ``capabilities.signals`` is ``False`` (waiters poll the durable records).
+stores (docs/protocol.md#document-stores); DynamoDB supplies atomicity (conditional
+``PutItem``/``DeleteItem`` on a version attribute). DynamoDB has no server clock, so
+``capabilities.clock`` is ``"application"`` (see the skew budget in
+:mod:`reactor_dynamodb.documents`), and no pub/sub, so ``capabilities.signals`` is ``False``
+(waiters poll the durable records).
 """
 
 from __future__ import annotations

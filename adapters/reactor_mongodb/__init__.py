@@ -1,6 +1,7 @@
 """MongoDB storage and router for reactor (pymongo).
 
-Registered through entry points exactly like a third-party adapter (ARCHITECTURE §1):
+Registered through entry points exactly like a third-party adapter (docs/architecture.md,
+"Repository layout"):
 
 * ``reactor.storages``: ``mongodb``, ``mongodb+srv`` -> :func:`storage_from_url`
 * ``reactor.routers``: ``mongodb``, ``mongodb+srv`` -> :func:`router_from_url`

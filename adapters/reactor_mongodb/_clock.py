@@ -1,10 +1,10 @@
 """The MongoDB adapter's clock: the application clock corrected by the server's offset.
 
-ARCHITECTURE §2 says MongoDB storage judges expiry by the server clock (``$$NOW``). Asking the
-server for the time on every :meth:`ServerClock.now` call would double the round trips of every
-compare-and-set (the generic stores read the clock before each write), so the clock is
-*calibrated* instead: every ``refresh_seconds`` the adapter runs ``hello`` (one round trip it
-would make anyway for monitoring), reads the server's ``localTime`` and measures
+MongoDB storage judges expiry by the server clock (``$$NOW``; docs/protocol.md#conventions). Asking
+the server for the time on every :meth:`ServerClock.now` call would double the round trips of every
+compare-and-set (the generic stores read the clock before each write), so the clock is *calibrated*
+instead: every ``refresh_seconds`` the adapter runs ``hello`` (one round trip it would make anyway
+for monitoring), reads the server's ``localTime`` and measures
 
     offset = localTime - (t_sent + t_received) / 2
 

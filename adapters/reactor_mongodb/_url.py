@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from reactor.model.errors import ConfigurationError
+from reactor.ports.urls import is_secret_option, redact_url
 
 __all__ = [
     "DEFAULT_TIMEOUTS_MS",
@@ -78,14 +79,16 @@ def _check_hosts(scheme: str, netloc: str, url: str) -> None:
 
     hosts = netloc.rpartition("@")[2]
     if not hosts:
-        raise ConfigurationError(f"MongoDB URL {url!r} names no host")
+        raise ConfigurationError(f"MongoDB URL {redact_url(url)!r} names no host")
     try:
         nodes = split_hosts(unquote(hosts))
     except (PyMongoError, ValueError) as exc:
-        raise ConfigurationError(f"bad host list {hosts!r} in MongoDB URL {url!r}: {exc}") from exc
+        raise ConfigurationError(
+            f"bad host list {hosts!r} in MongoDB URL {redact_url(url)!r}: {exc}"
+        ) from exc
     if scheme == "mongodb+srv" and (len(nodes) != 1 or ":" in hosts):
         raise ConfigurationError(
-            f"a mongodb+srv:// URL names exactly one host name without a port: {url!r}"
+            f"a mongodb+srv:// URL names exactly one host name without a port: {redact_url(url)!r}"
         )
 
 
@@ -98,16 +101,19 @@ def _check_driver_options(pairs: list[tuple[str, str]], url: str) -> None:
         try:
             split_options(urlencode([(name, value)]), validate=True, warn=False)
         except (PyMongoError, ValueError, TypeError) as exc:
+            shown = "***" if is_secret_option(name) else value
             raise ConfigurationError(
-                f"MongoDB URL option {name}={value!r} is not accepted ({exc}); reactor's own "
+                f"MongoDB URL option {name}={shown!r} is not accepted ({exc}); reactor's own "
                 f"options are {', '.join(sorted(REACTOR_OPTIONS))}, every other option must be "
-                f"a MongoDB connection-string option: {url!r}"
+                f"a MongoDB connection-string option: {redact_url(url)!r}"
             ) from exc
     if pairs:
         try:
             split_options(urlencode(pairs), validate=True, warn=False)
         except (PyMongoError, ValueError, TypeError) as exc:
-            raise ConfigurationError(f"conflicting MongoDB URL options in {url!r}: {exc}") from exc
+            raise ConfigurationError(
+                f"conflicting MongoDB URL options in {redact_url(url)!r}: {exc}"
+            ) from exc
 
 
 def _check_reactor_options(options: dict[str, str]) -> None:
@@ -145,10 +151,10 @@ def parse_url(url: str, *, default_database: str = "reactor") -> MongoURL:
     try:
         parts = urlsplit(url)
     except ValueError as exc:
-        raise ConfigurationError(f"malformed MongoDB URL {url!r}: {exc}") from exc
+        raise ConfigurationError(f"malformed MongoDB URL {redact_url(url)!r}: {exc}") from exc
     scheme = parts.scheme.lower()
     if scheme not in ("mongodb", "mongodb+srv"):
-        raise ConfigurationError(f"not a MongoDB URL: {url!r}")
+        raise ConfigurationError(f"not a MongoDB URL: {redact_url(url)!r}")
     _check_hosts(scheme, parts.netloc, url)
     pairs = parse_qsl(parts.query, keep_blank_values=True)
     options = {k: v for k, v in pairs if k in REACTOR_OPTIONS}
@@ -157,7 +163,9 @@ def parse_url(url: str, *, default_database: str = "reactor") -> MongoURL:
     _check_driver_options(driver, url)
     database = unquote(parts.path.lstrip("/")) or default_database
     if any(ch in database for ch in '/\\. "$\x00') or len(database) > 63:
-        raise ConfigurationError(f"invalid MongoDB database name {database!r} in {url!r}")
+        raise ConfigurationError(
+            f"invalid MongoDB database name {database!r} in {redact_url(url)!r}"
+        )
     present = {k.lower() for k, _ in driver}
     driver += [(k, str(v)) for k, v in DEFAULT_TIMEOUTS_MS.items() if k.lower() not in present]
     client_uri = urlunsplit((parts.scheme, parts.netloc, "/", urlencode(driver), ""))

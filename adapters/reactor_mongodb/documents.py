@@ -2,7 +2,7 @@
 
 Implements :class:`reactor.ports.DocumentStore` (``reactor/ports/documents.py``) so
 :class:`reactor.generic.storage.GenericStorage` can build the whole storage on it
-(ARCHITECTURE §4).
+(docs/protocol.md#document-stores).
 
 Layout: one MongoDB collection per reactor collection, named ``<prefix><collection>``
 (default prefix ``reactor_``), one document per key::
@@ -14,8 +14,8 @@ Layout: one MongoDB collection per reactor collection, named ``<prefix><collecti
   round trip exact for every JSON value (integers beyond int64, keys with ``$`` or ``.``) and
   makes the size check exact.
 * ``exp`` is the exact logical expiry (epoch seconds, a double). Every read, scan and
-  compare-and-set judges expiry by ``exp <= now()`` (ARCHITECTURE §2 "Expiry never depends on a
-  database's TTL deletion").
+  compare-and-set judges expiry by ``exp <= now()``: expiry never depends on the database's
+  TTL deletion (docs/protocol.md#conventions).
 * ``expires_at`` is ``exp + gc_grace`` as a BSON datetime, covered by a TTL index
   (``expireAfterSeconds: 0``). It is **garbage collection only**: the grace (default 60 s) keeps
   the TTL monitor from deleting a document the adapter's clock still considers alive, whatever

@@ -1,6 +1,6 @@
 """``MongoRouter``: a job queue in a MongoDB collection with visibility leases.
 
-Implements :class:`reactor.ports.Router` (ARCHITECTURE §3). One collection
+Implements :class:`reactor.ports.Router` (docs/protocol.md#routers). One collection
 ``<prefix>jobs`` holds every queue's messages, one document each::
 
     {_id: <wall ns>-<random>, queue, job_id, body: <JSON envelope text>, due_at: <epoch s>,
@@ -25,6 +25,17 @@ Implements :class:`reactor.ports.Router` (ARCHITECTURE §3). One collection
   text or binary at all is dead-lettered by :meth:`receive` with the reason and kept as stored
   (text, or BSON binary; another BSON value as its Extended JSON text), and the receive goes on
   claiming the messages behind it.
+* **Dead-letter administration** (:class:`reactor.ports.router.DeadLetterAdmin`;
+  docs/workers.md, "Dead letters"): a dead letter's id is its ``_id`` in ``<prefix>dead_letters``.
+  :meth:`MongoRouter.requeue_dead_letter` is *claim, enqueue, remove*: it claims the dead letter
+  with one conditional update (a ``requeue`` token and a deadline
+  :data:`REQUEUE_CLAIM_SECONDS` ahead, only where no live claim is set), inserts the job with a
+  deterministic ``_id`` derived from the dead letter's id (the idempotency key), then deletes
+  the dead letter. Two concurrent requeues: one wins the claim, the other gets ``None``. A
+  crash after the insert leaves the dead letter claimed; once the claim lapses a later requeue
+  takes it over, its insert finds the job already queued (duplicate key: nothing added) and the
+  removal completes. The job is never lost, and enqueued twice only if the first copy was
+  already run and acked before the retry (at-least-once).
 
 Times are on the adapter clock (``reactor_mongodb._clock``: the server's, calibrated), so every
 worker judges due times and leases by the same clock. Waiting in :meth:`receive` polls with a
@@ -38,7 +49,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -46,15 +57,19 @@ from bson import json_util
 from pymongo import ASCENDING, ReturnDocument
 from pymongo.collection import Collection
 from pymongo.database import Database
-from pymongo.errors import PyMongoError
+from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from reactor.model.errors import DeserializationError, RouterError, StorageError
 from reactor.ports.router import DeadLetter, Delivery, Job
 from reactor_mongodb._clock import ServerClock
 
-__all__ = ["MongoRouter"]
+__all__ = ["REQUEUE_CLAIM_SECONDS", "MongoRouter"]
 
 logger = logging.getLogger(__name__)
+
+#: Seconds a requeue's claim on a dead letter holds before another requeue may take it over
+#: (only a requeue that crashed between its enqueue and its removal leaves one behind).
+REQUEUE_CLAIM_SECONDS = 30.0
 
 
 def _raw_body(body: object) -> str | bytes:
@@ -198,7 +213,11 @@ class MongoRouter:
         delay = _check_delay(delay_seconds)
         self._insert(body, self.now() + delay, None)
 
-    def _insert(self, body: str | bytes, due_at: float, job_id: str | None) -> None:
+    def _insert(
+        self, body: str | bytes, due_at: float, job_id: str | None, message_id: str | None = None
+    ) -> bool:
+        """Insert a message (``message_id``: its ``_id``, an idempotency key); ``False`` when a
+        message with that ``_id`` is already queued (nothing inserted)."""
         if self._closed:
             raise RouterError("the MongoDB router is closed")
         self._ensure_indexes()
@@ -206,7 +225,7 @@ class MongoRouter:
             self.jobs.insert_one(
                 {
                     # wall-clock nanoseconds first: jobs due at the same time go out FIFO
-                    "_id": f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",
+                    "_id": message_id or f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",
                     "queue": self.queue,
                     "job_id": job_id,
                     "body": body,
@@ -217,8 +236,13 @@ class MongoRouter:
                     "enqueued_at": self.now(),
                 }
             )
+        except DuplicateKeyError:
+            if message_id is None:
+                raise RouterError("MongoDB enqueue failed: duplicate message id") from None
+            return False
         except PyMongoError as exc:
             raise RouterError(f"MongoDB enqueue failed: {exc}") from exc
+        return True
 
     # -- consumer side -----------------------------------------------------------------------
 
@@ -404,27 +428,136 @@ class MongoRouter:
         except PyMongoError as exc:
             raise RouterError(f"MongoDB dead-lettering failed: {exc}") from exc
 
-    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        """Dead-lettered messages of this queue, oldest first (at most ``limit``); a binary body
-        that is not UTF-8 comes back base64 (:meth:`reactor.ports.DeadLetter.from_raw`).
+    def dead_letters(self, limit: int = 100, cursor: str | None = None) -> list[DeadLetter]:
+        """Dead-lettered messages of this queue, oldest first (at most ``limit``), each with its
+        ``_id`` as ``id``; a binary body that is not UTF-8 comes back base64
+        (:meth:`reactor.ports.DeadLetter.from_raw`; docs/workers.md, "Dead letters").
+
+        Args:
+            limit: the most letters returned.
+            cursor: the id of the last letter of the previous page (``None``: the oldest).
 
         Raises:
+            ValueError: ``cursor`` names no dead letter of this queue (requeued or purged
+                since: start again from the oldest).
             RouterError: the server failed.
         """
         if limit <= 0:
             return []
+        query: dict[str, Any] = {"queue": self.queue}
         try:
-            cursor = (
-                self.dead.find({"queue": self.queue})
+            if cursor is not None:
+                last = self.dead.find_one({"_id": cursor, "queue": self.queue})
+                if last is None:
+                    raise ValueError(f"bad dead-letter cursor {cursor!r}: no such dead letter")
+                query["$or"] = [
+                    {"at": {"$gt": last["at"]}},
+                    {"at": last["at"], "_id": {"$gt": last["_id"]}},
+                ]
+            found = (
+                self.dead.find(query)
                 .sort([("at", ASCENDING), ("_id", ASCENDING)])
                 .limit(int(limit))
             )
-            return [
-                DeadLetter.from_raw(_raw_body(d.get("body")), str(d["reason"]), float(d["at"]))
-                for d in cursor
-            ]
+            return [self._letter(doc) for doc in found]
         except PyMongoError as exc:
             raise RouterError(f"MongoDB dead_letters failed: {exc}") from exc
+
+    def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
+        """The dead letter of this queue whose ``_id`` is ``letter_id``, else ``None``
+        (docs/workers.md, "Dead letters").
+
+        Raises:
+            RouterError: the server failed.
+        """
+        try:
+            doc = self.dead.find_one({"_id": letter_id, "queue": self.queue})
+        except PyMongoError as exc:
+            raise RouterError(f"MongoDB get_dead_letter failed: {exc}") from exc
+        return None if doc is None else self._letter(doc)
+
+    def requeue_dead_letter(self, letter_id: str) -> str | None:
+        """Move a dead letter back to the queue, due now, with a fresh delivery count.
+
+        Claim, enqueue, remove (module docstring): concurrent requeues of one id enqueue it
+        once, and a crash between the steps never loses it (docs/workers.md, "Dead letters").
+
+        Returns:
+            The job id (the original job's), or ``None`` when there is no such dead letter or
+            another requeue holds its claim.
+
+        Raises:
+            DeserializationError: the body is not a job envelope; the letter is kept
+                (unclaimed).
+            RouterError: the server failed or the router is closed (the letter is kept; a
+                claim already taken lapses after :data:`REQUEUE_CLAIM_SECONDS`).
+        """
+        letter = self.get_dead_letter(letter_id)
+        if letter is None:
+            return None
+        job = letter.to_job()
+        token, now = uuid.uuid4().hex, self.now()
+        try:
+            claimed = self.dead.find_one_and_update(
+                {
+                    "_id": letter_id,
+                    "queue": self.queue,
+                    "$or": [{"requeue_until": None}, {"requeue_until": {"$lte": now}}],
+                },
+                {"$set": {"requeue": token, "requeue_until": now + REQUEUE_CLAIM_SECONDS}},
+                return_document=ReturnDocument.AFTER,
+            )
+        except PyMongoError as exc:
+            raise RouterError(f"MongoDB requeue failed: {exc}") from exc
+        if claimed is None:
+            return None
+        body = letter.raw_body().decode("utf-8")  # to_job decoded it: UTF-8
+        try:
+            # the deterministic _id is the idempotency key: a retried requeue adds no copy
+            self._insert(body, self.now(), job.id, f"{letter_id}-requeued")
+        except RouterError:
+            self._release_claim(letter_id, token)
+            raise
+        try:
+            self.dead.delete_one({"_id": letter_id, "requeue": token})
+        except PyMongoError as exc:
+            raise RouterError(f"MongoDB requeue failed: {exc}") from exc
+        return job.id
+
+    def _release_claim(self, letter_id: str, token: str) -> None:
+        """Drop a requeue's claim after its enqueue failed (best effort: it lapses anyway)."""
+        try:
+            self.dead.update_one(
+                {"_id": letter_id, "requeue": token},
+                {"$set": {"requeue": None, "requeue_until": None}},
+            )
+        except PyMongoError as exc:
+            logger.warning("could not release the requeue claim on %s: %s", letter_id, exc)
+
+    def purge_dead_letters(self, ids: Sequence[str] | None = None) -> int:
+        """Delete this queue's dead letters named by ``ids`` (``None``: all of them); returns
+        how many were deleted (docs/workers.md, "Dead letters").
+
+        Raises:
+            RouterError: the server failed.
+        """
+        query: dict[str, Any] = {"queue": self.queue}
+        if ids is not None:
+            wanted = sorted(set(ids))
+            if not wanted:
+                return 0
+            query["_id"] = {"$in": wanted}
+        try:
+            return int(self.dead.delete_many(query).deleted_count)
+        except PyMongoError as exc:
+            raise RouterError(f"MongoDB purge_dead_letters failed: {exc}") from exc
+
+    @staticmethod
+    def _letter(doc: dict[str, Any]) -> DeadLetter:
+        """A ``<prefix>dead_letters`` document as a :class:`DeadLetter`."""
+        return DeadLetter.from_raw(
+            _raw_body(doc.get("body")), str(doc["reason"]), float(doc["at"]), str(doc["_id"])
+        )
 
     def close(self) -> None:
         """Stop using the router (closes the client when owned); idempotent."""

@@ -1,4 +1,4 @@
-"""Best-effort completion signals on MongoDB change streams (storage-protocol.md §2.13).
+"""Best-effort completion signals on MongoDB change streams (docs/protocol.md#signals).
 
 ``publish`` inserts ``{channel, message, at}`` into the ``<prefix>signals`` collection; each
 :class:`MongoSubscription` is a change stream on that collection filtered to inserts of its
@@ -10,8 +10,8 @@ Change streams need a replica set or a server that emulates one (SecantusDB does
 standalone ``mongod`` and mongomock do not. :func:`change_streams_supported` asks once, when the
 storage is built, bounded by :data:`PROBE_TIMEOUT` seconds (construction never waits for an
 unreachable server for long). A definite answer is final: without support the storage declares
-``Capabilities(signals=False)`` and waits poll the durable records (ARCHITECTURE §5 rule 3:
-signals only ever shorten waits). When the server cannot be reached in time the answer is
+``Capabilities(signals=False)`` and waits poll the durable records (signals only ever
+shorten waits: docs/protocol.md#signals). When the server cannot be reached in time the answer is
 unknown: the storage declares signals and the :class:`MongoSignalStore` settles the question on
 first use; if the server then turns out to refuse change streams, ``publish`` does nothing and
 ``subscribe`` returns a subscription that never delivers (each ``get`` just waits its timeout,

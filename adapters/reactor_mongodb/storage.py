@@ -1,14 +1,14 @@
 """``MongoStorage``: the whole storage protocol on MongoDB.
 
 :class:`reactor.generic.storage.GenericStorage` over a
-:class:`reactor_mongodb.documents.MongoDocumentStore`: every semantic comes from the generic
-stores (ARCHITECTURE §4); MongoDB supplies atomicity (single-document compare-and-set) and the
-clock (the server's, calibrated: ``reactor_mongodb._clock``). Signals use change streams
-(:mod:`reactor_mongodb.signals`) where the server supports them -- asked once, at
-construction, for at most ``PROBE_TIMEOUT`` (1 s) -- and are otherwise absent
-(``capabilities.signals`` is ``False``: waiters poll the durable records). When the server
-cannot be reached in time, signals are declared and the signal store settles support on first
-use (degrading to polling if the server refuses change streams).
+:class:`reactor_mongodb.documents.MongoDocumentStore`: every semantic comes from the generic stores
+(docs/protocol.md#document-stores); MongoDB supplies atomicity (single-document compare-and-set) and
+the clock (the server's, calibrated: ``reactor_mongodb._clock``). Signals use change streams
+(:mod:`reactor_mongodb.signals`) where the server supports them -- asked once, at construction, for
+at most ``PROBE_TIMEOUT`` (1 s) -- and are otherwise absent (``capabilities.signals`` is ``False``:
+waiters poll the durable records). When the server cannot be reached in time, signals are declared
+and the signal store settles support on first use (degrading to polling if the server refuses change
+streams).
 """
 
 from __future__ import annotations

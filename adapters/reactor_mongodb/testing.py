@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from reactor.model.errors import ConfigurationError
+from reactor.ports.urls import redact_url
 from reactor_mongodb._url import parse_url
 
 __all__ = ["MONGOMOCK_LOCK", "Serialized", "client_for", "router_from_url", "storage_from_url"]
@@ -143,7 +144,7 @@ def client_for(name: str) -> Any:
 def _as_mongodb_url(url: str) -> tuple[str, str]:
     parts = urlsplit(url)
     if parts.scheme.lower() != "mongomock":
-        raise ConfigurationError(f"not a mongomock URL: {url!r}")
+        raise ConfigurationError(f"not a mongomock URL: {redact_url(url)!r}")
     rest = url.split("://", 1)[1]
     return parts.netloc or "default", "mongodb://localhost" + rest[len(parts.netloc) :]
 

@@ -1,6 +1,6 @@
 """Redis storage and router for reactor (redis-py): ``redis://``, ``rediss://``, ``redis+cluster://``.
 
-Configure with URLs (ARCHITECTURE §6)::
+Configure with URLs (docs/adapters/redis.md)::
 
     reactor.configure(storage="redis://127.0.0.1:6379/0?prefix=myapp",
                       router="redis://127.0.0.1:6379/0?queue=jobs")

@@ -55,7 +55,7 @@ def ttl_arg(ttl: float | None) -> str:
 
     Raises:
         ValueError: ``ttl`` is neither ``None`` nor a positive finite number (a TTL of 0 would
-            mean ``EXPIRE key 0``, which never happens: ARCHITECTURE §2).
+            mean ``EXPIRE key 0``, which never happens: docs/protocol.md#conventions).
     """
     if ttl is None:
         return "-1"
@@ -197,12 +197,22 @@ def cluster_client(url: str, options: dict[str, Any]) -> RedisCluster:
 
 
 def close_client(client: Client) -> None:
-    """Close a redis-py client and all its connections (a cluster's seed too); never raises."""
+    """Close a redis-py client and all its connections (a cluster's seed too); never raises.
+
+    A ``RedisCluster`` has its node pools disconnected rather than ``close()``-d: redis-py's
+    cluster ``close()`` drops the default node, after which a keyless command (``TIME``) raises
+    ``AttributeError`` instead of a ``RedisError``, so a late call on a closed storage escaped
+    as an untyped error. Disconnected, it behaves as a closed ``redis.Redis`` does (sockets
+    released, reconnects on use; docs/contract-suite.md, "Rules: driver errors").
+    """
     seed = _SEEDS.pop(client, None)
     for closable in (client, seed):
         if closable is None:
             continue
         try:
-            closable.close()
+            if isinstance(closable, RedisCluster):
+                closable.disconnect_connection_pools()  # type: ignore[no-untyped-call]
+            else:
+                closable.close()
         except Exception:  # closing must never raise
             pass

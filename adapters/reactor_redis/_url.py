@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from reactor.model.errors import ConfigurationError
+from reactor.ports.urls import redact_url
 
 __all__ = [
     "DEFAULT_SOCKET_TIMEOUT",
@@ -154,7 +155,9 @@ def _db(path: str, query_db: str | None, url: str) -> int:
     if query_db is not None:
         from_query = _int("db", query_db, 0)
         if raw_path and from_query != db:
-            raise ConfigurationError(f"Redis URL {url!r} names two databases ({db}, {from_query})")
+            raise ConfigurationError(
+                f"Redis URL {redact_url(url)!r} names two databases ({db}, {from_query})"
+            )
         db = from_query
     return db
 
@@ -177,12 +180,12 @@ def parse_url(url: str) -> RedisURL:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        raise ConfigurationError(f"malformed Redis URL {url!r}: {exc}") from exc
+        raise ConfigurationError(f"malformed Redis URL {redact_url(url)!r}: {exc}") from exc
     scheme = parts.scheme.lower()
     if scheme not in ("redis", "rediss", "redis+cluster"):
-        raise ConfigurationError(f"not a Redis URL: {url!r}")
+        raise ConfigurationError(f"not a Redis URL: {redact_url(url)!r}")
     if not parts.hostname:
-        raise ConfigurationError(f"Redis URL {url!r} names no host")
+        raise ConfigurationError(f"Redis URL {redact_url(url)!r} names no host")
     options: dict[str, str] = {}
     driver: dict[str, Any] = {}
     accepted = {**DRIVER_OPTIONS, **(SSL_OPTIONS if scheme == "rediss" else {})}
@@ -194,13 +197,16 @@ def parse_url(url: str) -> RedisURL:
         else:
             known = sorted(REACTOR_OPTIONS | set(accepted))
             raise ConfigurationError(
-                f"unknown Redis URL option {name!r} in {url!r} (accepted: {', '.join(known)})"
+                f"unknown Redis URL option {name!r} in {redact_url(url)!r} "
+                f"(accepted: {', '.join(known)})"
             )
     query_db = next((v for k, v in parse_qsl(parts.query) if k == "db"), None)
     driver.pop("db", None)
     db = _db(parts.path, query_db, url)
     if scheme == "redis+cluster" and db != 0:
-        raise ConfigurationError(f"a Redis Cluster has only database 0, got {db} in {url!r}")
+        raise ConfigurationError(
+            f"a Redis Cluster has only database 0, got {db} in {redact_url(url)!r}"
+        )
     raw_timeout = options.get("socket_timeout")
     timeout = (
         _positive_float("socket_timeout", raw_timeout) if raw_timeout else DEFAULT_SOCKET_TIMEOUT

@@ -1,4 +1,4 @@
-"""First-writer-wins claims on Redis (storage-protocol.md §2.2, §2.6, §2.7).
+"""First-writer-wins claims on Redis (docs/protocol.md#claims).
 
 One string key per claim (correlation ids, idempotency keys as SHA-256 digests of the user key,
 interrupt resumes holding their payload, attempt counters), each with a native TTL of

@@ -1,4 +1,4 @@
-"""Run contexts on Redis (storage-protocol.md §2.1, §2.14; ARCHITECTURE §2 "Scans").
+"""Run contexts on Redis (docs/protocol.md#contexts).
 
 Each context is a hash ``P:{ctx:NN}:c:<id>`` (fields of :class:`ContextRecord` plus the scan
 index and page entry it is listed under) with a native TTL of ``context_ttl``. Beside it, in

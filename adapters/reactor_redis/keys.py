@@ -2,7 +2,7 @@
 
 Every key starts with the configurable prefix (default ``"reactor"``). Keys that a multi-key
 Lua script touches together share one Redis Cluster hash tag ``{...}`` so each script runs in
-one slot (storage-protocol.md §1.3 uses the same trick for ordered locks):
+one slot (ruby_reactor's Redis adapter uses the same trick for ordered locks):
 
 ================  ===============================================  ==========================
 concern           keys                                             hash tag

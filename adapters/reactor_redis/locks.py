@@ -1,4 +1,4 @@
-"""Re-entrant owner-tokened TTL locks on Redis (storage-protocol.md §2.8).
+"""Re-entrant owner-tokened TTL locks on Redis (docs/protocol.md#locks).
 
 Each lock is a hash ``P:lock:<key>`` ``{o: owner, n: count, x: expiry µs or -1, f: fencing
 token}``; every operation is one call of ``scripts/lock.lua``, a line-by-line twin of

@@ -1,4 +1,4 @@
-"""Distributed map rollback state on Redis (storage-protocol.md §2.5, seed 004).
+"""Distributed map rollback state on Redis (docs/protocol.md#map-rollbacks).
 
 The rollback aggregates live beside the map's forward keys under the same ``{map:<id>}`` tag
 (``rb:metadata`` JSON, ``rb:offset``, ``rb:outcomes`` hash position -> outcome JSON,

@@ -1,11 +1,11 @@
-"""Fan-out map forward state on Redis (storage-protocol.md §2.4).
+"""Fan-out map forward state on Redis (docs/protocol.md#maps).
 
 All keys of one map share the hash tag ``{map:<map id>}`` (see :mod:`reactor_redis.keys`):
 ``metadata`` (JSON string), ``counter``, ``offset``, ``failed``, ``owner_signal`` (strings),
 ``results`` (hash index -> codec JSON), ``elements`` (list, append-only). Every write is one
 call of ``scripts/map.lua``, which also re-stamps **every** key of the map (rollback keys
 included) to ``context_ttl``, so an aggregate never expires before its members
-(ARCHITECTURE §2 "Retention"). The sweeper's scan reads the ``P:{maps}:active`` sorted set
+(docs/protocol.md#conventions). The sweeper's scan reads the ``P:{maps}:active`` sorted set
 (map ids, written before the map itself so a crash never hides a map), keyset-paged in
 ``(score, id)`` order (``scripts/index_page.lua``), pruning entries whose metadata is gone;
 :meth:`RedisMapStore.claim_owner_signal` takes a settled map out of it (docs/workers.md, "Sweep
@@ -238,7 +238,7 @@ class RedisMapStore:
     ) -> list[str]:
         """Ids at tail positions ``position .. position+count-1`` of the first ``total``.
 
-        storage-protocol.md §2.4 arithmetic; tail-first order, ``[]`` past the head.
+        docs/protocol.md#maps arithmetic; tail-first order, ``[]`` past the head.
 
         Raises:
             ValueError: ``position`` is negative.

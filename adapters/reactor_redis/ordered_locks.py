@@ -1,4 +1,4 @@
-"""Ordered locks on Redis (storage-protocol.md §2.12).
+"""Ordered locks on Redis (docs/protocol.md#ordered-locks).
 
 Two keys under the hash tag ``{ol:<key>}``: a hash of the five logical fields, each with its
 own expiry (``n``/``nx`` next nonce, ``c``/``cx`` cursor, ``f``/``fx`` first failed, ``e``/``ex``

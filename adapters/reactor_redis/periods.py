@@ -1,4 +1,4 @@
-"""Once-per-bucket markers on Redis, mark-if-absent (storage-protocol.md §2.11, first wins).
+"""Once-per-bucket markers on Redis, mark-if-absent (docs/protocol.md#periods).
 
 A marker is a hash ``{c: context id, a: marked µs, x: expiry µs or -1}``; ``scripts/period.lua``
 marks only when no live marker exists (:mod:`reactor.model.coordination.periods`).

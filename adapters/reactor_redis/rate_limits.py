@@ -1,4 +1,4 @@
-"""Multi-window fixed-window rate limits on Redis (storage-protocol.md §2.10).
+"""Multi-window fixed-window rate limits on Redis (docs/protocol.md#rate-limits).
 
 One hash per rate-limit key holding three numeric fields per window id ``W`` (window ids from
 :func:`reactor.model.coordination.rate_limits.window_id`): ``W`` (count), ``W|b`` (bucket) and

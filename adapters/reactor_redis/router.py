@@ -1,4 +1,4 @@
-"""The Redis router: a Streams consumer group plus a delayed sorted set (ARCHITECTURE §3).
+"""The Redis router: a Streams consumer group plus a delayed sorted set (docs/protocol.md#routers).
 
 Keys (one hash tag ``{q:<queue>}``, so every script runs in one slot): the stream, the delayed
 sorted set (job JSON -> due time in ms), the dead-letter stream and a hash of extended leases.
@@ -25,14 +25,24 @@ sorted set (job JSON -> due time in ms), the dead-letter stream and a hash of ex
   UTF-8, too large, too deep, not an envelope, no ``body`` field) is dead-lettered inside
   ``receive`` with the reason and its raw bytes, and the receive goes on reading without
   waiting: a poison entry never fails a receive and never blocks the jobs behind it.
+* **Dead-letter administration** (:class:`reactor.ports.router.DeadLetterAdmin`; docs/workers.md,
+  "Dead letters"): a dead letter's id is its entry id in the dead-letter stream
+  (``"<ms>-<seq>"``). Pages are ``XRANGE`` with an exclusive start after the cursor;
+  ``requeue_dead_letter`` checks the body in Python, then one script re-adds the body to the
+  stream (a new entry: a fresh delivery count) and deletes the dead entry, atomically, so two
+  concurrent requeues of one id enqueue it once and a crash cannot lose it; ``purge`` is
+  ``XDEL`` (or ``DEL`` of the whole dead-letter stream). Every key involved shares the queue's
+  hash tag, so all of it is cluster-safe.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any, cast
 
 import redis
@@ -40,11 +50,18 @@ from redis.client import NEVER_DECODE
 from redis.exceptions import NoScriptError
 
 from reactor.model.errors import DeserializationError, RouterError
+from reactor.ports.inspection import QueueStats
 from reactor.ports.router import DeadLetter, Delivery, Job
 from reactor_redis._base import Client, RedisScripts, _source, close_client, router_errors
 from reactor_redis.keys import Keys
 
-__all__ = ["CONSUMER_IDLE_TIMEOUT", "CONSUMER_PRUNE_INTERVAL", "GROUP", "RedisRouter"]
+__all__ = [
+    "CONSUMER_IDLE_TIMEOUT",
+    "CONSUMER_PRUNE_INTERVAL",
+    "GROUP",
+    "LIVE_CONSUMER_IDLE",
+    "RedisRouter",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -58,8 +75,20 @@ CONSUMER_IDLE_TIMEOUT = 600.0
 #: Seconds between two consumer prunes run by one router's :meth:`RedisRouter.receive`.
 CONSUMER_PRUNE_INTERVAL = 60.0
 
+#: Seconds since a consumer's last read, claim or extend under which ``queue_stats`` counts it
+#: as a live worker (a worker blocks in reads of at most 1 s while idle).
+LIVE_CONSUMER_IDLE = 60.0
+
 #: redis-py option: return this command's reply as raw bytes (message bodies may be any bytes).
 _RAW: dict[str, Any] = {NEVER_DECODE: True}
+
+#: A stream entry id as Redis writes it (``"<ms>-<seq>"``, no leading zeros): the form of a
+#: dead letter's id. Only the canonical spelling names a letter (Redis would read ``"5-00"`` as
+#: ``"5-0"``).
+_ENTRY_ID = re.compile(r"\A(?:0|[1-9][0-9]{0,19})-(?:0|[1-9][0-9]{0,19})\Z")
+
+#: Dead-letter ids one ``purge`` script call deletes at most (larger purges take several calls).
+_PURGE_CHUNK = 500
 
 
 def _text(value: object) -> str:
@@ -359,32 +388,100 @@ class RedisRouter:
             ):
                 logger.warning("dead_letter of a stale receipt %s ignored", delivery.receipt)
 
-    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+    def dead_letters(self, limit: int = 100, cursor: str | None = None) -> list[DeadLetter]:
         """Dead-lettered messages, oldest first (bodies exactly as stored: text, or base64 when
-        not UTF-8, :meth:`reactor.ports.DeadLetter.from_raw`).
+        not UTF-8, :meth:`reactor.ports.DeadLetter.from_raw`), each with its entry id as ``id``
+        (docs/workers.md, "Dead letters").
+
+        Args:
+            limit: the most letters returned.
+            cursor: the id of the last letter of the previous page (``None``: the oldest); it
+                need not be a dead letter any more.
+
+        Raises:
+            ValueError: ``cursor`` is not a stream entry id.
+            RouterError: Redis failed.
+        """
+        if cursor is not None and not _ENTRY_ID.match(cursor):
+            raise ValueError(f"bad dead-letter cursor {cursor!r}: not a stream entry id")
+        if limit <= 0:
+            return []
+        start = "-" if cursor is None else f"({cursor}"
+        with router_errors("dead letters"):
+            reply = self.client.execute_command(
+                "XRANGE", self._keys[2], start, "+", "COUNT", int(limit), **_RAW
+            )
+        return [self._letter(entry) for entry in reply or []]
+
+    def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
+        """The dead letter whose entry id is ``letter_id``, else ``None`` (a malformed id
+        included; docs/workers.md, "Dead letters").
 
         Raises:
             RouterError: Redis failed.
         """
-        if limit <= 0:
-            return []
-        with router_errors("dead letters"):
+        if not _ENTRY_ID.match(letter_id):
+            return None
+        with router_errors("dead letter"):
             reply = self.client.execute_command(
-                "XRANGE", self._keys[2], "-", "+", "COUNT", int(limit), **_RAW
+                "XRANGE", self._keys[2], letter_id, letter_id, "COUNT", 1, **_RAW
             )
-        letters: list[DeadLetter] = []
-        for entry in reply or []:
-            fields = _field_map(entry[1])
-            try:
-                at = int(fields.get(b"at", b"0")) / 1000
-            except ValueError:
-                at = 0.0
-            letters.append(
-                DeadLetter.from_raw(
-                    fields.get(b"body", b""), _text(fields.get(b"reason", b"")), at
-                )
-            )
-        return letters
+        return self._letter(reply[0]) if reply else None
+
+    def requeue_dead_letter(self, letter_id: str) -> str | None:
+        """Move a dead letter back to the stream, due now, with a fresh delivery count.
+
+        The body is checked first (:meth:`reactor.ports.DeadLetter.to_job`); then one script
+        re-adds it as a new stream entry and deletes the dead entry, atomically: concurrent
+        requeues of one id enqueue it once, and nothing is lost in between (docs/workers.md,
+        "Dead letters").
+
+        Returns:
+            The job id (the original job's), or ``None`` when there is no such dead letter (or
+            a concurrent requeue moved it first).
+
+        Raises:
+            DeserializationError: the body is not a job envelope; the letter is kept.
+            RouterError: Redis failed.
+        """
+        letter = self.get_dead_letter(letter_id)
+        if letter is None:
+            return None
+        job = letter.to_job()
+        with router_errors("requeue"):
+            self._ensure_group()
+            if not self._script("requeue", letter_id):
+                return None
+        return job.id
+
+    def purge_dead_letters(self, ids: Sequence[str] | None = None) -> int:
+        """Delete the dead letters named by ``ids`` (``None``: the whole dead-letter stream);
+        returns how many were deleted (docs/workers.md, "Dead letters").
+
+        Raises:
+            RouterError: Redis failed.
+        """
+        with router_errors("purge dead letters"):
+            if ids is None:
+                return int(cast(int, self._script("purge")))
+            wanted = sorted({i for i in ids if _ENTRY_ID.match(i)})
+            deleted = 0
+            for start in range(0, len(wanted), _PURGE_CHUNK):
+                chunk = wanted[start : start + _PURGE_CHUNK]
+                deleted += int(cast(int, self._script("purge", *chunk)))
+            return deleted
+
+    @staticmethod
+    def _letter(entry: Any) -> DeadLetter:
+        """A dead-letter stream entry (read undecoded) as a :class:`DeadLetter`."""
+        fields = _field_map(entry[1])
+        try:
+            at = int(fields.get(b"at", b"0")) / 1000
+        except ValueError:
+            at = 0.0
+        return DeadLetter.from_raw(
+            fields.get(b"body", b""), _text(fields.get(b"reason", b"")), at, _text(entry[0])
+        )
 
     def inject_raw(self, body: str | bytes) -> None:
         """Append ``body`` (text or any bytes) to the stream unvalidated (the router probe's
@@ -417,12 +514,56 @@ class RedisRouter:
             idle = math.ceil(self.consumer_idle_timeout * 1000)
             return int(cast(int, self._script("prune", GROUP, idle)))
 
+    def ping(self) -> None:
+        """One ``PING`` round trip (``reactor ping``; :class:`reactor.ports.inspection.Pingable`).
+
+        Raises:
+            RouterError: Redis cannot be reached.
+        """
+        with router_errors("ping"):
+            self.client.ping()
+
+    def queue_stats(self) -> QueueStats:
+        """The queue's counts from ``XLEN``, ``XPENDING``, ``ZCARD`` and ``XINFO CONSUMERS``
+        (``reactor info``; :class:`reactor.ports.inspection.QueueInspector`). Reads only:
+        a queue no worker has read yet reports 0 in flight and 0 consumers.
+
+        Returns:
+            ``ready`` (stream entries not leased), ``delayed`` (the delayed sorted set),
+            ``in_flight`` (leased entries), ``dead_letters`` (the dead-letter stream) and
+            ``consumers`` (consumers of the group active in the last
+            :data:`LIVE_CONSUMER_IDLE` seconds).
+
+        Raises:
+            RouterError: Redis failed.
+        """
+        stream, delayed, dead = self._keys[0], self._keys[1], self._keys[2]
+        with router_errors("queue stats"):
+            length = int(self.client.xlen(stream))
+            waiting = int(self.client.zcard(delayed))
+            dead_count = int(self.client.xlen(dead))
+            try:
+                pending = self.client.xpending(stream, GROUP)
+                consumers = self.client.xinfo_consumers(stream, GROUP)
+            except redis.ResponseError as exc:  # no group yet (NOGROUP) or no stream
+                if "NOGROUP" not in str(exc) and "no such key" not in str(exc):
+                    raise
+                pending, consumers = {"pending": 0}, []
+        leased = int(pending.get("pending", 0)) if isinstance(pending, dict) else 0
+        live_ms = LIVE_CONSUMER_IDLE * 1000
+        live = sum(1 for c in consumers if float(c.get("idle", live_ms)) < live_ms)
+        return QueueStats(
+            ready=max(length - leased, 0), delayed=waiting, in_flight=leased,
+            dead_letters=dead_count, consumers=live,
+        )
+
     def close(self) -> None:
         """Leave the consumer group and close the client (when owned); idempotent.
 
         The consumer is deleted only when it holds no pending entry (else the entries would be
         lost to redelivery); one left behind is deleted later by :meth:`prune_consumers`. A
-        failure to leave is logged, never raised.
+        failure to leave (the server is down) is logged at DEBUG, never raised: the operation
+        that met the outage has already reported it, and closing adds no second line.
         """
         if self._closed:
             return
@@ -431,6 +572,6 @@ class RedisRouter:
             with router_errors("leave"):
                 self._script("leave", GROUP, self.consumer)
         except RouterError as exc:
-            logger.warning("consumer %s could not leave the group: %s", self.consumer, exc)
+            logger.debug("consumer %s could not leave the group: %s", self.consumer, exc)
         if self._owns:
             close_client(self.client)

@@ -1,4 +1,4 @@
-"""Counting semaphores as per-holder leases on Redis (ARCHITECTURE §4).
+"""Counting semaphores as per-holder leases on Redis (docs/protocol.md#semaphores).
 
 Two keys under the hash tag ``{sem:<key>}``: a hash ``{l: limit}`` and a sorted set of holder
 tokens scored by their lease expiry (µs). ``scripts/semaphore.lua`` drops expired leases by

@@ -1,4 +1,4 @@
-"""Best-effort completion signals on Redis pub/sub (storage-protocol.md §2.13).
+"""Best-effort completion signals on Redis pub/sub (docs/protocol.md#signals).
 
 ``publish`` is ``PUBLISH P:sig:<channel>``. Each :class:`RedisSubscription` holds a dedicated
 connection (subscriber mode poisons a connection for other commands) and is confirmed by the

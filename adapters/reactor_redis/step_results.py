@@ -1,4 +1,4 @@
-"""Step Result Records on Redis (storage-protocol.md §2.3).
+"""Step Result Records on Redis (docs/protocol.md#step-results).
 
 Each record is a hash ``P:{sr:NN}:r:<context id>:<step>`` (``s`` = status, ``j`` = the
 record as JSON) with a native TTL of ``context_ttl``, re-stamped on every put. Beside it in the

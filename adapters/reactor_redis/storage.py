@@ -8,11 +8,12 @@ thread-safe connection pool) and the lazily loaded Lua scripts; ``now()`` is the
 
 from __future__ import annotations
 
+from reactor.model.status import RunStatus
 from reactor.ports.storage import Capabilities
 from reactor_redis._base import Client, RedisScripts, close_client, storage_errors
 from reactor_redis.claims import RedisClaimStore
 from reactor_redis.contexts import RedisContextStore
-from reactor_redis.keys import Keys
+from reactor_redis.keys import SHARDS, Keys
 from reactor_redis.locks import RedisLockStore
 from reactor_redis.map_rollbacks import RedisMapRollbackStore
 from reactor_redis.maps import RedisMapStore
@@ -28,7 +29,7 @@ __all__ = ["RedisStorage"]
 
 
 class RedisStorage:
-    """The Redis storage adapter (ARCHITECTURE §2).
+    """The Redis storage adapter (docs/protocol.md#storage).
 
     Args:
         client: a redis-py ``Redis`` or ``RedisCluster`` created with ``decode_responses=True``.
@@ -80,6 +81,44 @@ class RedisStorage:
         with storage_errors("TIME"):
             seconds, micros = self.client.time()
         return int(seconds) + int(micros) / 1_000_000
+
+    def ping(self) -> None:
+        """One ``PING`` round trip (``reactor ping``; :class:`reactor.ports.inspection.Pingable`).
+
+        Raises:
+            StorageError: Redis cannot be reached.
+        """
+        with storage_errors("ping"):
+            self.client.ping()
+
+    def sweep_index_sizes(self) -> dict[str, int]:
+        """``ZCARD`` of the indexes the sweepers walk (``reactor info``;
+        :class:`reactor.ports.inspection.SweepIndexInspector`): ``runs`` (running and rolling
+        back, top-level and dispatched children, over the 16 shards), ``steps`` (dispatched
+        async steps), ``maps`` (active maps) and ``map_rollbacks`` (started rollbacks).
+        Members that expired but were not trimmed yet are counted.
+
+        Raises:
+            StorageError: Redis failed.
+        """
+        run_indexes = [
+            prefix + status
+            for prefix in ("", "child:")
+            for status in (RunStatus.RUNNING.value, RunStatus.ROLLING_BACK.value)
+        ]
+        keys = self.keys
+        with storage_errors("sweep index sizes"):
+            runs = sum(
+                int(self.client.zcard(keys.context_index_prefix(shard) + name))
+                for shard in range(SHARDS) for name in run_indexes
+            )
+            steps = sum(
+                int(self.client.zcard(keys.step_index_prefix(shard) + "dispatched"))
+                for shard in range(SHARDS)
+            )
+            maps = int(self.client.zcard(keys.active_maps()))
+            rollbacks = int(self.client.zcard(keys.started_rollbacks()))
+        return {"runs": runs, "steps": steps, "maps": maps, "map_rollbacks": rollbacks}
 
     def close(self) -> None:
         """Close the client's connections (when owned); idempotent."""

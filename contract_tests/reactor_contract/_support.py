@@ -16,8 +16,10 @@ from reactor.ports.records import (
 )
 
 __all__ = [
+    "ADAPTER_DOC",
     "CONTEXT_TTL",
     "HOUR",
+    "SUITE_DOC",
     "TTL_SLACK",
     "assert_ttl",
     "context",
@@ -25,6 +27,7 @@ __all__ = [
     "map_metadata",
     "rollback_metadata",
     "step_result",
+    "teach",
     "uid",
     "walk_scan",
 ]
@@ -38,6 +41,27 @@ HOUR = 3600.0
 CONTEXT_TTL = 7200.0
 #: Seconds a measured TTL may fall short of the expected one (test run time, clock reads).
 TTL_SLACK = 5.0
+
+
+#: Where the suite's failure messages point (docs/contract-suite.md, docs/writing-an-adapter.md).
+SUITE_DOC = "docs/contract-suite.md"
+ADAPTER_DOC = "docs/writing-an-adapter.md"
+
+
+def teach(concern: str, rule: str, mistake: str, where: str) -> str:
+    """A failure message that teaches: the concern, the rule broken (one sentence), the adapter
+    mistake that usually breaks it and the documentation section that states the rule.
+
+    Args:
+        concern: the conformance-table row (``"sweeps"``, ``"step_results"``...).
+        rule: the rule, one sentence.
+        mistake: the likely adapter mistake.
+        where: e.g. ``'docs/workers.md, "Sweep cursors and dispatch leases"'``.
+
+    Returns:
+        ``"<concern>: <rule> (likely mistake: <mistake>; see <where>)"``.
+    """
+    return f"{concern}: {rule} (likely mistake: {mistake}; see {where})"
 
 
 def uid(prefix: str = "k") -> str:

@@ -22,11 +22,14 @@ Fixtures (function-scoped, a fresh namespace per test):
 * ``router_probe`` -- the router's :class:`reactor_contract.probe.RouterProbe`
   (``reactor.router_probes``).
 
-At the end of a run with the options, a conformance table (one row per concern) is printed.
+At the end of a run with the options, a conformance table (one row per concern) is printed,
+and every test is bounded by ``--reactor-test-timeout`` seconds (default 60;
+:mod:`reactor_contract._timeout`), so a broken adapter fails instead of hanging the run.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,12 +41,19 @@ import pytest
 from reactor.ports.router import Router
 from reactor.ports.storage import Storage
 from reactor_contract._support import CONTEXT_TTL
+from reactor_contract._timeout import DEFAULT_TEST_TIMEOUT, ContractTimeout
 from reactor_contract.probe import Probe, RouterProbe, load_probe, load_router_probe
 
 __all__ = [
     "CONCERN_ORDER",
+    "MANDATORY_CONCERNS",
+    "NOT_APPLICABLE",
+    "NOT_RUN",
+    "OPTIONAL_IN_MANDATORY",
     "ConformanceReport",
     "add_query",
+    "open_router",
+    "open_storage",
     "router_url_for_test",
     "storage_url_for_test",
 ]
@@ -51,6 +61,7 @@ __all__ = [
 #: Rows of the conformance table, in print order (``reactor_concern`` of each contract class).
 CONCERN_ORDER: tuple[str, ...] = (
     "surface",
+    "documents",
     "contexts",
     "step_results",
     "maps",
@@ -64,12 +75,31 @@ CONCERN_ORDER: tuple[str, ...] = (
     "leases",
     "signals",
     "routers",
+    "dead_letters",
     "model",
     "concurrency",
     "sweeps",
 )
 
 T = TypeVar("T")
+
+#: Skip reasons starting with this mark a concern that does not apply to the adapter (verdict
+#: ``n/a``, e.g. ``documents`` on a storage not built on a ``DocumentStore``), not a gap.
+NOT_APPLICABLE = "not applicable:"
+
+#: Concerns every adapter must pass: a skip in one is a failure (docs/contract-suite.md,
+#: "Verdicts").
+MANDATORY_CONCERNS: frozenset[str] = frozenset(
+    {"locks", "step_results", "maps", "map_rollbacks", "sweeps", "contexts"}
+)
+
+#: Skip reasons a mandatory concern may show: single tests of an optional capability.
+OPTIONAL_IN_MANDATORY: tuple[str, ...] = ("capability: no document size limit",)
+
+#: Skip reasons of a run without the storage or router option (the row is "not run").
+NOT_RUN: frozenset[str] = frozenset({"no --reactor-storage given", "no --reactor-router given"})
+
+_VERDICTS = 'docs/contract-suite.md, "Verdicts"'
 
 #: Default visibility timeout (seconds) the suite asks a router for, so redelivery is quick.
 TEST_VISIBILITY_TIMEOUT = "1"
@@ -136,6 +166,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="router URL to run the reactor contract suite against (e.g. local://)",
     )
+    group.addoption(
+        "--reactor-json",
+        dest="reactor_json",
+        metavar="PATH",
+        default=None,
+        help="write the conformance table and the verdict to PATH as JSON (for CI)",
+    )
+    group.addoption(
+        "--reactor-test-timeout",
+        dest="reactor_test_timeout",
+        metavar="SECONDS",
+        type=float,
+        default=DEFAULT_TEST_TIMEOUT,
+        help="fail a contract test that takes longer than this, setup and teardown included "
+        f"(default {DEFAULT_TEST_TIMEOUT:g}; 0 disables it)",
+    )
 
 
 def _enabled(config: pytest.Config) -> bool:
@@ -143,9 +189,12 @@ def _enabled(config: pytest.Config) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the conformance table, only when the suite's options are given."""
+    """Register the conformance table and the per-test timeout, only when the suite's options
+    are given."""
     if _enabled(config):
         config.pluginmanager.register(ConformanceReport(config), "reactor-contract-conformance")
+        timeout = ContractTimeout(config.getoption("reactor_test_timeout"))
+        config.pluginmanager.register(timeout, "reactor-contract-timeout")
 
 
 @dataclass
@@ -167,6 +216,7 @@ class ConformanceReport:
         self.config = config
         self.concern_of: dict[str, str] = {}
         self.outcome: dict[str, tuple[str, str | None]] = {}
+        self._deselected = False
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """Remember which collected tests belong to which concern."""
@@ -213,11 +263,129 @@ class ConformanceReport:
                     row.reasons[reason] = row.reasons.get(reason, 0) + 1
         return rows
 
+    def row_verdicts(self) -> dict[str, tuple[str, list[str]]]:
+        """``{concern: (verdict, problems)}``: ``ok``, ``gaps`` (declared skips), ``n/a``,
+        ``not run`` (its option was not given) or ``FAIL`` (a failure, or a skip in a
+        mandatory concern, each problem a teaching line; docs/contract-suite.md, "Verdicts")."""
+        out: dict[str, tuple[str, list[str]]] = {}
+        for concern, row in self.rows().items():
+            problems: list[str] = []
+            reasons = list(row.reasons)
+            if row.skipped and not reasons:
+                reasons = ["(no reason given)"]
+            if concern in MANDATORY_CONCERNS:
+                for reason in reasons:
+                    if reason in NOT_RUN or reason.startswith(OPTIONAL_IN_MANDATORY):
+                        continue
+                    problems.append(
+                        f"{concern}: a mandatory concern cannot be skipped, and "
+                        f"{row.reasons.get(reason, row.skipped)} test(s) skipped with "
+                        f"{reason!r} (likely mistake: declaring a capability absent or "
+                        "skipping in a probe or a subclass; locks, step results, maps, map "
+                        "rollbacks, sweeps and contexts are required of every adapter; see "
+                        f'{_VERDICTS})'
+                    )
+            if row.failed or problems:
+                verdict = "FAIL"
+            elif not row.skipped:
+                verdict = "ok"
+            elif all(r.startswith(NOT_APPLICABLE) for r in reasons) and not row.passed:
+                verdict = "n/a"
+            elif all(r in NOT_RUN for r in reasons) and not row.passed:
+                verdict = "not run"
+            else:
+                verdict = "gaps"
+            out[concern] = (verdict, problems)
+        return out
+
+    def verdict(self) -> dict[str, Any]:
+        """The run's verdict as plain data (what ``--reactor-json`` writes).
+
+        ``verdict`` is ``"certified"`` (every concern that ran passed, nothing skipped but
+        ``n/a`` rows), ``"certified with declared gaps"`` (optional capabilities skipped, listed
+        in ``gaps``) or ``"failed"`` (``failures`` says why).
+        """
+        rows, verdicts = self.rows(), self.row_verdicts()
+        failures = [p for _, problems in verdicts.values() for p in problems]
+        failures += [f"{c}: {r.failed} test(s) failed" for c, r in rows.items() if r.failed]
+        if self._full_run():
+            ran = set(rows)
+            storage_given = bool(self.config.getoption("reactor_storage"))
+            for concern in sorted(MANDATORY_CONCERNS - ran) if storage_given else ():
+                failures.append(
+                    f"{concern}: the mandatory concern did not run at all (likely mistake: "
+                    f"a contract module skipped or deselected; see {_VERDICTS})"
+                )
+        gaps = [
+            f"{concern}: {reason} ({count} test{'s' if count != 1 else ''})"
+            for concern, row in rows.items()
+            if verdicts[concern][0] == "gaps"
+            for reason, count in sorted(row.reasons.items())
+            if reason not in NOT_RUN and not reason.startswith(NOT_APPLICABLE)
+        ]
+        status = "failed" if failures else ("certified with declared gaps" if gaps else
+                                            "certified")
+        return {
+            "storage": self.config.getoption("reactor_storage"),
+            "router": self.config.getoption("reactor_router"),
+            "verdict": status,
+            "failures": failures,
+            "gaps": gaps,
+            "concerns": {
+                concern: {
+                    "passed": row.passed,
+                    "failed": row.failed,
+                    "skipped": row.skipped,
+                    "verdict": verdicts[concern][0],
+                    "mandatory": concern in MANDATORY_CONCERNS,
+                    "skip_reasons": dict(sorted(row.reasons.items())),
+                }
+                for concern, row in rows.items()
+            },
+            "totals": {
+                "passed": sum(r.passed for r in rows.values()),
+                "failed": sum(r.failed for r in rows.values()),
+                "skipped": sum(r.skipped for r in rows.values()),
+            },
+        }
+
+    def _full_run(self) -> bool:
+        """Whether the whole suite was asked for (``--pyargs reactor_contract``, no ``-k``, no
+        deselection), so a mandatory concern missing from the table is a failure."""
+        args = [str(a) for a in self.config.args]
+        return (
+            "reactor_contract" in args
+            and not self.config.getoption("keyword", "")
+            and not self._deselected
+        )
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        """Remember that the run was narrowed (``-k``, ``-m``)."""
+        if any(item.nodeid in self.concern_of for item in items):
+            self._deselected = True
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Write ``--reactor-json`` and fail the run (exit 1) when the verdict is "failed"
+        although no test failed (a skipped mandatory concern)."""
+        if not self.outcome:
+            return
+        verdict = self.verdict()
+        path = self.config.getoption("reactor_json")
+        if path:
+            with open(path, "w", encoding="utf-8") as out:
+                json.dump(verdict, out, indent=2, sort_keys=False)
+                out.write("\n")
+        if verdict["verdict"] == "failed" and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        """Print the table: one row per concern, passed/failed/skipped, then skip reasons."""
+        """Print the table: one row per concern, passed/failed/skipped, then skip reasons and
+        the verdict."""
         rows = self.rows()
         if not rows:
             return
+        verdicts = self.row_verdicts()
         tr = terminalreporter
         tr.write_sep("=", "reactor contract conformance")
         tr.write_line(f"storage: {self.config.getoption('reactor_storage') or '-'}")
@@ -225,11 +393,11 @@ class ConformanceReport:
         tr.write_line(f"{'concern':<16}{'passed':>8}{'failed':>8}{'skipped':>9}  verdict")
         total = _Row()
         for concern, row in rows.items():
-            verdict = "FAIL" if row.failed else ("ok" if row.passed else "skipped")
+            verdict = verdicts[concern][0]
             tr.write_line(
                 f"{concern:<16}{row.passed:>8}{row.failed:>8}{row.skipped:>9}  {verdict}",
-                red=bool(row.failed),
-                green=not row.failed and bool(row.passed),
+                red=verdict == "FAIL",
+                green=verdict == "ok",
             )
             total.passed += row.passed
             total.failed += row.failed
@@ -245,6 +413,17 @@ class ConformanceReport:
             for concern, reason, count in reasons:
                 plural = "s" if count != 1 else ""
                 tr.write_line(f"  {concern}: {reason} ({count} test{plural})")
+        summary = self.verdict()
+        if summary["verdict"] == "failed":
+            tr.write_line("verdict: FAILED", red=True)
+            for line in summary["failures"]:
+                tr.write_line(f"  {line}", red=True)
+        elif summary["gaps"]:
+            tr.write_line("verdict: certified with declared gaps:", yellow=True)
+            for line in summary["gaps"]:
+                tr.write_line(f"  {line}")
+        else:
+            tr.write_line("verdict: certified", green=True)
 
 
 # -- fixtures --------------------------------------------------------------------------------
@@ -289,6 +468,38 @@ def _build(factory: Callable[..., T], url: str, prefixed_url: str, settings: dic
     return factory(url, **settings)
 
 
+def open_storage(url: str, token: str | None = None) -> Storage:
+    """A storage of ``url`` in the namespace ``token`` (a fresh one by default), built as the
+    ``storage`` fixture builds it; the caller closes it.
+
+    Two calls with different tokens must give storages that share nothing
+    (docs/contract-suite.md, "Isolation: one namespace per test").
+    """
+    from reactor.config import storage_from_url
+
+    return _build(
+        storage_from_url,
+        url,
+        storage_url_for_test(url, token or _token()),
+        _adapter_settings(),
+    )
+
+
+def open_router(url: str, token: str | None = None) -> Router:
+    """A router of ``url`` (1 s visibility unless set) in the namespace ``token`` (a fresh one
+    by default), built as the ``router`` fixture builds it; the caller closes it."""
+    from reactor.config import router_from_url
+
+    settings = _adapter_settings()
+    settings.pop("visibility_timeout", None)
+    return _build(
+        router_from_url,
+        add_query(url, visibility_timeout=TEST_VISIBILITY_TIMEOUT),
+        router_url_for_test(url, token or _token()),
+        settings,
+    )
+
+
 @pytest.fixture
 def reactor_storage_url(request: pytest.FixtureRequest) -> str:
     """The ``--reactor-storage`` URL as given; skips the test when the option is absent."""
@@ -301,14 +512,7 @@ def reactor_storage_url(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def storage(reactor_storage_url: str) -> Iterator[Storage]:
     """A fresh :class:`reactor.ports.Storage` in its own namespace, closed after the test."""
-    from reactor.config import storage_from_url
-
-    built = _build(
-        storage_from_url,
-        reactor_storage_url,
-        storage_url_for_test(reactor_storage_url, _token()),
-        _adapter_settings(),
-    )
+    built = open_storage(reactor_storage_url)
     try:
         yield built
     finally:
@@ -333,16 +537,7 @@ def reactor_router_url(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def router(reactor_router_url: str) -> Iterator[Router]:
     """A fresh :class:`reactor.ports.Router` (own queue, 1 s visibility), closed after the test."""
-    from reactor.config import router_from_url
-
-    settings = _adapter_settings()
-    settings.pop("visibility_timeout", None)
-    built = _build(
-        router_from_url,
-        add_query(reactor_router_url, visibility_timeout=TEST_VISIBILITY_TIMEOUT),
-        router_url_for_test(reactor_router_url, _token()),
-        settings,
-    )
+    built = open_router(reactor_router_url)
     try:
         yield built
     finally:

@@ -4,7 +4,7 @@ The contract suite never waits for a TTL to lapse (a MongoDB TTL monitor runs on
 DynamoDB deletes "within days"). Instead every adapter ships a :class:`Probe` that can read a
 record's remaining TTL, make it lapse *now* (or in a few seconds), and read its raw stored
 form, all **without** going through the sub-store under test (the zarr ``StoreTests`` backdoor
-idea, anchors.md §2.10; ruby_reactor's ``CoordinationProbe``, storage-protocol.md §4.1).
+idea; ruby_reactor's ``CoordinationProbe``; docs/contract-suite.md, "The probe").
 
 Probes are addressed by *concern* and *key*, not by backend key layout, so one test works on
 every adapter:

@@ -1,4 +1,4 @@
-"""First-writer-wins claims: storage-protocol.md §4.2 items 8 and 22-25, plus expiry."""
+"""First-writer-wins claims (docs/protocol.md#claims), plus expiry."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Concurrency: N threads race on one key and exactly the allowed number win (ARCHITECTURE §7).
+"""Concurrency: N threads race on one key and exactly the allowed number win
+(docs/contract-suite.md).
 
 Every racer starts on a :class:`threading.Barrier` so the calls really overlap.
 """

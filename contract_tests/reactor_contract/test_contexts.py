@@ -1,4 +1,4 @@
-"""Contexts: storage-protocol.md §4.2 items 3-7, plus retention and logical expiry."""
+"""Contexts (docs/protocol.md#contexts), plus retention and logical expiry."""
 
 from __future__ import annotations
 

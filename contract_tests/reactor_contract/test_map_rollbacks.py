@@ -1,14 +1,18 @@
-"""Distributed map rollback state: storage-protocol.md §4.2 items 17-21, plus retention."""
+"""Distributed map rollback state (docs/protocol.md#map-rollbacks), plus retention."""
 
 from __future__ import annotations
 
-from reactor.ports.records import RollbackOutcome, RollbackSummary
+import threading
+
+from reactor.ports.records import FAILED_ROLLBACK_OUTCOMES, RollbackOutcome, RollbackSummary
 from reactor.ports.storage import Storage
 from reactor_contract._support import (
     CONTEXT_TTL,
+    SUITE_DOC,
     assert_ttl,
     map_metadata,
     rollback_metadata,
+    teach,
     uid,
     walk_scan,
 )
@@ -19,6 +23,11 @@ __all__ = ["MapRollbacksContract"]
 UNAVAILABLE = RollbackOutcome(index=None, outcome="context_unavailable")
 FAILED = RollbackOutcome(index=1, outcome="failed", failures='[{"step":"ship","error":"boom"}]')
 UNDONE = RollbackOutcome(index=2, outcome="undone")
+IN_FLIGHT = RollbackOutcome(
+    index=4, outcome="element_in_flight",
+    failures='[{"step":"ship","reason":"element_in_flight"}]',
+)
+_RULES = f'{SUITE_DOC}, "Rules: map rollback outcomes"'
 
 
 class MapRollbacksContract:
@@ -165,6 +174,108 @@ class MapRollbacksContract:
         assert storage.map_rollbacks.start(finished) == (False, finished)  # the owner re-enters
         assert storage.map_rollbacks.claim_signal(finished.map_id) is False
         assert storage.map_rollbacks.scan() == [running]
+
+    def test_every_index_is_aggregated_in_position_order(self, storage: Storage) -> None:
+        map_id = uid("map")
+        storage.map_rollbacks.start(rollback_metadata(map_id, total=12))
+        expected = {
+            p: RollbackOutcome(index=11 - p, outcome="failed" if p % 3 else "undone",
+                               failures=f'[{{"position":{p}}}]')
+            for p in range(12)
+        }
+        expected[2] = RollbackOutcome(index=None, outcome="context_unavailable")
+        expected[10] = RollbackOutcome(index=1, outcome="element_in_flight")
+        for position in (7, 10, 0, 11, 2, 9, 1, 5, 3, 8, 4, 6):
+            assert storage.map_rollbacks.put_outcome(map_id, position, expected[position])
+        in_order = sorted(expected.items())
+        for page_size in (1000, 5, 1):
+            listed = list(storage.map_rollbacks.outcomes(map_id, page_size=page_size))
+            assert listed == in_order, teach(
+                "map_rollbacks",
+                f"outcomes() lists every position once, in numeric position order, with its "
+                f"index and failures (page_size={page_size}; got positions "
+                f"{[p for p, _ in listed]})",
+                "positions keyed as text ('10' < '9') or a pager that skips or repeats a page",
+                _RULES,
+            )
+        named = {o.index for o in expected.values() if o.index is not None}
+        assert storage.map_rollbacks.indexes_seen(map_id, list(range(12))) == [
+            i in named for i in range(12)
+        ]
+        failed = sum(o.outcome in FAILED_ROLLBACK_OUTCOMES for o in expected.values())
+        assert storage.map_rollbacks.summary(map_id) == RollbackSummary(
+            total=12, settled=12, outstanding=0, failed=failed
+        )
+
+    def test_element_in_flight_and_context_unavailable_outcomes(self, storage: Storage) -> None:
+        map_id = uid("map")
+        storage.map_rollbacks.start(rollback_metadata(map_id, total=5))
+        kinds = [
+            RollbackOutcome(index=None, outcome="context_unavailable"),
+            RollbackOutcome(index=3, outcome="context_unavailable", failures='[{"i":3}]'),
+            IN_FLIGHT,
+            RollbackOutcome(index=0, outcome="not_needed"),
+            RollbackOutcome(index=1, outcome="undone"),
+        ]
+        for position, outcome in enumerate(kinds):
+            assert storage.map_rollbacks.put_outcome(map_id, position, outcome) is True
+        for position, outcome in enumerate(kinds):
+            assert storage.map_rollbacks.outcome(map_id, position) == outcome, teach(
+                "map_rollbacks",
+                f"a {outcome.outcome!r} outcome round-trips with its index and failures",
+                "an outcome column restricted to undone/failed, or index None stored as 0",
+                _RULES,
+            )
+        assert storage.map_rollbacks.indexes_seen(map_id, [0, 1, 2, 3, 4]) == [
+            True, True, False, True, True
+        ]
+        assert storage.map_rollbacks.summary(map_id) == RollbackSummary(
+            total=5, settled=5, outstanding=0, failed=3
+        ), teach(
+            "map_rollbacks",
+            "summary.failed counts failed, element_in_flight and context_unavailable outcomes "
+            "(FAILED_ROLLBACK_OUTCOMES), never undone or not_needed",
+            "counting only outcome == 'failed'",
+            _RULES,
+        )
+
+    def test_losing_outcomes_never_count_twice(self, storage: Storage) -> None:
+        map_id = uid("map")
+        storage.map_rollbacks.start(rollback_metadata(map_id, total=3))
+        assert storage.map_rollbacks.put_outcome(map_id, 0, FAILED) is True
+        for loser in (FAILED, IN_FLIGHT, UNAVAILABLE, RollbackOutcome(5, "failed")):
+            assert storage.map_rollbacks.put_outcome(map_id, 0, loser) is False
+        wins: list[bool] = []
+        start = threading.Barrier(8)
+
+        def racer(index: int) -> None:
+            start.wait()
+            outcome = RollbackOutcome(index=10 + index, outcome="failed")
+            wins.append(storage.map_rollbacks.put_outcome(map_id, 1, outcome))
+
+        threads = [threading.Thread(target=racer, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(wins) == [False] * 7 + [True]
+        summary = storage.map_rollbacks.summary(map_id)
+        assert summary == RollbackSummary(total=3, settled=2, outstanding=1, failed=2), teach(
+            "map_rollbacks",
+            f"a losing put_outcome changes no counter: two settled failures, got {summary}",
+            "incrementing the failed or settled counter before the first-wins check",
+            _RULES,
+        )
+        assert storage.map_rollbacks.count_outcomes(map_id) == 2
+        winner = storage.map_rollbacks.outcome(map_id, 1)
+        assert winner is not None and winner.index is not None
+        seen = storage.map_rollbacks.indexes_seen(map_id, [5, *range(10, 18)])
+        assert seen == [False] + [i == winner.index for i in range(10, 18)], teach(
+            "map_rollbacks",
+            "only the stored (first) outcome's index is seen, never a loser's",
+            "marking the index seen before the first-wins check",
+            _RULES,
+        )
 
 
 class TestMapRollbacks(MapRollbacksContract):

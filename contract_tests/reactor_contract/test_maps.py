@@ -1,4 +1,4 @@
-"""Fan-out map forward state: storage-protocol.md §4.2 items 10-16, plus retention."""
+"""Fan-out map forward state (docs/protocol.md#maps), plus retention."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Model-based tests: random operation sequences, adapter vs the pure model (ARCHITECTURE §4, §7).
+"""Model-based tests: random operation sequences, adapter vs the pure model
+(docs/contract-suite.md).
 
 Each example draws a sequence of coordination operations and applies every one to the adapter
 and to :class:`reactor.model.coordination.reference.ReferenceCoordination`, comparing results

@@ -1,4 +1,4 @@
-"""Ordered locks: storage-protocol.md §4.2 items 36-43 (nonces, poison pill, epochs, GC).
+"""Ordered locks (docs/protocol.md#ordered-locks): nonces, poison pill, epochs, GC.
 
 A blocker is made "dead" with ``probe.expire("ordered_lock", key, member=str(nonce))``, which
 ages its liveness timer past any poison-pill timeout, so no test waits for a timeout.

@@ -1,4 +1,4 @@
-"""Periods, mark-if-absent: storage-protocol.md §4.2 item 33 (first-wins on every backend)."""
+"""Periods, mark-if-absent (docs/protocol.md#periods): first wins on every backend."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Multi-window fixed-window rate limits: storage-protocol.md §4.2 item 32.
+"""Multi-window fixed-window rate limits (docs/protocol.md#rate-limits).
 
 Windows here are long (hours, or 10^9 s) so a bucket boundary never falls inside a test: the
 outcome never depends on sub-second timing. Where a boundary could matter the test re-runs

@@ -1,4 +1,4 @@
-"""Routers: ARCHITECTURE §3 (delays, visibility leases, redelivery, dead letters).
+"""Routers (docs/protocol.md#routers): delays, visibility leases, redelivery, dead letters.
 
 The ``router`` fixture asks for ``visibility_timeout=1`` so redelivery shows within about a
 second; waits are bounded polls that return as soon as the job shows up, never blind sleeps.
@@ -11,11 +11,14 @@ queue are injected through the router probe; every router must dead-letter each 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 
+from reactor.model.errors import RouterError
 from reactor.ports.router import DeadLetter, Delivery, Job, Router
-from reactor_contract._support import eventually, uid
+from reactor_contract._support import SUITE_DOC, eventually, teach, uid
+from reactor_contract.plugin import open_router
 from reactor_contract.probe import RouterProbe, UnsupportedBody
 
 __all__ = ["RoutersContract"]
@@ -49,6 +52,35 @@ def _redelivered(router: Router) -> tuple[Delivery, Delivery]:
     assert second is not None and second.job.id == first.job.id
     assert second.delivery_count == 2
     return first, second
+
+
+def _collect(router: Router, ids: set[str], timeout: float = SHOW_UP) -> dict[str, Delivery]:
+    """Receive until each job of ``ids`` was delivered once more (bounded poll); returns
+    ``{job id: delivery}`` (possibly incomplete when the time ran out)."""
+    got: dict[str, Delivery] = {}
+
+    def step() -> bool:
+        for delivery in router.receive(max_jobs=len(ids), wait_seconds=0.2):
+            got.setdefault(delivery.job.id, delivery)
+        return ids <= set(got)
+
+    eventually(step, timeout=timeout)
+    return got
+
+
+def _redelivered_many(router: Router, n: int) -> list[tuple[Delivery, Delivery]]:
+    """:func:`_redelivered` for ``n`` jobs at once (their leases lapse together, so the
+    suite waits one visibility window, not ``n``); ``[(first, second)]`` in enqueue order."""
+    jobs = [_job() for _ in range(n)]
+    for job in jobs:
+        router.enqueue(job)
+    ids = {job.id for job in jobs}
+    firsts = _collect(router, ids)
+    assert set(firsts) == ids, f"only {len(firsts)} of {n} jobs were delivered"
+    seconds = _collect(router, ids)
+    assert set(seconds) == ids, "every job comes back after its visibility window"
+    assert all(d.delivery_count == 2 for d in seconds.values())
+    return [(firsts[job.id], seconds[job.id]) for job in jobs]
 
 
 def _stale_call(router: Router, action: str, delivery: Delivery, delay: float) -> None:
@@ -171,33 +203,60 @@ class RoutersContract:
         router.ack(second)
         router.ack(second)
 
-    @pytest.mark.parametrize("action", STALE_ACTIONS)
-    def test_a_stale_receipt_never_touches_the_redelivered_job(
-        self, router: Router, action: str
-    ) -> None:
+    def test_a_stale_receipt_never_touches_the_redelivered_job(self, router: Router) -> None:
         """The stale-receipt rule (reactor.ports.router; docs/writing-an-adapter.md): once the
         lease lapsed and the job was received again, the first receipt's call is a no-op, so
-        the job is still there when the second delivery's lease lapses in turn."""
-        first, _second = _redelivered(router)
-        _stale_call(router, action, first, delay=3600)
-        assert router.receive(max_jobs=1, wait_seconds=0) == [], "the second lease must hold"
-        third = _receive_one(router)
-        assert third is not None, f"a stale {action} removed the job another worker holds"
-        assert third.job.id == first.job.id and third.delivery_count == 3
+        the job is still there when the second delivery's lease lapses in turn. One job per
+        stale call (:data:`STALE_ACTIONS`), all lapsing together: one wait, not four."""
+        pairs = _redelivered_many(router, len(STALE_ACTIONS))
+        for action, (first, _second) in zip(STALE_ACTIONS, pairs, strict=True):
+            _stale_call(router, action, first, delay=3600)
+        assert router.receive(max_jobs=len(pairs), wait_seconds=0) == [], (
+            "the second leases must hold"
+        )
+        thirds = _collect(router, {first.job.id for first, _ in pairs})
+        for action, (first, _second) in zip(STALE_ACTIONS, pairs, strict=True):
+            third = thirds.get(first.job.id)
+            assert third is not None, teach(
+                "routers",
+                f"a stale {action} is a no-op: the job another worker holds comes back when "
+                "that worker's lease lapses",
+                f"{action} keyed by job id only, not by the delivery's receipt",
+                f'{SUITE_DOC}, "Rules: routers"',
+            )
+            assert third.delivery_count == 3
         assert router.dead_letters() == []
-        router.ack(third)
+        for third in thirds.values():
+            router.ack(third)
 
-    @pytest.mark.parametrize("action", STALE_ACTIONS)
     def test_after_a_stale_receipt_the_current_delivery_can_be_acked(
-        self, router: Router, action: str
+        self, router: Router
     ) -> None:
         """A stale call (even a retry with no delay) neither re-queues the job nor spoils the
-        current receipt: acking the second delivery removes the job for good."""
-        first, second = _redelivered(router)
-        _stale_call(router, action, first, delay=0)
-        assert router.receive(max_jobs=1, wait_seconds=0) == [], "the second lease must hold"
-        router.ack(second)
-        assert eventually(lambda: router.receive(max_jobs=1, wait_seconds=0.2), timeout=QUIET) == []
+        current receipt: acking the second delivery removes the job for good (one job per
+        stale call, all lapsing together)."""
+        pairs = _redelivered_many(router, len(STALE_ACTIONS))
+        for action, (first, _second) in zip(STALE_ACTIONS, pairs, strict=True):
+            _stale_call(router, action, first, delay=0)
+        assert router.receive(max_jobs=len(pairs), wait_seconds=0) == [], (
+            "the second leases must hold"
+        )
+        for _first, second in pairs:
+            router.ack(second)
+        back = eventually(
+            lambda: router.receive(max_jobs=len(pairs), wait_seconds=0.2), timeout=QUIET
+        )
+        action_of = {
+            first.job.id: action for action, (first, _) in zip(STALE_ACTIONS, pairs, strict=True)
+        }
+        came_back = sorted(action_of.get(d.job.id, d.job.id) for d in back or [])
+        assert back == [], teach(
+            "routers",
+            f"after a stale call the current receipt still acks the job for good (came back "
+            f"after a stale {came_back})",
+            "a stale retry or dead_letter that re-queued the job, or an ack the stale call spoiled",
+            f'{SUITE_DOC}, "Rules: routers"',
+        )
         assert router.dead_letters() == []
 
     def test_retry_redelivers_after_the_given_delay(self, router: Router) -> None:
@@ -358,6 +417,60 @@ class RoutersContract:
     def test_close_is_idempotent(self, router: Router) -> None:
         router.close()
         router.close()
+
+    def test_routers_with_other_prefixes_never_share_jobs(
+        self, router: Router, reactor_router_url: str
+    ) -> None:
+        other = open_router(reactor_router_url)
+        try:
+            mine, theirs = _job(), _job()
+            router.enqueue(mine)
+            other.enqueue(theirs)
+            got = _receive_one(router)
+            seen_by_other = other.receive(max_jobs=10, wait_seconds=0.2)
+            ids = {d.job.id for d in seen_by_other}
+            assert got is not None and got.job.id == mine.id and mine.id not in ids, teach(
+                "routers",
+                "a router built from the same URL with another ?prefix= never receives this "
+                "router's jobs",
+                "ignoring the prefix URL parameter: the queue (stream, table, queue name) must "
+                "be namespaced with it",
+                f'{SUITE_DOC}, "Isolation: one namespace per test"',
+            )
+            router.dead_letter(got, "isolation check")
+            assert other.dead_letters() == [], "dead letters must be namespaced by prefix too"
+            for delivery in seen_by_other:
+                other.ack(delivery)
+        finally:
+            other.close()
+
+    def test_a_closed_router_raises_router_error_never_a_driver_error(
+        self, reactor_router_url: str
+    ) -> None:
+        closed = open_router(reactor_router_url)
+        closed.close()
+        calls: dict[str, Callable[[], object]] = {
+            "enqueue": lambda: closed.enqueue(_job()),
+            "receive": lambda: closed.receive(max_jobs=1, wait_seconds=0),
+            "dead_letters": lambda: closed.dead_letters(),
+        }
+        leaked: list[str] = []
+        for name, call in calls.items():
+            try:
+                call()
+            except RouterError:
+                pass
+            except Exception as exc:
+                leaked.append(f"{name} raised {type(exc).__module__}.{type(exc).__qualname__}: "
+                              f"{str(exc)[:120]}")
+        assert not leaked, teach(
+            "routers",
+            "every transport failure surfaces as reactor.RouterError (a closed router may "
+            "still work, or must fail typed): " + "; ".join(leaked),
+            "a driver call outside the adapter's try/except that wraps driver errors in "
+            "RouterError",
+            f'{SUITE_DOC}, "Rules: driver errors"',
+        )
 
 
 class TestRouters(RoutersContract):

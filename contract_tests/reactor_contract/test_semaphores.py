@@ -1,4 +1,4 @@
-"""Semaphores as per-holder leases: storage-protocol.md §4.2 items 28-31 and ARCHITECTURE §4."""
+"""Semaphores as per-holder leases (docs/protocol.md#semaphores)."""
 
 from __future__ import annotations
 

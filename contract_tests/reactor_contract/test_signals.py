@@ -1,4 +1,4 @@
-"""Signals, an optional capability: storage-protocol.md §4.2 item 35 and §2.13.
+"""Signals, an optional capability (docs/protocol.md#signals).
 
 Skipped with a reason when the adapter declares ``Capabilities(signals=False)``.
 """

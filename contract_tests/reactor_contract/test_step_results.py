@@ -1,12 +1,22 @@
-"""Step Result Records: storage-protocol.md §4.2 item 9, plus retention and logical expiry."""
+"""Step Result Records (docs/protocol.md#step-results), plus retention and logical expiry."""
 
 from __future__ import annotations
 
 from reactor.ports.storage import Storage
-from reactor_contract._support import CONTEXT_TTL, assert_ttl, step_result, uid, walk_scan
+from reactor_contract._support import (
+    CONTEXT_TTL,
+    SUITE_DOC,
+    assert_ttl,
+    step_result,
+    teach,
+    uid,
+    walk_scan,
+)
 from reactor_contract.probe import Probe
 
 __all__ = ["StepResultsContract"]
+
+_RULES = f'{SUITE_DOC}, "Rules: step result records"'
 
 
 class StepResultsContract:
@@ -100,6 +110,58 @@ class StepResultsContract:
         pages = walk_scan(storage.step_results.scan, limit=3, status="dispatched")
         listed = [row.context_id for page in pages for row in page]
         assert sorted(listed) == sorted(r.context_id for r in dispatched)
+
+    def test_parks_keep_counters_data_and_timestamps_in_get_and_scan(
+        self, storage: Storage
+    ) -> None:
+        ctx = uid("ctx")
+        first = step_result(ctx, "charge", status="dispatched", dispatched_at=1_700_000_000.1)
+        storage.step_results.put(first)
+        latest = first
+        for attempt in (1, 2, 3):  # three parks on contention, as the engine writes them
+            latest = step_result(
+                ctx, "charge", status="dispatched", dispatched_at=first.dispatched_at,
+                updated_at=1_700_000_000.1 + attempt, parked_until=4_000_000_000.0 + attempt,
+                waiting=f"lock:accounts:{attempt}", contention_attempts=attempt,
+                data={"ticket": {"nonce": attempt, "epoch": 7}},
+            )
+            storage.step_results.put(latest)
+        assert storage.step_results.get(ctx, "charge") == latest, teach(
+            "step_results",
+            "a park rewrites the whole record: contention_attempts, parked_until, waiting and "
+            "data survive, exactly as written",
+            "a put that merges into the old record or keeps only some columns",
+            _RULES,
+        )
+        rows = storage.step_results.scan(status="dispatched")
+        assert list(rows) == [latest], teach(
+            "step_results",
+            "scan rows carry every field of the record (the step sweeper reads "
+            "parked_until and contention_attempts from them, never from get)",
+            "a status index that stores a projection of the record",
+            _RULES,
+        )
+
+    def test_timestamps_and_data_round_trip_exactly(self, storage: Storage) -> None:
+        ctx = uid("ctx")
+        record = step_result(
+            ctx, "charge", status="dispatched",
+            dispatched_at=1_700_000_000.123456, updated_at=1_700_000_000.1,
+            parked_until=1_700_000_000.000001,
+            data={
+                "args": ["\u00e9t\u00e9 \u2603", "", 0.1, -3, 2**53 - 1, True, None],
+                "nested": {"list": [[1, 2], {"k": "v"}], "empty": {}, "float": 1e-7},
+            },
+        )
+        storage.step_results.put(record)
+        found = storage.step_results.get(ctx, "charge")
+        assert found == record, teach(
+            "step_results",
+            f"timestamps and data round-trip exactly (wrote {record!r}, read {found!r})",
+            "timestamps rounded (to ms, %.14g, a float32 column) or data re-encoded lossily",
+            _RULES,
+        )
+        assert list(storage.step_results.scan(status="dispatched")) == [record]
 
 
 class TestStepResults(StepResultsContract):

@@ -1,9 +1,14 @@
-"""Surface: the storage object implements every sub-protocol (storage-protocol.md §4.2 item 1)."""
+"""Surface: the storage object implements every sub-protocol (docs/protocol.md#storage)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
+import pytest
+
+from reactor.model.errors import StorageError
 from reactor.ports.storage import (
     Capabilities,
     ClaimStore,
@@ -19,8 +24,34 @@ from reactor.ports.storage import (
     StepResultStore,
     Storage,
 )
+from reactor_contract._support import (
+    HOUR,
+    SUITE_DOC,
+    context,
+    map_metadata,
+    step_result,
+    teach,
+    uid,
+)
+from reactor_contract.plugin import open_storage
 
 __all__ = ["SurfaceContract"]
+
+_ISOLATION = f'{SUITE_DOC}, "Isolation: one namespace per test"'
+_ERRORS = f'{SUITE_DOC}, "Rules: driver errors"'
+
+
+def _calls(storage: Storage) -> dict[str, Callable[[], Any]]:
+    """One read and one write of several sub-stores, for the closed-storage rule."""
+    return {
+        "now()": storage.now,
+        "contexts.load": lambda: storage.contexts.load(uid("ctx")),
+        "contexts.save": lambda: storage.contexts.save(context()),
+        "step_results.scan": lambda: storage.step_results.scan(status="dispatched"),
+        "maps.init": lambda: storage.maps.init(map_metadata()),
+        "locks.acquire": lambda: storage.locks.acquire(uid("lock"), "owner", HOUR),
+        "periods.mark": lambda: storage.periods.mark(uid("period"), ttl=HOUR),
+    }
 
 
 class SurfaceContract:
@@ -71,6 +102,59 @@ class SurfaceContract:
     def test_close_is_idempotent(self, storage: Storage) -> None:
         storage.close()
         storage.close()
+
+    def test_storages_with_other_prefixes_share_nothing(
+        self, storage: Storage, reactor_storage_url: str
+    ) -> None:
+        ctx = context(status="running")
+        storage.contexts.save(ctx)
+        storage.step_results.put(step_result(ctx.context_id, "charge", status="dispatched"))
+        lock = uid("lock")
+        assert storage.locks.acquire(lock, "owner-a", HOUR)
+        other = open_storage(reactor_storage_url)
+        try:
+            leaked = {
+                "contexts.load": other.contexts.load(ctx.context_id) is not None,
+                "contexts.scan": bool(other.contexts.scan(statuses=("running",))),
+                "step_results.scan": bool(other.step_results.scan()),
+                "locks.held": other.locks.held(lock),
+            }
+        finally:
+            other.close()
+        assert not any(leaked.values()), teach(
+            "surface",
+            "a storage built from the same URL with another ?prefix= sees none of this one's "
+            f"records (leaked through: {[k for k, v in leaked.items() if v]})",
+            "ignoring the prefix URL parameter: every key, collection or table must be "
+            "namespaced with it",
+            _ISOLATION,
+        )
+
+    def test_a_closed_storage_raises_storage_error_never_a_driver_error(
+        self, reactor_storage_url: str
+    ) -> None:
+        closed = open_storage(reactor_storage_url)
+        closed.close()
+        leaked: list[str] = []
+        for name, call in _calls(closed).items():
+            try:
+                call()
+            except StorageError:
+                pass  # the rule: failures are typed
+            except Exception as exc:
+                leaked.append(f"{name} raised {type(exc).__module__}.{type(exc).__qualname__}: "
+                              f"{str(exc)[:120]}")
+        if leaked:
+            pytest.fail(
+                teach(
+                    "surface",
+                    "every backend failure surfaces as reactor.StorageError (a closed storage "
+                    "may still work, or must fail typed): " + "; ".join(leaked),
+                    "a driver call outside the adapter's try/except that wraps driver errors "
+                    "in StorageError",
+                    _ERRORS,
+                )
+            )
 
 
 class TestSurface(SurfaceContract):

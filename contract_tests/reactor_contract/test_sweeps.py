@@ -1,6 +1,7 @@
-"""Sweeps: the three sweepers run through the public API against the adapter (ARCHITECTURE §7).
+"""Sweeps: the three sweepers run through the public API against the adapter
+(docs/contract-suite.md).
 
-One test per sweeper (storage-protocol.md §4.2 items 56-58): each builds the records a dead
+One test per sweeper: each builds the records a dead
 worker leaves behind, runs the sweeper with a recording router and checks what it re-enqueued.
 Then the sweeps that scale and drain (docs/workers.md, "Sweep cursors and dispatch leases"):
 settled maps never starve a lost element, every sweeper resumes from its cursor across ticks,
@@ -12,11 +13,18 @@ The module skips while ``reactor.jobs.sweepers`` does not exist.
 from __future__ import annotations
 
 import importlib.util
+import threading
 from typing import Any
 
 import pytest
 
-from reactor.model.keys import map_element_key, run_liveness_key, sweep_dispatch_key
+from reactor.model.keys import (
+    map_element_key,
+    run_liveness_key,
+    step_liveness_key,
+    sweep_dispatch_key,
+)
+from reactor.ports.records import RollbackOutcome
 from reactor.ports.router import DeadLetter, Delivery, Job
 from reactor.ports.storage import Storage
 from reactor_contract._support import (
@@ -25,6 +33,7 @@ from reactor_contract._support import (
     map_metadata,
     rollback_metadata,
     step_result,
+    teach,
     uid,
 )
 from reactor_contract.probe import Probe
@@ -35,6 +44,9 @@ if importlib.util.find_spec("reactor.jobs.sweepers") is None:  # pragma: no cove
     pytest.skip("sweepers not built yet", allow_module_level=True)
 
 from reactor.jobs import sweepers
+
+_SWEEPS_DOC = 'docs/workers.md, "Sweep cursors and dispatch leases"'
+UNDONE = RollbackOutcome(index=None, outcome="undone")
 
 
 class RecordingRouter:
@@ -130,6 +142,133 @@ class SweepsContract:
         assert swept == [(meta.map_id, 2)]
         assert counts.redispatched == 1
 
+    # -- due vs not due, liveness held vs lapsed --------------------------------------------
+
+    def test_step_sweeper_honours_parked_until_both_ways(
+        self, storage: Storage
+    ) -> None:
+        now = storage.now()
+        due = step_result(uid("ctx"), "charge", status="dispatched", parked_until=now - 60,
+                          contention_attempts=4)
+        parked = step_result(uid("ctx"), "charge", status="dispatched", parked_until=now + HOUR)
+        for record in (due, parked):
+            storage.step_results.put(record)
+        router = RecordingRouter()
+        sweepers.sweep_steps(storage, router, lease=None)
+        swept = router.payloads("step")
+        assert [p["step_context_id"] for p in swept] == [due.context_id], teach(
+            "sweeps",
+            "a dispatched step whose parked_until has passed is due and re-dispatched; one "
+            "parked until a future instant is not",
+            "a step-result scan that loses parked_until, or stores it in another unit",
+            _SWEEPS_DOC,
+        )
+        assert swept[0]["contention_attempts"] == 4, teach(
+            "sweeps",
+            "a swept park carries its contention_attempts forward (the park cap still holds)",
+            "a step-result scan whose rows drop contention_attempts",
+            _SWEEPS_DOC,
+        )
+
+    @pytest.mark.parametrize("sweeper", ["runs", "steps", "maps"])
+    def test_a_held_liveness_lock_protects_the_unit_until_it_lapses(
+        self, storage: Storage, probe: Probe, sweeper: str
+    ) -> None:
+        (unit,) = _lost_units(storage, sweeper, 1)
+        lock = _liveness_key(unit)
+        assert storage.locks.acquire(lock, "worker-1", HOUR)
+        router = RecordingRouter()
+        _sweep(storage, router, sweeper, lease=None)
+        assert router.take() == [], teach(
+            "sweeps",
+            f"a unit whose liveness lock {lock!r} is held is alive and never re-dispatched",
+            "locks.held() that reports a live lock as free",
+            _SWEEPS_DOC,
+        )
+        probe.expire("lock", lock)  # the worker died: its liveness lock lapses
+        _sweep(storage, router, sweeper, lease=None)
+        assert [_unit_of(k, p) for k, p in router.take()] == [unit], teach(
+            "sweeps",
+            "once the liveness lock lapses the unit is lost and the next sweep re-dispatches it",
+            "locks.held() that ignores the lock's expiry (a lapsed lock still reads as held)",
+            _SWEEPS_DOC,
+        )
+
+    def test_the_rollback_sweeper_redispatches_claimed_positions_without_an_outcome(
+        self, storage: Storage
+    ) -> None:
+        rollback = rollback_metadata(uid("map"), total=4, batch_size=2)
+        storage.map_rollbacks.start(rollback)
+        assert list(storage.map_rollbacks.claim_positions(rollback.map_id, 2)) == [0, 1]
+        storage.map_rollbacks.put_outcome(rollback.map_id, 0, UNDONE)
+        router = RecordingRouter()
+        sweepers.sweep_maps(storage, router, lease=None)
+        assert [_unit_of(k, p) for k, p in router.take()] == [
+            f"map_rollback:{rollback.map_id}:1"
+        ], teach(
+            "sweeps",
+            "only claimed rollback positions without an outcome are lost",
+            "outcome_positions() missing a stored outcome, or the offset read wrong",
+            _SWEEPS_DOC,
+        )
+        storage.map_rollbacks.put_outcome(rollback.map_id, 1, UNDONE)
+        sweepers.sweep_maps(storage, router, lease=None)  # the next batch's trigger was lost
+        assert [_unit_of(k, p) for k, p in router.take()] == [
+            f"map_rollback:{rollback.map_id}:2", f"map_rollback:{rollback.map_id}:3"
+        ]
+        assert storage.map_rollbacks.offset(rollback.map_id) == 4
+
+    # -- racing sweepers ----------------------------------------------------------------------
+
+    @pytest.mark.parametrize("sweeper", ["runs", "steps", "maps", "map_rollbacks"])
+    def test_racing_sweepers_redispatch_each_lost_unit_once(
+        self, storage: Storage, sweeper: str
+    ) -> None:
+        units = _lost_units(storage, sweeper, 6)
+        routers = [RecordingRouter() for _ in range(4)]
+        errors: list[BaseException] = []
+        start = threading.Barrier(len(routers))
+
+        def sweep(router: RecordingRouter) -> None:
+            try:
+                start.wait()
+                _sweep(storage, router, sweeper)
+            except BaseException as exc:  # reported below, with the test's name
+                errors.append(exc)
+
+        threads = [threading.Thread(target=sweep, args=(r,)) for r in routers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors, errors
+        swept = [_unit_of(k, p) for router in routers for k, p in router.take()]
+        assert sorted(swept) == sorted(units), teach(
+            "sweeps",
+            "sweepers racing over the same lost units re-dispatch each unit exactly once "
+            f"(dispatch leases); got {sorted(swept)}",
+            "periods.mark() that is not mark-if-absent under concurrency (two racers both win)",
+            _SWEEPS_DOC,
+        )
+
+    # -- settled units leave the index ---------------------------------------------------------
+
+    @pytest.mark.parametrize("sweeper", ["runs", "steps", "maps", "map_rollbacks"])
+    def test_settled_units_leave_the_sweep_index(self, storage: Storage, sweeper: str) -> None:
+        units = _lost_units(storage, sweeper, 3)
+        for unit in units:
+            _settle(storage, unit)
+        router = RecordingRouter()
+        counts = _sweep(storage, router, sweeper, lease=None)
+        assert router.take() == [] and counts.inspected == 0, teach(
+            "sweeps",
+            f"settled units are no longer listed by the sweeper's scan (inspected "
+            f"{counts.inspected} of {len(units)} settled units)",
+            "a status index or scan that keeps finished records (the scan must filter by "
+            "status before the limit, and settling must leave the index)",
+            _SWEEPS_DOC,
+        )
+
     # -- sweeps that scale: cursors ---------------------------------------------------------
 
     def test_settled_maps_past_the_limit_never_starve_a_lost_element(
@@ -218,13 +357,53 @@ def _lost_units(storage: Storage, sweeper: str, n: int, *, collect: bool = False
     return units
 
 
-def _sweep(storage: Storage, router: RecordingRouter, sweeper: str, *, limit: int = 1000) -> None:
+def _sweep(
+    storage: Storage,
+    router: RecordingRouter,
+    sweeper: str,
+    *,
+    limit: int = 1000,
+    lease: sweepers.DispatchLease | None = sweepers.DEFAULT_LEASE,
+) -> Any:
+    """Run ``sweeper`` once; returns its counts (``sweep_maps`` covers ``map_rollbacks``)."""
     if sweeper == "runs":
-        sweepers.sweep_runs(storage, router, limit=limit)
-    elif sweeper == "steps":
-        sweepers.sweep_steps(storage, router, limit=limit)
+        return sweepers.sweep_runs(storage, router, limit=limit, lease=lease)
+    if sweeper == "steps":
+        return sweepers.sweep_steps(storage, router, limit=limit, lease=lease)
+    return sweepers.sweep_maps(storage, router, limit=limit, lease=lease)
+
+
+def _liveness_key(unit: str) -> str:
+    """The lock whose holder keeps ``unit`` alive."""
+    kind, _, rest = unit.partition(":")
+    if kind == "run":
+        return run_liveness_key(rest)
+    if kind == "step":
+        context_id, _, step = rest.rpartition(":")
+        return step_liveness_key(context_id, step)
+    map_id, _, index = rest.rpartition(":")
+    return map_element_key(map_id, int(index))
+
+
+def _settle(storage: Storage, unit: str) -> None:
+    """Finish ``unit`` the way the engine does, so it leaves its sweeper's index."""
+    kind, _, rest = unit.partition(":")
+    if kind == "run":
+        record = storage.contexts.load(rest)
+        assert record is not None
+        storage.contexts.save(context(rest, status="completed", reactor=record.reactor))
+    elif kind == "step":
+        context_id, _, step = rest.rpartition(":")
+        storage.step_results.put(step_result(context_id, step, status="completed", outcome="1"))
+    elif kind == "map_element":
+        map_id, _, index = rest.rpartition(":")
+        storage.maps.put_result(map_id, int(index), '"done"')
+        storage.maps.claim_owner_signal(map_id)  # the collector resumed the owner
     else:
-        sweepers.sweep_maps(storage, router, limit=limit)
+        map_id, _, position = rest.rpartition(":")
+        storage.map_rollbacks.put_outcome(map_id, int(position), UNDONE)
+        storage.map_rollbacks.mark_handed_off(map_id)
+        storage.map_rollbacks.claim_signal(map_id)
 
 
 def _unit_of(kind: str, payload: dict[str, Any]) -> str:

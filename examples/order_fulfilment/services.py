@@ -119,7 +119,7 @@ class ServiceError(Exception):
         code: a stable, machine-readable reason (``"out_of_stock"``, ``"card_declined"``, ...);
             the runner's failure breakdown groups by it.
         retryable: whether retrying the same call later may succeed. reactor reads this
-            attribute: ``False`` stops a step's retries at once (engine.md §1.2 Retries).
+            attribute: ``False`` stops a step's retries at once (docs/concepts.md, "Retries").
     """
 
     code = "service_error"

@@ -70,6 +70,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from reactor import DispatchHandle, config
 from reactor.config import Runtime
+from reactor.model.secrets import generate_key
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 
 from .models import Order
@@ -116,6 +117,8 @@ SMOKE: Mapping[str, float] = {
 PAUSE_MECHANISMS = ("auto", "none", "client-pause", "sigstop")
 
 _WORKER_MODULE = "examples.order_fulfilment.soak_worker"
+#: The secret keys every soak process shares (docs/security.md, "Keys").
+SECRET_KEYS_ENV = "REACTOR_SECRET_KEYS"
 
 
 @dataclass
@@ -277,11 +280,13 @@ class _Pauser:
 class _Workers:
     """The soak's ``reactor worker`` processes: started, killed, replaced, stopped."""
 
-    def __init__(self, opts: SoakOptions, storage: str, router: str, run_dir: Path) -> None:
+    def __init__(self, opts: SoakOptions, storage: str, router: str, run_dir: Path,
+                 secret_keys: str) -> None:
         self.opts = opts
         self.storage = storage
         self.router = router
         self.run_dir = run_dir
+        self.secret_keys = secret_keys
         self.alive: dict[str, subprocess.Popen[bytes]] = {}
         self.exited: list[str] = []  # workers that exited on their own
         self.started = 0
@@ -297,6 +302,7 @@ class _Workers:
         ]
         env = {k: v for k, v in os.environ.items()
                if k not in ("REACTOR_STORAGE_URL", "REACTOR_ROUTER_URL")}
+        env[SECRET_KEYS_ENV] = self.secret_keys
         env[JOURNAL_ENV] = str(self.run_dir / "journal.sqlite")
         env[WORKER_ENV] = name
         env[CALL_DELAY_ENV] = str(self.opts.call_delay)
@@ -578,8 +584,12 @@ def run_soak(opts: SoakOptions, out: TextIO = sys.stdout) -> SoakReport:
     run_dir.mkdir(parents=True, exist_ok=True)
     journal = Journal(run_dir / "journal.sqlite")
     report = SoakReport(runs=len(orders), run_dir=run_dir)
-    runtime = config.configure(storage=storage, router=router, **opts.settings)
-    workers = _Workers(opts, storage, router, run_dir)
+    # the card token is a redact=True input, sealed at rest (docs/security.md): the soak's
+    # processes share the operator's keys, or one made for this soak
+    secret_keys = os.environ.get(SECRET_KEYS_ENV) or generate_key()
+    runtime = config.configure(storage=storage, router=router, **opts.settings,
+                               secret_keys=secret_keys)
+    workers = _Workers(opts, storage, router, run_dir, secret_keys)
     rng = random.Random(opts.seed)
     load = opts.kills * opts.kill_every if opts.kills else len(orders) / opts.rate
     say(f"soak: {len(orders)} orders over {load:.0f}s, {opts.workers} workers x "

@@ -1,5 +1,11 @@
 """``reactor sweep``: run the run, step and map sweepers once or every N seconds
-(docs/workers.md, "Sweepers")."""
+(docs/workers.md, "Running workers").
+
+Counts go to stdout. A one-shot sweep in which a sweeper failed exits 1 with one stderr line
+per failed sweeper (``event=sweeper_failed``: the exception's type and message; the traceback
+only with ``--log-level DEBUG``); with ``--every`` the loop goes on (the failure is logged each
+tick).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +16,13 @@ from typing import Annotated
 import typer
 
 from reactor.cli._common import (
+    EXIT_FAILURE,
     ImportOpt,
+    QuietLogLevelOpt,
     RouterOpt,
     SettingOpt,
     StorageOpt,
+    _configure_logging,
     _import_modules,
     _runtime,
     app,
@@ -34,6 +43,7 @@ def sweep(
     limit: Annotated[int, typer.Option(help="Records inspected per sweeper.", min=1)] = 1000,
     setting: SettingOpt = None,
     import_: ImportOpt = None,
+    log_level: QuietLogLevelOpt = "WARNING",
 ) -> None:
     """Run the run, step and map sweepers once and print their counts.
 
@@ -41,6 +51,7 @@ def sweep(
     register your reactors (as for the worker): resuming some lost units — a fan-out map whose
     next batch was never dispatched — runs reactor code in this process.
     """
+    _configure_logging(log_level)
     _import_modules(import_ or [])
     runtime = _runtime(storage, router, setting)
     stop = threading.Event()
@@ -52,7 +63,7 @@ def sweep(
         runs, steps, maps = counts.runs, counts.steps, counts.maps
         console.print(
             (f"runs: inspected={runs.inspected} redispatched={runs.redispatched} "
-             f"errors={runs.errors}" if runs else "runs: FAILED (see log)")
+             f"waiting={runs.waiting} errors={runs.errors}" if runs else "runs: FAILED (see log)")
             + (f" | steps: inspected={steps.inspected} redispatched={steps.redispatched} "
                f"errors={steps.errors}" if steps else " | steps: FAILED (see log)")
             + (f" | maps: inspected={maps.inspected} redispatched={maps.redispatched} "
@@ -61,5 +72,11 @@ def sweep(
                f"rollback_batches={maps.rollback_batches} errors={maps.errors}"
                if maps else " | maps: FAILED (see log)")
         )
-        if every is None or stop.wait(every):
+        if every is None:
+            failed = [name for name, c in (("runs", runs), ("steps", steps), ("maps", maps))
+                      if c is None]
+            if failed:  # each failed sweeper already logged its one line
+                raise typer.Exit(EXIT_FAILURE)
+            return
+        if stop.wait(every):
             return

@@ -1,9 +1,13 @@
 """``reactor worker``: consume the configured router and run jobs (docs/workers.md, "Running
-workers")."""
+workers").
+
+Exit codes: 0 after a clean drain, 1 when jobs were still running at ``--drain-timeout``, 2 for
+a usage or configuration error (one line on stderr). The worker logs one line per run outcome
+(``event=run_finished``, :mod:`reactor.jobs.handlers.run`).
+"""
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated
 
 import typer
@@ -11,9 +15,11 @@ import typer
 from reactor import config
 from reactor.cli._common import (
     ImportOpt,
+    LogLevelOpt,
     RouterOpt,
     SettingOpt,
     StorageOpt,
+    _configure_logging,
     _import_modules,
     _refuse_router_without_storage,
     _runtime,
@@ -39,15 +45,13 @@ def worker(
     max_deliveries: Annotated[
         int, typer.Option(help="Deliveries of a failing job before it is dead-lettered.", min=1)
     ] = 5,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    log_level: LogLevelOpt = "INFO",
 ) -> None:
     """Consume the router and run jobs until SIGTERM/SIGINT, then finish in-flight jobs."""
     from reactor.jobs.worker import Worker
 
     _refuse_router_without_storage(storage, router)
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    _configure_logging(log_level)
     _import_modules(import_ or [])
     runtime = _runtime(storage, router, setting)
     runner = Worker(

@@ -39,10 +39,11 @@ from collections import deque
 from collections.abc import Callable
 
 from reactor.model.coordination.renewal import retry_delay
+from reactor.model.text import escaping_logger
 
 __all__ = ["MAX_RENEW_THREADS", "REFUSED", "STOP_WAIT", "Heartbeat"]
 
-log = logging.getLogger("reactor.coordination")
+log = escaping_logger("reactor.coordination")
 
 #: The most threads the shared scheduler runs ``renew`` calls on (started only when needed).
 MAX_RENEW_THREADS = 4

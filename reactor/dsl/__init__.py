@@ -1,5 +1,5 @@
 """The declaration language: ``Reactor``, ``Step``, ``Input``, ``Retries``, step declarations
-and argument templates (ARCHITECTURE §1, engine.md §4.1)."""
+and argument templates (docs/architecture.md, "Layers")."""
 
 from __future__ import annotations
 

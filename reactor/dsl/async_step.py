@@ -1,4 +1,4 @@
-"""``async_step``: declare a leaf step that runs as its own job (engine.md §1.2 "async_step").
+"""``async_step``: declare a leaf step that runs as its own job (docs/workers.md, "Async steps").
 
 Two spellings, like :func:`reactor.dsl.declarations.step`::
 
@@ -17,7 +17,7 @@ Two spellings, like :func:`reactor.dsl.declarations.step`::
         @step(delivery=result("send_email"))   # reading the result is what makes it wait
         def confirm(inputs, ctx): ...
 
-Definition-time rules (engine.md §1.2, §4.3): a unit is never on its parent's undo stack, so an
+Definition-time rules: a unit is never on its parent's undo stack, so an
 ``undo`` is rejected (``@unit.undo`` on a function unit, or a Step class defining ``undo``), and
 ``returns`` may not name a unit (:func:`reactor.dsl.definition.build_definition`). Everything
 else — arguments, ``wait_for``, ``retries``, step-level ``coordination`` — means what it means on

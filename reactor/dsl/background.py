@@ -1,5 +1,5 @@
-"""``Background``: moving a run (or the rest of it) to a worker (engine.md §1.2 "Background
-hand-off", §3.2, §3.3, §4.2).
+"""``Background``: moving a run (or the rest of it) to a worker (docs/workers.md,
+"Background runs").
 
 Declared as the ``background`` class attribute of a ``Reactor``, in exactly one mode::
 
@@ -56,7 +56,7 @@ class Background:
     def __init__(
         self,
         *,
-        all: bool = False,  # noqa: A002 - the DSL spelling of engine.md §1.2
+        all: bool = False,  # noqa: A002 - the DSL's own spelling
         after: str | None = None,
         before: str | None = None,
     ) -> None:

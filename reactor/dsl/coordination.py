@@ -1,6 +1,6 @@
 """Coordination declarations: ``with_lock``, ``with_semaphore``, ``with_rate_limit``,
-``with_period`` and ``with_ordered_lock`` (engine.md §1.2 "Reactor-level coordination" and
-"Step-level coordination").
+``with_period`` and ``with_ordered_lock``, on a reactor or on a step (docs/coordination.md,
+"Declaring").
 
 A declaration is an immutable value, listed in a ``coordination`` class attribute of a
 ``Reactor`` (reactor level: keyed on the validated reactor inputs) or of a ``Step`` class, or
@@ -71,7 +71,8 @@ Primitive = Literal["lock", "semaphore", "rate_limit", "period", "ordered_lock"]
 #: Where a key comes from: ``None`` (the default key), a constant, or ``fn(inputs)``.
 KeySource = str | Callable[[Inputs], Any] | None
 
-#: Default seconds a rollback waits to re-take a step's semaphore (engine.md §1.2).
+#: Default seconds a rollback waits to re-take a step's semaphore (docs/coordination.md,
+#: "Rollback").
 DEFAULT_SEMAPHORE_ROLLBACK_WAIT = 60.0
 
 
@@ -254,7 +255,7 @@ def with_lock(
     auto_extend: bool = True,
     rollback_wait: float | None = None,
 ) -> LockDecl:
-    """Declare an exclusive lock (engine.md §1.2 "Reactor-level coordination", Lock).
+    """Declare an exclusive lock (docs/protocol.md#locks).
 
     The owner is the run's root context id, so a run re-enters its own lock from composed
     children; a direct ``Step.call`` with a step context re-enters its run's lock too.
@@ -293,7 +294,7 @@ def with_semaphore(
     lease: float = 60.0,
     rollback_wait: float | None = None,
 ) -> SemaphoreDecl:
-    """Declare a counting semaphore (ARCHITECTURE §4: one lease per holder token).
+    """Declare a counting semaphore (docs/protocol.md#semaphores: one lease per holder token).
 
     Not re-entrant: a composed child declaring the same semaphore takes a second slot.
 
@@ -333,7 +334,7 @@ def with_rate_limit(
     period: float | str | None = None,
     limits: Mapping[str | float, int] | None = None,
 ) -> RateLimitDecl:
-    """Declare a rate limit (storage-protocol.md §2.10).
+    """Declare a rate limit (docs/protocol.md#rate-limits).
 
     Three forms: ``with_rate_limit(key=..., limit=10, period="minute")`` (``period`` in
     seconds or a window name), ``with_rate_limit(key=..., limits={"second": 3, "minute":
@@ -376,7 +377,7 @@ def with_rate_limit(
 
 
 def with_period(key: KeySource = None, *, every: Every) -> PeriodDecl:
-    """Declare "at most once per calendar bucket" (storage-protocol.md §2.11).
+    """Declare "at most once per calendar bucket" (docs/protocol.md#periods).
 
     At reactor level a repeat run in a marked bucket returns ``Halt(reason="period")``; at step
     level the step is ``Skipped`` instead. The bucket is marked only after a plain
@@ -407,7 +408,7 @@ def with_ordered_lock(
     ttl: float = 86400.0,
     strict: bool = True,
 ) -> OrderedLockDecl:
-    """Declare strict ticket ordering (storage-protocol.md §2.12).
+    """Declare strict ticket ordering (docs/protocol.md#ordered-locks).
 
     At reactor level the ticket is assigned when the run is created (at enqueue time for a
     background run); at step level, on first arrival at the step. A synchronous caller out of
@@ -479,7 +480,7 @@ def merge_coordination(
 
     Raises:
         DefinitionError: a primitive is declared both on the class and inline
-            (engine.md §1.2 "Step-level coordination").
+            (docs/coordination.md, "Declaring").
     """
     both = {d.primitive for d in class_decls} & {d.primitive for d in inline}
     if both:

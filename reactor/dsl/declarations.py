@@ -1,4 +1,5 @@
-"""Step declarations: ``step``, ``compose`` and ``map_step`` (engine.md §1.2, §4.1, §4.5).
+"""Step declarations: ``step``, ``compose`` and ``map_step`` (docs/concepts.md, "Reactors and
+steps").
 
 Each returns a :class:`StepSpec` that is assigned to a class attribute of a ``Reactor``; the
 attribute name becomes the step name. ``step`` also works as a decorator for function steps,
@@ -104,7 +105,7 @@ class StepSpec:
 
         Raises:
             DefinitionError: this is not a function step, an undo is already attached, or
-                this is an ``async_step`` (units are never on the undo stack; engine.md §1.2).
+                this is an ``async_step`` (units are never on the undo stack).
         """
         if self.kind == "async_step":
             raise DefinitionError(
@@ -266,7 +267,8 @@ def compose(
     retries: Any = None,
     **arguments: Any,
 ) -> StepSpec:
-    """Declare a compose step: run reactor ``child`` inline as one step (engine.md §1.2).
+    """Declare a compose step: run reactor ``child`` inline as one step (docs/concepts.md,
+    "Compose").
 
     The child's context is embedded in the parent's; a failed child rolls itself back before
     the parent sees the ``Failure``; undoing a completed compose replays the child's undo stack.
@@ -311,7 +313,7 @@ def map_step(
 ) -> StepSpec:
     """Declare an inline map: run ``element_reactor`` once per element of ``source``.
 
-    engine.md §1.2 "Map: inline": elements run sequentially, each with its own stored context
+    docs/concepts.md, "Inline map": elements run sequentially, each with its own stored context
     whose ``map_metadata`` records the map step, map id and element index.
 
     Args:
@@ -327,8 +329,8 @@ def map_step(
         retries: rejected — only leaf steps retry.
         fan_out: ``FanOut(batch_size=N)`` (or ``True`` for ``FanOut()``, batch size 50) runs
             one background job per element, at most ``N`` enqueued per throw, and rolls the
-            map back with one job per started element (engine.md §1.2 "Map: fan-out",
-            seed 004; :mod:`reactor.engine.fan_out`). Its value is then a lazy
+            map back with one job per started element (docs/fan_out.md;
+            :mod:`reactor.engine.fan_out`). Its value is then a lazy
             :class:`~reactor.model.map_results.MapResultEnumerator`. ``None`` (default): the
             elements run inline, one after another. A map inside a map element always runs
             inline.

@@ -1,7 +1,8 @@
 """``ReactorDefinition``: a validated reactor graph, built when a ``Reactor`` class is created.
 
-:func:`build_definition` performs every definition check of engine.md §1.2 ("Reactor class":
-``validate_definition!``) and raises :class:`~reactor.model.errors.DefinitionError` on:
+:func:`build_definition` performs every definition check (docs/concepts.md, "Definition
+errors"; ruby_reactor's ``validate_definition!``) and raises
+:class:`~reactor.model.errors.DefinitionError` on:
 
 * a reserved or private step name;
 * ``result()``/``wait_for`` naming an unknown step (or the step itself);
@@ -25,6 +26,7 @@ from reactor.dsl.declarations import StepSpec
 from reactor.dsl.inputs import InputContract
 from reactor.dsl.templates import ElementRef, InputRef, ResultRef, Template
 from reactor.model.errors import DefinitionError
+from reactor.model.masking import mask_mapping
 
 if TYPE_CHECKING:
     from reactor.dsl.background import Background
@@ -50,7 +52,10 @@ class ReactorDefinition:
         steps: step name -> bound :class:`StepSpec`, in definition order.
         dependencies: step name -> the steps it depends on (``result()``, ``wait_for``).
         returns: the step whose value is the run's value, or ``None`` (all results).
-        redacted_arguments: step name -> argument names to show as ``"[REDACTED]"``.
+        redacted_arguments: step name -> its secret argument names (fed from a ``redact=True``
+            reactor input, declared ``redact=True`` by the step or child reactor, or read from
+            the elements of a map over a secret): sealed at rest and shown as
+            ``"[REDACTED]"`` (docs/security.md, "What is encrypted").
         children: compose/map step name -> the child/element reactor's definition.
         coordination: the reactor-level ``with_*`` declarations
             (:mod:`reactor.dsl.coordination`).
@@ -89,11 +94,53 @@ class ReactorDefinition:
             child.register_codec_types()
 
     def redact_arguments(self, step: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """``arguments`` with the step's secret arguments replaced by ``"[REDACTED]"``."""
-        from reactor.model.context import REDACTED
+        """``arguments`` with the step's secret arguments replaced by ``"[REDACTED]"``
+        (:func:`reactor.model.masking.mask_mapping`)."""
+        return mask_mapping(arguments, self.redacted_arguments.get(step, frozenset()))
 
-        secret = self.redacted_arguments.get(step, frozenset())
-        return {k: (REDACTED if k in secret else v) for k, v in arguments.items()}
+    def _secret_names(self, step: str, secret_inputs: Iterable[str]) -> frozenset[str]:
+        """The step's declared secret arguments, plus those fed from ``secret_inputs`` (the
+        run's secret input names: a composed child or map element inherits its parent's)."""
+        declared = self.redacted_arguments.get(step, frozenset())
+        spec = self.steps.get(step)
+        extra = frozenset(secret_inputs) - self.contract.redacted
+        if spec is None or not extra:
+            return declared
+        fed = {a for a, t in spec.arguments.items() if isinstance(t, InputRef) and t.name in extra}
+        if isinstance(spec.source, InputRef) and spec.source.name in extra:
+            fed |= {a for a, t in spec.arguments.items() if isinstance(t, ElementRef)}
+        return declared | fed
+
+    def secret_arguments(
+        self, step: str, arguments: Mapping[str, Any], secret_inputs: Iterable[str] = ()
+    ) -> list[str]:
+        """The names among ``arguments`` that are secrets of step ``step``, sorted.
+
+        Stored as the ``redacted`` list of the step's undo-stack entry and rollback record, so
+        they are sealed at rest and masked in every view (docs/security.md, "What is
+        encrypted"). Unknown steps have none.
+
+        Args:
+            step: the step name.
+            arguments: its resolved arguments by name.
+            secret_inputs: the run's secret input names (``Context.redacted``), which may
+                exceed this reactor's ``redact=True`` inputs in a composed child or map element.
+        """
+        return sorted(self._secret_names(step, secret_inputs) & set(arguments))
+
+    def child_redacted(self, step: str, secret_inputs: Iterable[str] = ()) -> list[str]:
+        """The secret input names of the context started by compose or map step ``step``:
+        the child reactor's ``redact=True`` inputs plus the step's secret arguments, sorted.
+
+        Args:
+            step: a compose or map step of this reactor.
+            secret_inputs: the parent run's secret input names (``Context.redacted``).
+
+        Raises:
+            KeyError: ``step`` is not a compose or map step of this reactor.
+        """
+        child = self.children[step]
+        return sorted(child.contract.redacted | self._secret_names(step, secret_inputs))
 
 
 def _templates(spec: StepSpec) -> Iterable[tuple[str, Template]]:
@@ -225,6 +272,10 @@ def build_definition(
             arg for arg, t in arguments.items()
             if isinstance(t, InputRef) and t.name in contract.redacted
         }
+        if (
+            isinstance(spec.source, InputRef) and spec.source.name in contract.redacted
+        ):  # a map over a secret: every argument read from its elements is secret too
+            secret |= {arg for arg, t in arguments.items() if isinstance(t, ElementRef)}
         if spec.step_class is not None:
             secret |= spec.step_class.contract.redacted
         if spec.target is not None:

@@ -1,4 +1,4 @@
-"""``FanOut``: the option that makes a ``map_step`` a fan-out map (engine.md §1.2 "Map: fan-out").
+"""``FanOut``: the option that makes a ``map_step`` a fan-out map (docs/fan_out.md).
 
 ``map_step(Element, source=..., fan_out=FanOut(batch_size=50))`` runs one background job per
 element instead of running the elements one after another in the caller. ``fan_out=True`` is
@@ -18,9 +18,9 @@ from reactor.model.errors import DefinitionError
 
 __all__ = ["DEFAULT_BATCH_SIZE", "ROLLBACK_CHUNK", "FanOut"]
 
-#: Element jobs one throw enqueues when ``FanOut`` names no ``batch_size`` (seed 004 ``map.rb``).
+#: Element jobs one throw enqueues when ``FanOut`` names no ``batch_size``.
 DEFAULT_BATCH_SIZE = 50
-#: Element contexts an in-process map rollback reads per chunk (seed 004 ``map.rb``).
+#: Element contexts an in-process map rollback reads per chunk.
 ROLLBACK_CHUNK = 100
 
 

@@ -3,7 +3,7 @@
 An :class:`Input` is declared as a class attribute of a ``Reactor`` (the run's inputs) or of a
 ``Step`` (the step's contract). Validation uses pydantic (one ``TypeAdapter`` per input) and
 reports field-level errors as :class:`~reactor.model.errors.InputValidationError` —
-engine.md §1.2 "Reactor inputs and validation" and "Step input contracts":
+docs/concepts.md, "Reactors and steps":
 
 * presence means "key exists": ``False``, ``0``, ``""``, ``[]`` are kept;
 * a default applies to an absent key or ``None``;
@@ -32,8 +32,8 @@ from pydantic import (
 from pydantic import ConfigDict as _ConfigDict
 
 from reactor.model import codec
-from reactor.model.context import REDACTED
 from reactor.model.errors import DefinitionError, InputValidationError, UndeclaredInputError
+from reactor.model.masking import mask_mapping
 
 __all__ = ["MISSING", "Input", "InputContract", "Inputs"]
 
@@ -58,8 +58,10 @@ class Input:
             ``isinstance``). ``Any`` (the default) accepts everything.
         default: the value used when the input is absent or ``None``; omit for a required
             input.
-        redact: ``True`` hides the value (``"[REDACTED]"``) in traces, ``Failure.inputs`` and
-            ``RunView.inputs``.
+        redact: ``True`` makes the value a secret: it is encrypted before it is stored
+            (run inputs, undo-stack and rollback arguments) and shown as ``"[REDACTED]"`` in
+            ``Failure.inputs``, ``RunView.inputs``, ``reactor runs show`` and logs
+            (docs/security.md, "What is encrypted").
         description: free text for documentation and the dashboard.
         **constraints: pydantic ``Field`` constraints (``gt``, ``ge``, ``lt``, ``le``,
             ``min_length``, ``max_length``, ``pattern``, ``multiple_of``, ...).
@@ -299,7 +301,7 @@ class InputContract:
             self._codec_ready = True
 
     def with_defaults(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """Apply defaults without validating (for ``undo``/``compensate``, engine.md §1.2)."""
+        """Apply defaults without validating (for ``undo``/``compensate``)."""
         out = dict(values)
         for name, decl in self.inputs.items():
             if out.get(name) is None and not decl.required:
@@ -307,9 +309,9 @@ class InputContract:
         return out
 
     def redact(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """Return ``values`` with redacted names replaced by ``"[REDACTED]"``."""
-        secret = self.redacted
-        return {k: (REDACTED if k in secret else v) for k, v in values.items()}
+        """Return ``values`` with redacted names replaced by ``"[REDACTED]"``
+        (:func:`reactor.model.masking.mask_mapping`)."""
+        return mask_mapping(values, self.redacted)
 
 
 class Inputs:

@@ -1,4 +1,4 @@
-"""``Reactor``: the base class of workflows (engine.md §1.2 "Reactor class", §4.1).
+"""``Reactor``: the base class of workflows (docs/concepts.md, "Reactors and steps").
 
 A subclass declares inputs (``Input`` class attributes), steps (``step``/``compose``/
 ``map_step`` class attributes or ``@step`` functions) and optionally ``returns``. The class is
@@ -90,7 +90,7 @@ class Reactor:
 
     @classmethod
     def run(cls, **inputs: Any) -> Success | Failure | DispatchHandle:
-        """Run the reactor with ``inputs`` (engine.md §3.1; §3.2/§3.3 with ``background``).
+        """Run the reactor with ``inputs`` (docs/concepts.md; docs/workers.md with ``background``).
 
         Returns:
             ``Success`` (value: the ``returns`` step's value, or all results), ``Halt`` (a
@@ -167,8 +167,8 @@ class Reactor:
         """Roll back a stored run: finish an aborted run's rollback, or undo a completed one.
 
         Compensates a step whose compensate was cut off, then undoes every completed step
-        newest first; the run ends ``cancelled`` (engine.md §1.2 "Interrupts": undo rolls back,
-        then cancels). A failed run (already rolled back) is left as is.
+        newest first; the run ends ``cancelled`` (undo rolls back, then cancels: docs/concepts.md,
+        "Stored runs"). A failed run (already rolled back) is left as is.
 
         Returns:
             ``Success(None)`` when everything was rolled back, else ``Failure(UndoError)``

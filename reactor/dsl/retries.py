@@ -1,6 +1,6 @@
 """The ``Retries`` declaration: how often a failing step is attempted and how long to wait.
 
-engine.md §1.2 "Retries and backoff": a step without ``retries`` runs once; ``max_attempts``
+docs/concepts.md, "Retries": a step without ``retries`` runs once; ``max_attempts``
 counts the first attempt; the delay after failed attempt ``n`` (1-based) is
 ``base_delay * 2**(n-1)`` (exponential), ``base_delay * n`` (linear) or ``base_delay`` (fixed).
 """

@@ -1,4 +1,4 @@
-"""``Step``: the base class of class-based steps (engine.md §1.2 "Steps: class-based").
+"""``Step``: the base class of class-based steps (docs/concepts.md, "Reactors and steps").
 
 A subclass declares its input contract as ``Input`` class attributes, an optional ``retries``
 policy, and implements ``run`` (and optionally ``undo``/``compensate``)::
@@ -139,7 +139,7 @@ class Step:
 
         Enforces the contract, then runs the body; signals and exceptions become results.
         A class with ``coordination`` takes it around the body as its own unit of work
-        (seed 000 ``step.rb``): it never parks; contention waits up to each primitive's
+        (as ruby_reactor's ``step.rb``): it never parks; contention waits up to each primitive's
         ``wait`` and then fails (:mod:`reactor.engine.coordination`).
 
         Args:

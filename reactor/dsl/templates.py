@@ -1,4 +1,5 @@
-"""Argument templates: where a step argument's value comes from (engine.md §1.2 "Arguments").
+"""Argument templates: where a step argument's value comes from (docs/concepts.md,
+"Arguments and wiring").
 
 * ``input("name", path)`` — a reactor input;
 * ``result("step", path)`` — another step's result (adds a dependency edge);

@@ -1,5 +1,5 @@
 """The backend-neutral engine: executor, step runner, retries, rollback, compose, inline map,
-argument resolution, checkpoints (ARCHITECTURE §1, engine.md §3.1).
+argument resolution, checkpoints (docs/architecture.md, "Layers").
 
 The engine reaches storage only through :func:`reactor.config.current` (or an explicit
 ``Runtime``) and the :mod:`reactor.ports` protocols. Retry waits go through

@@ -1,21 +1,21 @@
 """Entry points behind ``Reactor.run``/``execute``, ``Reactor.find`` and ``Reactor.undo``.
 
-engine.md §3.1: a run creates a context with a fresh id, validates the inputs (an invalid input
-stores the context as ``failed`` and returns a ``Failure`` with field-level
+docs/concepts.md, "A synchronous run": a run creates a context with a fresh id, validates the
+inputs (an invalid input stores the context as ``failed`` and returns a ``Failure`` with field-level
 ``validation_errors``; no step runs), then executes. ``find`` reads a stored run back as a
 redacted :class:`~reactor.model.run_view.RunView`; ``undo`` finishes an aborted run's rollback or
-undoes a completed one (engine.md §1.2 "Compensate vs undo ordering", rule 6).
+undoes a completed one (docs/concepts.md, "Stored runs").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from reactor import registry
 from reactor.config import Runtime
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import executor, rollback
+from reactor.engine import executor, rollback, secret_policy
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.env import Env, make_env
 from reactor.engine.invoke import INTERRUPTIONS
@@ -63,6 +63,9 @@ def run(
     ``DispatchHandle`` (or the final result when everything already ran inline).
 
     Raises:
+        ConfigurationError: the reactor has ``redact=True`` values, the backend is not
+            in-process and no secret key is configured (docs/security.md, "Secure by
+            default"); nothing was stored.
         KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, CancelledError: after the
             run was stored as ``aborted``; the exception carries the run id as its
             ``reactor_run_id`` attribute (and a note) so the caller can ``Reactor.undo`` it.
@@ -81,6 +84,7 @@ def run(
     context_id = new_context_id()
     definition.register_codec_types()
     env = make_env(runtime, sleep)
+    secret_policy.check(definition, env)
     declared = definition.background
     try:
         if declared is not None and declared.mode == "all":
@@ -130,6 +134,7 @@ def launch(
     map_metadata: dict[str, Any] | None = None,
     hand_off: Callable[[RunState, str, str], None] | None = None,
     hold: Liveness | None = None,
+    secret_inputs: Iterable[str] = (),
 ) -> tuple[Context, Success | Failure]:
     """Create, validate and execute one stored run (a top-level run or a map element).
 
@@ -145,6 +150,8 @@ def launch(
         hold: the caller's liveness hold on ``context_id``: every save is fenced with it, so
             a caller frozen past its lock's TTL cannot overwrite the execution that took the
             run over (docs/workers.md, "Stale writers and fenced saves").
+        secret_inputs: input names that are secrets besides the reactor's ``redact=True``
+            ones (a map element's arguments fed from the parent's secrets).
 
     Returns:
         ``(context, result)``; the result has no ``run_id`` yet.
@@ -153,7 +160,7 @@ def launch(
     ctx = Context(
         context_id=context_id or new_context_id(),
         reactor=definition.name,
-        redacted=sorted(contract.redacted),
+        redacted=sorted(contract.redacted | set(secret_inputs)),
         parent_context_id=parent.context_id if parent else None,
         root_context_id=(parent.root_context_id or parent.context_id) if parent else None,
         map_metadata=map_metadata,
@@ -202,8 +209,10 @@ def _invalid_inputs(
     return failure
 
 
-def _load(definition: ReactorDefinition | None, run_id: str, env: Env) -> Context:
-    ctx = load_context(env, run_id)
+def _load(
+    definition: ReactorDefinition | None, run_id: str, env: Env, *, open_secrets: bool = True
+) -> Context:
+    ctx = load_context(env, run_id, open_secrets=open_secrets)
     if ctx is None:
         raise RunNotFoundError(f"no stored run {run_id!r}", run_id=run_id)
     if definition is not None and ctx.reactor != definition.name:
@@ -217,8 +226,9 @@ def _load(definition: ReactorDefinition | None, run_id: str, env: Env) -> Contex
 def find(
     definition: ReactorDefinition | None, run_id: str, *, runtime: Runtime | None = None
 ) -> RunView:
-    """Load a stored run as a :class:`RunView` (``definition=None``: any reactor)."""
-    return RunView.from_context(_load(definition, run_id, make_env(runtime)))
+    """Load a stored run as a :class:`RunView` (``definition=None``: any reactor); its secrets
+    are not decrypted (they show as ``"[REDACTED]"``), so no key is needed."""
+    return RunView.from_context(_load(definition, run_id, make_env(runtime), open_secrets=False))
 
 
 def undo(

@@ -1,4 +1,5 @@
-"""Argument resolution: turning a step's templates into values (engine.md §1.2 "Arguments").
+"""Argument resolution: turning a step's templates into values (docs/concepts.md,
+"Arguments and wiring").
 
 ``input(...)`` reads the run's inputs, ``result(...)`` a completed step's value (``Skipped``
 values included; for an ``async_step`` unit the reader waits for the unit's record, see

@@ -1,7 +1,8 @@
 """``async_step`` in the parent run: dispatching a unit and reading its result.
 
-Semantics: engine.md §1.2 "async_step", §3.4; seeds 000/003 (``step_worker.rb``,
-``step_sweeper.rb``); ARCHITECTURE §5 rules 1-3, 6 and 7. The unit's own job is
+Semantics: docs/workers.md, "Async steps (``async_step``)"; the invariants of
+docs/architecture.md, "Execution invariants" (single writer, persist before enqueue, durable
+record before signal, liveness and parks). The unit's own job is
 :mod:`reactor.jobs.handlers.step`.
 
 **Dispatch** (:func:`dispatch`, called by the executor for a step of kind ``"async_step"``):
@@ -71,10 +72,13 @@ from reactor.ports.storage import Storage, Subscription
 __all__ = [
     "ASYNC_STEPS",
     "PARK_SWEEP_GRACE",
+    "READER_BACKOFF_FRACTION",
+    "READER_BACKOFF_MAX",
     "dispatch",
     "dispatched_units",
     "outcome_of",
     "read_result",
+    "reader_park_delay",
     "reader_value",
     "reading",
     "wait_for_record",
@@ -86,7 +90,7 @@ log = logging.getLogger("reactor.async_step")
 #: (the link to the unit's Step Result Record, written at dispatch by the parent itself).
 ASYNC_STEPS = "async_steps"
 #: Seconds added to a parked unit's ``parked_until`` so ordinary queue latency on its
-#: redelivery does not make the step sweeper mistake it for a lost unit (seed 000
+#: redelivery does not make the step sweeper mistake it for a lost unit (ruby_reactor's
 #: ``StepWorker::PARK_SWEEP_GRACE``).
 PARK_SWEEP_GRACE = 5.0
 #: Bounds of a synchronous reader's fallback poll interval, in seconds.
@@ -297,6 +301,32 @@ def wait_for_record(
             subscription.close()
 
 
+#: A worker reader's park delay grows with its wait: at least this fraction of the seconds the
+#: unit has been waited for (docs/workers.md, "Async steps", "Readers back off").
+READER_BACKOFF_FRACTION = 0.25
+#: ... and at most this many seconds, however long the wait.
+READER_BACKOFF_MAX = 30.0
+
+
+def reader_park_delay(base: float, waited: float) -> float:
+    """The delay of a worker reader's park on a unit waited for ``waited`` seconds.
+
+    ``max(base, min(READER_BACKOFF_FRACTION x waited, READER_BACKOFF_MAX))``: a reader re-checks
+    a unit that is quick at the contention-park pace (``base``), and one stuck behind a long
+    queue less and less often, so waiting readers never crowd out the units they wait for
+    (docs/workers.md, "Async steps", "Readers back off").
+
+    Args:
+        base: the contention park delay (:func:`reactor.engine.parks.park_delay`), seconds.
+        waited: seconds since the unit was dispatched (negative counts as 0).
+
+    Returns:
+        Seconds before the reader runs again.
+    """
+    grown = min(READER_BACKOFF_FRACTION * max(waited, 0.0), READER_BACKOFF_MAX)
+    return max(base, grown)
+
+
 def _park(env: Env, ctx: Context, step: str, dispatched_at: float) -> Park:
     bound = env.settings.async_park_timeout
     waited = env.now() - dispatched_at
@@ -306,7 +336,7 @@ def _park(env: Env, ctx: Context, step: str, dispatched_at: float) -> Park:
             f"async_park_timeout of {bound:g}s (dispatched {waited:.0f}s ago)",
             run_id=ctx.context_id, timeout=bound,
         )
-    delay = park_delay(env.settings)
+    delay = reader_park_delay(park_delay(env.settings), waited)
     if bound is not None:
         delay = min(delay, max(bound - waited, 0.1))
     ctx.private_data["waiting"] = {

@@ -1,4 +1,5 @@
-"""Background runs: handing a run to a worker and continuing it there (engine.md §3.2, §3.3).
+"""Background runs: handing a run to a worker and continuing it there
+(docs/workers.md, "Background runs").
 
 Caller side:
 
@@ -6,18 +7,19 @@ Caller side:
   input validation left to the worker) and enqueues a ``run`` job.
 * ``Background(after=/before=)``: :func:`trigger` builds the executor hook that stops the caller
   at the cut point by raising :class:`HandOff`; :func:`dispatch` then checkpoints the context
-  (with its undo stack) and enqueues the ``run`` job — persist, then enqueue (ARCHITECTURE §5
-  rule 2). The caller keeps the run's liveness lock until after the enqueue.
+  (with its undo stack) and enqueues the ``run`` job — persist, then enqueue
+  (docs/architecture.md, "Execution invariants"). The caller keeps the run's liveness lock
+  until after the enqueue.
 
 Either way the caller gets a :class:`~reactor.engine.dispatch.DispatchHandle`, or the final
 result when the run already finished (the inline router runs the job before ``enqueue``
-returns; engine.md §2.5).
+returns; docs/architecture.md, "Liveness locks and keys").
 
 Worker side: :func:`continue_run` resumes a stored run under its liveness lock, with writes
 fenced on that lock. Inside the worker the hand-off never re-triggers; a failure also undoes the
 steps that ran in the caller (the undo stack was persisted); a step retry with backoff raises
 :class:`RetryLater` instead of sleeping, after saving the context, so the job handler re-enqueues
-the run with the delay (engine.md §1.2 "Retries and backoff"); a :class:`~reactor.engine.parks.Park`
+the run with the delay (docs/concepts.md, "Retries"); a :class:`~reactor.engine.parks.Park`
 is saved and re-raised for the handler.
 """
 
@@ -53,7 +55,7 @@ __all__ = [
     "trigger",
 ]
 
-#: ``private_data`` key: the reactor-level gates passed once; never unset (engine.md §3.6).
+#: ``private_data`` key: the reactor-level gates passed once; never unset.
 ADMITTED = "admitted"
 #: ``private_data`` key: ``all=True`` runs whose inputs the worker still has to validate.
 VALIDATE_INPUTS = "validate_inputs"
@@ -106,7 +108,7 @@ def is_admitted(ctx: Context) -> bool:
 
 def mark_admitted(ctx: Context) -> None:
     """Record that the run passed its reactor-level gates (called once they are taken; kept
-    forever, so parks, retries and redeliveries never re-charge them; engine.md §3.6)."""
+    forever, so parks, retries and redeliveries never re-charge them)."""
     ctx.private_data[ADMITTED] = True
 
 
@@ -180,7 +182,7 @@ def start_all(
 ) -> DispatchHandle | Success | Failure:
     """Store a ``Background(all=True)`` run with its raw inputs and enqueue it.
 
-    Input validation happens in the worker (engine.md §1.2 "Reactor inputs and validation").
+    Input validation happens in the worker.
     Inputs the codec cannot store fail the run at once (stored ``failed``, nothing enqueued).
 
     Returns:
@@ -194,7 +196,7 @@ def start_all(
         created_at=env.now(),
     )
     ctx.private_data[VALIDATE_INPUTS] = True
-    # Enqueue-time ordering (engine.md §3.2 step 1): the ticket is taken before the save.
+    # Enqueue-time ordering: the ordered-lock ticket is taken before the save.
     coordination.assign_ordered_ticket(definition, ctx, env)
     checkpoint = Checkpointer(env, ctx)
     try:
@@ -220,7 +222,7 @@ def _raise_retry_later(state: RunState) -> Callable[[float], None]:
 def continue_run(
     definition: ReactorDefinition, ctx: Context, env: Env, liveness: Liveness
 ) -> Success | Failure:
-    """Continue a stored ``running`` run inside a worker (engine.md §2.3 ``Worker#perform``).
+    """Continue a stored ``running`` run inside a worker (the ``run`` job).
 
     Validates the inputs first for ``all=True`` runs (an invalid input stores the run
     ``failed``; no step runs); finishes a rollback a crash cut off; otherwise runs every step

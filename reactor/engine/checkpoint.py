@@ -1,7 +1,8 @@
-"""Saving and loading run contexts through ``storage.contexts`` (engine.md §3.1 persistence).
+"""Saving and loading run contexts through ``storage.contexts`` (docs/concepts.md, "Stored runs").
 
 A synchronous run is saved at the start (status ``running``), after every step (throttled by
-``checkpoint_min_interval``, default 0 = every step) and at the end (ARCHITECTURE §5 rule 4).
+``checkpoint_min_interval``, default 0 = every step) and at the end (docs/architecture.md,
+"Execution invariants").
 A composed child is embedded in its parent, so it is saved by saving the record that holds it;
 a map element is its own record.
 
@@ -14,6 +15,7 @@ saves"). The plain :class:`Checkpointer` is unfenced; workers use
 
 from __future__ import annotations
 
+from reactor.engine import secret_policy
 from reactor.engine.env import Env
 from reactor.model import codec
 from reactor.model.context import Context
@@ -54,6 +56,8 @@ class Checkpointer:
 
         Raises:
             EncodeError: a value in the context cannot be encoded (nothing is written).
+            ConfigurationError: the context holds secrets, no key is configured and plaintext
+                is not allowed (docs/security.md, "Secure by default"; nothing is written).
             ContextTooLargeError: the document exceeds ``max_context_bytes`` (nothing written).
             StaleWriterError: the save was fenced and a newer holder of the lock already saved
                 the record (nothing written; the in-memory context keeps its new values but the
@@ -76,7 +80,8 @@ class Checkpointer:
         ctx.updated_at = now
         try:
             document = codec.encode_document(
-                ctx.to_document(), max_bytes=self.env.settings.max_context_bytes
+                ctx.to_document(seal=secret_policy.sealer(self.env)),
+                max_bytes=self.env.settings.max_context_bytes,
             )
         except BaseException:
             ctx.updated_at = previous_update
@@ -99,12 +104,16 @@ class Checkpointer:
         self._last_save = now
 
 
-def load_context(env: Env, context_id: str) -> Context | None:
+def load_context(env: Env, context_id: str, *, open_secrets: bool = True) -> Context | None:
     """Load and decode a stored context.
 
     Args:
         env: the execution environment.
         context_id: the run id.
+        open_secrets: decrypt its sealed secrets (:func:`reactor.engine.secret_policy.
+            open_context`), for a caller that runs the context's steps, undos or
+            compensates; ``False`` for a reader that only shows or polls it (values stay
+            :class:`~reactor.model.secrets.Sealed`; no key needed).
 
     Returns:
         The context, or ``None`` when no record exists.
@@ -113,11 +122,14 @@ def load_context(env: Env, context_id: str) -> Context | None:
         DeserializationError: the stored document is malformed (the message names the run).
         SchemaVersionError: the stored document has an unknown ``schema_version`` (the message
             names the run).
+        SecretKeyError: a secret cannot be decrypted with the configured keys (a
+            ``DeserializationError``: callers quarantine the run; the message names the run).
     """
     record = env.storage.contexts.load(context_id)
     if record is None:
         return None
     try:
-        return Context.from_document(codec.decode_document(record.document))
+        ctx = Context.from_document(codec.decode_document(record.document))
+        return secret_policy.open_context(env, ctx) if open_secrets else ctx
     except DeserializationError as exc:  # SchemaVersionError too: keep the class
         raise type(exc)(f"stored run {context_id!r} is unreadable: {exc}") from exc

@@ -1,4 +1,4 @@
-"""Compose steps: running a child reactor inline (engine.md §1.2 "Compose").
+"""Compose steps: running a child reactor inline (docs/concepts.md, "Compose").
 
 The child runs in the same process with its own context, embedded in the parent's
 ``composed_contexts[step]`` and saved with the parent's record. Its inputs are validated first
@@ -85,7 +85,7 @@ def run_compose(state: RunState, spec: StepSpec) -> StepOutcome:
         context_id=new_context_id(),
         reactor=child_definition.name,
         inputs=inputs,
-        redacted=sorted(child_definition.contract.redacted),
+        redacted=state.definition.child_redacted(name, ctx.redacted),
         parent_context_id=ctx.context_id,
         root_context_id=ctx.root_context_id or ctx.context_id,
         created_at=state.now(),

@@ -1,7 +1,7 @@
 """``DispatchHandle``: what a caller gets when a run moved to a background worker.
 
-engine.md §1.2 "Background hand-off" (Ruby's ``DispatchResult(job_id, execution_id,
-intermediate_results)``) and ARCHITECTURE §5 rule 3: a worker writes the run's terminal state
+docs/workers.md, "Background runs" (Ruby's ``DispatchResult(job_id, execution_id,
+intermediate_results)``). Durable record before signal: a worker writes the run's terminal state
 to storage **before** publishing on the run's completion channel
 (:func:`reactor.model.keys.run_completion_channel`); a waiter subscribes, then always re-checks
 the durable record, with a fallback poll of ``clamp(timeout / 10, 0.05 s, 5 s)``, so a lost
@@ -143,7 +143,7 @@ def wait_for_run(
     subscription = _subscribe(runtime.storage, run_id)  # before the first check: no lost wake
     try:
         while True:
-            ctx = load_context(env, run_id)
+            ctx = load_context(env, run_id, open_secrets=False)  # reads the outcome only
             if ctx is None:
                 raise RunNotFoundError(f"no stored run {run_id!r}", run_id=run_id)
             result = stored_result(ctx)
@@ -229,7 +229,7 @@ class DispatchHandle:
         Raises:
             RunNotFoundError: the run is not stored (any more).
         """
-        ctx = load_context(make_env(self._runtime()), self.run_id)
+        ctx = load_context(make_env(self._runtime()), self.run_id, open_secrets=False)
         if ctx is None:
             raise RunNotFoundError(f"no stored run {self.run_id!r}", run_id=self.run_id)
         return ctx.status

@@ -2,7 +2,7 @@
 
 The engine reaches storage and settings only through :func:`reactor.config.current` (or an
 explicitly passed :class:`~reactor.config.Runtime`) and the :mod:`reactor.ports` protocols;
-it never imports an adapter (ARCHITECTURE §1, dependency direction).
+it never imports an adapter (docs/architecture.md, "Layers").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The executor: runs a context's steps in dependency order (engine.md §3.1 step 3).
+"""The executor: runs a context's steps in dependency order (docs/concepts.md, "A synchronous run").
 
 Ready steps (all dependencies complete) run **sequentially in definition order**, batch by
 batch. After each step:
@@ -43,7 +43,7 @@ def _run_step(state: RunState, spec: StepSpec) -> StepOutcome:
     if spec.kind == "compose":
         return run_compose(state, spec)
     if spec.kind == "map":
-        if fan_out.fans_out(state, spec):  # a hand-off point (engine.md §1.2 "Map: fan-out")
+        if fan_out.fans_out(state, spec):  # a hand-off point (docs/fan_out.md)
             return fan_out.run_fan_out(state, spec)
         return run_map(state, spec)
     return run_leaf(state, spec)
@@ -89,9 +89,9 @@ def _execute(state: RunState) -> Success | Failure:
             raise DependencyError(f"{definition.name}: no step is ready among {remaining}")
         for name in ready:
             spec = definition.steps[name]
-            if state.hand_off is not None:  # background before: (engine.md §3.3)
+            if state.hand_off is not None:  # background before: (docs/workers.md)
                 state.hand_off(state, "before", name)
-            if spec.kind == "async_step":  # complete for scheduling only (engine.md §1.2)
+            if spec.kind == "async_step":  # complete for scheduling only
                 refused = async_step.dispatch(state, spec)
                 if refused is not None:
                     return _fail(state, spec, StepOutcome(refused, {}, body_started=False))
@@ -114,7 +114,7 @@ def _execute(state: RunState) -> Success | Failure:
                 return _fail(state, spec, stored)
             completed.add(name)
             remaining.remove(name)
-            if state.hand_off is not None:  # background after: (engine.md §3.3)
+            if state.hand_off is not None:  # background after: (docs/workers.md)
                 state.hand_off(state, "after", name)
     value: Any = (
         ctx.intermediate_results.get(definition.returns)
@@ -157,7 +157,7 @@ def _record(state: RunState, spec: StepSpec, outcome: StepOutcome) -> StepOutcom
             "step": name, "kind": spec.kind, "arguments": outcome.arguments,
             "result": result.value,
         }
-        ctx.undo_stack.append(entry)
+        ctx.undo_stack.append(_with_secret_names(state, entry))
         pushed = True
         state.trace("run", name, attempt=ctx.retry_context.get("attempts", {}).get(name))
     ctx.current_step = None
@@ -177,10 +177,21 @@ def _record(state: RunState, spec: StepSpec, outcome: StepOutcome) -> StepOutcom
     return None
 
 
+def _with_secret_names(state: RunState, entry: dict[str, Any]) -> dict[str, Any]:
+    """``entry`` with ``"redacted"``: its secret argument names, when it has any (they are
+    sealed at rest and masked in views; docs/security.md, "What is encrypted")."""
+    arguments = entry.get("arguments")
+    names = state.definition.secret_arguments(
+        str(entry.get("step")), arguments if isinstance(arguments, dict) else {},
+        state.ctx.redacted,
+    )
+    return {**entry, "redacted": names} if names else entry
+
+
 def _halt(state: RunState, name: str, result: Halt, outcome: StepOutcome) -> Halt:
     ctx = state.ctx
     if outcome.undo_entry is not None:
-        ctx.undo_stack.append(outcome.undo_entry)
+        ctx.undo_stack.append(_with_secret_names(state, outcome.undo_entry))
     state.trace("halt", name, detail=None if result.reason is None else str(result.reason))
     ctx.status = RunStatus.HALTED
     ctx.current_step = None
@@ -263,7 +274,7 @@ def abort(state: RunState, interruption: BaseException) -> None:
     """Store ``state.ctx`` as ``aborted`` after an interruption (best effort, never raises).
 
     When the step in flight had started its body, its compensate is recorded as pending so that
-    ``Reactor.undo`` runs it (engine.md §1.2 rule 6); the compensate then receives a
+    ``Reactor.undo`` runs it (docs/concepts.md, "Decisions"); the compensate then receives a
     ``Failure`` naming the interruption.
 
     Args:

@@ -1,5 +1,5 @@
-"""Fan-out maps: dispatch one job per element, adopt the settled outcome (engine.md §1.2
-"Map: fan-out", §3.4; storage-protocol.md §2.4; issue 8).
+"""Fan-out maps: dispatch one job per element, adopt the settled outcome (docs/fan_out.md;
+storage: docs/protocol.md#maps).
 
 A ``map_step(..., fan_out=FanOut(batch_size=N))`` is a **hand-off point**:
 
@@ -396,7 +396,7 @@ def materialize(
         ctx = Context(
             context_id=element_context_id(meta.map_id, index),
             reactor=element_definition.name,
-            redacted=sorted(element_definition.contract.redacted),
+            redacted=definition.child_redacted(meta.step_name, parent.redacted),
             parent_context_id=parent.context_id,
             root_context_id=root_id,
             map_metadata={

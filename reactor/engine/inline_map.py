@@ -1,8 +1,9 @@
-"""Inline map steps: one element-reactor run per element, sequentially (engine.md §1.2, §4.5).
+"""Inline map steps: one element-reactor run per element, sequentially
+(docs/concepts.md, "Inline map").
 
 Each element runs as its own execution with its **own stored context** (a separate record with
 ``parent_context_id``), whose ``map_metadata`` records the map step, the map id and the element
-index (seed 000 ``map_step.rb``). The parent records ``{index: context_id}`` in
+index (as ruby_reactor's ``map_step.rb``). The parent records ``{index: context_id}`` in
 ``composed_contexts[step]`` (a ``map_ref``) **before** each element starts, so an interrupted map
 can still be rolled back.
 
@@ -85,6 +86,7 @@ def run_map(state: RunState, spec: StepSpec) -> StepOutcome:
                 state.env,
                 context_id=element_id,
                 parent=ctx,
+                secret_inputs=state.definition.child_redacted(name, ctx.redacted),
                 map_metadata={
                     "map_step": name,
                     "map_id": map_id,

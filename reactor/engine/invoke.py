@@ -6,9 +6,9 @@ Every call goes through :func:`capture`, which
 * turns a plain return value into ``Success(value)`` (a result is kept as is);
 * turns **any** exception — ``Exception`` or a custom ``BaseException`` subclass,
   ``NotImplementedError`` included — into a ``Failure`` with a trimmed traceback
-  (engine.md §1.2 rule 6);
+  (docs/concepts.md, "Rollback");
 * lets *interruptions* (:data:`INTERRUPTIONS`) propagate untouched: the executor stores the run
-  as ``aborted`` and re-raises (engine.md §6 item 6).
+  as ``aborted`` and re-raises (docs/architecture.md, "Execution invariants").
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def capture(fn: Callable[..., Any], *args: Any) -> Invocation:
         return Invocation(sig.result)
     except _PASS_THROUGH:  # interruptions, and a park giving the worker thread back
         raise
-    except BaseException as exc:  # every other exception is a step failure (engine.md §1.2)
+    except BaseException as exc:  # every other exception is a step failure
         return Invocation(failure_from_exception(exc), raised=True)
     return Invocation(_as_result(returned))
 

@@ -1,11 +1,11 @@
-"""The run liveness lock ``async:<id>`` (ARCHITECTURE §5 rules 1, 2 and 6; engine.md §3.5).
+"""The run liveness lock ``async:<id>`` (docs/architecture.md, "Liveness locks and keys").
 
 Every executing root — a synchronous caller, a worker, a hand-off caller until its final save —
 holds ``async:<context_id>`` with a fresh owner token, TTL ``context_lock_ttl``, extended every
 ``ttl/3`` by a thread. The lock is the run's single-writer token and its liveness signal: the run
 sweeper re-dispatches a ``running`` run only when the lock is gone.
 
-Re-entrancy (engine.md §2.5): on the inline router a ``run`` job executes nested inside the
+Re-entrancy: on the inline router a ``run`` job executes nested inside the
 thread that enqueued it, which already holds the lock; the nested execution skips the lock
 instead of contending with itself. This module tracks, per thread, the runs whose lock the
 thread holds.
@@ -86,7 +86,7 @@ class Liveness:
         return Fence(key=lock.key, owner=lock.owner, token=lock.token)
 
     def release(self) -> None:
-        """Release the lock (after the final save: ARCHITECTURE §5 rule 2); never raises."""
+        """Release the lock (after the final save: save before release); never raises."""
         lock, self.lock = self.lock, None
         if lock is None:
             return
@@ -100,7 +100,7 @@ class Liveness:
         """Keep the lock for ``seconds`` more without extending it, then let it lapse.
 
         A parked or retry-delayed run keeps its lock as a ``parked_until`` stamp, so the sweeper
-        does not mistake it for a lost run while it waits (ARCHITECTURE §5 rule 6); once the
+        does not mistake it for a lost run while it waits; once the
         delay is over the lock lapses and the re-enqueued job (or, if that job was lost, the
         sweeper) takes over. Never raises.
         """

@@ -1,5 +1,5 @@
-"""Rolling back a fan-out map: distributed in a worker, in process elsewhere (seed 004
-``map/step_rollback.rb`` and ``map/element_rollback.rb``; storage-protocol.md §2.5; issue 8).
+"""Rolling back a fan-out map: distributed in a worker, in process elsewhere (docs/fan_out.md,
+"Rollback"; storage: docs/protocol.md#map-rollbacks).
 
 **Distributed** (the owner runs in a worker, holding its liveness lock):
 
@@ -27,7 +27,7 @@ calling thread over the element index from the tail in chunks of
 :data:`~reactor.dsl.fan_out.ROLLBACK_CHUNK` (100) ids, never all at once.
 
 With the inline router every job runs nested inside ``enqueue``, so the rollback is settled
-before the owner checks and it never hands off (engine.md §2.5).
+before the owner checks and it never hands off.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def decode_failures(text: str) -> list[RollbackFailure]:
 
 
 def _entry(step: str, index: int | None, reason: str, message: str) -> RollbackFailure:
-    """A rollback failure for an element as a whole (seed 004 ``ElementRollback.entry``)."""
+    """A rollback failure for an element as a whole."""
     return RollbackFailure(
         step=step, kind="undo", reason=reason,
         message=f"map element {index if index is not None else '?'} {message}",
@@ -184,7 +184,7 @@ def roll_back_element(
         element_id: the element context id (``None``: a hole in the element index).
         step: the map step's name (set on failures as ``map_step``).
         definition: the element reactor's definition.
-        use_lock: take the element's lock (``False`` on the inline router, engine.md §2.5).
+        use_lock: take the element's lock (``False`` on the inline router).
         wait: seconds to wait for a held lock.
 
     Returns:
@@ -354,7 +354,7 @@ def roll_back_in_process(
     chunk: int = ROLLBACK_CHUNK,
 ) -> list[RollbackFailure]:
     """Roll back a fan-out map's elements in the calling thread, ``chunk`` ids per read from the
-    tail of the element index (seed 004 ``inline_rollback``).
+    tail of the element index.
 
     Returns:
         The failures (``context_unavailable`` entries first, then per element, newest first).
@@ -403,7 +403,7 @@ def signal_owner_if_settled(env: Env, map_id: str) -> bool:
 
 def hand_off(env: Env, checkpoint: Checkpointer, handed: RollbackHandedOff) -> None:
     """The owner's side of the hand-off: save the run as ``rolling_back``, mark the hand-off,
-    then resume itself if the rollback settled meanwhile (seed 004, R-05).
+    then resume itself if the rollback settled meanwhile.
 
     Args:
         env: the worker's environment.

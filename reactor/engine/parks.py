@@ -1,14 +1,14 @@
 """Parks: how an execution inside a worker gives its thread back instead of blocking.
 
-ARCHITECTURE §5 rule 7: in a worker, contention (a held lock or semaphore, a full rate limit,
-an ordered-lock wait) and waiting for an async unit **park**: the execution saves its context
-(holds detached, not released), raises :class:`Park`, and the job handler re-enqueues the job
-with ``delay`` seconds. Parks never consume retry attempts; capped parks are bounded by
+Contention parks, it does not fail: in a worker, contention (a held lock or semaphore, a full rate
+limit, an ordered-lock wait) and waiting for an async unit **park**: the execution saves its context
+(holds detached, not released), raises :class:`Park`, and the job handler re-enqueues the job with
+``delay`` seconds. Parks never consume retry attempts; capped parks are bounded by
 ``lock_snooze_max_attempts`` (ordered-lock waits, liveness-lock contention and async waits are
 uncapped). Synchronous callers never park: they wait up to the primitive's ``wait`` and fail.
 
 Mirrors ruby_reactor's ``ExecutionParked`` family and the Worker's ``handle_snooze``
-(engine.md §1.2 "Parking on contention").
+(docs/coordination.md, "Contention").
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 
 A stored document that no longer decodes (:class:`~reactor.model.errors.DeserializationError`,
 :class:`~reactor.model.errors.SchemaVersionError`) cannot be continued. Left as it is, a
-``running`` record would be re-dispatched by every sweep and dead-lettered again by every
-worker (a crash loop). The rule (ARCHITECTURE §5, "a run that cannot continue is stored as
-failed with the reason, never dropped") is applied here: the record is replaced by a readable
-*quarantine document* — status ``failed``, a non-retryable ``Failure`` carrying the reason, and
-the original text kept verbatim under ``private_data["quarantine"]`` for an operator — so
+``running`` record would be re-dispatched by every sweep and dead-lettered again by every worker (a
+crash loop). The rule (a run that cannot continue is stored as failed with the reason, never
+dropped: docs/architecture.md, "Execution invariants") is applied here: the record is replaced by a
+readable *quarantine document* — status ``failed``, a non-retryable ``Failure`` carrying the reason,
+and the original text kept verbatim under ``private_data["quarantine"]`` for an operator — so
 ``find()`` shows the failure and no sweeper picks the record again.
 """
 
@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from reactor import registry
+from reactor.engine import secret_policy
 from reactor.engine.env import Env
 from reactor.model import codec
 from reactor.model.context import Context
@@ -71,8 +72,9 @@ def quarantine(env: Env, context_id: str, error: DeserializationError) -> Contex
                     "here (cannot tell a corrupt document from unknown types)",
                     context_id, record.reactor)
         return None
-    try:
-        Context.from_document(codec.decode_document(record.document))
+    try:  # SecretKeyError (a DeserializationError): its secrets do not open with our keys
+        secret_policy.open_context(env, Context.from_document(codec.decode_document(
+            record.document)))
     except DeserializationError:
         pass
     else:

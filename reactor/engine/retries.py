@@ -1,4 +1,4 @@
-"""The retry loop and its sleep hook (engine.md §1.2 "Retries and backoff").
+"""The retry loop and its sleep hook (docs/concepts.md, "Retries").
 
 A synchronous caller sleeps in-thread between attempts. Sleeping goes through the module-level
 hook :data:`sleep` (default :func:`time.sleep`), or a per-run ``sleep=`` passed to
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from reactor.dsl.retries import Retries
 from reactor.model.results import Failure, Result
 
-__all__ = ["attempt_with_retries", "default_sleep", "sleep"]
+__all__ = ["attempt_with_retries", "default_sleep", "install_sleep", "sleep"]
 
 #: The process-wide sleep hook (seconds). Replace it (e.g. with ``monkeypatch``) in tests.
 sleep: Callable[[float], None] = time.sleep
@@ -28,6 +28,18 @@ sleep: Callable[[float], None] = time.sleep
 def default_sleep(seconds: float) -> None:
     """Sleep through the current module-level :data:`sleep` hook (looked up at call time)."""
     sleep(seconds)
+
+
+def install_sleep(fn: Callable[[float], None] | None) -> Callable[[float], None]:
+    """Install ``fn`` as the process-wide retry sleep hook :data:`sleep` and return the hook
+    it replaced (``None`` installs :func:`time.sleep`).
+
+    Exists so ``reactor.testing`` can make retry waits advance its test clock, and restore
+    the previous hook afterwards, without anyone patching this module (docs/testing.md).
+    """
+    global sleep
+    previous, sleep = sleep, (time.sleep if fn is None else fn)
+    return previous
 
 
 def attempt_with_retries(

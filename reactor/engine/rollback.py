@@ -1,4 +1,4 @@
-"""Compensation and undo: rolling a context back (engine.md §1.2 "Compensate vs undo ordering").
+"""Compensation and undo: rolling a context back (docs/concepts.md, "Rollback").
 
 1. The failing step is compensated **only if its body started** (``compensate_pending``).
 2. Every completed step on the undo stack is undone **newest first**, across DAG branches (the
@@ -47,15 +47,23 @@ def begin(
     compensate_pending: bool,
     failures: list[RollbackFailure] | None = None,
 ) -> None:
-    """Record that a rollback starts (kept in the context, so it survives an interruption)."""
+    """Record that a rollback starts (kept in the context, so it survives an interruption).
+
+    The step's secret argument names are kept as ``"redacted"`` (sealed at rest, masked in
+    views; docs/security.md, "What is encrypted").
+    """
+    args = dict(arguments or {})
     state.ctx.rollback = {
         "step": step,
         "kind": kind,
-        "arguments": dict(arguments or {}),
+        "arguments": args,
         "compensate_pending": compensate_pending,
         "compensate_failed": False,
         "failures": list(failures or []),
     }
+    names = state.definition.secret_arguments(step, args, state.ctx.redacted) if step else []
+    if names:
+        state.ctx.rollback["redacted"] = names
 
 
 def finish(state: RunState) -> list[RollbackFailure]:
@@ -102,7 +110,7 @@ def _compensate(
         f"step interrupted by {interruption}", retryable=False, step_name=step
     )
     with coordination.rollback_holds(state, spec, arguments, "compensate") as unavailable:
-        if unavailable is not None:  # engine.md §1.2: skipped, the rollback goes on
+        if unavailable is not None:  # skipped, the rollback goes on
             state.trace("compensate_failure", step, detail=unavailable.message)
             return [unavailable]
         invocation = invoke.call_compensate(spec, arguments, failure, state.step_context(step))
@@ -123,7 +131,7 @@ def _undo(state: RunState, entry: dict[str, Any]) -> list[RollbackFailure]:
         return [_unknown_step(step, "undo")]
     if spec.kind == "compose":
         return _undo_compose(state, step)
-    if spec.kind == "map" and entry.get("fan_out"):  # distributed or chunked (seed 004)
+    if spec.kind == "map" and entry.get("fan_out"):  # distributed or chunked
         from reactor.engine.map_rollback import roll_back_fan_out  # it imports this module
 
         failures = roll_back_fan_out(state, step, str(entry.get("map_id")), kind="undo")
@@ -136,7 +144,7 @@ def _undo(state: RunState, entry: dict[str, Any]) -> list[RollbackFailure]:
         return failures
     arguments = entry.get("arguments") or {}
     with coordination.rollback_holds(state, spec, arguments, "undo") as unavailable:
-        if unavailable is not None:  # engine.md §1.2: skipped, the rollback goes on
+        if unavailable is not None:  # skipped, the rollback goes on
             state.trace("undo_failure", step, detail=unavailable.message)
             return [unavailable]
         invocation = invoke.call_undo(

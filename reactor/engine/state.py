@@ -49,8 +49,8 @@ class RunState:
             and ``hand_off(state, "after", step)`` once it is recorded; it raises to hand the
             run off (:mod:`reactor.engine.background`). ``None`` everywhere else.
         retry_wait: root runs inside a worker only: waits before a step retry instead of
-            ``env.sleep`` (it raises to re-enqueue the run with the delay, engine.md §1.2
-            "Retries and backoff"). ``None``: sleep in-thread.
+            ``env.sleep`` (it raises to re-enqueue the run with the delay; docs/concepts.md,
+            "Retries"). ``None``: sleep in-thread.
         coordination_owner: the lock owner of step-level coordination; ``None`` = the root
             context id. An ``async_step`` unit's job uses its derived per-unit owner
             (``async_step:<ctx>:<step>``).

@@ -1,7 +1,7 @@
 """Running one leaf step: resolve arguments, enforce the contract, run the body with retries.
 
-engine.md §1.2 and §3.1 ("a normal run goes through RetryManager, then with_step, argument
-validation, contract enforcement, body, signal catch"):
+docs/concepts.md, "A synchronous run" (retry loop, then argument resolution, contract
+enforcement, step coordination, body, signal catch):
 
 * an argument resolution error fails the step at once — not retried, not compensated;
 * the ``Step`` class's input contract is enforced before **every** attempt; a violation is

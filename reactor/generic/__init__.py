@@ -1,8 +1,8 @@
 """Durable and coordination stores over any :class:`reactor.ports.DocumentStore`.
 
-An adapter that implements the versioned-document primitive (``reactor/ports/documents.py``)
-gets every sub-store of :class:`reactor.ports.Storage` from here (ARCHITECTURE §4): import
-:class:`reactor.generic.storage.GenericStorage` and pass it the document store.
+An adapter that implements the versioned-document primitive (``reactor/ports/documents.py``) gets
+every sub-store of :class:`reactor.ports.Storage` from here (docs/protocol.md#document-stores):
+import :class:`reactor.generic.storage.GenericStorage` and pass it the document store.
 
 Modules (one concept each): ``contexts``, ``step_results``, ``maps``, ``map_rollbacks``,
 ``claims`` (durable run state, retention ``context_ttl`` re-stamped on every write) and

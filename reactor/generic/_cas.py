@@ -1,4 +1,4 @@
-"""The compare-and-set loop shared by the generic coordination stores (ARCHITECTURE §4).
+"""The compare-and-set loop shared by the generic coordination stores.
 
 A coordination object (one lock, one semaphore, one rate-limit key, one period marker, one
 ordered lock) is one document of a :class:`reactor.ports.DocumentStore`. Every operation is:

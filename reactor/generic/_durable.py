@@ -1,7 +1,7 @@
 """Compare-and-set building blocks for the durable generic stores.
 
 A :class:`DurableCollection` is one collection of a :class:`reactor.ports.DocumentStore` whose
-every write stamps ``expires_at = now + context_ttl`` (ARCHITECTURE §2 "Retention": durable run
+every write stamps ``expires_at = now + context_ttl`` (docs/protocol.md#conventions: durable run
 state lives ``context_ttl`` after its last write, re-stamped on every write, counters included).
 It offers the four write shapes the durable stores need:
 
@@ -49,6 +49,21 @@ T = TypeVar("T")
 #: What an :meth:`DurableCollection.update` function returns: ``(new value or None to keep the
 #: document unchanged, index for the new value, result for the caller)``.
 Mutation = tuple[Mapping[str, Any] | None, str | None, T]
+
+
+def require_after(collection: str, after: str | None, key: str) -> None:
+    """Check that a :meth:`DocumentStore.scan` given ``after`` returned ``key`` strictly after
+    it: keyset paging over a store that does not would loop forever (docs/protocol.md,
+    "Document stores").
+
+    Raises:
+        StorageError: ``after`` is set and ``key`` is not strictly greater, naming both.
+    """
+    if after is not None and not key > after:
+        raise StorageError(
+            f"DocumentStore.scan of {collection!r} returned key {key!r} for after={after!r}: "
+            "keys must be strictly greater than `after` (keyset paging would loop forever)"
+        )
 
 
 class DurableCollection:
@@ -179,15 +194,13 @@ class DurableCollection:
         cursor = after
         while True:
             page = self.documents.scan(self.collection, index=index, after=cursor, limit=page_size)
+            if page:
+                require_after(self.collection, cursor, page[0][0])
             yield from page
             if len(page) < page_size:
                 return
             last = page[-1][0]
-            if cursor is not None and not last > cursor:
-                raise StorageError(
-                    f"DocumentStore.scan of {self.collection!r} returned key {last!r} for "
-                    f"after={cursor!r}: keys must be strictly greater (keyset paging would loop)"
-                )
+            require_after(self.collection, cursor, last)
             cursor = last
 
     def _contention(self, key: str) -> StorageError:

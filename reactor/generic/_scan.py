@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from reactor.model.errors import StorageError
+from reactor.generic._durable import require_after
 from reactor.ports.documents import DocumentStore
 from reactor.ports.records import ScanPage
 from reactor.ports.serialization import decode_scan_cursor, encode_scan_cursor
@@ -74,18 +74,15 @@ def keyset_scan(
         while True:
             want = limit - len(rows)
             found = documents.scan(collection, index=index, after=position, limit=want)
+            if found:
+                require_after(collection, position, found[0][0])
             for _key, value in found:
                 row = decode(value)
                 if row is not None:
                     rows.append(row)
             if found:
                 last = found[-1][0]
-                if position is not None and not last > position:
-                    raise StorageError(
-                        f"DocumentStore.scan of {collection!r} returned key {last!r} for "
-                        f"after={position!r}: keys must be strictly greater (the sweeper "
-                        "scan would not advance)"
-                    )
+                require_after(collection, position, last)
                 position = last
             if len(found) < want:
                 break  # this index is exhausted

@@ -1,7 +1,7 @@
 """First-writer-wins claims over a :class:`reactor.ports.DocumentStore`.
 
-Semantics: storage-protocol.md §2.2 (correlation ids), §2.6 (interrupt resume claims and
-attempt counters) and §2.7 (run idempotency keys). Every write re-stamps retention to
+Semantics: docs/protocol.md#claims (correlation ids, interrupt resume claims and attempt
+counters, run idempotency keys). Every write re-stamps retention to
 ``now + context_ttl``; a logically expired claim is taken over by a compare-and-set on its
 stored version (see :meth:`reactor.generic._durable.DurableCollection.create`).
 
@@ -77,7 +77,7 @@ class DocumentClaimStore:
         self._resumes = DurableCollection(documents, INTERRUPT_RESUMES, context_ttl)
         self._attempts = DurableCollection(documents, INTERRUPT_ATTEMPTS, context_ttl)
 
-    # -- correlation ids (§2.2) --------------------------------------------------------------
+    # -- correlation ids ---------------------------------------------------------------------
 
     def claim_correlation_id(self, correlation_id: str, context_id: str) -> str | None:
         """Map ``correlation_id`` to ``context_id``, first writer wins.
@@ -105,7 +105,7 @@ class DocumentClaimStore:
         """Delete the mapping; ``True`` when a live mapping was deleted."""
         return self._correlations.delete(correlation_id)
 
-    # -- run idempotency keys (§2.7) -----------------------------------------------------------
+    # -- run idempotency keys ----------------------------------------------------------------
 
     def claim_idempotency_key(self, reactor: str, key: str, context_id: str) -> str | None:
         """Claim ``key`` for ``reactor`` (scoped per reactor name).
@@ -148,7 +148,7 @@ class DocumentClaimStore:
 
         return self._idempotency.update(idempotency_document_key(reactor, key), mutate)
 
-    # -- interrupt resumes (§2.6) --------------------------------------------------------------
+    # -- interrupt resumes -------------------------------------------------------------------
 
     def claim_interrupt_resume(self, context_id: str, step_path: str, payload: str) -> bool:
         """Claim the resume of the interrupt at ``step_path`` of ``context_id`` (NX).

@@ -1,10 +1,10 @@
-"""Run contexts over a :class:`reactor.ports.DocumentStore` (storage-protocol.md §2.1, §2.14).
+"""Run contexts over a :class:`reactor.ports.DocumentStore` (docs/protocol.md#contexts).
 
-Layout (all documents re-stamped to ``now + context_ttl`` on every save, ARCHITECTURE §2
-"Retention"):
+Layout (all documents re-stamped to ``now + context_ttl`` on every save,
+docs/protocol.md#conventions):
 
 * collection ``contexts``, key = context id: the whole :class:`ContextRecord`. Its ``index``
-  is what makes the run sweeper's scan an indexed query (§2.14 ``scan_reactors``):
+  is what makes the run sweeper's scan an indexed query (``scan``):
 
   - a top-level run (no parent) is indexed as ``<status>``;
   - a dispatched ``async_reactor`` child is indexed as ``child:<status>``;
@@ -16,7 +16,7 @@ Layout (all documents re-stamped to ``now + context_ttl`` on every save, ARCHITE
 * collection ``context_pages``, key = ``<inverted created_at in µs, 17 digits>:<context id>``,
   one small summary document per top-level run. Ascending key order is newest-first, which
   gives :meth:`DocumentContextStore.page` its keyset paging; the cursor is the base64url of the
-  last key of a page (§2.14 ``scan_reactors_page``).
+  last key of a page (``page``).
 
 The two documents of one run are written one after the other (context first). A crash in
 between leaves the page summary one save behind: the next save repairs it, and
@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from reactor.generic._durable import DurableCollection, Mutation
+from reactor.generic._durable import DurableCollection, Mutation, require_after
 from reactor.generic._scan import keyset_scan
 from reactor.model.errors import ContextTooLargeError, StaleWriterError
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
@@ -273,11 +273,15 @@ class DocumentContextStore:
 
         Raises:
             ValueError: ``cursor`` is malformed or ``limit`` is below 1.
+            StorageError: the document store returned a key that is not strictly after the
+                cursor (its ``after`` is broken: paging on would never end).
         """
         if limit < 1:
             raise ValueError(f"page limit must be >= 1, got {limit!r}")
         after = None if cursor is None else decode_page_cursor(cursor)
         found = self._pages.documents.scan(CONTEXT_PAGES, after=after, limit=limit + 1)
+        if found:
+            require_after(CONTEXT_PAGES, after, found[0][0])
         rows = found[:limit]
         more = len(found) > limit
         runs = []

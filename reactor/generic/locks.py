@@ -1,6 +1,6 @@
 """``DocumentLockStore``: re-entrant TTL locks over any :class:`reactor.ports.DocumentStore`.
 
-Semantics: storage-protocol.md §2.8 as implemented by the pure model
+Semantics: docs/protocol.md#locks as implemented by the pure model
 :mod:`reactor.model.coordination.locks`; atomicity: the compare-and-set loop of
 :mod:`reactor.generic._cas`. One document per lock key::
 

@@ -1,6 +1,6 @@
 """Distributed map rollback state over a :class:`reactor.ports.DocumentStore`.
 
-Semantics: storage-protocol.md §2.5 (seed 004, ``step_rollback.rb``). Layout, every document
+Semantics: docs/protocol.md#map-rollbacks. Layout, every document
 re-stamped to ``now + context_ttl`` when written:
 
 ===========================  ================================  =================================
@@ -103,7 +103,7 @@ class DocumentMapRollbackStore:
     def claim_positions(self, map_id: str, count: int) -> range:
         """Atomically add ``count`` to the claim offset and return the claimed positions.
 
-        storage-protocol.md §2.5: ``range(stop - count, min(stop, total))`` where ``stop`` is
+        docs/protocol.md#map-rollbacks: ``range(stop - count, min(stop, total))`` where ``stop`` is
         the new offset; the stored offset is not clipped (claims of 2, 2, 2, 2 against total
         5 give ``0..2``, ``2..4``, ``4..5``, empty, and the offset reads 8). ``total`` is read
         in the same compare-and-set (0 when the rollback was never started).
@@ -211,7 +211,7 @@ class DocumentMapRollbackStore:
         """``{total, settled, outstanding, failed}``, ``None`` when this map never rolled back.
 
         ``failed`` counts outcomes in :data:`FAILED_ROLLBACK_OUTCOMES` (``failed``,
-        ``element_in_flight``, ``context_unavailable``; storage-protocol.md §2.5).
+        ``element_in_flight``, ``context_unavailable``; docs/protocol.md#map-rollbacks).
         """
         meta = self.metadata(map_id)
         if meta is None:

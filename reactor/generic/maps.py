@@ -1,8 +1,8 @@
-"""Fan-out map forward state over a :class:`reactor.ports.DocumentStore` (storage-protocol.md §2.4).
+"""Fan-out map forward state over a :class:`reactor.ports.DocumentStore` (docs/protocol.md#maps).
 
 A map of 100,000 elements never puts all its slots or element ids into one document (MongoDB
 caps a document at 16 MiB, DynamoDB an item at 400 KB). Layout, every document re-stamped to
-``now + context_ttl`` when written (ARCHITECTURE §2 "Retention"):
+``now + context_ttl`` when written (docs/protocol.md#conventions):
 
 ==================  ===============================  =========================================
 collection          key                              value (``index``)
@@ -370,7 +370,7 @@ class DocumentMapStore:
     ) -> list[str]:
         """Ids at tail positions ``position .. position+count-1`` of the first ``total`` entries.
 
-        storage-protocol.md §2.4: ``stop = total - 1 - position``; ``[]`` when ``stop < 0``;
+        docs/protocol.md#maps: ``stop = total - 1 - position``; ``[]`` when ``stop < 0``;
         else ``start = max(total - position - count, 0)``; the entries ``start..stop`` are
         returned reversed (tail first). Entries appended after ``total`` never shift positions.
 

@@ -1,6 +1,6 @@
 """``DocumentOrderedLockStore``: ordered locks over any :class:`reactor.ports.DocumentStore`.
 
-Semantics: storage-protocol.md §2.12 (behaviours 36-43) as implemented by the pure model
+Semantics: docs/protocol.md#ordered-locks as implemented by the pure model
 :mod:`reactor.model.coordination.ordered_locks`; atomicity: :mod:`reactor.generic._cas`. One
 document per ordered-lock key holds the five logical fields, each with its own expiry (an
 absent field is omitted)::

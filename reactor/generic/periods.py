@@ -1,6 +1,6 @@
 """``DocumentPeriodStore``: once-per-bucket markers over any ``DocumentStore``, first wins.
 
-Semantics: storage-protocol.md §2.11 fixed to mark-if-absent (ARCHITECTURE §2), as implemented
+Semantics: docs/protocol.md#periods (mark-if-absent), as implemented
 by the pure model :mod:`reactor.model.coordination.periods`; atomicity:
 :mod:`reactor.generic._cas`. One document per (already bucketed) period key::
 

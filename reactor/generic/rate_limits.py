@@ -1,6 +1,6 @@
 """``DocumentRateLimitStore``: multi-window rate limits over any ``DocumentStore``.
 
-Semantics: storage-protocol.md §2.10 as implemented by the pure model
+Semantics: docs/protocol.md#rate-limits as implemented by the pure model
 :mod:`reactor.model.coordination.rate_limits` (all windows or none, 0-based denying index);
 atomicity: :mod:`reactor.generic._cas`. One document per rate-limit key holds every window's
 current bucket, so a multi-window hit is a single compare-and-set::

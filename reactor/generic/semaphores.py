@@ -1,6 +1,6 @@
 """``DocumentSemaphoreStore``: lease semaphores over any :class:`reactor.ports.DocumentStore`.
 
-Semantics: ARCHITECTURE §4 (per-holder leases) as implemented by the pure model
+Semantics: docs/protocol.md#semaphores (per-holder leases) as implemented by the pure model
 :mod:`reactor.model.coordination.semaphores`; atomicity: :mod:`reactor.generic._cas`. One
 document per semaphore key::
 

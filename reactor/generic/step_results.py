@@ -1,4 +1,4 @@
-"""Step Result Records over a :class:`reactor.ports.DocumentStore` (storage-protocol.md §2.3).
+"""Step Result Records over a :class:`reactor.ports.DocumentStore` (docs/protocol.md#step-results).
 
 Collection ``step_results``, key ``<context id>:<step name>`` (context ids are UUIDs, so the
 first ``:`` separates them), ``index`` = the record's status so the step sweeper's

@@ -2,8 +2,8 @@
 
 An adapter that implements the versioned-document primitive (``reactor/ports/documents.py``)
 gets a complete, contract-conforming storage by constructing :class:`GenericStorage`
-(ARCHITECTURE §4). Any sub-store can be replaced by a native fast path through the keyword
-arguments of the same name; the replacement must satisfy the same sub-protocol.
+(docs/protocol.md#document-stores). Any sub-store can be replaced by a native fast path
+through the keyword arguments of the same name; the replacement must satisfy the same sub-protocol.
 """
 
 from __future__ import annotations

@@ -1,27 +1,27 @@
 """Embedded workers: in-process :class:`~reactor.jobs.worker.Worker` threads for ``local://``.
 
-ARCHITECTURE §6 calls ``local://`` "an in-process queue with worker threads — the embedded
-default": with the default ``memory://`` + ``local://`` and no ``reactor worker`` process,
+``local://`` is an in-process queue with worker threads, the embedded default (README.md, "Choosing
+a backend"): with the default ``memory://`` + ``local://`` and no ``reactor worker`` process,
 ``Background(...)`` runs and fan-out maps must still run. :func:`bind_local_workers` (called by
-:func:`reactor.configure` for a router it built from a ``local://`` URL, never for a router
-object the caller passed nor for ``router_from_url`` alone) attaches ``workers`` handler threads
-(URL option, default 2) that start on the first enqueue and stop when the router is closed
+:func:`reactor.configure` for a router it built from a ``local://`` URL, never for a router object
+the caller passed nor for ``router_from_url`` alone) attaches ``workers`` handler threads (URL
+option, default 2) that start on the first enqueue and stop when the router is closed
 (``config.reset()`` or a reconfigure). ``local://?workers=0`` keeps a bare queue for tests that
 drive jobs by hand (``Worker.run_pending``).
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 
 from reactor.config import Runtime
 from reactor.jobs.worker import Worker
 from reactor.memory.routers import LocalRouter
+from reactor.model.text import escaping_logger
 
 __all__ = ["EMBEDDED_DRAIN_TIMEOUT", "EMBEDDED_POLL_SECONDS", "bind_local_workers"]
 
-log = logging.getLogger("reactor.worker")
+log = escaping_logger("reactor.worker")
 
 #: Seconds an embedded worker thread blocks in ``receive`` before re-checking stop (the router
 #: wakes it at once when it is stopped).

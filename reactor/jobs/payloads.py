@@ -1,7 +1,8 @@
-"""Typed payloads of the job kinds (ARCHITECTURE §3): identities only, validated on receipt.
+"""Typed payloads of the job kinds (docs/architecture.md, "Job kinds"): identities only, validated
+on receipt.
 
 A payload that fails validation is a poison job: the worker dead-letters it with the
-validation message as the reason instead of crash-looping (ARCHITECTURE §3).
+validation message as the reason instead of crash-looping (docs/workers.md, "Hostile input").
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ class Payload(BaseModel):
 
 
 class RunPayload(Payload):
-    """Resume (or start) a run in a worker: engine.md §2.2 ``perform_async``.
+    """Resume (or start) a run in a worker (ruby_reactor's ``perform_async``).
 
     Attributes:
         context_id: the run's id.
@@ -50,7 +51,7 @@ class RunPayload(Payload):
 
 
 class StepPayload(Payload):
-    """Run one ``async_step`` unit: engine.md §2.2 ``perform_step_async``.
+    """Run one ``async_step`` unit (ruby_reactor's ``perform_step_async``).
 
     Attributes:
         root_context_id: the root run the worker loads.
@@ -75,7 +76,7 @@ class MapElementPayload(Payload):
         map_id: the map.
         index: the element index.
         atomic: overrides the map's ``atomic`` setting when present; legacy payloads spell it
-            ``fail_fast`` (engine.md §1.2, "Map: inline").
+            ``fail_fast``.
         attempt: retries or parks of this element so far.
     """
 
@@ -98,7 +99,7 @@ class MapCollectPayload(Payload):
 
 
 class MapElementRollbackPayload(Payload):
-    """Roll back the element at one tail position of a map's element index (seed 004).
+    """Roll back the element at one tail position of a map's element index (docs/protocol.md#maps).
 
     Attributes:
         map_id: the map.

@@ -1,4 +1,4 @@
-"""The self-rescheduling sweep chain (engine.md §1.2 "Sweepers", §2.2 "Sweeper tick").
+"""The self-rescheduling sweep chain (docs/workers.md, "Sweep cursors and dispatch leases").
 
 A tick runs the three sweepers (:mod:`reactor.jobs.sweepers`: runs, async steps, maps), each
 over one page from where the previous tick stopped and with the dispatch lease derived from the
@@ -29,11 +29,12 @@ from reactor.jobs.sweepers import (
     sweep_steps,
 )
 from reactor.model.keys import sweep_window_key
-from reactor.ports.records import MapMetadata
+from reactor.model.text import escaping_logger
+from reactor.ports.records import ContextRecord, MapMetadata
 
 __all__ = ["TickCounts", "dispatch_lease", "run_sweeps", "schedule_next"]
 
-log = logging.getLogger("reactor.sweeper")
+log = escaping_logger("reactor.sweeper")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,14 @@ def _batch_dispatcher(runtime: Runtime) -> Callable[[MapMetadata], object]:
     return lambda meta: dispatch_batch(env, meta)
 
 
+def _waiting_on(runtime: Runtime) -> Callable[[ContextRecord], str | None]:
+    """The run sweeper's hook that tells a run waiting on an in-flight unit from a lost one."""
+    from reactor.engine.waiting import waiting_on  # deferred: the engine imports this layer
+
+    storage = runtime.storage
+    return lambda record: waiting_on(storage, record)
+
+
 def dispatch_lease(runtime: Runtime) -> DispatchLease:
     """The dispatch lease of this runtime's sweeps (docs/workers.md, "Sweep cursors and dispatch
     leases"): :meth:`DispatchLease.from_settings` with the router's own
@@ -73,8 +82,20 @@ def dispatch_lease(runtime: Runtime) -> DispatchLease:
     return DispatchLease.from_settings(runtime.settings, visibility=seconds)
 
 
+def _sweeper_failed(name: str, exc: Exception) -> None:
+    """One ``event=sweeper_failed`` line (the exception's type and message); the traceback
+    only when the ``reactor.sweeper`` logger is at DEBUG (docs/workers.md, "Running workers"):
+    a down backend fails every sweeper the same way, and three tracebacks per tick would bury
+    the one line that says so."""
+    log.error(
+        "event=sweeper_failed sweeper=%s error=%s: %s", name, type(exc).__name__, exc,
+        exc_info=exc if log.isEnabledFor(logging.DEBUG) else None,
+    )
+
+
 def run_sweeps(runtime: Runtime, *, limit: int | None = None) -> TickCounts:
-    """Run the run, step and map sweepers once; a failing sweeper never stops the others.
+    """Run the run, step and map sweepers once; a failing sweeper never stops the others (it
+    is logged as one ``event=sweeper_failed`` line, with the traceback at DEBUG).
 
     Each sweeper reads one page of at most ``limit`` records from its saved cursor and takes a
     dispatch lease (:func:`dispatch_lease`) before each re-enqueue (docs/workers.md, "Sweep
@@ -93,19 +114,21 @@ def run_sweeps(runtime: Runtime, *, limit: int | None = None) -> TickCounts:
     runs = steps = None
     maps = None
     try:
-        runs = sweep_runs(storage, router, limit=bound, lease=lease)
-    except Exception:
-        log.exception("event=sweeper_failed sweeper=runs")
+        runs = sweep_runs(
+            storage, router, limit=bound, lease=lease, waiting_on=_waiting_on(runtime)
+        )
+    except Exception as exc:
+        _sweeper_failed("runs", exc)
     try:
         steps = sweep_steps(storage, router, limit=bound, lease=lease)
-    except Exception:
-        log.exception("event=sweeper_failed sweeper=steps")
+    except Exception as exc:
+        _sweeper_failed("steps", exc)
     try:
         maps = sweep_maps(
             storage, router, limit=bound, dispatch_batch=_batch_dispatcher(runtime), lease=lease
         )
-    except Exception:
-        log.exception("event=sweeper_failed sweeper=maps")
+    except Exception as exc:
+        _sweeper_failed("maps", exc)
     return TickCounts(runs, steps, maps)
 
 

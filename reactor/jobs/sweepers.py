@@ -1,4 +1,5 @@
-"""The sweepers: recover units of work lost with a dead worker (storage-protocol.md §3).
+"""The sweepers: recover units of work lost with a dead worker (docs/workers.md,
+"Sweep cursors and dispatch leases").
 
 Each sweeper works only through :class:`reactor.ports.Storage` and :class:`reactor.ports.Router`:
 it scans records that say "in flight", checks the unit's liveness lock
@@ -26,7 +27,6 @@ dispatch leases"):
 from __future__ import annotations
 
 import inspect
-import logging
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -52,6 +52,7 @@ from reactor.model.keys import (
     sweep_episode_key,
 )
 from reactor.model.status import RunStatus
+from reactor.model.text import escaping_logger
 from reactor.ports.records import ContextRecord, MapMetadata, MapRollbackMetadata
 from reactor.ports.router import Router
 from reactor.ports.storage import Storage, SweepCursorStore
@@ -73,9 +74,9 @@ __all__ = [
     "sweep_steps",
 ]
 
-log = logging.getLogger("reactor.sweeper")
+log = escaping_logger("reactor.sweeper")
 
-#: Owner statuses after which a map must not be re-collected (storage-protocol.md §3.3).
+#: Owner statuses after which a map must not be re-collected.
 _COLLECTED_OWNER_STATUSES = frozenset(
     {
         RunStatus.COMPLETED,
@@ -197,6 +198,8 @@ class SweepCounts:
         errors: records skipped because inspecting them raised.
         leased: lost units left alone because an earlier re-dispatch's lease still stands.
         wrapped: the scan reached the end of its index (the next sweep starts over).
+        waiting: runs left alone because the unit they wait for is still in flight (the run
+            sweeper only; docs/workers.md, "Sweep cursors and dispatch leases").
     """
 
     inspected: int = 0
@@ -204,6 +207,7 @@ class SweepCounts:
     errors: int = 0
     leased: int = 0
     wrapped: bool = False
+    waiting: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,20 +391,25 @@ def sweep_runs(
     *,
     limit: int = 1000,
     lease: DispatchLease | None = DEFAULT_LEASE,
+    waiting_on: Callable[[ContextRecord], str | None] | None = None,
 ) -> SweepCounts:
     """Re-enqueue ``running``/``rolling_back`` runs whose liveness lock is gone.
 
     Top-level runs and dispatched ``async_reactor`` children are inspected (docs/workers.md,
     "Decisions"); paused and terminal runs are left alone; a run whose ``async:<id>`` lock is
     held is alive; a run re-dispatched within its dispatch lease (unit ``run:<id>``) is left
-    alone too. Reads one page from the ``runs`` cursor (docs/workers.md, "Sweep cursors and
-    dispatch leases").
+    alone too, and so is a ``running`` run that ``waiting_on`` says waits for a unit still in
+    flight (its lease is taken all the same, so it is looked at again one lease later). Reads
+    one page from the ``runs`` cursor (docs/workers.md, "Sweep cursors and dispatch leases").
 
     Args:
         storage: the storage to scan.
         router: where re-dispatched ``run`` jobs go.
         limit: the maximum number of runs inspected.
         lease: the dispatch lease; ``None`` re-dispatches every lost run on every sweep.
+        waiting_on: ``stored run -> the in-flight unit it waits for, or None``
+            (:func:`reactor.engine.waiting.waiting_on`, bound to the storage); ``None``
+            treats every run without a lock as lost.
 
     Returns:
         The counts of this sweep.
@@ -409,7 +418,7 @@ def sweep_runs(
         StorageError: reading the page or saving the cursor failed (a bad record never
             raises: it is logged and counted).
     """
-    inspected = redispatched = errors = leased = 0
+    inspected = redispatched = errors = leased = waiting = 0
     page = _Page(
         storage, "runs", storage.contexts.scan, limit,
         statuses=(RunStatus.RUNNING.value, RunStatus.ROLLING_BACK.value),
@@ -424,13 +433,23 @@ def sweep_runs(
             if not leases.claim(f"run:{row.context_id}"):
                 leased += 1
                 continue
+            if waiting_on is not None and row.status == RunStatus.RUNNING.value:
+                record = storage.contexts.load(row.context_id)
+                unit = None if record is None else waiting_on(record)
+                if unit is not None:
+                    waiting += 1
+                    log.debug("event=sweep_run_waiting context_id=%s unit=%s",
+                              row.context_id, unit)
+                    continue
             router.enqueue(job(RunPayload(context_id=row.context_id, reactor=row.reactor)))
             redispatched += 1
         except Exception:
             errors += 1
             log.exception("event=sweep_error sweeper=runs context_id=%s", row.context_id)
     page.commit()
-    return SweepCounts(inspected, redispatched, errors, leased, page.next_cursor is None)
+    return SweepCounts(
+        inspected, redispatched, errors, leased, page.next_cursor is None, waiting=waiting
+    )
 
 
 def sweep_steps(
@@ -535,7 +554,7 @@ def dispatch_rollback_batch(
 ) -> range:
     """Claim the next batch of rollback positions and enqueue one rollback job per position.
 
-    Mirrors ``Map::Dispatcher.dispatch_rollback_batch`` (seed 004).
+    Mirrors ruby_reactor's ``Map::Dispatcher.dispatch_rollback_batch``.
 
     Returns:
         The claimed positions (empty when every position was already claimed).

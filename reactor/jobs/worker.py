@@ -1,6 +1,6 @@
 """``Worker``: consume a router and run each job through its handler (``reactor worker``).
 
-ARCHITECTURE §3, issue 7 item 1. Works with any :class:`reactor.ports.Router` through its
+docs/workers.md, "Running workers". Works with any :class:`reactor.ports.Router` through its
 consumer side (``receive``/``ack``/``retry``/``extend``/``dead_letter``):
 
 * N handler threads each ``receive`` one delivery at a time, parse its payload
@@ -22,19 +22,20 @@ consumer side (``receive``/``ack``/``retry``/``extend``/``dead_letter``):
 from __future__ import annotations
 
 import importlib
-import logging
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
 from types import FrameType
 
-from reactor import config
+from reactor import config, registry
 from reactor.config import Runtime
 from reactor.coordination._heartbeat import Heartbeat
+from reactor.engine import secret_policy
 from reactor.jobs.handlers import HANDLERS, JobContext, dispatch_job
 from reactor.jobs.sweep_tick import schedule_next
 from reactor.model.errors import DeserializationError, UnknownReactorError
+from reactor.model.text import escaping_logger
 from reactor.ports.router import Delivery
 
 __all__ = [
@@ -45,7 +46,7 @@ __all__ = [
     "receive_backoff",
 ]
 
-log = logging.getLogger("reactor.worker")
+log = escaping_logger("reactor.worker")
 
 #: Deliveries of a failing job before it is dead-lettered.
 DEFAULT_MAX_DELIVERIES = 5
@@ -157,8 +158,18 @@ class Worker:
             importlib.import_module(name)  # safe: operator-supplied module list
 
     def start(self) -> None:
-        """Import the user modules, start the handler threads and, with ``sweep``, the chain."""
+        """Import the user modules, check that the worker can open their runs' secrets, start
+        the handler threads and, with ``sweep``, the chain.
+
+        Raises:
+            ImportError: a user module cannot be imported.
+            ConfigurationError: the registered reactors hold secrets and no key is configured
+                (docs/security.md, "When a key is wrong or missing").
+        """
         self.import_user_modules()
+        secret_policy.check_worker(
+            self.runtime, (registry.get(name).definition for name in registry.names())
+        )
         self._stopping.clear()
         for n in range(self.threads):
             thread = threading.Thread(
@@ -167,10 +178,47 @@ class Worker:
             self._threads.append(thread)
             thread.start()
         if self.sweep:
-            window = schedule_next(self.runtime)
-            log.info("event=sweep_chain_started window=%s", window)
+            self._start_sweep_chain()
         log.info(
             "event=worker_started threads=%d kinds=%s", self.threads, ",".join(sorted(HANDLERS))
+        )
+
+    def _start_sweep_chain(self) -> None:
+        """Start the sweep chain (``--sweep``); an unreachable backend does not stop the worker
+        (docs/workers.md, "Running workers"): a failed attempt is one warning line and the
+        chain is retried in a background thread with :func:`receive_backoff` until it starts
+        or the worker stops."""
+        try:
+            window = schedule_next(self.runtime)
+        except Exception as exc:
+            self._sweep_start_failed(1, exc)
+            thread = threading.Thread(
+                target=self._retry_sweep_chain, name="reactor-sweep-start", daemon=True
+            )
+            self._threads.append(thread)  # joined by stop()
+            thread.start()
+            return
+        log.info("event=sweep_chain_started window=%s", window)
+
+    def _retry_sweep_chain(self) -> None:
+        failures = 1
+        while not self._stopping.wait(receive_backoff(failures)):
+            try:
+                window = schedule_next(self.runtime)
+            except Exception as exc:
+                failures += 1
+                self._sweep_start_failed(failures, exc)
+                continue
+            log.info(
+                "event=sweep_chain_started window=%s after_attempts=%d", window, failures + 1
+            )
+            return
+
+    @staticmethod
+    def _sweep_start_failed(failures: int, exc: Exception) -> None:
+        log.warning(
+            "event=sweep_chain_start_failed attempt=%d retry_in=%.1f error=%s: %s",
+            failures, receive_backoff(failures), type(exc).__name__, exc,
         )
 
     def stop(self, timeout: float | None = None) -> bool:
@@ -224,7 +272,13 @@ class Worker:
 
             signal.signal(signal.SIGTERM, on_signal)
             signal.signal(signal.SIGINT, on_signal)
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            # Never leave handler threads logging into a process that is exiting (their
+            # output would hit a closed stderr: "I/O operation on closed file").
+            self.stop(timeout=self.poll_seconds + 1.0)
+            raise
         while not self._stopping.wait(0.5):
             pass
         clean = self.stop()

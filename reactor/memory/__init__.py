@@ -18,6 +18,7 @@ from reactor.memory.routers import InlineRouter, LocalRouter
 from reactor.memory.signals import MemorySignalStore
 from reactor.memory.storage import MemoryStorage
 from reactor.model.errors import ConfigurationError
+from reactor.ports.urls import redact_url
 
 __all__ = [
     "InlineRouter",
@@ -35,13 +36,15 @@ __all__ = [
 def _query(url: str, scheme: str, allowed: frozenset[str]) -> dict[str, str]:
     parts = urlsplit(url)
     if parts.scheme != scheme:
-        raise ConfigurationError(f"expected a {scheme}:// URL, got {url!r}")
+        raise ConfigurationError(f"expected a {scheme}:// URL, got {redact_url(url)!r}")
     if parts.netloc or parts.path not in ("", "/"):
-        raise ConfigurationError(f"{scheme}:// URLs take no host or path, got {url!r}")
+        raise ConfigurationError(f"{scheme}:// URLs take no host or path, got {redact_url(url)!r}")
     values: dict[str, str] = {}
     for name, found in parse_qs(parts.query, keep_blank_values=True, strict_parsing=False).items():
         if name not in allowed:
-            raise ConfigurationError(f"unknown {scheme}:// URL parameter {name!r} in {url!r}")
+            raise ConfigurationError(
+                f"unknown {scheme}:// URL parameter {name!r} in {redact_url(url)!r}"
+            )
         values[name] = found[-1]
     return values
 
@@ -120,4 +123,6 @@ def router_from_url(url: str, **settings: Any) -> InlineRouter | LocalRouter:
             visibility_timeout=_number("visibility_timeout", visibility),
             workers=_count("workers", query.get("workers", DEFAULT_LOCAL_WORKERS)),
         )
-    raise ConfigurationError(f"the memory routers serve inline:// and local://, got {url!r}")
+    raise ConfigurationError(
+        f"the memory routers serve inline:// and local://, got {redact_url(url)!r}"
+    )

@@ -5,8 +5,8 @@ This is the reference implementation of the versioned-document primitive
 :class:`reactor.memory.MemoryStorage` is exactly "the generic stores over the simplest possible
 compare-and-set".
 
-Semantics (``reactor/ports/documents.py``, ARCHITECTURE §2 "Expiry never depends on a
-database's TTL deletion"):
+Semantics (``reactor/ports/documents.py``; docs/protocol.md#document-stores; expiry never
+depends on a database's TTL deletion):
 
 * values are JSON-native dicts; they are stored as JSON text, so callers never share mutable
   state with the store and a non-JSON value fails at write time;
@@ -322,7 +322,7 @@ class MemoryDocumentStore:
             return sorted(name for name, coll in self._collections.items() if coll.docs)
 
     def clear(self) -> None:
-        """Drop every document (the test helper ``reset!`` of storage-protocol.md §4.2 item 2)."""
+        """Drop every document (a test helper: the contract suite starts each test empty)."""
         with self._lock:
             self._collections.clear()
 

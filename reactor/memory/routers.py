@@ -1,6 +1,6 @@
 """In-process routers: ``InlineRouter`` (tests, scripts) and ``LocalRouter`` (embedded default).
 
-Both implement :class:`reactor.ports.Router` (ARCHITECTURE §3).
+Both implement :class:`reactor.ports.Router` (docs/protocol.md#routers).
 
 :class:`InlineRouter` runs a job at once, in the caller's thread, through a bound handler.
 Jobs enqueued *by* a running job are queued and run right after it by the outermost
@@ -16,6 +16,10 @@ as the JSON envelope (:meth:`reactor.ports.Job.to_json`), exactly as an external
 so an undecodable message (:meth:`reactor.ports.Job.from_json` raises: not UTF-8, too large,
 too deep, not an envelope) is dead-lettered inside ``receive`` with the reason and its raw body
 and never returned (docs/workers.md, "Hostile input").
+
+Both offer :class:`reactor.ports.router.DeadLetterAdmin` (docs/workers.md, "Dead letters"): a
+dead letter's id is its arrival number (``"1"``, ``"2"``, ...), and requeue, list and purge run
+under the router's lock, so a requeue claims, enqueues and removes in one step.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from reactor.model.errors import DeserializationError, RouterError
@@ -37,7 +41,7 @@ __all__ = ["DEFAULT_VISIBILITY_TIMEOUT", "InlineRouter", "LocalRouter", "default
 
 logger = logging.getLogger(__name__)
 
-#: Seconds a delivered job stays invisible before it is redelivered (ARCHITECTURE §3).
+#: Seconds a delivered job stays invisible before it is redelivered (docs/protocol.md#routers).
 DEFAULT_VISIBILITY_TIMEOUT = 30.0
 
 Handler = Callable[[Job], object]
@@ -53,6 +57,65 @@ def _check_delay(delay_seconds: float) -> float:
 def default_backoff(delivery_count: int) -> float:
     """Retry delay in seconds after a handler raised: ``min(2 ** (n - 1), 60)`` for delivery n."""
     return float(min(2 ** max(delivery_count - 1, 0), 60))
+
+
+class _DeadLetterList:
+    """The dead letters of an in-process router, by id in arrival order.
+
+    Ids are arrival numbers as text (``"1"``, ``"2"``, ...), never reused, so a cursor stays
+    meaningful after the letter it names is requeued or purged. Not locked: the owning router
+    holds its lock around every call.
+    """
+
+    def __init__(self) -> None:
+        self._letters: dict[str, DeadLetter] = {}
+        self._ids = itertools.count(1)
+
+    def add(self, body: str | bytes, reason: str, at: float) -> DeadLetter:
+        """Record a dead letter keeping ``body`` raw (:meth:`DeadLetter.from_raw`)."""
+        letter = DeadLetter.from_raw(body, reason, at, str(next(self._ids)))
+        self._letters[letter.id] = letter
+        return letter
+
+    def page(self, limit: int, cursor: str | None) -> list[DeadLetter]:
+        """At most ``limit`` letters, oldest first, after the one whose id is ``cursor``.
+
+        Raises:
+            ValueError: ``cursor`` is not an id of this list's form.
+        """
+        if limit <= 0:
+            return []
+        after = _arrival(cursor) if cursor is not None else 0
+        if after is None:
+            raise ValueError(f"bad dead-letter cursor {cursor!r}: not a dead-letter id")
+        out: list[DeadLetter] = []
+        for letter in self._letters.values():
+            if int(letter.id) > after:
+                out.append(letter)
+                if len(out) >= limit:
+                    break
+        return out
+
+    def get(self, letter_id: str) -> DeadLetter | None:
+        """The letter with id ``letter_id``, else ``None``."""
+        return self._letters.get(letter_id)
+
+    def pop(self, letter_id: str) -> DeadLetter | None:
+        """Remove and return the letter with id ``letter_id`` (``None`` when absent)."""
+        return self._letters.pop(letter_id, None)
+
+    def purge(self, ids: Sequence[str] | None) -> int:
+        """Remove the letters named by ``ids`` (``None``: all); returns how many went."""
+        if ids is None:
+            count = len(self._letters)
+            self._letters.clear()
+            return count
+        return sum(self._letters.pop(letter_id, None) is not None for letter_id in set(ids))
+
+
+def _arrival(letter_id: str) -> int | None:
+    """The arrival number of an in-process dead-letter id, ``None`` when it is not one."""
+    return int(letter_id) if letter_id.isascii() and letter_id.isdigit() else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -86,7 +149,7 @@ class InlineRouter:
         self._now_queue: deque[Job] = deque()
         self._delayed: list[tuple[float, int, Job]] = []
         self._seq = itertools.count()
-        self._dead: list[DeadLetter] = []
+        self._dead = _DeadLetterList()
         self._leased: dict[str, Job] = {}
         self._deliveries: dict[str, int] = {}  # job id -> deliveries by receive (kept by retry)
 
@@ -188,7 +251,7 @@ class InlineRouter:
     def _dead_letter(self, body: str, reason: str) -> None:
         logger.warning("dead-lettered job: %s", reason)
         with self._lock:
-            self._dead.append(DeadLetter(body=body, reason=reason, at=self._clock()))
+            self._dead.add(body, reason, self._clock())
 
     # -- consumer side (Router protocol) ---------------------------------------------------
 
@@ -245,10 +308,48 @@ class InlineRouter:
             self._deliveries.pop(delivery.job.id, None)
         self._dead_letter(delivery.job.to_json(), reason)
 
-    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        """Dead-lettered messages, oldest first."""
+    def dead_letters(self, limit: int = 100, cursor: str | None = None) -> list[DeadLetter]:
+        """Dead-lettered messages, oldest first (docs/workers.md, "Dead letters").
+
+        Args:
+            limit: the most letters returned.
+            cursor: the id of the last letter of the previous page (``None``: the oldest).
+
+        Raises:
+            ValueError: ``cursor`` is not a dead-letter id of this router's form.
+        """
         with self._lock:
-            return list(self._dead[: max(limit, 0)])
+            return self._dead.page(limit, cursor)
+
+    def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
+        """The dead letter with id ``letter_id``, else ``None`` (docs/workers.md, "Dead
+        letters")."""
+        with self._lock:
+            return self._dead.get(letter_id)
+
+    def requeue_dead_letter(self, letter_id: str) -> str | None:
+        """Remove a dead letter and enqueue its job again (run now when a handler is bound).
+
+        Returns:
+            The job id, or ``None`` when there is no such dead letter.
+
+        Raises:
+            DeserializationError: the body is not a job envelope; the letter is kept.
+            Exception: whatever the handler raised (as :meth:`enqueue`).
+        """
+        with self._lock:
+            letter = self._dead.get(letter_id)
+            if letter is None:
+                return None
+            job = letter.to_job()
+            self._dead.pop(letter_id)
+            self._deliveries.pop(job.id, None)  # a fresh delivery count
+        return self.enqueue(job)
+
+    def purge_dead_letters(self, ids: Sequence[str] | None = None) -> int:
+        """Delete the dead letters named by ``ids`` (``None``: all); returns how many."""
+        with self._lock:
+            return self._dead.purge(ids)
 
     def close(self) -> None:
         """Nothing to release; idempotent."""
@@ -312,7 +413,7 @@ class LocalRouter:
         self._heap: list[tuple[float, int, str, int]] = []
         self._seq = itertools.count()
         self._ids = itertools.count(1)
-        self._dead: list[DeadLetter] = []
+        self._dead = _DeadLetterList()
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
         self._closed = False
@@ -355,10 +456,16 @@ class LocalRouter:
         delay = _check_delay(delay_seconds)
         self._put(body, self._clock() + delay)
 
-    def _put(self, body: str | bytes, visible_at: float) -> None:
+    def _put(
+        self, body: str | bytes, visible_at: float, dead_letter_id: str | None = None
+    ) -> bool:
+        """Queue ``body``; with ``dead_letter_id``, only by removing that dead letter in the
+        same locked step (``False``, nothing queued, when it is gone: a requeue's claim)."""
         with self._cond:
             if self._closed:
                 raise RouterError("the local router is closed")
+            if dead_letter_id is not None and self._dead.pop(dead_letter_id) is None:
+                return False
             message_id = str(next(self._ids))
             self._messages[message_id] = _Message(body=body, visible_at=visible_at)
             heapq.heappush(self._heap, (visible_at, next(self._seq), message_id, 0))
@@ -369,6 +476,7 @@ class LocalRouter:
                 start = self._consumers[0]
         if start is not None:  # outside the lock: the consumers receive from this router
             start()
+        return True
 
     # -- attached consumers ----------------------------------------------------------------------
 
@@ -376,7 +484,7 @@ class LocalRouter:
         """Attach in-process consumers started lazily by the first enqueue.
 
         ``reactor.configure`` attaches :class:`reactor.jobs.worker.Worker` threads to a router
-        it built from a ``local://`` URL (ARCHITECTURE §6: the embedded default).
+        it built from a ``local://`` URL (the embedded default).
 
         Args:
             start: starts the consumers; called once, by the first :meth:`enqueue` after this
@@ -537,12 +645,54 @@ class LocalRouter:
 
     def _record_dead(self, body: str | bytes, reason: str, at: float) -> None:
         logger.warning("dead-lettered message: %s", reason)
-        self._dead.append(DeadLetter.from_raw(body, reason, at))
+        self._dead.add(body, reason, at)
 
-    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        """Dead-lettered messages, oldest first (at most ``limit``)."""
+    def dead_letters(self, limit: int = 100, cursor: str | None = None) -> list[DeadLetter]:
+        """Dead-lettered messages, oldest first (docs/workers.md, "Dead letters").
+
+        Args:
+            limit: the most letters returned.
+            cursor: the id of the last letter of the previous page (``None``: the oldest).
+
+        Raises:
+            ValueError: ``cursor`` is not a dead-letter id of this router's form.
+        """
         with self._cond:
-            return list(self._dead[: max(limit, 0)])
+            return self._dead.page(limit, cursor)
+
+    def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
+        """The dead letter with id ``letter_id``, else ``None`` (docs/workers.md, "Dead
+        letters")."""
+        with self._cond:
+            return self._dead.get(letter_id)
+
+    def requeue_dead_letter(self, letter_id: str) -> str | None:
+        """Move a dead letter back to the queue, due now, with a fresh delivery count.
+
+        The dead letter is removed and its body queued in one locked step, so concurrent
+        requeues of one id queue it once (docs/workers.md, "Dead letters").
+
+        Returns:
+            The job id (the original job's), or ``None`` when there is no such dead letter.
+
+        Raises:
+            DeserializationError: the body is not a job envelope; the letter is kept.
+            RouterError: the router is closed (the letter is kept).
+        """
+        letter = self.get_dead_letter(letter_id)
+        if letter is None:
+            return None
+        job = letter.to_job()
+        body = letter.raw_body().decode("utf-8")  # to_job decoded it: UTF-8
+        if not self._put(body, self._clock(), dead_letter_id=letter_id):
+            return None
+        return job.id
+
+    def purge_dead_letters(self, ids: Sequence[str] | None = None) -> int:
+        """Delete the dead letters named by ``ids`` (``None``: all); returns how many
+        (docs/workers.md, "Dead letters")."""
+        with self._cond:
+            return self._dead.purge(ids)
 
     def size(self) -> int:
         """Messages not yet acked or dead-lettered (visible, delayed or leased)."""

@@ -1,4 +1,4 @@
-"""In-process best-effort pub/sub (storage-protocol.md §2.13).
+"""In-process best-effort pub/sub (docs/protocol.md#signals).
 
 Each :meth:`MemorySignalStore.subscribe` creates a :class:`MemorySubscription` with its own
 :class:`queue.Queue`; :meth:`MemorySignalStore.publish` puts the message on the queue of every

@@ -3,7 +3,7 @@
 It is :class:`reactor.generic.storage.GenericStorage` over a
 :class:`reactor.memory.documents.MemoryDocumentStore` with a
 :class:`reactor.memory.signals.MemorySignalStore`: every semantic comes from the generic
-stores, the memory store only supplies atomicity (one ``threading.Lock``; ARCHITECTURE §4).
+stores, the memory store only supplies atomicity (one ``threading.Lock``).
 State lives in the process and is lost when it exits.
 """
 
@@ -65,5 +65,5 @@ class MemoryStorage(GenericStorage):
         self.documents.advance(seconds)
 
     def reset(self) -> None:
-        """Drop every stored document (the test helper ``reset!``, storage-protocol.md §4.2)."""
+        """Drop every stored document (a test helper)."""
         self.documents.clear()

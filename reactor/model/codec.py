@@ -1,7 +1,8 @@
 """The JSON codec: how every value reactor persists or enqueues becomes JSON, and back.
 
 Everything stored (run contexts, step results, map slots) or enqueued (job payloads) goes through
-this module (ARCHITECTURE §5 rule 9: "no pickle, no eval, no import-from-payload"). It maps
+this module (no pickle, no eval, no import from a payload: docs/architecture.md, "Execution
+invariants"). It maps
 Python values to JSON values and back, losslessly for every supported type:
 
 * JSON-native values pass through unchanged: ``None``, ``bool``, ``int``, finite ``float``,
@@ -57,7 +58,7 @@ On top of values, *documents* (one run context, one record) are JSON objects sta
 ``schema_version`` (:data:`SCHEMA_VERSION`): :func:`encode_document` also enforces a size limit
 before anything is written; :func:`decode_document` refuses unknown versions
 (:class:`~reactor.model.errors.SchemaVersionError`). This is the Python counterpart of
-ruby_reactor's ``ContextSerializer`` (engine.md §1.4 and §6).
+ruby_reactor's ``ContextSerializer``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The run Context: the persisted unit of a run (engine.md §1.4).
+"""The run Context: the persisted unit of a run (docs/concepts.md, "Stored runs").
 
 A :class:`Context` holds everything needed to inspect, resume or roll back a run: inputs,
 step results, the execution trace, the undo stack, the status and the failure. It is converted
@@ -14,18 +14,17 @@ stored as their own contexts and referenced by id (a ``map_ref`` entry).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from reactor.model.errors import DeserializationError
+from reactor.model.masking import REDACTED, mask_mapping
 from reactor.model.results import Failure, RollbackFailure
+from reactor.model.secrets import seal_names
 from reactor.model.status import RunStatus
 
 __all__ = ["REDACTED", "Context", "new_context_id"]
-
-#: The placeholder shown instead of a ``redact=True`` input.
-REDACTED = "[REDACTED]"
 
 _T = TypeVar("_T")
 
@@ -42,8 +41,9 @@ class Context:
     Attributes:
         context_id: the run id.
         reactor: the registered name of the reactor.
-        inputs: the validated reactor inputs (stored as given; redacted only when shown).
-        status: the run status (engine.md §1.3).
+        inputs: the validated reactor inputs (in memory in clear; the names in ``redacted``
+            are sealed when the context is written, see :meth:`to_document`).
+        status: the run status (:class:`~reactor.model.status.RunStatus`).
         intermediate_results: step name -> the step's value (``Skipped`` values included).
         private_data: engine bookkeeping (free-form, codec-serialisable).
         composed_contexts: compose step -> child :class:`Context`; map step -> a ``map_ref``
@@ -56,11 +56,14 @@ class Context:
             ``failed``, ``retry``, ``compensate``, ``compensate_failure``, ``undo``,
             ``undo_failure``, ``halt``, ``skipped``.
         undo_stack: completed steps, oldest first: ``{"step", "kind", "arguments", "result"}``
-            (plus ``"elements"`` for a map).
+            (plus ``"elements"`` for a map, and ``"redacted"``: the secret argument names, when
+            there are any).
         failure: the run's ``Failure`` once it failed.
         rollback: while rolling back (or aborted mid-rollback): ``{"step", "kind",
-            "arguments", "compensate_pending", "failures"}``.
-        redacted: names of the reactor inputs declared ``redact=True``.
+            "arguments", "compensate_pending", "failures"}`` (and ``"redacted"``, as in
+            ``undo_stack``).
+        redacted: names of the inputs that are secrets: declared ``redact=True``, or fed from
+            a parent's secret (a composed child, a map element).
         parent_context_id: the parent run (map elements, composed children).
         root_context_id: the top-level run.
         created_at: epoch seconds (storage clock) when the run was created.
@@ -90,9 +93,9 @@ class Context:
     # ------------------------------------------------------------------ helpers
 
     def redacted_inputs(self) -> dict[str, Any]:
-        """The inputs with every redacted name replaced by ``"[REDACTED]"``."""
-        secret = set(self.redacted)
-        return {k: (REDACTED if k in secret else v) for k, v in self.inputs.items()}
+        """The inputs with every redacted name (and any sealed value) shown as
+        ``"[REDACTED]"`` (:func:`reactor.model.masking.mask_mapping`)."""
+        return mask_mapping(self.inputs, self.redacted)
 
     def rollback_failures(self) -> list[RollbackFailure]:
         """The failures collected so far by the rollback in progress (empty if none)."""
@@ -107,23 +110,37 @@ class Context:
 
     # ------------------------------------------------------------------ documents
 
-    def to_document(self) -> dict[str, Any]:
+    def to_document(self, seal: Callable[[Any], Any] | None = None) -> dict[str, Any]:
         """Return this context as a plain dict for :func:`reactor.model.codec.encode_document`.
 
         Nested values (results, decimals, models...) are left for the codec to tag. Embedded
         child contexts become nested documents tagged ``{"type": "compose", "context": ...}``.
+
+        Args:
+            seal: ``value -> sealed value`` (:meth:`reactor.model.secrets.Keyring.seal`),
+                applied to the inputs named in ``redacted`` and to the arguments named in the
+                ``redacted`` list of each undo-stack entry and of the rollback record, in this
+                context and its composed children (docs/security.md, "What is encrypted").
+                ``None`` leaves them in clear. The context itself is not changed.
         """
         composed: dict[str, Any] = {}
         for name, value in self.composed_contexts.items():
             if isinstance(value, Context):
-                composed[name] = {"type": "compose", "context": value.to_document()}
+                composed[name] = {"type": "compose", "context": value.to_document(seal)}
             else:
                 composed[name] = value
+        inputs = self.inputs
+        undo_stack = self.undo_stack
+        rollback = self.rollback
+        if seal is not None:
+            inputs = seal_names(self.inputs, self.redacted, seal)
+            undo_stack = [_sealed_entry(entry, seal) for entry in self.undo_stack]
+            rollback = None if rollback is None else _sealed_entry(rollback, seal)
         return {
             "context_id": self.context_id,
             "reactor": self.reactor,
             "status": self.status.value,
-            "inputs": self.inputs,
+            "inputs": inputs,
             "intermediate_results": self.intermediate_results,
             "private_data": self.private_data,
             "composed_contexts": composed,
@@ -131,9 +148,9 @@ class Context:
             "current_step": self.current_step,
             "retry_context": self.retry_context,
             "execution_trace": self.execution_trace,
-            "undo_stack": self.undo_stack,
+            "undo_stack": undo_stack,
             "failure": self.failure,
-            "rollback": self.rollback,
+            "rollback": rollback,
             "redacted": self.redacted,
             "parent_context_id": self.parent_context_id,
             "root_context_id": self.root_context_id,
@@ -204,6 +221,15 @@ class Context:
             created_at=reader.number("created_at"),
             updated_at=reader.number("updated_at"),
         )
+
+
+def _sealed_entry(entry: dict[str, Any], seal: Callable[[Any], Any]) -> dict[str, Any]:
+    """An undo-stack entry or rollback record with its secret ``arguments`` sealed."""
+    names = entry.get("redacted")
+    arguments = entry.get("arguments")
+    if not names or not isinstance(arguments, Mapping):
+        return entry
+    return {**entry, "arguments": seal_names(arguments, names, seal)}
 
 
 def _valid_undo_entry(entry: Any) -> bool:

@@ -8,7 +8,7 @@ grouped by who can fix the problem:
 * storage and router errors wrap a backend exception (chained as ``__cause__``);
 * coordination errors report contention on locks, semaphores, rate limits and ordered locks.
 
-Semantics follow ruby_reactor's ``RubyReactor::Error`` namespace (engine.md §1.2 "Errors").
+Semantics follow ruby_reactor's ``RubyReactor::Error`` namespace.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ class ArgumentResolutionError(ReactorError):
     """Resolving a step argument (a template or its transform) raised.
 
     The step body never started: it is not compensated and not retried; completed steps are
-    undone (engine.md §1.2 "Arguments and templates").
+    undone (docs/concepts.md, "Arguments and wiring").
     """
 
 
@@ -307,7 +307,7 @@ class SignalOutsideStepError(ReactorError):
     """``fail()``/``halt()``/``skip()``/``succeed()`` was called outside a step body.
 
     Signals only work inside ``run``/``undo``/``compensate`` of a step that the engine (or
-    ``Step.call``) is executing (engine.md §1.2 "Signals": a programming error elsewhere).
+    ``Step.call``) is executing; raising one elsewhere is a programming error.
     """
 
 
@@ -360,8 +360,8 @@ class AsyncWaitTimeoutError(ReactorError, TimeoutError):
 class SnoozeLimitError(ReactorError):
     """A run that was never admitted parked ``lock_snooze_max_attempts`` times and gave up.
 
-    The run is stored ``failed`` without rollback: nothing ran (engine.md §1.2 "Parking on
-    contention"). Not retryable.
+    The run is stored ``failed`` without rollback: nothing ran (docs/coordination.md,
+    "Contention"). Not retryable.
 
     Attributes:
         reason: what the last park waited for (``"lock"``, ``"semaphore"``, ``"rate_limit"``).
@@ -381,7 +381,7 @@ class SnoozeLimitError(ReactorError):
 
 class AsyncStepDeadlockError(ReactorError):
     """An ``async_step`` was refused at dispatch: its step-level lock (or limit-1 semaphore)
-    key is held by the dispatching execution itself (engine.md §1.2 "async_step").
+    key is held by the dispatching execution itself (docs/workers.md, "Async steps").
 
     The unit would wait in its worker for a hold its own parent keeps until the parent finishes,
     so the dispatch is refused instead; the body never started, so the unit is not compensated.

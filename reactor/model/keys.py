@@ -1,8 +1,8 @@
 """Names of the liveness locks and claims shared by the engine, the handlers and the sweepers.
 
-A unit of work holds its liveness lock while it runs (ARCHITECTURE §5 rule 6); a sweeper treats
-a unit whose record says "in flight" and whose lock is gone as lost. Both sides must agree on the
-names, so they live here (storage-protocol.md §3.4).
+A unit of work holds its liveness lock while it runs; a sweeper treats a unit whose record says
+"in flight" and whose lock is gone as lost. Both sides must agree on the names, so they live here
+(docs/architecture.md, "Liveness locks and keys").
 """
 
 from __future__ import annotations
@@ -71,11 +71,12 @@ def sweep_episode_key(unit: str) -> str:
 
 def run_completion_channel(context_id: str) -> str:
     """The signal channel a run publishes on once its terminal state is saved
-    (``run:<id>:done``; ARCHITECTURE §5 rule 3: durable record first, then publish)."""
+    (``run:<id>:done``; durable record first, then publish: docs/architecture.md, "Execution
+    invariants")."""
     return f"run:{context_id}:done"
 
 
 def step_completion_channel(step_context_id: str, step_name: str) -> str:
     """The signal channel an ``async_step`` unit publishes on once its terminal Step Result
-    Record is written (``async_step:<ctx>:<step>:done``; ARCHITECTURE §5 rule 3)."""
+    Record is written (``async_step:<ctx>:<step>:done``; docs/protocol.md#signals)."""
     return f"async_step:{step_context_id}:{step_name}:done"

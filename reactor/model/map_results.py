@@ -1,4 +1,4 @@
-"""Fan-out map result slots and the lazy ``MapResultEnumerator`` (engine.md §1.2 "Map: fan-out").
+"""Fan-out map result slots and the lazy ``MapResultEnumerator`` (docs/fan_out.md).
 
 Each element job of a fan-out map stores its outcome in the map's result slot ``index``
 (:meth:`reactor.ports.MapStore.put_result`, codec JSON text). A slot holds one of:

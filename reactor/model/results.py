@@ -1,6 +1,6 @@
 """Result values returned by steps and runs: ``Success``, ``Failure``, ``Halt``, ``Skipped``.
 
-Semantics follow engine.md §1.2 "Result wrappers", "Halt" and "Skipped":
+Semantics (docs/concepts.md, "Results and signals"):
 
 * ``Success(value)`` — the step (or run) completed with ``value``.
 * ``Failure(error, ...)`` — the step (or run) failed; carries diagnostics and the rollback report.
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar, overload
 
 from reactor.model import codec
+from reactor.model.masking import mask_value
 
 __all__ = [
     "Failure",
@@ -108,7 +109,7 @@ class Success(Result):
 
 @dataclass(frozen=True, init=False)
 class Halt(Success):
-    """A clean stop: remaining steps do not run and nothing is rolled back (engine.md §1.2 Halt).
+    """A clean stop: remaining steps do not run and nothing is rolled back.
 
     Attributes:
         reason: why the run stopped (any codec-serialisable value, usually a string).
@@ -135,7 +136,7 @@ class Halt(Success):
 
 @dataclass(frozen=True, init=False)
 class Skipped(Success):
-    """"This step had nothing to do" (engine.md §1.2 Skipped).
+    """"This step had nothing to do".
 
     The value is stored and flows to dependants like a ``Success`` value; the step is never
     undone; the run status is unaffected.
@@ -224,6 +225,28 @@ class Failure(Result):
         """The error as text (``str(error)``)."""
         return str(self.error)
 
+    def masked(self) -> Failure:
+        """This failure with its ``inputs`` masked (:func:`reactor.model.masking.mask_value`:
+        sealed secrets read ``"[REDACTED]"``; names are already redacted when the engine
+        builds a failure). docs/security.md, "What each view shows".
+
+        Returns:
+            ``self`` when it has no inputs, else a copy with masked inputs.
+        """
+        if self.inputs is None:
+            return self
+        return replace(self, inputs=mask_value(dict(self.inputs)))
+
+    def __repr__(self) -> str:
+        inputs = None if self.inputs is None else mask_value(dict(self.inputs))
+        return (
+            f"Failure(error={self.error!r}, retryable={self.retryable!r}, "
+            f"step_name={self.step_name!r}, reactor_name={self.reactor_name!r}, "
+            f"inputs={inputs!r}, exception_class={self.exception_class!r}, "
+            f"validation_errors={dict(self.validation_errors)!r}, "
+            f"rollback_failures={self.rollback_failures!r}, run_id={self.run_id!r})"
+        )
+
     @property
     def is_retryable(self) -> bool:
         """``False`` when ``retryable=False`` or the error has ``retryable = False``."""
@@ -233,8 +256,8 @@ class Failure(Result):
 class MapResults(Sequence[Success | Failure]):
     """The value of a map step declared with ``atomic=False``: one result per element, in order.
 
-    Behaves as an immutable sequence of ``Success``/``Failure`` (engine.md §1.2 "Map: inline",
-    ``atomic false``), with helpers to split them.
+    Behaves as an immutable sequence of ``Success``/``Failure`` (docs/concepts.md, "Inline map",
+    ``atomic=False``), with helpers to split them.
     """
 
     __slots__ = ("_items",)

@@ -1,7 +1,10 @@
-"""``RunView``: the read-only view of a stored run returned by ``Reactor.find`` (engine.md §1.4).
+"""``RunView``: the read-only view of a stored run returned by ``Reactor.find``.
 
-Secrets never appear: inputs declared ``redact=True`` read ``"[REDACTED]"``, trace entries
-carry no arguments, and the stored ``Failure.inputs`` is already redacted.
+Secrets never appear (docs/security.md, "What each view shows"): a view is built from the
+context as stored, without decrypting anything, and masked with
+:mod:`reactor.model.masking` — inputs named in the stored ``redacted`` list and every sealed
+value read ``"[REDACTED]"``, trace entries carry no arguments, and ``Failure.inputs`` is
+masked too.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reactor.model.context import Context
+from reactor.model.masking import mask_value
 from reactor.model.results import Failure
 from reactor.model.status import RunStatus
 
@@ -91,7 +95,15 @@ class RunView:
 
     @classmethod
     def from_context(cls, ctx: Context) -> RunView:
-        """Build the view of ``ctx`` (composed children become nested views in ``children``)."""
+        """Build the masked view of ``ctx`` (composed children become nested views in
+        ``children``).
+
+        Args:
+            ctx: a context as loaded (sealed values and clear ones are both masked).
+
+        Returns:
+            The view; no secret of ``ctx`` appears in it.
+        """
         children = {
             name: cls.from_context(value)
             for name, value in ctx.composed_contexts.items()
@@ -102,9 +114,9 @@ class RunView:
             reactor=ctx.reactor,
             status=ctx.status,
             inputs=ctx.redacted_inputs(),
-            results=dict(ctx.intermediate_results),
+            results={k: mask_value(v) for k, v in ctx.intermediate_results.items()},
             trace=tuple(TraceEntry.from_entry(e) for e in ctx.execution_trace),
-            failure=ctx.failure,
+            failure=ctx.failure.masked() if ctx.failure is not None else None,
             undo_stack=tuple(str(e.get("step")) for e in ctx.undo_stack),
             current_step=ctx.current_step,
             map_metadata=ctx.map_metadata,

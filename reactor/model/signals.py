@@ -4,7 +4,7 @@ Each signal raises a private ``BaseException`` subclass carrying a result. The e
 around ``run``/``undo``/``compensate`` and uses the result as if the body had returned it. Being a
 ``BaseException`` (not an ``Exception``), a user's ``except Exception:`` cannot swallow it, so a
 signal works from any call depth (the Python analogue of Ruby's ``throw``/``catch``,
-engine.md §1.2 "Signals" and §4.1).
+docs/concepts.md, "Results and signals").
 
 Calling a signal outside a step body (where no engine is listening) raises
 :class:`~reactor.model.errors.SignalOutsideStepError` instead, so the mistake is visible.
@@ -61,7 +61,7 @@ def fail(error: Any = None, *, retryable: bool = True) -> NoReturn:
 
     Args:
         error: the error (a message string, an exception, or any serialisable value).
-        retryable: ``False`` stops the step's retries at once (engine.md §1.2 Retries).
+        retryable: ``False`` stops the step's retries at once.
 
     Raises:
         StepSignal: always (caught by the engine).

@@ -1,4 +1,4 @@
-"""Run statuses (engine.md §1.3)."""
+"""Run statuses (docs/concepts.md, "Stored runs")."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class RunStatus(StrEnum):
         return cls(value)
 
 
-#: Statuses a worker never resumes (engine.md §1.3).
+#: Statuses a worker never resumes.
 TERMINAL_STATUSES: frozenset[RunStatus] = frozenset(
     {
         RunStatus.COMPLETED,

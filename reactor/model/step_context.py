@@ -1,7 +1,7 @@
 """``StepContext``: the read-only view of the run that a step body receives.
 
 Function steps get it as their ``ctx`` argument; class steps read it as ``self.context``
-(engine.md §1.2 "Steps": ``run`` receives ``(inputs, context)``). It exposes identities and the
+(docs/concepts.md, "Reactors and steps"). It exposes identities and the
 results so far, never the engine's mutable state.
 """
 

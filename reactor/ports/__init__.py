@@ -1,4 +1,4 @@
-"""The ports: the storage and router protocols every adapter implements (ARCHITECTURE §2-§3).
+"""The ports: the storage and router protocols every adapter implements (docs/protocol.md).
 
 Adapters depend on this package and :mod:`reactor.model` only; the engine reaches storage and
 queues only through these protocols.

@@ -2,9 +2,9 @@
 
 A backend that offers a compare-and-set on one document (a SQL row, a MongoDB document, a
 DynamoDB item, a file) implements :class:`DocumentStore` and gets every sub-store of
-:class:`reactor.ports.Storage` from :mod:`reactor.generic` (ARCHITECTURE §4: "a third-party
-adapter author gets correct coordination by implementing a small versioned-document primitive
-and reusing the core's generic coordination stores"). Native fast paths are optional overrides.
+:class:`reactor.ports.Storage` from :mod:`reactor.generic` (docs/protocol.md#document-stores;
+docs/writing-an-adapter.md): correct coordination comes with the core's generic stores.
+Native fast paths are optional overrides.
 
 Semantics:
 

@@ -57,7 +57,7 @@ class ContextRecord:
             ``None`` for a top-level run.
         root_context_id: the root of the execution tree (``None`` for a root).
         dispatched_child: ``True`` for an ``async_reactor`` child, which the run sweeper lists
-            like a root although it has a parent (storage-protocol.md §3.1).
+            like a root although it has a parent (docs/protocol.md#contexts).
     """
 
     context_id: str
@@ -190,7 +190,7 @@ StepResultStatus = Literal["dispatched", "completed"]
 
 @dataclass(frozen=True, slots=True)
 class StepResultRecord:
-    """The Step Result Record of one ``async_step`` unit (seed 000/003, ``step_worker.rb``).
+    """The Step Result Record of one ``async_step`` unit (docs/protocol.md#step-results).
 
     It lives outside the parent context because a worker writes it while the parent runs.
     A ``dispatched`` record is written before the enqueue and doubles as the step sweeper's
@@ -269,7 +269,7 @@ class MapMetadata:
 
 @dataclass(frozen=True, slots=True)
 class MapRollbackMetadata:
-    """The start-once metadata of a distributed map rollback (seed 004, ``step_rollback.rb``).
+    """The start-once metadata of a distributed map rollback (docs/protocol.md#map-rollbacks).
 
     Attributes:
         map_id: the map being rolled back.
@@ -298,7 +298,7 @@ RollbackOutcomeKind = Literal[
     "undone", "failed", "not_needed", "element_in_flight", "context_unavailable"
 ]
 
-#: Outcomes that count as failures in :class:`RollbackSummary` (storage-protocol.md §2.5).
+#: Outcomes that count as failures in :class:`RollbackSummary` (docs/protocol.md#map-rollbacks).
 FAILED_ROLLBACK_OUTCOMES: frozenset[str] = frozenset(
     {"failed", "element_in_flight", "context_unavailable"}
 )
@@ -358,7 +358,7 @@ class LockInfo:
 
 @dataclass(frozen=True, slots=True)
 class SemaphoreState:
-    """A counting semaphore as leases (ARCHITECTURE §4).
+    """A counting semaphore as leases (docs/protocol.md#semaphores).
 
     Attributes:
         limit: the maximum number of concurrent holders.
@@ -425,7 +425,7 @@ class PeriodMarker:
 
 @dataclass(frozen=True, slots=True)
 class OrderedTicket:
-    """A place in an ordered lock's line (storage-protocol.md §2.12 ``assign``).
+    """A place in an ordered lock's line (docs/protocol.md#ordered-locks, ``assign``).
 
     Attributes:
         nonce: 1-based position in the current batch.

@@ -1,9 +1,9 @@
-"""The router protocol: how work moves from the engine to workers (ARCHITECTURE §3).
+"""The router protocol: how work moves from the engine to workers (docs/protocol.md#routers).
 
 A job is a small JSON envelope ``{id, kind, payload, attempt, not_before}``. Payloads carry
 identities only (ids, names, positions): state is persisted before the job is enqueued
-(ARCHITECTURE §5 rule 2). Delivery is at-least-once: a delivery not acked within its
-visibility window comes back.
+(docs/architecture.md, "Execution invariants"). Delivery is at-least-once: a delivery not
+acked within its visibility window comes back.
 
 The engine calls only :meth:`Router.enqueue`. ``reactor worker`` uses the consumer side:
 :meth:`Router.receive`, :meth:`Router.ack`, :meth:`Router.retry`, :meth:`Router.extend` and
@@ -24,6 +24,11 @@ with a receipt that is no longer current is a no-op that the router logs: it ret
 as usual, raises nothing, and leaves the current delivery leased and ackable. So a worker whose
 lease lapsed can never delete, release, extend or dead-letter the job another worker now runs.
 A lease that lapsed but was not redelivered yet is still current.
+
+**Dead-letter administration** (docs/workers.md, "Dead letters"; docs/writing-an-adapter.md,
+routers) is an optional capability, :class:`DeadLetterAdmin`, kept apart from :class:`Router`
+so the core protocol does not grow: every built-in router implements it (list by page, show by
+id, requeue, purge), and ``reactor dead-letters`` drives it.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import binascii
 import json
 import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
@@ -45,6 +50,7 @@ __all__ = [
     "JOB_KINDS",
     "MAX_ENVELOPE_BYTES",
     "DeadLetter",
+    "DeadLetterAdmin",
     "Delivery",
     "Job",
     "JobKind",
@@ -210,34 +216,62 @@ class DeadLetter:
             ``"undecodable message: ..."`` for a poison message dead-lettered by ``receive``).
         at: epoch seconds when it was dead-lettered.
         body_encoding: ``"text"`` or ``"base64"`` (docs/workers.md, "Hostile input").
+        id: the router's id of this dead letter (unique among its dead letters, the same on
+            every read; ``""`` from a router without :class:`DeadLetterAdmin`). It names the
+            letter to :meth:`DeadLetterAdmin.get_dead_letter`, ``requeue_dead_letter`` and
+            ``purge_dead_letters`` (docs/workers.md, "Dead letters").
     """
 
     body: str
     reason: str
     at: float
     body_encoding: Literal["text", "base64"] = "text"
+    id: str = ""
 
     @classmethod
-    def from_raw(cls, raw: str | bytes, reason: str, at: float) -> DeadLetter:
+    def from_raw(
+        cls, raw: str | bytes, reason: str, at: float, letter_id: str = ""
+    ) -> DeadLetter:
         """A dead letter keeping ``raw`` exactly: as text when it is UTF-8, else as base64.
 
         Args:
             raw: the message body as the transport holds it.
             reason: why it was dead-lettered.
             at: epoch seconds.
+            letter_id: the router's id of the dead letter (the ``id`` field).
 
         Returns:
             The dead letter; :meth:`raw_body` gives back ``raw`` (as bytes).
         """
         if isinstance(raw, str):
-            return cls(body=raw, reason=reason, at=at)
+            return cls(body=raw, reason=reason, at=at, id=letter_id)
         try:
-            return cls(body=bytes(raw).decode("utf-8"), reason=reason, at=at)
+            return cls(body=bytes(raw).decode("utf-8"), reason=reason, at=at, id=letter_id)
         except UnicodeDecodeError:
             return cls(
                 body=base64.b64encode(raw).decode("ascii"), reason=reason, at=at,
-                body_encoding="base64",
+                body_encoding="base64", id=letter_id,
             )
+
+    def to_job(self) -> Job:
+        """The job this dead letter's body encodes, to requeue it.
+
+        Returns:
+            The decoded job, exactly as the body holds it (its id, payload and ``attempt``).
+
+        Raises:
+            DeserializationError: the body is not a job envelope (a poison message: not UTF-8,
+                too large, too deep, not an envelope); the message names the dead letter.
+                :meth:`DeadLetterAdmin.requeue_dead_letter` refuses such a letter and keeps it
+                (docs/workers.md, "Dead letters").
+        """
+        try:
+            return Job.from_json(self.raw_body())
+        except (DeserializationError, ValueError) as exc:
+            raise DeserializationError(
+                f"dead letter {self.id!r} cannot be requeued: its body is not a job "
+                f"envelope ({exc})"
+            ) from exc
 
     def raw_body(self) -> bytes:
         """The body's original bytes (UTF-8 of a text body; a base64 body decoded).
@@ -338,4 +372,95 @@ class Router(Protocol):
 
     def close(self) -> None:
         """Release connections and threads; idempotent."""
+        ...
+
+
+@runtime_checkable
+class DeadLetterAdmin(Protocol):
+    """The optional dead-letter administration capability of a router (docs/workers.md, "Dead
+    letters"; docs/writing-an-adapter.md, routers).
+
+    A router offering it gives each :class:`DeadLetter` a stable ``id`` and lets an operator
+    page through, show, requeue and purge dead letters (``reactor dead-letters``). It is a
+    protocol of its own so :class:`Router` does not grow; check for it with
+    ``isinstance(router, DeadLetterAdmin)``. Every built-in router implements it.
+
+    **Requeue semantics.** A requeue moves one dead letter back to the queue: the original
+    envelope, unchanged, as a new message (delivery count starts again: its first delivery has
+    ``delivery_count == 1``). It is *claim, enqueue, remove*: the caller first claims the dead
+    letter exclusively (an atomic server-side step, a claim mark, or a queue lease), then
+    enqueues the job, and removes the dead letter last. So two concurrent requeues of one id
+    enqueue the job once (the loser finds the letter claimed or gone and returns ``None``), and
+    a crash between the enqueue and the removal never loses the job: at worst the dead letter
+    stays and a later requeue enqueues it again (at-least-once, like every delivery). Routers
+    whose store runs the three steps as one atomic operation (memory, Redis) have no such gap.
+    """
+
+    def dead_letters(self, limit: int = 100, cursor: str | None = None) -> list[DeadLetter]:
+        """Read dead letters, oldest first, each with its ``id``.
+
+        Args:
+            limit: the most letters returned (``<= 0``: none).
+            cursor: the ``id`` of the last letter of the previous page (``None``: from the
+                oldest); the page holds the letters after it.
+
+        Returns:
+            At most ``limit`` dead letters, oldest first.
+
+        Raises:
+            ValueError: ``cursor`` is not a dead-letter id this router can place (malformed,
+                or, on routers that must look it up, no longer a dead letter).
+            RouterError: the backend failed.
+        """
+        ...
+
+    def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
+        """One dead letter by its ``id``.
+
+        Args:
+            letter_id: a :attr:`DeadLetter.id`.
+
+        Returns:
+            The dead letter, or ``None`` when there is none with that id (never was, requeued
+            or purged since, or a malformed id).
+
+        Raises:
+            RouterError: the backend failed.
+        """
+        ...
+
+    def requeue_dead_letter(self, letter_id: str) -> str | None:
+        """Move a dead letter back to the queue as a new job message, due now.
+
+        The envelope is enqueued unchanged (same job id, payload and ``attempt``) with a fresh
+        delivery count, and the dead letter is removed (see the class docstring for the claim,
+        enqueue, remove order and what concurrent callers see).
+
+        Args:
+            letter_id: a :attr:`DeadLetter.id`.
+
+        Returns:
+            The enqueued job's id (the original job id), or ``None`` when there is no such dead
+            letter, or another caller is requeuing it right now.
+
+        Raises:
+            DeserializationError: the body is not a job envelope (:meth:`DeadLetter.to_job`):
+                nothing is enqueued and the dead letter is kept.
+            RouterError: the backend failed.
+        """
+        ...
+
+    def purge_dead_letters(self, ids: Sequence[str] | None = None) -> int:
+        """Delete dead letters for good.
+
+        Args:
+            ids: the :attr:`DeadLetter.id` values to delete; ``None`` deletes every dead letter
+                of this router's queue (an empty sequence deletes nothing).
+
+        Returns:
+            How many dead letters were deleted (ids that name no dead letter are not counted).
+
+        Raises:
+            RouterError: the backend failed.
+        """
         ...

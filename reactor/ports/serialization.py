@@ -12,7 +12,7 @@ shape everywhere and a field added to a record is serialized by every backend at
   or a tuple of records) and fills a missing optional field with its declared default, so a
   document written before a field existed still loads.
 
-Run pages (storage-protocol.md §2.14 ``scan_reactors_page``) are ordered by
+Run pages (``ContextStore.page``, docs/protocol.md#contexts) are ordered by
 :func:`page_key` -- ``<inverted created_at in µs, 17 digits>:<context id>`` -- whose ascending
 order is newest first; the opaque cursor handed to callers is :func:`encode_page_cursor` of the
 last key of a page. Both are backend-neutral: the generic context store keeps them as document

@@ -1,9 +1,9 @@
 """The storage protocol: everything the engine persists, grouped by concern.
 
 One :class:`Storage` object per process gives the engine a set of small sub-stores
-(ARCHITECTURE §2). Each sub-store is a runtime-checkable :class:`typing.Protocol`, so an adapter
-is a set of small classes sharing one client, each testable on its own with the contract suite
-(:mod:`reactor_contract`).
+(docs/protocol.md#storage). Each sub-store is a runtime-checkable :class:`typing.Protocol`, so an
+adapter is a set of small classes sharing one client, each testable on its own with the contract
+suite (:mod:`reactor_contract`).
 
 Rules every adapter follows (the contract suite checks each one):
 
@@ -70,7 +70,7 @@ __all__ = [
 
 @runtime_checkable
 class ContextStore(Protocol):
-    """Run contexts, one JSON document per run (storage-protocol.md §2.1, §2.14)."""
+    """Run contexts, one JSON document per run (docs/protocol.md#contexts)."""
 
     def save(self, record: ContextRecord, *, fence: Fence | None = None) -> None:
         """Write a context and re-stamp its retention to ``context_ttl``, unless fenced off.
@@ -159,7 +159,7 @@ class ContextStore(Protocol):
 
 @runtime_checkable
 class StepResultStore(Protocol):
-    """Step Result Records of ``async_step`` units (storage-protocol.md §2.3)."""
+    """Step Result Records of ``async_step`` units (docs/protocol.md#step-results)."""
 
     def put(self, record: StepResultRecord) -> None:
         """Write a record; last writer wins; re-stamps retention."""
@@ -187,7 +187,7 @@ class StepResultStore(Protocol):
 
 @runtime_checkable
 class MapStore(Protocol):
-    """Forward state of fan-out maps (storage-protocol.md §2.4).
+    """Forward state of fan-out maps (docs/protocol.md#maps).
 
     Result slots are index-keyed: re-storing index *i* overwrites it. Completion is judged by
     the slots (:meth:`missing_indices`), not by the counter.
@@ -305,14 +305,14 @@ class MapStore(Protocol):
         """Ids at tail positions ``position .. position+count-1`` of the first ``total`` entries.
 
         Tail position 0 is entry ``total - 1``. Anchoring at ``total`` means a late append never
-        shifts positions (storage-protocol.md §2.4). Returns tail-first order, ``[]`` past the head.
+        shifts positions (docs/protocol.md#maps). Returns tail-first order, ``[]`` past the head.
         """
         ...
 
 
 @runtime_checkable
 class MapRollbackStore(Protocol):
-    """Distributed map rollback state (storage-protocol.md §2.5, seed 004)."""
+    """Distributed map rollback state (docs/protocol.md#map-rollbacks)."""
 
     def start(self, metadata: MapRollbackMetadata) -> tuple[bool, MapRollbackMetadata]:
         """Create the rollback metadata once (NX on the whole record).
@@ -408,7 +408,7 @@ class MapRollbackStore(Protocol):
 
 @runtime_checkable
 class ClaimStore(Protocol):
-    """First-writer-wins claims (storage-protocol.md §2.2, §2.6, §2.7)."""
+    """First-writer-wins claims (docs/protocol.md#claims)."""
 
     def claim_correlation_id(self, correlation_id: str, context_id: str) -> str | None:
         """Map a correlation id to a run, first writer wins.
@@ -462,7 +462,7 @@ class ClaimStore(Protocol):
 class LockStore(Protocol):
     """Re-entrant, owner-tokened TTL locks.
 
-    Semantics: storage-protocol.md §2.8; pure model: ``reactor.model.coordination.locks``.
+    Semantics: docs/protocol.md#locks; pure model: ``reactor.model.coordination.locks``.
     Every acquisition issues a fencing token: docs/coordination.md#fencing-tokens; what an
     adapter must store for it: docs/writing-an-adapter.md.
     """
@@ -515,7 +515,7 @@ class LockStore(Protocol):
 class SemaphoreStore(Protocol):
     """Counting semaphores as per-holder leases.
 
-    Semantics: ARCHITECTURE §4; pure model: ``reactor.model.coordination.semaphores``.
+    Semantics: docs/protocol.md#semaphores; pure model: ``reactor.model.coordination.semaphores``.
     """
 
     def acquire(self, key: str, holder: str, limit: int, lease: float) -> bool:
@@ -545,7 +545,7 @@ class SemaphoreStore(Protocol):
 
 @runtime_checkable
 class RateLimitStore(Protocol):
-    """Multi-window fixed-window rate limits (storage-protocol.md §2.10)."""
+    """Multi-window fixed-window rate limits (docs/protocol.md#rate-limits)."""
 
     def hit(self, key: str, windows: Sequence[RateWindow]) -> RateDecision:
         """Check every window and, only if all admit, charge all of them (all or none).
@@ -567,7 +567,7 @@ class RateLimitStore(Protocol):
 
 @runtime_checkable
 class PeriodStore(Protocol):
-    """Once-per-bucket markers, mark-if-absent (storage-protocol.md §2.11, fixed to first-wins)."""
+    """Once-per-bucket markers, mark-if-absent, first wins (docs/protocol.md#periods)."""
 
     def mark(self, key: str, *, ttl: float | None, context_id: str | None = None) -> bool:
         """Mark ``key`` (already bucketed by the caller) if absent; ``True`` when this call won."""
@@ -580,7 +580,7 @@ class PeriodStore(Protocol):
 
 @runtime_checkable
 class OrderedLockStore(Protocol):
-    """Strict nonce sequencing with an epoch fence and a poison pill (storage-protocol.md §2.12)."""
+    """Nonce sequencing with an epoch fence and a poison pill (docs/protocol.md#ordered-locks)."""
 
     def assign(self, key: str, *, ttl: float) -> OrderedTicket:
         """Take the next nonce and start its liveness timer.
@@ -639,7 +639,7 @@ class Subscription(Protocol):
 
 @runtime_checkable
 class SignalStore(Protocol):
-    """Optional best-effort pub/sub that only shortens waits (storage-protocol.md §2.13).
+    """Optional best-effort pub/sub that only shortens waits (docs/protocol.md#signals).
 
     Never load-bearing: the completing side writes its durable record first, and waiters always
     re-check it, so a lost message costs latency, never correctness.
@@ -707,7 +707,7 @@ class Capabilities:
 
 @runtime_checkable
 class Storage(Protocol):
-    """Everything the engine persists (ARCHITECTURE §2), one object per process."""
+    """Everything the engine persists (docs/protocol.md#storage), one object per process."""
 
     contexts: ContextStore
     step_results: StepResultStore

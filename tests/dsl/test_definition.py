@@ -1,4 +1,4 @@
-"""Definition errors raised at class creation (engine.md §1.2 "Reactor class")."""
+"""Definition errors raised at class creation (docs/concepts.md, "Definition errors")."""
 
 from __future__ import annotations
 

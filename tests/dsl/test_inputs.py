@@ -1,4 +1,5 @@
-"""Input declarations, contracts and the frozen Inputs object (engine.md §1.2)."""
+"""Input declarations, contracts and the frozen Inputs object (docs/concepts.md,
+"Reactors and steps")."""
 
 from __future__ import annotations
 

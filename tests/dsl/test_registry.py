@@ -1,4 +1,4 @@
-"""Registration of reactors by name (ARCHITECTURE §3)."""
+"""Registration of reactors by name (docs/architecture.md, "Layers")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Retries declaration (engine.md §1.2 "Retries and backoff")."""
+"""The Retries declaration (docs/concepts.md, "Retries")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Class-based steps called directly (engine.md §1.2 "Steps: class-based")."""
+"""Class-based steps called directly (docs/concepts.md, "Reactors and steps")."""
 
 from __future__ import annotations
 

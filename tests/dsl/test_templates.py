@@ -1,4 +1,4 @@
-"""Argument templates (engine.md §1.2 "Arguments and templates")."""
+"""Argument templates (docs/concepts.md, "Arguments and wiring")."""
 
 from __future__ import annotations
 

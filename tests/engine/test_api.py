@@ -1,4 +1,4 @@
-"""Run, find and undo by id (engine.md §3.1, §1.2 rule 6 "aborted")."""
+"""Run, find and undo by id (docs/concepts.md, "Stored runs")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Argument resolution (engine.md §1.2 "Arguments and templates")."""
+"""Argument resolution (docs/concepts.md, "Arguments and wiring")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""``async_step``: definition rules, dispatch, readers and the dispatch guard (engine.md §1.2
-"async_step"; seeds 000/003). The engine fixture runs the inline router: units run at once,
-nested in the dispatching thread (engine.md §2.5)."""
+"""``async_step``: definition rules, dispatch, readers and the dispatch guard (docs/workers.md,
+"Async steps"). The engine fixture runs the inline router: units run at once,
+nested in the dispatching thread."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Async units and background runs through real worker threads on the memory adapter: readers
 park, parked holds are detached and re-adopted end to end, ordered tickets are taken at enqueue
-time, and coordination holds under concurrency (issue 7 "Prove it"; ARCHITECTURE §5 rule 7).
+time, and coordination holds under concurrency (docs/architecture.md, "Execution invariants").
 
 Timing: nothing asserts on durations; the tests wait for conditions (bounded by generous
 deadlines) and parks are re-enqueued after 20-40 ms.

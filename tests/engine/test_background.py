@@ -1,4 +1,4 @@
-"""Background runs (engine.md §1.2 "Background hand-off", §3.2, §3.3; issue 7 item 2).
+"""Background runs (docs/workers.md, "Background runs").
 
 Runs on the memory storage with a ``LocalRouter`` driven by ``Worker.run_pending`` in the test
 thread, on one injected :class:`ManualClock` (delays, leases and lock TTLs), so nothing sleeps.

@@ -1,4 +1,4 @@
-"""Saving and loading contexts through storage.contexts (engine.md §3.1 persistence)."""
+"""Saving and loading contexts through storage.contexts (docs/concepts.md, "Stored runs")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Compose steps (engine.md §1.2 "Compose", seed 000 compose_step.rb)."""
+"""Compose steps (docs/concepts.md, "Compose")."""
 
 from __future__ import annotations
 

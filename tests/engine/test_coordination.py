@@ -1,5 +1,5 @@
 """Coordination in synchronous runs: acquisition order, re-entrancy, contention, rollback
-re-take, periods and rate limits (engine.md §1.2 "Reactor-level"/"Step-level coordination")."""
+re-take, periods and rate limits (docs/coordination.md)."""
 
 from __future__ import annotations
 

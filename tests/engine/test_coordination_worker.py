@@ -1,5 +1,6 @@
 """Coordination under concurrency and in workers: parks with detached holds, ordered locks,
-a semaphore under real threads, and direct ``Step.call`` (engine.md §1.2, ARCHITECTURE §5.7)."""
+a semaphore under real threads, and direct ``Step.call`` (docs/coordination.md,
+"Contention")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Executor semantics: ordering, results, Halt vs Skipped, checkpoints (engine.md §3.1)."""
+"""Executor semantics: ordering, results, Halt vs Skipped, checkpoints (docs/concepts.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Fan-out map steps (engine.md §1.2 "Map: fan-out", issue 8 item 1), on the memory adapter.
+"""Fan-out map steps (docs/fan_out.md), on the memory adapter.
 
 Most tests use the inline router (every job runs nested inside ``enqueue``, so a run finishes
-before ``Reactor.run`` returns, engine.md §2.5); the throw-by-throw tests use a local router
+before ``Reactor.run`` returns); the throw-by-throw tests use a local router
 whose jobs are processed one at a time with :meth:`Worker.run_pending`.
 """
 

@@ -1,5 +1,5 @@
 """The brief's Fulfil/Payment shape end to end: class and function steps, compose, map,
-pydantic inputs, retries, undo/compensate hooks (engine.md §4.1, §4.5)."""
+pydantic inputs, retries, undo/compensate hooks."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Inline map steps (engine.md §1.2 "Map: inline", seed 000 map_step.rb)."""
+"""Inline map steps (docs/concepts.md, "Inline map")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Calling user code: signals, exceptions and interruptions (engine.md §1.2, §6 item 6)."""
+"""Calling user code: signals, exceptions and interruptions (docs/concepts.md, "Rollback")."""
 
 from __future__ import annotations
 

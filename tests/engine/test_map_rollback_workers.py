@@ -1,5 +1,5 @@
 """Fan-out maps and their distributed rollback on the memory adapter with worker threads
-(issue 8 "Prove it", memory row; the real adapters run the same scenario in
+(the memory row; the real adapters run the same scenario in
 ``tests/kill/test_map_kill.py``).
 
 A :class:`LocalRouter` served by in-process :class:`Worker` threads: the owner run, the element
@@ -24,6 +24,7 @@ from reactor.jobs.sweep_tick import run_sweeps
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, MemoryStorage
 from reactor.model.results import RollbackFailure
+from reactor.model.secrets import generate_key
 from reactor.ports.router import Job
 from tests.kill.conftest import wait_until
 from tests.kill.map_checks import assert_atomic_137, assert_undone_once, undo_failure
@@ -123,7 +124,10 @@ def test_a_lost_rollback_job_is_recovered_by_the_map_sweeper(tmp_path: Path) -> 
     router = LosingRouter(
         inner, lambda job: job.kind == "map_element_rollback" and job.payload["position"] == 60
     )
-    rt = config.configure(storage=MemoryStorage(), router=router, **SETTINGS)  # type: ignore[arg-type]
+    # a wrapped router is not in-process: a worker there needs a key for the test session's
+    # reactors with secrets (docs/security.md, "When a key is wrong or missing")
+    rt = config.configure(storage=MemoryStorage(), router=router,  # type: ignore[arg-type]
+                          secret_keys=[generate_key()], **SETTINGS)
     w = Worker(rt, threads=4, poll_seconds=0.02, liveness_wait=0.5)
     w.start()
     try:

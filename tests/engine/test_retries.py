@@ -1,4 +1,4 @@
-"""Retries and backoff with an injected sleep (engine.md §1.2 "Retries and backoff")."""
+"""Retries and backoff with an injected sleep (docs/concepts.md, "Retries")."""
 
 from __future__ import annotations
 

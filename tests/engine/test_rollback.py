@@ -1,4 +1,4 @@
-"""Rollback semantics (engine.md §1.2 "Compensate vs undo ordering, rollback_failures")."""
+"""Rollback semantics (docs/concepts.md, "Rollback")."""
 
 from __future__ import annotations
 

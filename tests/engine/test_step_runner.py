@@ -1,4 +1,4 @@
-"""The leaf step runner: retry policy precedence and outcomes (engine.md §1.2)."""
+"""The leaf step runner: retry policy precedence and outcomes (docs/concepts.md, "Retries")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``./scripts/demo --workers 2``: the order-fulfilment runs in background workers, payment
-capture as an ``async_step`` (issue 7 "Done when"); the same invariant check must hold."""
+capture as an ``async_step``; the same invariant check must hold."""
 
 from __future__ import annotations
 

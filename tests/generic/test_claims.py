@@ -1,4 +1,4 @@
-"""DocumentClaimStore on the memory document store (storage-protocol.md §4.2 items 8, 22-25)."""
+"""DocumentClaimStore on the memory document store (docs/protocol.md#claims)."""
 
 from __future__ import annotations
 

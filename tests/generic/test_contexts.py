@@ -1,4 +1,4 @@
-"""DocumentContextStore on the memory document store (storage-protocol.md §4.2 items 3-7)."""
+"""DocumentContextStore on the memory document store (docs/protocol.md#contexts)."""
 
 from __future__ import annotations
 

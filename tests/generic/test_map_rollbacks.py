@@ -1,4 +1,4 @@
-"""DocumentMapRollbackStore on the memory document store (storage-protocol.md §4.2 items 17-21)."""
+"""DocumentMapRollbackStore on the memory document store (docs/protocol.md#map-rollbacks)."""
 
 from __future__ import annotations
 

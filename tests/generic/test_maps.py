@@ -1,4 +1,4 @@
-"""DocumentMapStore on the memory document store (storage-protocol.md §4.2 items 10-16)."""
+"""DocumentMapStore on the memory document store (docs/protocol.md#maps)."""
 
 from __future__ import annotations
 

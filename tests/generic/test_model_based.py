@@ -1,7 +1,7 @@
 """The generic stores behave exactly like :class:`ReferenceCoordination`, call by call.
 
 Random operation sequences (hypothesis) run against a generic store over a document store and
-against the reference model sharing the document store's clock (ARCHITECTURE §7 ``model``).
+against the reference model sharing the document store's clock (docs/contract-suite.md).
 """
 
 from __future__ import annotations

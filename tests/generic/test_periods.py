@@ -1,4 +1,4 @@
-"""DocumentPeriodStore over a DocumentStore (storage-protocol.md §2.11; §4.2 items 33-34)."""
+"""DocumentPeriodStore over a DocumentStore (docs/protocol.md#periods)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Threads racing on one key through the compare-and-set loop (ARCHITECTURE §7 concurrency)."""
+"""Threads racing on one key through the compare-and-set loop (docs/protocol.md#document-stores)."""
 
 from __future__ import annotations
 

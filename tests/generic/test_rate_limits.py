@@ -1,4 +1,4 @@
-"""DocumentRateLimitStore over a DocumentStore (storage-protocol.md §2.10; §4.2 item 32)."""
+"""DocumentRateLimitStore over a DocumentStore (docs/protocol.md#rate-limits)."""
 
 from __future__ import annotations
 

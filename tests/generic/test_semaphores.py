@@ -1,4 +1,4 @@
-"""DocumentSemaphoreStore over a DocumentStore (ARCHITECTURE §4 leases; §4.2 items 28-31)."""
+"""DocumentSemaphoreStore over a DocumentStore (docs/protocol.md#semaphores)."""
 
 from __future__ import annotations
 

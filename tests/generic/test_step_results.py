@@ -1,4 +1,4 @@
-"""DocumentStepResultStore on the memory document store (storage-protocol.md §4.2 item 9)."""
+"""DocumentStepResultStore on the memory document store (docs/protocol.md#step-results)."""
 
 from __future__ import annotations
 

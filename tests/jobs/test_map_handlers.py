@@ -1,5 +1,5 @@
-"""The fan-out map job handlers and the map sweeper's forward pass (issue 8; engine.md §2.3
-``Map::ElementExecutor``, ``Map::Collector``, ``Map::ElementRollback``; seed 004).
+"""The fan-out map job handlers and the map sweeper's forward pass
+(docs/architecture.md, "Job kinds"; docs/fan_out.md).
 
 A run is dispatched against a router that only records jobs; each test then runs the handlers
 itself, one job at a time, so duplicates, contention and lost triggers are deterministic.

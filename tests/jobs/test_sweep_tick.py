@@ -1,4 +1,4 @@
-"""The sweep chain: one tick per window, duplicated ticks collapse (engine.md §1.2 "Sweepers")."""
+"""The sweep chain: one tick per window, duplicated ticks collapse (docs/workers.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The sweepers recover lost units through Storage and Router only (storage-protocol.md §3)."""
+"""The sweepers recover lost units through Storage and Router only (docs/workers.md)."""
 
 from __future__ import annotations
 

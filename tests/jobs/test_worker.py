@@ -1,5 +1,5 @@
 """``Worker``: dispatch by kind, poison jobs, retries, visibility heartbeat, graceful stop
-(ARCHITECTURE §3; issue 7 item 1)."""
+(docs/workers.md, "Running workers")."""
 
 from __future__ import annotations
 

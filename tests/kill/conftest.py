@@ -80,6 +80,11 @@ class WorkerProcesses:
         self.procs.append(proc)
         return proc
 
+    def log_of(self, proc: subprocess.Popen[bytes]) -> str:
+        """The output of one worker started by this pool (so far)."""
+        path = self.log_dir / f"worker-{self.procs.index(proc) + 1}.log"
+        return path.read_text(errors="replace")
+
     def logs(self) -> str:
         return "\n".join(
             f"--- {p.name}\n{p.read_text(errors='replace')[-4000:]}"
@@ -111,3 +116,22 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str,
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout:g}s waiting for {what}\n{on_timeout()}")
         time.sleep(0.02)
+
+
+def stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped by a signal (``SIGSTOP``: state ``T`` in
+    ``/proc/<pid>/stat``)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] == "T"
+
+
+def marked_pid(log: Path, prefix: str) -> int | None:
+    """The pid of the first ``<prefix><pid>`` line of an ``O_APPEND`` step log, if any."""
+    try:
+        lines = log.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return None
+    return next((int(line[len(prefix):]) for line in lines if line.startswith(prefix)), None)

@@ -1,4 +1,4 @@
-"""Assertions shared by the fan-out map tests on every adapter (issue 8 "Prove it")."""
+"""Assertions shared by the fan-out map tests on every adapter (docs/fan_out.md)."""
 
 from __future__ import annotations
 

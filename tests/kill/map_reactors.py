@@ -1,5 +1,5 @@
 """Fan-out map reactors the map tests run, in threads and in real worker processes
-(``--import tests.kill.map_reactors``; issue 8 "Prove it").
+(``--import tests.kill.map_reactors``).
 
 Every element step and undo appends ``done:<i>`` / ``undo-start:<i>`` / ``undo-done:<i>`` to a
 log file opened with ``O_APPEND`` (counted across processes, whatever the backend). Knobs (all

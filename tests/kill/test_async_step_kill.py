@@ -1,4 +1,4 @@
-"""``async_step`` units in real ``reactor worker`` processes (issue 7 "Prove it").
+"""``async_step`` units in real ``reactor worker`` processes (docs/workers.md, "Async steps").
 
 * Coordination across processes (Redis): two workers contending on one ``with_lock`` key
   serialize; a semaphore of 3 never has 4 holders; a rate limit of N per window admits exactly N.

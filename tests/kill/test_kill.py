@@ -1,5 +1,5 @@
 """Kill -9 real worker processes mid-step and mid-rollback; the sweeper and a second worker
-recover the run (issue 7 "Prove it"; ARCHITECTURE §5 rules 4 and 6).
+recover the run (docs/architecture.md, "Execution invariants").
 
 Runs on Redis, MongoDB (SecantusDB wire server) and DynamoDB + SQS (moto), each with a
 ``context_lock_ttl`` of 4 s and a 1 s sweep interval: worker 1 blocks at a deterministic point

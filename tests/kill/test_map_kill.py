@@ -1,5 +1,5 @@
 """Fan-out maps and their distributed rollback on every real adapter, in real worker processes
-(issue 8 "Prove it"): Redis, MongoDB (SecantusDB wire server) and DynamoDB + SQS (moto).
+(docs/fan_out.md): Redis, MongoDB (SecantusDB wire server) and DynamoDB + SQS (moto).
 
 * A 200-element fan-out map whose element 137 fails under ``atomic=True``: every completed
   element is undone exactly once and the run fails at the map with the right rollback failures

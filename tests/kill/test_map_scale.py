@@ -1,4 +1,4 @@
-"""The CI variant of the fan-out scale run (issue 8 "Prove it"; the 10,000-element figures come
+"""The CI variant of the fan-out scale run (the 10,000-element figures come
 from ``benchmarks/fan_out_scale.py``): a 1,000-element fan-out map and its distributed
 rollback on Redis with 2 real worker processes. Every element runs once and is undone once, and
 the forward and backward rates are printed (``-s``), never asserted.

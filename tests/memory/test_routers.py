@@ -1,4 +1,4 @@
-"""InlineRouter and LocalRouter (ARCHITECTURE §3, reactor/ports/router.py)."""
+"""InlineRouter and LocalRouter (docs/protocol.md#routers)."""
 
 from __future__ import annotations
 

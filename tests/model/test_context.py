@@ -1,4 +1,4 @@
-"""The Context document and its strict decoding (engine.md §1.4)."""
+"""The Context document and its strict decoding (docs/concepts.md, "Stored runs")."""
 
 from __future__ import annotations
 

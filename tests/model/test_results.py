@@ -1,4 +1,4 @@
-"""Result values and their codec round trip (engine.md §1.2 "Result wrappers")."""
+"""Result values and their codec round trip (docs/concepts.md, "Results and signals")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RunView and StepContext (engine.md §1.4)."""
+"""RunView and StepContext (docs/concepts.md, "Stored runs")."""
 
 from __future__ import annotations
 

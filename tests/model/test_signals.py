@@ -1,4 +1,5 @@
-"""Signals are BaseExceptions raised only inside a step body (engine.md §4.1)."""
+"""Signals are BaseExceptions raised only inside a step body (docs/concepts.md,
+"Results and signals")."""
 
 from __future__ import annotations
 

@@ -9,6 +9,8 @@
 -- ack/retry/extend/dead take the nonce and do nothing (return 0) unless the entry is still
 -- pending with that counter: a receipt whose lease lapsed and was re-claimed is stale.
 -- An empty nonce (a bare id) skips the check.
+-- A dead letter is an entry {body, reason, at} of the dead-letter stream; its entry id is the
+-- dead letter's id. 'requeue' and 'purge' administer them (docs/workers.md, "Dead letters").
 local S, D, DL, L, op = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1]
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -128,6 +130,26 @@ elseif op == 'dead' then  -- ARGV[2] group, [3] id ('' = none), [4] body, [5] re
   end
   redis.call('XADD', DL, '*', 'body', body, 'reason', ARGV[5], 'at', tostring(now_ms))
   return 1
+elseif op == 'requeue' then        -- ARGV[2] dead-letter id; 1 when it was moved to the stream
+  -- Claim, enqueue and remove in one atomic step: the dead entry is re-added to the stream
+  -- as a new entry (no 'n' field: a fresh delivery count) and deleted. 0 when it is gone
+  -- (never was, purged, or requeued by a concurrent caller first).
+  local entry = redis.call('XRANGE', DL, ARGV[2], ARGV[2])[1]
+  if not entry then return 0 end
+  local body = fields_of(entry[2])
+  if not body then return 0 end
+  add(body, 0)
+  redis.call('XDEL', DL, ARGV[2])
+  return 1
+elseif op == 'purge' then          -- ARGV[2..] dead-letter ids (none: all); returns how many
+  if #ARGV < 2 then
+    local n = redis.call('XLEN', DL)
+    redis.call('DEL', DL)
+    return n
+  end
+  local n = 0
+  for i = 2, #ARGV do n = n + redis.call('XDEL', DL, ARGV[i]) end
+  return n
 elseif op == 'leave' then          -- ARGV[2] group, [3] consumer; 1 when it was deleted
   -- A consumer leaves only with no pending entries (deleting one drops its pending list).
   if redis.call('EXISTS', S) == 0 then return 0 end

@@ -1,4 +1,5 @@
-"""Job handlers, one module per job kind, and the dispatch table workers use (ARCHITECTURE §3).
+"""Job handlers, one module per job kind, and the dispatch table workers use (docs/architecture.md,
+"Job kinds").
 
 A handler is ``handler(jc, payload)``: ``jc`` is the :class:`JobContext` (the runtime and the
 job being run), ``payload`` the job's typed payload (:mod:`reactor.jobs.payloads`). A handler
@@ -11,8 +12,8 @@ else raised is retried by the worker with a backoff.
 :data:`HANDLERS` maps a job kind to its handler; modules for the other kinds (``step``,
 ``map_element``, ``map_collect``, ``map_element_rollback``) register themselves by adding an
 entry. :func:`dispatch_job` parses and dispatches one job; :func:`bind_inline` makes an inline
-router run jobs through the same handlers, synchronously, in the enqueuing thread (engine.md
-§2.5).
+router run jobs through the same handlers, synchronously, in the enqueuing thread
+(docs/architecture.md, "Liveness locks and keys").
 """
 
 from __future__ import annotations

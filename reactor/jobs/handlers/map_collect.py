@@ -1,15 +1,14 @@
 """The ``map_collect`` job: resume a fan-out map's owner once every element settled
-(engine.md §2.3 ``Map::Collector``; storage-protocol.md §2.4 step 6).
+(docs/architecture.md, "Job kinds"; docs/protocol.md#maps).
 
 Serialised by the ``map_collect:<map>`` lock (waiting ``JobContext.liveness_wait``; skipped on
 the inline router). The **slots** are the authority, not the counter: only when every index has
 a slot does the collector claim the owner signal (first writer wins) and enqueue the owner's
-``run`` job, which adopts the outcome. It writes nothing else (single writer, ARCHITECTURE §5).
+``run`` job, which adopts the outcome. It writes nothing else (single writer: docs/architecture.md,
+"Execution invariants").
 """
 
 from __future__ import annotations
-
-import logging
 
 from reactor.coordination.lock import Lock
 from reactor.engine.env import make_env
@@ -18,10 +17,11 @@ from reactor.jobs.handlers import JobContext
 from reactor.jobs.payloads import MapCollectPayload, RunPayload, job
 from reactor.model.errors import LockAcquisitionError
 from reactor.model.keys import map_collect_key
+from reactor.model.text import escaping_logger
 
 __all__ = ["handle_map_collect"]
 
-log = logging.getLogger("reactor.map")
+log = escaping_logger("reactor.map")
 
 
 def handle_map_collect(jc: JobContext, payload: MapCollectPayload) -> None:

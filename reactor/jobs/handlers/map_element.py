@@ -1,10 +1,9 @@
-"""The ``map_element`` job: run one element of a fan-out map (engine.md §2.3
-``Map::ElementExecutor``; issue 8).
+"""The ``map_element`` job: run one element of a fan-out map (docs/fan_out.md;
+docs/architecture.md, "Job kinds").
 
 1. Resolve the map's metadata (gone: nothing to do) and the element reactor by registered name.
 2. Take the element's liveness lock ``map_element:<map>:<index>`` (auto-extended); a live
-   holder means a duplicate delivery: drop this one. The inline router skips the lock
-   (engine.md §2.5).
+   holder means a duplicate delivery: drop this one. The inline router skips the lock.
 3. A slot already stored for the index means the element settled before: nothing runs again
    (the collector is re-triggered if the map looks settled, in case the first delivery died
    before triggering it).
@@ -22,8 +21,6 @@
 """
 
 from __future__ import annotations
-
-import logging
 
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import executor
@@ -56,11 +53,12 @@ from reactor.model.keys import map_element_key
 from reactor.model.map_results import encode_slot
 from reactor.model.results import Failure, Halt, Success
 from reactor.model.status import RunStatus
+from reactor.model.text import escaping_logger
 from reactor.ports.records import MapMetadata
 
 __all__ = ["handle_map_element", "run_element"]
 
-log = logging.getLogger("reactor.map")
+log = escaping_logger("reactor.map")
 
 ElementResult = Success | Failure | Halt
 

@@ -1,5 +1,5 @@
 """The ``map_element_rollback`` job: roll back the element at one tail position of a fan-out
-map's element index (seed 004 ``map/element_rollback.rb`` ``perform``; issue 8).
+map's element index (docs/fan_out.md, "Rollback"; docs/architecture.md, "Job kinds").
 
 1. No rollback metadata, or the position already has an outcome: nothing to do.
 2. The element context id is read at the position, counted from the tail of the first
@@ -15,8 +15,6 @@ map's element index (seed 004 ``map/element_rollback.rb`` ``perform``; issue 8).
 
 from __future__ import annotations
 
-import logging
-
 from reactor import registry
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine.env import make_env
@@ -30,10 +28,11 @@ from reactor.engine.parks import park_delay
 from reactor.jobs.handlers import JobContext
 from reactor.jobs.payloads import MapElementRollbackPayload
 from reactor.jobs.sweepers import dispatch_rollback_batch
+from reactor.model.text import escaping_logger
 
 __all__ = ["handle_map_element_rollback"]
 
-log = logging.getLogger("reactor.map")
+log = escaping_logger("reactor.map")
 
 
 def handle_map_element_rollback(jc: JobContext, payload: MapElementRollbackPayload) -> None:

@@ -1,4 +1,4 @@
-"""The ``run`` job: start or continue a stored run in a worker (engine.md §2.3 ``Worker#perform``).
+"""The ``run`` job: start or continue a stored run in a worker (docs/architecture.md, "Job kinds").
 
 1. Resolve the reactor by **registered name** (an unknown name is a poison job).
 2. Take the run's liveness lock ``async:<id>`` with a fresh owner, **before reading** the
@@ -16,20 +16,19 @@
    elements (:class:`~reactor.engine.fan_out.MapDispatched`) or a map rollback still in flight
    (:class:`~reactor.engine.map_rollback.RollbackHandedOff`, saved ``rolling_back`` here) ends
    the job: the collector or the last rollback job resumes the run.
-5. Save before releasing the lock, then publish the completion channel (ARCHITECTURE §5 rules
-   2 and 3).
+5. Save before releasing the lock, then publish the completion channel (docs/architecture.md,
+   "Execution invariants").
 
 Retries with backoff and parks give the thread back: the context is saved, the liveness lock is
 kept (not extended) for the delay as a "parked until" stamp so the sweeper leaves the run alone,
 and the job is re-enqueued with the delay. Parks count toward ``lock_snooze_max_attempts``
 (capped reasons only, carried as ``snooze_count`` in the payload); at the cap a run that was never
 admitted is stored ``failed`` without rollback (nothing ran), while an admitted run keeps waiting
-and logs once (engine.md §1.2 "Parking on contention").
+and logs once (docs/coordination.md, "Contention").
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import replace
 
 from reactor import registry
@@ -46,10 +45,11 @@ from reactor.model.errors import DeserializationError, LockLost, SnoozeLimitErro
 from reactor.model.keys import run_liveness_key
 from reactor.model.results import Failure
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
+from reactor.model.text import escaping_logger
 
-__all__ = ["contention_delay", "handle_run"]
+__all__ = ["contention_delay", "handle_run", "log_run_outcome"]
 
-log = logging.getLogger("reactor.worker")
+log = escaping_logger("reactor.worker")
 
 #: Shortest re-enqueue delay after liveness-lock contention, in seconds.
 MIN_CONTENTION_DELAY = 0.1
@@ -84,8 +84,8 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
     """
     definition = registry.get(payload.reactor).definition
     definition.register_codec_types()
-    # In a worker, contention and async waits park instead of blocking (ARCHITECTURE §5
-    # rule 7); inline, the job runs nested in its caller, which waits.
+    # In a worker, contention and async waits park instead of blocking (docs/architecture.md,
+    # "Execution invariants"); inline, the job runs nested in its caller, which waits.
     env = replace(make_env(jc.runtime), in_worker=not jc.inline)
     hold = liveness.take(env, payload.context_id, wait=0.0 if jc.inline else jc.liveness_wait)
     if hold is None:
@@ -113,7 +113,7 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
                 f"not {payload.reactor!r}"
             )
         if ctx.status is RunStatus.ROLLING_BACK:  # resume_rollback: a map rollback settled
-            ctx.status = RunStatus.RUNNING  # (reactor.engine.map_rollback, seed 004)
+            ctx.status = RunStatus.RUNNING  # (reactor.engine.map_rollback)
         if ctx.status is not RunStatus.RUNNING:  # finished, paused...: stale or duplicate
             log.info(
                 "event=run_skipped context_id=%s status=%s", ctx.context_id, ctx.status.value
@@ -149,7 +149,23 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
     finally:
         hold.release()  # after the final save (no-op when paused: the hold was handed over)
         if finished is not None and finished.status in TERMINAL_STATUSES:
+            log_run_outcome(finished)
             publish_completion(env.storage, finished)
+
+
+def log_run_outcome(ctx: Context) -> None:
+    """Log one INFO line for a run this job left terminal (docs/workers.md, "Running workers"):
+    ``event=run_finished run_id=... reactor=... status=... duration=...`` with the duration in
+    seconds from the run's creation to its final save (the store's clock).
+
+    Args:
+        ctx: the run, after its terminal save.
+    """
+    duration = max(ctx.updated_at - ctx.created_at, 0.0) if ctx.created_at else 0.0
+    log.info(
+        "event=run_finished run_id=%s reactor=%s status=%s duration=%.3f",
+        ctx.context_id, ctx.reactor, ctx.status.value, duration,
+    )
 
 
 def _pause(jc: JobContext, hold: liveness.Liveness, payload: RunPayload, delay: float) -> None:

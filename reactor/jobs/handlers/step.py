@@ -1,16 +1,16 @@
-"""The ``step`` job: run one ``async_step`` unit (engine.md §2.3 ``StepWorker``; seeds 000/003
-``step_worker.rb``).
+"""The ``step`` job: run one ``async_step`` unit (docs/workers.md, "Async steps";
+docs/architecture.md, "Job kinds").
 
 1. Resolve the root's reactor by registered name (unknown: a poison job).
 2. Take the per-unit liveness lock ``async_step:<ctx>:<step>``
    (:func:`reactor.model.keys.step_liveness_key`); a live holder means a concurrent duplicate
-   delivery: drop this one. The inline router skips the lock (engine.md §2.5).
+   delivery: drop this one. The inline router skips the lock.
 3. A ``completed`` record means a redelivery of a finished unit: drop it (``already_completed?``:
    the liveness lock only drops *concurrent* duplicates; a swept park whose redelivery arrives
    late is sequential).
 4. Load the **root** context and find the owning (possibly composed) context. The unit **never
-   writes it back** (single writer, ARCHITECTURE §5 rule 1; seed 003): every fact about the
-   unit lives on its own Step Result Record. A missing root, context or step is a terminal
+   writes it back** (single writer, docs/architecture.md, "Execution invariants"): every fact
+   about the unit lives on its own Step Result Record. A missing root, context or step is a terminal
    failure record; an unreadable root is quarantined (stored ``failed`` with its text and the
    reason, :mod:`reactor.engine.quarantine`) and the unit completes with that failure, so no
    sweep re-dispatches either.
@@ -31,12 +31,11 @@
    type, nested deeper than :data:`reactor.model.codec.MAX_DEPTH`) is such a failure,
    non-retryable: the body never runs again for it.
 8. The terminal ``completed`` record (``outcome`` = codec JSON of the ``Success``/``Halt``/
-   ``Failure``) is written **before** the completion signal (ARCHITECTURE §5 rule 3).
+   ``Failure``) is written **before** the completion signal (durable record before signal).
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import replace
 from typing import Any
 
@@ -61,11 +60,12 @@ from reactor.model.context import Context
 from reactor.model.errors import DeserializationError, SnoozeLimitError, UnknownReactorError
 from reactor.model.keys import step_completion_channel, step_liveness_key
 from reactor.model.results import Failure, Result
+from reactor.model.text import escaping_logger
 from reactor.ports.records import StepResultRecord
 
 __all__ = ["handle_step", "unit_owner"]
 
-log = logging.getLogger("reactor.worker")
+log = escaping_logger("reactor.worker")
 
 #: ``record.data`` keys of a parked unit's own state.
 DATA_TICKET = "ordered_lock"
@@ -84,7 +84,7 @@ def unit_owner(step_context_id: str, step_name: str) -> str:
 
 
 class _NoWrite(Checkpointer):
-    """The unit's checkpointer: the unit never writes its parent's context (seed 003)."""
+    """The unit's checkpointer: the unit never writes its parent's context (single writer)."""
 
     def save(self, *, force: bool = True) -> None:
         """Do nothing: the unit's facts live on its Step Result Record."""
@@ -129,7 +129,7 @@ class _Unit:
             waiting=None, contention_attempts=self.payload.contention_attempts,
             outcome=codec.dumps(result), data=kept,
         )
-        storage.step_results.put(record)  # durable record first (ARCHITECTURE §5 rule 3)
+        storage.step_results.put(record)  # durable record first, then the signal
         self.record = record
         log.info("event=async_step_completed context_id=%s step=%s outcome=%s",
                  self.context_id, self.step, type(result).__name__)
@@ -325,7 +325,7 @@ def handle_step(jc: JobContext, payload: StepPayload) -> None:
     registry.get(payload.reactor).definition.register_codec_types()
     env = replace(make_env(jc.runtime), in_worker=not jc.inline)
     unit = _Unit(jc, payload, env)
-    if jc.inline:  # nested in the dispatching thread: no cross-process race (engine.md §2.5)
+    if jc.inline:  # nested in the dispatching thread: no cross-process race
         unit.run()
         return
     lock = liveness_lock(env, step_liveness_key(payload.step_context_id, payload.step_name))

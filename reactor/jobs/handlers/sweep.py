@@ -7,15 +7,14 @@ enqueued by an operator) also continues the chain if none is scheduled for the n
 
 from __future__ import annotations
 
-import logging
-
 from reactor.jobs.handlers import JobContext
 from reactor.jobs.payloads import SweepPayload
 from reactor.jobs.sweep_tick import run_sweeps, schedule_next
+from reactor.model.text import escaping_logger
 
 __all__ = ["handle_sweep"]
 
-log = logging.getLogger("reactor.sweeper")
+log = escaping_logger("reactor.sweeper")
 
 
 def handle_sweep(jc: JobContext, payload: SweepPayload) -> None:

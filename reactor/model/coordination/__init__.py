@@ -1,4 +1,4 @@
-"""Coordination primitives as pure state machines (ARCHITECTURE §4).
+"""Coordination primitives as pure state machines (docs/architecture.md, "Layers").
 
 Locks, semaphores, rate limits, periods and ordered locks are defined once, here, as pure
 functions ``op(state, now, *args) -> (new_state, result)`` over small frozen dataclass states
@@ -7,11 +7,11 @@ judged against the ``now`` passed in (``expires_at <= now`` is absent; a TTL of 
 expires). A backend only supplies atomicity around them (a mutex, a compare-and-set loop, a Lua
 script that behaves exactly like them). Sources:
 
-* :mod:`~reactor.model.coordination.locks` — storage-protocol.md §2.8;
-* :mod:`~reactor.model.coordination.semaphores` — ARCHITECTURE §4 (leases), replacing §2.9;
-* :mod:`~reactor.model.coordination.rate_limits` — storage-protocol.md §2.10;
-* :mod:`~reactor.model.coordination.periods` — storage-protocol.md §2.11, first-wins;
-* :mod:`~reactor.model.coordination.ordered_locks` — storage-protocol.md §2.12;
+* :mod:`~reactor.model.coordination.locks` — docs/protocol.md#locks;
+* :mod:`~reactor.model.coordination.semaphores` — docs/protocol.md#semaphores (per-holder leases);
+* :mod:`~reactor.model.coordination.rate_limits` — docs/protocol.md#rate-limits;
+* :mod:`~reactor.model.coordination.periods` — docs/protocol.md#periods, first-wins;
+* :mod:`~reactor.model.coordination.ordered_locks` — docs/protocol.md#ordered-locks;
 * :mod:`~reactor.model.coordination.fencing` — the fencing-token formula shared by lock tokens
   and ordered-lock epochs, with its retention and clock assumption
   (docs/coordination.md#fencing-tokens);

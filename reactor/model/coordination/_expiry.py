@@ -1,9 +1,9 @@
-"""Shared expiry arithmetic of the coordination state machines (ARCHITECTURE §2 "Expiry").
+"""Shared expiry arithmetic of the coordination state machines (docs/protocol.md#conventions).
 
 Every coordination state carries its own ``expires_at`` (epoch seconds, ``None`` = never) and is
 judged against the ``now`` passed to the transition: anything with ``expires_at <= now`` is
 absent. A TTL of ``None`` means "no expiry"; a TTL must otherwise be a positive finite number of
-seconds (ARCHITECTURE §2: "never send ``EXPIRE key 0``").
+seconds (a TTL of 0 is never sent to a backend).
 """
 
 from __future__ import annotations

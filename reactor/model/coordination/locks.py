@@ -1,7 +1,7 @@
 """Re-entrant, owner-tokened TTL locks with fencing tokens, as a pure state machine.
 
-Source: storage-protocol.md §2.8 "Locks" (``lock_acquire``/``lock_release``/``lock_extend`` and
-the inspectors), with the ARCHITECTURE §2 fixes: expiry is judged against the ``now`` passed in
+Semantics: docs/protocol.md#locks (``acquire``/``release``/``extend`` and the inspectors), with
+the expiry rules of docs/protocol.md#conventions: expiry is judged against the ``now`` passed in
 (``expires_at <= now`` is absent) and a TTL of ``None`` means "no expiry". Every fresh
 acquisition issues a fencing token (docs/coordination.md#fencing-tokens).
 
@@ -87,7 +87,7 @@ def expiry(state: LockState) -> float | None:
 def acquire(
     state: LockState | None, now: float, owner: str, ttl: float | None
 ) -> tuple[LockState | None, int]:
-    """Take or re-enter the lock (storage-protocol.md §2.8 ``lock_acquire``).
+    """Take or re-enter the lock (docs/protocol.md#locks, ``acquire``).
 
     Args:
         state: the current state (``None`` = absent), possibly lapsed or a tombstone.
@@ -120,7 +120,7 @@ def acquire(
 
 
 def release(state: LockState | None, now: float, owner: str) -> tuple[LockState | None, bool]:
-    """Leave the lock once (storage-protocol.md §2.8 ``lock_release``).
+    """Leave the lock once (docs/protocol.md#locks, ``release``).
 
     Args:
         state: the current state.
@@ -153,7 +153,7 @@ def release(state: LockState | None, now: float, owner: str) -> tuple[LockState 
 def extend(
     state: LockState | None, now: float, owner: str, ttl: float | None
 ) -> tuple[LockState | None, bool]:
-    """Set the lock's remaining TTL (storage-protocol.md §2.8 ``lock_extend``).
+    """Set the lock's remaining TTL (docs/protocol.md#locks, ``extend``).
 
     Args:
         state: the current state.

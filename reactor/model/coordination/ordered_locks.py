@@ -1,6 +1,6 @@
 """Ordered locks (strict nonce sequencing with an epoch fence and a poison pill), pure.
 
-Source: storage-protocol.md §2.12 "Ordered locks" and the contract behaviours 36-43 of §4.2.
+Semantics: docs/protocol.md#ordered-locks, checked by ``reactor_contract.test_ordered_locks``.
 The Ruby adapter keeps five Redis keys per ordered-lock key, each with its own TTL; the state
 here keeps the same five logical fields, each a :class:`Timed` value with its own
 ``expires_at`` judged against the ``now`` passed in:
@@ -238,7 +238,7 @@ def _gc_if_drained(view: OrderedLockRecord) -> OrderedLockRecord:
 def assign(
     state: OrderedLockRecord | None, now: float, ttl: float | None = DEFAULT_TTL
 ) -> tuple[OrderedLockRecord | None, OrderedTicket]:
-    """Take the next nonce (storage-protocol.md §2.12 ``ordered_lock_assign``).
+    """Take the next nonce (docs/protocol.md#ordered-locks, ``assign``).
 
     1. ``next_nonce`` += 1 (from 0 when absent), re-stamped to ``now + ttl``.
     2. The cursor is created as 0, or keeps its value, re-stamped to ``now + ttl``.
@@ -285,7 +285,7 @@ def can_proceed(
     ticket: OrderedTicket,
     poison_pill_timeout: float = DEFAULT_POISON_PILL_TIMEOUT,
 ) -> tuple[OrderedLockRecord | None, OrderedGate]:
-    """Gate ``ticket`` (storage-protocol.md §2.12 ``ordered_lock_can_proceed``), in this order.
+    """Gate ``ticket`` (docs/protocol.md#ordered-locks, ``can_proceed``), in this order.
 
     1. Read the cursor ``last`` and ``first_failed`` (0 when absent).
     2. ``stale`` when ``ticket.epoch > 0`` differs from the current epoch (absent = 0); epoch 0
@@ -358,7 +358,7 @@ def advance(
     failed: bool = False,
     ttl: float | None = DEFAULT_TTL,
 ) -> tuple[OrderedLockRecord | None, int]:
-    """Complete ``ticket`` (storage-protocol.md §2.12 ``ordered_lock_advance``).
+    """Complete ``ticket`` (docs/protocol.md#ordered-locks, ``advance``).
 
     1. Stale epoch: a no-op returning the current cursor.
     2. Drained (``next_nonce`` and cursor absent): a no-op returning 0.

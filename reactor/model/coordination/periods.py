@@ -1,6 +1,6 @@
 """Once-per-calendar-bucket markers (mark-if-absent) and the bucket helpers, as pure functions.
 
-Source: storage-protocol.md §2.11 "Periods", with the ARCHITECTURE §2 fix that marking is
+Semantics: docs/protocol.md#periods. Marking is
 **first-wins** on every backend (Ruby's Redis adapter did a plain ``SET``, so the last marker
 won there; its SQL adapter kept the first).
 
@@ -127,7 +127,7 @@ def _seconds(every: Every) -> int:
 
 
 def period_seconds(every: Every) -> int:
-    """The length of a bucket in seconds (storage-protocol.md §2.11 ``Period.period_seconds``).
+    """The length of a bucket in seconds (``Period.period_seconds``).
 
     Args:
         every: ``"minute"``, ``"hour"``, ``"day"``, ``"week"``, ``"month"`` (31 days),
@@ -149,7 +149,7 @@ def ttl_seconds(every: Every) -> int:
 
 
 def bucket(every: Every, now: float) -> str:
-    """The UTC calendar bucket id that ``now`` falls in (storage-protocol.md §2.11 table).
+    """The UTC calendar bucket id that ``now`` falls in (docs/protocol.md#periods).
 
     Args:
         every: a calendar unit name or a positive ``int`` of seconds.

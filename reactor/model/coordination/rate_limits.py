@@ -7,7 +7,7 @@ One state holds every window's counter of one rate-limit key. A window's bucket 
 ``floor(now / seconds)``; its counter lives ``2 x seconds`` from the hit that created it, which
 always outlives the bucket itself.
 
-**A key's clock never goes back** (docs/coordination.md § "Clock skew", ``#clock-skew``).
+**A key's clock never goes back** (docs/coordination.md#clock-skew; docs/protocol.md#rate-limits).
 Clients whose clocks differ share one key, so a caller may find a stored counter of a bucket
 *newer* than its own: it is counted in that newest bucket (:func:`effective_bucket`), never in
 its own older one, and a stored bucket is never replaced by an older one. Without that, two

@@ -1,7 +1,7 @@
 """The reference coordination stores: the pure state machines over a dict and a settable clock.
 
-Source: ARCHITECTURE §4 and §7 ("the contract suite checks each adapter against the pure model
-with random operation sequences"). :class:`ReferenceCoordination` exposes one object per
+The contract suite checks each adapter against the pure model with random operation sequences
+(docs/contract-suite.md). :class:`ReferenceCoordination` exposes one object per
 coordination Protocol of :mod:`reactor.ports.storage` — ``locks`` (:class:`LockStore`),
 ``semaphores``, ``rate_limits``, ``periods`` and ``ordered_locks`` — with exactly their method
 signatures. Each call reads the settable clock once and applies the matching pure function

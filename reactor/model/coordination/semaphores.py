@@ -1,8 +1,8 @@
 """Counting semaphores as per-holder leases, as a pure state machine.
 
-Source: ARCHITECTURE §4 ("Semaphores are leases: the state is ``{limit, holders: {token:
-expires_at}}``") replacing the token lists of storage-protocol.md §2.9, whose slots leak when a
-holder dies. A dead holder's lease simply expires, so capacity is never lost.
+Semantics: docs/protocol.md#semaphores. The state is ``{limit, holders: {token: expires_at}}``,
+replacing ruby_reactor's token lists, whose slots leak when a holder dies. A dead holder's
+lease simply expires, so capacity is never lost.
 
 Every operation is ``op(state, now, ...) -> (new_state, result)``; ``state`` ``None`` means the
 semaphore is absent (never used, reset, or every lease released or expired). A no-op returns
@@ -11,7 +11,7 @@ the very ``state`` it was given.
 * :func:`acquire` — expired leases are dropped; a holder that already has a live lease renews it
   (``True``); otherwise the holder gets a lease while fewer than ``limit`` live leases exist.
   Initialisation is implicit: the limit is fixed by the acquire that creates the semaphore and
-  stays while any lease is live (like ``semaphore_init``'s NX sentinel, §2.9); an empty
+  stays while any lease is live (like ruby_reactor's ``semaphore_init`` NX sentinel); an empty
   semaphore adopts the next caller's limit.
 * :func:`release` — removes only the caller's own lease; ``False`` when it has none.
 * :func:`extend` — renews the caller's own live lease to ``now + lease``; an expired lease is
@@ -102,7 +102,7 @@ _check = check_arguments
 def acquire(
     state: SemaphoreLeases | None, now: float, holder: str, limit: int, lease: float
 ) -> tuple[SemaphoreLeases | None, bool]:
-    """Lease a slot for ``holder`` (ARCHITECTURE §4).
+    """Lease a slot for ``holder`` (docs/protocol.md#semaphores).
 
     Args:
         state: the current state.

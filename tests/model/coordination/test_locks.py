@@ -1,4 +1,5 @@
-"""Unit tests of the pure lock model (§2.8, items 26-27; docs/coordination.md#fencing-tokens)."""
+"""Unit tests of the pure lock model (docs/protocol.md#locks;
+docs/coordination.md#fencing-tokens)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Unit tests of the ordered-lock model (§2.12, items 36-43).
+"""Unit tests of the ordered-lock model (docs/protocol.md#ordered-locks).
 
 Epochs: docs/coordination.md#fencing-tokens.
 """

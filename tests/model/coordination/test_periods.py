@@ -1,4 +1,4 @@
-"""Unit tests of periods: first-wins markers and calendar buckets (storage-protocol.md §2.11)."""
+"""Unit tests of periods: first-wins markers and calendar buckets (docs/protocol.md#periods)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hypothesis properties of the coordination state machines (ARCHITECTURE §4, §7)."""
+"""Hypothesis properties of the coordination state machines (docs/contract-suite.md)."""
 
 from __future__ import annotations
 

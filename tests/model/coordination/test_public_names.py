@@ -1,4 +1,4 @@
-"""Pins the public names of reactor.model.coordination (ARCHITECTURE §8, httpx style)."""
+"""Pins the public names of reactor.model.coordination (httpx style)."""
 
 from __future__ import annotations
 
@@ -54,4 +54,4 @@ def test_module_exports() -> None:
     for module in (locks, semaphores, rate_limits, periods, ordered_locks):
         for name in module.__all__:
             assert getattr(module, name).__doc__ or name.isupper() or name == "Every", name
-        assert module.__doc__ and "§" in module.__doc__
+        assert module.__doc__ and "docs/protocol.md#" in module.__doc__  # it names its spec

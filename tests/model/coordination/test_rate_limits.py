@@ -1,4 +1,4 @@
-"""Unit tests of the rate-limit model (storage-protocol.md §2.10; §4.2 item 32)."""
+"""Unit tests of the rate-limit model (docs/protocol.md#rate-limits)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Unit tests of the lease semaphore model (ARCHITECTURE §4; §4.2 items 28-31 adapted)."""
+"""Unit tests of the lease semaphore model (docs/protocol.md#semaphores)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The ``reactor`` command line: ``worker`` and ``sweep`` options (issue 7 items 1 and 5)."""
+"""The ``reactor`` command line: ``worker`` and ``sweep`` options, help (docs/workers.md,
+"Running workers")."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def test_sweep_once_prints_counts_and_takes_settings() -> None:
                   "--setting", "sweeper_limit=5"],
     )
     assert out.exit_code == 0, out.output
-    assert "runs: inspected=0 redispatched=0 errors=0" in out.output
+    assert "runs: inspected=0 redispatched=0 waiting=0 errors=0" in out.output
     assert config.current().settings.sweeper_limit == 5
 
 
@@ -134,9 +135,15 @@ def test_contract_rejects_a_bad_url_before_running_pytest(
     assert out.exit_code == 2 and "bad router URL" in out.stderr
 
 
-def test_help_shows_one_line_per_command() -> None:
+def test_help_shows_one_line_per_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    import typer.rich_utils
+
+    # typer sizes its rich help from TERMINAL_WIDTH read at import, not from terminal_width
+    monkeypatch.setattr(typer.rich_utils, "MAX_WIDTH", 200)
     out = runner.invoke(cli.app, ["--help"], terminal_width=200)
     assert "Run the run, step and map sweepers once and print their counts." in out.output
+    for command in ("worker", "sweep", "runs", "contract", "info", "ping", "--version"):
+        assert f" {command} " in out.output, command
 
 
 @pytest.mark.parametrize("where", ["flag", "env"])

@@ -1,0 +1,575 @@
+"""Documents: the versioned-document primitive itself (``reactor/ports/documents.py``).
+
+Every sub-store of :class:`reactor.generic.storage.GenericStorage` is correct only if its
+:class:`reactor.ports.DocumentStore` is, so an adapter built on one (memory, MongoDB, DynamoDB,
+the SQLite example, yours) is certified on the primitive directly: compare-and-set, opaque
+versions (no ABA after a delete and re-create), keyset scans, index filters, logical expiry and
+its boundary, the clock's units and the declared document size limit. A failure names the rule
+and the adapter mistake that usually breaks it (docs/writing-an-adapter.md, "Versions" and
+"Scans, expiry and the clock").
+
+A storage that is not built on a ``DocumentStore`` (Redis: native sub-stores) has nothing to
+certify here: every test skips as "not applicable", and the conformance table shows the row as
+``n/a``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from reactor.model.errors import ContextTooLargeError, StorageError
+from reactor.ports.documents import DocumentStore
+from reactor.ports.storage import Storage
+from reactor_contract._support import HOUR, uid
+from reactor_contract.plugin import NOT_APPLICABLE
+from reactor_contract.probe import ClockProbe, Probe
+from reactor_contract.test_concurrency import race
+
+__all__ = ["DocumentsContract"]
+
+#: The collection every test writes to (the storage's per-test namespace isolates it).
+COLLECTION = "contract_documents"
+#: A second collection, to check collections are separate namespaces.
+OTHER = "contract_documents_other"
+#: How far ``now()`` may be from this process's ``time.time()`` (a server clock on another
+#: host may drift; a clock in milliseconds or minutes is off by orders of magnitude).
+CLOCK_TOLERANCE = 120.0
+
+_VERSIONS = 'see docs/writing-an-adapter.md, "Versions"'
+_SCANS = 'see docs/writing-an-adapter.md, "Scans, expiry and the clock"'
+
+
+def rule(text: str, mistake: str, where: str = _VERSIONS) -> str:
+    """A failure message: the rule broken, the likely adapter mistake, where it is documented."""
+    return f"documents: {text} (likely mistake: {mistake}; {where})"
+
+
+@pytest.fixture
+def documents(storage: Storage) -> DocumentStore:
+    """The storage's :class:`DocumentStore`; skips as not applicable when it has none."""
+    found = getattr(storage, "documents", None)
+    if not isinstance(found, DocumentStore):
+        pytest.skip(
+            f"{NOT_APPLICABLE} {type(storage).__name__} is not built on a DocumentStore "
+            "(its native sub-stores are certified by the other concerns)"
+        )
+    return found
+
+
+class _Clock:
+    """A settable clock for a probe's clocked view of the same documents."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clocked(
+    documents: DocumentStore, probe: Probe
+) -> Iterator[Callable[[float], tuple[DocumentStore, _Clock]]]:
+    """``view(start)``: the same documents judged by a settable clock (``ClockProbe``)."""
+    opened: list[Storage] = []
+
+    def view(start: float) -> tuple[DocumentStore, _Clock]:
+        if not isinstance(probe, ClockProbe):
+            pytest.skip("capability: the probe cannot inject a clock (no ClockProbe.with_clock)")
+        clock = _Clock(start)
+        other = probe.with_clock(clock)
+        if other is None:
+            pytest.skip("capability: the probe cannot inject a clock (with_clock gave None)")
+        opened.append(other)
+        docs = getattr(other, "documents", None)
+        if not isinstance(docs, DocumentStore):
+            pytest.skip("capability: the clocked storage exposes no DocumentStore")
+        return docs, clock
+
+    yield view
+    for other in opened:
+        other.close()
+
+
+def _put(docs: DocumentStore, key: str, value: dict[str, Any], **kw: Any) -> str:
+    """Create ``key`` (must be absent) and return its version."""
+    kw.setdefault("expires_at", None)
+    assert docs.write(COLLECTION, key, value, expected_version=None, **kw), rule(
+        f"creating absent key {key!r} with expected_version=None must succeed",
+        "treating None as 'any version' or refusing inserts",
+    )
+    version = docs.read(COLLECTION, key).version
+    expires_at = kw["expires_at"]
+    if version is None and expires_at is not None and expires_at <= docs.now():
+        pytest.fail(
+            rule(
+                "an expired document still reports its stored version (value None, version "
+                "kept), so a caller can take it over with a compare-and-set",
+                "returning version None for an expired row",
+                _SCANS,
+            )
+        )
+    assert isinstance(version, str) and version, rule(
+        f"a stored document must report a non-empty str version, got {version!r}",
+        "returning the driver's raw version field (int, ObjectId, bytes) instead of a str",
+    )
+    return version
+
+
+def _keys(found: list[tuple[str, Any]]) -> list[str]:
+    return [key for key, _ in found]
+
+
+class DocumentsContract:
+    """:class:`reactor.ports.DocumentStore` behaviour every document-backed adapter must show."""
+
+    reactor_concern = "documents"
+
+    def test_now_is_epoch_seconds(self, documents: DocumentStore, storage: Storage) -> None:
+        before = time.time()
+        now = documents.now()
+        after = time.time()
+        assert isinstance(now, float), rule(
+            f"now() must be a float of epoch seconds, got {type(now).__name__}",
+            "returning an int or a datetime",
+            _SCANS,
+        )
+        assert before - CLOCK_TOLERANCE <= now <= after + CLOCK_TOLERANCE, rule(
+            f"now() must be epoch seconds within {CLOCK_TOLERANCE:g}s of time.time() "
+            f"({before:.3f}), got {now!r} (x{now / before:.3g})",
+            "a clock in milliseconds (x1000) or a monotonic clock",
+            _SCANS,
+        )
+        assert abs(storage.now() - now) <= 5.0, rule(
+            "storage.now() and its DocumentStore's now() must be one clock",
+            "two clocks (the engine and the expiry checks would disagree)",
+            _SCANS,
+        )
+
+    def test_expiry_is_judged_by_now(self, documents: DocumentStore) -> None:
+        live, dead = uid("doc"), uid("doc")
+        now = documents.now()
+        assert documents.write(COLLECTION, live, {"v": 1}, expected_version=None,
+                               expires_at=now + 60.0)
+        assert documents.write(COLLECTION, dead, {"v": 0}, expected_version=None,
+                               expires_at=now - 60.0)
+        assert (
+            documents.read(COLLECTION, live).value,
+            documents.read(COLLECTION, dead).value,
+        ) == ({"v": 1}, None), rule(
+            "expires_at is judged against now(): now() + 60 is live, now() - 60 is expired",
+            "reads judging expiry by another clock or unit than now() (milliseconds, UTC "
+            "datetimes, the database's TTL job)",
+            _SCANS,
+        )
+
+    # -- read and write ----------------------------------------------------------------------
+
+    def test_a_written_document_round_trips(self, documents: DocumentStore) -> None:
+        key = uid("doc")
+        value = {"s": "é✓", "i": 2**53 - 1, "f": 0.25, "b": True, "n": None, "l": [1, {"x": []}]}
+        expires = math.floor(documents.now()) + HOUR
+        _put(documents, key, value, expires_at=expires)
+        found = documents.read(COLLECTION, key)
+        assert found.value == value, rule(
+            "read must return the JSON-native value as written", "lossy encoding of the value"
+        )
+        assert found.expires_at == pytest.approx(expires, abs=1e-3), rule(
+            "read must report the stored expires_at of a live document",
+            "dropping or rounding expires_at (it is epoch seconds, a float)",
+            _SCANS,
+        )
+
+    def test_an_absent_document_has_no_value_and_no_version(
+        self, documents: DocumentStore
+    ) -> None:
+        found = documents.read(COLLECTION, uid("absent"))
+        assert (found.value, found.version) == (None, None)
+
+    def test_a_document_without_expiry_reports_none(self, documents: DocumentStore) -> None:
+        key = uid("doc")
+        _put(documents, key, {"v": 1})
+        found = documents.read(COLLECTION, key)
+        assert found.value == {"v": 1} and found.expires_at is None
+
+    def test_collections_are_separate_namespaces(self, documents: DocumentStore) -> None:
+        key = uid("doc")
+        _put(documents, key, {"in": "first"})
+        assert documents.read(OTHER, key).version is None, rule(
+            "a key written in one collection must be absent from another",
+            "ignoring the collection name in the storage key",
+        )
+        assert documents.write(OTHER, key, {"in": "other"}, expected_version=None, expires_at=None)
+        assert documents.read(COLLECTION, key).value == {"in": "first"}
+        assert _keys(documents.scan(OTHER)) == [key]
+
+    # -- compare-and-set ---------------------------------------------------------------------
+
+    def test_expected_version_none_refuses_an_existing_document(
+        self, documents: DocumentStore
+    ) -> None:
+        key = uid("doc")
+        _put(documents, key, {"v": 1})
+        won = documents.write(COLLECTION, key, {"v": 2}, expected_version=None, expires_at=None)
+        assert won is False, rule(
+            "expected_version=None means 'must be absent': writing over a stored document "
+            "must return False",
+            "an upsert where an insert-if-absent is required",
+        )
+        assert documents.read(COLLECTION, key).value == {"v": 1}
+
+    def test_a_stale_version_loses_returns_false_and_changes_nothing(
+        self, documents: DocumentStore
+    ) -> None:
+        key = uid("doc")
+        first = _put(documents, key, {"v": 1})
+        assert documents.write(COLLECTION, key, {"v": 2}, expected_version=first, expires_at=None)
+        second = documents.read(COLLECTION, key).version
+        assert second != first, rule(
+            "every write must store a new version", "keeping the version on update"
+        )
+        try:
+            won = documents.write(
+                COLLECTION, key, {"v": 3}, expected_version=first, expires_at=None
+            )
+        except Exception as exc:  # the rule is "returns False", so any raise is the bug
+            pytest.fail(
+                rule(
+                    f"a compare-and-set with a stale version must return False, it raised {exc!r}",
+                    "letting the driver's conditional-check error escape",
+                )
+            )
+        assert won is False, rule(
+            "a compare-and-set with a stale version must lose (return False)",
+            "a write that ignores expected_version (last writer wins)",
+        )
+        after = documents.read(COLLECTION, key)
+        assert (after.value, after.version) == ({"v": 2}, second), rule(
+            "a losing compare-and-set must change nothing", "writing before checking the version"
+        )
+
+    def test_a_made_up_version_never_matches(self, documents: DocumentStore) -> None:
+        key = uid("doc")
+        _put(documents, key, {"v": 1})
+        assert not documents.write(
+            COLLECTION, key, {"v": 2}, expected_version="not-a-version", expires_at=None
+        ), rule("only the stored version may win a compare-and-set", "ignoring expected_version")
+        absent = uid("absent")
+        assert not documents.write(
+            COLLECTION, absent, {"v": 1}, expected_version="not-a-version", expires_at=None
+        ), rule(
+            "a compare-and-set against a version on an absent key must lose",
+            "treating a missing row as a match (an upsert)",
+        )
+        assert documents.read(COLLECTION, absent).version is None
+
+    def test_delete_is_a_compare_and_set_too(self, documents: DocumentStore) -> None:
+        key = uid("doc")
+        first = _put(documents, key, {"v": 1})
+        assert documents.write(COLLECTION, key, {"v": 2}, expected_version=first, expires_at=None)
+        stale = documents.write(COLLECTION, key, None, expected_version=first, expires_at=None)
+        assert stale is False, rule(
+            "a delete with a stale version must lose", "an unconditional delete"
+        )
+        assert documents.read(COLLECTION, key).value == {"v": 2}
+        current = documents.read(COLLECTION, key).version
+        assert documents.write(COLLECTION, key, None, expected_version=current, expires_at=None)
+        gone = documents.read(COLLECTION, key)
+        assert (gone.value, gone.version) == (None, None), rule(
+            "a deleted document is physically absent (no version)",
+            "a soft delete that keeps reporting a version",
+        )
+
+    def test_every_write_stores_a_version_never_seen_before(
+        self, documents: DocumentStore
+    ) -> None:
+        key = uid("doc")
+        seen = [_put(documents, key, {"n": 0})]
+        for n in range(1, 6):
+            assert documents.write(
+                COLLECTION, key, {"n": n}, expected_version=seen[-1], expires_at=None
+            )
+            seen.append(str(documents.read(COLLECTION, key).version))
+        assert len(set(seen)) == len(seen), rule(
+            f"every write must store a version never seen before, got {seen}",
+            "versions derived from the value or a clock with coarse resolution",
+        )
+
+    def test_versions_are_never_reused_after_delete_and_recreate(
+        self, documents: DocumentStore
+    ) -> None:
+        """ABA: a version read before a delete must not match the re-created document."""
+        key = uid("doc")
+        old = _put(documents, key, {"owner": "a"})
+        seen = {old}
+        for cycle in range(3):
+            current = documents.read(COLLECTION, key).version
+            assert documents.write(COLLECTION, key, None, expected_version=current, expires_at=None)
+            new = _put(documents, key, {"owner": f"b{cycle}"})
+            assert new not in seen, rule(
+                f"the re-created document got version {new!r}, already used before the delete: "
+                "versions must be opaque tokens, never counters",
+                "a per-key counter that restarts at 1 after a delete (ABA)",
+            )
+            seen.add(new)
+        assert not documents.write(
+            COLLECTION, key, {"owner": "stale"}, expected_version=old, expires_at=None
+        ), rule(
+            "a compare-and-set with a version read before a delete and re-create must lose "
+            "(ABA): versions must be opaque tokens, never counters",
+            "counter versions: the re-created document's counter caught up with the old one",
+        )
+        assert documents.read(COLLECTION, key).value == {"owner": "b2"}
+
+    def test_one_of_many_racing_compare_and_sets_wins(self, documents: DocumentStore) -> None:
+        key = uid("doc")
+        version = _put(documents, key, {"winner": None})
+        results = race(
+            8,
+            lambda i: documents.write(
+                COLLECTION, key, {"winner": i}, expected_version=version, expires_at=None
+            ),
+        )
+        assert results.count(True) == 1, rule(
+            f"exactly one of 8 racing compare-and-sets on one version must win, {results}",
+            "a read-then-write that is not atomic (check and write in separate requests)",
+        )
+        winner = results.index(True)
+        assert documents.read(COLLECTION, key).value == {"winner": winner}
+
+    def test_racing_creates_have_exactly_one_winner(self, documents: DocumentStore) -> None:
+        key = uid("doc")
+        results = race(
+            8,
+            lambda i: documents.write(
+                COLLECTION, key, {"winner": i}, expected_version=None, expires_at=None
+            ),
+        )
+        assert results.count(True) == 1, rule(
+            f"exactly one of 8 racing inserts (expected_version=None) must win, got {results}",
+            "an existence check and an insert in separate requests",
+        )
+
+    # -- expiry ------------------------------------------------------------------------------
+
+    def test_an_expired_document_reads_absent_but_keeps_its_version(
+        self, documents: DocumentStore
+    ) -> None:
+        key = uid("doc")
+        version = _put(documents, key, {"v": 1}, expires_at=documents.now() - 1.0)
+        found = documents.read(COLLECTION, key)
+        assert found.value is None, rule(
+            "a document whose expires_at has passed reads as absent (value None)",
+            "leaving expiry to the database's TTL deletion, which runs late",
+            _SCANS,
+        )
+        assert found.version == version, rule(
+            "an expired document still reports its stored version, so a caller can take it "
+            "over with a compare-and-set",
+            "returning version None for an expired row",
+            _SCANS,
+        )
+
+    def test_an_expired_document_is_taken_over_with_its_version_only(
+        self, documents: DocumentStore
+    ) -> None:
+        key = uid("doc")
+        version = _put(documents, key, {"v": 1}, expires_at=documents.now() - 1.0)
+        assert not documents.write(
+            COLLECTION, key, {"v": 2}, expected_version=None, expires_at=None
+        ), rule(
+            "expected_version=None means physically absent: an expired but stored document "
+            "is not absent",
+            "treating a logically expired row as missing in the compare",
+            _SCANS,
+        )
+        assert documents.write(COLLECTION, key, {"v": 2}, expected_version=version, expires_at=None)
+        assert documents.read(COLLECTION, key).value == {"v": 2}
+
+    def test_a_future_expiry_is_live_and_none_never_expires(
+        self, documents: DocumentStore
+    ) -> None:
+        live, forever = uid("doc"), uid("doc")
+        _put(documents, live, {"v": 1}, expires_at=documents.now() + HOUR)
+        _put(documents, forever, {"v": 2}, expires_at=None)
+        assert documents.read(COLLECTION, live).value == {"v": 1}
+        assert documents.read(COLLECTION, forever).value == {"v": 2}
+        assert sorted(_keys(documents.scan(COLLECTION))) == sorted([live, forever])
+
+    def test_scan_skips_expired_documents(self, documents: DocumentStore) -> None:
+        dead, live = uid("a"), uid("b")
+        _put(documents, dead, {"v": 0}, expires_at=documents.now() - 1.0, index="i")
+        _put(documents, live, {"v": 1}, expires_at=None, index="i")
+        assert _keys(documents.scan(COLLECTION)) == [live], rule(
+            "scan lists unexpired documents only", "no expiry filter in scan", _SCANS
+        )
+        assert _keys(documents.scan(COLLECTION, index="i")) == [live]
+
+    def test_expiry_boundary_is_inclusive(
+        self,
+        documents: DocumentStore,
+        clocked: Callable[[float], tuple[DocumentStore, _Clock]],
+    ) -> None:
+        """``expires_at <= now()`` is absent; a moment before it the document is live."""
+        start = float(math.floor(documents.now()))
+        view, clock = clocked(start)
+        key = uid("doc")
+        deadline = start + 10.0
+        assert view.write(
+            COLLECTION, key, {"v": 1}, expected_version=None, expires_at=deadline, index="i"
+        )
+        clock.now = deadline - 0.25
+        assert view.read(COLLECTION, key).value == {"v": 1}, rule(
+            "a document is live while now() < expires_at", "comparing with <= the wrong way", _SCANS
+        )
+        assert _keys(view.scan(COLLECTION, index="i")) == [key]
+        clock.now = deadline
+        at = view.read(COLLECTION, key)
+        assert at.value is None and at.version is not None, rule(
+            "a document with expires_at == now() is expired (expires_at <= now reads absent)",
+            "`expires_at < now` instead of `expires_at <= now`",
+            _SCANS,
+        )
+        assert view.scan(COLLECTION) == [] and view.scan(COLLECTION, index="i") == [], rule(
+            "scan must apply the same expiry rule as read (expires_at <= now is absent)",
+            "filtering expiry in read only, or with a different comparison in scan",
+            _SCANS,
+        )
+
+    # -- scans -------------------------------------------------------------------------------
+
+    def test_scan_lists_keys_in_ascending_order(self, documents: DocumentStore) -> None:
+        base = uid("s")
+        keys = [f"{base}-{suffix}" for suffix in ("m1", "b7", "z0", "a5", "k3", "B9", "02")]
+        for key in keys:
+            _put(documents, key, {"k": key})
+        found = documents.scan(COLLECTION)
+        assert _keys(found) == sorted(keys), rule(
+            "scan returns keys in ascending (code point) order",
+            "insertion order, or a collation that folds case",
+            _SCANS,
+        )
+        assert dict(found) == {key: {"k": key} for key in keys}
+
+    def test_scan_after_is_strictly_greater(self, documents: DocumentStore) -> None:
+        keys = sorted(uid("s") for _ in range(5))
+        for key in keys:
+            _put(documents, key, {"k": key})
+        got = _keys(documents.scan(COLLECTION, after=keys[1]))
+        assert got == keys[2:], rule(
+            f"scan(after={keys[1]!r}) must return only keys strictly greater, got {got}",
+            "`>=` instead of `>`: keyset paging would return the cursor's row forever",
+            _SCANS,
+        )
+        assert _keys(documents.scan(COLLECTION, after=keys[1] + "\x00")) == keys[2:]
+        assert documents.scan(COLLECTION, after=keys[-1]) == []
+
+    def test_scan_honours_the_limit(self, documents: DocumentStore) -> None:
+        keys = sorted(uid("s") for _ in range(5))
+        for key in keys:
+            _put(documents, key, {"k": key})
+        assert _keys(documents.scan(COLLECTION, limit=2)) == keys[:2]
+        assert _keys(documents.scan(COLLECTION, limit=1)) == keys[:1]
+        assert _keys(documents.scan(COLLECTION, limit=50)) == keys
+        assert documents.scan(COLLECTION, limit=0) == []
+
+    @pytest.mark.parametrize("page", [1, 2, 3])
+    def test_keyset_paging_lists_every_document_once(
+        self, documents: DocumentStore, page: int
+    ) -> None:
+        keys = sorted(uid("p") for _ in range(7))
+        for key in keys:
+            _put(documents, key, {"k": key}, index="even" if len(key) % 2 else "odd")
+        listed: list[str] = []
+        after: str | None = None
+        for _ in range(len(keys) + 2):  # bounded: a pager that does not advance fails here
+            found = _keys(documents.scan(COLLECTION, after=after, limit=page))
+            assert after is None or all(key > after for key in found), rule(
+                f"scan(after={after!r}, limit={page}) returned {found}: every key must be "
+                "strictly greater than `after`, or keyset paging never advances",
+                "`>=` instead of `>` in the key condition",
+                _SCANS,
+            )
+            listed += found
+            if len(found) < page:
+                break
+            after = found[-1]
+        assert listed == keys, rule(
+            f"paging with limit={page} must list every key once, in order: {listed}",
+            "a limit applied before the key condition or the sort",
+            _SCANS,
+        )
+
+    def test_scan_filters_by_index(self, documents: DocumentStore) -> None:
+        base = uid("i")
+        red = [f"{base}-1", f"{base}-3", f"{base}-5"]
+        blue = [f"{base}-2", f"{base}-4"]
+        plain = f"{base}-6"
+        for key in red:
+            _put(documents, key, {"c": "red"}, index="red")
+        for key in blue:
+            _put(documents, key, {"c": "blue"}, index="blue")
+        _put(documents, plain, {"c": None})
+        assert _keys(documents.scan(COLLECTION, index="red")) == red, rule(
+            "scan(index=X) lists only documents written with index X",
+            "ignoring the index argument (scanning the whole collection)",
+            _SCANS,
+        )
+        assert _keys(documents.scan(COLLECTION, index="blue", limit=1)) == blue[:1], rule(
+            "the index filter applies before the limit",
+            "filtering the index in the client after a limited read",
+            _SCANS,
+        )
+        assert _keys(documents.scan(COLLECTION, index="red", after=red[0])) == red[1:]
+        assert _keys(documents.scan(COLLECTION)) == sorted([*red, *blue, plain])
+        assert documents.scan(COLLECTION, index="green") == []
+
+    def test_rewriting_a_document_moves_it_between_indexes(
+        self, documents: DocumentStore
+    ) -> None:
+        key = uid("doc")
+        version = _put(documents, key, {"s": "dispatched"}, index="dispatched")
+        assert documents.write(
+            COLLECTION, key, {"s": "done"}, expected_version=version, expires_at=None, index="done"
+        )
+        assert documents.scan(COLLECTION, index="dispatched") == [], rule(
+            "a rewrite with another index leaves the old index",
+            "adding index entries on write but never removing the old one",
+            _SCANS,
+        )
+        assert documents.scan(COLLECTION, index="done") == [(key, {"s": "done"})]
+        version = str(documents.read(COLLECTION, key).version)
+        assert documents.write(
+            COLLECTION, key, {"s": "x"}, expected_version=version, expires_at=None
+        )
+        assert documents.scan(COLLECTION, index="done") == [], rule(
+            "a rewrite with index=None leaves every index", "keeping the old index on update",
+            _SCANS,
+        )
+
+    # -- size --------------------------------------------------------------------------------
+
+    def test_a_document_over_the_declared_size_limit_is_refused(
+        self, documents: DocumentStore, storage: Storage
+    ) -> None:
+        limit = storage.capabilities.max_document_bytes
+        if limit is None:
+            pytest.skip("capability: no document size limit (max_document_bytes is None)")
+        key = uid("big")
+        with pytest.raises((ContextTooLargeError, StorageError)):
+            documents.write(
+                COLLECTION, key, {"blob": "x" * (limit + 1)}, expected_version=None, expires_at=None
+            )
+        assert documents.read(COLLECTION, key).version is None, rule(
+            "a refused oversized document writes nothing",
+            "writing a truncated document before the size check",
+        )
+
+
+class TestDocuments(DocumentsContract):
+    """The documents contract against ``--reactor-storage``."""

@@ -1,0 +1,184 @@
+"""The contract suite rejects every shipped mutant adapter (docs/contract-suite.md, "Bug classes
+the suite rejects").
+
+For each mutant of :mod:`reactor_mutants` this runs ``pytest --pyargs reactor_contract.<module>
+-x`` in a subprocess against ``mutant://<name>`` and asserts the run *fails* -- with test
+failures, not a crash, an internal error or a hang -- and, where the mutant names one, with the
+message that teaches the rule. Each mutant runs only the contract modules of the concern it
+breaks, which keeps the whole strength run short: a failure there is a failure of the full
+suite, which contains those modules.
+
+The ``mutant`` URL scheme exists only inside those subprocesses: a throw-away ``.dist-info``
+declares its entry points (:func:`reactor_mutants.write_entry_points`), and the subprocess's
+``PYTHONPATH`` holds it and this directory. A control run of the unbroken ``mutant://none``
+proves the harness itself passes, so a "killed" mutant is never an artefact of the harness.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.contract_strength.reactor_mutants import CONTROLS, MUTANTS, Mutant, write_entry_points
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+#: Seconds one mutant's run may take before the runner calls it a hang.
+RUN_TIMEOUT = 120.0
+#: The contract suite's own per-test timeout inside those runs.
+TEST_TIMEOUT = "20"
+#: The test service each backend's mutants run against (tests/services.py), if any.
+SERVICES = {"redis": "redis", "dynamodb": "moto"}
+
+
+@pytest.fixture(scope="module")
+def entry_points(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory declaring the ``mutant`` scheme's entry points."""
+    return write_entry_points(tmp_path_factory.mktemp("mutant-entry-points"))
+
+
+def backend_env(backend: str | None, service_url: Callable[[str], str]) -> dict[str, str]:
+    """The environment a backend mutant's run needs: its service URL (``service_url`` fails
+    the test when scripts/test did not start it, as every backend test does)."""
+    service = SERVICES.get(backend or "")
+    if service is None:
+        return {}
+    variable = {"redis": "REACTOR_TEST_REDIS_URL", "moto": "REACTOR_TEST_MOTO_URL"}[service]
+    return {variable: service_url(service)}
+
+
+def run_suite(
+    entry_points: Path, modules: tuple[str, ...], storage: str, router: str | None, *extra: str,
+    env_extra: dict[str, str] | None = None,
+) -> tuple[int, str, float]:
+    """Run the contract modules against the mutant URLs; ``(exit code, output, seconds)``."""
+    env = dict(os.environ)
+    env.update(env_extra or {})
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(HERE), str(entry_points), *filter(None, [env.get("PYTHONPATH")])]
+    )
+    command = [
+        sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-W",
+        "ignore::pytest.PytestUnraisableExceptionWarning", "--pyargs", *modules,
+        f"--reactor-storage={storage}", f"--reactor-test-timeout={TEST_TIMEOUT}", *extra,
+    ]
+    if router is not None:
+        command.append(f"--reactor-router={router}")
+    started = time.monotonic()
+    done = subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT
+    )
+    return done.returncode, done.stdout + done.stderr, time.monotonic() - started
+
+
+def test_the_unbroken_adapter_passes_through_the_harness(entry_points: Path) -> None:
+    """Control: ``mutant://none`` passes every storage module the mutants run (and the router
+    wiring), so every failure below is the mutant's, never the harness's."""
+    storage_modules = sorted({m for x in MUTANTS if x.kind == "storage" for m in x.modules})
+    code, output, _ = run_suite(entry_points, tuple(storage_modules), "mutant://none", None)
+    assert code == 0, output[-4000:]
+    assert "documents" in output and "FAIL" not in output
+    # The router selections pass on the real local:// router in every contract run; here only
+    # the scheme's wiring (factory, probe, URL options) is checked, to keep the run short.
+    code, output, _ = run_suite(
+        entry_points, ("reactor_contract.test_routers",), "mutant://none", "mutant://none",
+        "-k", "round_trip or max_jobs or never_delivers_before_the_delay",
+    )
+    assert code == 0 and "3 passed" in output, output[-4000:]
+
+
+@pytest.mark.parametrize("backend", sorted(CONTROLS))
+def test_the_unbroken_backend_builders_pass_through_the_harness(
+    entry_points: Path, service_url: Callable[[str], str], backend: str
+) -> None:
+    """Control for the backend mutants: each backend's unbroken builder (the real adapter, built
+    as its mutants are) passes every module its mutants run, so a kill is the mutant's bug."""
+    storage, router = CONTROLS[backend]
+    mutants = [m for m in MUTANTS if m.backend == backend]
+    storage_modules = sorted({m for x in mutants if x.kind == "storage" for m in x.modules})
+    env = backend_env(backend, service_url)
+    code, output, _ = run_suite(entry_points, tuple(storage_modules), storage, None,
+                                env_extra=env)
+    assert code == 0 and "FAIL" not in output, output[-4000:]
+    if router is not None:
+        code, output, _ = run_suite(
+            entry_points, ("reactor_contract.test_routers",), "mutant://none", router,
+            "-k", "stale_receipt or retry", env_extra=env,
+        )
+        assert code == 0 and "FAIL" not in output, output[-4000:]
+
+
+def test_a_hanging_adapter_fails_within_the_per_test_timeout(entry_points: Path) -> None:
+    """``--reactor-test-timeout``: a scan that never returns fails its test, naming it and the
+    likely causes, and the traceback shows where it was stuck."""
+    code, output, seconds = run_suite(
+        entry_points, ("reactor_contract.test_documents",), "mutant://scan_hangs", None,
+        "-k", "ascending_order or round_trips", "--reactor-test-timeout=1",
+    )
+    assert code == 1, output[-4000:]
+    assert "1 failed, 1 passed" in output, output[-4000:]
+    assert "test_scan_lists_keys_in_ascending_order did not finish its call within 1s" in output
+    assert "strictly greater" in output and "time.sleep" in output  # causes, and where it hung
+    assert seconds < 30
+
+
+def test_a_skipped_mandatory_concern_fails_the_verdict(
+    entry_points: Path, tmp_path: Path
+) -> None:
+    """Capability honesty: an adapter whose probe skips the locks tests ("capability: locks
+    not supported") is not certified with a gap, it fails (exit 1) with the teaching line; the
+    unbroken adapter is certified on the same run."""
+    report = tmp_path / "verdict.json"
+    code, output, _ = run_suite(
+        entry_points, ("reactor_contract.test_locks",), "mutant://declares_no_locks", None,
+        f"--reactor-json={report}",
+    )
+    assert code == 1, output[-4000:]
+    assert "a mandatory concern cannot be skipped" in output and "verdict: FAILED" in output
+    verdict = json.loads(report.read_text())
+    assert verdict["verdict"] == "failed" and verdict["concerns"]["locks"]["verdict"] == "FAIL"
+    code, output, _ = run_suite(
+        entry_points, ("reactor_contract.test_locks",), "mutant://none", None,
+        f"--reactor-json={report}",
+    )
+    assert code == 0 and "verdict: certified" in output, output[-4000:]
+    assert json.loads(report.read_text())["verdict"] == "certified"
+
+
+def test_the_mutants_cover_every_concern_with_a_bug_class() -> None:
+    assert len(MUTANTS) >= 40
+    assert len({m.name for m in MUTANTS}) == len(MUTANTS)
+    assert all(m.bug and m.modules and m.kind in ("storage", "router") for m in MUTANTS)
+    concerns = {m.concern for m in MUTANTS}
+    assert {"documents", "locks", "step_results", "map_rollbacks", "sweeps", "routers"} <= concerns
+    assert {m.backend for m in MUTANTS} == {None, "redis", "sqlite", "mongomock", "dynamodb"}
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_the_contract_suite_rejects_the_mutant(
+    entry_points: Path, service_url: Callable[[str], str], mutant: Mutant
+) -> None:
+    url = f"mutant://{mutant.name}"
+    storage, router = (url, None) if mutant.kind == "storage" else ("mutant://none", url)
+    extra = ("-k", mutant.select) if mutant.select else ()
+    code, output, seconds = run_suite(entry_points, mutant.modules, storage, router, *extra,
+                                      env_extra=backend_env(mutant.backend, service_url))
+    tail = output[-6000:]
+    assert code != 0, f"mutant {mutant.name} SURVIVED ({mutant.bug}):\n{tail}"
+    assert code == 1, f"the run of {mutant.name} crashed (exit {code}), it did not fail:\n{tail}"
+    assert " failed" in output and "FAIL" in output, tail
+    assert "did not finish" not in output, f"{mutant.name} hung until the timeout:\n{tail}"
+    for broken in ("AttributeError", "NameError", "ImportError"):
+        assert broken not in output, f"the mutant {mutant.name} itself is broken:\n{tail}"
+    if mutant.expect is not None:
+        assert mutant.expect in output, (
+            f"{mutant.name} failed without the teaching message {mutant.expect!r}:\n{tail}"
+        )
+    assert seconds < RUN_TIMEOUT
