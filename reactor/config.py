@@ -101,6 +101,9 @@ class Settings(BaseModel):
             (docs/security.md, "Keys").
         allow_plaintext_secrets: store redacted values in clear on a non-memory backend when
             no key is configured (logged once as a warning; docs/security.md, "Opting out").
+        idempotency_key_ttl: seconds a run idempotency key names its run, counted from the
+            run's creation; ``None`` (default) = ``context_ttl``, which also caps it (the
+            claims store drops the key then; docs/run-control.md, "Idempotency keys").
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
@@ -121,6 +124,7 @@ class Settings(BaseModel):
     visibility_timeout: float = Field(30.0, gt=0)
     secret_keys: SecretKeys = ()
     allow_plaintext_secrets: bool = False
+    idempotency_key_ttl: float | None = Field(None, gt=0)
 
 
 @dataclass(frozen=True)

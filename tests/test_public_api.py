@@ -24,6 +24,7 @@ EXPECTED_REACTOR = sorted(
         "FanOut",
         "Failure",
         "Halt",
+        "IdempotencyKeyError",
         "Input",
         "InputValidationError",
         "Inputs",

@@ -1,4 +1,5 @@
-"""``reactor runs list`` and ``reactor runs show ID``: read stored runs, secrets masked.
+"""``reactor runs list`` and ``reactor runs show ID``: read stored runs, secrets masked;
+``reactor runs retry ID``: run a failed run again (docs/run-control.md, "Retrying a failed run").
 
 Both commands read the stored documents as they are and mask them with
 :func:`reactor.model.masking.mask_document` (docs/security.md, "What each view shows"): no key
@@ -23,20 +24,29 @@ from rich.text import Text
 from reactor.cli._common import (
     EXIT_FAILURE,
     EXIT_USAGE,
+    ImportOpt,
+    RouterOpt,
     SettingOpt,
     StorageOpt,
+    _import_modules,
     _runtime,
     app,
     console,
     err_console,
     fail,
 )
+from reactor.model.errors import (
+    ReactorError,
+    RunNotFoundError,
+    RunStateError,
+    UnknownReactorError,
+)
 from reactor.model.masking import mask_document
 from reactor.model.status import RunStatus
 from reactor.model.text import printable
 from reactor.ports.records import RunSummary
 
-__all__ = ["parse_since", "runs_app", "runs_list", "runs_show"]
+__all__ = ["parse_since", "runs_app", "runs_list", "runs_retry", "runs_show"]
 
 runs_app = typer.Typer(help="Inspect stored runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
@@ -217,3 +227,49 @@ def runs_show(
         typer.echo(text)
     else:  # escaped in JSON's own syntax (still valid JSON), highlighted, never markup
         console.print(JSONHighlighter()(Text(printable(text, as_json=True))), soft_wrap=True)
+
+
+@runs_app.command("retry")
+def runs_retry(
+    run_id: str,
+    storage: StorageOpt = None,
+    router: RouterOpt = None,
+    import_: ImportOpt = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print one JSON object: {run_id, retried_from, status}."),
+    ] = False,
+    setting: SettingOpt = None,
+) -> None:
+    """Run a failed or cancelled run again as a new run with the same inputs.
+
+    Prints the new run's id and status (tab-separated, or --json). Pass --import for the
+    module that defines the run's reactor, and the secret keys the run was sealed with
+    (REACTOR_SECRET_KEYS). Exit code 0 when the new run completed, halted or was handed to a
+    worker; 1 when the run is missing or cannot be retried, the new run failed, or a backend
+    failed; 2 for a usage or configuration error (including a reactor no --import registers).
+    """
+    from reactor.dsl.reactor import Reactor
+
+    _import_modules(import_ or [])
+    runtime = _runtime(storage, router, setting)
+    try:
+        outcome = Reactor.retry(run_id, runtime=runtime)
+    except UnknownReactorError as exc:
+        fail(f"{exc}; pass --import MODULE for the module that defines it", EXIT_USAGE)
+    except (RunNotFoundError, RunStateError) as exc:
+        fail(str(exc), EXIT_FAILURE)
+    except ReactorError as exc:
+        fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE)
+    new_id = outcome.run_id or ""
+    try:
+        record = runtime.storage.contexts.load(new_id) if new_id else None
+    except ReactorError as exc:
+        fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE)
+    status = record.status if record is not None else "unknown"
+    if as_json:
+        typer.echo(json.dumps({"run_id": new_id, "retried_from": run_id, "status": status}))
+    else:
+        typer.echo(f"{printable(new_id)}\t{printable(status)}")
+    if status in (RunStatus.FAILED.value, RunStatus.CANCELLED.value, RunStatus.ABORTED.value):
+        raise typer.Exit(EXIT_FAILURE)

@@ -89,8 +89,19 @@ class Reactor:
         registry.register(reactor_name, cls)
 
     @classmethod
-    def run(cls, **inputs: Any) -> Success | Failure | DispatchHandle:
+    def run(
+        cls, *, idempotency_key: str | None = None, **inputs: Any
+    ) -> Success | Failure | DispatchHandle:
         """Run the reactor with ``inputs`` (docs/concepts.md; docs/workers.md with ``background``).
+
+        Args:
+            idempotency_key: run at most once per (reactor, key) for the key's lifetime
+                (``idempotency_key_ttl`` seconds, default ``context_ttl``): every caller gets
+                the same ``run_id`` and, once that run finished, its outcome; a synchronous
+                caller whose key names a run still in progress waits for it up to
+                ``async_wait_timeout`` seconds, then gets a ``DispatchHandle`` for it
+                (docs/run-control.md, "Idempotency keys"). ``None``: no key.
+            **inputs: the reactor inputs by name.
 
         Returns:
             ``Success`` (value: the ``returns`` step's value, or all results), ``Halt`` (a
@@ -101,10 +112,12 @@ class Reactor:
             router).
 
         Raises:
+            IdempotencyKeyError: ``idempotency_key`` is not a non-empty string of at most 255
+                characters (nothing is claimed or run).
             KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError: re-raised after the run
                 is stored as ``aborted`` (finish it with :meth:`undo`).
         """
-        return cls.execute(inputs)
+        return cls.execute(inputs, idempotency_key=idempotency_key)
 
     @classmethod
     def execute(
@@ -113,6 +126,7 @@ class Reactor:
         *,
         runtime: Runtime | None = None,
         sleep: Callable[[float], None] | None = None,
+        idempotency_key: str | None = None,
     ) -> Success | Failure | DispatchHandle:
         """Run the reactor with an inputs mapping and optional per-run hooks.
 
@@ -121,19 +135,26 @@ class Reactor:
             runtime: the runtime to use (default: ``reactor.config.current()``).
             sleep: the function retries sleep with (seconds); default
                 :data:`reactor.engine.retries.sleep`.
+            idempotency_key: see :meth:`run` (docs/run-control.md, "Idempotency keys").
 
         Returns:
             See :meth:`run`.
 
         Raises:
             InputValidationError: ``inputs`` is not a mapping (e.g. a list).
+            IdempotencyKeyError: ``idempotency_key`` is invalid (see :meth:`run`).
         """
-        from reactor.engine import api
+        from reactor.engine import api, idempotency
 
         if inputs is not None and not isinstance(inputs, Mapping):
             raise InputValidationError(
                 f"{cls.__qualname__}.execute(inputs): inputs must be a mapping of input name -> "
                 f"value, got {type(inputs).__name__}"
+            )
+        if idempotency_key is not None:
+            return idempotency.run_once(
+                cls.definition, dict(inputs or {}), idempotency_key, runtime=runtime,
+                sleep=sleep,
             )
         return api.run(cls.definition, dict(inputs or {}), runtime=runtime, sleep=sleep)
 
@@ -183,3 +204,36 @@ class Reactor:
 
         return api.undo(cls.definition if cls is not Reactor else None, run_id,
                         runtime=runtime)
+
+    @classmethod
+    def retry(
+        cls,
+        run_id: str,
+        *,
+        runtime: Runtime | None = None,
+    ) -> Success | Failure | DispatchHandle:
+        """Run a failed (or cancelled) run again, as a new run with the same inputs.
+
+        The inputs are the old run's stored ones, ``redact=True`` values decrypted with the
+        configured keys. The runs are linked both ways: the new run's view shows
+        ``retried_from``, the old one's lists it in ``retries``. An idempotency key the old
+        run holds moves to the new run (docs/run-control.md, "Retrying a failed run").
+
+        Args:
+            run_id: the ``run_id`` of the failed run.
+            runtime: the runtime to use (default: ``reactor.config.current()``).
+
+        Returns:
+            The new run's result, like :meth:`run` (``result.run_id`` is the new run's id).
+
+        Raises:
+            RunNotFoundError: no stored run with this id belongs to this reactor.
+            RunStateError: the run is not ``failed`` or ``cancelled`` (a ``completed``,
+                ``halted`` or ``aborted`` run must be undone first), is a map element, or
+                failed validating its inputs (nothing to retry).
+            SecretKeyError: its sealed inputs cannot be decrypted with the configured keys.
+        """
+        from reactor.engine import retry_run
+
+        return retry_run.retry(cls.definition if cls is not Reactor else None, run_id,
+                               runtime=runtime)

@@ -9,7 +9,8 @@ undoes a completed one (docs/concepts.md, "Stored runs").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from reactor import registry
@@ -37,7 +38,7 @@ from reactor.model.status import RunStatus
 if TYPE_CHECKING:
     from reactor.engine.dispatch import DispatchHandle
 
-__all__ = ["find", "launch", "run", "undo"]
+__all__ = ["find", "launch", "load_run", "run", "undo"]
 
 _UNDO_REFUSED = frozenset(
     {RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.ROLLING_BACK}
@@ -50,8 +51,17 @@ def run(
     *,
     runtime: Runtime | None = None,
     sleep: Callable[[float], None] | None = None,
+    context_id: str | None = None,
+    private_data: Mapping[str, Any] | None = None,
+    hold: Liveness | None = None,
 ) -> Success | Failure | DispatchHandle:
     """Run a reactor; the result carries ``run_id``.
+
+    ``context_id``, ``private_data`` and ``hold`` serve run control (docs/run-control.md): the
+    id to store the run under (default a fresh one), bookkeeping to start its
+    ``private_data`` with (an idempotency key, ``retried_from``), and a liveness hold on
+    ``async:<context_id>`` the caller already took (released here once the run is stored, or
+    at the end of a synchronous run).
 
     The run holds its liveness lock ``async:<id>`` while it executes, so a sweeper never
     re-dispatches a live synchronous run, and every checkpoint is fenced with the lock's token
@@ -79,21 +89,34 @@ def run(
             ``LockLost``) when another execution already took the run over and saved it: the
             stored run is that execution's, untouched by this caller.
     """
-    from reactor.engine import background, fan_out, liveness
+    from reactor.engine import background, fan_out
 
-    context_id = new_context_id()
+    context_id = context_id or new_context_id()
     definition.register_codec_types()
     env = make_env(runtime, sleep)
-    secret_policy.check(definition, env)
+    try:
+        secret_policy.check(definition, env)
+    except BaseException:
+        if hold is not None:
+            hold.release()
+        raise
     declared = definition.background
     try:
         if declared is not None and declared.mode == "all":
-            return background.start_all(definition, inputs, env, context_id=context_id)
-        with liveness.held(env, context_id) as hold:
+            try:
+                return background.start_all(
+                    definition, inputs, env, context_id=context_id,
+                    private_data=private_data, hold=hold,
+                )
+            finally:
+                if hold is not None:
+                    hold.release()
+        with _holding(env, context_id, hold) as held:
             try:
                 ctx, result = launch(
                     definition, inputs, env, context_id=context_id,
-                    hand_off=background.trigger(declared), hold=hold,
+                    hand_off=background.trigger(declared), hold=held,
+                    private_data=private_data,
                 )
             except background.HandOff as handoff:  # save, enqueue, then release the lock
                 state = handoff.state
@@ -112,6 +135,22 @@ def run(
             )
         raise
     return result.with_run_id(ctx.context_id)
+
+
+@contextmanager
+def _holding(env: Env, context_id: str, hold: Liveness | None) -> Iterator[Liveness]:
+    """Hold ``async:<context_id>`` for a synchronous run: the caller's ``hold`` when given
+    (released on exit), else a fresh one (:func:`reactor.engine.liveness.held`)."""
+    if hold is None:
+        from reactor.engine import liveness
+
+        with liveness.held(env, context_id) as fresh:
+            yield fresh
+        return
+    try:
+        yield hold
+    finally:
+        hold.release()
 
 
 def _name_run(exc: StorageError, context_id: str, reactor_name: str) -> None:
@@ -135,6 +174,7 @@ def launch(
     hand_off: Callable[[RunState, str, str], None] | None = None,
     hold: Liveness | None = None,
     secret_inputs: Iterable[str] = (),
+    private_data: Mapping[str, Any] | None = None,
 ) -> tuple[Context, Success | Failure]:
     """Create, validate and execute one stored run (a top-level run or a map element).
 
@@ -152,6 +192,8 @@ def launch(
             run over (docs/workers.md, "Stale writers and fenced saves").
         secret_inputs: input names that are secrets besides the reactor's ``redact=True``
             ones (a map element's arguments fed from the parent's secrets).
+        private_data: bookkeeping the run's ``private_data`` starts with (run control:
+            docs/run-control.md).
 
     Returns:
         ``(context, result)``; the result has no ``run_id`` yet.
@@ -165,6 +207,7 @@ def launch(
         root_context_id=(parent.root_context_id or parent.context_id) if parent else None,
         map_metadata=map_metadata,
         created_at=env.now(),
+        private_data=dict(private_data or {}),
     )
     checkpoint = (
         Checkpointer(env, ctx) if hold is None
@@ -209,9 +252,26 @@ def _invalid_inputs(
     return failure
 
 
-def _load(
+def load_run(
     definition: ReactorDefinition | None, run_id: str, env: Env, *, open_secrets: bool = True
 ) -> Context:
+    """Load stored run ``run_id``, checking it belongs to ``definition`` (any reactor when
+    ``None``).
+
+    Args:
+        definition: the reactor the caller works for, or ``None``.
+        run_id: the run id.
+        env: the execution environment.
+        open_secrets: decrypt sealed secrets (a caller that runs steps or undos);
+            ``False`` for a reader (docs/security.md, "Where secrets are decrypted").
+
+    Returns:
+        The context.
+
+    Raises:
+        RunNotFoundError: no such run, or it belongs to another reactor.
+        DeserializationError: the stored run is unreadable (``SecretKeyError`` included).
+    """
     ctx = load_context(env, run_id, open_secrets=open_secrets)
     if ctx is None:
         raise RunNotFoundError(f"no stored run {run_id!r}", run_id=run_id)
@@ -228,7 +288,7 @@ def find(
 ) -> RunView:
     """Load a stored run as a :class:`RunView` (``definition=None``: any reactor); its secrets
     are not decrypted (they show as ``"[REDACTED]"``), so no key is needed."""
-    return RunView.from_context(_load(definition, run_id, make_env(runtime), open_secrets=False))
+    return RunView.from_context(load_run(definition, run_id, make_env(runtime), open_secrets=False))
 
 
 def undo(
@@ -240,7 +300,7 @@ def undo(
 ) -> Success | Failure:
     """Roll back a stored run (see ``Reactor.undo``)."""
     env = make_env(runtime, sleep)
-    ctx = _load(definition, run_id, env)
+    ctx = load_run(definition, run_id, env)
     if ctx.status in _UNDO_REFUSED:
         raise RunStateError(
             f"run {run_id!r} is {ctx.status.value}; only a finished or aborted run can be undone",

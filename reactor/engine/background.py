@@ -134,9 +134,10 @@ def trigger(
     return hook
 
 
-def dispatch(env: Env, ctx: Context, checkpoint: Checkpointer, *, mode: str) -> (
-    DispatchHandle | Success | Failure
-):
+def dispatch(
+    env: Env, ctx: Context, checkpoint: Checkpointer, *, mode: str,
+    after_save: Callable[[], None] | None = None,
+) -> DispatchHandle | Success | Failure:
     """Save ``ctx`` as ``running``, then enqueue its ``run`` job (persist before enqueue).
 
     Args:
@@ -144,6 +145,9 @@ def dispatch(env: Env, ctx: Context, checkpoint: Checkpointer, *, mode: str) -> 
         ctx: the run's root context (undo stack and results so far included).
         checkpoint: saves ``ctx``.
         mode: ``"all"``, ``"after"`` or ``"before"`` (kept in ``private_data``).
+        after_save: called once the run is saved, before its job is enqueued (an
+            idempotent start releases its liveness hold there, so the worker is not made
+            to wait for it: docs/run-control.md).
 
     Returns:
         A :class:`DispatchHandle`; or the run's final result when the job already ran (the
@@ -158,6 +162,8 @@ def dispatch(env: Env, ctx: Context, checkpoint: Checkpointer, *, mode: str) -> 
     if mode != "all":
         mark_admitted(ctx)
     checkpoint.save()
+    if after_save is not None:
+        after_save()
     job_id = env.runtime.router.enqueue(
         job(RunPayload(context_id=ctx.context_id, reactor=ctx.reactor))
     )
@@ -179,11 +185,23 @@ def start_all(
     env: Env,
     *,
     context_id: str,
+    private_data: Mapping[str, Any] | None = None,
+    hold: Liveness | None = None,
 ) -> DispatchHandle | Success | Failure:
     """Store a ``Background(all=True)`` run with its raw inputs and enqueue it.
 
     Input validation happens in the worker.
     Inputs the codec cannot store fail the run at once (stored ``failed``, nothing enqueued).
+
+    Args:
+        definition: the reactor.
+        inputs: the raw inputs.
+        env: the caller's environment.
+        context_id: the run's id.
+        private_data: bookkeeping the run starts with (run control: docs/run-control.md).
+        hold: the caller's liveness hold on ``async:<context_id>`` (an idempotent start): the
+            first save is fenced with it and it is released right after that save, before
+            the enqueue.
 
     Returns:
         See :func:`dispatch`; a ``Failure`` (with ``run_id``) for unstorable inputs.
@@ -194,13 +212,20 @@ def start_all(
         inputs=dict(inputs),
         redacted=sorted(definition.contract.redacted),
         created_at=env.now(),
+        private_data=dict(private_data or {}),
     )
     ctx.private_data[VALIDATE_INPUTS] = True
     # Enqueue-time ordering: the ordered-lock ticket is taken before the save.
     coordination.assign_ordered_ticket(definition, ctx, env)
-    checkpoint = Checkpointer(env, ctx)
+    checkpoint = (
+        Checkpointer(env, ctx) if hold is None
+        else FencedCheckpointer(env, ctx, hold, verify=False)
+    )
     try:
-        return dispatch(env, ctx, checkpoint, mode="all")
+        return dispatch(
+            env, ctx, checkpoint, mode="all",
+            after_save=None if hold is None else hold.release,
+        )
     except (EncodeError, ContextTooLargeError) as exc:
         shown = {name: "<unstorable>" for name in ctx.inputs}
         failure = Failure(exc, retryable=False, reactor_name=definition.name, inputs=shown)

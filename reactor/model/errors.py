@@ -29,6 +29,7 @@ __all__ = [
     "DefinitionError",
     "DependencyError",
     "DeserializationError",
+    "IdempotencyKeyError",
     "InputValidationError",
     "LockAcquisitionError",
     "LockLost",
@@ -335,6 +336,19 @@ class RunStateError(ReactorError):
         super().__init__(message)
         self.run_id = run_id
         self.status = status
+
+
+class IdempotencyKeyError(ReactorError, ValueError):
+    """An idempotency key is not usable: not a string, empty, or too long
+    (docs/run-control.md, "Idempotency keys").
+
+    Attributes:
+        field: the offending argument's name, ``"idempotency_key"``.
+    """
+
+    def __init__(self, message: str, field: str = "idempotency_key") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class UnknownReactorError(ReactorError, LookupError):

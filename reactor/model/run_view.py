@@ -16,6 +16,7 @@ from typing import Any
 from reactor.model.context import Context
 from reactor.model.masking import mask_value
 from reactor.model.results import Failure
+from reactor.model.run_links import IDEMPOTENCY_KEY, RETRIED_FROM, retries_of
 from reactor.model.status import RunStatus
 
 __all__ = ["RunView", "TraceEntry"]
@@ -75,6 +76,11 @@ class RunView:
         created_at: epoch seconds.
         updated_at: epoch seconds.
         children: compose step name -> the embedded child run's view.
+        idempotency_key: the idempotency key this run holds, if any (docs/run-control.md,
+            "Idempotency keys").
+        retried_from: the run this run retries (``Reactor.retry``), if any.
+        retries: the runs started by ``Reactor.retry`` of this run, oldest first
+            (docs/run-control.md, "Retrying a failed run").
     """
 
     run_id: str
@@ -92,6 +98,9 @@ class RunView:
     created_at: float = 0.0
     updated_at: float = 0.0
     children: Mapping[str, RunView] = field(default_factory=dict)
+    idempotency_key: str | None = None
+    retried_from: str | None = None
+    retries: tuple[str, ...] = ()
 
     @classmethod
     def from_context(cls, ctx: Context) -> RunView:
@@ -125,4 +134,11 @@ class RunView:
             created_at=ctx.created_at,
             updated_at=ctx.updated_at,
             children=children,
+            idempotency_key=_text(ctx.private_data.get(IDEMPOTENCY_KEY)),
+            retried_from=_text(ctx.private_data.get(RETRIED_FROM)),
+            retries=tuple(retries_of(ctx.private_data)),
         )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

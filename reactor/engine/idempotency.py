@@ -1,0 +1,259 @@
+"""Run idempotency keys: at most one run per (reactor, key) (docs/run-control.md,
+"Idempotency keys").
+
+``Reactor.run(..., idempotency_key="k")`` claims the key in the claims store
+(``storage.claims.claim_idempotency_key``, first writer wins, atomic on every backend) for a
+fresh run id, and only the winner runs. Every other caller is answered with that run:
+
+* finished (``completed``, ``halted``, ``failed``, ``cancelled``, ``aborted``): its stored
+  outcome (:func:`reactor.engine.dispatch.stored_result`) with its ``run_id``;
+* unfinished, background reactor: a :class:`~reactor.engine.dispatch.DispatchHandle` for it at
+  once (``job_id`` empty: this caller enqueued nothing);
+* unfinished, synchronous reactor: the caller waits for the outcome, up to
+  ``async_wait_timeout`` seconds in all (default 30), then gets a ``DispatchHandle`` for it.
+
+**The claimer holds the run's liveness lock before it claims.** It takes ``async:<id>`` for
+its fresh id first, then claims the key, and keeps the lock until the run is stored (a
+background run) or finished (a synchronous one). So a key whose run is not stored yet names a
+run in the making as long as that lock is held. When the lock is free and the run still is not
+stored, the claimer died between its claim and its first save: a waiting caller takes the
+lock, stores a ``failed`` tombstone under that id (fenced with its newer token, so a claimer
+that was only frozen can never save that run afterwards), releases the key (compare-and-delete
+on the dead holder) and the callers race for the key again.
+
+**Lifetime.** A key names its run for ``idempotency_key_ttl`` seconds from the run's creation
+(setting; default ``context_ttl``, which also caps it: the claims store drops the key then). A
+caller meeting a key whose *finished* run is older than that releases it and claims it anew;
+an unfinished run keeps its key.
+
+**Failed runs keep their key.** The same key returns the failure. ``Reactor.retry(run_id)``
+(:mod:`reactor.engine.retry_run`) starts over and moves the key to the new run.
+
+Inputs are validated before the key is claimed: a call with invalid inputs runs (and fails)
+without a key and leaves the key free.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from reactor.config import Runtime
+from reactor.dsl.definition import ReactorDefinition
+from reactor.engine import api, liveness, secret_policy
+from reactor.engine.checkpoint import load_context
+from reactor.engine.dispatch import DispatchHandle, stored_result, wait_for_run
+from reactor.engine.env import Env, make_env
+from reactor.engine.liveness import FencedCheckpointer, Liveness
+from reactor.model.context import Context, new_context_id
+from reactor.model.errors import (
+    AsyncWaitTimeoutError,
+    IdempotencyKeyError,
+    InputValidationError,
+    ReactorError,
+)
+from reactor.model.results import Failure, Success
+from reactor.model.run_links import IDEMPOTENCY_KEY
+from reactor.model.status import RunStatus
+
+__all__ = ["MAX_KEY_LENGTH", "AbandonedRunError", "check_key", "key_ttl", "run_once"]
+
+#: The longest idempotency key accepted, in characters.
+MAX_KEY_LENGTH = 255
+
+#: Seconds between two reads of a holder's run that is not stored yet.
+_MISSING_POLL = 0.05
+
+
+class AbandonedRunError(ReactorError):
+    """The failure stored under a run id whose claimer died between claiming its idempotency
+    key and storing the run (docs/run-control.md, "Idempotency keys")."""
+
+
+def check_key(key: object) -> str:
+    """Validate an idempotency key.
+
+    Args:
+        key: the caller's ``idempotency_key``.
+
+    Returns:
+        The key, unchanged.
+
+    Raises:
+        IdempotencyKeyError: ``key`` is not a string, is empty or blank, or is longer than
+            :data:`MAX_KEY_LENGTH` characters; the message and ``exc.field`` name
+            ``idempotency_key``.
+    """
+    if not isinstance(key, str):
+        raise IdempotencyKeyError(
+            f"idempotency_key must be a string, got {type(key).__name__}"
+        )
+    if not key.strip():
+        raise IdempotencyKeyError("idempotency_key must not be empty or blank")
+    if len(key) > MAX_KEY_LENGTH:
+        raise IdempotencyKeyError(
+            f"idempotency_key is {len(key)} characters long; at most {MAX_KEY_LENGTH} allowed"
+        )
+    return key
+
+
+def key_ttl(env: Env) -> float:
+    """How long a key names its run, in seconds from the run's creation:
+    ``idempotency_key_ttl``, capped by (and by default) ``context_ttl``."""
+    settings = env.settings
+    ttl = settings.idempotency_key_ttl
+    return settings.context_ttl if ttl is None else min(ttl, settings.context_ttl)
+
+
+def run_once(
+    definition: ReactorDefinition,
+    inputs: Mapping[str, Any],
+    key: object,
+    *,
+    runtime: Runtime | None = None,
+    sleep: Callable[[float], None] | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> Success | Failure | DispatchHandle:
+    """Run ``definition`` at most once per idempotency key (see the module docstring).
+
+    Args:
+        definition: the reactor.
+        inputs: the raw inputs.
+        key: the idempotency key (validated with :func:`check_key`).
+        runtime: the runtime (default ``reactor.config.current()``).
+        sleep: the per-run retry sleep (as for :func:`reactor.engine.api.run`).
+        monotonic: the clock of the wait bound (tests).
+
+    Returns:
+        The run's result (this caller ran it), or the outcome of the run holding the key, or
+        a :class:`~reactor.engine.dispatch.DispatchHandle` for that run while it is not
+        finished (at once for a background reactor; after ``async_wait_timeout`` seconds of
+        waiting for a synchronous one). Every answer carries the same ``run_id``.
+
+    Raises:
+        IdempotencyKeyError: the key is invalid (nothing is claimed or stored).
+        ConfigurationError: secrets without a key on a real backend (nothing is claimed).
+        StorageError: the backend failed; other exceptions as :func:`reactor.engine.api.run`.
+    """
+    key = check_key(key)
+    env = make_env(runtime, sleep)
+    definition.register_codec_types()
+    secret_policy.check(definition, env)
+    try:
+        definition.contract.validate(inputs)
+    except InputValidationError:  # fails without a key: a corrected call may use it
+        return api.run(definition, inputs, runtime=env.runtime, sleep=sleep)
+    deadline = monotonic() + env.settings.async_wait_timeout
+    claims = env.storage.claims
+    while True:
+        context_id = new_context_id()
+        hold = liveness.take(env, context_id)
+        try:
+            holder = claims.claim_idempotency_key(definition.name, key, context_id)
+        except BaseException:
+            if hold is not None:
+                hold.release()
+            raise
+        if holder is None or holder == context_id:
+            return api.run(
+                definition, inputs, runtime=env.runtime, sleep=sleep, context_id=context_id,
+                private_data={IDEMPOTENCY_KEY: key}, hold=hold,
+            )
+        if hold is not None:
+            hold.release()
+        answer = _answer(definition, env, key, holder, deadline, monotonic)
+        if answer is not None:
+            return answer
+        # the holder was released (dead claimer or expired key): race for the key again
+
+
+def _answer(
+    definition: ReactorDefinition,
+    env: Env,
+    key: str,
+    holder: str,
+    deadline: float,
+    monotonic: Callable[[], float],
+) -> Success | Failure | DispatchHandle | None:
+    """The answer of a caller who lost the claim to run ``holder``; ``None`` when the key was
+    freed meanwhile (claim again)."""
+    while True:
+        ctx = load_context(env, holder, open_secrets=False)
+        if ctx is None:
+            if _take_over_abandoned(definition, env, key, holder):
+                return None
+            if monotonic() >= deadline:
+                return _handle(env, definition, holder)
+            time.sleep(_MISSING_POLL)
+            continue
+        outcome = stored_result(ctx)
+        if outcome is not None:
+            if env.now() - ctx.created_at >= key_ttl(env):
+                env.storage.claims.release_idempotency_key(definition.name, key, holder)
+                return None
+            return outcome
+        if definition.background is not None:
+            return _handle(env, definition, holder, ctx)
+        remaining = deadline - monotonic()
+        if remaining <= 0:
+            return _handle(env, definition, holder, ctx)
+        try:
+            return wait_for_run(env.runtime, holder, remaining)
+        except AsyncWaitTimeoutError:
+            return _handle(env, definition, holder)
+
+
+def _handle(
+    env: Env, definition: ReactorDefinition, run_id: str, ctx: Context | None = None
+) -> DispatchHandle:
+    return DispatchHandle(
+        run_id=run_id,
+        job_id="",
+        reactor=definition.name,
+        results=dict(ctx.intermediate_results) if ctx is not None else {},
+        runtime=env.runtime,
+    )
+
+
+def _take_over_abandoned(
+    definition: ReactorDefinition, env: Env, key: str, holder: str
+) -> bool:
+    """Free a key whose claimer died before storing its run.
+
+    The claimer held ``async:<holder>`` from before its claim until its run was stored, so a
+    free lock and a missing run mean it is gone. Takes the lock, re-checks, stores a ``failed``
+    tombstone fenced with the new token (a frozen claimer's later save is refused), releases
+    the key from ``holder``.
+
+    Returns:
+        ``True`` when the key was freed (or had already moved on); ``False`` while the
+        claimer may still be alive.
+    """
+    hold: Liveness | None = liveness.take(env, holder)
+    if hold is None or hold.lock is None:  # held: the claimer is alive (or re-entrant)
+        if hold is not None:
+            hold.release()
+        return False
+    try:
+        if env.storage.contexts.load(holder) is not None:
+            return False  # stored meanwhile: read it again
+        tombstone = Context(
+            context_id=holder,
+            reactor=definition.name,
+            status=RunStatus.FAILED,
+            created_at=env.now(),
+        )
+        tombstone.failure = Failure(
+            AbandonedRunError(
+                f"the caller that claimed idempotency key for run {holder!r} stopped before "
+                "storing the run; nothing ran"
+            ),
+            retryable=False,
+            reactor_name=definition.name,
+        )
+        FencedCheckpointer(env, tombstone, hold, verify=False).save()
+        env.storage.claims.release_idempotency_key(definition.name, key, holder)
+        return True
+    finally:
+        hold.release()
