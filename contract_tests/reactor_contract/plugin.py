@@ -48,6 +48,7 @@ __all__ = [
     "CONCERN_ORDER",
     "MANDATORY_CONCERNS",
     "NOT_APPLICABLE",
+    "NOT_APPLICABLE_CONCERNS",
     "NOT_RUN",
     "OPTIONAL_IN_MANDATORY",
     "ConformanceReport",
@@ -87,14 +88,28 @@ T = TypeVar("T")
 #: ``n/a``, e.g. ``documents`` on a storage not built on a ``DocumentStore``), not a gap.
 NOT_APPLICABLE = "not applicable:"
 
-#: Concerns every adapter must pass: a skip in one is a failure (docs/contract-suite.md,
-#: "Verdicts").
+#: Concerns every adapter must pass: everything the engine relies on. A skip in one is a
+#: failure (docs/contract-suite.md, "Verdicts"). Optional: ``signals`` (a declared capability),
+#: ``documents`` (only storages built on a ``DocumentStore``), and the router rows ``routers``
+#: and ``dead_letters`` (a transport may not carry every body; dead-letter administration is a
+#: capability).
 MANDATORY_CONCERNS: frozenset[str] = frozenset(
-    {"locks", "step_results", "maps", "map_rollbacks", "sweeps", "contexts"}
+    {
+        "surface", "contexts", "step_results", "maps", "map_rollbacks", "claims", "locks",
+        "semaphores", "rate_limits", "periods", "ordered_locks", "leases", "model",
+        "concurrency", "sweeps",
+    }
 )
 
 #: Skip reasons a mandatory concern may show: single tests of an optional capability.
-OPTIONAL_IN_MANDATORY: tuple[str, ...] = ("capability: no document size limit",)
+OPTIONAL_IN_MANDATORY: tuple[str, ...] = (
+    "capability: no document size limit",
+    "capability: server clock",
+)
+
+#: The only concerns that may be ``n/a``: the suite itself decides they do not apply (an
+#: adapter's own "not applicable" skip anywhere else is a gap, or a failure when mandatory).
+NOT_APPLICABLE_CONCERNS: frozenset[str] = frozenset({"documents"})
 
 #: Skip reasons of a run without the storage or router option (the row is "not run").
 NOT_RUN: frozenset[str] = frozenset({"no --reactor-storage given", "no --reactor-router given"})
@@ -281,15 +296,16 @@ class ConformanceReport:
                         f"{concern}: a mandatory concern cannot be skipped, and "
                         f"{row.reasons.get(reason, row.skipped)} test(s) skipped with "
                         f"{reason!r} (likely mistake: declaring a capability absent or "
-                        "skipping in a probe or a subclass; locks, step results, maps, map "
-                        "rollbacks, sweeps and contexts are required of every adapter; see "
+                        "skipping in a probe or a subclass; every concern but signals, "
+                        "documents, routers and dead_letters is required of every adapter; see "
                         f'{_VERDICTS})'
                     )
             if row.failed or problems:
                 verdict = "FAIL"
             elif not row.skipped:
                 verdict = "ok"
-            elif all(r.startswith(NOT_APPLICABLE) for r in reasons) and not row.passed:
+            elif (concern in NOT_APPLICABLE_CONCERNS and not row.passed
+                  and all(r.startswith(NOT_APPLICABLE) for r in reasons)):
                 verdict = "n/a"
             elif all(r in NOT_RUN for r in reasons) and not row.passed:
                 verdict = "not run"

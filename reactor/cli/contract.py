@@ -28,11 +28,11 @@ def contract(
         typer.Option("--json", help="Write the conformance table and verdict to this file."),
     ] = None,
 ) -> None:
-    """Run the shared contract suite against an adapter; extra arguments go to pytest.
+    r"""Run the shared contract suite against an adapter; extra arguments go to pytest.
 
     Exit status: 0 certified, 6 certified with declared gaps (listed under the table), 1
-    failed (docs/contract-suite.md, "Verdicts"). Needs the ``reactor-saga[contract]`` extra
-    (pytest, hypothesis).
+    failed (docs/contract-suite.md, "Verdicts"). Needs the contract extra,
+    reactor-saga\[contract] (pytest, hypothesis).
     """
     try:
         from reactor_contract.cli import install_hint, missing_dependencies, run

@@ -129,6 +129,22 @@ def test_a_hanging_adapter_fails_within_the_per_test_timeout(entry_points: Path)
     assert seconds < 30
 
 
+def test_an_adapter_cannot_mark_a_concern_not_applicable(
+    entry_points: Path, tmp_path: Path
+) -> None:
+    """Only the suite marks a concern ``n/a`` (``documents`` on a storage without a
+    ``DocumentStore``): claims skipped with a forged "not applicable:" reason fail the verdict,
+    they do not vanish from it (docs/contract-suite.md, "Verdicts")."""
+    report = tmp_path / "verdict.json"
+    code, output, _ = run_suite(
+        entry_points, ("reactor_contract.test_claims",), "mutant://claims_not_applicable", None,
+        f"--reactor-json={report}",
+    )
+    assert code == 1, output[-4000:]
+    verdict = json.loads(report.read_text())
+    assert verdict["verdict"] == "failed" and verdict["concerns"]["claims"]["verdict"] == "FAIL"
+
+
 def test_a_skipped_mandatory_concern_fails_the_verdict(
     entry_points: Path, tmp_path: Path
 ) -> None:
