@@ -12,12 +12,12 @@ The module skips while ``reactor.jobs.sweepers`` does not exist.
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from typing import Any
 
 import pytest
 
+from reactor.jobs import sweepers
 from reactor.model.keys import (
     map_element_key,
     run_liveness_key,
@@ -39,11 +39,6 @@ from reactor_contract._support import (
 from reactor_contract.probe import Probe
 
 __all__ = ["RecordingRouter", "SweepsContract"]
-
-if importlib.util.find_spec("reactor.jobs.sweepers") is None:  # pragma: no cover
-    pytest.skip("sweepers not built yet", allow_module_level=True)
-
-from reactor.jobs import sweepers
 
 _SWEEPS_DOC = 'docs/workers.md, "Sweep cursors and dispatch leases"'
 UNDONE = RollbackOutcome(index=None, outcome="undone")

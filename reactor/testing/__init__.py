@@ -84,7 +84,7 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'reactor.testing' has no attribute {name!r}")
-    found = getattr(importlib.import_module(home), name)
+    found = getattr(importlib.import_module(home), name)  # safe: only the fixed _HOMES table
     globals()[name] = found
     return found
 

@@ -23,7 +23,7 @@ from reactor.ports.router import Job
 
 pytestmark = pytest.mark.redis
 
-reactor_redis = pytest.importorskip("reactor_redis")
+import reactor_redis  # noqa: E402  (installed by scripts/test: fail, never skip)
 from reactor_redis.keys import SHARDS  # noqa: E402
 from reactor_redis.router import GROUP, RedisRouter  # noqa: E402
 
