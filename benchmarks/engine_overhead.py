@@ -24,8 +24,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from reactor import config
-from reactor.dsl import Input, Reactor, input, result, step
+from reactor import Reactor, config
+from reactor.dsl import (
+    Input,
+    input,
+    result,
+    step,
+)
 from reactor.model.results import Success
 
 STEPS = 10

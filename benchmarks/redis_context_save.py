@@ -13,7 +13,7 @@ import uuid
 import reactor_redis
 import redis
 
-from reactor.ports.records import ContextRecord
+from reactor.model.records import ContextRecord
 
 
 def _stats(client: redis.Redis) -> dict[str, int]:

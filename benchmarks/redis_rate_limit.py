@@ -15,7 +15,7 @@ from limits import RateLimitItemPerMinute
 from limits.storage import storage_from_string
 from limits.strategies import FixedWindowRateLimiter
 
-from reactor.ports.records import RateWindow
+from reactor.model.records import RateWindow
 
 
 def main(url: str, n: int) -> None:

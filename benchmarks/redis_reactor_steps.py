@@ -18,8 +18,13 @@ from typing import Any
 
 import redis
 
-from reactor import config
-from reactor.dsl import Input, Reactor, input, result, step
+from reactor import Reactor, config
+from reactor.dsl import (
+    Input,
+    input,
+    result,
+    step,
+)
 from reactor.model.results import Success
 
 STEPS = 10

@@ -4,17 +4,21 @@ Declare a workflow as a :class:`Reactor` of steps with ``run``, ``undo`` and ``c
 ``MyReactor.run(...)`` runs them in dependency order, checkpoints after every step, and on a
 failure compensates the failing step and undoes every completed step, newest first.
 Storage and queues are chosen with :func:`configure` (default: in-process, no server).
+
+The public surface: this package's names; :mod:`reactor.errors` (the whole exception
+hierarchy), :mod:`reactor.runs` (stored-run views), :mod:`reactor.codec` (registering your own
+types), :mod:`reactor.testing` (the testing kit) and :mod:`reactor.ports` (for adapter
+authors). Everything else is internal (docs/architecture.md, "Layers").
 """
 
 from __future__ import annotations
 
+from reactor import config as _config
 from reactor.config import Runtime, Settings, configure
 from reactor.dsl import (
     Input,
     Inputs,
-    Reactor,
     Retries,
-    Step,
     async_step,
     compose,
     element,
@@ -32,8 +36,8 @@ from reactor.dsl import (
 from reactor.dsl.background import Background
 from reactor.dsl.fan_out import FanOut
 from reactor.engine.dispatch import DispatchHandle
-from reactor.model.codec import EncodeError
-from reactor.model.errors import (
+from reactor.engine.map_results import MapResultEnumerator
+from reactor.errors import (
     ArgumentResolutionError,
     AsyncWaitTimeoutError,
     CompensationError,
@@ -43,6 +47,7 @@ from reactor.model.errors import (
     DefinitionError,
     DependencyError,
     DeserializationError,
+    EncodeError,
     IdempotencyKeyError,
     InputValidationError,
     LockAcquisitionError,
@@ -63,7 +68,9 @@ from reactor.model.errors import (
     UnknownRateLimitError,
     UnknownReactorError,
 )
-from reactor.model.map_results import MapResultEnumerator
+from reactor.facade import Reactor, Step
+from reactor.jobs.binding import bind_runtime as _bind_runtime
+from reactor.jobs.worker import Worker
 from reactor.model.results import (
     Failure,
     Halt,
@@ -74,6 +81,7 @@ from reactor.model.results import (
     Success,
 )
 from reactor.model.run_view import RunView, TraceEntry
+from reactor.model.secrets import generate_key
 from reactor.model.signals import fail, halt, skip, succeed
 from reactor.model.status import RunStatus
 from reactor.model.step_context import StepContext
@@ -130,11 +138,13 @@ __all__ = [
     "UndoError",
     "UnknownRateLimitError",
     "UnknownReactorError",
+    "Worker",
     "async_step",
     "compose",
     "configure",
     "element",
     "fail",
+    "generate_key",
     "halt",
     "input",
     "map_step",
@@ -151,3 +161,7 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+# The composition root: every runtime configure() builds is connected to the job layer
+# (docs/architecture.md, "Layers").
+_config.install_binder(_bind_runtime)

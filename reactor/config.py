@@ -24,8 +24,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from reactor.errors import ConfigurationError
 from reactor.model.coordination.renewal import MIN_LEASE
-from reactor.model.errors import ConfigurationError
 from reactor.model.secrets import Keyring, SecretKeys, configured_specs
 from reactor.ports.router import Router
 from reactor.ports.storage import Storage
@@ -38,9 +38,11 @@ __all__ = [
     "SETTING_ENV_PREFIX",
     "STORAGE_URL_ENV",
     "Runtime",
+    "RuntimeBinder",
     "Settings",
     "configure",
     "current",
+    "install_binder",
     "reset",
     "resolve_router_url",
     "resolve_settings",
@@ -369,6 +371,32 @@ def _check_backend_argument(role: str, value: object, protocol: type) -> None:
     )
 
 
+#: ``binder(runtime, router_built_from_url)``: what connects a new runtime to the job layer.
+RuntimeBinder = Callable[[Runtime, bool], None]
+
+_binder: RuntimeBinder | None = None
+
+
+def install_binder(binder: RuntimeBinder | None) -> RuntimeBinder | None:
+    """Install the function :func:`configure` hands every runtime it builds to.
+
+    The settings layer knows nothing of jobs (docs/architecture.md, "Layers"); the facade
+    (``reactor/__init__.py``) installs :func:`reactor.jobs.binding.bind_runtime`, which makes
+    an ``inline://`` router run jobs through the worker's handlers and gives a ``local://``
+    router built from a URL its embedded workers.
+
+    Args:
+        binder: called as ``binder(runtime, router_built_from_url)``; ``None`` removes it.
+
+    Returns:
+        The binder that was installed before (``None`` when none was).
+    """
+    global _binder
+    with _lock:
+        previous, _binder = _binder, binder
+    return previous
+
+
 def configure(
     storage: Storage | str | None = None,
     router: Router | str | None = None,
@@ -386,7 +414,8 @@ def configure(
             when set, else ``local://``. A router built here from a ``local://`` URL gets
             in-process worker threads (``workers`` option, default 2; 0 = queue only) that
             start on the first enqueue and stop when the router is closed (:func:`reset` or a
-            reconfigure), see :mod:`reactor.jobs.embedded`.
+            reconfigure), see :mod:`reactor.jobs.embedded` (connected by the binder,
+            :func:`install_binder`).
         **settings: fields of :class:`Settings` (seconds for durations); a field not given
             here is read from ``REACTOR_<FIELD>`` when set (:func:`settings_from_environment`).
 
@@ -427,13 +456,8 @@ def configure(
             built_storage.close()
         raise
     runtime = Runtime(storage=built_storage, router=built_router, settings=parsed)
-    from reactor.jobs.handlers import bind_inline  # the job handlers import this module
-
-    bind_inline(runtime)  # inline://: jobs run synchronously through the worker's handlers
-    if isinstance(router_spec, str):  # local://: the embedded default runs its own workers
-        from reactor.jobs.embedded import bind_local_workers
-
-        bind_local_workers(runtime)
+    if _binder is not None:  # the job layer: inline handlers, the embedded default's workers
+        _binder(runtime, isinstance(router_spec, str))
     with _lock:
         previous, _current = _current, runtime
     if previous is not None:  # the router first: its embedded workers still use the storage

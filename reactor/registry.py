@@ -6,7 +6,7 @@ when its class is created, under ``module.QualName`` or the ``name=`` class keyw
 
 Re-registering the same origin (``module.QualName``, e.g. a class re-created by a module reload
 or a test helper called twice) replaces the entry; two different classes claiming one name is a
-:class:`~reactor.model.errors.DefinitionError`.
+:class:`~reactor.errors.DefinitionError`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from reactor.model.errors import DefinitionError, UnknownReactorError
+from reactor.errors import DefinitionError, UnknownReactorError
 
 __all__ = ["get", "names", "register", "unregister"]
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from reactor import config
+from reactor.errors import ConfigurationError
 from reactor.memory import LocalRouter, MemoryStorage
-from reactor.model.errors import ConfigurationError
 from reactor.ports import Router, Storage
 
 

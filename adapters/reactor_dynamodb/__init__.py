@@ -21,10 +21,10 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from reactor.model.errors import ConfigurationError, StorageError
+from reactor.errors import ConfigurationError, StorageError
 from reactor.ports.urls import redact_url
-from reactor_dynamodb._aws import bool_option, float_option, make_client, parse_url
-from reactor_dynamodb.admin import create_table
+from reactor_dynamodb._aws import make_client, parse_url
+from reactor_dynamodb.admin import create_table, documents_from_url
 from reactor_dynamodb.documents import DynamoDocumentStore
 from reactor_dynamodb.router import SQSRouter
 from reactor_dynamodb.storage import DYNAMO_CAPABILITIES, DynamoStorage
@@ -61,18 +61,12 @@ def storage_from_url(url: str, *, context_ttl: float = 86400.0, **_ignored: Any)
     """
     parsed = parse_url(url, "dynamodb")
     client = make_client("dynamodb", parsed)
-    documents = DynamoDocumentStore(
-        client,
-        parsed.name,
-        prefix=parsed.options.get("prefix", ""),
-        clock_skew_budget=float_option(parsed, "clock_skew_budget", 1.0),
-        owns_client=True,
-    )
+    documents = documents_from_url(parsed, client)
     try:
         client.describe_table(TableName=parsed.name)
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code")
-        if code != "ResourceNotFoundException" or not bool_option(parsed, "create", True):
+        if code != "ResourceNotFoundException" or not parsed.create:
             client.close()
             raise StorageError(f"DynamoDB table {parsed.name!r} is not usable: {exc}") from exc
         documents.ensure_table()
@@ -105,8 +99,8 @@ def router_from_url(url: str, *, visibility_timeout: float = 30.0, **_ignored: A
             client,
             parsed.name,
             prefix=parsed.options.get("prefix", ""),
-            visibility_timeout=float_option(parsed, "visibility_timeout", visibility_timeout),
-            create=bool_option(parsed, "create", True),
+            visibility_timeout=parsed.seconds("visibility_timeout", visibility_timeout),
+            create=parsed.create,
             owns_client=True,
         )
     except ValueError as exc:

@@ -27,16 +27,15 @@ role); they are never read from the URL.
 
 from __future__ import annotations
 
-import math
 import re
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
-from reactor.model.errors import ConfigurationError
-from reactor.ports.urls import redact_url
+from reactor.errors import ConfigurationError
+from reactor.ports.urls import UrlOptions, redact_url
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -44,8 +43,6 @@ __all__ = [
     "DEFAULT_READ_TIMEOUT",
     "OPTIONS",
     "AwsURL",
-    "bool_option",
-    "float_option",
     "make_client",
     "parse_url",
 ]
@@ -82,12 +79,13 @@ class AwsURL:
     Attributes:
         scheme: ``dynamodb`` or ``sqs``.
         name: the table or queue name (the URL's host part).
-        options: every query option.
+        options: every query option, with typed readers whose errors name the URL
+            (:class:`reactor.ports.urls.UrlOptions`).
     """
 
     scheme: str
     name: str
-    options: dict[str, str] = field(default_factory=dict)
+    options: UrlOptions
 
     @property
     def region(self) -> str | None:
@@ -99,41 +97,73 @@ class AwsURL:
         """The ``endpoint_url`` option, ``None`` for the default endpoint."""
         return self.options.get("endpoint_url") or None
 
+    @property
+    def create(self) -> bool:
+        """The ``create`` option: create a missing table or queue (default ``True``).
 
-def _check_endpoint(raw: str) -> None:
+        Raises:
+            ConfigurationError: the value is not a boolean.
+        """
+        return self.options.boolean("create", True)
+
+    @property
+    def max_attempts(self) -> int:
+        """The ``max_attempts`` option: attempts per request, the first included (default
+        :data:`DEFAULT_MAX_ATTEMPTS`; ``2.0`` and ``1e1`` are whole numbers too).
+
+        Raises:
+            ConfigurationError: the value is not a whole number >= 1.
+        """
+        attempts = self.options.number("max_attempts", DEFAULT_MAX_ATTEMPTS)
+        if attempts < 1 or not attempts.is_integer():
+            raise self.options.invalid("max_attempts", "must be a whole number >= 1")
+        return int(attempts)
+
+    @property
+    def clock_skew_budget(self) -> float:
+        """The storage's ``clock_skew_budget`` option in seconds (default 1).
+
+        Raises:
+            ConfigurationError: the value is not a finite number >= 0.
+        """
+        return self.options.number("clock_skew_budget", 1.0, minimum=0, unit="seconds")
+
+    def seconds(self, name: str, default: float) -> float:
+        """A duration option (``connect_timeout``, ``read_timeout``, ``visibility_timeout``).
+
+        Args:
+            name: the option.
+            default: seconds, returned when the option is absent or empty.
+
+        Returns:
+            The duration in seconds.
+
+        Raises:
+            ConfigurationError: the value is not a finite number > 0.
+        """
+        return self.options.number(name, default, exclusive_minimum=0, unit="seconds")
+
+
+def _check_endpoint(options: UrlOptions) -> None:
     try:
-        parts = urlsplit(raw)
+        parts = urlsplit(options["endpoint_url"])
         _ = parts.port
     except ValueError as exc:
-        raise ConfigurationError(
-            f"option endpoint_url={redact_url(raw)!r} is malformed: {exc}"
-        ) from exc
+        raise options.invalid("endpoint_url", f"is malformed: {exc}") from exc
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(
-            f"option endpoint_url={redact_url(raw)!r} must be an http(s)://host[:port] URL"
-        )
+        raise options.invalid("endpoint_url", "must be an http(s)://host[:port] URL")
 
 
 def _check_values(url: AwsURL) -> None:
     options = url.options
     region = options.get("region")
     if region and not _REGION.match(region):
-        raise ConfigurationError(f"option region={region!r} is not an AWS region name")
+        raise options.invalid("region", "is not an AWS region name")
     if options.get("endpoint_url"):
-        _check_endpoint(options["endpoint_url"])
-    bool_option(url, "create", True)
-    attempts = float_option(url, "max_attempts", DEFAULT_MAX_ATTEMPTS)
-    if attempts != int(attempts) or attempts < 1:
-        raise ConfigurationError(
-            f"option max_attempts={options['max_attempts']!r} must be a whole number >= 1"
-        )
+        _check_endpoint(options)
+    _ = url.create, url.max_attempts, url.clock_skew_budget
     for name in ("connect_timeout", "read_timeout", "visibility_timeout"):
-        if float_option(url, name, 1.0) <= 0:
-            raise ConfigurationError(f"option {name}={options[name]!r} must be > 0 seconds")
-    if float_option(url, "clock_skew_budget", 0.0) < 0:
-        raise ConfigurationError(
-            f"option clock_skew_budget={options['clock_skew_budget']!r} must be >= 0 seconds"
-        )
+        url.seconds(name, 1.0)
 
 
 def parse_url(url: str, scheme: str) -> AwsURL:
@@ -168,58 +198,13 @@ def parse_url(url: str, scheme: str) -> AwsURL:
             f"invalid DynamoDB table name {name!r} in {redact_url(url)!r} "
             "(3-255 of A-Z a-z 0-9 _ . -)"
         )
-    options: dict[str, str] = {}
-    accepted = OPTIONS[scheme]
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if key not in accepted:
-            raise ConfigurationError(
-                f"unknown {scheme}:// URL option {key!r} in {redact_url(url)!r} "
-                f"(accepted: {', '.join(sorted(accepted))})"
-            )
-        if key in options:
-            raise ConfigurationError(f"option {key!r} is given twice in {redact_url(url)!r}")
-        options[key] = value
+    options = UrlOptions.parse(
+        parts.query, url=url, label=f"{scheme}:// URL option", accepted=OPTIONS[scheme],
+        repeated=False,
+    )
     parsed = AwsURL(scheme=scheme, name=name, options=options)
     _check_values(parsed)
     return parsed
-
-
-def float_option(url: AwsURL, name: str, default: float) -> float:
-    """A numeric option.
-
-    Returns:
-        The value, ``default`` when absent or empty.
-
-    Raises:
-        ConfigurationError: the value is not a finite number.
-    """
-    raw = url.options.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise ConfigurationError(f"option {name}={raw!r} must be a number") from exc
-    if not math.isfinite(value):
-        raise ConfigurationError(f"option {name}={raw!r} must be a finite number")
-    return value
-
-
-def bool_option(url: AwsURL, name: str, default: bool) -> bool:
-    """A boolean option (``true/false/1/0/yes/no``).
-
-    Raises:
-        ConfigurationError: the value is not a boolean.
-    """
-    raw = url.options.get(name)
-    if raw is None or raw == "":
-        return default
-    lowered = raw.lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise ConfigurationError(f"option {name}={raw!r} must be true or false")
 
 
 def make_client(service: str, url: AwsURL) -> Any:
@@ -243,11 +228,10 @@ def make_client(service: str, url: AwsURL) -> Any:
         raise ConfigurationError(
             "the DynamoDB/SQS adapters need boto3: pip install 'reactor-saga[dynamodb]'"
         ) from exc
-    attempts = int(float_option(url, "max_attempts", DEFAULT_MAX_ATTEMPTS))
     config = Config(
-        retries={"mode": "standard", "total_max_attempts": attempts},
-        connect_timeout=float_option(url, "connect_timeout", DEFAULT_CONNECT_TIMEOUT),
-        read_timeout=float_option(url, "read_timeout", DEFAULT_READ_TIMEOUT[service]),
+        retries={"mode": "standard", "total_max_attempts": url.max_attempts},
+        connect_timeout=url.seconds("connect_timeout", DEFAULT_CONNECT_TIMEOUT),
+        read_timeout=url.seconds("read_timeout", DEFAULT_READ_TIMEOUT[service]),
     )
     with _session_lock:
         if _session is None:

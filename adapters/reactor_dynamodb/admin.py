@@ -8,10 +8,30 @@ rely on the storage factory's create-on-first-use.
 
 from __future__ import annotations
 
-from reactor_dynamodb._aws import float_option, make_client, parse_url
+from typing import Any
+
+from reactor_dynamodb._aws import AwsURL, make_client, parse_url
 from reactor_dynamodb.documents import DynamoDocumentStore
 
-__all__ = ["create_table"]
+__all__ = ["create_table", "documents_from_url"]
+
+
+def documents_from_url(parsed: AwsURL, client: Any) -> DynamoDocumentStore:
+    """A :class:`DynamoDocumentStore` on the table of a parsed ``dynamodb://`` URL (``prefix``
+    and ``clock_skew_budget`` from the URL). No request is sent.
+
+    Args:
+        parsed: the URL (:func:`reactor_dynamodb._aws.parse_url`).
+        client: a boto3 DynamoDB client (:func:`reactor_dynamodb._aws.make_client`); the store
+            owns it and closes it on ``close()``.
+    """
+    return DynamoDocumentStore(
+        client,
+        parsed.name,
+        prefix=parsed.options.get("prefix", ""),
+        clock_skew_budget=parsed.clock_skew_budget,
+        owns_client=True,
+    )
 
 
 def create_table(url: str, *, wait: bool = True) -> bool:
@@ -31,14 +51,7 @@ def create_table(url: str, *, wait: bool = True) -> bool:
         StorageError: a DynamoDB request failed.
     """
     parsed = parse_url(url, "dynamodb")
-    client = make_client("dynamodb", parsed)
-    documents = DynamoDocumentStore(
-        client,
-        parsed.name,
-        prefix=parsed.options.get("prefix", ""),
-        clock_skew_budget=float_option(parsed, "clock_skew_budget", 1.0),
-        owns_client=True,
-    )
+    documents = documents_from_url(parsed, make_client("dynamodb", parsed))
     try:
         return documents.ensure_table(wait=wait)
     finally:

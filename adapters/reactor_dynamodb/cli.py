@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from reactor.model.errors import ConfigurationError, ReactorError
+from reactor.errors import ConfigurationError, ReactorError
 from reactor_dynamodb.admin import create_table
 
 __all__ = ["app"]

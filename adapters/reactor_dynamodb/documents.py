@@ -48,8 +48,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from reactor.model.errors import ContextTooLargeError, StorageError
+from reactor.errors import ContextTooLargeError
 from reactor.ports.documents import RawDocument, Versioned
+from reactor.ports.driver_errors import translate_errors
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_BYTES",
@@ -70,6 +71,8 @@ DEFAULT_MAX_DOCUMENT_BYTES = MAX_ITEM_BYTES - _ENVELOPE_BYTES
 #: Name of the sparse index GSI.
 GSI_NAME = "by_index"
 _SEP = "#"
+#: What boto3 raises for a failed request (wrapped in ``StorageError``).
+_DRIVER_ERRORS = (ClientError, BotoCoreError)
 
 
 def _number(value: float) -> str:
@@ -178,30 +181,22 @@ class DynamoDocumentStore:
                 "ConditionExpression": "version = :v",
                 "ExpressionAttributeValues": {":v": {"S": expected_version}},
             }
-        try:
-            if value is None:
-                self.client.delete_item(TableName=self.table, Key=keys, **condition)
-                return True
-            text = json.dumps(dict(value), allow_nan=False, separators=(",", ":"))
-            item: dict[str, Any] = {
-                **keys,
-                "value": {"S": text},
-                "version": {"S": uuid.uuid4().hex},
-            }
-            if expires_at is not None:
-                item["expires_at"] = {"N": _number(expires_at)}
-            if index is not None:
-                item["idx"] = {"S": index}
-                item["gsi_pk"] = {"S": pk + _SEP + index}
-            self._check_size(collection, key, item)
-            self.client.put_item(TableName=self.table, Item=item, **condition)
-            return True
-        except ClientError as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise StorageError(f"DynamoDB write {collection}/{key} failed: {exc}") from exc
-        except BotoCoreError as exc:
-            raise StorageError(f"DynamoDB write {collection}/{key} failed: {exc}") from exc
+        what = f"DynamoDB write {collection}/{key}"
+        if value is None:
+            return self._conditional(what, self.client.delete_item, Key=keys, **condition)
+        text = json.dumps(dict(value), allow_nan=False, separators=(",", ":"))
+        item: dict[str, Any] = {
+            **keys,
+            "value": {"S": text},
+            "version": {"S": uuid.uuid4().hex},
+        }
+        if expires_at is not None:
+            item["expires_at"] = {"N": _number(expires_at)}
+        if index is not None:
+            item["idx"] = {"S": index}
+            item["gsi_pk"] = {"S": pk + _SEP + index}
+        self._check_size(collection, key, item)
+        return self._conditional(what, self.client.put_item, Item=item, **condition)
 
     def scan(
         self,
@@ -251,7 +246,7 @@ class DynamoDocumentStore:
         else:
             request["ConsistentRead"] = True
         out: list[tuple[str, Mapping[str, Any]]] = []
-        try:
+        with translate_errors(_DRIVER_ERRORS, what=f"DynamoDB scan of {collection}"):
             while len(out) < limit:
                 # Limit counts items *read* (before the expiry filter): page until filled.
                 page = self.client.query(**request, Limit=min(max(limit - len(out), 25), 1000))
@@ -263,8 +258,6 @@ class DynamoDocumentStore:
                 if not last:
                     break
                 request["ExclusiveStartKey"] = last
-        except (ClientError, BotoCoreError) as exc:
-            raise StorageError(f"DynamoDB scan of {collection} failed: {exc}") from exc
         return out
 
     def close(self) -> None:
@@ -290,44 +283,41 @@ class DynamoDocumentStore:
             StorageError: a request failed.
         """
         created = False
-        try:
-            self.client.create_table(
-                TableName=self.table,
-                BillingMode="PAY_PER_REQUEST",
-                AttributeDefinitions=[
-                    {"AttributeName": "pk", "AttributeType": "S"},
-                    {"AttributeName": "sk", "AttributeType": "S"},
-                    {"AttributeName": "gsi_pk", "AttributeType": "S"},
-                ],
-                KeySchema=[
-                    {"AttributeName": "pk", "KeyType": "HASH"},
-                    {"AttributeName": "sk", "KeyType": "RANGE"},
-                ],
-                GlobalSecondaryIndexes=[
-                    {
-                        "IndexName": GSI_NAME,
-                        "KeySchema": [
-                            {"AttributeName": "gsi_pk", "KeyType": "HASH"},
-                            {"AttributeName": "sk", "KeyType": "RANGE"},
-                        ],
-                        "Projection": {"ProjectionType": "ALL"},
-                    }
-                ],
-            )
-            created = True
-        except ClientError as exc:
-            if _error_code(exc) != "ResourceInUseException":
-                raise StorageError(f"DynamoDB create_table {self.table} failed: {exc}") from exc
-        except BotoCoreError as exc:
-            raise StorageError(f"DynamoDB create_table {self.table} failed: {exc}") from exc
-        try:
+        with translate_errors(_DRIVER_ERRORS, what=f"DynamoDB create_table {self.table}"):
+            try:
+                self.client.create_table(
+                    TableName=self.table,
+                    BillingMode="PAY_PER_REQUEST",
+                    AttributeDefinitions=[
+                        {"AttributeName": "pk", "AttributeType": "S"},
+                        {"AttributeName": "sk", "AttributeType": "S"},
+                        {"AttributeName": "gsi_pk", "AttributeType": "S"},
+                    ],
+                    KeySchema=[
+                        {"AttributeName": "pk", "KeyType": "HASH"},
+                        {"AttributeName": "sk", "KeyType": "RANGE"},
+                    ],
+                    GlobalSecondaryIndexes=[
+                        {
+                            "IndexName": GSI_NAME,
+                            "KeySchema": [
+                                {"AttributeName": "gsi_pk", "KeyType": "HASH"},
+                                {"AttributeName": "sk", "KeyType": "RANGE"},
+                            ],
+                            "Projection": {"ProjectionType": "ALL"},
+                        }
+                    ],
+                )
+                created = True
+            except ClientError as exc:
+                if _error_code(exc) != "ResourceInUseException":  # not "it exists already"
+                    raise
+        with translate_errors(_DRIVER_ERRORS, what=f"DynamoDB table setup of {self.table}"):
             if wait:
                 self.client.get_waiter("table_exists").wait(
                     TableName=self.table, WaiterConfig={"Delay": 1, "MaxAttempts": 120}
                 )
             self._enable_ttl()
-        except (ClientError, BotoCoreError) as exc:
-            raise StorageError(f"DynamoDB table setup of {self.table} failed: {exc}") from exc
         return created
 
     def ensure_ttl(self) -> bool:
@@ -406,7 +396,6 @@ class DynamoDocumentStore:
             ``False`` when nothing is stored under ``key``.
         """
         request: dict[str, Any] = {
-            "TableName": self.table,
             "Key": {"pk": {"S": self._pk(collection)}, "sk": {"S": key}},
             "ConditionExpression": "attribute_exists(pk)",
             "ExpressionAttributeNames": {"#exp": "expires_at"},
@@ -416,28 +405,37 @@ class DynamoDocumentStore:
         else:
             request["UpdateExpression"] = "SET #exp = :e"
             request["ExpressionAttributeValues"] = {":e": {"N": _number(expires_at)}}
-        try:
-            self.client.update_item(**request)
-        except ClientError as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise StorageError(f"DynamoDB set_expiry {collection}/{key} failed: {exc}") from exc
-        return True
+        what = f"DynamoDB set_expiry {collection}/{key}"
+        return self._conditional(what, self.client.update_item, **request)
 
     # -- internals ------------------------------------------------------------------------
 
     def _pk(self, collection: str) -> str:
         return self.prefix + collection
 
+    def _conditional(self, what: str, send: Callable[..., Any], **request: Any) -> bool:
+        """Send one conditional request on the table: ``False`` when its condition failed (a
+        lost race is a normal result, docs/protocol.md#conventions), else ``True``.
+
+        Raises:
+            StorageError: the request failed otherwise (named by ``what``).
+        """
+        with translate_errors(_DRIVER_ERRORS, what=what):
+            try:
+                send(TableName=self.table, **request)
+            except ClientError as exc:
+                if _error_code(exc) == "ConditionalCheckFailedException":
+                    return False
+                raise
+        return True
+
     def _get(self, collection: str, key: str) -> dict[str, Any] | None:
-        try:
+        with translate_errors(_DRIVER_ERRORS, what=f"DynamoDB read {collection}/{key}"):
             reply = self.client.get_item(
                 TableName=self.table,
                 Key={"pk": {"S": self._pk(collection)}, "sk": {"S": key}},
                 ConsistentRead=True,
             )
-        except (ClientError, BotoCoreError) as exc:
-            raise StorageError(f"DynamoDB read {collection}/{key} failed: {exc}") from exc
         item: dict[str, Any] | None = reply.get("Item")
         return item
 

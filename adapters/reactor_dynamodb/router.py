@@ -72,7 +72,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from reactor.model.errors import DeserializationError, RouterError
+from reactor.errors import DeserializationError, RouterError
 from reactor.ports.inspection import QueueStats
 from reactor.ports.router import DeadLetter, Delivery, Job
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reactor.model.errors import ConfigurationError
-from reactor_mongodb._url import MongoURL, float_option, parse_url
+from reactor.errors import ConfigurationError
+from reactor_mongodb._url import MongoURL, parse_url
 from reactor_mongodb.documents import MongoDocumentStore
 from reactor_mongodb.router import MongoRouter
 from reactor_mongodb.storage import MONGO_CAPABILITIES, MongoStorage
@@ -80,10 +80,10 @@ def build_storage(
     documents = MongoDocumentStore(
         client[url.database],
         prefix=url.options.get("prefix", "reactor_"),
-        clock=url.options.get("clock", clock),
-        gc_grace=float_option(url.options, "gc_grace", 60.0),
+        clock=url.clock(clock),
+        gc_grace=url.gc_grace(),
         owns_client=owns_client,
-        clock_skew_budget=float_option(url.options, "clock_skew_budget", clock_skew_budget),
+        clock_skew_budget=url.clock_skew_budget(clock_skew_budget),
     )
     return MongoStorage(documents, context_ttl=context_ttl)
 
@@ -111,8 +111,8 @@ def build_router(
         client[url.database],
         queue=url.options.get("queue", "default"),
         prefix=url.options.get("prefix", "reactor_"),
-        visibility_timeout=float_option(url.options, "visibility_timeout", visibility_timeout),
-        clock=url.options.get("clock", clock),
+        visibility_timeout=url.visibility_timeout(visibility_timeout),
+        clock=url.clock(clock),
         owns_client=owns_client,
     )
 

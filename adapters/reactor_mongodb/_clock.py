@@ -27,7 +27,8 @@ from typing import Any
 
 from pymongo.errors import PyMongoError
 
-from reactor.model.errors import StorageError
+from reactor.errors import StorageError
+from reactor.ports.driver_errors import translate_errors
 
 __all__ = ["ServerClock"]
 
@@ -79,10 +80,8 @@ class ServerClock:
             StorageError: the ``hello`` command failed or returned no ``localTime``.
         """
         sent = self._wall()
-        try:
+        with translate_errors(PyMongoError, what="MongoDB clock calibration"):
             reply = self._command("hello")
-        except PyMongoError as exc:
-            raise StorageError(f"MongoDB clock calibration failed: {exc}") from exc
         received = self._wall()
         server = reply.get("localTime") if isinstance(reply, dict) else None
         if not isinstance(server, datetime):

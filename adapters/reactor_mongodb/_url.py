@@ -26,19 +26,17 @@ and a silent one after 10 s instead of never.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from reactor.model.errors import ConfigurationError
-from reactor.ports.urls import is_secret_option, redact_url
+from reactor.errors import ConfigurationError
+from reactor.ports.urls import UrlOptions, redact_url
 
 __all__ = [
     "DEFAULT_TIMEOUTS_MS",
     "REACTOR_OPTIONS",
     "MongoURL",
-    "float_option",
     "parse_url",
 ]
 
@@ -55,6 +53,8 @@ DEFAULT_TIMEOUTS_MS: Mapping[str, int] = {
 }
 
 _CLOCKS = ("server", "application")
+#: How messages name an option.
+_LABEL = "MongoDB URL option"
 
 
 @dataclass(frozen=True)
@@ -64,12 +64,47 @@ class MongoURL:
     Attributes:
         client_uri: the URI for the driver (reactor options removed, default timeouts added).
         database: the database name.
-        options: the reactor options found in the query string.
+        options: the reactor options found in the query string, with typed readers
+            (:class:`reactor.ports.urls.UrlOptions`).
     """
 
     client_uri: str
     database: str
-    options: dict[str, str] = field(default_factory=dict)
+    options: UrlOptions
+
+    def clock(self, default: str = "server") -> str:
+        """The ``clock`` option: ``"server"`` or ``"application"`` (``default`` when absent).
+
+        Raises:
+            ConfigurationError: any other value, the empty one included.
+        """
+        return self.options.choice("clock", default, _CLOCKS, allow_empty=False)
+
+    def gc_grace(self) -> float:
+        """The ``gc_grace`` option in seconds (default 60).
+
+        Raises:
+            ConfigurationError: not a finite number >= 0.
+        """
+        return self.options.number("gc_grace", 60.0, minimum=0, unit="seconds")
+
+    def clock_skew_budget(self, default: float = 1.0) -> float:
+        """The ``clock_skew_budget`` option in seconds (``default`` when absent).
+
+        Raises:
+            ConfigurationError: not a finite number >= 0.
+        """
+        return self.options.number("clock_skew_budget", default, minimum=0, unit="seconds")
+
+    def visibility_timeout(self, default: float = 30.0) -> float:
+        """The router's ``visibility_timeout`` option in seconds (``default`` when absent).
+
+        Raises:
+            ConfigurationError: not a finite number > 0.
+        """
+        return self.options.number(
+            "visibility_timeout", default, exclusive_minimum=0, unit="seconds"
+        )
 
 
 def _check_hosts(scheme: str, netloc: str, url: str) -> None:
@@ -101,11 +136,11 @@ def _check_driver_options(pairs: list[tuple[str, str]], url: str) -> None:
         try:
             split_options(urlencode([(name, value)]), validate=True, warn=False)
         except (PyMongoError, ValueError, TypeError) as exc:
-            shown = "***" if is_secret_option(name) else value
-            raise ConfigurationError(
-                f"MongoDB URL option {name}={shown!r} is not accepted ({exc}); reactor's own "
-                f"options are {', '.join(sorted(REACTOR_OPTIONS))}, every other option must be "
-                f"a MongoDB connection-string option: {redact_url(url)!r}"
+            raise UrlOptions([(name, value)], url=url, label=_LABEL).invalid(
+                name,
+                f"is not accepted ({exc}); reactor's own options are "
+                f"{', '.join(sorted(REACTOR_OPTIONS))}, every other option must be a MongoDB "
+                "connection-string option",
             ) from exc
     if pairs:
         try:
@@ -114,19 +149,6 @@ def _check_driver_options(pairs: list[tuple[str, str]], url: str) -> None:
             raise ConfigurationError(
                 f"conflicting MongoDB URL options in {redact_url(url)!r}: {exc}"
             ) from exc
-
-
-def _check_reactor_options(options: dict[str, str]) -> None:
-    """Validate the values of reactor's own options (numbers, clock mode)."""
-    clock = options.get("clock")
-    if clock is not None and clock not in _CLOCKS:
-        raise ConfigurationError(f"option clock={clock!r} must be 'server' or 'application'")
-    if "gc_grace" in options:
-        float_option(options, "gc_grace", 60.0, minimum=0.0)
-    if "clock_skew_budget" in options:
-        float_option(options, "clock_skew_budget", 1.0, minimum=0.0)
-    if "visibility_timeout" in options:
-        float_option(options, "visibility_timeout", 30.0, positive=True)
 
 
 def parse_url(url: str, *, default_database: str = "reactor") -> MongoURL:
@@ -157,9 +179,8 @@ def parse_url(url: str, *, default_database: str = "reactor") -> MongoURL:
         raise ConfigurationError(f"not a MongoDB URL: {redact_url(url)!r}")
     _check_hosts(scheme, parts.netloc, url)
     pairs = parse_qsl(parts.query, keep_blank_values=True)
-    options = {k: v for k, v in pairs if k in REACTOR_OPTIONS}
+    options = UrlOptions(((k, v) for k, v in pairs if k in REACTOR_OPTIONS), url=url, label=_LABEL)
     driver = [(k, v) for k, v in pairs if k not in REACTOR_OPTIONS]
-    _check_reactor_options(options)
     _check_driver_options(driver, url)
     database = unquote(parts.path.lstrip("/")) or default_database
     if any(ch in database for ch in '/\\. "$\x00') or len(database) > 63:
@@ -169,43 +190,7 @@ def parse_url(url: str, *, default_database: str = "reactor") -> MongoURL:
     present = {k.lower() for k, _ in driver}
     driver += [(k, str(v)) for k, v in DEFAULT_TIMEOUTS_MS.items() if k.lower() not in present]
     client_uri = urlunsplit((parts.scheme, parts.netloc, "/", urlencode(driver), ""))
-    return MongoURL(client_uri=client_uri, database=database, options=options)
+    parsed = MongoURL(client_uri=client_uri, database=database, options=options)
+    _ = parsed.clock(), parsed.gc_grace(), parsed.clock_skew_budget(), parsed.visibility_timeout()
+    return parsed
 
-
-def float_option(
-    options: dict[str, str],
-    name: str,
-    default: float,
-    *,
-    minimum: float | None = None,
-    positive: bool = False,
-) -> float:
-    """Read a numeric reactor option.
-
-    Args:
-        options: the reactor options of a parsed URL.
-        name: the option name.
-        default: returned when the option is absent or empty.
-        minimum: the smallest accepted value (inclusive), if any.
-        positive: require a value > 0.
-
-    Returns:
-        The value as a finite float.
-
-    Raises:
-        ConfigurationError: the value is not a finite number or is out of range.
-    """
-    raw = options.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise ConfigurationError(f"option {name}={raw!r} must be a number") from exc
-    if not math.isfinite(value):
-        raise ConfigurationError(f"option {name}={raw!r} must be a finite number")
-    if positive and value <= 0:
-        raise ConfigurationError(f"option {name}={raw!r} must be > 0")
-    if minimum is not None and value < minimum:
-        raise ConfigurationError(f"option {name}={raw!r} must be >= {minimum:g}")
-    return value

@@ -46,8 +46,9 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from reactor.model.errors import ContextTooLargeError, StorageError
+from reactor.errors import ContextTooLargeError, StorageError
 from reactor.ports.documents import RawDocument, Versioned
+from reactor.ports.driver_errors import translate_errors
 from reactor_mongodb._clock import ServerClock
 
 __all__ = ["DEFAULT_MAX_DOCUMENT_BYTES", "MAX_BSON_BYTES", "MongoDocumentStore", "RawDocument"]
@@ -196,7 +197,7 @@ class MongoDocumentStore:
             StorageError: the server failed.
         """
         coll = self._collection(collection)
-        try:
+        with translate_errors(PyMongoError, what=f"MongoDB write {collection}/{key}"):
             if value is None:
                 if expected_version is None:
                     return coll.find_one({"_id": key}, projection={"_id": 1}) is None
@@ -226,8 +227,6 @@ class MongoDocumentStore:
                 return True
             replaced = coll.replace_one({"_id": key, "version": expected_version}, body)
             return replaced.matched_count == 1
-        except PyMongoError as exc:
-            raise StorageError(f"MongoDB write {collection}/{key} failed: {exc}") from exc
 
     def scan(
         self,
@@ -260,13 +259,11 @@ class MongoDocumentStore:
             query["_id"] = {"$gt": after}
         query["$or"] = [{"exp": None}, {"exp": {"$gt": self.now()}}]
         coll = self._collection(collection)
-        try:
+        with translate_errors(PyMongoError, what=f"MongoDB scan of {collection}"):
             cursor = (
                 coll.find(query, projection={"value": 1}).sort("_id", ASCENDING).limit(int(limit))
             )
             return [(str(doc["_id"]), json.loads(doc["value"])) for doc in cursor]
-        except PyMongoError as exc:
-            raise StorageError(f"MongoDB scan of {collection} failed: {exc}") from exc
 
     def close(self) -> None:
         """Close the client when this store owns it; idempotent."""
@@ -299,10 +296,8 @@ class MongoDocumentStore:
             StorageError: the server failed.
         """
         if collections is None:
-            try:
+            with translate_errors(PyMongoError, what="MongoDB list_collection_names"):
                 names = self.database.list_collection_names()
-            except PyMongoError as exc:
-                raise StorageError(f"MongoDB list_collection_names failed: {exc}") from exc
             collections = [n[len(self.prefix) :] for n in names if n.startswith(self.prefix)]
         done = []
         for name in collections:
@@ -333,7 +328,7 @@ class MongoDocumentStore:
         Returns:
             ``False`` when nothing is stored under ``key``.
         """
-        try:
+        with translate_errors(PyMongoError, what=f"MongoDB set_expiry {collection}/{key}"):
             result = self._collection(collection).update_one(
                 {"_id": key},
                 {
@@ -343,17 +338,13 @@ class MongoDocumentStore:
                     }
                 },
             )
-        except PyMongoError as exc:
-            raise StorageError(f"MongoDB set_expiry {collection}/{key} failed: {exc}") from exc
         return result.matched_count == 1
 
     # -- internals ------------------------------------------------------------------------
 
     def _find(self, collection: str, key: str) -> dict[str, Any] | None:
-        try:
+        with translate_errors(PyMongoError, what=f"MongoDB read {collection}/{key}"):
             found: dict[str, Any] | None = self._collection(collection).find_one({"_id": key})
-        except PyMongoError as exc:
-            raise StorageError(f"MongoDB read {collection}/{key} failed: {exc}") from exc
         return found
 
     def _collection(self, collection: str) -> Collection[Any]:
@@ -372,10 +363,8 @@ class MongoDocumentStore:
 
     def _create_indexes(self, collection: str) -> None:
         coll = self.database[self.collection_name(collection)]
-        try:
+        with translate_errors(PyMongoError, what=f"MongoDB index creation on {coll.name}"):
             coll.create_index(
                 [("expires_at", ASCENDING)], name="reactor_gc_ttl", expireAfterSeconds=0
             )
             coll.create_index([("idx", ASCENDING), ("_id", ASCENDING)], name="reactor_scan")
-        except PyMongoError as exc:
-            raise StorageError(f"MongoDB index creation on {coll.name} failed: {exc}") from exc

@@ -59,7 +59,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from reactor.model.errors import DeserializationError, RouterError, StorageError
+from reactor.errors import DeserializationError, RouterError, StorageError
 from reactor.ports.router import DeadLetter, Delivery, Job
 from reactor_mongodb._clock import ServerClock
 

@@ -29,7 +29,8 @@ from typing import Any
 import pymongo
 from pymongo.errors import ConnectionFailure, PyMongoError
 
-from reactor.model.errors import StorageError
+from reactor.errors import StorageError
+from reactor.ports.driver_errors import close_quietly, translate_errors
 
 __all__ = [
     "PROBE_TIMEOUT",
@@ -76,10 +77,7 @@ def change_streams_supported(collection: Any, timeout: float = PROBE_TIMEOUT) ->
         return None if _transient(exc) else False
     except (NotImplementedError, AttributeError, TypeError):
         return False
-    try:
-        stream.close()
-    except PyMongoError:
-        pass
+    close_quietly(stream.close)
     return True
 
 
@@ -124,10 +122,7 @@ class MongoSubscription:
             return
         self._closed = True
         with self._lock:
-            try:
-                self._stream.close()
-            except Exception:  # closing must never raise
-                pass
+            close_quietly(self._stream.close)
 
 
 class _SilentSubscription:
@@ -194,12 +189,10 @@ class MongoSignalStore:
         if self._supported is False:
             return
         self._ensure_index()
-        try:
+        with translate_errors(PyMongoError, what="MongoDB signal publish"):
             self._collection.insert_one(
                 {"channel": channel, "message": message, "at": datetime.now(UTC)}
             )
-        except PyMongoError as exc:
-            raise StorageError(f"MongoDB signal publish failed: {exc}") from exc
 
     def subscribe(self, channel: str) -> MongoSubscription | _SilentSubscription:
         """Open a change stream of ``channel``'s inserts (later publishes are delivered).

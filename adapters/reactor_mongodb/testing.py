@@ -27,7 +27,7 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
-from reactor.model.errors import ConfigurationError
+from reactor.errors import ConfigurationError
 from reactor.ports.urls import redact_url
 from reactor_mongodb._url import parse_url
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import weakref
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from functools import cache
 from importlib.resources import files
 from typing import Any, TypeAlias
@@ -21,7 +20,8 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import parse_url
 from redis.exceptions import NoScriptError
 
-from reactor.model.errors import RouterError, StorageError
+from reactor.errors import RouterError, StorageError
+from reactor.ports.driver_errors import close_quietly, translate_errors
 
 __all__ = [
     "Client",
@@ -64,26 +64,23 @@ def ttl_arg(ttl: float | None) -> str:
     return str(max(to_us(ttl), 1))
 
 
-@contextmanager
-def storage_errors(what: str) -> Iterator[None]:
-    """Wrap redis-py exceptions raised inside the block in :class:`StorageError` (chained).
+def storage_errors(what: str) -> translate_errors:
+    """A context manager that re-raises redis-py exceptions as :class:`StorageError`
+    (chained; reactor's own errors pass through: docs/protocol.md, "Adapter toolkit").
 
     Args:
-        what: the operation, for the message.
+        what: the operation, for the message (``"redis <what> failed: ..."``).
     """
-    try:
-        yield
-    except redis.RedisError as exc:
-        raise StorageError(f"redis {what} failed: {exc}") from exc
+    return translate_errors(redis.RedisError, what=f"redis {what}", into=StorageError)
 
 
-@contextmanager
-def router_errors(what: str) -> Iterator[None]:
-    """Wrap redis-py exceptions raised inside the block in :class:`RouterError` (chained)."""
-    try:
-        yield
-    except redis.RedisError as exc:
-        raise RouterError(f"redis {what} failed: {exc}") from exc
+def router_errors(what: str) -> translate_errors:
+    """Like :func:`storage_errors`, raising :class:`RouterError`.
+
+    Args:
+        what: the operation, for the message (``"redis <what> failed: ..."``).
+    """
+    return translate_errors(redis.RedisError, what=f"redis {what}", into=RouterError)
 
 
 @cache
@@ -207,12 +204,7 @@ def close_client(client: Client) -> None:
     """
     seed = _SEEDS.pop(client, None)
     for closable in (client, seed):
-        if closable is None:
-            continue
-        try:
-            if isinstance(closable, RedisCluster):
-                closable.disconnect_connection_pools()  # type: ignore[no-untyped-call]
-            else:
-                closable.close()
-        except Exception:  # closing must never raise
-            pass
+        if isinstance(closable, RedisCluster):
+            close_quietly(closable.disconnect_connection_pools)
+        elif closable is not None:
+            close_quietly(closable.close)

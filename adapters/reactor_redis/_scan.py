@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from reactor.ports.records import ScanPage
+from reactor.model.records import ScanPage
 from reactor.ports.serialization import decode_scan_cursor, encode_scan_cursor
 from reactor_redis.keys import SHARDS
 

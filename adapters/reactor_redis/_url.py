@@ -21,14 +21,13 @@ would raise a raw ``TypeError`` on every later operation. A ``db`` index beyond 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from reactor.model.errors import ConfigurationError
-from reactor.ports.urls import redact_url
+from reactor.errors import ConfigurationError
+from reactor.ports.urls import UrlOptions, redact_url
 
 __all__ = [
     "DEFAULT_SOCKET_TIMEOUT",
@@ -45,70 +44,51 @@ DEFAULT_SOCKET_TIMEOUT = 5.0
 #: Query options reactor consumes itself.
 REACTOR_OPTIONS = frozenset({"prefix", "socket_timeout", "queue", "visibility_timeout", "consumer"})
 
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off")
+#: How messages name an option.
+_LABEL = "Redis URL option"
+
+#: Reads one present driver option (``reader(options, name)``); an empty value is refused.
+_Reader = Callable[[UrlOptions, str], Any]
 
 
-def _positive_float(name: str, raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError as exc:
-        raise ConfigurationError(f"Redis URL option {name}={raw!r} must be a number") from exc
-    if not (math.isfinite(value) and value > 0):
-        raise ConfigurationError(f"Redis URL option {name}={raw!r} must be > 0 seconds")
-    return value
+def _seconds(options: UrlOptions, name: str) -> float:
+    return options.number(name, 0.0, exclusive_minimum=0, unit="seconds", allow_empty=False)
 
 
-def _int(name: str, raw: str, minimum: int) -> int:
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ConfigurationError(f"Redis URL option {name}={raw!r} must be an integer") from exc
-    if value < minimum:
-        raise ConfigurationError(f"Redis URL option {name}={raw!r} must be >= {minimum}")
-    return value
+def _count(minimum: int) -> _Reader:
+    return lambda options, name: options.integer(name, minimum, minimum=minimum, allow_empty=False)
 
 
-def _bool(name: str, raw: str) -> bool:
-    lowered = raw.lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise ConfigurationError(f"Redis URL option {name}={raw!r} must be true or false")
+def _flag(options: UrlOptions, name: str) -> bool:
+    return options.boolean(name, False, allow_empty=False)
 
 
-def _text(name: str, raw: str) -> str:
-    if not raw:
-        raise ConfigurationError(f"Redis URL option {name}= must not be empty")
-    return raw
+def _text(options: UrlOptions, name: str) -> str:
+    return options.text(name, "", allow_empty=False)
 
 
-def _cert_reqs(name: str, raw: str) -> str:
-    if raw.lower() not in ("none", "optional", "required"):
-        raise ConfigurationError(
-            f"Redis URL option {name}={raw!r} must be none, optional or required"
-        )
-    return raw.lower()
+def _cert_reqs(options: UrlOptions, name: str) -> str:
+    choices = ("none", "optional", "required")
+    return options.choice(name, "required", choices, ignore_case=True, allow_empty=False)
 
 
-#: redis-py options accepted in the query of every Redis URL, with their value parsers.
-DRIVER_OPTIONS: dict[str, Callable[[str, str], Any]] = {
-    "db": lambda name, raw: _int(name, raw, 0),
-    "socket_connect_timeout": _positive_float,
-    "socket_keepalive": _bool,
-    "health_check_interval": lambda name, raw: _int(name, raw, 0),
-    "max_connections": lambda name, raw: _int(name, raw, 1),
+#: redis-py options accepted in the query of every Redis URL, with their value readers.
+DRIVER_OPTIONS: dict[str, _Reader] = {
+    "db": _count(0),
+    "socket_connect_timeout": _seconds,
+    "socket_keepalive": _flag,
+    "health_check_interval": _count(0),
+    "max_connections": _count(1),
     "client_name": _text,
 }
 
 #: redis-py TLS options, accepted with ``rediss://`` only.
-SSL_OPTIONS: dict[str, Callable[[str, str], Any]] = {
+SSL_OPTIONS: dict[str, _Reader] = {
     "ssl_cert_reqs": _cert_reqs,
     "ssl_ca_certs": _text,
     "ssl_certfile": _text,
     "ssl_keyfile": _text,
-    "ssl_check_hostname": _bool,
+    "ssl_check_hostname": _flag,
 }
 
 
@@ -124,7 +104,8 @@ class RedisURL:
         password: the password, if any.
         db: the database index (0 when absent).
         socket_timeout: seconds before a socket operation on a silent server fails.
-        options: reactor's own options as given (``prefix``, ``queue``, ...), unparsed.
+        options: reactor's own options as given (``prefix``, ``queue``, ...), with typed
+            readers (:class:`reactor.ports.urls.UrlOptions`).
         driver: the validated redis-py keyword arguments (``db`` and the timeouts excluded).
     """
 
@@ -135,7 +116,7 @@ class RedisURL:
     password: str | None
     db: int
     socket_timeout: float
-    options: dict[str, str] = field(default_factory=dict)
+    options: UrlOptions = field(default_factory=UrlOptions)
     driver: dict[str, Any] = field(default_factory=dict)
     socket_connect_timeout: float | None = None
 
@@ -145,15 +126,23 @@ class RedisURL:
         Raises:
             ConfigurationError: the option is not a number > 0.
         """
-        raw = self.options.get("visibility_timeout")
-        return float(default) if not raw else _positive_float("visibility_timeout", raw)
+        return self.options.number(
+            "visibility_timeout", float(default), exclusive_minimum=0, unit="seconds"
+        )
+
+
+def _database(raw: str, url: str) -> int:
+    """A database index (the URL path or the ``db`` option): an integer >= 0."""
+    return UrlOptions({"db": raw}, url=url, label=_LABEL).integer(
+        "db", 0, minimum=0, allow_empty=False
+    )
 
 
 def _db(path: str, query_db: str | None, url: str) -> int:
     raw_path = unquote(path).strip("/")
-    db = _int("db", raw_path, 0) if raw_path else 0
+    db = _database(raw_path, url) if raw_path else 0
     if query_db is not None:
-        from_query = _int("db", query_db, 0)
+        from_query = _database(query_db, url)
         if raw_path and from_query != db:
             raise ConfigurationError(
                 f"Redis URL {redact_url(url)!r} names two databases ({db}, {from_query})"
@@ -186,20 +175,17 @@ def parse_url(url: str) -> RedisURL:
         raise ConfigurationError(f"not a Redis URL: {redact_url(url)!r}")
     if not parts.hostname:
         raise ConfigurationError(f"Redis URL {redact_url(url)!r} names no host")
-    options: dict[str, str] = {}
+    readers = {**DRIVER_OPTIONS, **(SSL_OPTIONS if scheme == "rediss" else {})}
+    query = UrlOptions.parse(
+        parts.query, url=url, label=_LABEL, accepted=REACTOR_OPTIONS | readers.keys()
+    )
+    options = UrlOptions(
+        {name: raw for name, raw in query.items() if name in REACTOR_OPTIONS}, url=url, label=_LABEL
+    )
     driver: dict[str, Any] = {}
-    accepted = {**DRIVER_OPTIONS, **(SSL_OPTIONS if scheme == "rediss" else {})}
-    for name, raw in parse_qsl(parts.query, keep_blank_values=True):
-        if name in REACTOR_OPTIONS:
-            options[name] = raw
-        elif name in accepted:
-            driver[name] = accepted[name](name, raw)
-        else:
-            known = sorted(REACTOR_OPTIONS | set(accepted))
-            raise ConfigurationError(
-                f"unknown Redis URL option {name!r} in {redact_url(url)!r} "
-                f"(accepted: {', '.join(known)})"
-            )
+    for name, raw in parse_qsl(parts.query, keep_blank_values=True):  # a repeat is read too
+        if name in readers:
+            driver[name] = readers[name](UrlOptions({name: raw}, url=url, label=_LABEL), name)
     query_db = next((v for k, v in parse_qsl(parts.query) if k == "db"), None)
     driver.pop("db", None)
     db = _db(parts.path, query_db, url)
@@ -207,9 +193,8 @@ def parse_url(url: str) -> RedisURL:
         raise ConfigurationError(
             f"a Redis Cluster has only database 0, got {db} in {redact_url(url)!r}"
         )
-    raw_timeout = options.get("socket_timeout")
-    timeout = (
-        _positive_float("socket_timeout", raw_timeout) if raw_timeout else DEFAULT_SOCKET_TIMEOUT
+    timeout = options.number(
+        "socket_timeout", DEFAULT_SOCKET_TIMEOUT, exclusive_minimum=0, unit="seconds"
     )
     connect_timeout = driver.pop("socket_connect_timeout", None)
     parsed = RedisURL(

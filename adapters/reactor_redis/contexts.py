@@ -24,9 +24,9 @@ import heapq
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from reactor.model.errors import ContextTooLargeError, StaleWriterError
+from reactor.errors import ContextTooLargeError, StaleWriterError
+from reactor.model.records import ContextRecord, Fence, RunPage, RunSummary, ScanPage
 from reactor.model.status import RunStatus
-from reactor.ports.records import ContextRecord, Fence, RunPage, RunSummary, ScanPage
 from reactor.ports.serialization import decode_page_cursor, encode_page_cursor, page_key
 from reactor_redis._base import Client, RedisScripts, storage_errors, ttl_arg
 from reactor_redis._scan import BUDGET, IndexTrimmer, sharded_scan

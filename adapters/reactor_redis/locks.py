@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import redis
 
+from reactor.errors import StorageError
 from reactor.model.coordination.fencing import FENCE_RETENTION
-from reactor.model.errors import StorageError
-from reactor.ports.records import LockInfo
+from reactor.model.records import LockInfo
 from reactor_redis._base import Client, RedisScripts, from_us, to_us, ttl_arg
 from reactor_redis.keys import Keys
 

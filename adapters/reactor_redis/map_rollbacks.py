@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from reactor.ports.records import (
+from reactor.model.records import (
     FAILED_ROLLBACK_OUTCOMES,
     MapRollbackMetadata,
     RollbackOutcome,

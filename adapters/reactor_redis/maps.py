@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from reactor.ports.records import MapMetadata, ScanPage
+from reactor.model.records import MapMetadata, ScanPage
 from reactor.ports.serialization import (
     decode_scan_cursor,
     encode_scan_cursor,

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 
 import redis
 
+from reactor.errors import StorageError
 from reactor.model.coordination.rate_limits import window_id
-from reactor.model.errors import StorageError
-from reactor.ports.records import RateDecision, RateWindow
+from reactor.model.records import RateDecision, RateWindow
 from reactor_redis._base import Client, RedisScripts, from_us, to_us
 from reactor_redis.keys import Keys
 

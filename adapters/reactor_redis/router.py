@@ -49,7 +49,7 @@ import redis
 from redis.client import NEVER_DECODE
 from redis.exceptions import NoScriptError
 
-from reactor.model.errors import DeserializationError, RouterError
+from reactor.errors import DeserializationError, RouterError
 from reactor.ports.inspection import QueueStats
 from reactor.ports.router import DeadLetter, Delivery, Job
 from reactor_redis._base import Client, RedisScripts, _source, close_client, router_errors

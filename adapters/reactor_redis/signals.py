@@ -12,6 +12,7 @@ import time
 import weakref
 from typing import Any
 
+from reactor.ports.driver_errors import close_quietly
 from reactor_redis._base import Client, storage_errors
 from reactor_redis.keys import Keys
 
@@ -57,16 +58,9 @@ class RedisSubscription:
         # Subscriber mode poisons a connection, so it is never worth returning to a pool:
         # disconnect it outright (a pooled ClusterPubSub connection otherwise lingers open).
         connection = getattr(self._pubsub, "connection", None)
-        for step in (self._pubsub.unsubscribe, self._pubsub.close):
-            try:
-                step()
-            except Exception:  # closing must never raise
-                pass
+        close_quietly(self._pubsub.unsubscribe, self._pubsub.close)
         if connection is not None:
-            try:
-                connection.disconnect()
-            except Exception:
-                pass
+            close_quietly(connection.disconnect)
 
 
 class RedisSignalStore:

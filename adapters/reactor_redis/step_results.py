@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from reactor.ports.records import ScanPage, StepResultRecord
+from reactor.model.records import ScanPage, StepResultRecord
 from reactor.ports.serialization import record_from_json, record_to_json
 from reactor_redis._base import Client, RedisScripts, storage_errors, ttl_arg
 from reactor_redis._scan import BUDGET, IndexTrimmer, sharded_scan

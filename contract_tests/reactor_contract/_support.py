@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from reactor.ports.records import (
+from reactor.model.records import (
     ContextRecord,
     MapMetadata,
     MapRollbackMetadata,

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Sequence
 
 from reactor import config
-from reactor.model.errors import ConfigurationError
+from reactor.errors import ConfigurationError
 
 try:
     import pytest

@@ -468,7 +468,7 @@ def _build(factory: Callable[..., T], url: str, prefixed_url: str, settings: dic
     :class:`ConfigurationError` (remembered per scheme). Any other error is raised again by the
     plain call. Adapters that keep state outside the process must accept ``prefix``.
     """
-    from reactor.model.errors import ConfigurationError
+    from reactor.errors import ConfigurationError
 
     scheme = urlsplit(url).scheme.lower()
     if _PREFIX_SUPPORT.get(scheme) is not False:

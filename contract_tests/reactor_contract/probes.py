@@ -1,4 +1,5 @@
-"""Probe factories of the built-in in-process adapters (``memory://``, ``local://``).
+"""Probe factories of the built-in in-process adapters (``memory://``, ``local://``,
+``memqueue://``).
 
 Registered in ``pyproject.toml`` under the entry-point groups ``reactor.probes`` and
 ``reactor.router_probes``. They live here, not in :mod:`reactor.memory`, because the core must
@@ -7,15 +8,23 @@ not depend on the contract package.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 
+from reactor.generic.router import GenericRouter
 from reactor.memory import LocalRouter, MemoryStorage
 from reactor.ports.router import Router
 from reactor.ports.storage import Storage
 from reactor_contract.generic_probe import GenericProbe
-from reactor_contract.probe import Probe, RouterProbe
+from reactor_contract.probe import Probe, RouterProbe, UnsupportedBody
 
-__all__ = ["LocalRouterProbe", "memory_probe", "memory_router_probe"]
+__all__ = [
+    "GenericRouterProbe",
+    "LocalRouterProbe",
+    "generic_router_probe",
+    "memory_probe",
+    "memory_router_probe",
+]
 
 
 def memory_probe(storage: Storage) -> Probe:
@@ -63,3 +72,41 @@ def memory_router_probe(router: Router) -> RouterProbe:
     if not isinstance(router, LocalRouter):
         raise TypeError(f"memory_router_probe needs a LocalRouter, got {type(router).__name__}")
     return LocalRouterProbe(router)
+
+
+class GenericRouterProbe:
+    """Injects raw messages into any :class:`reactor.generic.router.GenericRouter` through its
+    queue primitive (docs/protocol.md, "Building a router").
+
+    Args:
+        router: the router under test.
+    """
+
+    def __init__(self, router: GenericRouter) -> None:
+        self.router = router
+
+    def inject_raw(self, body: str | bytes) -> None:
+        """Put ``body`` on the primitive under a fresh id, visible now, without validating it.
+
+        Raises:
+            UnsupportedBody: ``body`` is bytes and the primitive refused them with a
+                ``TypeError`` or ``ValueError`` (a text-only transport).
+        """
+        try:
+            self.router.primitive.put(f"probe-{uuid.uuid4().hex}", body, 0.0)
+        except (TypeError, ValueError) as exc:
+            if isinstance(body, str):
+                raise
+            raise UnsupportedBody(f"the queue primitive refused a bytes body: {exc}") from exc
+
+
+def generic_router_probe(router: Router) -> RouterProbe:
+    """The router probe of a :class:`reactor.generic.router.GenericRouter` (``memqueue://``,
+    and any third-party router built on one).
+
+    Raises:
+        TypeError: ``router`` is not a ``GenericRouter``.
+    """
+    if not isinstance(router, GenericRouter):
+        raise TypeError(f"generic_router_probe needs a GenericRouter, got {type(router).__name__}")
+    return GenericRouterProbe(router)

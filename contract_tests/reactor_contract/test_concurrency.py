@@ -11,7 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from reactor.ports.records import RateWindow, RollbackOutcome
+from reactor.model.records import RateWindow, RollbackOutcome
 from reactor.ports.storage import Storage
 from reactor_contract._support import HOUR, map_metadata, rollback_metadata, uid
 

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from reactor.model.errors import ContextTooLargeError, LockLost, StaleWriterError
-from reactor.ports.records import ContextRecord, Fence
+from reactor.errors import ContextTooLargeError, LockLost, StaleWriterError
+from reactor.model.records import ContextRecord, Fence
 from reactor.ports.storage import Storage
 from reactor_contract._support import (
     CONTEXT_TTL,

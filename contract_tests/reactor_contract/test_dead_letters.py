@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from reactor.model.errors import DeserializationError
+from reactor.errors import DeserializationError
 from reactor.ports.router import DeadLetter, DeadLetterAdmin, Delivery, Job, Router
 from reactor_contract._support import eventually, uid
 from reactor_contract.probe import RouterProbe, UnsupportedBody

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from reactor.model.errors import ContextTooLargeError, StorageError
+from reactor.errors import ContextTooLargeError, StorageError
 from reactor.ports.documents import DocumentStore
 from reactor.ports.storage import Storage
 from reactor_contract._support import HOUR, uid

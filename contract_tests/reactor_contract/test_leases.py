@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from reactor.coordination import Lock, OrderedLock, Semaphore
+from reactor.errors import LockLost, StorageError
 from reactor.model.coordination.renewal import MIN_LEASE
-from reactor.model.errors import LockLost, StorageError
 from reactor.ports.storage import Storage
 from reactor_contract._support import uid
 from reactor_contract.probe import Probe

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from reactor.ports.records import FAILED_ROLLBACK_OUTCOMES, RollbackOutcome, RollbackSummary
+from reactor.model.records import FAILED_ROLLBACK_OUTCOMES, RollbackOutcome, RollbackSummary
 from reactor.ports.storage import Storage
 from reactor_contract._support import (
     CONTEXT_TTL,

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from reactor.ports.records import MapMetadata
+from reactor.model.records import MapMetadata
 from reactor.ports.storage import Storage
 from reactor_contract._support import (
     CONTEXT_TTL,

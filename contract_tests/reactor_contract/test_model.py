@@ -35,7 +35,7 @@ from reactor.model.coordination import periods as period_model
 from reactor.model.coordination import rate_limits as rate_model
 from reactor.model.coordination import semaphores as semaphore_model
 from reactor.model.coordination.reference import ReferenceCoordination
-from reactor.ports.records import OrderedTicket, RateWindow
+from reactor.model.records import OrderedTicket, RateWindow
 from reactor.ports.storage import Storage
 from reactor_contract._support import HOUR, uid
 from reactor_contract.model_expiry import shift_expiry

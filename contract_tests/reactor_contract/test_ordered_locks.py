@@ -12,7 +12,7 @@ record's garbage collection (``probe.expire(..., FENCE)``), and a ticket's ``fen
 from __future__ import annotations
 
 from reactor.model.coordination.fencing import FENCE_RETENTION, MAX_FENCE
-from reactor.ports.records import OrderedTicket
+from reactor.model.records import OrderedTicket
 from reactor.ports.storage import Storage
 from reactor_contract._support import HOUR, assert_ttl, uid
 from reactor_contract.probe import FENCE, Probe

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from reactor.memory.clock import ManualClock
-from reactor.ports.records import RateDecision, RateWindow
+from reactor.model.records import RateDecision, RateWindow
 from reactor.ports.storage import Storage
 from reactor_contract._support import HOUR, uid
 from reactor_contract.probe import ClockProbe, Probe

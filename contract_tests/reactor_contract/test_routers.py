@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 
-from reactor.model.errors import RouterError
+from reactor.errors import RouterError
 from reactor.ports.router import DeadLetter, Delivery, Job, Router
 from reactor_contract._support import SUITE_DOC, eventually, teach, uid
 from reactor_contract.plugin import open_router

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from reactor.model.errors import StorageError
+from reactor.errors import StorageError
 from reactor.ports.storage import (
     Capabilities,
     ClaimStore,

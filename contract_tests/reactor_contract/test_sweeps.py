@@ -24,7 +24,7 @@ from reactor.model.keys import (
     step_liveness_key,
     sweep_dispatch_key,
 )
-from reactor.ports.records import RollbackOutcome
+from reactor.model.records import RollbackOutcome
 from reactor.ports.router import DeadLetter, Delivery, Job
 from reactor.ports.storage import Storage
 from reactor_contract._support import (

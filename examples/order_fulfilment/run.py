@@ -36,8 +36,7 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
-from reactor import DispatchHandle, Failure, Halt, Reactor, ReactorError, config
-from reactor.jobs.worker import Worker
+from reactor import DispatchHandle, Failure, Halt, Reactor, ReactorError, Worker, config
 from reactor.memory import LocalRouter, MemoryStorage
 
 from .models import Order

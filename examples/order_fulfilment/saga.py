@@ -31,6 +31,7 @@ from reactor import (
     Reactor,
     Retries,
     Step,
+    codec,
     compose,
     element,
     fail,
@@ -39,7 +40,6 @@ from reactor import (
     result,
     step,
 )
-from reactor.model import codec
 
 from .models import Order
 from .services import SERVICES, ServiceError

@@ -68,10 +68,9 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from reactor import DispatchHandle, config
+from reactor import DispatchHandle, config, generate_key
 from reactor.config import Runtime
-from reactor.model.secrets import generate_key
-from reactor.model.status import TERMINAL_STATUSES, RunStatus
+from reactor.runs import TERMINAL_STATUSES, RunStatus
 
 from .models import Order
 from .run import Outcome, check_invariants, failure_reason, load_orders

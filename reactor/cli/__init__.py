@@ -26,7 +26,7 @@ from reactor.cli._common import (
     err_console,
     package_version,
 )
-from reactor.model.errors import ConfigurationError, ReactorError
+from reactor.errors import ConfigurationError, ReactorError
 
 try:  # typer >= 0.2x runs on its own copy of click
     from typer._click import exceptions as click_exceptions
@@ -116,8 +116,8 @@ def main() -> None:
     """Entry point of the ``reactor`` console script.
 
     A usage error (an unknown command or option, a bad option value) is one line on stderr,
-    exit 2. A :class:`~reactor.model.errors.ReactorError` no command handled is one line on
-    stderr: exit 2 for a :class:`~reactor.model.errors.ConfigurationError`, else 1.
+    exit 2. A :class:`~reactor.errors.ReactorError` no command handled is one line on
+    stderr: exit 2 for a :class:`~reactor.errors.ConfigurationError`, else 1.
     """
     mount_plugins()
     try:

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from reactor import config
-from reactor.model.errors import ConfigurationError, ReactorError
+from reactor.errors import ConfigurationError, ReactorError
 from reactor.ports.urls import redact_url
 
 __all__ = [

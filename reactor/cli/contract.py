@@ -35,7 +35,11 @@ def contract(
     reactor-saga\[contract] (pytest, hypothesis).
     """
     try:
-        from reactor_contract.cli import install_hint, missing_dependencies, run
+        from reactor_contract.cli import (  # deferred: needs the optional pytest/hypothesis
+            install_hint,
+            missing_dependencies,
+            run,
+        )
     except ImportError as exc:  # the contract package ships with reactor; be explicit anyway
         fail(
             f"the contract suite cannot be imported ({exc}); reinstall reactor with its "

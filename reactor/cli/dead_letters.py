@@ -31,7 +31,7 @@ from rich.markup import escape
 
 from reactor import config
 from reactor.cli._common import RouterOpt, SettingOpt, _adapter_settings, app, err_console
-from reactor.model.errors import ConfigurationError, DeserializationError, ReactorError
+from reactor.errors import ConfigurationError, DeserializationError, ReactorError
 from reactor.model.masking import mask_job_body
 from reactor.model.text import printable
 from reactor.ports.router import DeadLetter, DeadLetterAdmin, Router

@@ -28,7 +28,7 @@ from reactor.cli._common import (
     fail,
     package_version,
 )
-from reactor.model.errors import ReactorError
+from reactor.errors import ReactorError
 from reactor.ports.inspection import QueueInspector, QueueStats, SweepIndexInspector
 
 __all__ = ["DEAD_LETTER_COUNT_CAP", "UNKNOWN", "info", "info_lines"]

@@ -31,7 +31,7 @@ from reactor.cli._common import (
     display_url,
     fail,
 )
-from reactor.model.errors import ConfigurationError
+from reactor.errors import ConfigurationError
 from reactor.ports.inspection import Pingable
 from reactor.ports.router import Router
 from reactor.ports.storage import Storage

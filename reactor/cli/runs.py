@@ -35,16 +35,17 @@ from reactor.cli._common import (
     err_console,
     fail,
 )
-from reactor.model.errors import (
+from reactor.errors import (
     ReactorError,
     RunNotFoundError,
     RunStateError,
     UnknownReactorError,
 )
+from reactor.facade import Reactor
 from reactor.model.masking import mask_document
+from reactor.model.records import RunSummary
 from reactor.model.status import RunStatus
 from reactor.model.text import printable
-from reactor.ports.records import RunSummary
 
 __all__ = ["parse_since", "runs_app", "runs_list", "runs_retry", "runs_show"]
 
@@ -249,7 +250,6 @@ def runs_retry(
     worker; 1 when the run is missing or cannot be retried, the new run failed, or a backend
     failed; 2 for a usage or configuration error (including a reactor no --import registers).
     """
-    from reactor.dsl.reactor import Reactor
 
     _import_modules(import_ or [])
     runtime = _runtime(storage, router, setting)

@@ -25,6 +25,7 @@ from reactor.cli._common import (
     _runtime,
     app,
 )
+from reactor.jobs.worker import Worker
 
 __all__ = ["worker"]
 
@@ -48,7 +49,6 @@ def worker(
     log_level: LogLevelOpt = "INFO",
 ) -> None:
     """Consume the router and run jobs until SIGTERM/SIGINT, then finish in-flight jobs."""
-    from reactor.jobs.worker import Worker
 
     _refuse_router_without_storage(storage, router)
     _configure_logging(log_level)

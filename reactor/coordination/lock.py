@@ -19,13 +19,13 @@ from collections.abc import Callable
 from types import TracebackType
 
 from reactor.coordination._heartbeat import Heartbeat
+from reactor.errors import LockAcquisitionError, LockLost
 from reactor.model.coordination.renewal import (
     holder_lease,
     poll_delay,
     renew_interval,
     validate_lease,
 )
-from reactor.model.errors import LockAcquisitionError, LockLost
 from reactor.ports.storage import LockStore
 
 __all__ = ["Lock"]

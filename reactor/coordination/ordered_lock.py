@@ -16,9 +16,9 @@ from collections.abc import Callable
 from typing import Literal
 
 from reactor.coordination._heartbeat import Heartbeat
+from reactor.errors import LockLost, OrderedLockWaitError
 from reactor.model.coordination.renewal import holder_lease, renew_interval
-from reactor.model.errors import LockLost, OrderedLockWaitError
-from reactor.ports.records import OrderedLockState, OrderedTicket
+from reactor.model.records import OrderedLockState, OrderedTicket
 from reactor.ports.storage import OrderedLockStore
 
 __all__ = ["DEFAULT_POISON_PILL_TIMEOUT", "DEFAULT_TTL", "GateDecision", "OrderedLock"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from reactor.model.coordination.periods import Every, bucket_key, ttl_seconds
-from reactor.ports.records import PeriodMarker
+from reactor.model.records import PeriodMarker
 from reactor.ports.storage import PeriodStore
 
 __all__ = ["Period"]

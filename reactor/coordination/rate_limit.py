@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 
-from reactor.model.errors import RateLimitExceeded, UnknownRateLimitError
-from reactor.ports.records import RateWindow
+from reactor.errors import RateLimitExceeded, UnknownRateLimitError
+from reactor.model.records import RateWindow
 from reactor.ports.storage import RateLimitStore
 
 __all__ = ["NAMED_WINDOWS", "RateLimit", "RateLimitRegistry", "registry", "windows_from"]

@@ -18,13 +18,13 @@ from collections.abc import Callable
 from types import TracebackType
 
 from reactor.coordination._heartbeat import Heartbeat
+from reactor.errors import LockLost, SemaphoreAcquisitionError
 from reactor.model.coordination.renewal import (
     holder_lease,
     poll_delay,
     renew_interval,
     validate_lease,
 )
-from reactor.model.errors import LockLost, SemaphoreAcquisitionError
 from reactor.ports.storage import SemaphoreStore
 
 __all__ = ["Semaphore"]

@@ -1,5 +1,9 @@
-"""The declaration language: ``Reactor``, ``Step``, ``Input``, ``Retries``, step declarations
-and argument templates (docs/architecture.md, "Layers")."""
+"""The declaration language: ``BaseReactor``, ``BaseStep``, ``Input``, ``Retries``, step
+declarations and argument templates (docs/architecture.md, "Layers").
+
+Users subclass :class:`reactor.Reactor` and :class:`reactor.Step` (the facade), which extend
+the two base classes here with what needs the engine; nothing in this package imports it.
+"""
 
 from __future__ import annotations
 
@@ -15,19 +19,19 @@ from reactor.dsl.declarations import StepSpec, compose, map_step, step
 from reactor.dsl.definition import ReactorDefinition
 from reactor.dsl.fan_out import FanOut
 from reactor.dsl.inputs import Input, Inputs
-from reactor.dsl.reactor import Reactor
+from reactor.dsl.reactor import BaseReactor
 from reactor.dsl.retries import Retries
-from reactor.dsl.step import Step
+from reactor.dsl.step import BaseStep
 from reactor.dsl.templates import element, input, result, value
 
 __all__ = [
+    "BaseReactor",
+    "BaseStep",
     "FanOut",
     "Input",
     "Inputs",
-    "Reactor",
     "ReactorDefinition",
     "Retries",
-    "Step",
     "StepSpec",
     "async_step",
     "compose",

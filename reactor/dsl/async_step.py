@@ -32,8 +32,8 @@ from typing import Any, overload
 
 from reactor.dsl.declarations import RunFunction, StepSpec, step
 from reactor.dsl.retries import Retries
-from reactor.dsl.step import Step
-from reactor.model.errors import DefinitionError
+from reactor.dsl.step import BaseStep
+from reactor.errors import DefinitionError
 
 __all__ = ["async_step"]
 
@@ -49,7 +49,7 @@ def _as_unit(spec: StepSpec) -> StepSpec:
 
 @overload
 def async_step(
-    impl: type[Step] | RunFunction,
+    impl: type[BaseStep] | RunFunction,
     /,
     *,
     wait_for: str | Iterable[str] | None = None,
@@ -72,7 +72,7 @@ def async_step(
 
 
 def async_step(
-    impl: type[Step] | RunFunction | None = None,
+    impl: type[BaseStep] | RunFunction | None = None,
     /,
     *,
     wait_for: str | Iterable[str] | None = None,

@@ -22,15 +22,12 @@ caller.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 
-from reactor.model.errors import DefinitionError
+from reactor.errors import DefinitionError
 
-if TYPE_CHECKING:
-    from reactor.dsl.definition import ReactorDefinition
-
-__all__ = ["Background", "BackgroundMode", "attach_background"]
+__all__ = ["Background", "BackgroundMode"]
 
 BackgroundMode = Literal["all", "after", "before"]
 
@@ -47,7 +44,7 @@ class Background:
     Raises:
         DefinitionError: no mode or more than one mode, ``all`` not a ``bool``, or a step name
             that is not a non-empty string. Whether the step exists is checked when the reactor
-            class is created (:func:`attach_background`).
+            class is created (:func:`reactor.dsl.definition.attach_background`).
     """
 
     mode: BackgroundMode
@@ -81,34 +78,3 @@ class Background:
         if self.mode == "all":
             return "Background(all=True)"
         return f"Background({self.mode}={self.step!r})"
-
-
-def attach_background(
-    definition: ReactorDefinition, declared: Any, owner: str
-) -> ReactorDefinition:
-    """Validate a reactor's ``background`` class attribute and record it on its definition.
-
-    Args:
-        definition: the reactor's validated definition.
-        declared: the ``background`` class attribute (``None`` for a synchronous reactor).
-        owner: the class's qualified name (for messages).
-
-    Returns:
-        ``definition`` itself when ``declared`` is ``None``, else a copy whose ``background``
-        is set.
-
-    Raises:
-        DefinitionError: ``declared`` is not a :class:`Background`, or it names a step the
-            reactor does not declare.
-    """
-    if declared is None:
-        return definition
-    if not isinstance(declared, Background):
-        raise DefinitionError(
-            f"{owner}: background must be a Background(...) declaration, got {declared!r}"
-        )
-    if declared.step is not None and declared.step not in definition.steps:
-        raise DefinitionError(
-            f"{owner}: {declared!r} names no step (steps: {', '.join(definition.steps)})"
-        )
-    return replace(definition, background=declared)

@@ -20,7 +20,7 @@ the same shape as ``retries = Retries(...)``::
 
 A single declaration may be given instead of a list. Each primitive may appear at most once per
 reactor or step; declaring one both on a ``Step`` class and inline on ``step(...)`` is a
-:class:`~reactor.model.errors.DefinitionError`. Subclasses inherit their parent's list (plain
+:class:`~reactor.errors.DefinitionError`. Subclasses inherit their parent's list (plain
 class-attribute inheritance) and may replace it.
 
 ``key`` is a constant string, or a function ``key(inputs) -> value`` receiving the frozen
@@ -40,12 +40,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from reactor.coordination.rate_limit import windows_from
+from reactor.coordination.rate_limit import registry, windows_from
 from reactor.dsl.inputs import Inputs
+from reactor.errors import CoordinationKeyError, DefinitionError
 from reactor.model.coordination.periods import Every, ttl_seconds
 from reactor.model.coordination.renewal import validate_lease
-from reactor.model.errors import CoordinationKeyError, DefinitionError
-from reactor.ports.records import RateWindow
+from reactor.model.records import RateWindow
 
 __all__ = [
     "Coordination",
@@ -213,7 +213,6 @@ class RateLimitDecl(Coordination):
         """
         if self.name is None:
             return self.windows
-        from reactor.coordination.rate_limit import registry
 
         return registry.windows(self.name)
 
@@ -412,7 +411,7 @@ def with_ordered_lock(
 
     At reactor level the ticket is assigned when the run is created (at enqueue time for a
     background run); at step level, on first arrival at the step. A synchronous caller out of
-    turn fails with :class:`~reactor.model.errors.OrderedLockWaitError`; inside a worker it
+    turn fails with :class:`~reactor.errors.OrderedLockWaitError`; inside a worker it
     parks (uncapped).
 
     Args:

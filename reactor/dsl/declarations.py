@@ -21,9 +21,9 @@ from typing import Any, Literal, overload
 from reactor.dsl.coordination import Coordination, merge_coordination, normalize_coordination
 from reactor.dsl.fan_out import FanOut
 from reactor.dsl.retries import Retries
-from reactor.dsl.step import Step
+from reactor.dsl.step import BaseStep
 from reactor.dsl.templates import Template, ValueRef
-from reactor.model.errors import DefinitionError
+from reactor.errors import DefinitionError
 
 __all__ = ["StepKind", "StepSpec", "compose", "map_step", "step"]
 
@@ -86,7 +86,7 @@ class StepSpec:
     arguments: dict[str, Template] = field(default_factory=dict)
     wait_for: tuple[str, ...] = ()
     retries: Retries | None = None
-    step_class: type[Step] | None = None
+    step_class: type[BaseStep] | None = None
     function: RunFunction | None = None
     undo_function: Callable[..., Any] | None = None
     compensate_function: Callable[..., Any] | None = None
@@ -179,7 +179,7 @@ class _StepDecorator:
 
 @overload
 def step(
-    impl: type[Step] | RunFunction,
+    impl: type[BaseStep] | RunFunction,
     /,
     *,
     wait_for: str | Iterable[str] | None = None,
@@ -202,7 +202,7 @@ def step(
 
 
 def step(
-    impl: type[Step] | RunFunction | None = None,
+    impl: type[BaseStep] | RunFunction | None = None,
     /,
     *,
     wait_for: str | Iterable[str] | None = None,
@@ -236,7 +236,7 @@ def step(
     if impl is None:
         return _StepDecorator(args, deps, retries, coordination)
     if isinstance(impl, type):
-        if not issubclass(impl, Step):
+        if not issubclass(impl, BaseStep):
             raise DefinitionError(
                 f"step() takes a Step subclass or a function, got class {impl.__qualname__}"
             )
@@ -253,9 +253,10 @@ def step(
 
 
 def _check_reactor_class(what: str, target: Any) -> None:
-    from reactor.dsl.reactor import Reactor  # local: the Reactor module imports this one
-
-    if not (isinstance(target, type) and issubclass(target, Reactor)) or target is Reactor:
+    """Refuse anything but a concrete reactor class: one whose creation registered a name
+    (``abstract=True`` bases and the ``Reactor`` base itself do not)."""
+    name = vars(target).get("reactor_name") if isinstance(target, type) else None
+    if not (isinstance(name, str) and name):
         raise DefinitionError(f"{what}() takes a Reactor subclass, got {target!r}")
 
 
@@ -331,7 +332,7 @@ def map_step(
             one background job per element, at most ``N`` enqueued per throw, and rolls the
             map back with one job per started element (docs/fan_out.md;
             :mod:`reactor.engine.fan_out`). Its value is then a lazy
-            :class:`~reactor.model.map_results.MapResultEnumerator`. ``None`` (default): the
+            :class:`~reactor.engine.map_results.MapResultEnumerator`. ``None`` (default): the
             elements run inline, one after another. A map inside a map element always runs
             inline.
 

@@ -2,7 +2,7 @@
 
 :func:`build_definition` performs every definition check (docs/concepts.md, "Definition
 errors"; ruby_reactor's ``validate_definition!``) and raises
-:class:`~reactor.model.errors.DefinitionError` on:
+:class:`~reactor.errors.DefinitionError` on:
 
 * a reserved or private step name;
 * ``result()``/``wait_for`` naming an unknown step (or the step itself);
@@ -18,20 +18,18 @@ errors"; ruby_reactor's ``validate_definition!``) and raises
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from reactor.dsl.background import Background
 from reactor.dsl.coordination import Coordination
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.inputs import InputContract
 from reactor.dsl.templates import ElementRef, InputRef, ResultRef, Template
-from reactor.model.errors import DefinitionError
+from reactor.errors import DefinitionError
 from reactor.model.masking import mask_mapping
 
-if TYPE_CHECKING:
-    from reactor.dsl.background import Background
-
-__all__ = ["RESERVED_STEP_NAMES", "ReactorDefinition", "build_definition"]
+__all__ = ["RESERVED_STEP_NAMES", "ReactorDefinition", "attach_background", "build_definition"]
 
 #: Step names that would shadow ``Reactor`` class attributes.
 RESERVED_STEP_NAMES: frozenset[str] = frozenset(
@@ -300,3 +298,34 @@ def build_definition(
         children=children,
         coordination=coordination,
     )
+
+
+def attach_background(
+    definition: ReactorDefinition, declared: Any, owner: str
+) -> ReactorDefinition:
+    """Validate a reactor's ``background`` class attribute and record it on its definition.
+
+    Args:
+        definition: the reactor's validated definition.
+        declared: the ``background`` class attribute (``None`` for a synchronous reactor).
+        owner: the class's qualified name (for messages).
+
+    Returns:
+        ``definition`` itself when ``declared`` is ``None``, else a copy whose ``background``
+        is set.
+
+    Raises:
+        DefinitionError: ``declared`` is not a :class:`~reactor.dsl.background.Background`,
+            or it names a step the reactor does not declare.
+    """
+    if declared is None:
+        return definition
+    if not isinstance(declared, Background):
+        raise DefinitionError(
+            f"{owner}: background must be a Background(...) declaration, got {declared!r}"
+        )
+    if declared.step is not None and declared.step not in definition.steps:
+        raise DefinitionError(
+            f"{owner}: {declared!r} names no step (steps: {', '.join(definition.steps)})"
+        )
+    return replace(definition, background=declared)

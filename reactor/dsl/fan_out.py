@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reactor.model.errors import DefinitionError
+from reactor.errors import DefinitionError
 
 __all__ = ["DEFAULT_BATCH_SIZE", "ROLLBACK_CHUNK", "FanOut"]
 

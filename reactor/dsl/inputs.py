@@ -2,7 +2,7 @@
 
 An :class:`Input` is declared as a class attribute of a ``Reactor`` (the run's inputs) or of a
 ``Step`` (the step's contract). Validation uses pydantic (one ``TypeAdapter`` per input) and
-reports field-level errors as :class:`~reactor.model.errors.InputValidationError` —
+reports field-level errors as :class:`~reactor.errors.InputValidationError` —
 docs/concepts.md, "Reactors and steps":
 
 * presence means "key exists": ``False``, ``0``, ``""``, ``[]`` are kept;
@@ -31,8 +31,8 @@ from pydantic import (
 )
 from pydantic import ConfigDict as _ConfigDict
 
+from reactor.errors import DefinitionError, InputValidationError, UndeclaredInputError
 from reactor.model import codec
-from reactor.model.errors import DefinitionError, InputValidationError, UndeclaredInputError
 from reactor.model.masking import mask_mapping
 
 __all__ = ["MISSING", "Input", "InputContract", "Inputs"]
@@ -318,7 +318,7 @@ class Inputs:
     """The frozen inputs object a step body reads (``inputs.amount``).
 
     Reading a name that is not declared (or not wired, for a function step) raises
-    :class:`~reactor.model.errors.UndeclaredInputError` (never retried). ``inputs["x"]`` and
+    :class:`~reactor.errors.UndeclaredInputError` (never retried). ``inputs["x"]`` and
     ``"x" in inputs`` work too; :meth:`to_dict` returns a plain dict copy.
 
     Args:

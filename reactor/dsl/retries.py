@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from reactor.model.errors import DefinitionError
+from reactor.errors import DefinitionError
 
 __all__ = ["NO_RETRIES", "Backoff", "Retries"]
 

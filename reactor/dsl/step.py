@@ -22,7 +22,6 @@ validate, so a rollback cannot fail on the inputs that caused the failure.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from reactor.dsl.coordination import Coordination, normalize_coordination
@@ -34,15 +33,16 @@ from reactor.dsl.inputs import (
     check_input_name,
 )
 from reactor.dsl.retries import Retries
-from reactor.model.errors import DefinitionError
-from reactor.model.results import Failure, Result, Skipped
+from reactor.errors import DefinitionError
+from reactor.model.results import Failure, Skipped
 from reactor.model.step_context import StepContext
 
-__all__ = ["Step"]
+__all__ = ["BaseStep"]
 
 
-class Step:
-    """Base class of class-based steps.
+class BaseStep:
+    """The declaration half of class-based steps: users subclass :class:`reactor.Step`, which
+    adds the direct calls (``Step.call``...) on top (docs/architecture.md, "Layers").
 
     Class attributes:
         retries: an optional :class:`~reactor.dsl.retries.Retries` policy (overridden by
@@ -121,61 +121,14 @@ class Step:
         """Clean up after this step's own failure (``self.error``). Default: nothing."""
         return Skipped()
 
-    # ----------------------------------------------------------------- direct calls
+    # ----------------------------------------------------------------- introspection
 
     @classmethod
     def has_undo(cls) -> bool:
         """``True`` when the class overrides :meth:`undo`."""
-        return cls.undo is not Step.undo
+        return cls.undo is not BaseStep.undo
 
     @classmethod
     def has_compensate(cls) -> bool:
         """``True`` when the class overrides :meth:`compensate`."""
-        return cls.compensate is not Step.compensate
-
-    @classmethod
-    def call(cls, args: Mapping[str, Any], context: StepContext | None = None) -> Result:
-        """Run this step once, directly (no reactor, no retries).
-
-        Enforces the contract, then runs the body; signals and exceptions become results.
-        A class with ``coordination`` takes it around the body as its own unit of work
-        (as ruby_reactor's ``step.rb``): it never parks; contention waits up to each primitive's
-        ``wait`` and then fails (:mod:`reactor.engine.coordination`).
-
-        Args:
-            args: the input values by name.
-            context: an optional step context.
-
-        Returns:
-            ``Success``/``Skipped``/``Halt``/``Failure`` (an invalid input gives a ``Failure``
-            with ``validation_errors``).
-        """
-        from reactor.engine import coordination  # the engine depends on the DSL, not the reverse
-
-        return coordination.call_direct(cls, args, context)
-
-    @classmethod
-    def call_undo(
-        cls, result: Any, args: Mapping[str, Any], context: StepContext | None = None
-    ) -> Result:
-        """Run this step's ``undo`` directly (inputs are not validated).
-
-        Returns:
-            The undo's result (``Failure`` if it failed or raised).
-        """
-        from reactor.engine import invoke
-
-        return invoke.call_class_undo(cls, result, args, context)
-
-    @classmethod
-    def call_compensate(
-        cls, failure: Failure, args: Mapping[str, Any], context: StepContext | None = None
-    ) -> Result:
-        """Run this step's ``compensate`` directly (inputs are not validated).
-
-        Returns:
-            The compensate's result (``Failure`` if it failed or raised).
-        """
-        from reactor.engine import invoke
-
-        return invoke.call_class_compensate(cls, failure, args, context)
+        return cls.compensate is not BaseStep.compensate

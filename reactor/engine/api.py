@@ -9,36 +9,30 @@ undoes a completed one (docs/concepts.md, "Stored runs").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reactor import registry
 from reactor.config import Runtime
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import executor, rollback, secret_policy
+from reactor.engine import background, executor, fan_out, liveness, rollback, secret_policy
 from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine.dispatch import DispatchHandle
 from reactor.engine.env import Env, make_env
 from reactor.engine.invoke import INTERRUPTIONS
-from reactor.engine.liveness import FencedCheckpointer, Liveness
+from reactor.engine.liveness import Liveness
+from reactor.engine.map_rollback import roll_back_fan_out
+from reactor.engine.start import launch
 from reactor.engine.state import RunState
-from reactor.model.codec import EncodeError
+from reactor.errors import RunNotFoundError, RunStateError, StorageError, UndoError
 from reactor.model.context import Context, new_context_id
-from reactor.model.errors import (
-    InputValidationError,
-    RunNotFoundError,
-    RunStateError,
-    StorageError,
-    UndoError,
-)
 from reactor.model.results import Failure, Success
+from reactor.model.run_links import RunLinks
 from reactor.model.run_view import RunView
 from reactor.model.status import RunStatus
 
-if TYPE_CHECKING:
-    from reactor.engine.dispatch import DispatchHandle
-
-__all__ = ["find", "launch", "load_run", "run", "undo"]
+__all__ = ["find", "load_run", "run", "undo"]
 
 _UNDO_REFUSED = frozenset(
     {RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.ROLLING_BACK}
@@ -52,14 +46,15 @@ def run(
     runtime: Runtime | None = None,
     sleep: Callable[[float], None] | None = None,
     context_id: str | None = None,
-    private_data: Mapping[str, Any] | None = None,
+    links: RunLinks | None = None,
     hold: Liveness | None = None,
 ) -> Success | Failure | DispatchHandle:
     """Run a reactor; the result carries ``run_id``.
 
-    ``context_id``, ``private_data`` and ``hold`` serve run control (docs/run-control.md): the
-    id to store the run under (default a fresh one), bookkeeping to start its
-    ``private_data`` with (an idempotency key, ``retried_from``), and a liveness hold on
+    ``context_id``, ``links`` and ``hold`` serve run control (docs/run-control.md): the
+    id to store the run under (default a fresh one), the run-control links to start it with
+    (:class:`~reactor.model.run_links.RunLinks`: an idempotency key, ``retried_from``), and a
+    liveness hold on
     ``async:<context_id>`` the caller already took (released here once the run is stored, or
     at the end of a synchronous run).
 
@@ -89,8 +84,6 @@ def run(
             ``LockLost``) when another execution already took the run over and saved it: the
             stored run is that execution's, untouched by this caller.
     """
-    from reactor.engine import background, fan_out
-
     context_id = context_id or new_context_id()
     definition.register_codec_types()
     env = make_env(runtime, sleep)
@@ -106,7 +99,7 @@ def run(
             try:
                 return background.start_all(
                     definition, inputs, env, context_id=context_id,
-                    private_data=private_data, hold=hold,
+                    links=links, hold=hold,
                 )
             finally:
                 if hold is not None:
@@ -114,9 +107,9 @@ def run(
         with _holding(env, context_id, hold) as held:
             try:
                 ctx, result = launch(
-                    definition, inputs, env, context_id=context_id,
+                    definition, inputs, env, execute=executor.execute, context_id=context_id,
                     hand_off=background.trigger(declared), hold=held,
-                    private_data=private_data,
+                    links=links,
                 )
             except background.HandOff as handoff:  # save, enqueue, then release the lock
                 state = handoff.state
@@ -142,8 +135,6 @@ def _holding(env: Env, context_id: str, hold: Liveness | None) -> Iterator[Liven
     """Hold ``async:<context_id>`` for a synchronous run: the caller's ``hold`` when given
     (released on exit), else a fresh one (:func:`reactor.engine.liveness.held`)."""
     if hold is None:
-        from reactor.engine import liveness
-
         with liveness.held(env, context_id) as fresh:
             yield fresh
         return
@@ -161,95 +152,6 @@ def _name_run(exc: StorageError, context_id: str, reactor_name: str) -> None:
     exc.run_id = context_id
     message = str(exc) or type(exc).__name__
     exc.args = (f"run {context_id!r} of {reactor_name!r}: {message}", *exc.args[1:])
-
-
-def launch(
-    definition: ReactorDefinition,
-    inputs: Mapping[str, Any],
-    env: Env,
-    *,
-    context_id: str | None = None,
-    parent: Context | None = None,
-    map_metadata: dict[str, Any] | None = None,
-    hand_off: Callable[[RunState, str, str], None] | None = None,
-    hold: Liveness | None = None,
-    secret_inputs: Iterable[str] = (),
-    private_data: Mapping[str, Any] | None = None,
-) -> tuple[Context, Success | Failure]:
-    """Create, validate and execute one stored run (a top-level run or a map element).
-
-    Args:
-        definition: the reactor to run.
-        inputs: the raw inputs.
-        env: the execution environment.
-        context_id: the id to use (default: a fresh UUID).
-        parent: the parent context (map elements).
-        map_metadata: the element's map metadata (map elements).
-        hand_off: the ``background after:/before:`` hook of a caller's root run
-            (:func:`reactor.engine.background.trigger`).
-        hold: the caller's liveness hold on ``context_id``: every save is fenced with it, so
-            a caller frozen past its lock's TTL cannot overwrite the execution that took the
-            run over (docs/workers.md, "Stale writers and fenced saves").
-        secret_inputs: input names that are secrets besides the reactor's ``redact=True``
-            ones (a map element's arguments fed from the parent's secrets).
-        private_data: bookkeeping the run's ``private_data`` starts with (run control:
-            docs/run-control.md).
-
-    Returns:
-        ``(context, result)``; the result has no ``run_id`` yet.
-    """
-    contract = definition.contract
-    ctx = Context(
-        context_id=context_id or new_context_id(),
-        reactor=definition.name,
-        redacted=sorted(contract.redacted | set(secret_inputs)),
-        parent_context_id=parent.context_id if parent else None,
-        root_context_id=(parent.root_context_id or parent.context_id) if parent else None,
-        map_metadata=map_metadata,
-        created_at=env.now(),
-        private_data=dict(private_data or {}),
-    )
-    checkpoint = (
-        Checkpointer(env, ctx) if hold is None
-        else FencedCheckpointer(env, ctx, hold, verify=False)
-    )
-    try:
-        ctx.inputs = contract.validate(inputs)
-    except InputValidationError as exc:
-        return ctx, _invalid_inputs(ctx, checkpoint, definition, inputs, exc)
-    state = RunState(definition, ctx, env, checkpoint, hand_off=hand_off)
-    return ctx, executor.execute(state)
-
-
-def _invalid_inputs(
-    ctx: Context,
-    checkpoint: Checkpointer,
-    definition: ReactorDefinition,
-    inputs: Mapping[str, Any],
-    exc: InputValidationError,
-) -> Failure:
-    shown = definition.contract.redact(inputs)
-    failure = Failure(
-        exc,
-        retryable=False,
-        reactor_name=definition.name,
-        inputs=shown,
-        validation_errors=exc.field_errors,
-    )
-    ctx.inputs = dict(shown)
-    ctx.status = RunStatus.FAILED
-    ctx.failure = failure
-    try:
-        checkpoint.save()
-    except EncodeError:  # the invalid value may not even be storable: keep the names only
-        placeholder = {k: "<unstorable>" for k in shown}
-        ctx.inputs = placeholder
-        ctx.failure = failure = Failure(
-            exc, retryable=False, reactor_name=definition.name, inputs=placeholder,
-            validation_errors=exc.field_errors,
-        )
-        checkpoint.save()
-    return failure
 
 
 def load_run(
@@ -317,7 +219,7 @@ def undo(
     assert definition is not None
     state = RunState(definition, ctx, env, Checkpointer(env, ctx))
     try:
-        failures = rollback.finish(state)
+        failures = rollback.finish(state, roll_back_fan_out=roll_back_fan_out)
     except INTERRUPTIONS:
         ctx.status = RunStatus.ABORTED
         try:

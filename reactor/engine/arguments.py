@@ -6,7 +6,7 @@ values included; for an ``async_step`` unit the reader waits for the unit's reco
 :mod:`reactor.engine.async_step`), ``value(...)`` is a literal, ``element(...)`` the current
 map element. A path segment is read as a mapping key, then an attribute, then a sequence
 index. ``False``, ``0`` and ``""`` resolve as themselves. Any problem — a missing key, a
-raising ``transform`` — raises :class:`~reactor.model.errors.ArgumentResolutionError`: the
+raising ``transform`` — raises :class:`~reactor.errors.ArgumentResolutionError`: the
 step's body never starts, so it is not compensated and not retried.
 """
 
@@ -17,8 +17,9 @@ from typing import Any
 
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.templates import ElementRef, InputRef, ResultRef, Template, ValueRef
+from reactor.engine.async_step import read_result
+from reactor.errors import ArgumentResolutionError
 from reactor.model.context import Context
-from reactor.model.errors import ArgumentResolutionError
 
 __all__ = ["NO_ELEMENT", "read_path", "resolve", "resolve_arguments"]
 
@@ -89,8 +90,6 @@ def resolve(template: Template, ctx: Context, element: Any = NO_ELEMENT) -> Any:
             if template.step in ctx.intermediate_results:
                 base = ctx.intermediate_results[template.step]
             else:  # an async unit: wait for it (reactor.engine.async_step), else LookupError
-                from reactor.engine.async_step import read_result  # it imports this module
-
                 base = read_result(ctx, template.step)
         elif isinstance(template, ValueRef):
             base = template.value

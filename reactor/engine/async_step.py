@@ -5,17 +5,19 @@ docs/architecture.md, "Execution invariants" (single writer, persist before enqu
 record before signal, liveness and parks). The unit's own job is
 :mod:`reactor.jobs.handlers.step`.
 
-**Dispatch** (:func:`dispatch`, called by the executor for a step of kind ``"async_step"``):
+**Dispatch** (:func:`reactor.engine.async_dispatch.dispatch`, called by the executor for a step
+of kind ``"async_step"``; it lives in its own module because it resolves arguments, and argument
+resolution reads units through this one):
 
 1. a record already stored for ``(context, step)`` means the unit was dispatched before (a
    resumed or redelivered parent): re-attach, never re-dispatch;
 2. the **dispatch guard** refuses a unit whose step-level lock (or limit-1 semaphore) key is
    held by this execution — the unit would wait in its worker for a hold its own parent keeps
    until it finishes. The refusal is a non-retryable
-   :class:`~reactor.model.errors.AsyncStepDeadlockError` ``Failure``; the body never started,
+   :class:`~reactor.errors.AsyncStepDeadlockError` ``Failure``; the body never started,
    so the unit is not compensated (the parent's completed steps roll back as usual);
 3. write the ``dispatched`` Step Result Record, record the link in the owning context's
-   ``private_data["async_steps"]``, checkpoint the root, then enqueue the ``step`` job
+   ``EngineState.async_steps``, checkpoint the root, then enqueue the ``step`` job
    (persist before enqueue). The node counts as complete **for scheduling only**: unrelated
    siblings keep running; the unit's value is never in ``intermediate_results`` and the unit is
    never on the undo stack.
@@ -34,7 +36,7 @@ record before signal, liveness and parks). The unit's own job is
 
 On success the reader gets the raw value; on failure the ``Failure`` **object** (compensation
 is opt-in: a failing unit nobody reads never fails the parent); on a unit halt, the ``Halt``.
-A wait that runs out raises :class:`~reactor.model.errors.AsyncWaitTimeoutError`, which fails
+A wait that runs out raises :class:`~reactor.errors.AsyncWaitTimeoutError`, which fails
 the reading step as an argument error (not retried, not compensated).
 """
 
@@ -45,36 +47,24 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
-from reactor.dsl.coordination import LockDecl, SemaphoreDecl
-from reactor.dsl.declarations import StepSpec
-from reactor.engine.arguments import resolve_arguments
-from reactor.engine.coordination import step_default_key
 from reactor.engine.env import Env
 from reactor.engine.parks import Park, park_delay
-from reactor.engine.state import RunState
-from reactor.jobs.payloads import StepPayload, job
+from reactor.errors import AsyncWaitTimeoutError
 from reactor.model import codec
 from reactor.model.context import Context
-from reactor.model.errors import (
-    ArgumentResolutionError,
-    AsyncStepDeadlockError,
-    AsyncWaitTimeoutError,
-    CoordinationKeyError,
-    InputValidationError,
-)
+from reactor.model.engine_state import Waiting
 from reactor.model.keys import step_completion_channel
+from reactor.model.records import StepResultRecord
 from reactor.model.results import Failure, Halt, Result, Success
-from reactor.ports.records import StepResultRecord
 from reactor.ports.storage import Storage, Subscription
 
 __all__ = [
-    "ASYNC_STEPS",
     "PARK_SWEEP_GRACE",
     "READER_BACKOFF_FRACTION",
     "READER_BACKOFF_MAX",
-    "dispatch",
     "dispatched_units",
     "outcome_of",
     "read_result",
@@ -86,9 +76,6 @@ __all__ = [
 
 log = logging.getLogger("reactor.async_step")
 
-#: ``private_data`` key of the owning context: unit name -> ``{"dispatched_at": epoch s}``
-#: (the link to the unit's Step Result Record, written at dispatch by the parent itself).
-ASYNC_STEPS = "async_steps"
 #: Seconds added to a parked unit's ``parked_until`` so ordinary queue latency on its
 #: redelivery does not make the step sweeper mistake it for a lost unit (ruby_reactor's
 #: ``StepWorker::PARK_SWEEP_GRACE``).
@@ -122,106 +109,9 @@ def reading(env: Env) -> Iterator[None]:
 
 
 def dispatched_units(ctx: Context) -> set[str]:
-    """The names of the units ``ctx`` already dispatched (complete for scheduling)."""
-    refs = ctx.private_data.get(ASYNC_STEPS)
-    return set(refs) if isinstance(refs, dict) else set()
-
-
-# ------------------------------------------------------------------------------ dispatch
-
-
-def _held_by_execution(state: RunState, decl: LockDecl | SemaphoreDecl, key: str) -> bool:
-    ctx = state.ctx
-    if isinstance(decl, LockDecl):
-        info = state.env.storage.locks.info(key)
-        return info is not None and info.owner == (ctx.root_context_id or ctx.context_id)
-    # A semaphore slot is a fresh token per hold: the execution holds a limit-1 slot on this
-    # key when its own reactor-level declaration took it.
-    for own in state.definition.coordination:
-        if isinstance(own, LockDecl | SemaphoreDecl):
-            try:
-                if own.resolve_key(ctx.inputs, state.definition.name) == key:
-                    return True
-            except CoordinationKeyError:
-                continue
-    return False
-
-
-def _guard(state: RunState, spec: StepSpec) -> Failure | None:
-    """The dispatch guard (see the module docstring); ``None`` when the unit may go."""
-    decls = [
-        d for d in spec.coordination
-        if isinstance(d, LockDecl) or (isinstance(d, SemaphoreDecl) and d.limit == 1)
-    ]
-    if not decls:
-        return None
-    try:
-        arguments = resolve_arguments(spec, state.ctx)
-        if spec.step_class is not None:
-            arguments = spec.step_class.contract.validate(arguments, step_name=spec.name)
-    except (ArgumentResolutionError, InputValidationError):
-        return None  # the unit's own job reports it (before taking any hold)
-    default_key = step_default_key(state.definition.name, spec)
-    for decl in decls:
-        try:
-            key = decl.resolve_key(arguments, default_key)
-        except CoordinationKeyError:
-            continue
-        if _held_by_execution(state, decl, key):
-            error = AsyncStepDeadlockError(
-                f"async_step {spec.name!r} refused: its {decl.primitive} {key!r} is held by "
-                "the dispatching execution (the unit would wait for its own parent)",
-                step=spec.name, key=key,
-            )
-            return Failure(error, retryable=False)
-    return None
-
-
-def dispatch(state: RunState, spec: StepSpec) -> Failure | None:
-    """Dispatch async unit ``spec`` of ``state.ctx`` (see the module docstring).
-
-    Returns:
-        ``None`` once the unit is dispatched (or re-attached); a ``Failure`` when the dispatch
-        guard refused it.
-
-    Raises:
-        EncodeError, ContextTooLargeError, StorageError, RouterError: persisting or enqueueing
-            failed (before the enqueue: nothing was dispatched).
-    """
-    ctx = state.ctx
-    env = state.env
-    name = spec.name
-    store = env.storage.step_results
-    existing = store.get(ctx.context_id, name)
-    record_ctx = state.checkpoint.context  # the stored record the worker loads (the root)
-    if existing is None:
-        refused = _guard(state, spec)
-        if refused is not None:
-            return refused
-        now = env.now()
-        store.put(StepResultRecord(
-            context_id=ctx.context_id, step_name=name, status="dispatched",
-            root_context_id=record_ctx.context_id, reactor=record_ctx.reactor,
-            dispatched_at=now, updated_at=now,
-        ))
-        dispatched_at = now
-    else:
-        dispatched_at = existing.dispatched_at
-        log.info("event=async_step_reattached context_id=%s step=%s status=%s",
-                 ctx.context_id, name, existing.status)
-    refs = ctx.private_data.setdefault(ASYNC_STEPS, {})
-    refs[name] = {"dispatched_at": dispatched_at}
-    state.trace("dispatched", name)
-    ctx.current_step = None
-    state.in_flight = None
-    state.checkpoint.save()
-    if existing is None:
-        env.runtime.router.enqueue(job(StepPayload(
-            root_context_id=record_ctx.context_id, reactor=record_ctx.reactor,
-            step_context_id=ctx.context_id, step_name=name,
-        )))
-        log.info("event=async_step_dispatched context_id=%s step=%s", ctx.context_id, name)
-    return None
+    """The names of the units ``ctx`` already dispatched (complete for scheduling): the
+    links the parent wrote at dispatch (``EngineState.async_steps``)."""
+    return set(ctx.engine_state.async_steps)
 
 
 # ------------------------------------------------------------------------------ readers
@@ -339,9 +229,10 @@ def _park(env: Env, ctx: Context, step: str, dispatched_at: float) -> Park:
     delay = reader_park_delay(park_delay(env.settings), waited)
     if bound is not None:
         delay = min(delay, max(bound - waited, 0.1))
-    ctx.private_data["waiting"] = {
-        "scope": ctx.current_step, "primitive": "async_step", "key": step,
-    }
+    ctx.engine_state = replace(
+        ctx.engine_state,
+        waiting=Waiting(scope=ctx.current_step, primitive="async_step", key=step),
+    )
     return Park(delay=delay, reason="async_wait", key=f"{ctx.context_id}:{step}",
                 step=ctx.current_step)
 
@@ -357,20 +248,16 @@ def read_result(ctx: Context, step: str) -> Any:
         Park: inside a worker, while the unit is not completed.
     """
     env = _reader_env.get()
-    refs = ctx.private_data.get(ASYNC_STEPS)
-    if env is None or not isinstance(refs, dict) or step not in refs:
+    ref = ctx.engine_state.async_steps.get(step)
+    if env is None or ref is None:
         raise LookupError(f"step {step!r} has no result")
     record = env.storage.step_results.get(ctx.context_id, step)
     if record is None or record.status != "completed":
         if env.in_worker:
-            ref = refs[step]
-            dispatched_at = (
-                record.dispatched_at if record is not None
-                else float(ref.get("dispatched_at", env.now())) if isinstance(ref, dict)
-                else env.now()
-            )
+            dispatched_at = record.dispatched_at if record is not None else ref.dispatched_at
             raise _park(env, ctx, step, dispatched_at)
         record = wait_for_record(env, ctx.context_id, step)
-    if ctx.private_data.get("waiting", {}).get("primitive") == "async_step":
-        ctx.private_data.pop("waiting", None)
+    waiting = ctx.engine_state.waiting
+    if waiting is not None and waiting.primitive == "async_step":
+        ctx.engine_state = replace(ctx.engine_state, waiting=None)
     return reader_value(outcome_of(record))

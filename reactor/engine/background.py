@@ -26,23 +26,27 @@ is saved and re-raised for the handler.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from reactor.dsl.background import Background
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import coordination, executor
 from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine.coordination import is_admitted, mark_admitted  # re-exported (docs/workers.md)
 from reactor.engine.dispatch import DispatchHandle, stored_result
 from reactor.engine.env import Env
 from reactor.engine.liveness import FencedCheckpointer, Liveness
 from reactor.engine.parks import Park
+from reactor.engine.start import invalid_inputs
 from reactor.engine.state import RunState
-from reactor.jobs.payloads import RunPayload, job
-from reactor.model.codec import EncodeError
+from reactor.errors import ContextTooLargeError, EncodeError, InputValidationError
 from reactor.model.context import Context
-from reactor.model.errors import ContextTooLargeError, InputValidationError
+from reactor.model.engine_state import EngineState, HandOffMode
 from reactor.model.results import Failure, Success
+from reactor.model.run_links import RunLinks
 from reactor.model.status import RunStatus
+from reactor.ports.payloads import RunPayload, job
 
 __all__ = [
     "HandOff",
@@ -54,13 +58,6 @@ __all__ = [
     "start_all",
     "trigger",
 ]
-
-#: ``private_data`` key: the reactor-level gates passed once; never unset.
-ADMITTED = "admitted"
-#: ``private_data`` key: ``all=True`` runs whose inputs the worker still has to validate.
-VALIDATE_INPUTS = "validate_inputs"
-#: ``private_data`` key: the hand-off mode that moved the run to a worker.
-HANDED_OFF = "handed_off"
 
 
 class HandOff(BaseException):  # noqa: N818 - control flow, not an error
@@ -75,7 +72,7 @@ class HandOff(BaseException):  # noqa: N818 - control flow, not an error
         step: the step named by the ``Background`` declaration.
     """
 
-    def __init__(self, state: RunState, mode: str, step: str) -> None:
+    def __init__(self, state: RunState, mode: HandOffMode, step: str) -> None:
         super().__init__(f"hand-off {mode} {step!r}")
         self.state = state
         self.mode = mode
@@ -94,22 +91,6 @@ class RetryLater(BaseException):  # noqa: N818 - control flow, not an error
         super().__init__(f"retry {step!r} in {delay:g}s")
         self.delay = delay
         self.step = step
-
-
-def is_admitted(ctx: Context) -> bool:
-    """Whether the run passed its reactor-level gates once (``private_data["admitted"]``).
-
-    A run with recorded progress (a result or an undo entry) counts as admitted.
-    """
-    return bool(ctx.private_data.get(ADMITTED)) or bool(
-        ctx.intermediate_results or ctx.undo_stack
-    )
-
-
-def mark_admitted(ctx: Context) -> None:
-    """Record that the run passed its reactor-level gates (called once they are taken; kept
-    forever, so parks, retries and redeliveries never re-charge them)."""
-    ctx.private_data[ADMITTED] = True
 
 
 def trigger(
@@ -135,7 +116,7 @@ def trigger(
 
 
 def dispatch(
-    env: Env, ctx: Context, checkpoint: Checkpointer, *, mode: str,
+    env: Env, ctx: Context, checkpoint: Checkpointer, *, mode: HandOffMode,
     after_save: Callable[[], None] | None = None,
 ) -> DispatchHandle | Success | Failure:
     """Save ``ctx`` as ``running``, then enqueue its ``run`` job (persist before enqueue).
@@ -144,7 +125,7 @@ def dispatch(
         env: the caller's environment (storage and router).
         ctx: the run's root context (undo stack and results so far included).
         checkpoint: saves ``ctx``.
-        mode: ``"all"``, ``"after"`` or ``"before"`` (kept in ``private_data``).
+        mode: ``"all"``, ``"after"`` or ``"before"`` (kept as ``EngineState.handed_off``).
         after_save: called once the run is saved, before its job is enqueued (an
             idempotent start releases its liveness hold there, so the worker is not made
             to wait for it: docs/run-control.md).
@@ -158,7 +139,7 @@ def dispatch(
         StorageError, RouterError: the backend failed.
     """
     ctx.status = RunStatus.RUNNING
-    ctx.private_data[HANDED_OFF] = mode
+    ctx.engine_state = replace(ctx.engine_state, handed_off=mode)
     if mode != "all":
         mark_admitted(ctx)
     checkpoint.save()
@@ -185,7 +166,7 @@ def start_all(
     env: Env,
     *,
     context_id: str,
-    private_data: Mapping[str, Any] | None = None,
+    links: RunLinks | None = None,
     hold: Liveness | None = None,
 ) -> DispatchHandle | Success | Failure:
     """Store a ``Background(all=True)`` run with its raw inputs and enqueue it.
@@ -198,7 +179,8 @@ def start_all(
         inputs: the raw inputs.
         env: the caller's environment.
         context_id: the run's id.
-        private_data: bookkeeping the run starts with (run control: docs/run-control.md).
+        links: the run-control links the run starts with (an idempotency key,
+            ``retried_from``: docs/run-control.md); ``None``: none.
         hold: the caller's liveness hold on ``async:<context_id>`` (an idempotent start): the
             first save is fenced with it and it is released right after that save, before
             the enqueue.
@@ -212,9 +194,8 @@ def start_all(
         inputs=dict(inputs),
         redacted=sorted(definition.contract.redacted),
         created_at=env.now(),
-        private_data=dict(private_data or {}),
+        engine_state=EngineState(validate_inputs=True, links=links or RunLinks()),
     )
-    ctx.private_data[VALIDATE_INPUTS] = True
     # Enqueue-time ordering: the ordered-lock ticket is taken before the save.
     coordination.assign_ordered_ticket(definition, ctx, env)
     checkpoint = (
@@ -230,7 +211,7 @@ def start_all(
         shown = {name: "<unstorable>" for name in ctx.inputs}
         failure = Failure(exc, retryable=False, reactor_name=definition.name, inputs=shown)
         ctx.inputs = shown
-        ctx.private_data.pop(VALIDATE_INPUTS, None)
+        ctx.engine_state = replace(ctx.engine_state, validate_inputs=False)
         ctx.status = RunStatus.FAILED
         ctx.failure = failure
         checkpoint.save()
@@ -268,20 +249,18 @@ def continue_run(
         Park: the execution parked (the context was saved).
         LockLost: the liveness lock lapsed; nothing more was written.
     """
-    from reactor.engine.api import _invalid_inputs  # api imports this module
-
     checkpoint = FencedCheckpointer(env, ctx, liveness)
     state = RunState(definition, ctx, env, checkpoint)
     state.retry_wait = _raise_retry_later(state)
     try:
-        if ctx.private_data.get(VALIDATE_INPUTS):
+        if ctx.engine_state.validate_inputs:
             raw = dict(ctx.inputs)
             try:
                 ctx.inputs = definition.contract.validate(raw)
             except InputValidationError as exc:
-                ctx.private_data.pop(VALIDATE_INPUTS, None)
-                return _invalid_inputs(ctx, checkpoint, definition, raw, exc)
-            ctx.private_data.pop(VALIDATE_INPUTS, None)
+                ctx.engine_state = replace(ctx.engine_state, validate_inputs=False)
+                return invalid_inputs(ctx, checkpoint, definition, raw, exc)
+            ctx.engine_state = replace(ctx.engine_state, validate_inputs=False)
         if ctx.rollback is not None:
             return executor.conclude_failure(state)
         return executor.execute(state)

@@ -8,7 +8,7 @@ a map element is its own record.
 
 A checkpointer may *fence* its saves (:meth:`Checkpointer.fence`): the store then refuses the
 write atomically when a newer holder of the run's lock already saved the record
-(:class:`~reactor.model.errors.StaleWriterError`; docs/workers.md, "Stale writers and fenced
+(:class:`~reactor.errors.StaleWriterError`; docs/workers.md, "Stale writers and fenced
 saves"). The plain :class:`Checkpointer` is unfenced; workers use
 :class:`reactor.engine.liveness.FencedCheckpointer`.
 """
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from reactor.engine import secret_policy
 from reactor.engine.env import Env
+from reactor.errors import DeserializationError
 from reactor.model import codec
 from reactor.model.context import Context
-from reactor.model.errors import DeserializationError
-from reactor.ports.records import ContextRecord, Fence
+from reactor.model.records import ContextRecord, Fence
 
 __all__ = ["Checkpointer", "load_context"]
 
@@ -42,7 +42,7 @@ class Checkpointer:
         """The fence every save of this checkpointer carries; ``None`` (unfenced) here.
 
         Returns:
-            A :class:`~reactor.ports.records.Fence`, or ``None`` for an unfenced save (last
+            A :class:`~reactor.model.records.Fence`, or ``None`` for an unfenced save (last
             writer wins).
         """
         return None

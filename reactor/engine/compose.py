@@ -14,7 +14,7 @@ resumed, never re-created (``docs/workers.md``, "Composed children resume"):
 
 * ``running``/``pending``/``paused`` — the child continues from its own checkpoint with its
   recorded results and undo stack (completed child steps are not run again) and its
-  ``private_data`` (reactor- and step-level holds it parked are re-adopted, its admission is
+  engine state (reactor- and step-level holds it parked are re-adopted, its admission is
   not charged twice); a child rollback a crash cut off (``rollback`` set, no final status) is
   finished instead;
 * ``aborted`` — an interruption hit it: a forward interruption resumes it like a crash (the
@@ -34,17 +34,17 @@ from reactor.dsl.declarations import StepSpec
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine.arguments import resolve_arguments
 from reactor.engine.invoke import INTERRUPTIONS
-from reactor.engine.state import InFlight, RunState
+from reactor.engine.state import Executor, InFlight, RunState
 from reactor.engine.step_runner import StepOutcome
+from reactor.errors import ArgumentResolutionError, InputValidationError
 from reactor.model.context import Context, new_context_id
-from reactor.model.errors import ArgumentResolutionError, InputValidationError
 from reactor.model.results import Failure, Halt, Success
 from reactor.model.status import RunStatus
 
 __all__ = ["run_compose"]
 
 
-def run_compose(state: RunState, spec: StepSpec) -> StepOutcome:
+def run_compose(state: RunState, spec: StepSpec, executor: Executor) -> StepOutcome:
     """Run compose step ``spec``: the child to its end, rolled back if it failed.
 
     A child already embedded in ``state.ctx.composed_contexts[spec.name]`` is resumed from its
@@ -53,6 +53,8 @@ def run_compose(state: RunState, spec: StepSpec) -> StepOutcome:
     Args:
         state: the parent run being executed.
         spec: the compose step.
+        executor: the executor's entry points, which run the child (the executor passes its
+            own: it dispatches compose steps here, and the child is executed like any run).
 
     Returns:
         The step's outcome: the child's ``Success``/``Halt`` with an undo entry replaying the
@@ -64,14 +66,12 @@ def run_compose(state: RunState, spec: StepSpec) -> StepOutcome:
             ``aborted``; ``Park``, ``RetryLater``, ``MapDispatched``, ``RollbackHandedOff`` and
             ``HandOff`` propagate with the child saved in the parent's record.
     """
-    from reactor.engine.executor import execute  # recursion: the executor dispatches here
-
     ctx = state.ctx
     name = spec.name
     child_definition = state.definition.children[name]
     embedded = ctx.composed_contexts.get(name)
     if isinstance(embedded, Context):
-        return _resume(state, spec, child_definition, embedded)
+        return _resume(state, spec, child_definition, embedded, executor)
     try:
         arguments = resolve_arguments(spec, ctx)
         inputs = child_definition.contract.validate(arguments)
@@ -91,7 +91,7 @@ def run_compose(state: RunState, spec: StepSpec) -> StepOutcome:
         created_at=state.now(),
     )
     ctx.composed_contexts[name] = child
-    result = execute(
+    result = executor.execute(
         RunState(child_definition, child, state.env, state.checkpoint, holds=state.holds)
     )
     return _outcome(name, inputs, result)
@@ -109,11 +109,13 @@ def _outcome(name: str, inputs: dict[str, Any], result: Success | Failure) -> St
 
 
 def _resume(
-    state: RunState, spec: StepSpec, definition: ReactorDefinition, child: Context
+    state: RunState,
+    spec: StepSpec,
+    definition: ReactorDefinition,
+    child: Context,
+    executor: Executor,
 ) -> StepOutcome:
     """Resume (or read back the outcome of) the child already embedded at ``spec.name``."""
-    from reactor.engine.executor import abort, conclude_failure, execute  # recursion
-
     name = spec.name
     inputs = dict(child.inputs)
     state.in_flight = InFlight(step=name, kind="compose", arguments=inputs, body_started=True)
@@ -143,12 +145,12 @@ def _resume(
     if child.rollback is not None:  # a crash (or interruption) cut the child's rollback off
         child.status = RunStatus.RUNNING
         try:
-            result: Success | Failure = conclude_failure(child_state)
+            result: Success | Failure = executor.conclude_failure(child_state)
         except INTERRUPTIONS as exc:
-            abort(child_state, exc)
+            executor.abort(child_state, exc)
             raise
     else:
-        result = execute(child_state)
+        result = executor.execute(child_state)
     return _outcome(name, inputs, result)
 
 

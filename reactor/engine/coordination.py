@@ -5,8 +5,8 @@ Semantics: ``docs/coordination.md`` ("Order", "Contention", "Rollback", "Renewal
 
 **Acquisition order.** Reactor level (:func:`run_coordinated`, around the executor): ordered-lock
 gate, period fast check, (inputs are already validated by ``launch``), rate limit (first
-execution only: ``private_data["rate_limit_charged"]``), lock, semaphore, period re-check under
-the lock, then the steps (``private_data["admitted"]`` is set first); a plain ``Success`` marks
+execution only: ``EngineState.rate_limit_charged``), lock, semaphore, period re-check under
+the lock, then the steps (``EngineState.admitted`` is set first); a plain ``Success`` marks
 the period; then the semaphore and the lock are released, and the ordered cursor advances when
 the run ended terminal (completed, failed or halted). Step level (:class:`StepCoordination`,
 around every attempt of the body): ordered gate, period fast check, lock, semaphore, period
@@ -18,18 +18,19 @@ UUID per hold; not re-entrant).
 
 **Contention.** A synchronous caller waits up to the declaration's ``wait`` (polling through the
 module hooks :data:`sleep`/:data:`monotonic`), then the unit fails with the typed error
-(:class:`~reactor.model.errors.LockAcquisitionError`,
-:class:`~reactor.model.errors.SemaphoreAcquisitionError`,
-:class:`~reactor.model.errors.RateLimitExceeded`,
-:class:`~reactor.model.errors.OrderedLockWaitError`), ``retryable=False``; a step that failed so
+(:class:`~reactor.errors.LockAcquisitionError`,
+:class:`~reactor.errors.SemaphoreAcquisitionError`,
+:class:`~reactor.errors.RateLimitExceeded`,
+:class:`~reactor.errors.OrderedLockWaitError`), ``retryable=False``; a step that failed so
 is not compensated (its body never started) and earlier steps roll back. Inside a worker
 (``Env.in_worker``) contention raises :class:`~reactor.engine.parks.Park` after detaching the
 holds already taken (:meth:`Lock.detach`, :meth:`Semaphore.detach`) and recording them in
-``private_data["parked_holds"][scope]`` (scope ``"@reactor"`` or the step name); the redelivery
+the run's ``EngineState.parked_holds[scope]`` (scope ``"@reactor"`` or the step name; see
+:mod:`reactor.model.engine_state`); the redelivery
 re-adopts them (``reattach``) without a second acquire. The run context is saved before the
 ``Park`` leaves :func:`run_coordinated`. A key function that raises
-(:class:`~reactor.model.errors.CoordinationKeyError`) and an unknown named rate limit
-(:class:`~reactor.model.errors.UnknownRateLimitError`) are permanent failures, never parked.
+(:class:`~reactor.errors.CoordinationKeyError`) and an unknown named rate limit
+(:class:`~reactor.errors.UnknownRateLimitError`) are permanent failures, never parked.
 
 **Outcomes without running.** A reactor-level period already marked gives
 ``Halt(reason="period")``; a step-level one gives ``Skipped(None)``. An ordered lock in strict
@@ -54,9 +55,10 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
+from reactor import config
 from reactor.coordination.lock import Lock
 from reactor.coordination.ordered_lock import OrderedLock
 from reactor.coordination.period import Period
@@ -71,8 +73,9 @@ from reactor.dsl.coordination import (
     SemaphoreDecl,
 )
 from reactor.dsl.inputs import Inputs
-from reactor.engine.parks import Park, ParkReason, park_delay
-from reactor.model.errors import (
+from reactor.engine import invoke
+from reactor.engine.parks import Park, park_delay
+from reactor.errors import (
     ConfigurationError,
     CoordinationError,
     CoordinationKeyError,
@@ -84,16 +87,17 @@ from reactor.model.errors import (
     SemaphoreAcquisitionError,
     UnknownRateLimitError,
 )
+from reactor.model.engine_state import EngineState, KeyedTicket, ParkedHold, Waiting
+from reactor.model.records import OrderedTicket
 from reactor.model.results import Failure, Halt, Result, RollbackFailure, Skipped, Success
 from reactor.model.status import RunStatus
 from reactor.model.step_context import Hold
-from reactor.ports.records import OrderedTicket
 
 if TYPE_CHECKING:
     from reactor.config import Settings
     from reactor.dsl.declarations import StepSpec
     from reactor.dsl.definition import ReactorDefinition
-    from reactor.dsl.step import Step
+    from reactor.dsl.step import BaseStep
     from reactor.engine.env import Env
     from reactor.engine.state import RunState
     from reactor.model.context import Context
@@ -101,17 +105,13 @@ if TYPE_CHECKING:
     from reactor.ports.storage import Storage
 
 __all__ = [
-    "ADMITTED",
-    "ORDERED_TICKET",
-    "PARKED_HOLDS",
-    "RATE_LIMIT_CHARGED",
     "REACTOR_SCOPE",
-    "STEP_ORDERED_TICKETS",
-    "WAITING",
     "StepCoordination",
     "assign_ordered_ticket",
     "call_direct",
     "hold_lost",
+    "is_admitted",
+    "mark_admitted",
     "monotonic",
     "rollback_holds",
     "run_coordinated",
@@ -127,28 +127,59 @@ sleep: Callable[[float], None] = time.sleep
 #: The clock the wait deadlines are measured on (seconds).
 monotonic: Callable[[], float] = time.monotonic
 
-#: ``private_data`` key: holds detached by a park, by scope (``"@reactor"`` or a step name).
-PARKED_HOLDS = "parked_holds"
-#: The ``parked_holds`` scope of reactor-level holds.
+#: The ``EngineState.parked_holds`` (and ``Waiting.scope``) scope of reactor-level holds.
 REACTOR_SCOPE = "@reactor"
-#: ``private_data`` key: the run passed its reactor-level coordination once (it is not
-#: charged or period-checked again when it resumes).
-ADMITTED = "admitted"
-#: ``private_data`` key: the reactor-level rate limit was charged (once per run).
-RATE_LIMIT_CHARGED = "rate_limit_charged"
-#: ``private_data`` key: the reactor-level ordered-lock ticket ``{"key", "nonce", "epoch"}``.
-ORDERED_TICKET = "ordered_lock"
-#: ``private_data`` key: step name -> that step's ordered-lock ticket.
-STEP_ORDERED_TICKETS = "step_ordered_locks"
-#: ``private_data`` key: what a parked unit waits on ``{"scope", "primitive", "key"}``.
-WAITING = "waiting"
 
 _TERMINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.HALTED)
+
+
+def is_admitted(ctx: Context) -> bool:
+    """Whether the run passed its reactor-level gates once (``EngineState.admitted``).
+
+    A run with recorded progress (a result or an undo entry) counts as admitted
+    (docs/workers.md, "Decisions", "Snooze counting").
+
+    Args:
+        ctx: the run's context.
+
+    Returns:
+        ``True`` when the run was admitted or has progress.
+    """
+    return ctx.engine_state.admitted or bool(ctx.intermediate_results or ctx.undo_stack)
+
+
+def mark_admitted(ctx: Context) -> None:
+    """Record that the run passed its reactor-level gates (called once they are taken; kept
+    forever, so parks, retries and redeliveries never re-charge them; docs/workers.md,
+    "Decisions", "Snooze counting").
+
+    Args:
+        ctx: the run's context (``EngineState.admitted`` is set).
+    """
+    ctx.engine_state = replace(ctx.engine_state, admitted=True)
+
 
 Mode = Literal["sync", "worker", "direct"]
 HoldScope = Literal["reactor", "step"]
 
 _active = threading.local()
+
+
+class _HasState(Protocol):
+    """Where a unit keeps its bookkeeping: a run's :class:`Context`, or a :class:`_Scratch`."""
+
+    engine_state: EngineState
+
+
+@dataclass
+class _Scratch:
+    """The throwaway bookkeeping of a direct call (no state is kept on any context).
+
+    Attributes:
+        engine_state: the call's engine state, dropped with it.
+    """
+
+    engine_state: EngineState = field(default_factory=EngineState)
 
 
 def _active_ordered_keys() -> set[str]:
@@ -199,7 +230,7 @@ def step_default_key(definition_name: str, spec: StepSpec) -> str:
     return f"{definition_name}.{spec.name}"
 
 
-def _class_key(cls: type[Step]) -> str:
+def _class_key(cls: type[BaseStep]) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
@@ -220,10 +251,11 @@ class _Hold:
     client: Lock | Semaphore
     refused: bool = False
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> ParkedHold:
+        """What a park keeps of this hold for the redelivery to re-adopt."""
         if isinstance(self.client, Lock):
-            return {"primitive": "lock", "key": self.key, "owner": self.client.owner}
-        return {"primitive": "semaphore", "key": self.key, "holder": self.client.holder}
+            return ParkedHold("lock", self.key, self.client.owner)
+        return ParkedHold("semaphore", self.key, self.client.holder)
 
     def lost(self) -> LockLost | None:
         """The loss the client knows of (refused extend, passed deadline, refused release)."""
@@ -256,7 +288,8 @@ class _Unit:
         scope: ``"@reactor"`` or the step name (``parked_holds`` and ticket bookkeeping).
         default_key: the key of declarations without ``key``.
         inputs: the validated inputs the keys are computed from.
-        private: the context's ``private_data`` (a throwaway dict for a direct call).
+        target: whose ``engine_state`` the unit reads and replaces: the run's context (a
+            :class:`_Scratch` for a direct call).
         context_id: the id recorded on a period marker.
         on_ticket: called with ``(scope, ticket)`` when a step-level ordered ticket is newly
             assigned (see ``RunState.on_ordered_ticket``).
@@ -274,10 +307,10 @@ class _Unit:
         scope: str,
         default_key: str,
         inputs: Mapping[str, Any],
-        private: dict[str, Any],
+        target: _HasState,
         context_id: str | None,
         step: str | None,
-        on_ticket: Callable[[str, dict[str, Any]], None] | None = None,
+        on_ticket: Callable[[str, KeyedTicket], None] | None = None,
     ) -> None:
         self.storage = storage
         self.on_ticket = on_ticket
@@ -287,7 +320,7 @@ class _Unit:
         self.scope = scope
         self.default_key = default_key
         self.inputs = inputs
-        self.private = private
+        self.target = target
         self.context_id = context_id
         self.step = step
         self.lock: LockDecl | None = None
@@ -311,7 +344,7 @@ class _Unit:
         self.ordered_client: OrderedLock | None = None
         self.ticket: OrderedTicket | None = None
         self._owns_active_key = False
-        self._parked: list[dict[str, Any]] = []
+        self._parked: list[ParkedHold] = []
 
     # -------------------------------------------------------------- bookkeeping
 
@@ -327,20 +360,26 @@ class _Unit:
             if decl is not None:
                 self._key(decl)
 
+    @property
+    def state(self) -> EngineState:
+        """The target's engine state, as it is now."""
+        return self.target.engine_state
+
+    @state.setter
+    def state(self, value: EngineState) -> None:
+        self.target.engine_state = value
+
     def _take_parked(self) -> None:
         if self.mode == "direct":
             return
-        parked = self.private.get(PARKED_HOLDS)
-        if isinstance(parked, dict):
-            entries = parked.pop(self.scope, None)
-            if not parked:
-                self.private.pop(PARKED_HOLDS, None)
-            if isinstance(entries, list):
-                self._parked = [e for e in entries if isinstance(e, dict)]
+        entries = self.state.parked_holds.get(self.scope)
+        if entries is not None:
+            self.state = self.state.with_parked_holds(self.scope, ())
+            self._parked = list(entries)
 
-    def _parked_entry(self, primitive: str, key: str) -> dict[str, Any] | None:
+    def _parked_entry(self, primitive: str, key: str) -> ParkedHold | None:
         for entry in self._parked:
-            if entry.get("primitive") == primitive and entry.get("key") == key:
+            if entry.primitive == primitive and entry.key == key:
                 self._parked.remove(entry)
                 return entry
         return None
@@ -348,11 +387,10 @@ class _Unit:
     def _drop_unclaimed_parked(self) -> None:
         """Release parked holds no declaration re-adopted (e.g. the key changed)."""
         for entry in self._parked:
-            key = str(entry.get("key"))
-            if entry.get("primitive") == "lock":
-                self.storage.locks.release(key, str(entry.get("owner")))
-            elif entry.get("primitive") == "semaphore":
-                self.storage.semaphores.release(key, str(entry.get("holder")))
+            if entry.primitive == "lock":
+                self.storage.locks.release(entry.key, entry.holder)
+            else:
+                self.storage.semaphores.release(entry.key, entry.holder)
         self._parked = []
 
     # -------------------------------------------------------------- primitives
@@ -362,7 +400,7 @@ class _Unit:
         entry = self._parked_entry("lock", key)
         lock = _client(lambda: Lock(
             self.storage.locks, key,
-            owner=str(entry["owner"]) if entry and entry.get("owner") else self.owner,
+            owner=entry.holder if entry is not None and entry.holder else self.owner,
             ttl=decl.ttl,
             wait=0.0 if self.mode == "worker" else decl.wait,
             auto_extend=decl.auto_extend,
@@ -378,7 +416,7 @@ class _Unit:
         semaphore = _client(lambda: Semaphore(
             self.storage.semaphores, key,
             limit=decl.limit,
-            holder=str(entry["holder"]) if entry and entry.get("holder") else None,
+            holder=entry.holder if entry is not None and entry.holder else None,
             lease=decl.lease,
             wait=0.0 if self.mode == "worker" else decl.wait,
             sleep=_sleep, monotonic=_monotonic, skew=_skew(self.storage),
@@ -407,33 +445,31 @@ class _Unit:
 
     # -------------------------------------------------------------- ordered lock
 
-    def _ticket_store(self) -> dict[str, Any]:
+    def _saved_ticket(self) -> KeyedTicket | None:
+        state = self.state
         if self.scope == REACTOR_SCOPE:
-            return self.private
-        tickets = self.private.setdefault(STEP_ORDERED_TICKETS, {})
-        assert isinstance(tickets, dict)
-        return tickets
+            return state.ordered_ticket
+        return state.step_ordered_tickets.get(self.scope)
 
-    def _ticket_slot(self) -> str:
-        return ORDERED_TICKET if self.scope == REACTOR_SCOPE else self.scope
+    def _save_ticket(self, ticket: KeyedTicket | None) -> None:
+        if self.scope == REACTOR_SCOPE:
+            self.state = replace(self.state, ordered_ticket=ticket)
+        else:
+            self.state = self.state.with_step_ticket(self.scope, ticket)
 
     def _load_or_assign_ticket(self, client: OrderedLock) -> OrderedTicket:
-        store = self._ticket_store()
-        saved = store.get(self._ticket_slot())
-        if isinstance(saved, dict) and saved.get("key") == client.key:
-            return OrderedTicket(nonce=int(saved["nonce"]), epoch=int(saved["epoch"]))
+        saved = self._saved_ticket()
+        if saved is not None and saved.key == client.key:
+            return saved.ticket
         ticket = client.assign()
-        saved = {"key": client.key, "nonce": ticket.nonce, "epoch": ticket.epoch}
-        store[self._ticket_slot()] = saved
+        saved = KeyedTicket.of(client.key, ticket)
+        self._save_ticket(saved)
         if self.on_ticket is not None and self.scope != REACTOR_SCOPE:
-            self.on_ticket(self.scope, dict(saved))  # durable before the turn can start
+            self.on_ticket(self.scope, saved)  # durable before the turn can start
         return ticket
 
     def _drop_ticket(self) -> None:
-        store = self._ticket_store()
-        store.pop(self._ticket_slot(), None)
-        if self.scope != REACTOR_SCOPE and not store:
-            self.private.pop(STEP_ORDERED_TICKETS, None)
+        self._save_ticket(None)
 
     def _ordered_gate(self, decl: OrderedLockDecl) -> Result | None:
         key = self._key(decl)
@@ -530,7 +566,7 @@ class _Unit:
             raise
         self._drop_unclaimed_parked()
         if self.mode != "direct":
-            self.private.pop(WAITING, None)
+            self.state = replace(self.state, waiting=None)
         return None
 
     def _phase(self, phase: str, first_run: bool) -> Result | None:
@@ -539,11 +575,11 @@ class _Unit:
         if phase in ("period", "period_recheck") and first_run and self.period_seen():
             return Halt("period") if self.scope == REACTOR_SCOPE else Skipped(None)
         if phase == "rate" and self.rate_limit is not None:
-            if self.scope == REACTOR_SCOPE and self.private.get(RATE_LIMIT_CHARGED):
+            if self.scope == REACTOR_SCOPE and self.state.rate_limit_charged:
                 return None
             self._hit_rate_limit(self.rate_limit)
             if self.scope == REACTOR_SCOPE:
-                self.private[RATE_LIMIT_CHARGED] = True
+                self.state = replace(self.state, rate_limit_charged=True)
         if phase == "lock" and self.lock is not None:
             self._take_lock(self.lock)
         if phase == "semaphore" and self.semaphore is not None:
@@ -551,7 +587,7 @@ class _Unit:
         return None
 
     def _contended(self, exc: CoordinationError) -> Result:
-        reason: ParkReason
+        reason: Literal["lock", "semaphore", "rate_limit", "ordered_lock"]
         if isinstance(exc, LockAcquisitionError):
             reason = "lock"
         elif isinstance(exc, SemaphoreAcquisitionError):
@@ -562,7 +598,9 @@ class _Unit:
             reason = "ordered_lock"
         if self.mode == "worker":
             self.park()
-            self.private[WAITING] = {"scope": self.scope, "primitive": reason, "key": exc.key}
+            self.state = replace(
+                self.state, waiting=Waiting(scope=self.scope, primitive=reason, key=exc.key)
+            )
             delay = park_delay(
                 self.settings, exc.retry_after if reason == "rate_limit" else None
             )
@@ -601,8 +639,7 @@ class _Unit:
         records = [hold.record() for hold in self.held] + self._parked
         self.held, self._parked = [], []
         if records:
-            parked = self.private.setdefault(PARKED_HOLDS, {})
-            parked[self.scope] = records
+            self.state = self.state.with_parked_holds(self.scope, records)
 
     def release(self) -> None:
         """Release every hold, newest first (semaphore before lock)."""
@@ -619,7 +656,10 @@ _STEP_ORDER = ("ordered", "period", "lock", "semaphore", "period_recheck", "rate
 
 
 def run_coordinated(
-    state: RunState, body: Callable[[RunState], Success | Failure]
+    state: RunState,
+    body: Callable[[RunState], Success | Failure],
+    *,
+    roll_back: Callable[[RunState], list[RollbackFailure]],
 ) -> Success | Failure:
     """Run ``body(state)`` (the executor) inside the reactor's coordination.
 
@@ -630,6 +670,10 @@ def run_coordinated(
     Args:
         state: the run being executed (inputs already validated).
         body: runs the steps and returns the run's result.
+        roll_back: rolls back the steps the run already completed and returns the rollback
+            failures, when the coordination fails a run that has an undo stack (a re-entry
+            after a hand-off; docs/concepts.md, "Rollback"). The executor passes it: rolling
+            back runs step code, which runs under this module's holds.
 
     Returns:
         The body's result, or the ``Halt``/``Failure`` the coordination produced instead (the
@@ -648,14 +692,13 @@ def run_coordinated(
             raise
     ctx = state.ctx
     env = state.env
-    private = ctx.private_data
     unit = _Unit(
         decls, storage=env.storage, settings=env.settings, owner=_root_id(ctx),
         mode="worker" if env.in_worker else "sync", scope=REACTOR_SCOPE,
-        default_key=state.definition.name, inputs=ctx.inputs, private=private,
+        default_key=state.definition.name, inputs=ctx.inputs, target=ctx,
         context_id=ctx.context_id, step=None,
     )
-    first_run = not private.get(ADMITTED)
+    first_run = not ctx.engine_state.admitted
     try:
         early = unit.enter(_REACTOR_ORDER, first_run=first_run)
     except Park as park:
@@ -663,9 +706,7 @@ def run_coordinated(
         state.checkpoint.save()
         raise
     if early is not None:
-        return _stop_before_steps(state, unit, early)
-    from reactor.engine.background import mark_admitted  # background imports the executor
-
+        return _stop_before_steps(state, unit, early, roll_back)
     mark_admitted(ctx)
     parked = False
     outer = state.holds
@@ -694,10 +735,14 @@ def run_coordinated(
                 unit.leave_ordered()
 
 
-def _stop_before_steps(state: RunState, unit: _Unit, early: Result) -> Success | Failure:
-    """Store and return the ``Halt``/``Failure`` the coordination produced before any step."""
-    from reactor.engine import rollback  # the rollback module imports this one
-
+def _stop_before_steps(
+    state: RunState,
+    unit: _Unit,
+    early: Result,
+    roll_back: Callable[[RunState], list[RollbackFailure]],
+) -> Success | Failure:
+    """Store and return the ``Halt``/``Failure`` the coordination produced before any step
+    (a run with completed steps is rolled back first, with ``roll_back``)."""
     ctx = state.ctx
     ctx.current_step = None
     if isinstance(early, Halt):
@@ -713,8 +758,7 @@ def _stop_before_steps(state: RunState, unit: _Unit, early: Result) -> Success |
     state.trace("failed", None, detail=failure.message)
     ctx.failure = failure
     if ctx.undo_stack:
-        rollback.begin(state, step=None, kind=None, arguments=None, compensate_pending=False)
-        failure = replace(failure, rollback_failures=rollback.finish(state))
+        failure = replace(failure, rollback_failures=roll_back(state))
         ctx.failure = failure
         ctx.rollback = None
     ctx.status = RunStatus.FAILED
@@ -736,18 +780,19 @@ def assign_ordered_ticket(definition: ReactorDefinition, ctx: Context, env: Env)
 
     Args:
         definition: the reactor's definition.
-        ctx: the run's context (``inputs`` set; ticket stored in ``private_data``).
+        ctx: the run's context (``inputs`` set; the ticket is stored in
+            ``EngineState.ordered_ticket``).
         env: the execution environment.
     """
     decl = next((d for d in definition.coordination if isinstance(d, OrderedLockDecl)), None)
-    if decl is None or isinstance(ctx.private_data.get(ORDERED_TICKET), dict):
+    if decl is None or ctx.engine_state.ordered_ticket is not None:
         return
     try:
         key = decl.resolve_key(ctx.inputs, definition.name)
     except CoordinationKeyError:
         return
     ticket = OrderedLock(env.storage.ordered_locks, key, ttl=decl.ttl).assign()
-    ctx.private_data[ORDERED_TICKET] = {"key": key, "nonce": ticket.nonce, "epoch": ticket.epoch}
+    ctx.engine_state = replace(ctx.engine_state, ordered_ticket=KeyedTicket.of(key, ticket))
 
 
 # ------------------------------------------------------------------------------ step level
@@ -794,10 +839,11 @@ class StepCoordination:
             owner=state.coordination_owner or _root_id(ctx),
             mode="worker" if env.in_worker else "sync", scope=self.spec.name,
             default_key=step_default_key(state.definition.name, self.spec),
-            inputs=arguments, private=ctx.private_data, context_id=ctx.context_id,
+            inputs=arguments, target=ctx, context_id=ctx.context_id,
             step=self.spec.name, on_ticket=state.on_ordered_ticket,
         )
-        # A retry attempt finds the first attempt's ticket in private_data (same place in line).
+        # A retry attempt finds the first attempt's ticket in the engine state (same place
+        # in line).
         self._unit = unit
         try:
             early = unit.enter(_STEP_ORDER)
@@ -941,7 +987,9 @@ def rollback_holds(
 # ------------------------------------------------------------------------------ direct calls
 
 
-def call_direct(cls: type[Step], args: Mapping[str, Any], context: StepContext | None) -> Result:
+def call_direct(
+    cls: type[BaseStep], args: Mapping[str, Any], context: StepContext | None
+) -> Result:
     """``Step.call``: validate, coordinate as its own unit of work, run once.
 
     The lock owner is the calling run's root id when a step context is given (a step body
@@ -953,9 +1001,6 @@ def call_direct(cls: type[Step], args: Mapping[str, Any], context: StepContext |
         The body's result, ``Skipped(None)`` when the period is marked, or a ``Failure``
         (invalid inputs, contention, key error, unknown named rate limit).
     """
-    from reactor import config
-    from reactor.engine import invoke  # invoke imports the DSL, which imports this lazily
-
     if not cls.coordination:
         return invoke.call_class_run(cls, args, context)
     try:
@@ -968,7 +1013,7 @@ def call_direct(cls: type[Step], args: Mapping[str, Any], context: StepContext |
         owner=(context.root_run_id or context.run_id) if context is not None
         else f"direct:{uuid.uuid4()}",
         mode="direct", scope=cls.__qualname__, default_key=_class_key(cls),
-        inputs=validated, private={}, context_id=None, step=None,
+        inputs=validated, target=_Scratch(), context_id=None, step=None,
     )
     early = unit.enter(_STEP_ORDER)
     if early is not None:

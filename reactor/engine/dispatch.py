@@ -17,20 +17,21 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from reactor import registry
+from reactor import config, registry
 from reactor.config import Runtime
 from reactor.engine.checkpoint import load_context
 from reactor.engine.env import make_env
-from reactor.model.context import Context
-from reactor.model.errors import (
+from reactor.errors import (
     AsyncWaitTimeoutError,
     RunNotFoundError,
     RunStateError,
     UnknownReactorError,
 )
+from reactor.model.context import Context
 from reactor.model.keys import run_completion_channel
 from reactor.model.results import Failure, Halt, Success
 from reactor.model.status import RunStatus
+from reactor.ports.capabilities import KnowsConsumers
 from reactor.ports.storage import Storage, Subscription
 
 __all__ = ["DispatchHandle", "publish_completion", "stored_result", "wait_for_run"]
@@ -139,7 +140,8 @@ def wait_for_run(
     poll = min(max(bound / 10.0, MIN_POLL), MAX_POLL)
     deadline = monotonic() + bound
     env = make_env(runtime)
-    receives_before = getattr(runtime.router, "receive_count", None)
+    router = runtime.router
+    receives_before = router.receive_count if isinstance(router, KnowsConsumers) else None
     subscription = _subscribe(runtime.storage, run_id)  # before the first check: no lost wake
     try:
         while True:
@@ -167,16 +169,18 @@ def wait_for_run(
             subscription.close()
 
 
-def _no_consumer_note(runtime: Runtime, receives_before: object) -> str:
+def _no_consumer_note(runtime: Runtime, receives_before: int | None) -> str:
     """A hint for the timeout message when nothing consumed an in-process router meanwhile.
 
-    Only routers that know their consumers (``has_consumers`` and ``receive_count``, e.g.
+    Only routers that declare :class:`~reactor.ports.capabilities.KnowsConsumers` (e.g.
     ``local://``) are judged; for any other router the note is empty.
     """
     router = runtime.router
-    has_consumers = getattr(router, "has_consumers", None)
-    receives = getattr(router, "receive_count", None)
-    if has_consumers is None or has_consumers or receives != receives_before:
+    if (
+        not isinstance(router, KnowsConsumers)
+        or router.has_consumers
+        or router.receive_count != receives_before
+    ):
         return ""
     return (
         "; no worker consumes this process's in-process router (use 'local://' with "
@@ -219,8 +223,6 @@ class DispatchHandle:
     def _runtime(self) -> Runtime:
         if self.runtime is not None:
             return self.runtime
-        from reactor import config
-
         return config.current()
 
     def status(self) -> RunStatus:

@@ -7,14 +7,21 @@ batch. After each step:
 * ``Skipped`` — the value is recorded (it flows to dependants), no undo entry, checkpoint;
 * ``Halt`` — the run stops without rollback, status ``halted``;
 * an ``async_step`` is dispatched as its own job and counts as complete for scheduling only
-  (:mod:`reactor.engine.async_step`); it is never recorded nor pushed on the undo stack;
+  (:mod:`reactor.engine.async_dispatch`); it is never recorded nor pushed on the undo stack;
 * ``Failure`` — the step is compensated if its body started, every completed step is undone
   newest first (:mod:`reactor.engine.rollback`), status ``failed``; a failing compensate turns
-  the final error into :class:`~reactor.model.errors.CompensationError`.
+  the final error into :class:`~reactor.errors.CompensationError`.
 
 Interruptions (``KeyboardInterrupt``, ``SystemExit``, ...) store the context as ``aborted``
 with its remaining undo stack (and the step in flight as "compensate pending" when its body had
 started), then propagate; ``Reactor.undo(run_id)`` finishes the rollback later.
+
+The step kinds that run a nested execution call back into this module through parameters, not
+imports (docs/architecture.md, "Layers"): a compose step gets an
+:class:`~reactor.engine.state.Executor` of :func:`execute`, :func:`conclude_failure` and
+:func:`abort`; an inline map gets :func:`execute` for its element runs; the reactor-level
+coordination gets the rollback it runs when it stops a run with completed steps; and every
+rollback gets :func:`reactor.engine.map_rollback.roll_back_fan_out` for fan-out map steps.
 """
 
 from __future__ import annotations
@@ -23,16 +30,23 @@ from dataclasses import replace
 from typing import Any
 
 from reactor.dsl.declarations import StepSpec
-from reactor.engine import async_step, coordination, fan_out, rollback
+from reactor.engine import async_dispatch, async_step, coordination, fan_out, rollback
 from reactor.engine.compose import run_compose
 from reactor.engine.inline_map import run_map
 from reactor.engine.invoke import INTERRUPTIONS, trimmed_traceback
-from reactor.engine.state import RunState
+from reactor.engine.map_rollback import roll_back_fan_out
+from reactor.engine.state import Executor, RunState
 from reactor.engine.step_runner import StepOutcome, run_leaf
+from reactor.errors import CompensationError, ContextTooLargeError, DependencyError, EncodeError
 from reactor.model import codec
-from reactor.model.codec import EncodeError
-from reactor.model.errors import CompensationError, ContextTooLargeError, DependencyError
-from reactor.model.results import Failure, Halt, Skipped, Success, exception_class_name
+from reactor.model.results import (
+    Failure,
+    Halt,
+    RollbackFailure,
+    Skipped,
+    Success,
+    exception_class_name,
+)
 from reactor.model.status import RunStatus
 
 __all__ = ["abort", "conclude_failure", "execute"]
@@ -41,11 +55,14 @@ __all__ = ["abort", "conclude_failure", "execute"]
 def _run_step(state: RunState, spec: StepSpec) -> StepOutcome:
     state.ctx.current_step = spec.name
     if spec.kind == "compose":
-        return run_compose(state, spec)
+        return run_compose(
+            state, spec,
+            Executor(execute=execute, conclude_failure=conclude_failure, abort=abort),
+        )
     if spec.kind == "map":
         if fan_out.fans_out(state, spec):  # a hand-off point (docs/fan_out.md)
             return fan_out.run_fan_out(state, spec)
-        return run_map(state, spec)
+        return run_map(state, spec, execute=execute)
     return run_leaf(state, spec)
 
 
@@ -64,10 +81,17 @@ def execute(state: RunState) -> Success | Failure:
     """
     try:
         with async_step.reading(state.env):
-            return coordination.run_coordinated(state, _execute)
+            return coordination.run_coordinated(state, _execute, roll_back=_roll_back_completed)
     except INTERRUPTIONS as exc:
         abort(state, exc)
         raise
+
+
+def _roll_back_completed(state: RunState) -> list[RollbackFailure]:
+    """Undo every completed step of ``state.ctx`` (no step in flight): the rollback the
+    reactor-level coordination runs when it fails a run that already has an undo stack."""
+    rollback.begin(state, step=None, kind=None, arguments=None, compensate_pending=False)
+    return rollback.finish(state, roll_back_fan_out=roll_back_fan_out)
 
 
 def _execute(state: RunState) -> Success | Failure:
@@ -92,7 +116,7 @@ def _execute(state: RunState) -> Success | Failure:
             if state.hand_off is not None:  # background before: (docs/workers.md)
                 state.hand_off(state, "before", name)
             if spec.kind == "async_step":  # complete for scheduling only
-                refused = async_step.dispatch(state, spec)
+                refused = async_dispatch.dispatch(state, spec)
                 if refused is not None:
                     return _fail(state, spec, StepOutcome(refused, {}, body_started=False))
                 completed.add(name)
@@ -243,14 +267,14 @@ def conclude_failure(state: RunState) -> Failure:
 
     Returns:
         The run's final ``Failure`` (with ``rollback_failures``; a failed compensate turns the
-        error into :class:`~reactor.model.errors.CompensationError`).
+        error into :class:`~reactor.errors.CompensationError`).
     """
     ctx = state.ctx
     failure = ctx.failure or Failure(
         "the run failed while rolling back", retryable=False, reactor_name=ctx.reactor
     )
     name = (ctx.rollback or {}).get("step") or failure.step_name or ""
-    failures = rollback.finish(state)
+    failures = rollback.finish(state, roll_back_fan_out=roll_back_fan_out)
     assert ctx.rollback is not None
     if ctx.rollback.get("compensate_failed"):
         error = CompensationError(

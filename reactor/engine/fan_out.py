@@ -35,35 +35,33 @@ import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reactor import registry
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.definition import ReactorDefinition
+from reactor.engine import map_rollback
 from reactor.engine.arguments import resolve, resolve_arguments
 from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine.dispatch import DispatchHandle, stored_result
 from reactor.engine.env import Env
+from reactor.engine.map_results import MapResultEnumerator, decode_slot, encode_slot
 from reactor.engine.state import InFlight, RunState
 from reactor.engine.step_runner import StepOutcome
-from reactor.jobs.payloads import MapCollectPayload, MapElementPayload, job
-from reactor.model import codec
-from reactor.model.context import Context
-from reactor.model.errors import (
+from reactor.errors import (
     ArgumentResolutionError,
     ContextTooLargeError,
     DeserializationError,
 )
-from reactor.model.map_results import MapResultEnumerator, decode_slot, encode_slot
+from reactor.model import codec
+from reactor.model.context import Context
+from reactor.model.engine_state import EngineState
+from reactor.model.records import MapMetadata
 from reactor.model.results import Failure, Halt, Success
 from reactor.model.status import RunStatus
-from reactor.ports.records import MapMetadata
-
-if TYPE_CHECKING:
-    from reactor.engine.dispatch import DispatchHandle
+from reactor.ports.payloads import MapCollectPayload, MapElementPayload, job
 
 __all__ = [
-    "ARGUMENT_ERROR",
-    "VALIDATE_INPUTS",
     "MapDispatched",
     "caller_result",
     "dispatch_batch",
@@ -80,10 +78,6 @@ __all__ = [
 
 log = logging.getLogger("reactor.map")
 
-#: ``private_data`` key of a pending element context: its inputs are raw (validated by the job).
-VALIDATE_INPUTS = "validate_inputs"
-#: ``private_data`` key of a pending element context whose arguments could not be resolved.
-ARGUMENT_ERROR = "argument_error"
 #: ``MapMetadata.extra`` key: compose step names from the owner record to the map's context.
 PATH = "path"
 
@@ -246,8 +240,6 @@ def _start(state: RunState, spec: StepSpec, map_id: str, count: int) -> MapMetad
 
 
 def _adopt(state: RunState, spec: StepSpec, map_id: str, count: int) -> StepOutcome:
-    from reactor.engine import map_rollback  # it imports this module
-
     env = state.env
     maps = env.storage.maps
     name = spec.name
@@ -307,8 +299,6 @@ def caller_result(env: Env, dispatched: MapDispatched) -> DispatchHandle | Succe
         The run's final result when it already finished (the inline router runs every job
         before ``enqueue`` returns), else a :class:`DispatchHandle` to wait on.
     """
-    from reactor.engine.dispatch import DispatchHandle, stored_result
-
     stored = load_context(env, dispatched.context_id)
     if stored is not None and (result := stored_result(stored)) is not None:
         return result
@@ -413,11 +403,13 @@ def materialize(
                     f"map source has {len(items)} elements now, element {index} is gone"
                 )
             ctx.inputs = resolve_arguments(spec, parent, element=items[index])
-            ctx.private_data[VALIDATE_INPUTS] = True
+            # raw inputs: the element's job validates them
+            ctx.engine_state = EngineState(validate_inputs=True)
             Checkpointer(env, ctx).save()
         except (ArgumentResolutionError, codec.EncodeError, ContextTooLargeError) as exc:
             ctx.inputs = {}
-            ctx.private_data = {ARGUMENT_ERROR: f"{type(exc).__name__}: {exc}"}
+            # the element's job fails it with this reason
+            ctx.engine_state = EngineState(argument_error=f"{type(exc).__name__}: {exc}")
             Checkpointer(env, ctx).save()
         stored.append(index)
     return stored

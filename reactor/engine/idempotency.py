@@ -46,15 +46,15 @@ from reactor.engine.checkpoint import load_context
 from reactor.engine.dispatch import DispatchHandle, stored_result, wait_for_run
 from reactor.engine.env import Env, make_env
 from reactor.engine.liveness import FencedCheckpointer, Liveness
-from reactor.model.context import Context, new_context_id
-from reactor.model.errors import (
+from reactor.errors import (
+    AbandonedRunError,
     AsyncWaitTimeoutError,
     IdempotencyKeyError,
     InputValidationError,
-    ReactorError,
 )
+from reactor.model.context import Context, new_context_id
 from reactor.model.results import Failure, Success
-from reactor.model.run_links import IDEMPOTENCY_KEY
+from reactor.model.run_links import RunLinks
 from reactor.model.status import RunStatus
 
 __all__ = ["MAX_KEY_LENGTH", "AbandonedRunError", "check_key", "key_ttl", "run_once"]
@@ -64,11 +64,6 @@ MAX_KEY_LENGTH = 255
 
 #: Seconds between two reads of a holder's run that is not stored yet.
 _MISSING_POLL = 0.05
-
-
-class AbandonedRunError(ReactorError):
-    """The failure stored under a run id whose claimer died between claiming its idempotency
-    key and storing the run (docs/run-control.md, "Idempotency keys")."""
 
 
 def check_key(key: object) -> str:
@@ -158,7 +153,7 @@ def run_once(
         if holder is None or holder == context_id:
             return api.run(
                 definition, inputs, runtime=env.runtime, sleep=sleep, context_id=context_id,
-                private_data={IDEMPOTENCY_KEY: key}, hold=hold,
+                links=RunLinks(idempotency_key=key), hold=hold,
             )
         if hold is not None:
             hold.release()

@@ -27,10 +27,12 @@ from typing import Any
 
 from reactor.dsl.declarations import StepSpec
 from reactor.engine.arguments import resolve, resolve_arguments
+from reactor.engine.map_rollback import roll_back_fan_out
 from reactor.engine.rollback import roll_back_elements
-from reactor.engine.state import InFlight, RunState
+from reactor.engine.start import launch
+from reactor.engine.state import Execute, InFlight, RunState
 from reactor.engine.step_runner import StepOutcome
-from reactor.model.errors import ArgumentResolutionError
+from reactor.errors import ArgumentResolutionError
 from reactor.model.results import Failure, Halt, MapResults, Success
 
 __all__ = ["run_map"]
@@ -44,10 +46,26 @@ def _elements(source: Any) -> list[Any]:
     return list(source)
 
 
-def run_map(state: RunState, spec: StepSpec) -> StepOutcome:
-    """Run map step ``spec`` over its source's elements."""
-    from reactor.engine.api import launch  # recursion: an element is a run of its own
+def run_map(state: RunState, spec: StepSpec, *, execute: Execute) -> StepOutcome:
+    """Run map step ``spec`` over its source's elements (see the module docstring).
 
+    Args:
+        state: the run owning the map step.
+        spec: the map step (it has a ``source``).
+        execute: runs each element's steps (the executor passes its own
+            :func:`reactor.engine.executor.execute`: an element is a run of its own, started
+            with :func:`reactor.engine.start.launch`).
+
+    Returns:
+        The step's outcome: ``Success`` (a list of values, or ``MapResults`` when not
+        ``atomic``) with an undo entry naming the completed elements; an element's ``Halt``;
+        or, ``atomic``, the failed element's ``Failure`` after the completed elements were
+        rolled back (their rollback failures attributed to the map step and index).
+
+    Raises:
+        KeyboardInterrupt, SystemExit, ...: an interruption inside an element, after that
+            element was stored ``aborted`` (the parent's ``map_ref`` names it).
+    """
     assert spec.source is not None
     ctx = state.ctx
     name = spec.name
@@ -84,6 +102,7 @@ def run_map(state: RunState, spec: StepSpec) -> StepOutcome:
                 element_definition,
                 arguments,
                 state.env,
+                execute=execute,
                 context_id=element_id,
                 parent=ctx,
                 secret_inputs=state.definition.child_redacted(name, ctx.redacted),
@@ -105,7 +124,10 @@ def run_map(state: RunState, spec: StepSpec) -> StepOutcome:
             attributed = [f.in_map(name, index) for f in element_result.rollback_failures]
             element_result = replace(element_result, rollback_failures=attributed)
             if spec.atomic:
-                rolled = roll_back_elements(state.env, element_definition, name, completed)
+                rolled = roll_back_elements(
+                    state.env, element_definition, name, completed,
+                    roll_back_fan_out=roll_back_fan_out,
+                )
                 completed.clear()
                 failure = replace(
                     element_result, rollback_failures=[*attributed, *rolled], run_id=None

@@ -20,13 +20,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import reactor
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.inputs import Inputs
-from reactor.dsl.step import Step
+from reactor.dsl.step import BaseStep
 from reactor.engine.parks import Park
+from reactor.errors import InputValidationError, UndeclaredInputError
 from reactor.model import signals
-from reactor.model.errors import InputValidationError, UndeclaredInputError
 from reactor.model.results import Failure, Result, Skipped, Success
 from reactor.model.step_context import StepContext
 
@@ -60,7 +59,7 @@ _PASS_THROUGH: tuple[type[BaseException], ...] = (*INTERRUPTIONS, Park)
 _NO_HOOK: Result = Skipped()
 
 _MAX_FRAMES = 50
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(reactor.__file__))
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # reactor/
 _INTERNAL_DIRS = tuple(os.path.join(_PACKAGE_DIR, d) + os.sep for d in ("engine", "dsl", "model"))
 
 
@@ -128,7 +127,7 @@ def capture(fn: Callable[..., Any], *args: Any) -> Invocation:
 # ----------------------------------------------------------------------------- engine entry
 
 
-def _class_inputs(cls: type[Step], args: Mapping[str, Any]) -> Inputs:
+def _class_inputs(cls: type[BaseStep], args: Mapping[str, Any]) -> Inputs:
     return Inputs(args, declared=cls.contract.names)
 
 
@@ -187,7 +186,7 @@ def has_compensate(spec: StepSpec) -> bool:
 
 
 def call_class_run(
-    cls: type[Step], args: Mapping[str, Any], ctx: StepContext | None
+    cls: type[BaseStep], args: Mapping[str, Any], ctx: StepContext | None
 ) -> Result:
     """``Step.call``: validate the contract, then run once (no retries)."""
     try:
@@ -198,7 +197,7 @@ def call_class_run(
 
 
 def call_class_undo(
-    cls: type[Step], result_value: Any, args: Mapping[str, Any], ctx: StepContext | None
+    cls: type[BaseStep], result_value: Any, args: Mapping[str, Any], ctx: StepContext | None
 ) -> Result:
     """``Step.call_undo``: run ``undo`` without validating the inputs."""
     instance = cls(_class_inputs(cls, cls.contract.with_defaults(args)), ctx, result=result_value)
@@ -206,7 +205,7 @@ def call_class_undo(
 
 
 def call_class_compensate(
-    cls: type[Step], failure: Failure, args: Mapping[str, Any], ctx: StepContext | None
+    cls: type[BaseStep], failure: Failure, args: Mapping[str, Any], ctx: StepContext | None
 ) -> Result:
     """``Step.call_compensate``: run ``compensate`` without validating the inputs."""
     instance = cls(_class_inputs(cls, cls.contract.with_defaults(args)), ctx, failure=failure)

@@ -20,10 +20,10 @@ from contextlib import contextmanager
 from reactor.coordination.lock import Lock
 from reactor.engine.checkpoint import Checkpointer
 from reactor.engine.env import Env
+from reactor.errors import LockAcquisitionError, LockLost
 from reactor.model.context import Context
-from reactor.model.errors import LockAcquisitionError, LockLost
 from reactor.model.keys import run_liveness_key
-from reactor.ports.records import Fence
+from reactor.model.records import Fence
 
 __all__ = ["FencedCheckpointer", "Liveness", "held", "held_here", "liveness_lock", "take"]
 

@@ -41,19 +41,23 @@ from reactor.dsl.fan_out import DEFAULT_BATCH_SIZE, ROLLBACK_CHUNK
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.env import Env
 from reactor.engine.liveness import FencedCheckpointer, Liveness, liveness_lock
+from reactor.engine.rollback import roll_back_child
 from reactor.engine.state import RunState
-from reactor.jobs.payloads import RunPayload, job
+from reactor.errors import DeserializationError, LockAcquisitionError
 from reactor.model import codec
-from reactor.model.errors import DeserializationError, LockAcquisitionError
 from reactor.model.keys import map_element_key
+from reactor.model.records import MapRollbackMetadata, RollbackOutcome
 from reactor.model.results import RollbackFailure
 from reactor.model.status import RunStatus
-from reactor.ports.records import MapRollbackMetadata, RollbackOutcome
+from reactor.ports.payloads import MapElementRollbackPayload, RunPayload, job
+from reactor.ports.router import Router
+from reactor.ports.storage import Storage
 
 __all__ = [
     "Contended",
     "RollbackHandedOff",
     "aggregate",
+    "dispatch_rollback_batch",
     "distributed",
     "encode_failures",
     "hand_off",
@@ -176,7 +180,9 @@ def roll_back_element(
     Seed 004 ``ElementRollback.call``: a completed (or halted, or aborted) element is undone,
     its context saved after every undone entry; a failed element already rolled itself back and
     an element that never ran did nothing (``not_needed``); a missing context is
-    ``context_unavailable``.
+    ``context_unavailable``. The undo stack is replayed by
+    :func:`reactor.engine.rollback.roll_back_child`, given :func:`roll_back_fan_out` for a
+    fan-out map inside the element (docs/fan_out.md, "Rollback").
 
     Args:
         env: the environment.
@@ -217,13 +223,11 @@ def roll_back_element(
         )
         if not needs:
             return RollbackOutcome(index=index, outcome="not_needed")
-        from reactor.engine.rollback import roll_back_child  # it imports this module
-
         checkpoint: Checkpointer = (
             Checkpointer(env, ctx) if hold is None else FencedCheckpointer(env, ctx, hold)
         )
         failures = [f.in_map(step, index) for f in roll_back_child(
-            RunState(definition, ctx, env, checkpoint)
+            RunState(definition, ctx, env, checkpoint), roll_back_fan_out=roll_back_fan_out
         )]
         return RollbackOutcome(
             index=index, outcome="failed" if failures else "undone",
@@ -276,14 +280,32 @@ def roll_back_fan_out(
         kind=kind,
     ))
     if created:
-        from reactor.jobs.sweepers import dispatch_rollback_batch  # sweepers import engine
-
         log.info("event=map_rollback_started map_id=%s step=%s total=%d batch_size=%d",
                  map_id, step, meta.total, meta.batch_size)
         dispatch_rollback_batch(storage, env.runtime.router, meta)
     if storage.map_rollbacks.count_outcomes(map_id) >= meta.total:
         return aggregate(env, step, map_id, started=started)
     raise RollbackHandedOff(map_id, step)
+
+
+def dispatch_rollback_batch(
+    storage: Storage, router: Router, meta: MapRollbackMetadata
+) -> range:
+    """Claim the next batch of rollback positions and enqueue one rollback job per position
+    (docs/fan_out.md, "Rollback").
+
+    Args:
+        storage: the storage holding the rollback's positions.
+        router: where the ``map_element_rollback`` jobs go.
+        meta: the map's rollback record (its ``batch_size`` bounds the claim).
+
+    Returns:
+        The claimed positions (empty when every position was already claimed).
+    """
+    positions = storage.map_rollbacks.claim_positions(meta.map_id, meta.batch_size)
+    for position in positions:
+        router.enqueue(job(MapElementRollbackPayload(map_id=meta.map_id, position=position)))
+    return positions
 
 
 def aggregate(env: Env, step: str, map_id: str, *, started: int | None) -> list[RollbackFailure]:

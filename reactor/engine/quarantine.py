@@ -1,12 +1,14 @@
 """Quarantine: store an unreadable run context as ``failed``, keeping its text and the reason.
 
-A stored document that no longer decodes (:class:`~reactor.model.errors.DeserializationError`,
-:class:`~reactor.model.errors.SchemaVersionError`) cannot be continued. Left as it is, a
+A stored document that no longer decodes (:class:`~reactor.errors.DeserializationError`,
+:class:`~reactor.errors.SchemaVersionError`) cannot be continued. Left as it is, a
 ``running`` record would be re-dispatched by every sweep and dead-lettered again by every worker (a
 crash loop). The rule (a run that cannot continue is stored as failed with the reason, never
 dropped: docs/architecture.md, "Execution invariants") is applied here: the record is replaced by a
 readable *quarantine document* — status ``failed``, a non-retryable ``Failure`` carrying the reason,
-and the original text kept verbatim under ``private_data["quarantine"]`` for an operator — so
+and the original text kept verbatim in its engine state
+(:class:`~reactor.model.engine_state.Quarantine`; stored shape: docs/protocol.md, "Contexts")
+for an operator — so
 ``find()`` shows the failure and no sweeper picks the record again.
 """
 
@@ -14,28 +16,24 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any
 
 from reactor import registry
 from reactor.engine import secret_policy
 from reactor.engine.env import Env
-from reactor.model import codec
-from reactor.model.context import Context
-from reactor.model.errors import (
+from reactor.errors import (
     ContextTooLargeError,
     DeserializationError,
     UnknownReactorError,
 )
+from reactor.model import codec
+from reactor.model.context import Context
+from reactor.model.engine_state import EngineState, Quarantine
 from reactor.model.results import Failure
 from reactor.model.status import RunStatus
 
-__all__ = ["QUARANTINE_KEY", "quarantine", "quarantine_info"]
+__all__ = ["quarantine", "quarantine_info"]
 
 log = logging.getLogger("reactor.engine")
-
-#: ``private_data`` key of a quarantine document: ``{"reason", "original_status",
-#: "original_document"}``.
-QUARANTINE_KEY = "quarantine"
 
 #: Characters of the original text kept when the whole text does not fit the size limit.
 _KEPT_PREFIX = 64 * 1024
@@ -81,16 +79,14 @@ def quarantine(env: Env, context_id: str, error: DeserializationError) -> Contex
         return None  # rewritten meanwhile: nothing to quarantine
     now = env.now()
     reason = f"{type(error).__name__}: {error}"
-    info: dict[str, Any] = {
-        "reason": reason,
-        "original_status": record.status,
-        "original_document": record.document,
-    }
+    info = Quarantine(
+        reason=reason, original_status=record.status, original_document=record.document
+    )
     ctx = Context(
         context_id=record.context_id,
         reactor=record.reactor,
         status=RunStatus.FAILED,
-        private_data={QUARANTINE_KEY: info},
+        engine_state=EngineState(quarantine=info),
         execution_trace=[{"type": "failed", "step": None, "at": now, "detail": reason}],
         failure=Failure(error, retryable=False, reactor_name=record.reactor),
         parent_context_id=record.parent_context_id,
@@ -102,8 +98,7 @@ def quarantine(env: Env, context_id: str, error: DeserializationError) -> Contex
     try:
         document = codec.encode_document(ctx.to_document(), max_bytes=limit)
     except ContextTooLargeError:
-        info["original_document"] = record.document[:_KEPT_PREFIX]
-        info["original_truncated"] = True
+        ctx.engine_state = EngineState(quarantine=info.truncated(_KEPT_PREFIX))
         document = codec.encode_document(ctx.to_document())
     storage.contexts.save(replace(record, status=RunStatus.FAILED.value, document=document,
                                   updated_at=now))
@@ -112,12 +107,11 @@ def quarantine(env: Env, context_id: str, error: DeserializationError) -> Contex
     return ctx
 
 
-def quarantine_info(ctx: Context) -> dict[str, Any] | None:
+def quarantine_info(ctx: Context) -> Quarantine | None:
     """The quarantine details of a context stored by :func:`quarantine`, else ``None``.
 
     Returns:
-        ``{"reason", "original_status", "original_document"}`` (and ``"original_truncated"``
-        when only a prefix of the original text was kept).
+        The reason, the original status and the original text (or its prefix, with
+        ``original_truncated`` set) (:class:`~reactor.model.engine_state.Quarantine`).
     """
-    info = ctx.private_data.get(QUARANTINE_KEY)
-    return dict(info) if isinstance(info, dict) else None
+    return ctx.engine_state.quarantine

@@ -4,13 +4,14 @@
 The new run is a fresh run of the same reactor with the same inputs: the stored, validated
 inputs of the old run, its sealed ``redact=True`` values decrypted with the configured keys
 (docs/security.md) and sealed again when the new run is stored. The two are linked both ways:
-the new run's ``private_data`` records ``retried_from`` (the old id), and the old run gains the
-new id in its ``retries`` list, written under the old run's liveness lock (so two concurrent
+the new run's run-control links (:class:`~reactor.model.run_links.RunLinks`, in its engine
+state) record ``retried_from`` (the old id), and the old run gains the new id in its
+``retries`` list, written under the old run's liveness lock (so two concurrent
 retries both appear) *before* the new run starts. ``RunView`` shows both.
 
 Only a ``failed`` or ``cancelled`` run can be retried: both are rolled back, so running the
 inputs again cannot double a side effect of the old run. Refused with
-:class:`~reactor.model.errors.RunStateError`: ``completed`` and ``halted`` runs (their effects
+:class:`~reactor.errors.RunStateError`: ``completed`` and ``halted`` runs (their effects
 stand: undo them first with ``Reactor.undo``, which leaves them ``cancelled``), ``aborted``
 runs (their rollback is unfinished: ``Reactor.undo`` first), unfinished runs, map elements and
 runs that failed validating their inputs (nothing ran, and the invalid inputs were stored
@@ -24,6 +25,7 @@ retry's outcome. When another retry moved it first, the new run runs without the
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from reactor import registry
 from reactor.config import Runtime
@@ -32,17 +34,17 @@ from reactor.engine import api, liveness
 from reactor.engine.checkpoint import load_context
 from reactor.engine.dispatch import DispatchHandle
 from reactor.engine.env import Env, make_env
-from reactor.engine.idempotency import AbandonedRunError
 from reactor.engine.liveness import FencedCheckpointer, Liveness
-from reactor.model.context import Context, new_context_id
-from reactor.model.errors import (
+from reactor.errors import (
+    AbandonedRunError,
     InputValidationError,
     LockAcquisitionError,
     RunNotFoundError,
     RunStateError,
 )
+from reactor.model.context import Context, new_context_id
 from reactor.model.results import Failure, Success, exception_class_name
-from reactor.model.run_links import IDEMPOTENCY_KEY, RETRIED_FROM, RETRIES, retries_of
+from reactor.model.run_links import RunLinks
 from reactor.model.status import RunStatus
 
 __all__ = ["RETRYABLE_STATUSES", "retry"]
@@ -91,20 +93,20 @@ def retry(
     opened = api.load_run(definition, run_id, env, open_secrets=True)  # the inputs, decrypted
     new_id = new_context_id()
     hold = liveness.take(env, new_id)
-    private: dict[str, object] = {RETRIED_FROM: run_id}
+    links = RunLinks(retried_from=run_id)
     try:
         key = _link(env, run_id, new_id)
         if key is not None and env.storage.claims.reclaim_idempotency_key(
             definition.name, key, run_id, new_id
         ):
-            private[IDEMPOTENCY_KEY] = key
+            links = replace(links, idempotency_key=key)
     except BaseException:
         if hold is not None:
             hold.release()
         raise
     return api.run(
         definition, opened.inputs, runtime=env.runtime, sleep=sleep, context_id=new_id,
-        private_data=private, hold=hold,
+        links=links, hold=hold,
     )
 
 
@@ -155,9 +157,9 @@ def _link(env: Env, run_id: str, new_id: str) -> str | None:
         if ctx is None:
             raise RunNotFoundError(f"no stored run {run_id!r}", run_id=run_id)
         _check_retryable(ctx)
-        ctx.private_data[RETRIES] = [*retries_of(ctx.private_data), new_id]
+        links = ctx.engine_state.links.with_retry(new_id)
+        ctx.engine_state = replace(ctx.engine_state, links=links)
         FencedCheckpointer(env, ctx, hold, verify=False).save()
-        key = ctx.private_data.get(IDEMPOTENCY_KEY)
-        return key if isinstance(key, str) else None
+        return links.idempotency_key
     finally:
         hold.release()

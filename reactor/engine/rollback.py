@@ -13,22 +13,30 @@ Compose and map steps roll back their children: a composed child's undo stack is
 stored context is loaded and its undo stack replayed, highest index first (failures carry
 ``map_step`` and ``element_index``). "Compensating" a compose or map that was cut off by an
 interruption is the same work as undoing it.
+
+A fan-out map is rolled back by :mod:`reactor.engine.map_rollback` (docs/fan_out.md,
+"Rollback"), whose element rollback replays each element's undo stack with
+:func:`roll_back_child` here: the recursion is closed by a parameter, ``roll_back_fan_out``
+(:class:`FanOutRollback`), that every entry point of this module takes and that its callers
+fill with :func:`reactor.engine.map_rollback.roll_back_fan_out` (docs/architecture.md,
+"Layers").
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import coordination, invoke
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.env import Env
 from reactor.engine.state import RunState
-from reactor.model.errors import DeserializationError
+from reactor.errors import DeserializationError
 from reactor.model.results import Failure, RollbackFailure
 from reactor.model.status import RunStatus
 
 __all__ = [
+    "FanOutRollback",
     "begin",
     "finish",
     "roll_back_child",
@@ -36,6 +44,32 @@ __all__ = [
 ]
 
 _ROLLED_BACK_STATUSES = (RunStatus.COMPLETED, RunStatus.HALTED, RunStatus.ABORTED)
+
+
+class FanOutRollback(Protocol):
+    """Rolls back every started element of a fan-out map for its owner and returns the
+    failures (:func:`reactor.engine.map_rollback.roll_back_fan_out`; docs/fan_out.md,
+    "Rollback")."""
+
+    def __call__(
+        self, state: RunState, step: str, map_id: str, *, kind: str = "undo"
+    ) -> list[RollbackFailure]:
+        """Roll back fan-out map ``map_id`` of step ``step`` of ``state``.
+
+        Args:
+            state: the owner's state (the map step's context).
+            step: the map step.
+            map_id: the map.
+            kind: ``"undo"`` (a completed map) or ``"compensate"`` (a map cut off).
+
+        Returns:
+            The rollback failures, each with ``map_step``/``element_index``.
+
+        Raises:
+            reactor.engine.map_rollback.RollbackHandedOff: the rollback was handed to
+                element jobs and is not settled yet.
+        """
+        ...
 
 
 def begin(
@@ -66,10 +100,22 @@ def begin(
         state.ctx.rollback["redacted"] = names
 
 
-def finish(state: RunState) -> list[RollbackFailure]:
+def finish(state: RunState, *, roll_back_fan_out: FanOutRollback) -> list[RollbackFailure]:
     """Run the pending compensate, then undo the whole stack; return every rollback failure.
 
     Requires :func:`begin` to have been called (or a stored rollback to be in progress).
+
+    Args:
+        state: the context being rolled back.
+        roll_back_fan_out: rolls back a fan-out map step found on the way
+            (:func:`reactor.engine.map_rollback.roll_back_fan_out`).
+
+    Returns:
+        Every rollback failure recorded so far (``ctx.rollback["failures"]``).
+
+    Raises:
+        reactor.engine.map_rollback.RollbackHandedOff: a fan-out map's distributed rollback
+            is not settled yet (the entries left are undone when the owner resumes).
     """
     ctx = state.ctx
     if ctx.rollback is None:
@@ -77,7 +123,10 @@ def finish(state: RunState) -> list[RollbackFailure]:
     rb = ctx.rollback
     assert rb is not None
     if rb.get("compensate_pending") and rb.get("step"):
-        failures = _compensate(state, str(rb["step"]), rb.get("kind"), rb.get("arguments") or {})
+        failures = _compensate(
+            state, str(rb["step"]), rb.get("kind"), rb.get("arguments") or {},
+            roll_back_fan_out,
+        )
         rb["failures"].extend(failures)
         rb["compensate_failed"] = any(
             f.kind == "compensate" and f.step == rb["step"] for f in failures
@@ -86,7 +135,7 @@ def finish(state: RunState) -> list[RollbackFailure]:
         state.checkpoint.save()
     while ctx.undo_stack:
         entry = ctx.undo_stack[-1]
-        rb["failures"].extend(_undo(state, entry))
+        rb["failures"].extend(_undo(state, entry, roll_back_fan_out))
         ctx.undo_stack.pop()
         state.checkpoint.save()
     return list(rb["failures"])
@@ -96,15 +145,19 @@ def finish(state: RunState) -> list[RollbackFailure]:
 
 
 def _compensate(
-    state: RunState, step: str, kind: Any, arguments: dict[str, Any]
+    state: RunState,
+    step: str,
+    kind: Any,
+    arguments: dict[str, Any],
+    roll_back_fan_out: FanOutRollback,
 ) -> list[RollbackFailure]:
     spec = state.definition.steps.get(step)
     if spec is None:
         return [_unknown_step(step, "compensate")]
     if spec.kind == "compose":
-        return _undo_compose(state, step)
+        return _undo_compose(state, step, roll_back_fan_out)
     if spec.kind == "map":
-        return _undo_map_ref(state, step)
+        return _undo_map_ref(state, step, roll_back_fan_out)
     interruption = (state.ctx.rollback or {}).get("interruption") or "an interruption"
     failure = state.ctx.failure or Failure(
         f"step interrupted by {interruption}", retryable=False, step_name=step
@@ -124,22 +177,25 @@ def _compensate(
 # ------------------------------------------------------------------------------ undo
 
 
-def _undo(state: RunState, entry: dict[str, Any]) -> list[RollbackFailure]:
+def _undo(
+    state: RunState, entry: dict[str, Any], roll_back_fan_out: FanOutRollback
+) -> list[RollbackFailure]:
     step = str(entry.get("step"))
     spec = state.definition.steps.get(step)
     if spec is None:
         return [_unknown_step(step, "undo")]
     if spec.kind == "compose":
-        return _undo_compose(state, step)
+        return _undo_compose(state, step, roll_back_fan_out)
     if spec.kind == "map" and entry.get("fan_out"):  # distributed or chunked
-        from reactor.engine.map_rollback import roll_back_fan_out  # it imports this module
-
         failures = roll_back_fan_out(state, step, str(entry.get("map_id")), kind="undo")
         state.trace("undo_failure" if failures else "undo", step)
         return failures
     if spec.kind == "map":
         elements = [(int(i), str(cid)) for i, cid in entry.get("elements") or []]
-        failures = roll_back_elements(state.env, state.definition.children[step], step, elements)
+        failures = roll_back_elements(
+            state.env, state.definition.children[step], step, elements,
+            roll_back_fan_out=roll_back_fan_out,
+        )
         state.trace("undo_failure" if failures else "undo", step)
         return failures
     arguments = entry.get("arguments") or {}
@@ -157,22 +213,36 @@ def _undo(state: RunState, entry: dict[str, Any]) -> list[RollbackFailure]:
     return []
 
 
-def _undo_compose(state: RunState, step: str) -> list[RollbackFailure]:
+def _undo_compose(
+    state: RunState, step: str, roll_back_fan_out: FanOutRollback
+) -> list[RollbackFailure]:
     child = state.ctx.child(step)
     if child is None:
         return []
     child_state = RunState(state.definition.children[step], child, state.env, state.checkpoint)
-    failures = roll_back_child(child_state)
+    failures = roll_back_child(child_state, roll_back_fan_out=roll_back_fan_out)
     state.trace("undo_failure" if failures else "undo", step)
     return [f.nested(step) for f in failures]
 
 
-def roll_back_child(state: RunState) -> list[RollbackFailure]:
+def roll_back_child(
+    state: RunState, *, roll_back_fan_out: FanOutRollback
+) -> list[RollbackFailure]:
     """Finish the rollback of a child context (composed child or map element).
 
     A completed/halted/aborted child ends ``cancelled``; a failed one stays ``failed``.
+
+    Args:
+        state: the child's state.
+        roll_back_fan_out: rolls back a fan-out map step of the child (see :func:`finish`).
+
+    Returns:
+        The child's rollback failures.
+
+    Raises:
+        reactor.engine.map_rollback.RollbackHandedOff: see :func:`finish`.
     """
-    failures = finish(state)
+    failures = finish(state, roll_back_fan_out=roll_back_fan_out)
     state.ctx.rollback = None
     if state.ctx.status in _ROLLED_BACK_STATUSES:
         state.ctx.status = RunStatus.CANCELLED
@@ -181,16 +251,19 @@ def roll_back_child(state: RunState) -> list[RollbackFailure]:
     return failures
 
 
-def _undo_map_ref(state: RunState, step: str) -> list[RollbackFailure]:
+def _undo_map_ref(
+    state: RunState, step: str, roll_back_fan_out: FanOutRollback
+) -> list[RollbackFailure]:
     ref = state.ctx.composed_contexts.get(step)
     if not isinstance(ref, dict):
         return []
     if ref.get("fan_out"):  # a fan-out map cut off mid-flight: roll back what started
-        from reactor.engine.map_rollback import roll_back_fan_out  # it imports this module
-
         return roll_back_fan_out(state, step, str(ref.get("map_id")), kind="compensate")
     elements = sorted((int(i), str(cid)) for i, cid in (ref.get("elements") or {}).items())
-    return roll_back_elements(state.env, state.definition.children[step], step, elements)
+    return roll_back_elements(
+        state.env, state.definition.children[step], step, elements,
+        roll_back_fan_out=roll_back_fan_out,
+    )
 
 
 def roll_back_elements(
@@ -198,6 +271,8 @@ def roll_back_elements(
     element_definition: ReactorDefinition,
     map_step: str,
     elements: list[tuple[int, str]],
+    *,
+    roll_back_fan_out: FanOutRollback,
 ) -> list[RollbackFailure]:
     """Roll back map elements, highest index first, replaying each element's undo stack.
 
@@ -206,9 +281,13 @@ def roll_back_elements(
         element_definition: the element reactor's definition.
         map_step: the map step's name (set on the failures).
         elements: ``(index, context_id)`` of the elements to roll back.
+        roll_back_fan_out: rolls back a fan-out map step of an element (see :func:`finish`).
 
     Returns:
         The failures, each with ``map_step`` and ``element_index`` set.
+
+    Raises:
+        reactor.engine.map_rollback.RollbackHandedOff: see :func:`finish`.
     """
     failures: list[RollbackFailure] = []
     for index, context_id in sorted(elements, reverse=True):
@@ -223,7 +302,10 @@ def roll_back_elements(
         element_state = RunState(
             element_definition, element_ctx, env, Checkpointer(env, element_ctx)
         )
-        failures.extend(f.in_map(map_step, index) for f in roll_back_child(element_state))
+        failures.extend(
+            f.in_map(map_step, index)
+            for f in roll_back_child(element_state, roll_back_fan_out=roll_back_fan_out)
+        )
     return failures
 
 

@@ -6,7 +6,7 @@
 * **Secure by default** (docs/security.md, "Secure by default"): a reactor with secrets
   (``redact=True`` inputs, or arguments fed from them) that runs on anything but the
   in-process backends (``memory://`` storage with the ``inline://``/``local://`` router) and
-  has no key raises :class:`~reactor.model.errors.ConfigurationError` naming
+  has no key raises :class:`~reactor.errors.ConfigurationError` naming
   ``REACTOR_SECRET_KEYS``/``secret_keys`` before anything is stored.
   ``allow_plaintext_secrets=True`` stores them in clear instead and logs one warning per
   process (docs/security.md, "Opting out").
@@ -25,8 +25,8 @@ from typing import Any
 from reactor.config import Runtime, Settings
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine.env import Env
+from reactor.errors import ConfigurationError
 from reactor.model.context import Context
-from reactor.model.errors import ConfigurationError
 from reactor.model.secrets import (
     ENV_VAR,
     Keyring,
@@ -34,6 +34,7 @@ from reactor.model.secrets import (
     configured_specs,
     open_values,
 )
+from reactor.ports import capabilities
 
 __all__ = [
     "check",
@@ -86,24 +87,19 @@ def _specs(settings: Settings) -> tuple[str, tuple[str, ...]]:
 
 
 def in_process(runtime: Runtime) -> bool:
-    """Whether ``runtime`` keeps everything in this process: the ``memory://`` storage and the
-    ``inline://``/``local://`` router, where secrets may stay in clear without a key
-    (docs/security.md, "Secure by default").
+    """Whether ``runtime`` keeps everything in this process, where secrets may stay in clear
+    without a key (docs/security.md, "Secure by default").
 
     Args:
         runtime: the storage, router and settings in use.
 
     Returns:
-        ``True`` only for a :class:`~reactor.memory.MemoryStorage` with an
-        :class:`~reactor.memory.InlineRouter` or :class:`~reactor.memory.LocalRouter` (a
-        wrapper around them counts as another backend).
+        ``True`` only when both the storage and the router declare
+        :class:`~reactor.ports.capabilities.InProcess` (the built-in ``memory://`` storage
+        with the ``inline://`` or ``local://`` router; a wrapper around them counts as another
+        backend).
     """
-    from reactor.memory.routers import InlineRouter, LocalRouter  # the built-in backends
-    from reactor.memory.storage import MemoryStorage
-
-    return isinstance(runtime.storage, MemoryStorage) and isinstance(
-        runtime.router, InlineRouter | LocalRouter
-    )
+    return capabilities.in_process(runtime.storage) and capabilities.in_process(runtime.router)
 
 
 def has_secrets(definition: ReactorDefinition) -> bool:

@@ -10,11 +10,13 @@ from typing import Any
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine.checkpoint import Checkpointer
 from reactor.engine.env import Env
+from reactor.errors import LockLost
 from reactor.model.context import Context
-from reactor.model.errors import LockLost
+from reactor.model.engine_state import KeyedTicket
+from reactor.model.results import Failure, Success
 from reactor.model.step_context import Hold, StepContext
 
-__all__ = ["InFlight", "RunState"]
+__all__ = ["Execute", "Executor", "InFlight", "RunState"]
 
 
 @dataclass
@@ -59,7 +61,8 @@ class RunState:
             recorded (``docs/coordination.md``, "Renewal and loss").
         step_holds: the step-level holds of the step attempt running now.
         on_ordered_ticket: called as ``on_ordered_ticket(step, ticket)`` when a step-level
-            ordered-lock ticket (``{"key", "nonce", "epoch"}``) is newly assigned, before the
+            ordered-lock ticket (a :class:`~reactor.model.engine_state.KeyedTicket`) is newly
+            assigned, before the
             step may run under it; an ``async_step`` unit persists it on its record there, so
             a unit recovered after a crash keeps its place in line (``docs/coordination.md``,
             "Ordered locks in workers"). ``None``: the ticket lives in the context only.
@@ -75,7 +78,7 @@ class RunState:
     coordination_owner: str | None = None
     holds: tuple[Hold, ...] = ()
     step_holds: tuple[Hold, ...] = ()
-    on_ordered_ticket: Callable[[str, dict[str, Any]], None] | None = None
+    on_ordered_ticket: Callable[[str, KeyedTicket], None] | None = None
 
     def lost_hold(self) -> LockLost | None:
         """The first reactor-level hold that is lost, else ``None`` (no I/O)."""
@@ -110,3 +113,30 @@ class RunState:
             reactor_inputs=MappingProxyType(ctx.inputs),
             holds=self.holds + self.step_holds,
         )
+
+
+#: Runs every remaining step of a context and returns the run's result: the signature of
+#: :func:`reactor.engine.executor.execute`, passed down to the code that starts a run of its
+#: own from inside the executor (an inline map element, docs/concepts.md, "Inline map").
+Execute = Callable[[RunState], Success | Failure]
+
+
+@dataclass(frozen=True)
+class Executor:
+    """The executor's entry points, handed by :mod:`reactor.engine.executor` to a step kind
+    that drives a nested execution (a composed child, docs/concepts.md, "Compose"), so that
+    step kind calls back into the executor without importing it (docs/architecture.md,
+    "Layers").
+
+    Attributes:
+        execute: runs every remaining step of a context
+            (:func:`reactor.engine.executor.execute`).
+        conclude_failure: finishes a recorded rollback and stores the context ``failed``
+            (:func:`reactor.engine.executor.conclude_failure`).
+        abort: stores a context ``aborted`` after an interruption
+            (:func:`reactor.engine.executor.abort`).
+    """
+
+    execute: Execute
+    conclude_failure: Callable[[RunState], Failure]
+    abort: Callable[[RunState, BaseException], None]

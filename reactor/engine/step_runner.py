@@ -22,7 +22,7 @@ from reactor.engine.arguments import resolve_arguments
 from reactor.engine.coordination import StepCoordination
 from reactor.engine.retries import attempt_with_retries
 from reactor.engine.state import InFlight, RunState
-from reactor.model.errors import ArgumentResolutionError, InputValidationError
+from reactor.errors import ArgumentResolutionError, InputValidationError
 from reactor.model.results import Failure, Result
 
 __all__ = ["StepOutcome", "retry_policy", "run_leaf"]

@@ -17,12 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reactor.engine.coordination import WAITING
 from reactor.engine.fan_out import is_fan_out_ref
+from reactor.errors import DeserializationError
 from reactor.model import codec
 from reactor.model.context import Context
-from reactor.model.errors import DeserializationError
-from reactor.ports.records import ContextRecord
+from reactor.model.records import ContextRecord
 from reactor.ports.storage import Storage
 
 __all__ = ["waiting_on"]
@@ -63,9 +62,9 @@ def waiting_on(storage: Storage, record: ContextRecord) -> str | None:
     for ref in ctx.composed_contexts.values():
         if is_fan_out_ref(ref) and _map_in_flight(storage, ref):
             return f"map:{ref['map_id']}"
-    waiting = ctx.private_data.get(WAITING)
-    if isinstance(waiting, Mapping) and waiting.get("primitive") == "async_step":
-        step = str(waiting.get("key"))
+    waiting = ctx.engine_state.waiting
+    if waiting is not None and waiting.primitive == "async_step":
+        step = waiting.key
         unit = storage.step_results.get(record.context_id, step)
         if unit is not None and unit.status != "completed":
             return f"async_step:{step}"

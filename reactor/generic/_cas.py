@@ -12,7 +12,7 @@ ordered lock) is one document of a :class:`reactor.ports.DocumentStore`. Every o
    the latest expiry of any field inside it, so the document's own expiry never cuts short a
    longer-lived field (the ordered lock's epoch outlives the rest of it);
 4. on a lost compare-and-set, retry after a tiny randomized backoff, at most
-   :data:`MAX_ATTEMPTS` times, then raise :class:`reactor.model.errors.StorageError`.
+   :data:`MAX_ATTEMPTS` times, then raise :class:`reactor.errors.StorageError`.
 
 Read-only inspectors use :func:`read_state`, which never writes.
 """
@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from reactor.model.errors import StorageError
+from reactor.errors import StorageError
 from reactor.ports.documents import DocumentStore
 
 __all__ = ["MAX_ATTEMPTS", "StateCodec", "StateCollection", "apply", "read_state"]

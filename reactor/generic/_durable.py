@@ -14,7 +14,7 @@ It offers the four write shapes the durable stores need:
   the live value holds.
 
 Every loop retries only on a lost compare-and-set, after a tiny randomized pause, and gives up
-with :class:`reactor.model.errors.StorageError` after :data:`MAX_ATTEMPTS` losses in a row,
+with :class:`reactor.errors.StorageError` after :data:`MAX_ATTEMPTS` losses in a row,
 which under any sane contention never happens.
 """
 
@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from reactor.model.errors import StorageError
+from reactor.errors import StorageError
 from reactor.ports.documents import DocumentStore
 
 __all__ = ["MAX_ATTEMPTS", "DurableCollection", "Mutation"]

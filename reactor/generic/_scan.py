@@ -2,7 +2,7 @@
 
 The sweepers' scans (``ContextStore.scan``, ``StepResultStore.scan``, ``MapStore.scan``,
 ``MapRollbackStore.scan``) walk indexed documents in ``(index, key)`` order and hand back a
-:class:`~reactor.ports.records.ScanPage` whose ``next_cursor`` is
+:class:`~reactor.model.records.ScanPage` whose ``next_cursor`` is
 :func:`~reactor.ports.serialization.encode_scan_cursor` of ``(index label, last key examined)``
 (the label of the "every document" index ``None`` is ``""``). docs/workers.md, "Sweep cursors
 and dispatch leases", defines the contract.
@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from reactor.generic._durable import require_after
+from reactor.model.records import ScanPage
 from reactor.ports.documents import DocumentStore
-from reactor.ports.records import ScanPage
 from reactor.ports.serialization import decode_scan_cursor, encode_scan_cursor
 
 __all__ = ["keyset_scan"]

@@ -35,12 +35,12 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from reactor.errors import ContextTooLargeError, StaleWriterError
 from reactor.generic._durable import DurableCollection, Mutation, require_after
 from reactor.generic._scan import keyset_scan
-from reactor.model.errors import ContextTooLargeError, StaleWriterError
+from reactor.model.records import ContextRecord, Fence, RunPage, RunSummary, ScanPage
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.ports.documents import DocumentStore
-from reactor.ports.records import ContextRecord, Fence, RunPage, RunSummary, ScanPage
 from reactor.ports.serialization import (
     decode_page_cursor,
     encode_page_cursor,

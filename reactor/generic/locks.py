@@ -23,8 +23,8 @@ from typing import Any
 
 from reactor.generic._cas import StateCodec, StateCollection
 from reactor.model.coordination import locks as model
+from reactor.model.records import LockInfo
 from reactor.ports.documents import DocumentStore
-from reactor.ports.records import LockInfo
 
 __all__ = ["LOCKS", "LOCK_CODEC", "DocumentLockStore"]
 

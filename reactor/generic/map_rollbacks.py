@@ -29,14 +29,14 @@ from typing import Any
 from reactor.generic._durable import DurableCollection, Mutation
 from reactor.generic._scan import keyset_scan
 from reactor.generic.maps import position_key
-from reactor.ports.documents import DocumentStore
-from reactor.ports.records import (
+from reactor.model.records import (
     FAILED_ROLLBACK_OUTCOMES,
     MapRollbackMetadata,
     RollbackOutcome,
     RollbackSummary,
     ScanPage,
 )
+from reactor.ports.documents import DocumentStore
 from reactor.ports.serialization import record_from_dict, record_to_dict
 
 __all__ = [

@@ -49,8 +49,8 @@ from typing import Any
 
 from reactor.generic._durable import DurableCollection, Mutation
 from reactor.generic._scan import keyset_scan
+from reactor.model.records import MapMetadata, ScanPage
 from reactor.ports.documents import DocumentStore
-from reactor.ports.records import MapMetadata, ScanPage
 from reactor.ports.serialization import record_from_dict, record_to_dict
 
 __all__ = [

@@ -26,8 +26,8 @@ from typing import Any, TypeVar
 from reactor.generic._cas import StateCodec, StateCollection
 from reactor.model.coordination import ordered_locks as model
 from reactor.model.coordination.ordered_locks import Timed
+from reactor.model.records import OrderedGate, OrderedLockState, OrderedTicket
 from reactor.ports.documents import DocumentStore
-from reactor.ports.records import OrderedGate, OrderedLockState, OrderedTicket
 
 __all__ = ["ORDERED_LOCKS", "ORDERED_LOCK_CODEC", "DocumentOrderedLockStore"]
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from reactor.generic._cas import StateCodec, StateCollection
 from reactor.model.coordination import periods as model
+from reactor.model.records import PeriodMarker
 from reactor.ports.documents import DocumentStore
-from reactor.ports.records import PeriodMarker
 
 __all__ = ["PERIODS", "PERIOD_CODEC", "DocumentPeriodStore"]
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from reactor.generic._cas import StateCodec, StateCollection
 from reactor.model.coordination import rate_limits as model
+from reactor.model.records import RateDecision, RateWindow
 from reactor.ports.documents import DocumentStore
-from reactor.ports.records import RateDecision, RateWindow
 
 __all__ = ["RATE_LIMITS", "RATE_LIMIT_CODEC", "DocumentRateLimitStore"]
 

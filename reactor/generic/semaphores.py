@@ -16,8 +16,8 @@ from typing import Any
 
 from reactor.generic._cas import StateCodec, StateCollection
 from reactor.model.coordination import semaphores as model
+from reactor.model.records import SemaphoreState
 from reactor.ports.documents import DocumentStore
-from reactor.ports.records import SemaphoreState
 
 __all__ = ["SEMAPHORES", "SEMAPHORE_CODEC", "DocumentSemaphoreStore"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from reactor.generic._durable import DurableCollection
 from reactor.generic._scan import keyset_scan
+from reactor.model.records import ScanPage, StepResultRecord
 from reactor.ports.documents import DocumentStore
-from reactor.ports.records import ScanPage, StepResultRecord
 from reactor.ports.serialization import record_from_dict, record_to_dict
 
 __all__ = ["STEP_RESULTS", "DocumentStepResultStore"]

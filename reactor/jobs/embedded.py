@@ -3,11 +3,12 @@
 ``local://`` is an in-process queue with worker threads, the embedded default (README.md, "Choosing
 a backend"): with the default ``memory://`` + ``local://`` and no ``reactor worker`` process,
 ``Background(...)`` runs and fan-out maps must still run. :func:`bind_local_workers` (called by
-:func:`reactor.configure` for a router it built from a ``local://`` URL, never for a router object
-the caller passed nor for ``router_from_url`` alone) attaches ``workers`` handler threads (URL
-option, default 2) that start on the first enqueue and stop when the router is closed
-(``config.reset()`` or a reconfigure). ``local://?workers=0`` keeps a bare queue for tests that
-drive jobs by hand (``Worker.run_pending``).
+:func:`reactor.configure` for a router it built from a URL, never for a router object the caller
+passed nor for ``router_from_url`` alone) attaches ``workers`` handler threads (URL option of
+``local://``, default 2) to any router that declares
+:class:`~reactor.ports.capabilities.HostsEmbeddedWorkers`; they start on the first enqueue and
+stop when the router is closed (``config.reset()`` or a reconfigure). ``local://?workers=0``
+keeps a bare queue for tests that drive jobs by hand (``Worker.run_pending``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import threading
 
 from reactor.config import Runtime
 from reactor.jobs.worker import Worker
-from reactor.memory.routers import LocalRouter
 from reactor.model.text import escaping_logger
+from reactor.ports.capabilities import HostsEmbeddedWorkers
 
 __all__ = ["EMBEDDED_DRAIN_TIMEOUT", "EMBEDDED_POLL_SECONDS", "bind_local_workers"]
 
@@ -59,8 +60,9 @@ class _Embedded:
 
 
 def bind_local_workers(runtime: Runtime) -> bool:
-    """Attach lazily started in-process workers to ``runtime.router`` if it is a ``local://``
-    router with ``workers > 0``.
+    """Attach lazily started in-process workers to ``runtime.router`` if it hosts embedded
+    workers (:class:`~reactor.ports.capabilities.HostsEmbeddedWorkers`, e.g. ``local://``) and
+    asks for ``workers > 0``.
 
     Args:
         runtime: the runtime :func:`reactor.configure` just built (its router came from a URL).
@@ -69,7 +71,7 @@ def bind_local_workers(runtime: Runtime) -> bool:
         ``True`` when workers were attached (they start with the first enqueue).
     """
     router = runtime.router
-    if not isinstance(router, LocalRouter) or router.workers <= 0:
+    if not isinstance(router, HostsEmbeddedWorkers) or router.workers <= 0:
         return False
     embedded = _Embedded(runtime, router.workers)
     router.attach_consumers(embedded.start, embedded.stop)

@@ -19,7 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from reactor.config import Runtime
-from reactor.jobs.payloads import SweepPayload, job
+from reactor.engine.env import make_env
+from reactor.engine.fan_out import dispatch_batch
+from reactor.engine.waiting import waiting_on
 from reactor.jobs.sweepers import (
     DispatchLease,
     MapSweepCounts,
@@ -29,8 +31,9 @@ from reactor.jobs.sweepers import (
     sweep_steps,
 )
 from reactor.model.keys import sweep_window_key
+from reactor.model.records import ContextRecord, MapMetadata
 from reactor.model.text import escaping_logger
-from reactor.ports.records import ContextRecord, MapMetadata
+from reactor.ports.payloads import SweepPayload, job
 
 __all__ = ["TickCounts", "dispatch_lease", "run_sweeps", "schedule_next"]
 
@@ -54,8 +57,6 @@ class TickCounts:
 
 def _batch_dispatcher(runtime: Runtime) -> Callable[[MapMetadata], object]:
     """The map sweeper's hook that re-claims a fan-out map's lost batch trigger."""
-    from reactor.engine.env import make_env
-    from reactor.engine.fan_out import dispatch_batch
 
     env = make_env(runtime)
     return lambda meta: dispatch_batch(env, meta)
@@ -63,7 +64,6 @@ def _batch_dispatcher(runtime: Runtime) -> Callable[[MapMetadata], object]:
 
 def _waiting_on(runtime: Runtime) -> Callable[[ContextRecord], str | None]:
     """The run sweeper's hook that tells a run waiting on an in-flight unit from a lost one."""
-    from reactor.engine.waiting import waiting_on  # deferred: the engine imports this layer
 
     storage = runtime.storage
     return lambda record: waiting_on(storage, record)

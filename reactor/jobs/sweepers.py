@@ -33,16 +33,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from reactor.config import Settings
-from reactor.jobs.payloads import (
-    MapCollectPayload,
-    MapElementPayload,
-    MapElementRollbackPayload,
-    RunPayload,
-    StepPayload,
-    job,
-)
+from reactor.engine.map_rollback import dispatch_rollback_batch
+from reactor.errors import DeserializationError, ScanCursorError
 from reactor.model import codec
-from reactor.model.errors import DeserializationError, StorageError
 from reactor.model.keys import (
     map_collect_key,
     map_element_key,
@@ -51,9 +44,17 @@ from reactor.model.keys import (
     sweep_dispatch_key,
     sweep_episode_key,
 )
+from reactor.model.records import ContextRecord, MapMetadata
 from reactor.model.status import RunStatus
 from reactor.model.text import escaping_logger
-from reactor.ports.records import ContextRecord, MapMetadata, MapRollbackMetadata
+from reactor.ports.payloads import (
+    MapCollectPayload,
+    MapElementPayload,
+    MapElementRollbackPayload,
+    RunPayload,
+    StepPayload,
+    job,
+)
 from reactor.ports.router import Router
 from reactor.ports.storage import Storage, SweepCursorStore
 
@@ -67,7 +68,6 @@ __all__ = [
     "MapSweepCounts",
     "ScanCursorError",
     "SweepCounts",
-    "dispatch_rollback_batch",
     "scan_pages",
     "sweep_maps",
     "sweep_runs",
@@ -107,16 +107,6 @@ LEASE_GROWTH = 8
 MIN_LEASE_SECONDS = 30.0
 #: Empty pages :func:`scan_pages` follows in one call before handing the cursor back.
 MAX_EMPTY_PAGES = 100
-
-
-class ScanCursorError(StorageError):
-    """A store's sweeper scan handed back a cursor that does not advance (the same cursor it
-    was given, or one seen earlier in the same walk): paging on would loop forever.
-
-    Raised by :func:`scan_pages`; the store breaks the keyset-paging contract of
-    :class:`reactor.ports.records.ScanPage` (docs/workers.md, "Sweep cursors and dispatch
-    leases").
-    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -547,22 +537,6 @@ def _should_recollect(
         return False
     parent = storage.contexts.load(meta.parent_context_id)
     return not (parent is not None and collected(parent, meta.step_name))
-
-
-def dispatch_rollback_batch(
-    storage: Storage, router: Router, meta: MapRollbackMetadata
-) -> range:
-    """Claim the next batch of rollback positions and enqueue one rollback job per position.
-
-    Mirrors ruby_reactor's ``Map::Dispatcher.dispatch_rollback_batch``.
-
-    Returns:
-        The claimed positions (empty when every position was already claimed).
-    """
-    positions = storage.map_rollbacks.claim_positions(meta.map_id, meta.batch_size)
-    for position in positions:
-        router.enqueue(job(MapElementRollbackPayload(map_id=meta.map_id, position=position)))
-    return positions
 
 
 def _element_index(storage: Storage, element_context_id: str | None) -> int | None:

@@ -4,12 +4,12 @@ docs/workers.md, "Running workers". Works with any :class:`reactor.ports.Router`
 consumer side (``receive``/``ack``/``retry``/``extend``/``dead_letter``):
 
 * N handler threads each ``receive`` one delivery at a time, parse its payload
-  (:func:`reactor.jobs.payloads.parse_payload`), dispatch it by kind
+  (:func:`reactor.ports.payloads.parse_payload`), dispatch it by kind
   (:data:`reactor.jobs.handlers.HANDLERS`) and ack it on success;
 * **poison jobs** — an undecodable message (the router dead-letters it on receive), a malformed
   payload, an unknown kind, an unregistered reactor name — go to ``router.dead_letter`` with the
   reason and are logged once; they never crash-loop the worker;
-* any other exception (a handler bug, a :class:`~reactor.model.errors.StorageError`) is retried
+* any other exception (a handler bug, a :class:`~reactor.errors.StorageError`) is retried
   with ``backoff(delivery_count)`` until ``max_deliveries``, then dead-lettered with the reason;
 * while a handler runs, a heartbeat thread extends the delivery's visibility every
   ``visibility / 3`` seconds so a long job is not redelivered;
@@ -32,9 +32,9 @@ from reactor import config, registry
 from reactor.config import Runtime
 from reactor.coordination._heartbeat import Heartbeat
 from reactor.engine import secret_policy
+from reactor.errors import DeserializationError, UnknownReactorError
 from reactor.jobs.handlers import HANDLERS, JobContext, dispatch_job
 from reactor.jobs.sweep_tick import schedule_next
-from reactor.model.errors import DeserializationError, UnknownReactorError
 from reactor.model.text import escaping_logger
 from reactor.ports.router import Delivery
 

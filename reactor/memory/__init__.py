@@ -2,7 +2,9 @@
 
 ``storage_from_url`` and ``router_from_url`` are registered as entry points (groups
 ``reactor.storages`` and ``reactor.routers`` in ``pyproject.toml``) for the schemes
-``memory://``, ``inline://`` and ``local://``.
+``memory://``, ``inline://``, ``local://`` and ``memqueue://`` (the bare
+:class:`reactor.generic.router.GenericRouter` over a :class:`MemoryQueue`, the reference of
+docs/protocol.md, "Building a router").
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ import math
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from reactor.errors import ConfigurationError
+from reactor.generic.router import GenericRouter
 from reactor.memory.clock import ManualClock
 from reactor.memory.documents import MemoryDocumentStore
 from reactor.memory.probe import MemoryProbe
+from reactor.memory.queue import MemoryQueue
 from reactor.memory.routers import InlineRouter, LocalRouter
 from reactor.memory.signals import MemorySignalStore
 from reactor.memory.storage import MemoryStorage
-from reactor.model.errors import ConfigurationError
 from reactor.ports.urls import redact_url
 
 __all__ = [
@@ -26,6 +30,7 @@ __all__ = [
     "ManualClock",
     "MemoryDocumentStore",
     "MemoryProbe",
+    "MemoryQueue",
     "MemorySignalStore",
     "MemoryStorage",
     "router_from_url",
@@ -93,19 +98,23 @@ def storage_from_url(url: str, **settings: Any) -> MemoryStorage:
 DEFAULT_LOCAL_WORKERS = 2
 
 
-def router_from_url(url: str, **settings: Any) -> InlineRouter | LocalRouter:
-    """Build a router from ``inline://`` or ``local://?workers=N&visibility_timeout=S``.
+def router_from_url(url: str, **settings: Any) -> InlineRouter | LocalRouter | GenericRouter:
+    """Build a router from ``inline://``, ``local://?workers=N&visibility_timeout=S`` or
+    ``memqueue://?visibility_timeout=S``.
 
     A ``prefix`` parameter is accepted and ignored (each router is private to its object).
     ``local://`` does not start threads here: ``workers`` (default 2) is kept as
     :attr:`LocalRouter.workers`; :func:`reactor.configure` attaches that many in-process
     :class:`reactor.jobs.worker.Worker` threads, started by the first enqueue
-    (``local://?workers=0``: a queue only, jobs are driven by hand).
+    (``local://?workers=0``: a queue only, jobs are driven by hand). ``memqueue://`` is a
+    :class:`~reactor.generic.router.GenericRouter` over a fresh :class:`MemoryQueue`: the same
+    queue as ``local://`` without its capabilities (no embedded workers, not declared
+    in-process), the generic router as a third-party adapter gets it.
 
     Args:
         url: the router URL.
         **settings: engine settings; ``visibility_timeout`` (seconds) is used by ``local://``
-            unless the URL sets it; the rest is ignored.
+            and ``memqueue://`` unless the URL sets it; the rest is ignored.
 
     Raises:
         ConfigurationError: an unknown scheme or parameter, or a bad value.
@@ -123,6 +132,14 @@ def router_from_url(url: str, **settings: Any) -> InlineRouter | LocalRouter:
             visibility_timeout=_number("visibility_timeout", visibility),
             workers=_count("workers", query.get("workers", DEFAULT_LOCAL_WORKERS)),
         )
+    if scheme == "memqueue":
+        query = _query(url, "memqueue", frozenset({"visibility_timeout", "prefix"}))
+        visibility = query.get(
+            "visibility_timeout", settings.get("visibility_timeout", 30.0)
+        )
+        return GenericRouter(
+            MemoryQueue(), visibility_timeout=_number("visibility_timeout", visibility)
+        )
     raise ConfigurationError(
-        f"the memory routers serve inline:// and local://, got {redact_url(url)!r}"
+        f"the memory routers serve inline://, local:// and memqueue://, got {redact_url(url)!r}"
     )

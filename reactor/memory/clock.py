@@ -2,8 +2,8 @@
 
 Every in-process component of :mod:`reactor.memory` takes an injectable ``clock: Callable[[],
 float]`` (epoch seconds, default :func:`time.time`). :class:`ManualClock` is such a callable
-that only moves when told to, so tests never sleep on a TTL (docs/TEAM_NOTES.md "No
-sleep-and-hope timing").
+that only moves when told to, so tests never sleep on a TTL (docs/testing.md, "The
+clock").
 """
 
 from __future__ import annotations

@@ -1,25 +1,27 @@
 """In-process routers: ``InlineRouter`` (tests, scripts) and ``LocalRouter`` (embedded default).
 
-Both implement :class:`reactor.ports.Router` (docs/protocol.md#routers).
+Both implement :class:`reactor.ports.Router` (docs/protocol.md#routers) and
+:class:`reactor.ports.router.DeadLetterAdmin` (docs/workers.md, "Dead letters"; a dead
+letter's id is its arrival number, ``"1"``, ``"2"``, ...).
 
-:class:`InlineRouter` runs a job at once, in the caller's thread, through a bound handler.
-Jobs enqueued *by* a running job are queued and run right after it by the outermost
-``enqueue`` (a trampoline), so a long chain of batches never overflows the stack. A job with a
-delay is kept in a due-heap that :meth:`InlineRouter.run_due` (due jobs only, judged by the
-injected clock) or :meth:`InlineRouter.drain` (everything, ignoring delays) processes.
+:class:`InlineRouter` runs a job at once, in the caller's thread, through a bound handler
+(:class:`reactor.ports.capabilities.RunsJobsInline`). Jobs enqueued *by* a running job are
+queued and run right after it by the outermost ``enqueue`` (a trampoline), so a long chain of
+batches never overflows the stack. A job with a delay is kept in a due-heap that
+:meth:`InlineRouter.run_due` (due jobs only, judged by the injected clock) or
+:meth:`InlineRouter.drain` (everything, ignoring delays) processes.
 
-:class:`LocalRouter` is an in-process queue with a delay heap, visibility leases (default
-30 s), a dead-letter list and optional worker threads. Delivery is at-least-once: a delivery
-not acked within its visibility window is delivered again (judged by the injected clock, so
-tests use a :class:`reactor.memory.clock.ManualClock` instead of sleeping). Messages are kept
-as the JSON envelope (:meth:`reactor.ports.Job.to_json`), exactly as an external queue would,
-so an undecodable message (:meth:`reactor.ports.Job.from_json` raises: not UTF-8, too large,
-too deep, not an envelope) is dead-lettered inside ``receive`` with the reason and its raw body
-and never returned (docs/workers.md, "Hostile input").
-
-Both offer :class:`reactor.ports.router.DeadLetterAdmin` (docs/workers.md, "Dead letters"): a
-dead letter's id is its arrival number (``"1"``, ``"2"``, ...), and requeue, list and purge run
-under the router's lock, so a requeue claims, enqueues and removes in one step.
+:class:`LocalRouter` is :class:`reactor.generic.router.GenericRouter` over the in-process queue
+primitive :class:`reactor.memory.queue.MemoryQueue`: delays, visibility leases (default 30 s),
+redelivery, dead letters. Delivery is at-least-once: a delivery not acked within its visibility
+window is delivered again (judged by the injected clock, so tests use a
+:class:`reactor.memory.clock.ManualClock` instead of sleeping). Messages are kept as the JSON
+envelope (:meth:`reactor.ports.Job.to_json`), exactly as an external queue would, so an
+undecodable message (:meth:`reactor.ports.Job.from_json` raises: not UTF-8, too large, too
+deep, not an envelope) is dead-lettered inside ``receive`` with the reason and its raw body and
+never returned (docs/workers.md, "Hostile input"). It runs no jobs itself: in-process consumers
+(:class:`reactor.jobs.worker.Worker` threads) are attached to it by ``reactor.configure``
+(:class:`reactor.ports.capabilities.HostsEmbeddedWorkers`).
 """
 
 from __future__ import annotations
@@ -27,95 +29,23 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-import math
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import ClassVar, Literal
 
-from reactor.model.errors import DeserializationError, RouterError
+from reactor.errors import DeserializationError, RouterError
+from reactor.generic.router import DEFAULT_VISIBILITY_TIMEOUT, GenericRouter, check_seconds
+from reactor.memory.queue import DeadLetterList, MemoryQueue
+from reactor.ports.capabilities import JobHandler
 from reactor.ports.router import JOB_KINDS, DeadLetter, Delivery, Job
 
-__all__ = ["DEFAULT_VISIBILITY_TIMEOUT", "InlineRouter", "LocalRouter", "default_backoff"]
+__all__ = ["DEFAULT_VISIBILITY_TIMEOUT", "InlineRouter", "LocalRouter"]
 
 logger = logging.getLogger(__name__)
-
-#: Seconds a delivered job stays invisible before it is redelivered (docs/protocol.md#routers).
-DEFAULT_VISIBILITY_TIMEOUT = 30.0
-
-Handler = Callable[[Job], object]
-
-
-def _check_delay(delay_seconds: float) -> float:
-    delay = float(delay_seconds)
-    if not math.isfinite(delay) or delay < 0:
-        raise ValueError(f"delay_seconds must be a finite number >= 0, got {delay_seconds!r}")
-    return delay
-
-
-def default_backoff(delivery_count: int) -> float:
-    """Retry delay in seconds after a handler raised: ``min(2 ** (n - 1), 60)`` for delivery n."""
-    return float(min(2 ** max(delivery_count - 1, 0), 60))
-
-
-class _DeadLetterList:
-    """The dead letters of an in-process router, by id in arrival order.
-
-    Ids are arrival numbers as text (``"1"``, ``"2"``, ...), never reused, so a cursor stays
-    meaningful after the letter it names is requeued or purged. Not locked: the owning router
-    holds its lock around every call.
-    """
-
-    def __init__(self) -> None:
-        self._letters: dict[str, DeadLetter] = {}
-        self._ids = itertools.count(1)
-
-    def add(self, body: str | bytes, reason: str, at: float) -> DeadLetter:
-        """Record a dead letter keeping ``body`` raw (:meth:`DeadLetter.from_raw`)."""
-        letter = DeadLetter.from_raw(body, reason, at, str(next(self._ids)))
-        self._letters[letter.id] = letter
-        return letter
-
-    def page(self, limit: int, cursor: str | None) -> list[DeadLetter]:
-        """At most ``limit`` letters, oldest first, after the one whose id is ``cursor``.
-
-        Raises:
-            ValueError: ``cursor`` is not an id of this list's form.
-        """
-        if limit <= 0:
-            return []
-        after = _arrival(cursor) if cursor is not None else 0
-        if after is None:
-            raise ValueError(f"bad dead-letter cursor {cursor!r}: not a dead-letter id")
-        out: list[DeadLetter] = []
-        for letter in self._letters.values():
-            if int(letter.id) > after:
-                out.append(letter)
-                if len(out) >= limit:
-                    break
-        return out
-
-    def get(self, letter_id: str) -> DeadLetter | None:
-        """The letter with id ``letter_id``, else ``None``."""
-        return self._letters.get(letter_id)
-
-    def pop(self, letter_id: str) -> DeadLetter | None:
-        """Remove and return the letter with id ``letter_id`` (``None`` when absent)."""
-        return self._letters.pop(letter_id, None)
-
-    def purge(self, ids: Sequence[str] | None) -> int:
-        """Remove the letters named by ``ids`` (``None``: all); returns how many went."""
-        if ids is None:
-            count = len(self._letters)
-            self._letters.clear()
-            return count
-        return sum(self._letters.pop(letter_id, None) is not None for letter_id in set(ids))
-
-
-def _arrival(letter_id: str) -> int | None:
-    """The arrival number of an in-process dead-letter id, ``None`` when it is not one."""
-    return int(letter_id) if letter_id.isascii() and letter_id.isdigit() else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -141,7 +71,12 @@ class InlineRouter:
         * Without a bound handler, jobs wait in the heap (``receive`` can lease them).
     """
 
-    def __init__(self, handler: Handler | None = None, *, clock: Callable[[], float] = time.time):
+    #: Nothing leaves the process (docs/protocol.md, "Capabilities").
+    keeps_data_in_process: ClassVar[Literal[True]] = True
+
+    def __init__(
+        self, handler: JobHandler | None = None, *, clock: Callable[[], float] = time.time
+    ) -> None:
         self._handler = handler
         self._clock = clock
         self._lock = threading.RLock()
@@ -149,11 +84,11 @@ class InlineRouter:
         self._now_queue: deque[Job] = deque()
         self._delayed: list[tuple[float, int, Job]] = []
         self._seq = itertools.count()
-        self._dead = _DeadLetterList()
+        self._dead = DeadLetterList()
         self._leased: dict[str, Job] = {}
         self._deliveries: dict[str, int] = {}  # job id -> deliveries by receive (kept by retry)
 
-    def bind(self, handler: Handler) -> None:
+    def bind(self, handler: JobHandler) -> None:
         """Set the function that runs jobs (``handler(job)``)."""
         self._handler = handler
 
@@ -172,7 +107,7 @@ class InlineRouter:
             ValueError: ``delay_seconds`` is negative or not finite.
             Exception: whatever the handler raised (see the class docstring).
         """
-        delay = _check_delay(delay_seconds)
+        delay = check_seconds(delay_seconds)
         with self._lock:
             if delay > 0 or self._handler is None:
                 not_before = self._clock() + delay if delay > 0 else job.not_before
@@ -289,7 +224,7 @@ class InlineRouter:
         Raises:
             ValueError: ``delay_seconds`` is negative or not finite.
         """
-        _check_delay(delay_seconds)
+        check_seconds(delay_seconds)
         with self._lock:
             if self._leased.pop(delivery.receipt, None) is None:
                 logger.warning("retry of unknown receipt %s ignored", delivery.receipt)
@@ -360,33 +295,35 @@ class InlineRouter:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class _Message:
-    body: str | bytes  # bytes only from enqueue_raw (a foreign producer's poison)
-    visible_at: float
-    generation: int = 0
-    delivery_count: int = 0
-    held: bool = False
+class LocalRouter(GenericRouter):
+    """The embedded default: :class:`~reactor.generic.router.GenericRouter` over a
+    :class:`~reactor.memory.queue.MemoryQueue`, plus in-process consumers.
 
-
-class LocalRouter:
-    """An in-process queue with delays, visibility leases, dead letters and worker threads.
+    It is a complete router (delays, visibility leases, redelivery, dead letters and their
+    administration, poison messages dead-lettered inside ``receive``) and declares three
+    capabilities (docs/protocol.md, "Capabilities"): :class:`~reactor.ports.capabilities.InProcess`,
+    :class:`~reactor.ports.capabilities.HostsEmbeddedWorkers` (``reactor.configure`` attaches
+    :attr:`workers` :class:`reactor.jobs.worker.Worker` threads to a ``local://`` router it
+    built) and :class:`~reactor.ports.capabilities.KnowsConsumers`. It runs no worker of its
+    own: jobs are run by the attached consumers, or by a ``Worker`` the caller drives.
 
     Args:
         visibility_timeout: seconds a delivery stays invisible before it comes back
             (default 30).
         clock: epoch seconds used for delays and leases (default :func:`time.time`).
-        workers: the worker count :meth:`start_workers` uses when not told otherwise (and the
-            thread count of the consumers ``reactor.configure`` attaches to a ``local://``
-            router; 0 = queue only).
-        max_deliveries: a job whose handler raised on this many deliveries is dead-lettered
-            by the worker threads (``None``: retry forever).
-        backoff: ``delivery_count -> seconds`` before a failed job is retried by the workers
-            (default :func:`default_backoff`).
+        workers: the thread count of the consumers ``reactor.configure`` attaches to a
+            ``local://`` router (0 = queue only).
+
+    Attributes:
+        workers: see ``workers`` above.
+        receive_count: ``receive`` calls served so far.
 
     Raises:
         ValueError: a setting is out of range.
     """
+
+    #: Nothing leaves the process (docs/protocol.md, "Capabilities").
+    keeps_data_in_process: ClassVar[Literal[True]] = True
 
     def __init__(
         self,
@@ -394,39 +331,23 @@ class LocalRouter:
         visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT,
         clock: Callable[[], float] = time.time,
         workers: int = 1,
-        max_deliveries: int | None = 20,
-        backoff: Callable[[int], float] = default_backoff,
     ) -> None:
-        if not (visibility_timeout > 0 and math.isfinite(visibility_timeout)):
-            raise ValueError(f"visibility_timeout must be > 0, got {visibility_timeout!r}")
         if workers < 0:
             raise ValueError(f"workers must be >= 0, got {workers!r}")
-        if max_deliveries is not None and max_deliveries < 1:
-            raise ValueError(f"max_deliveries must be >= 1, got {max_deliveries!r}")
-        self.visibility_timeout = float(visibility_timeout)
+        self._queue = MemoryQueue()
+        super().__init__(self._queue, visibility_timeout=visibility_timeout, clock=clock)
         self.workers = workers
-        self.max_deliveries = max_deliveries
-        self._backoff = backoff
-        self._clock = clock
-        self._cond = threading.Condition(threading.Lock())
-        self._messages: dict[str, _Message] = {}
-        self._heap: list[tuple[float, int, str, int]] = []
-        self._seq = itertools.count()
-        self._ids = itertools.count(1)
-        self._dead = _DeadLetterList()
-        self._threads: list[threading.Thread] = []
+        self.receive_count = 0
+        self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._closed = False
         self._consumers: tuple[Callable[[], None], Callable[[], None]] | None = None
         self._consumers_started = False
-        self.receive_count = 0
 
     # -- producer side -----------------------------------------------------------------------
 
     def enqueue(self, job: Job, delay_seconds: float = 0) -> str:
-        """Queue ``job`` to become visible after ``delay_seconds`` (any finite delay >= 0).
-
-        The stored envelope's ``not_before`` is set to ``now + delay`` when delayed.
+        """Queue ``job`` to become visible after ``delay_seconds`` (any finite delay >= 0), and
+        start the attached consumers if they are not running yet.
 
         Returns:
             The job id.
@@ -435,12 +356,9 @@ class LocalRouter:
             ValueError: ``delay_seconds`` is negative or not finite.
             RouterError: the router is closed.
         """
-        delay = _check_delay(delay_seconds)
-        now = self._clock()
-        if delay > 0:
-            job = replace(job, not_before=now + delay)
-        self._put(job.to_json(), now + delay)
-        return job.id
+        job_id = super().enqueue(job, delay_seconds)
+        self._start_consumers()
+        return job_id
 
     def enqueue_raw(self, body: str | bytes, delay_seconds: float = 0) -> None:
         """Queue a raw message body as an external producer would (tests of poison messages).
@@ -453,353 +371,96 @@ class LocalRouter:
             ValueError: ``delay_seconds`` is negative or not finite.
             RouterError: the router is closed.
         """
-        delay = _check_delay(delay_seconds)
-        self._put(body, self._clock() + delay)
+        delay = check_seconds(delay_seconds)
+        self._put(uuid.uuid4().hex, body, self._clock() + delay)
+        self._start_consumers()
 
-    def _put(
-        self, body: str | bytes, visible_at: float, dead_letter_id: str | None = None
-    ) -> bool:
-        """Queue ``body``; with ``dead_letter_id``, only by removing that dead letter in the
-        same locked step (``False``, nothing queued, when it is gone: a requeue's claim)."""
-        with self._cond:
-            if self._closed:
-                raise RouterError("the local router is closed")
-            if dead_letter_id is not None and self._dead.pop(dead_letter_id) is None:
-                return False
-            message_id = str(next(self._ids))
-            self._messages[message_id] = _Message(body=body, visible_at=visible_at)
-            heapq.heappush(self._heap, (visible_at, next(self._seq), message_id, 0))
-            self._cond.notify()
-            start = None
-            if self._consumers is not None and not self._consumers_started:
-                self._consumers_started = True
-                start = self._consumers[0]
-        if start is not None:  # outside the lock: the consumers receive from this router
-            start()
-        return True
+    def requeue_dead_letter(self, letter_id: str) -> str | None:
+        """Put a dead letter's job back on the queue, due now, with a fresh delivery count
+        (:meth:`GenericRouter.requeue_dead_letter`), and start the attached consumers."""
+        job_id = super().requeue_dead_letter(letter_id)
+        if job_id is not None:
+            self._start_consumers()
+        return job_id
 
     # -- attached consumers ----------------------------------------------------------------------
 
     def attach_consumers(self, start: Callable[[], None], stop: Callable[[], None]) -> None:
-        """Attach in-process consumers started lazily by the first enqueue.
+        """Attach in-process consumers started lazily by the first enqueue
+        (:class:`~reactor.ports.capabilities.HostsEmbeddedWorkers`).
 
         ``reactor.configure`` attaches :class:`reactor.jobs.worker.Worker` threads to a router
         it built from a ``local://`` URL (the embedded default).
 
         Args:
             start: starts the consumers; called once, by the first :meth:`enqueue` after this
-                call, outside the router's lock.
-            stop: stops them and waits for their jobs; called by :meth:`stop` and
-                :meth:`close` (only when they were started).
+                call (at once when jobs are queued already), outside the router's lock.
+            stop: stops them and waits for their jobs; called by :meth:`close` (only when they
+                were started).
 
         Raises:
             RouterError: the router is closed.
         """
-        with self._cond:
-            if self._closed:
+        with self._lock:
+            if self.closed or self._stopping.is_set():
                 raise RouterError("the local router is closed")
             self._consumers = (start, stop)
             self._consumers_started = False
-            pending = bool(self._messages)
-            if pending:
-                self._consumers_started = True
-        if pending:  # jobs enqueued before the attach: serve them too
-            start()
+        if self._queue.size():  # jobs enqueued before the attach: serve them too
+            self._start_consumers()
+
+    def _start_consumers(self) -> None:
+        with self._lock:
+            if self._consumers is None or self._consumers_started or self._stopping.is_set():
+                return  # a job in flight enqueueing while close() stops them: no restart
+            self._consumers_started = True
+            start = self._consumers[0]
+        start()  # outside the lock: the consumers receive from this router
 
     @property
     def has_consumers(self) -> bool:
-        """Whether worker threads consume this router in-process right now (attached consumers
-        that were started, or :meth:`start_workers` threads)."""
-        with self._cond:
-            if self._stopping.is_set() or self._closed:
-                return False
-            return self._consumers_started or any(t.is_alive() for t in self._threads)
+        """Whether attached consumers consume this router in-process right now
+        (:class:`~reactor.ports.capabilities.KnowsConsumers`)."""
+        with self._lock:
+            return self._consumers_started and not self._stopping.is_set()
 
     # -- consumer side -----------------------------------------------------------------------
 
     def receive(self, max_jobs: int = 1, wait_seconds: float = 0) -> list[Delivery]:
-        """Lease up to ``max_jobs`` due jobs, waiting up to ``wait_seconds`` for one.
+        """Lease up to ``max_jobs`` due jobs, waiting up to ``wait_seconds`` real seconds
+        (:meth:`GenericRouter.receive`); counted in :attr:`receive_count`.
 
-        Each delivery stays invisible for ``visibility_timeout`` seconds (by the clock);
-        undecodable messages are dead-lettered with the reason and their raw body and not
-        returned, without stopping the receive (docs/workers.md, "Hostile input"). The wait
-        itself is in real seconds (re-checking due times at least every 50 ms).
+        Each delivery stays invisible for ``visibility_timeout`` seconds by the clock. A
+        closing router returns no deliveries, at once.
         """
-        deadline = time.monotonic() + max(wait_seconds, 0.0)
-        out: list[Delivery] = []
-        with self._cond:
+        with self._lock:
             self.receive_count += 1
-            while True:
-                self._collect(max_jobs, out)
-                remaining = deadline - time.monotonic()
-                if out or remaining <= 0 or self._stopping.is_set() or self._closed:
-                    return out
-                self._cond.wait(min(remaining, 0.05))
+        return super().receive(max_jobs, wait_seconds)
 
-    def _collect(self, max_jobs: int, out: list[Delivery]) -> None:
-        now = self._clock()
-        while len(out) < max_jobs and self._heap and self._heap[0][0] <= now:
-            visible_at, _, message_id, generation = heapq.heappop(self._heap)
-            message = self._messages.get(message_id)
-            if (
-                message is None
-                or message.generation != generation
-                or message.visible_at != visible_at
-            ):
-                continue  # superseded entry (acked, retried or extended)
-            if message.held:
-                # a worker thread of this router is still running it: keep it leased
-                message.visible_at = now + self.visibility_timeout
-                heapq.heappush(
-                    self._heap, (message.visible_at, next(self._seq), message_id, generation)
-                )
-                continue
-            try:
-                job = Job.from_json(message.body)
-            except DeserializationError as exc:
-                del self._messages[message_id]
-                self._record_dead(message.body, f"undecodable message: {exc}", now)
-                continue  # the next message of this receive
-            message.generation += 1
-            message.delivery_count += 1
-            message.visible_at = now + self.visibility_timeout
-            heapq.heappush(
-                self._heap,
-                (message.visible_at, next(self._seq), message_id, message.generation),
-            )
-            out.append(
-                Delivery(
-                    job=job,
-                    receipt=f"{message_id}:{message.generation}",
-                    delivery_count=message.delivery_count,
-                )
-            )
-
-    def _leased(self, delivery: Delivery) -> tuple[str, _Message] | None:
-        """The message a receipt still leases (caller holds the lock), else ``None``."""
-        message_id, _, generation = delivery.receipt.partition(":")
-        message = self._messages.get(message_id)
-        if message is None or str(message.generation) != generation:
-            logger.warning("stale receipt %s for job %s", delivery.receipt, delivery.job.id)
-            return None
-        return message_id, message
-
-    def ack(self, delivery: Delivery) -> None:
-        """Remove a delivered job for good; a stale receipt is logged, never raised."""
-        with self._cond:
-            leased = self._leased(delivery)
-            if leased is not None:
-                del self._messages[leased[0]]
-
-    def retry(self, delivery: Delivery, delay_seconds: float) -> None:
-        """Make the job visible again after ``delay_seconds`` (keeps its delivery count).
-
-        Raises:
-            ValueError: ``delay_seconds`` is negative or not finite.
-        """
-        delay = _check_delay(delay_seconds)
-        with self._cond:
-            leased = self._leased(delivery)
-            if leased is None:
-                return
-            message_id, message = leased
-            message.generation += 1
-            message.held = False
-            message.visible_at = self._clock() + delay
-            heapq.heappush(
-                self._heap,
-                (message.visible_at, next(self._seq), message_id, message.generation),
-            )
-            self._cond.notify()
-
-    def extend(self, delivery: Delivery, seconds: float) -> None:
-        """Keep the job invisible for ``seconds`` from now (the receipt stays valid).
-
-        Raises:
-            ValueError: ``seconds`` is negative or not finite.
-        """
-        extra = _check_delay(seconds)
-        with self._cond:
-            leased = self._leased(delivery)
-            if leased is None:
-                return
-            message_id, message = leased
-            message.visible_at = self._clock() + extra
-            heapq.heappush(
-                self._heap,
-                (message.visible_at, next(self._seq), message_id, message.generation),
-            )
-
-    def dead_letter(self, delivery: Delivery, reason: str) -> None:
-        """Move a delivered job to the dead letters with ``reason`` (and ack it); logs once.
-
-        A stale receipt (acked, retried or redelivered since) is logged and dead-letters
-        nothing (docs/writing-an-adapter.md, routers: the stale-receipt rule).
-        """
-        with self._cond:
-            leased = self._leased(delivery)
-            if leased is None:
-                return
-            del self._messages[leased[0]]
-            self._record_dead(leased[1].body, reason, self._clock())
-
-    def _record_dead(self, body: str | bytes, reason: str, at: float) -> None:
-        logger.warning("dead-lettered message: %s", reason)
-        self._dead.add(body, reason, at)
-
-    def dead_letters(self, limit: int = 100, cursor: str | None = None) -> list[DeadLetter]:
-        """Dead-lettered messages, oldest first (docs/workers.md, "Dead letters").
-
-        Args:
-            limit: the most letters returned.
-            cursor: the id of the last letter of the previous page (``None``: the oldest).
-
-        Raises:
-            ValueError: ``cursor`` is not a dead-letter id of this router's form.
-        """
-        with self._cond:
-            return self._dead.page(limit, cursor)
-
-    def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
-        """The dead letter with id ``letter_id``, else ``None`` (docs/workers.md, "Dead
-        letters")."""
-        with self._cond:
-            return self._dead.get(letter_id)
-
-    def requeue_dead_letter(self, letter_id: str) -> str | None:
-        """Move a dead letter back to the queue, due now, with a fresh delivery count.
-
-        The dead letter is removed and its body queued in one locked step, so concurrent
-        requeues of one id queue it once (docs/workers.md, "Dead letters").
-
-        Returns:
-            The job id (the original job's), or ``None`` when there is no such dead letter.
-
-        Raises:
-            DeserializationError: the body is not a job envelope; the letter is kept.
-            RouterError: the router is closed (the letter is kept).
-        """
-        letter = self.get_dead_letter(letter_id)
-        if letter is None:
-            return None
-        job = letter.to_job()
-        body = letter.raw_body().decode("utf-8")  # to_job decoded it: UTF-8
-        if not self._put(body, self._clock(), dead_letter_id=letter_id):
-            return None
-        return job.id
-
-    def purge_dead_letters(self, ids: Sequence[str] | None = None) -> int:
-        """Delete the dead letters named by ``ids`` (``None``: all); returns how many
-        (docs/workers.md, "Dead letters")."""
-        with self._cond:
-            return self._dead.purge(ids)
+    def _stopped(self) -> bool:
+        return self._stopping.is_set() or super()._stopped()
 
     def size(self) -> int:
         """Messages not yet acked or dead-lettered (visible, delayed or leased)."""
-        with self._cond:
-            return len(self._messages)
+        return self._queue.size()
 
-    # -- worker threads ------------------------------------------------------------------------
+    def queued(self) -> list[tuple[float, str | bytes]]:
+        """``(visible_at, body)`` of every message not yet acked or dead-lettered, earliest
+        first (:meth:`MemoryQueue.queued`; for tests)."""
+        return self._queue.queued()
 
-    def start_workers(self, n: int | None, handler: Handler, *, poll_seconds: float = 0.1) -> None:
-        """Start ``n`` daemon threads that run ``receive -> handler(job) -> ack``.
-
-        A handler that raises gets the job retried after ``backoff(delivery_count)`` seconds;
-        after ``max_deliveries`` failed deliveries the job is dead-lettered. A job whose kind
-        is not in :data:`JOB_KINDS`, or whose handler raises :class:`DeserializationError`, is
-        dead-lettered at once. A worker never dies on a job (no crash loops). While a worker
-        runs a job its lease does not lapse.
-
-        Args:
-            n: threads to start (``None``: the ``workers`` setting).
-            handler: runs one job.
-            poll_seconds: the longest a worker blocks in ``receive`` before re-checking stop.
-
-        Raises:
-            RouterError: the router is closed.
-        """
-        count = self.workers if n is None else n
-        with self._cond:
-            if self._closed:
-                raise RouterError("the local router is closed")
-            self._stopping.clear()
-            for _ in range(count):
-                thread = threading.Thread(
-                    target=self._work,
-                    args=(handler, poll_seconds),
-                    name=f"reactor-local-worker-{len(self._threads) + 1}",
-                    daemon=True,
-                )
-                self._threads.append(thread)
-                thread.start()
-
-    def _work(self, handler: Handler, poll_seconds: float) -> None:
-        while not self._stopping.is_set():
-            try:
-                for delivery in self.receive(1, wait_seconds=poll_seconds):
-                    self.process(delivery, handler)
-            except Exception:  # pragma: no cover - defensive: a worker must never die
-                logger.exception("local router worker loop error")
-
-    def process(self, delivery: Delivery, handler: Handler) -> None:
-        """Run one delivery the way a worker thread does (ack, retry or dead-letter).
-
-        Exposed so tests can drive the worker policy without threads.
-        """
-        job = delivery.job
-        if job.kind not in JOB_KINDS:
-            self.dead_letter(delivery, f"unknown job kind {job.kind!r}")
-            return
-        self._hold(delivery, True)
-        try:
-            handler(job)
-        except DeserializationError as exc:
-            self.dead_letter(delivery, f"undecodable job payload: {exc}")
-            return
-        except Exception as exc:
-            if self.max_deliveries is not None and delivery.delivery_count >= self.max_deliveries:
-                self.dead_letter(
-                    delivery,
-                    f"handler failed on {delivery.delivery_count} deliveries: "
-                    f"{type(exc).__name__}: {exc}",
-                )
-                return
-            delay = self._backoff(delivery.delivery_count)
-            logger.warning(
-                "job %s (%s) failed on delivery %d; retrying in %.1f s",
-                job.id, job.kind, delivery.delivery_count, delay, exc_info=True,
-            )
-            self.retry(delivery, delay)
-            return
-        finally:
-            self._hold(delivery, False)
-        self.ack(delivery)
-
-    def _hold(self, delivery: Delivery, held: bool) -> None:
-        with self._cond:
-            message_id, _, generation = delivery.receipt.partition(":")
-            message = self._messages.get(message_id)
-            if message is not None and str(message.generation) == generation:
-                message.held = held
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop the worker threads (and the attached consumers, :meth:`attach_consumers`) and
-        wait up to ``timeout`` seconds for each thread to finish."""
-        self._stopping.set()
-        with self._cond:
-            self._cond.notify_all()
-            threads, self._threads = self._threads, []
-            stop_consumers = None
-            if self._consumers is not None and self._consumers_started:
-                stop_consumers = self._consumers[1]
-                self._consumers_started = False
-        if stop_consumers is not None:
-            stop_consumers()
-        for thread in threads:
-            thread.join(timeout)
+    # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the workers and refuse new jobs; idempotent."""
-        self.stop()
-        with self._cond:
-            self._closed = True
+        """Stop receiving, stop the attached consumers (their jobs in flight finish and may
+        still enqueue), then refuse new jobs; idempotent."""
+        with self._lock:
+            self._stopping.set()
+            stop = None
+            if self._consumers is not None and self._consumers_started:
+                stop = self._consumers[1]
+                self._consumers_started = False
+        self._queue.wake()  # waiting receives return now
+        if stop is not None:
+            stop()
+        super().close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import ClassVar, Literal
 
 from reactor.generic.storage import GenericStorage
 from reactor.memory.documents import MemoryDocumentStore
@@ -37,6 +38,9 @@ class MemoryStorage(GenericStorage):
         documents: the underlying :class:`MemoryDocumentStore` (for probes and tests).
         signals: the :class:`MemorySignalStore`.
     """
+
+    #: Nothing leaves the process (docs/protocol.md, "Capabilities").
+    keeps_data_in_process: ClassVar[Literal[True]] = True
 
     documents: MemoryDocumentStore
     signals: MemorySignalStore

@@ -42,14 +42,14 @@ Python values to JSON values and back, losslessly for every supported type:
 
 Decoding resolves tags **only** through the built-in tags and the registry: a tag is never a
 module path to import, so a payload cannot make a worker load code. An unknown tag raises
-:class:`~reactor.model.errors.DeserializationError`. Encoding an unsupported value raises
+:class:`~reactor.errors.DeserializationError`. Encoding an unsupported value raises
 :class:`EncodeError` naming the type and where it sits (``inputs.order.lines[2].price``).
 
 **Nesting is bounded** (docs/workers.md, "Hostile input"): the JSON form of a value (or of a
 whole document) may nest at most :data:`MAX_DEPTH` arrays and objects, the codec's own tagged
 wrappers included (a tuple is two levels: the tagged object and its list). Encoding anything
 deeper raises :class:`EncodeError`; decoding it raises
-:class:`~reactor.model.errors.DeserializationError` -- never a bare ``RecursionError``, and
+:class:`~reactor.errors.DeserializationError` -- never a bare ``RecursionError``, and
 whatever the caller's own stack depth: when the calling thread has too little stack left, the
 work is redone on a short-lived helper thread with a fresh stack (the caller's
 :mod:`contextvars` are copied to it). What encodes within the bound always decodes.
@@ -57,7 +57,7 @@ work is redone on a short-lived helper thread with a fresh stack (the caller's
 On top of values, *documents* (one run context, one record) are JSON objects stamped with
 ``schema_version`` (:data:`SCHEMA_VERSION`): :func:`encode_document` also enforces a size limit
 before anything is written; :func:`decode_document` refuses unknown versions
-(:class:`~reactor.model.errors.SchemaVersionError`). This is the Python counterpart of
+(:class:`~reactor.errors.SchemaVersionError`). This is the Python counterpart of
 ruby_reactor's ``ContextSerializer``.
 """
 
@@ -81,10 +81,10 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel
 
-from reactor.model.errors import (
+from reactor.errors import (
     ContextTooLargeError,
     DeserializationError,
-    ReactorError,
+    EncodeError,
     SchemaVersionError,
 )
 
@@ -132,7 +132,7 @@ MAX_DEPTH: Final = 200
 Counted on the JSON form: ``[]`` and ``{}`` are depth 1, ``[[1]]`` depth 2; the codec's tagged
 wrappers count (``(1,)`` is ``{"__t": "tuple", "v": [1]}``, depth 2), and so does the document
 object of :func:`encode_document`. Deeper values raise :class:`EncodeError` on encode and
-:class:`~reactor.model.errors.DeserializationError` on decode. Job envelopes obey the same
+:class:`~reactor.errors.DeserializationError` on decode. Job envelopes obey the same
 bound (:meth:`reactor.ports.router.Job.from_json`)."""
 
 _TZ_KEY: Final = "tz"
@@ -146,28 +146,6 @@ _EXTRA_KEYS: Final[Mapping[str, frozenset[str]]] = {
 T = TypeVar("T")
 E = TypeVar("E", bound=Enum)
 M = TypeVar("M", bound=BaseModel)
-
-
-class EncodeError(ReactorError, TypeError):
-    """A value cannot be encoded: its type is neither JSON-native, built in, nor registered.
-
-    Also raised for a reference cycle, an unregistered enum, model, dataclass or named tuple, a
-    registered encoder that raised, and a value whose JSON form nests deeper than
-    :data:`MAX_DEPTH` (docs/workers.md, "Hostile input").
-
-    Attributes:
-        type_name: the qualified name of the offending value's type.
-        path: where the value sits in the encoded structure, e.g. ``inputs.order.lines[2].price``
-            (``"<root>"`` for the top-level value). The message shows a path longer than 160
-            characters (a value nested too deeply) with its middle elided; this attribute
-            keeps it whole.
-    """
-
-    def __init__(self, message: str, *, type_name: str, path: str) -> None:
-        shown = path if len(path) <= 160 else f"{path[:100]}...{path[-50:]}"
-        super().__init__(f"{message} (type {type_name} at {shown})")
-        self.type_name = type_name
-        self.path = path
 
 
 # --------------------------------------------------------------------------- registry

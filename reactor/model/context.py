@@ -4,11 +4,14 @@ A :class:`Context` holds everything needed to inspect, resume or roll back a run
 step results, the execution trace, the undo stack, the status and the failure. It is converted
 to a plain document with :meth:`Context.to_document` (values left for the codec to tag) and
 read back with :meth:`Context.from_document`, which raises
-:class:`~reactor.model.errors.DeserializationError` on any malformed field — never a bare
+:class:`~reactor.errors.DeserializationError` on any malformed field — never a bare
 ``KeyError``/``TypeError``.
 
 Composed children (``compose``) are embedded whole in ``composed_contexts``; map elements are
-stored as their own contexts and referenced by id (a ``map_ref`` entry).
+stored as their own contexts and referenced by id (a ``map_ref`` entry). The engine's own
+bookkeeping is the typed :class:`~reactor.model.engine_state.EngineState` in
+:attr:`Context.engine_state`, stored as the document's ``private_data`` object
+(docs/protocol.md, "Contexts").
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from reactor.model.errors import DeserializationError
+from reactor.errors import DeserializationError
+from reactor.model.engine_state import EngineState
 from reactor.model.masking import REDACTED, mask_mapping
 from reactor.model.results import Failure, RollbackFailure
 from reactor.model.secrets import seal_names
@@ -45,7 +49,9 @@ class Context:
             are sealed when the context is written, see :meth:`to_document`).
         status: the run status (:class:`~reactor.model.status.RunStatus`).
         intermediate_results: step name -> the step's value (``Skipped`` values included).
-        private_data: engine bookkeeping (free-form, codec-serialisable).
+        engine_state: the engine's typed bookkeeping
+            (:class:`~reactor.model.engine_state.EngineState`; immutable: assign a new value
+            to change it). Stored as the document's ``private_data`` object.
         composed_contexts: compose step -> child :class:`Context`; map step -> a ``map_ref``
             dict ``{"type": "map_ref", "map_id": str, "elements": {index: context_id}}``.
         map_metadata: on a map element's context: ``{"map_step", "map_id", "index",
@@ -75,7 +81,7 @@ class Context:
     inputs: dict[str, Any] = field(default_factory=dict)
     status: RunStatus = RunStatus.PENDING
     intermediate_results: dict[str, Any] = field(default_factory=dict)
-    private_data: dict[str, Any] = field(default_factory=dict)
+    engine_state: EngineState = field(default_factory=EngineState)
     composed_contexts: dict[str, Any] = field(default_factory=dict)
     map_metadata: dict[str, Any] | None = None
     current_step: str | None = None
@@ -142,7 +148,7 @@ class Context:
             "status": self.status.value,
             "inputs": inputs,
             "intermediate_results": self.intermediate_results,
-            "private_data": self.private_data,
+            "private_data": self.engine_state.to_json(),
             "composed_contexts": composed,
             "map_metadata": self.map_metadata,
             "current_step": self.current_step,
@@ -171,7 +177,8 @@ class Context:
 
         Raises:
             DeserializationError: a field is missing, of the wrong type, or holds an unknown
-                status.
+                status; ``private_data`` holds a malformed value
+                (:meth:`reactor.model.engine_state.EngineState.from_json`).
         """
         if not isinstance(doc, Mapping):
             raise DeserializationError(f"context document must be an object, got {type(doc)}")
@@ -206,7 +213,7 @@ class Context:
             inputs=dict(reader.get("inputs", dict)),
             status=status,
             intermediate_results=dict(reader.get("intermediate_results", dict)),
-            private_data=dict(reader.get("private_data", dict)),
+            engine_state=EngineState.from_json(reader.get("private_data", dict)),
             composed_contexts=composed,
             map_metadata=reader.optional("map_metadata", dict),
             current_step=reader.optional("current_step", str),

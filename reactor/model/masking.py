@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from reactor.model.codec import TAG_KEY
+from reactor.model.engine_state import QUARANTINE_KEY
 from reactor.model.secrets import SECRET_TAG, Sealed
 
 __all__ = [
@@ -35,8 +36,6 @@ __all__ = [
 
 #: The placeholder shown instead of a secret.
 REDACTED: Final = "[REDACTED]"
-
-_QUARANTINE_KEY: Final = "quarantine"
 
 
 def is_secret(value: Any) -> bool:
@@ -159,10 +158,12 @@ def mask_document(
 
 
 def _mask_private(private: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored engine state (``private_data``, :mod:`reactor.model.engine_state`) with sealed
+    values masked and the quarantine's original text masked as a document of its own."""
     masked = {k: mask_value(v) for k, v in private.items()}
-    info = private.get(_QUARANTINE_KEY)
+    info = private.get(QUARANTINE_KEY)
     if isinstance(info, Mapping) and isinstance(info.get("original_document"), str):
-        masked[_QUARANTINE_KEY] = {
+        masked[QUARANTINE_KEY] = {
             **mask_value(info), "original_document": mask_document_text(info["original_document"])
         }
     return masked

@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar, overload
 
+from reactor.errors import canonical_exception_name
 from reactor.model import codec
 from reactor.model.masking import mask_value
 
@@ -48,7 +49,7 @@ def exception_class_name(error: BaseException) -> str:
         error: any exception instance.
 
     Returns:
-        e.g. ``"ValueError"`` or ``"reactor.model.errors.CompensationError"``.
+        e.g. ``"ValueError"`` or ``"reactor.errors.CompensationError"``.
     """
     cls = type(error)
     if cls.__module__ == "builtins":
@@ -364,6 +365,12 @@ def _decode_rollback_failure(d: Any) -> RollbackFailure:
     )
 
 
+def _exception_name(name: Any) -> Any:
+    """A stored ``exception_class`` under its current name (docs/protocol.md, "Stored
+    failures"); anything that is not a string is left for :class:`Failure` to refuse."""
+    return canonical_exception_name(name) if isinstance(name, str) else name
+
+
 def _decode_failure(d: Any) -> Failure:
     return Failure(
         d["error"],
@@ -371,7 +378,7 @@ def _decode_failure(d: Any) -> Failure:
         step_name=d.get("step_name"),
         reactor_name=d.get("reactor_name"),
         inputs=d.get("inputs"),
-        exception_class=d.get("exception_class"),
+        exception_class=_exception_name(d.get("exception_class")),
         traceback=d.get("traceback"),
         validation_errors={k: list(v) for k, v in (d.get("validation_errors") or {}).items()},
         rollback_failures=[_decode_rollback_failure(x) for x in d.get("rollback_failures") or []],

@@ -1,9 +1,12 @@
-"""Where run control keeps its bookkeeping in a stored run (docs/run-control.md).
+"""Where run control keeps its bookkeeping in a run (docs/run-control.md).
 
-Each is a key of the context's ``private_data``, so stored runs need no new schema field:
+:class:`RunLinks` is the ``links`` field of the run's typed engine state
+(:class:`reactor.model.engine_state.EngineState`). It is stored flat, one key per link, in
+the document's ``private_data`` object, so stored runs need no new schema field
+(docs/protocol.md, "Contexts"):
 
 ==========================  ===============================================================
-key                         value
+stored key                  value
 ==========================  ===============================================================
 ``idempotency_key``         the caller's idempotency key the run holds (``Reactor.run(...,
                             idempotency_key=...)``), or moved to it by ``Reactor.retry``
@@ -17,30 +20,33 @@ key                         value
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, replace
 
-__all__ = ["IDEMPOTENCY_KEY", "RETRIED_FROM", "RETRIES", "retries_of"]
-
-#: ``private_data`` key: the idempotency key the run holds.
-IDEMPOTENCY_KEY = "idempotency_key"
-#: ``private_data`` key: the run this run retries.
-RETRIED_FROM = "retried_from"
-#: ``private_data`` key: the runs retrying this one, oldest first.
-RETRIES = "retries"
+__all__ = ["RunLinks"]
 
 
-def retries_of(private_data: Mapping[str, Any]) -> list[str]:
-    """The retry run ids recorded in a context's ``private_data`` (``[]`` when none, or when
-    the stored value is malformed).
+@dataclass(frozen=True)
+class RunLinks:
+    """A run's run-control links (docs/run-control.md). Immutable: update with
+    :func:`dataclasses.replace` or :meth:`with_retry`.
 
-    Args:
-        private_data: a context's ``private_data``.
-
-    Returns:
-        The run ids, oldest first.
+    Attributes:
+        idempotency_key: the idempotency key the run holds, or ``None``.
+        retried_from: on a retry, the id of the run it retries; else ``None``.
+        retries: on a retried run, the ids of its retries, oldest first.
     """
-    value = private_data.get(RETRIES)
-    if not isinstance(value, list):
-        return []
-    return [str(v) for v in value if isinstance(v, str)]
+
+    idempotency_key: str | None = None
+    retried_from: str | None = None
+    retries: tuple[str, ...] = ()
+
+    def with_retry(self, run_id: str) -> RunLinks:
+        """These links with ``run_id`` appended to :attr:`retries`.
+
+        Args:
+            run_id: the id of the new run retrying this one.
+
+        Returns:
+            A new value (this one is unchanged).
+        """
+        return replace(self, retries=(*self.retries, run_id))

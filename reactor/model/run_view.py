@@ -16,7 +16,6 @@ from typing import Any
 from reactor.model.context import Context
 from reactor.model.masking import mask_value
 from reactor.model.results import Failure
-from reactor.model.run_links import IDEMPOTENCY_KEY, RETRIED_FROM, retries_of
 from reactor.model.status import RunStatus
 
 __all__ = ["RunView", "TraceEntry"]
@@ -118,6 +117,7 @@ class RunView:
             for name, value in ctx.composed_contexts.items()
             if isinstance(value, Context)
         }
+        links = ctx.engine_state.links
         return cls(
             run_id=ctx.context_id,
             reactor=ctx.reactor,
@@ -134,11 +134,7 @@ class RunView:
             created_at=ctx.created_at,
             updated_at=ctx.updated_at,
             children=children,
-            idempotency_key=_text(ctx.private_data.get(IDEMPOTENCY_KEY)),
-            retried_from=_text(ctx.private_data.get(RETRIED_FROM)),
-            retries=tuple(retries_of(ctx.private_data)),
+            idempotency_key=links.idempotency_key,
+            retried_from=links.retried_from,
+            retries=links.retries,
         )
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None

@@ -33,8 +33,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pydantic import BeforeValidator, SecretStr
 
+from reactor.errors import ConfigurationError, SecretKeyError
 from reactor.model import codec
-from reactor.model.errors import ConfigurationError, DeserializationError
 
 __all__ = [
     "ENV_VAR",
@@ -63,24 +63,6 @@ _AAD: Final = b"reactor.secret.v1"
 _NONCE_BYTES: Final = 12
 _KEY_BYTES: Final = 32
 _KID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-
-
-class SecretKeyError(DeserializationError):
-    """A sealed value cannot be opened: no configured key has its id, or the key does not
-    authenticate it (wrong key, or the stored value was altered).
-
-    A subclass of :class:`~reactor.model.errors.DeserializationError`, so the engine treats the
-    run like any unreadable stored run: it is quarantined, stored ``failed`` with this message
-    as the reason and its original document kept (docs/security.md, "When a key is wrong or
-    missing").
-
-    Attributes:
-        kid: the key id the sealed value names.
-    """
-
-    def __init__(self, message: str, *, kid: str | None = None) -> None:
-        super().__init__(message)
-        self.kid = kid
 
 
 @dataclass(frozen=True)

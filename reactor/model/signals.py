@@ -7,7 +7,7 @@ signal works from any call depth (the Python analogue of Ruby's ``throw``/``catc
 docs/concepts.md, "Results and signals").
 
 Calling a signal outside a step body (where no engine is listening) raises
-:class:`~reactor.model.errors.SignalOutsideStepError` instead, so the mistake is visible.
+:class:`~reactor.errors.SignalOutsideStepError` instead, so the mistake is visible.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, NoReturn
 
-from reactor.model.errors import SignalOutsideStepError
+from reactor.errors import SignalOutsideStepError
 from reactor.model.results import Failure, Halt, Result, Skipped, Success
 
 __all__ = ["StepSignal", "fail", "halt", "listening", "skip", "succeed"]

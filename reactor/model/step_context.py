@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from reactor.model.errors import LockLost
+from reactor.errors import LockLost
 
 __all__ = ["Hold", "StepContext"]
 
@@ -50,7 +50,7 @@ class Hold:
 
     @property
     def lost(self) -> LockLost | None:
-        """The :class:`~reactor.model.errors.LockLost` once the hold is gone, else ``None``.
+        """The :class:`~reactor.errors.LockLost` once the hold is gone, else ``None``.
 
         No I/O: reads what the renewer knows (a refused extend, or the lease deadline passed).
         """

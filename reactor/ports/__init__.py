@@ -6,8 +6,7 @@ queues only through these protocols.
 
 from __future__ import annotations
 
-from reactor.ports.documents import DocumentStore, Versioned
-from reactor.ports.records import (
+from reactor.model.records import (
     FAILED_ROLLBACK_OUTCOMES,
     ContextRecord,
     Fence,
@@ -31,6 +30,7 @@ from reactor.ports.records import (
     StepResultRecord,
     StepResultStatus,
 )
+from reactor.ports.documents import DocumentStore, Versioned
 from reactor.ports.router import JOB_KINDS, DeadLetter, Delivery, Job, JobKind, Router
 from reactor.ports.storage import (
     Capabilities,

@@ -5,14 +5,20 @@ identities only (ids, names, positions): state is persisted before the job is en
 (docs/architecture.md, "Execution invariants"). Delivery is at-least-once: a delivery not
 acked within its visibility window comes back.
 
-The engine calls only :meth:`Router.enqueue`. ``reactor worker`` uses the consumer side:
-:meth:`Router.receive`, :meth:`Router.ack`, :meth:`Router.retry`, :meth:`Router.extend` and
-:meth:`Router.dead_letter`.
+The protocol is split by who calls it (docs/protocol.md#routers). The engine needs only a
+:class:`JobSink` (:meth:`JobSink.enqueue`, :meth:`JobSink.close`); ``reactor worker`` needs a
+:class:`JobSource` (:meth:`JobSource.receive`, :meth:`JobSource.ack`, :meth:`JobSource.retry`,
+:meth:`JobSource.extend`, :meth:`JobSource.dead_letter`, :meth:`JobSource.dead_letters`).
+:class:`Router` is both, and is what every adapter implements. Optional capabilities are
+protocols of their own (:class:`DeadLetterAdmin` here, :mod:`reactor.ports.capabilities`,
+:mod:`reactor.ports.inspection`), checked with ``isinstance``. An adapter that has only a
+small queue primitive (:class:`reactor.ports.queues.QueuePrimitive`) gets a whole router from
+:class:`reactor.generic.router.GenericRouter` (docs/protocol.md, "Building a router").
 
 **Poison messages** (docs/workers.md, "Hostile input"; docs/writing-an-adapter.md, routers): a
 message body that is not UTF-8, larger than :data:`MAX_ENVELOPE_BYTES`, nested deeper than
 :data:`reactor.model.codec.MAX_DEPTH`, or not a job envelope makes :meth:`Job.from_json` raise
-:class:`~reactor.model.errors.DeserializationError` and nothing else. Every router catches it
+:class:`~reactor.errors.DeserializationError` and nothing else. Every router catches it
 per message inside :meth:`Router.receive` and dead-letters that message with the reason and its
 raw body (:meth:`DeadLetter.from_raw`); the other messages of the receive are unaffected.
 
@@ -42,9 +48,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
+from reactor.errors import DeserializationError, EncodeError
 from reactor.model import codec
-from reactor.model.codec import EncodeError
-from reactor.model.errors import DeserializationError
 
 __all__ = [
     "JOB_KINDS",
@@ -54,6 +59,8 @@ __all__ = [
     "Delivery",
     "Job",
     "JobKind",
+    "JobSink",
+    "JobSource",
     "Router",
 ]
 
@@ -288,30 +295,65 @@ class DeadLetter:
 
 
 @runtime_checkable
-class Router(Protocol):
-    """A queue of jobs with delays, visibility leases and a dead-letter place."""
+class JobSink(Protocol):
+    """The producer side of a router: what the engine needs (docs/protocol.md#routers).
+
+    The engine, the job handlers and the sweepers only ever enqueue; they never receive. An
+    object that is only a sink (a queue fed by this process and drained elsewhere) is enough
+    to run reactors, though every built-in router is a whole :class:`Router`.
+    """
 
     def enqueue(self, job: Job, delay_seconds: float = 0) -> str:
-        """Queue ``job`` to become visible after ``delay_seconds`` (any non-negative delay).
+        """Queue ``job`` to become visible after ``delay_seconds``.
+
+        Args:
+            job: the envelope; a router whose delay is honoured natively may store it
+                unchanged, others record ``not_before = now + delay_seconds`` in it.
+            delay_seconds: seconds before the job may be received; any finite number >= 0,
+                however large (a router whose native delay is bounded re-defers).
 
         Returns:
-            The job id.
+            The job id (``job.id``).
 
         Raises:
             ValueError: ``delay_seconds`` is negative or not finite.
             EncodeError: the envelope cannot be encoded (:meth:`Job.to_json`).
-            RouterError: the backend failed.
+            RouterError: the backend failed, or the router is closed.
         """
         ...
+
+    def close(self) -> None:
+        """Release connections and threads; idempotent (a second call does nothing)."""
+        ...
+
+
+@runtime_checkable
+class JobSource(Protocol):
+    """The consumer side of a router: what a worker needs (docs/protocol.md#routers).
+
+    :class:`reactor.jobs.worker.Worker` (``reactor worker``) receives deliveries, runs them and
+    settles each one with exactly one of :meth:`ack`, :meth:`retry` or :meth:`dead_letter`,
+    calling :meth:`extend` meanwhile as a heartbeat. The receipt rules (stale receipts, poison
+    messages) are in the module docstring.
+    """
 
     def receive(self, max_jobs: int = 1, wait_seconds: float = 0) -> list[Delivery]:
         """Lease up to ``max_jobs`` due jobs, waiting up to ``wait_seconds`` for one to appear.
 
-        A message that cannot be decoded (:meth:`Job.from_json` raises) is dead-lettered with
-        the reason and its raw body (:meth:`DeadLetter.from_raw`) and not returned; it never
-        makes ``receive`` raise, and the messages behind it are still received
-        (docs/writing-an-adapter.md, routers). ``delivery_count`` counts every delivery of the
-        message, those before a :meth:`retry` included.
+        Each returned delivery stays invisible to other receivers for the router's visibility
+        timeout (seconds). A message that cannot be decoded (:meth:`Job.from_json` raises) is
+        dead-lettered with the reason and its raw body (:meth:`DeadLetter.from_raw`) and not
+        returned; it never makes ``receive`` raise, and the messages behind it are still
+        received by the same call. ``delivery_count`` counts every delivery of the message,
+        those before a :meth:`retry` included.
+
+        Args:
+            max_jobs: the most deliveries returned (``<= 0``: none).
+            wait_seconds: the longest this call blocks when nothing is due, in seconds (0: do
+                not wait).
+
+        Returns:
+            The deliveries, possibly none.
 
         Raises:
             RouterError: the backend failed.
@@ -323,19 +365,26 @@ class Router(Protocol):
 
         A stale receipt (module docstring) is a logged no-op: the current delivery stays.
 
+        Args:
+            delivery: a delivery :meth:`receive` returned.
+
         Raises:
             RouterError: the backend failed.
         """
         ...
 
     def retry(self, delivery: Delivery, delay_seconds: float) -> None:
-        """Give the job back to be delivered again after ``delay_seconds`` (any finite delay
-        >= 0).
+        """Give the job back to be delivered again after ``delay_seconds``.
 
         The message is unchanged and keeps its delivery count: the next delivery has
         ``delivery_count == delivery.delivery_count + 1``, which the worker's backoff and
-        ``max_deliveries`` rely on (docs/workers.md). A stale receipt (module docstring) is a
-        logged no-op: nothing is re-queued and the current delivery stays leased.
+        ``max_deliveries`` rely on (docs/workers.md). The receipt stops being current. A stale
+        receipt (module docstring) is a logged no-op: nothing is re-queued and the current
+        delivery stays leased.
+
+        Args:
+            delivery: a delivery :meth:`receive` returned.
+            delay_seconds: seconds before the job is visible again; any finite number >= 0.
 
         Raises:
             ValueError: ``delay_seconds`` is negative or not finite.
@@ -344,10 +393,14 @@ class Router(Protocol):
         ...
 
     def extend(self, delivery: Delivery, seconds: float) -> None:
-        """Keep the job invisible for another ``seconds`` from now (heartbeat of long handlers).
+        """Keep the job invisible for ``seconds`` from now (heartbeat of long handlers).
 
-        A stale receipt (module docstring) is a logged no-op: the current delivery's lease is
-        untouched.
+        The receipt stays current. A stale receipt (module docstring) is a logged no-op: the
+        current delivery's lease is untouched.
+
+        Args:
+            delivery: a delivery :meth:`receive` returned.
+            seconds: the new lease, counted from now, in seconds.
 
         Raises:
             ValueError: ``seconds`` is negative or not finite (routers that check it).
@@ -361,18 +414,45 @@ class Router(Protocol):
         A stale receipt (module docstring) is a logged no-op: nothing is dead-lettered and the
         current delivery stays.
 
+        Args:
+            delivery: a delivery :meth:`receive` returned.
+            reason: why (kept as :attr:`DeadLetter.reason`).
+
         Raises:
             RouterError: the backend failed.
         """
         ...
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        """Read dead-lettered messages, oldest first."""
+        """Read dead-lettered messages, oldest first, each with its reason and raw body.
+
+        Args:
+            limit: the most letters returned.
+
+        Returns:
+            At most ``limit`` dead letters (:class:`DeadLetterAdmin` adds paging by cursor).
+
+        Raises:
+            RouterError: the backend failed.
+        """
         ...
 
     def close(self) -> None:
-        """Release connections and threads; idempotent."""
+        """Release connections and threads; idempotent (a second call does nothing)."""
         ...
+
+
+@runtime_checkable
+class Router(JobSink, JobSource, Protocol):
+    """A queue of jobs with delays, visibility leases and a dead-letter place
+    (docs/protocol.md#routers): :class:`JobSink` and :class:`JobSource` together.
+
+    Every adapter implements the whole of it, so one URL serves both the processes that run
+    reactors and the workers; ``reactor.configure`` checks a router built from a URL with
+    ``isinstance(router, Router)``. The optional capabilities a router may add are
+    :class:`DeadLetterAdmin`, the protocols of :mod:`reactor.ports.capabilities` and those of
+    :mod:`reactor.ports.inspection`.
+    """
 
 
 @runtime_checkable

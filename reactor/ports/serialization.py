@@ -1,6 +1,6 @@
 """The one JSON shape of every storage record, and the run-page keys and cursors.
 
-Adapters that persist :mod:`reactor.ports.records` values as JSON (the generic document stores,
+Adapters that persist :mod:`reactor.model.records` values as JSON (the generic document stores,
 Redis, MongoDB, DynamoDB, third-party adapters) convert them here, so a record has one stored
 shape everywhere and a field added to a record is serialized by every backend at once.
 
@@ -31,7 +31,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar, Union, cast
 
-from reactor.ports import records
+from reactor.model import records
 
 __all__ = [
     "RECORD_TYPES",

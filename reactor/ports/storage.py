@@ -28,7 +28,7 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from reactor.ports.records import (
+from reactor.model.records import (
     ContextRecord,
     Fence,
     LockInfo,
@@ -82,7 +82,7 @@ class ContextStore(Protocol):
         * ``fence=None``: the write always happens (last writer wins, as before) and the stored
           fence is kept;
         * ``fence`` given: refused when the stored fence is greater than ``fence.token``
-          (:class:`~reactor.model.errors.StaleWriterError`, nothing written); otherwise the
+          (:class:`~reactor.errors.StaleWriterError`, nothing written); otherwise the
           write happens and the stored fence becomes ``fence.token`` ("highest token wins,
           lower refused"). A record without a stored fence (absent, or written before fences
           existed, or only ever unfenced) accepts any fenced save.
@@ -136,7 +136,7 @@ class ContextStore(Protocol):
 
         Returns:
             Summaries in the store's scan order (no other order is guaranteed), as a
-            :class:`~reactor.ports.records.ScanPage` (a list with ``next_cursor``).
+            :class:`~reactor.model.records.ScanPage` (a list with ``next_cursor``).
 
         Raises:
             ValueError: the cursor is malformed.
@@ -588,7 +588,7 @@ class OrderedLockStore(Protocol):
         A fresh batch (nonce 1) gets an epoch strictly greater than every earlier epoch of the
         key, also after the line idled out or was :meth:`reset`:
         ``max(previous epoch + 1, storage clock in µs)``; the ticket's
-        :attr:`~reactor.ports.records.OrderedTicket.fencing_key` ``(epoch, nonce)`` is its
+        :attr:`~reactor.model.records.OrderedTicket.fencing_key` ``(epoch, nonce)`` is its
         fencing token (docs/coordination.md#fencing-tokens).
         """
         ...

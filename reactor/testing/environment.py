@@ -20,11 +20,12 @@ from pydantic import ValidationError
 
 from reactor import config
 from reactor.config import Runtime, Settings
-from reactor.dsl.reactor import Reactor
 from reactor.engine import retries
+from reactor.errors import ConfigurationError
+from reactor.facade import Reactor
+from reactor.jobs.sweep_tick import run_sweeps
 from reactor.memory.routers import InlineRouter, LocalRouter
 from reactor.memory.storage import MemoryStorage
-from reactor.model.errors import ConfigurationError
 from reactor.ports.router import DeadLetter
 from reactor.ports.storage import Storage
 from reactor.testing.clock import DEFAULT_START, TestClock
@@ -259,7 +260,6 @@ class TestEnvironment:
         """Run the sweepers once, as a worker's sweep tick does: runs, async steps and maps
         whose worker died (their lock lapsed) are re-dispatched; run the re-dispatched jobs
         with :meth:`run_until_idle` (docs/workers.md, "Running workers")."""
-        from reactor.jobs.sweep_tick import run_sweeps
 
         run_sweeps(self.runtime)
 

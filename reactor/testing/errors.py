@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from reactor.model.errors import ReactorError
+from reactor.errors import ReactorError
 
 if TYPE_CHECKING:
     from reactor.testing.jobs import PendingJob

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reactor.dsl.declarations import StepSpec
-from reactor.dsl.reactor import Reactor
-from reactor.model.errors import StorageError
+from reactor.errors import StorageError
+from reactor.facade import Reactor
 from reactor.model.step_context import StepContext
 from reactor.ports.storage import Storage
 from reactor.testing.errors import InjectedFault

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from reactor.config import Runtime
+from reactor.jobs.handlers import bind_inline
 from reactor.jobs.worker import Worker
 from reactor.memory.routers import InlineRouter, LocalRouter
 from reactor.ports.router import Delivery, Job
@@ -216,7 +217,6 @@ class InlineDriver:
 
     def bind(self, runtime: Runtime) -> None:
         """Bind the router to the job handlers of ``runtime``."""
-        from reactor.jobs.handlers import bind_inline
 
         bind_inline(runtime)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from reactor.testing.environment import TestEnvironment
+    from reactor.testing.environment import TestEnvironment  # deferred: pytest loads plugins early
 
 __all__ = ["reactor_env"]
 
@@ -27,7 +27,7 @@ def reactor_env() -> Iterator[TestEnvironment]:
     For other settings or ``jobs="inline"``, use ``with TestEnvironment(...) as env:`` in the
     test, or override this fixture in your ``conftest.py``.
     """
-    from reactor.testing.environment import TestEnvironment
+    from reactor.testing.environment import TestEnvironment  # deferred: pytest loads plugins early
 
     with TestEnvironment() as env:
         yield env

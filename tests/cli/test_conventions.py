@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from reactor import cli, config
 from reactor.cli import sweep as sweep_module
+from reactor.errors import ConfigurationError, StorageError
 from reactor.jobs import worker as worker_module
 from reactor.jobs.sweep_tick import TickCounts
-from reactor.model.errors import ConfigurationError, StorageError
 
 runner = CliRunner()
 

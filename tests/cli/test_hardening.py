@@ -19,13 +19,13 @@ from typer.testing import CliRunner
 from reactor import cli, config
 from reactor.cli import runs as runs_cli
 from reactor.cli._common import display_url
+from reactor.errors import ConfigurationError, StorageError
 from reactor.jobs import sweep_tick
 from reactor.jobs import worker as worker_module
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, MemoryStorage
-from reactor.model.errors import ConfigurationError, StorageError
+from reactor.model.records import RunPage, RunSummary
 from reactor.model.text import escaping_logger, printable
-from reactor.ports.records import RunPage, RunSummary
 from reactor.ports.router import Job
 from reactor.ports.urls import redact_url
 

@@ -60,8 +60,8 @@ def test_info_on_memory_prints_every_figure_or_unknown() -> None:
 def test_info_reports_a_failing_backend_on_stderr_with_exit_1(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from reactor.errors import RouterError
     from reactor.memory import LocalRouter
-    from reactor.model.errors import RouterError
 
     def down(self: LocalRouter, limit: int = 100) -> list[object]:
         raise RouterError("queue down\nsecond line")

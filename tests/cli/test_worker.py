@@ -12,9 +12,9 @@ import pytest
 
 from reactor import Background, DispatchHandle, Input, Reactor, config, input, step
 from reactor.config import Runtime
-from reactor.jobs.payloads import RunPayload, job
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, ManualClock, MemoryStorage
+from reactor.ports.payloads import RunPayload, job
 
 
 @step(x=input("x"))

@@ -43,8 +43,7 @@ from reactor.model.coordination import locks as lock_model
 from reactor.model.coordination import periods as period_model
 from reactor.model.coordination import semaphores as semaphore_model
 from reactor.model.coordination._expiry import deadline
-from reactor.ports.documents import Versioned
-from reactor.ports.records import (
+from reactor.model.records import (
     ContextRecord,
     RateDecision,
     RateWindow,
@@ -53,6 +52,7 @@ from reactor.ports.records import (
     ScanPage,
     StepResultRecord,
 )
+from reactor.ports.documents import Versioned
 from reactor.ports.router import Delivery, Job
 from reactor.ports.serialization import record_to_dict
 from reactor.ports.storage import Storage
@@ -749,7 +749,7 @@ def _sqlite_mutants() -> dict[str, type[Any]]:
     import json
     import sqlite3
 
-    from reactor.model.errors import StorageError
+    from reactor.errors import StorageError
 
     base = _sqlite_store()
 
@@ -832,7 +832,7 @@ def _mongo_mutants() -> dict[str, type[Any]]:
     from pymongo.errors import PyMongoError
     from reactor_mongodb.documents import MongoDocumentStore
 
-    from reactor.model.errors import StorageError
+    from reactor.errors import StorageError
 
     class MongoInsertAsUpsert(MongoDocumentStore):
         """MongoDB: a create is ``replace_one(upsert=True)``, not ``insert_one`` (no condition)."""

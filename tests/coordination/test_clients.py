@@ -14,9 +14,7 @@ from reactor.coordination import (
     windows_from,
 )
 from reactor.coordination._heartbeat import Heartbeat
-from reactor.memory import MemoryStorage
-from reactor.memory.clock import ManualClock
-from reactor.model.errors import (
+from reactor.errors import (
     LockAcquisitionError,
     LockLost,
     OrderedLockWaitError,
@@ -24,6 +22,8 @@ from reactor.model.errors import (
     SemaphoreAcquisitionError,
     UnknownRateLimitError,
 )
+from reactor.memory import MemoryStorage
+from reactor.memory.clock import ManualClock
 
 
 @pytest.fixture

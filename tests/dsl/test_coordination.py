@@ -24,8 +24,8 @@ from reactor.dsl.coordination import (
     RateLimitDecl,
     SemaphoreDecl,
 )
-from reactor.model.errors import CoordinationKeyError, DefinitionError
-from reactor.ports.records import RateWindow
+from reactor.errors import CoordinationKeyError, DefinitionError
+from reactor.model.records import RateWindow
 
 
 def test_factories_build_declarations_with_documented_defaults() -> None:

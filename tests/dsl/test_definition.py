@@ -6,11 +6,10 @@ from typing import Any
 
 import pytest
 
+from reactor import Reactor, Step
 from reactor.dsl import (
     Input,
-    Reactor,
     Retries,
-    Step,
     compose,
     element,
     input,
@@ -18,7 +17,7 @@ from reactor.dsl import (
     result,
     step,
 )
-from reactor.model.errors import DefinitionError
+from reactor.errors import DefinitionError
 
 
 class Needs(Step):

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from reactor.dsl.inputs import Input, InputContract, Inputs
-from reactor.model.errors import InputValidationError, UndeclaredInputError
+from reactor.errors import InputValidationError, UndeclaredInputError
 
 
 class Address(BaseModel):
@@ -108,7 +108,7 @@ def test_mutable_defaults_are_copied_per_validation() -> None:
 
 def test_an_unresolvable_input_type_fails_at_class_creation_naming_owner_and_input() -> None:
     from reactor import Reactor, Step
-    from reactor.model.errors import DefinitionError
+    from reactor.errors import DefinitionError
 
     with pytest.raises(DefinitionError, match=r"BadTypes: input 'order'.*notatype"):
 

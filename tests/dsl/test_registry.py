@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from reactor import registry
-from reactor.dsl import Reactor, step
-from reactor.model.errors import DefinitionError, UnknownReactorError
+from reactor import Reactor, registry
+from reactor.dsl import step
+from reactor.errors import DefinitionError, UnknownReactorError
 
 
 def test_reactors_register_under_module_qualname_or_explicit_name() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from reactor.dsl import Retries
-from reactor.model.errors import DefinitionError
+from reactor.errors import DefinitionError
 
 
 def test_delays() -> None:

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from reactor.dsl import Input, Retries, Step
-from reactor.model.errors import DefinitionError
+from reactor import Step
+from reactor.dsl import Input, Retries
+from reactor.errors import DefinitionError
 from reactor.model.results import Failure, Halt, Skipped, Success
 from reactor.model.signals import halt
 

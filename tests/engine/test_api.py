@@ -7,9 +7,17 @@ from typing import Any
 
 import pytest
 
+from reactor import Reactor, Step
 from reactor.config import Runtime
-from reactor.dsl import Input, Reactor, Step, compose, element, input, map_step, step
-from reactor.model.errors import (
+from reactor.dsl import (
+    Input,
+    compose,
+    element,
+    input,
+    map_step,
+    step,
+)
+from reactor.errors import (
     DeserializationError,
     InputValidationError,
     RunNotFoundError,

@@ -9,8 +9,8 @@ import pytest
 
 from reactor.dsl.templates import element, input, result, value
 from reactor.engine.arguments import NO_ELEMENT, read_path, resolve
+from reactor.errors import ArgumentResolutionError
 from reactor.model.context import Context
-from reactor.model.errors import ArgumentResolutionError
 
 
 @dataclass

@@ -24,14 +24,15 @@ from reactor import (
     with_lock,
 )
 from reactor.config import Runtime
+from reactor.engine import async_dispatch
 from reactor.engine import async_step as engine_async
-from reactor.memory import LocalRouter, MemoryStorage
-from reactor.model import codec
-from reactor.model.errors import (
+from reactor.errors import (
     ArgumentResolutionError,
     AsyncStepDeadlockError,
     AsyncWaitTimeoutError,
 )
+from reactor.memory import LocalRouter, MemoryStorage
+from reactor.model import codec
 from reactor.model.results import Halt
 from reactor.model.status import RunStatus
 from tests.engine.coordination_helpers import FakeTime
@@ -254,7 +255,7 @@ def test_dispatch_persists_before_enqueue_and_a_resume_reattaches(queued: Runtim
     assert ctx is not None
     assert engine_async.dispatched_units(ctx) == {"unit"}
     state = RunState(R.definition, ctx, env, Checkpointer(env, ctx))
-    assert engine_async.dispatch(state, R.definition.steps["unit"]) is None
+    assert async_dispatch.dispatch(state, R.definition.steps["unit"]) is None
     assert router.size() == 1
 
 

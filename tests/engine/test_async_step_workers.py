@@ -39,6 +39,7 @@ from reactor.engine.checkpoint import load_context
 from reactor.engine.env import make_env
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, MemoryStorage
+from reactor.model.engine_state import ParkedHold
 
 
 @pytest.fixture
@@ -100,8 +101,8 @@ def test_reader_in_a_worker_parks_until_its_unit_completes(rt: Runtime) -> None:
 
         def parked_on_unit() -> bool:
             ctx = load_context(env, handle.run_id)
-            waiting = ctx.private_data.get("waiting") if ctx else None
-            return isinstance(waiting, dict) and waiting.get("primitive") == "async_step"
+            waiting = ctx.engine_state.waiting if ctx else None
+            return waiting is not None and waiting.primitive == "async_step"
 
         _until(parked_on_unit, "the reader to park on its unit")
         release.set()
@@ -109,7 +110,7 @@ def test_reader_in_a_worker_parks_until_its_unit_completes(rt: Runtime) -> None:
     finally:
         worker.stop(5)
     ctx = load_context(make_env(rt), handle.run_id)
-    assert ctx is not None and "waiting" not in ctx.private_data
+    assert ctx is not None and ctx.engine_state.waiting is None
 
 
 def test_background_park_detaches_and_readopts_holds_end_to_end(rt: Runtime) -> None:
@@ -138,14 +139,14 @@ def test_background_park_detaches_and_readopts_holds_end_to_end(rt: Runtime) -> 
 
         def parked() -> bool:
             ctx = load_context(env, handle.run_id)
-            return ctx is not None and "@reactor" in ctx.private_data.get("parked_holds", {})
+            return ctx is not None and "@reactor" in ctx.engine_state.parked_holds
 
         _until(parked, "the run to park with its reactor lock detached")
         ctx = load_context(env, handle.run_id)
-        assert ctx is not None and ctx.private_data["admitted"] is True
-        assert ctx.private_data["parked_holds"]["@reactor"] == [
-            {"primitive": "lock", "key": "acct:7", "owner": handle.run_id}
-        ]
+        assert ctx is not None and ctx.engine_state.admitted is True
+        assert ctx.engine_state.parked_holds["@reactor"] == (
+            ParkedHold("lock", "acct:7", handle.run_id),
+        )
         assert rt.storage.locks.held("acct:7")  # kept across the park
         blocker.release()
         assert handle.wait(20) == Success({"post": "posted"}, run_id=handle.run_id)
@@ -169,7 +170,8 @@ def test_background_runs_take_their_ordered_ticket_at_enqueue(rt: Runtime) -> No
         assert isinstance(handle, DispatchHandle)
         ctx = load_context(env, handle.run_id)
         assert ctx is not None
-        nonces.append(ctx.private_data["ordered_lock"]["nonce"])
+        ticket = ctx.engine_state.ordered_ticket
+        nonces.append(ticket.nonce if ticket is not None else None)
     assert nonces == [1, 2, 3]
     worker = _workers(rt)
     try:

@@ -32,13 +32,13 @@ from reactor import (
 from reactor.config import Runtime
 from reactor.engine import dispatch as dispatch_module
 from reactor.engine.parks import Park
-from reactor.jobs.payloads import RunPayload, job, parse_payload
 from reactor.jobs.sweepers import sweep_runs
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, ManualClock, MemoryStorage
 from reactor.model.keys import run_liveness_key
 from reactor.model.status import RunStatus
 from reactor.ports import Job
+from reactor.ports.payloads import RunPayload, job, parse_payload
 
 EVENTS: list[str] = []
 FAIL_TIMES: dict[str, int] = {}
@@ -77,12 +77,8 @@ def worker(local: Runtime) -> Worker:
 
 
 def _due(router: Any) -> list[tuple[float, Any]]:
-    """(visible_at, payload) of every queued message of a LocalRouter."""
-    with router._cond:
-        return sorted(
-            (m.visible_at, parse_payload(Job.from_json(m.body)))
-            for m in router._messages.values()
-        )
+    """(visible_at, payload) of every queued message of a LocalRouter, earliest first."""
+    return [(due, parse_payload(Job.from_json(body))) for due, body in router.queued()]
 
 
 def _mk(name: str, **extra: Any) -> Any:

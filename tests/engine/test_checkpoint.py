@@ -8,8 +8,8 @@ from reactor import config
 from reactor.config import Runtime
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.env import make_env
+from reactor.errors import ContextTooLargeError
 from reactor.model.context import Context
-from reactor.model.errors import ContextTooLargeError
 from reactor.model.status import RunStatus
 
 

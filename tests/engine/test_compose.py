@@ -5,7 +5,14 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from reactor.dsl import Input, Reactor, Step, compose, input, result, step
+from reactor import Reactor, Step
+from reactor.dsl import (
+    Input,
+    compose,
+    input,
+    result,
+    step,
+)
 from reactor.model.results import Failure, Success
 from reactor.model.status import RunStatus
 

@@ -11,13 +11,18 @@ from typing import Any
 
 import pytest
 
-from reactor import with_semaphore
-from reactor.dsl import Input, Reactor, Step, compose, input, step
+from reactor import Reactor, Step, with_semaphore
+from reactor.dsl import (
+    Input,
+    compose,
+    input,
+    step,
+)
 from reactor.engine.env import make_env
 from reactor.engine.parks import Park
+from reactor.model.records import ContextRecord
 from reactor.model.results import Failure, Success
 from reactor.model.status import RunStatus
-from reactor.ports.records import ContextRecord
 from tests.engine.coordination_helpers import (
     deliver,
     enqueue,
@@ -222,7 +227,7 @@ def test_holds_a_parked_child_recorded_are_re_adopted() -> None:
         deliver(Parent.definition, "run-1")
     child = stored("run-1").child("pay")
     assert child is not None
-    assert child.private_data["parked_holds"]["@reactor"][0]["key"] == "child-pool"
+    assert child.engine_state.parked_holds["@reactor"][0].key == "child-pool"
 
     assert blocker.release()
     assert deliver(Parent.definition, "run-1") == Success({"post": "posted"})  # re-adopted

@@ -21,14 +21,14 @@ from reactor import (
     with_semaphore,
 )
 from reactor.coordination import Lock, RateLimit, Semaphore, registry
-from reactor.memory import MemoryStorage
-from reactor.model.errors import (
+from reactor.errors import (
     CoordinationKeyError,
     LockAcquisitionError,
     RateLimitExceeded,
     SemaphoreAcquisitionError,
     UnknownRateLimitError,
 )
+from reactor.memory import MemoryStorage
 from reactor.model.results import Failure, Halt, Skipped, Success
 from reactor.model.signals import halt, skip
 from reactor.model.status import RunStatus
@@ -100,9 +100,10 @@ def test_reactor_level_acquisition_and_release_order(storage: MemoryStorage) -> 
         "ordered.advance",
     ]
     ctx = stored(result.run_id or "")
-    assert ctx.private_data["admitted"] is True
-    assert ctx.private_data["rate_limit_charged"] is True
-    assert ctx.private_data["ordered_lock"]["nonce"] == 1
+    assert ctx.engine_state.admitted is True
+    assert ctx.engine_state.rate_limit_charged is True
+    assert ctx.engine_state.ordered_ticket is not None
+    assert ctx.engine_state.ordered_ticket.nonce == 1
     line = storage.ordered_locks.peek("ord:a1")
     # advanced past the ticket, and the drained line was garbage-collected
     assert (line.next_nonce, line.last_completed, dict(line.in_flight)) == (0, 0, {})
@@ -269,7 +270,7 @@ def test_reactor_level_contention_fails_before_any_step(storage: MemoryStorage) 
     assert isinstance(result.error, SemaphoreAcquisitionError)
     assert result.step_name is None and ran == []
     assert stored(result.run_id or "").status is RunStatus.FAILED
-    assert "admitted" not in stored(result.run_id or "").private_data
+    assert stored(result.run_id or "").engine_state.admitted is False
 
 
 def test_key_function_error_fails_the_step_without_compensation(storage: MemoryStorage) -> None:

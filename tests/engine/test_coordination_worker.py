@@ -23,12 +23,13 @@ from reactor import (
 )
 from reactor.coordination import Lock, OrderedLock, RateLimit, Semaphore
 from reactor.engine.parks import Park
-from reactor.memory import MemoryStorage
-from reactor.model.errors import (
+from reactor.errors import (
     LockAcquisitionError,
     OrderedLockWaitError,
     SemaphoreAcquisitionError,
 )
+from reactor.memory import MemoryStorage
+from reactor.model.engine_state import ParkedHold, Waiting
 from reactor.model.results import Failure, Halt, Skipped, Success
 from reactor.model.status import RunStatus
 from reactor.model.step_context import StepContext
@@ -87,11 +88,10 @@ def test_worker_contention_parks_with_holds_detached_recorded_and_readopted(
     assert (park.reason, park.key, park.step) == ("semaphore", "pool", "post")
     assert park.capped and park.delay >= 0
     ctx = stored("run-1")  # saved before the Park left the executor
-    holds = ctx.private_data["parked_holds"]
-    assert holds["@reactor"] == [{"primitive": "lock", "key": "acct:7", "owner": "run-1"}]
-    assert holds["post"] == [{"primitive": "lock", "key": "ledger", "owner": "run-1"}]
-    assert ctx.private_data["waiting"] == {"scope": "post", "primitive": "semaphore",
-                                           "key": "pool"}
+    holds = ctx.engine_state.parked_holds
+    assert holds["@reactor"] == (ParkedHold("lock", "acct:7", "run-1"),)
+    assert holds["post"] == (ParkedHold("lock", "ledger", "run-1"),)
+    assert ctx.engine_state.waiting == Waiting(scope="post", primitive="semaphore", key="pool")
     assert ctx.current_step == "post" and ctx.status is RunStatus.RUNNING
     # Detached, not released: the holds survive the park (bounded by their TTL).
     assert storage.locks.held("acct:7") and storage.locks.held("ledger")
@@ -99,14 +99,14 @@ def test_worker_contention_parks_with_holds_detached_recorded_and_readopted(
 
     with pytest.raises(Park):  # still contended: parks again, holds kept
         deliver(R.definition, "run-1")
-    assert stored("run-1").private_data["parked_holds"]["post"][0]["key"] == "ledger"
+    assert stored("run-1").engine_state.parked_holds["post"][0].key == "ledger"
 
     assert blocker.release()
     result = deliver(R.definition, "run-1")
     assert result == Success({"post": "posted"})
     assert counts == [1]  # re-adopted, never acquired a second time
     done = stored("run-1")
-    assert "parked_holds" not in done.private_data and "waiting" not in done.private_data
+    assert not done.engine_state.parked_holds and done.engine_state.waiting is None
     assert not storage.locks.held("acct:7") and not storage.locks.held("ledger")
     windows = R.definition.coordination[1].windows  # type: ignore[attr-defined]
     assert RateLimit(storage.rate_limits, "api", windows).counts() == {"minute": 1}
@@ -130,11 +130,11 @@ def test_reactor_level_contention_in_a_worker_parks_before_admission(
             deliver(R.definition, "run-2")
         assert parked.value.reason == "lock" and parked.value.step is None
     ctx = stored("run-2")
-    assert ctx.private_data["rate_limit_charged"] is True
-    assert "admitted" not in ctx.private_data
+    assert ctx.engine_state.rate_limit_charged is True
+    assert ctx.engine_state.admitted is False
     intruder.release()
     assert deliver(R.definition, "run-2").success
-    assert stored("run-2").private_data["admitted"] is True
+    assert stored("run-2").engine_state.admitted is True
     windows = R.definition.coordination[0].windows  # type: ignore[attr-defined]
     # Charged once per run, not once per delivery.
     assert RateLimit(storage.rate_limits, "api", windows).counts() == {"minute": 1}
@@ -189,8 +189,8 @@ def test_ordered_lock_runs_in_ticket_order_in_workers(storage: MemoryStorage) ->
     ledger = _ordered_reactor(events).definition
     for label in ("first", "second", "third"):  # tickets assigned at enqueue time
         enqueue(ledger, {"account": "a", "label": label}, label)
-    assert [stored(x).private_data["ordered_lock"]["nonce"] for x in ("first", "second",
-                                                                     "third")] == [1, 2, 3]
+    tickets = [stored(x).engine_state.ordered_ticket for x in ("first", "second", "third")]
+    assert [t.nonce if t else None for t in tickets] == [1, 2, 3]
     for early in ("third", "second"):
         with pytest.raises(Park) as parked:
             deliver(ledger, early)
@@ -248,11 +248,11 @@ def test_step_level_ordered_lock_orders_arrivals(storage: MemoryStorage) -> None
     with pytest.raises(Park) as parked:
         deliver(R.definition, "late")  # arrives second at the step: waits
     assert parked.value.step == "apply"
-    assert stored("late").private_data["step_ordered_locks"]["apply"]["nonce"] == 2
+    assert stored("late").engine_state.step_ordered_tickets["apply"].nonce == 2
     OrderedLock(storage.ordered_locks, "queue").advance(first_in_line)
     assert deliver(R.definition, "late").success
     assert events == ["late"]
-    assert "step_ordered_locks" not in stored("late").private_data
+    assert not stored("late").engine_state.step_ordered_tickets
 
 
 # ------------------------------------------------------------------------ threads

@@ -6,12 +6,19 @@ from typing import Any
 
 import pytest
 
+from reactor import Reactor, Step
 from reactor.config import Runtime
-from reactor.dsl import Input, Reactor, Step, input, result, step, value
+from reactor.dsl import (
+    Input,
+    input,
+    result,
+    step,
+    value,
+)
+from reactor.model.records import ContextRecord
 from reactor.model.results import Failure, Halt, Skipped, Success
 from reactor.model.signals import halt, skip, succeed
 from reactor.model.status import RunStatus
-from reactor.ports.records import ContextRecord
 
 
 def test_ready_steps_run_in_definition_order_batch_by_batch(events: list[str]) -> None:

@@ -31,12 +31,12 @@ from reactor import (
 )
 from reactor.config import Runtime
 from reactor.engine.fan_out import element_context_id
-from reactor.jobs.payloads import MapElementPayload, RunPayload, job, parse_payload
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, MemoryStorage
+from reactor.model.records import MapMetadata
 from reactor.model.results import RollbackFailure
 from reactor.model.status import RunStatus
-from reactor.ports.records import MapMetadata
+from reactor.ports.payloads import MapElementPayload, RunPayload, job, parse_payload
 from reactor.ports.router import Job
 from reactor.ports.serialization import record_from_dict
 

@@ -8,11 +8,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from reactor import Reactor, Step
 from reactor.dsl import (
     Input,
-    Reactor,
     Retries,
-    Step,
     compose,
     element,
     input,

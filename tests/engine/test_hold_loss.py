@@ -28,8 +28,8 @@ from reactor import (
     with_semaphore,
 )
 from reactor import config as reactor_config
+from reactor.errors import DefinitionError, LockLost, StorageError
 from reactor.memory import MemoryStorage
-from reactor.model.errors import DefinitionError, LockLost, StorageError
 from reactor.model.results import Failure, Success
 from reactor.model.status import RunStatus
 from reactor.ports.storage import Storage

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from reactor import Reactor
 from reactor.config import Runtime
-from reactor.dsl import Input, Reactor, element, input, map_step, result, step
+from reactor.dsl import (
+    Input,
+    element,
+    input,
+    map_step,
+    result,
+    step,
+)
 from reactor.engine.checkpoint import load_context
 from reactor.engine.env import make_env
 from reactor.model.results import Failure, MapResults, Success

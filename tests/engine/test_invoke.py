@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from reactor.dsl import Input, Reactor, Step, step
+from reactor import Reactor, Step
+from reactor.dsl import Input, step
 from reactor.engine.invoke import capture, trimmed_traceback
-from reactor.model.errors import SignalOutsideStepError, UndeclaredInputError
+from reactor.errors import SignalOutsideStepError, UndeclaredInputError
 from reactor.model.results import Failure, Halt, Skipped, Success
 from reactor.model.signals import fail, halt, skip, succeed
 from reactor.model.status import RunStatus

@@ -25,10 +25,10 @@ from reactor import (
 from reactor.config import Runtime
 from reactor.engine.dispatch import DispatchHandle
 from reactor.engine.quarantine import quarantine_info
+from reactor.errors import DeserializationError, SchemaVersionError
 from reactor.jobs.sweepers import sweep_maps, sweep_runs, sweep_steps
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, ManualClock, MemoryStorage
-from reactor.model.errors import DeserializationError, SchemaVersionError
 from reactor.model.results import Failure
 from reactor.model.status import RunStatus
 
@@ -107,7 +107,7 @@ def test_a_corrupt_running_run_is_stored_failed_and_never_swept_again(
     view = Doubler.find(run_id)
     assert view.status is RunStatus.FAILED
     assert isinstance(view.failure, Failure)
-    assert view.failure.exception_class == f"reactor.model.errors.{error.__name__}"
+    assert view.failure.exception_class == f"reactor.errors.{error.__name__}"
     assert run_id in view.failure.message and view.failure.is_retryable is False
     record = rt.storage.contexts.load(run_id)
     assert record is not None and record.status == "failed"
@@ -128,9 +128,9 @@ def test_the_quarantine_document_keeps_the_original_text_and_the_reason(rt: Runt
     assert ctx is not None
     info = quarantine_info(ctx)
     assert info is not None
-    assert info["original_document"] == CORRUPT
-    assert info["original_status"] == "running"
-    assert run_id in info["reason"] and "DeserializationError" in info["reason"]
+    assert info.original_document == CORRUPT
+    assert info.original_status == "running"
+    assert run_id in info.reason and "DeserializationError" in info.reason
 
 
 def test_waiting_on_a_quarantined_run_returns_its_failure(rt: Runtime) -> None:

@@ -6,9 +6,15 @@ from typing import Any
 
 import pytest
 
-from reactor.dsl import Input, Reactor, Retries, Step, result, step
+from reactor import Reactor, Step
+from reactor.dsl import (
+    Input,
+    Retries,
+    result,
+    step,
+)
 from reactor.engine.retries import attempt_with_retries
-from reactor.model.errors import InputValidationError
+from reactor.errors import InputValidationError
 from reactor.model.results import Failure, Success
 from reactor.model.signals import fail
 

@@ -6,8 +6,14 @@ from typing import Any
 
 import pytest
 
-from reactor.dsl import Input, Reactor, Step, input, result, step
-from reactor.model.errors import ArgumentResolutionError, CompensationError, InputValidationError
+from reactor import Reactor, Step
+from reactor.dsl import (
+    Input,
+    input,
+    result,
+    step,
+)
+from reactor.errors import ArgumentResolutionError, CompensationError, InputValidationError
 from reactor.model.results import Failure, RollbackFailure, Success
 from reactor.model.signals import fail
 from reactor.model.status import RunStatus

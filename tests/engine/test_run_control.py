@@ -314,7 +314,7 @@ def test_a_claimer_that_died_before_storing_its_run_loses_the_key(memory: Runtim
     tombstone = Twin.find(ghost)
     assert tombstone.status is RunStatus.FAILED and tombstone.failure is not None
     assert tombstone.failure.exception_class == (
-        "reactor.engine.idempotency.AbandonedRunError"
+        "reactor.errors.AbandonedRunError"
     )
     with pytest.raises(RunStateError):
         Twin.retry(ghost)

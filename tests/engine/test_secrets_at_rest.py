@@ -333,7 +333,7 @@ def test_a_wrong_key_quarantines_the_run_as_failed_with_the_reason(backend: Back
     view = Queued.find(handle.run_id)
     assert view.status is RunStatus.FAILED
     assert isinstance(view.failure, Failure) and view.failure.is_retryable is False
-    assert view.failure.exception_class == "reactor.model.secrets.SecretKeyError"
+    assert view.failure.exception_class == "reactor.errors.SecretKeyError"
     assert "no secret key with id" in view.failure.message
     record = runtime.storage.contexts.load(handle.run_id)
     assert record is not None and record.status == "failed"
@@ -347,7 +347,7 @@ def test_a_wrong_key_quarantines_the_run_as_failed_with_the_reason(backend: Back
     ctx = load_context(make_env(runtime), handle.run_id, open_secrets=False)
     assert ctx is not None
     info = quarantine_info(ctx)
-    assert info is not None and "reactor.Secret" in info["original_document"]
+    assert info is not None and "reactor.Secret" in info.original_document
     # never re-executed: nothing is pending any more
     assert worker.run_pending() == 0
 

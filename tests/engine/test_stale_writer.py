@@ -22,11 +22,11 @@ from reactor import Background, Input, Reactor, config, input, step
 from reactor.config import Runtime
 from reactor.engine.checkpoint import Checkpointer
 from reactor.engine.liveness import FencedCheckpointer
-from reactor.jobs.payloads import RunPayload, job
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, ManualClock, MemoryStorage
 from reactor.model.keys import run_liveness_key
 from reactor.model.status import RunStatus
+from reactor.ports.payloads import RunPayload, job
 
 EVENTS: list[str] = []
 
@@ -130,8 +130,8 @@ def test_a_synchronous_caller_frozen_past_its_lock_cannot_overwrite_the_take_ove
     from reactor.coordination import Lock
     from reactor.engine.checkpoint import load_context
     from reactor.engine.env import make_env
-    from reactor.model.errors import StaleWriterError
-    from reactor.ports.records import Fence
+    from reactor.errors import StaleWriterError
+    from reactor.model.records import Fence
 
     class _FixedFence(Checkpointer):
         def __init__(self, env: Any, ctx: Any, fence: Fence) -> None:

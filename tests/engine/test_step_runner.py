@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reactor.dsl import Retries, Step, step
+from reactor import Step
+from reactor.dsl import Retries, step
 from reactor.dsl.retries import NO_RETRIES
 from reactor.engine.step_runner import retry_policy
 

@@ -1,7 +1,7 @@
 """A synchronous run whose checkpoint hits a storage outage (docs/workers.md, "Storage outages
 during a synchronous run").
 
-``Reactor.run`` raises the :class:`~reactor.model.errors.StorageError` with the run id as
+``Reactor.run`` raises the :class:`~reactor.errors.StorageError` with the run id as
 ``exc.run_id`` and in the message; the run stays at its last stored checkpoint (``running``),
 its liveness lock is released, and one sweep plus one worker pass finish it: completed when its
 steps succeed, failed and rolled back (every completed step undone once) when one fails. An
@@ -17,13 +17,13 @@ import pytest
 
 from reactor import Input, Reactor, config, fail, input, result, step
 from reactor.config import Runtime
+from reactor.errors import RunNotFoundError, StorageError
 from reactor.jobs.sweep_tick import run_sweeps
 from reactor.jobs.worker import Worker
-from reactor.model.errors import RunNotFoundError, StorageError
 from reactor.model.keys import run_liveness_key
+from reactor.model.records import ContextRecord
 from reactor.model.results import Failure
 from reactor.model.status import RunStatus
-from reactor.ports.records import ContextRecord
 
 RAN: list[str] = []
 UNDONE: list[str] = []

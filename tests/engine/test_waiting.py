@@ -26,15 +26,15 @@ from reactor import (
     step,
 )
 from reactor.config import Runtime
-from reactor.engine.coordination import WAITING
 from reactor.engine.waiting import waiting_on
 from reactor.jobs.sweep_tick import run_sweeps
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, ManualClock, MemoryStorage
 from reactor.model import codec
 from reactor.model.context import Context
+from reactor.model.engine_state import EngineState, Waiting
+from reactor.model.records import ContextRecord, StepResultRecord
 from reactor.model.status import RunStatus
-from reactor.ports.records import ContextRecord, StepResultRecord
 
 
 class Double(Reactor, name="test_waiting.double"):
@@ -122,8 +122,8 @@ def test_an_owner_whose_map_finished_but_whose_resume_was_lost_is_redispatched(
 
 def _parked_on_async_step(storage: MemoryStorage, status: str) -> ContextRecord:
     ctx = Context(context_id=f"parked-{status}", reactor="test_waiting.parked",
-                  status=RunStatus.RUNNING)
-    ctx.private_data[WAITING] = {"scope": "read", "primitive": "async_step", "key": "charge"}
+                  status=RunStatus.RUNNING,
+                  engine_state=EngineState(waiting=Waiting("read", "async_step", "charge")))
     now = storage.now()
     storage.step_results.put(StepResultRecord(
         context_id=ctx.context_id, step_name="charge", status=status,  # type: ignore[arg-type]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from reactor.errors import StorageError
 from reactor.generic._cas import MAX_ATTEMPTS, apply, read_state
 from reactor.generic.locks import LOCK_CODEC
 from reactor.model.coordination import locks
 from reactor.model.coordination.fencing import FENCE_RETENTION, clock_micros
-from reactor.model.errors import StorageError
 
 from .conftest import START, FakeDocumentStore
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from reactor.errors import ContextTooLargeError, StorageError
 from reactor.generic.contexts import CONTEXT_PAGES, CONTEXTS, context_page_key
 from reactor.generic.storage import GenericStorage
 from reactor.memory import ManualClock, MemoryDocumentStore, MemoryProbe, MemoryStorage
-from reactor.model.errors import ContextTooLargeError, StorageError
 from reactor.ports import Capabilities, ContextRecord, StepResultRecord
 
 TTL = 100.0

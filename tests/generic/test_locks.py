@@ -6,7 +6,7 @@ import pytest
 
 from reactor.generic.locks import DocumentLockStore
 from reactor.model.coordination.fencing import FENCE_RETENTION, clock_micros
-from reactor.ports.records import LockInfo
+from reactor.model.records import LockInfo
 from reactor.ports.storage import LockStore
 
 from .conftest import START, ProbeDocs

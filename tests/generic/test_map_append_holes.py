@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from reactor.errors import StorageError
 from reactor.generic.maps import MAP_ELEMENTS, DocumentMapStore
 from reactor.memory.documents import MemoryDocumentStore
-from reactor.model.errors import StorageError
 
 
 class FailingElementWrites:

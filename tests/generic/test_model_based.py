@@ -18,7 +18,7 @@ from reactor.generic.periods import DocumentPeriodStore
 from reactor.generic.rate_limits import DocumentRateLimitStore
 from reactor.generic.semaphores import DocumentSemaphoreStore
 from reactor.model.coordination import ReferenceCoordination
-from reactor.ports.records import OrderedTicket, RateWindow
+from reactor.model.records import OrderedTicket, RateWindow
 
 from .conftest import FACTORIES, ProbeDocs
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from reactor.generic.ordered_locks import DocumentOrderedLockStore
 from reactor.model.coordination.fencing import FENCE_RETENTION, clock_micros
-from reactor.ports.records import OrderedGate, OrderedLockState, OrderedTicket
+from reactor.model.records import OrderedGate, OrderedLockState, OrderedTicket
 from reactor.ports.storage import OrderedLockStore
 
 from .conftest import START, ProbeDocs

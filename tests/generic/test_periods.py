@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reactor.generic.periods import DocumentPeriodStore
 from reactor.model.coordination import bucket_key
-from reactor.ports.records import PeriodMarker
+from reactor.model.records import PeriodMarker
 from reactor.ports.storage import PeriodStore
 
 from .conftest import START, ProbeDocs

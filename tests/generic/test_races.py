@@ -12,7 +12,7 @@ from reactor.generic.locks import DocumentLockStore
 from reactor.generic.ordered_locks import DocumentOrderedLockStore
 from reactor.generic.rate_limits import DocumentRateLimitStore
 from reactor.generic.semaphores import DocumentSemaphoreStore
-from reactor.ports.records import OrderedTicket, RateWindow
+from reactor.model.records import OrderedTicket, RateWindow
 
 from .conftest import ProbeDocs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reactor.generic.rate_limits import DocumentRateLimitStore
-from reactor.ports.records import RateDecision, RateWindow
+from reactor.model.records import RateDecision, RateWindow
 from reactor.ports.storage import RateLimitStore
 
 from .conftest import START, ProbeDocs

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reactor.generic.semaphores import DocumentSemaphoreStore
-from reactor.ports.records import SemaphoreState
+from reactor.model.records import SemaphoreState
 from reactor.ports.storage import SemaphoreStore
 
 from .conftest import START, ProbeDocs

@@ -6,8 +6,8 @@ import pytest
 
 from reactor.generic.step_results import STEP_RESULTS
 from reactor.memory import ManualClock, MemoryProbe, MemoryStorage
+from reactor.model.records import StepResultStatus
 from reactor.ports import StepResultRecord
-from reactor.ports.records import StepResultStatus
 
 TTL = 100.0
 

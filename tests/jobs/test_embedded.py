@@ -23,9 +23,9 @@ from reactor import (
     step,
 )
 from reactor.engine.dispatch import DispatchHandle
+from reactor.errors import AsyncWaitTimeoutError
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter
-from reactor.model.errors import AsyncWaitTimeoutError
 from reactor.model.status import RunStatus
 from reactor.ports.router import Job
 

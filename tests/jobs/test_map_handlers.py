@@ -15,11 +15,16 @@ import pytest
 from reactor import DispatchHandle, FanOut, Input, Reactor, config, element, input, map_step, step
 from reactor.config import Runtime
 from reactor.engine.fan_out import element_context_id
+from reactor.engine.map_rollback import dispatch_rollback_batch
 from reactor.jobs.handlers import JobContext
 from reactor.jobs.handlers.map_collect import handle_map_collect
 from reactor.jobs.handlers.map_element import handle_map_element
 from reactor.jobs.handlers.map_element_rollback import handle_map_element_rollback
-from reactor.jobs.payloads import (
+from reactor.jobs.sweepers import sweep_maps
+from reactor.memory import MemoryStorage
+from reactor.model.keys import map_element_key
+from reactor.model.records import MapMetadata, MapRollbackMetadata
+from reactor.ports.payloads import (
     MapCollectPayload,
     MapElementPayload,
     MapElementRollbackPayload,
@@ -28,10 +33,6 @@ from reactor.jobs.payloads import (
     job,
     parse_payload,
 )
-from reactor.jobs.sweepers import dispatch_rollback_batch, sweep_maps
-from reactor.memory import MemoryStorage
-from reactor.model.keys import map_element_key
-from reactor.ports.records import MapMetadata, MapRollbackMetadata
 from reactor.ports.router import DeadLetter, Delivery, Job
 
 RUNS: list[int] = []

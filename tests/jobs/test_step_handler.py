@@ -29,13 +29,13 @@ from reactor.config import Runtime
 from reactor.coordination import Lock, Semaphore
 from reactor.engine import retries
 from reactor.engine.async_step import PARK_SWEEP_GRACE, outcome_of
+from reactor.errors import SnoozeLimitError
 from reactor.jobs.handlers.step import unit_owner
 from reactor.jobs.sweepers import sweep_steps
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, ManualClock, MemoryStorage
-from reactor.model.errors import SnoozeLimitError
 from reactor.model.keys import step_liveness_key
-from reactor.ports.records import StepResultRecord
+from reactor.model.records import StepResultRecord
 
 START = 1_795_953_600.0
 DELAY = 1.0

@@ -14,13 +14,12 @@ from typing import Any
 import pytest
 
 from reactor.config import Runtime, Settings
-from reactor.jobs.payloads import RunPayload, parse_payload
+from reactor.errors import ScanCursorError, StorageError
 from reactor.jobs.sweep_tick import dispatch_lease, run_sweeps
 from reactor.jobs.sweepers import (
     LEASE_GROWTH,
     MIN_LEASE_SECONDS,
     DispatchLease,
-    ScanCursorError,
     SweepCounts,
     scan_pages,
     sweep_maps,
@@ -30,7 +29,6 @@ from reactor.jobs.sweepers import (
 from reactor.memory import MemoryStorage
 from reactor.memory.clock import ManualClock
 from reactor.model import codec
-from reactor.model.errors import StorageError
 from reactor.model.keys import sweep_dispatch_key
 from reactor.ports import (
     ContextRecord,
@@ -43,6 +41,7 @@ from reactor.ports import (
     ScanPage,
     StepResultRecord,
 )
+from reactor.ports.payloads import RunPayload, parse_payload
 
 START = 1_700_000_000.0
 LEASE = DispatchLease(base=60.0, cap=480.0)

@@ -11,7 +11,6 @@ from reactor.config import Runtime
 from reactor.engine.checkpoint import Checkpointer
 from reactor.engine.env import make_env
 from reactor.jobs.handlers import JobContext, dispatch_job
-from reactor.jobs.payloads import RunPayload, SweepPayload, job, parse_payload
 from reactor.jobs.sweep_tick import run_sweeps, schedule_next
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, ManualClock, MemoryStorage
@@ -19,6 +18,7 @@ from reactor.model.context import Context
 from reactor.model.keys import sweep_window_key
 from reactor.model.status import RunStatus
 from reactor.ports import Job
+from reactor.ports.payloads import RunPayload, SweepPayload, job, parse_payload
 
 START = 1_700_000_000.0  # a multiple of 10
 
@@ -41,10 +41,7 @@ def runtime(clock: ManualClock) -> Iterator[Runtime]:
 def _queued(rt: Runtime) -> list[tuple[float, object]]:
     router = rt.router
     assert isinstance(router, LocalRouter)
-    with router._cond:
-        return sorted(
-            (m.visible_at, parse_payload(Job.from_json(m.body))) for m in router._messages.values()
-        )
+    return [(due, parse_payload(Job.from_json(body))) for due, body in router.queued()]
 
 
 def test_schedule_next_claims_the_next_window_once(runtime: Runtime, clock: ManualClock) -> None:

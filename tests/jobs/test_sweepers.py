@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from reactor.jobs.payloads import parse_payload
 from reactor.jobs.sweepers import DispatchLease, sweep_maps, sweep_runs, sweep_steps
 from reactor.memory import MemoryStorage
 from reactor.memory.clock import ManualClock
@@ -22,6 +21,7 @@ from reactor.ports import (
     RollbackOutcome,
     StepResultRecord,
 )
+from reactor.ports.payloads import parse_payload
 
 
 class RecordingRouter:

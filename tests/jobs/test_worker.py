@@ -13,11 +13,11 @@ import pytest
 from reactor import Background, DispatchHandle, Input, Reactor, StorageError, config, input, step
 from reactor.config import Runtime
 from reactor.jobs import handlers
-from reactor.jobs.payloads import RunPayload, SweepPayload, job
 from reactor.jobs.worker import Worker, default_backoff
 from reactor.memory import LocalRouter, ManualClock, MemoryStorage
 from reactor.model.status import RunStatus
 from reactor.ports import Delivery, Job
+from reactor.ports.payloads import RunPayload, SweepPayload, job
 
 GATE = threading.Event()
 ENTERED = threading.Event()
@@ -254,8 +254,8 @@ def test_an_unreachable_router_is_retried_with_backoff_one_line_per_attempt(
 ) -> None:
     """A worker facing a dead backend does not spin or print a traceback every poll: it logs
     one line per failed receive and backs off 0.5, 1, 2, ... s (at most 30 s), then recovers."""
+    from reactor.errors import RouterError
     from reactor.jobs import worker as worker_module
-    from reactor.model.errors import RouterError
 
     calls: list[int] = []
     waits: list[float] = []

@@ -11,8 +11,8 @@ import pytest
 
 from reactor import Input, Reactor, config, input, step
 from reactor.config import Runtime
+from reactor.errors import ConfigurationError
 from reactor.jobs.worker import Worker
-from reactor.model.errors import ConfigurationError
 from reactor.model.secrets import ENV_VAR, generate_key
 
 

@@ -37,9 +37,9 @@ from reactor.engine import checkpoint
 from reactor.engine.checkpoint import load_context
 from reactor.engine.env import Env
 from reactor.engine.liveness import FencedCheckpointer
+from reactor.errors import StaleWriterError
 from reactor.jobs.handlers import map_element
-from reactor.model.errors import StaleWriterError
-from reactor.ports.records import MapMetadata
+from reactor.model.records import MapMetadata
 from tests.kill.fault_reactors import FenceFlow, LostBatchOwner
 from tests.kill.reactors import BLOCK_LIMIT, entries, record
 

@@ -1,6 +1,6 @@
 """A fan-out map whose next batch trigger died with its worker is resumed by the one-shot
 ``reactor sweep --import MODULE`` command (docs/fan_out.md, "Recovery"; docs/workers.md,
-"Sweepers").
+"Sweep cursors and dispatch leases").
 
 Runs on Redis, MongoDB (SecantusDB wire server) and DynamoDB + SQS (moto). The map of
 :class:`~tests.kill.fault_reactors.LostBatchOwner` runs 8 elements in batches of 4. Worker 1

@@ -18,8 +18,8 @@ import pytest
 from reactor import DispatchHandle, Failure, config
 from reactor.config import Runtime
 from reactor.model import codec
+from reactor.model.records import MapRollbackMetadata
 from reactor.model.status import TERMINAL_STATUSES
-from reactor.ports.records import MapRollbackMetadata
 from tests.kill.conftest import Backend, WorkerProcesses, wait_until, with_query
 from tests.kill.map_reactors import MapOwner, inputs
 from tests.kill.reactors import entries

@@ -1,15 +1,37 @@
-"""InlineRouter and LocalRouter (docs/protocol.md#routers)."""
+"""InlineRouter and LocalRouter, and the ``memqueue://`` URL (docs/protocol.md#routers)."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from reactor.memory import InlineRouter, LocalRouter, ManualClock, router_from_url
-from reactor.model.errors import ConfigurationError, DeserializationError, RouterError
-from reactor.ports import Job, Router
+from reactor import config
+from reactor.config import Runtime
+from reactor.errors import ConfigurationError, DeserializationError, RouterError
+from reactor.generic.router import GenericRouter
+from reactor.jobs import handlers
+from reactor.jobs.worker import Worker
+from reactor.memory import (
+    InlineRouter,
+    LocalRouter,
+    ManualClock,
+    MemoryQueue,
+    MemoryStorage,
+    router_from_url,
+)
+from reactor.ports import Delivery, Job, Router
+from reactor.ports.capabilities import (
+    HostsEmbeddedWorkers,
+    InProcess,
+    KnowsConsumers,
+    RunsJobsInline,
+)
+from reactor.ports.payloads import SweepPayload
+from reactor.ports.payloads import job as payload_job
+from reactor.ports.router import DeadLetterAdmin, JobSink, JobSource
 
 
 def job(kind: str = "run", **payload: object) -> Job:
@@ -32,6 +54,59 @@ def router(clock: ManualClock) -> LocalRouter:
 def test_local_router_is_a_router(router: LocalRouter) -> None:
     assert isinstance(router, Router)
     assert isinstance(InlineRouter(), Router)
+
+
+def test_the_in_process_routers_declare_their_capabilities(router: LocalRouter) -> None:
+    inline = InlineRouter()
+    for each in (router, inline):
+        assert isinstance(each, JobSink) and isinstance(each, JobSource)
+        assert isinstance(each, DeadLetterAdmin) and isinstance(each, InProcess)
+    assert isinstance(router, HostsEmbeddedWorkers) and isinstance(router, KnowsConsumers)
+    assert not isinstance(router, RunsJobsInline)
+    assert isinstance(inline, RunsJobsInline)
+    assert not isinstance(inline, HostsEmbeddedWorkers | KnowsConsumers)
+    assert isinstance(router, GenericRouter) and isinstance(router.primitive, MemoryQueue)
+
+
+def test_receive_count_and_consumers(router: LocalRouter) -> None:
+    started: list[str] = []
+    assert (router.receive_count, router.has_consumers) == (0, False)
+    router.receive()
+    router.receive()
+    assert router.receive_count == 2
+    router.attach_consumers(lambda: started.append("start"), lambda: started.append("stop"))
+    assert started == [] and not router.has_consumers  # nothing queued: not started yet
+    router.enqueue(job())
+    router.enqueue(job())
+    assert started == ["start"] and router.has_consumers  # started once, by the first enqueue
+    router.close()
+    assert started == ["start", "stop"] and not router.has_consumers
+    with pytest.raises(RouterError):
+        router.attach_consumers(lambda: None, lambda: None)
+
+
+def test_consumers_attached_after_jobs_were_queued_start_at_once(router: LocalRouter) -> None:
+    started: list[str] = []
+    router.enqueue(job())
+    router.attach_consumers(lambda: started.append("start"), lambda: None)
+    assert started == ["start"]
+
+
+def test_a_closing_router_ends_a_waiting_receive() -> None:
+    router = LocalRouter(workers=0)
+    waiting = threading.Event()
+    got: list[list[Delivery]] = []
+
+    def consume() -> None:
+        waiting.set()
+        got.append(router.receive(wait_seconds=30))
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    assert waiting.wait(10)
+    router.close()
+    consumer.join(10)
+    assert not consumer.is_alive() and got == [[]]
 
 
 def test_enqueue_then_receive_and_ack(router: LocalRouter) -> None:
@@ -103,7 +178,7 @@ def test_a_stale_receipt_is_logged_not_raised(
     (first,) = router.receive()
     clock.advance(30)
     (second,) = router.receive()
-    with caplog.at_level(logging.WARNING, logger="reactor.memory.routers"):
+    with caplog.at_level(logging.WARNING, logger="reactor.generic.router"):
         router.ack(first)  # the lease lapsed: the second delivery owns the job now
     assert "stale receipt" in caplog.text
     clock.advance(30)
@@ -201,104 +276,167 @@ def test_closed_router_refuses_jobs(router: LocalRouter) -> None:
         router.enqueue(job())
 
 
-# -- LocalRouter: worker policy (driven without threads through ``process``) ----------------
+# -- LocalRouter under the real Worker (the router runs no jobs itself) ------------------------
+#
+# The worker policy (ack, retry with backoff, dead-letter poison, give up after max_deliveries,
+# keep a running job leased) belongs to reactor.jobs.worker.Worker, which drives any router
+# through its consumer side; these tests run it over LocalRouter with a stub ``sweep`` handler.
 
 
-def test_worker_acks_after_success(router: LocalRouter) -> None:
+def _sweep(window: int = 0) -> Job:
+    return payload_job(SweepPayload(window=window))
+
+
+@pytest.fixture
+def runtime(router: LocalRouter, clock: ManualClock) -> Iterator[Runtime]:
+    rt = config.configure(storage=MemoryStorage(clock=clock), router=router)
+    yield rt
+    config.reset()
+
+
+def _stub(monkeypatch: pytest.MonkeyPatch, handler: Callable[[Job], None]) -> None:
+    """Make the worker run ``handler(job)`` for every ``sweep`` job."""
+
+    def run(jc: handlers.JobContext, payload: object) -> None:
+        handler(jc.job)
+
+    monkeypatch.setitem(handlers.HANDLERS, "sweep", run)
+
+
+def test_a_worker_acks_after_success(
+    router: LocalRouter, runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ran: list[Job] = []
-    router.enqueue(job())
-    (delivery,) = router.receive()
-    router.process(delivery, ran.append)
+    _stub(monkeypatch, ran.append)
+    router.enqueue(_sweep())
+    assert Worker(runtime).run_pending() == 1
     assert len(ran) == 1 and router.size() == 0
 
 
-def test_worker_retries_with_backoff(router: LocalRouter, clock: ManualClock) -> None:
+def test_a_worker_retries_with_backoff(
+    router: LocalRouter, runtime: Runtime, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def boom(_: Job) -> None:
         raise RuntimeError("flaky")
 
-    router.enqueue(job())
-    (delivery,) = router.receive()
-    router.process(delivery, boom)
+    _stub(monkeypatch, boom)
+    worker = Worker(runtime)
+    router.enqueue(_sweep())
+    assert worker.run_pending() == 1
     clock.advance(0.99)
     assert router.receive() == []  # default backoff: 1 s after the first delivery
     clock.advance(0.01)
     (again,) = router.receive()
-    router.process(again, boom)
+    assert again.delivery_count == 2
+    worker.process(again)
     clock.advance(1.99)
     assert router.receive() == []  # then 2 s
     clock.advance(0.01)
-    assert len(router.receive()) == 1
+    assert [d.delivery_count for d in router.receive()] == [3]
+    assert worker.retried == 2
 
 
-def test_worker_dead_letters_poison(router: LocalRouter) -> None:
+def test_a_worker_dead_letters_poison_and_unknown_kinds(
+    router: LocalRouter, runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def poison(_: Job) -> None:
         raise DeserializationError("bad payload")
 
-    router.enqueue(job())
+    _stub(monkeypatch, poison)
+    router.enqueue(_sweep())
     router.enqueue(job(kind="teleport"))
-    first, second = router.receive(max_jobs=2)
-    router.process(first, poison)
-    router.process(second, lambda _: None)
+    assert Worker(runtime).run_pending() == 2
     reasons = [d.reason for d in router.dead_letters()]
-    assert reasons == ["undecodable job payload: bad payload", "unknown job kind 'teleport'"]
+    assert reasons == [
+        "DeserializationError: bad payload",
+        "DeserializationError: unknown job kind 'teleport'",
+    ]
     assert router.size() == 0
 
 
-def test_worker_gives_up_after_max_deliveries(clock: ManualClock) -> None:
-    router = LocalRouter(clock=clock, max_deliveries=2, backoff=lambda n: 0.0)
-
+def test_a_worker_gives_up_after_max_deliveries(
+    router: LocalRouter, runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def boom(_: Job) -> None:
         raise RuntimeError("always")
 
-    router.enqueue(job())
-    router.process(router.receive()[0], boom)
-    router.process(router.receive()[0], boom)
+    _stub(monkeypatch, boom)
+    router.enqueue(_sweep())
+    worker = Worker(runtime, max_deliveries=2, backoff=lambda n: 0.0)
+    assert worker.run_pending() == 2
     (dead,) = router.dead_letters()
-    assert "2 deliveries" in dead.reason and "RuntimeError: always" in dead.reason
-    assert router.receive() == []
+    assert dead.reason == "handler failed on 2 deliveries: RuntimeError: always"
+    assert router.receive() == [] and router.size() == 0
 
 
-def test_worker_threads_survive_poison_and_run_good_jobs() -> None:
-    router = LocalRouter(backoff=lambda n: 0.0)
+def test_worker_threads_survive_poison_and_run_good_jobs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    router = LocalRouter(workers=0)
     done = threading.Event()
-    seen: list[str] = []
+    seen: list[int] = []
 
     def handler(j: Job) -> None:
-        if j.payload.get("poison"):
+        window = int(j.payload["window"])
+        if window == 99:
             raise DeserializationError("poison")
-        seen.append(j.id)
+        seen.append(window)
         if len(seen) == 3:
             done.set()
 
+    _stub(monkeypatch, handler)
     router.enqueue_raw("garbage")
     router.enqueue(job(kind="nope"))
-    router.enqueue(job(poison=True))
-    good = [job(n=i) for i in range(3)]
-    for j in good:
-        router.enqueue(j)
-    router.start_workers(2, handler, poll_seconds=0.01)
+    router.enqueue(_sweep(99))
+    for window in range(3):
+        router.enqueue(_sweep(window))
+    runtime = config.configure(storage=MemoryStorage(), router=router)
+    worker = Worker(runtime, threads=2, poll_seconds=0.01, liveness_wait=0.0)
+    worker.start()
     try:
         assert done.wait(10)
     finally:
-        router.stop()
-    assert sorted(seen) == sorted(j.id for j in good)
+        assert worker.stop(timeout=10)
+        config.reset()
+    assert sorted(seen) == [0, 1, 2]
     assert len(router.dead_letters()) == 3
     assert router.size() == 0
 
 
-def test_a_job_held_by_a_worker_is_not_redelivered(
-    router: LocalRouter, clock: ManualClock
+class _ExtendRecorder(LocalRouter):
+    """Counts the extends of the worker's heartbeat."""
+
+    def __init__(self, extends_wanted: int) -> None:
+        super().__init__(visibility_timeout=0.6, workers=0)
+        self.extended = threading.Semaphore(0)
+        self.extends_wanted = extends_wanted
+
+    def extend(self, delivery: Delivery, seconds: float) -> None:
+        super().extend(delivery, seconds)
+        self.extended.release()
+
+
+def test_a_job_a_worker_runs_is_kept_leased_by_its_heartbeat(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    router.enqueue(job())
-    (delivery,) = router.receive()
-    redelivered: list[int] = []
+    """The router keeps no lease for a running job: the worker's heartbeat extends it every
+    third of the visibility, so nobody else receives the job while it runs, however long."""
+    router = _ExtendRecorder(extends_wanted=4)  # 4 x 0.2 s: past the 0.6 s first lease
+    seen_by_other: list[list[Delivery]] = []
 
     def slow(_: Job) -> None:
-        clock.advance(120)  # far past the 30 s visibility
-        redelivered.append(len(router.receive()))
+        for _ in range(router.extends_wanted):
+            assert router.extended.acquire(timeout=10), "the heartbeat never extended"
+        seen_by_other.append(router.receive())  # right after an extend: leased for 0.6 s
 
-    router.process(delivery, slow)
-    assert redelivered == [0] and router.size() == 0
+    _stub(monkeypatch, slow)
+    router.enqueue(_sweep())
+    runtime = config.configure(storage=MemoryStorage(), router=router)
+    try:
+        assert Worker(runtime, liveness_wait=0.0).run_pending() == 1
+    finally:
+        config.reset()
+    assert seen_by_other == [[]] and router.size() == 0
 
 
 # -- InlineRouter ------------------------------------------------------------------------------
@@ -439,12 +577,16 @@ def test_router_from_url() -> None:
     assert (local.workers, local.visibility_timeout) == (4, 12.5)
     defaulted = router_from_url("local://", visibility_timeout=45.0, context_ttl=5)
     assert isinstance(defaulted, LocalRouter) and defaulted.visibility_timeout == 45.0
+    generic = router_from_url("memqueue://?visibility_timeout=2&prefix=p", visibility_timeout=9)
+    assert type(generic) is GenericRouter and isinstance(generic.primitive, MemoryQueue)
+    assert generic.visibility_timeout == 2.0 and not isinstance(generic, InProcess)
+    assert router_from_url("memqueue://", visibility_timeout=7).visibility_timeout == 7.0
 
 
 @pytest.mark.parametrize(
     "url",
     ["redis://x", "local://?workers=-1", "local://?visibility_timeout=0", "local://?bogus=1",
-     "inline://?workers=1", "local://host"],
+     "inline://?workers=1", "local://host", "memqueue://?workers=1", "memqueue://host"],
 )
 def test_router_from_url_rejects_bad_urls(url: str) -> None:
     with pytest.raises(ConfigurationError):

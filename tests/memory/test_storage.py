@@ -7,6 +7,7 @@ import threading
 import pytest
 
 import reactor.ports as ports
+from reactor.errors import ConfigurationError
 from reactor.generic.contexts import CONTEXTS
 from reactor.memory import (
     ManualClock,
@@ -16,7 +17,6 @@ from reactor.memory import (
     MemoryStorage,
     storage_from_url,
 )
-from reactor.model.errors import ConfigurationError
 from reactor.ports import ContextRecord
 
 SUB_STORES = {

@@ -23,13 +23,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
-from reactor.model import codec
-from reactor.model.errors import (
+from reactor.errors import (
     ContextTooLargeError,
     DeserializationError,
     ReactorError,
     SchemaVersionError,
 )
+from reactor.model import codec
 
 # --------------------------------------------------------------------------- test types
 

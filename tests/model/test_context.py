@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from reactor.errors import DeserializationError, SchemaVersionError
 from reactor.model import codec
 from reactor.model.context import Context
-from reactor.model.errors import DeserializationError, SchemaVersionError
 from reactor.model.results import Failure, RollbackFailure
 from reactor.model.status import RunStatus
 

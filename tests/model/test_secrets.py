@@ -10,14 +10,13 @@ from decimal import Decimal
 import pytest
 
 from reactor.config import Settings
+from reactor.errors import ConfigurationError, DeserializationError, ReactorError, SecretKeyError
 from reactor.model import codec
 from reactor.model.context import Context
-from reactor.model.errors import ConfigurationError, DeserializationError, ReactorError
 from reactor.model.secrets import (
     SECRET_TAG,
     Keyring,
     Sealed,
-    SecretKeyError,
     generate_key,
     open_values,
     parse_key_specs,

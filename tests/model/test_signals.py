@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from reactor.model.errors import SignalOutsideStepError
+from reactor.errors import SignalOutsideStepError
 from reactor.model.results import Failure, Halt, Skipped, Success
 from reactor.model.signals import StepSignal, fail, halt, listening, skip, succeed
 

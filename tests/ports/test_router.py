@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
+from reactor.errors import DeserializationError, EncodeError
 from reactor.model import codec
-from reactor.model.codec import EncodeError
-from reactor.model.errors import DeserializationError
 from reactor.ports.router import MAX_ENVELOPE_BYTES, DeadLetter, Job
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from reactor.ports import records as r
+from reactor.model import records as r
 from reactor.ports.serialization import (
     RECORD_TYPES,
     decode_page_cursor,

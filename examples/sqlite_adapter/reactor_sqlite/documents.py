@@ -36,8 +36,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from reactor.model.errors import StorageError
+from reactor.errors import StorageError
 from reactor.ports.documents import Versioned
+from reactor.ports.driver_errors import translate_errors
 
 __all__ = ["RawRow", "SQLiteDocumentStore"]
 
@@ -108,7 +109,7 @@ class SQLiteDocumentStore:
         self._clock = clock
         self._lock = threading.RLock()
         self._closed = False
-        try:
+        with translate_errors(sqlite3.Error, what=f"opening SQLite database {path!r}"):
             self._conn = sqlite3.connect(
                 path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
             )
@@ -117,8 +118,6 @@ class SQLiteDocumentStore:
             self._conn.execute("PRAGMA synchronous=NORMAL")
             for statement in _SCHEMA:
                 self._conn.execute(statement)
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot open SQLite database {path!r}: {exc}") from exc
 
     @property
     def path(self) -> str:
@@ -136,38 +135,27 @@ class SQLiteDocumentStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """Run a block in a ``BEGIN IMMEDIATE`` transaction on the shared connection."""
+        """Run a block in a ``BEGIN IMMEDIATE`` transaction on the shared connection; any
+        exception (or a failed ``COMMIT``) rolls it back."""
         with self._lock:
             if self._closed:
                 raise StorageError("the SQLite document store is closed")
             conn = self._conn
-            try:
+            with translate_errors(sqlite3.Error, what="SQLite transaction"):
                 conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StorageError(f"SQLite could not begin a transaction: {exc}") from exc
-            try:
-                yield conn
-            except sqlite3.Error as exc:
-                conn.execute("ROLLBACK")
-                raise StorageError(f"SQLite failed: {exc}") from exc
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            else:
                 try:
+                    yield conn
                     conn.execute("COMMIT")
-                except sqlite3.Error as exc:
+                except BaseException:
                     conn.execute("ROLLBACK")
-                    raise StorageError(f"SQLite could not commit: {exc}") from exc
+                    raise
 
     def _query(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         with self._lock:
             if self._closed:
                 raise StorageError("the SQLite document store is closed")
-            try:
+            with translate_errors(sqlite3.Error, what="SQLite query"):
                 return self._conn.execute(sql, params).fetchall()
-            except sqlite3.Error as exc:
-                raise StorageError(f"SQLite failed: {exc}") from exc
 
     def read(self, collection: str, key: str) -> Versioned:
         """Read one document; an expired row gives ``value=None`` but keeps its version."""

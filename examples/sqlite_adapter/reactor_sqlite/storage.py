@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
 
+from reactor.errors import ConfigurationError
 from reactor.generic.storage import GenericStorage
-from reactor.model.errors import ConfigurationError
 from reactor.ports.storage import Capabilities
+from reactor.ports.urls import UrlOptions, redact_url
 from reactor_sqlite.documents import SQLiteDocumentStore
 
 __all__ = ["SQLITE_CAPABILITIES", "SQLiteStorage", "SQLiteURL", "parse_url", "storage_from_url"]
@@ -29,12 +28,12 @@ class SQLiteURL:
     Attributes:
         path: the database file, or ``":memory:"``.
         prefix: the document namespace (``""`` = none).
-        options: the other query parameters (``context_ttl``, ``busy_timeout``), as text.
+        options: the query parameters, with typed readers (``context_ttl``, ``busy_timeout``).
     """
 
     path: str
     prefix: str
-    options: dict[str, str]
+    options: UrlOptions
 
 
 def parse_url(url: str) -> SQLiteURL:
@@ -49,7 +48,7 @@ def parse_url(url: str) -> SQLiteURL:
     """
     head, sep, rest = url.partition("://")
     if not sep or head.lower() != "sqlite":
-        raise ConfigurationError(f"expected a sqlite:// URL, got {url!r}")
+        raise ConfigurationError(f"expected a sqlite:// URL, got {redact_url(url)!r}")
     location, _, query = rest.partition("?")
     if location in (":memory:", "/:memory:"):
         path = ":memory:"
@@ -57,23 +56,13 @@ def parse_url(url: str) -> SQLiteURL:
         path = "/" + location.lstrip("/") if location.startswith("/") else location
     else:
         raise ConfigurationError(
-            f"sqlite URLs look like sqlite:///path/to/file.db or sqlite://:memory:, got {url!r}"
+            "sqlite URLs look like sqlite:///path/to/file.db or sqlite://:memory:, got "
+            f"{redact_url(url)!r}"
         )
-    options = dict(parse_qsl(query, keep_blank_values=True))
-    unknown = sorted(set(options) - _PARAMETERS)
-    if unknown:
-        raise ConfigurationError(f"unknown sqlite:// URL parameter(s) {unknown} in {url!r}")
-    return SQLiteURL(path=path, prefix=options.pop("prefix", ""), options=options)
-
-
-def _seconds(name: str, text: Any) -> float:
-    try:
-        value = float(text)
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"{name} must be a number of seconds, got {text!r}") from exc
-    if not (value > 0 and math.isfinite(value)):
-        raise ConfigurationError(f"{name} must be a positive number of seconds, got {text!r}")
-    return value
+    options = UrlOptions.parse(
+        query, url=url, label="sqlite:// URL parameter", accepted=_PARAMETERS
+    )
+    return SQLiteURL(path=path, prefix=options.get("prefix", ""), options=options)
 
 
 class SQLiteStorage(GenericStorage):
@@ -122,11 +111,16 @@ def storage_from_url(url: str, **settings: Any) -> SQLiteStorage:
         StorageError: the database cannot be opened.
     """
     parsed = parse_url(url)
-    ttl = parsed.options.get("context_ttl", settings.get("context_ttl", 86400.0))
-    busy = parsed.options.get("busy_timeout", 30.0)
+    ttl = float(settings.get("context_ttl", 86400.0))  # validated by reactor's settings
+
+    def seconds(name: str, default: float) -> float:
+        return parsed.options.number(
+            name, default, exclusive_minimum=0, unit="seconds", allow_empty=False
+        )
+
     return SQLiteStorage(
         parsed.path,
         prefix=parsed.prefix,
-        context_ttl=_seconds("context_ttl", ttl),
-        busy_timeout=_seconds("busy_timeout", busy),
+        context_ttl=seconds("context_ttl", ttl),
+        busy_timeout=seconds("busy_timeout", 30.0),
     )

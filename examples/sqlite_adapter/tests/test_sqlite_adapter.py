@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
 from reactor_sqlite import SQLiteDocumentStore, SQLiteStorage, parse_url
 
 from reactor.config import storage_from_url
-from reactor.model.errors import ConfigurationError, StorageError
+from reactor.errors import ConfigurationError, StorageError
 
 
 class Clock:
@@ -119,3 +120,24 @@ def test_a_closed_store_raises_storage_error() -> None:
     store.close()
     with pytest.raises(StorageError):
         store.read("c", "k")
+
+
+def test_bad_parameters_are_named_with_the_url(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path}/a.db"
+    with pytest.raises(ConfigurationError) as excinfo:
+        storage_from_url(f"{url}?busy_timeout=0")
+    assert str(excinfo.value) == (
+        f"sqlite:// URL parameter busy_timeout='0' must be > 0 seconds (in '{url}?busy_timeout=0')"
+    )
+    with pytest.raises(ConfigurationError, match="context_ttl='' must be a number"):
+        storage_from_url(f"{url}?context_ttl=")
+    with pytest.raises(ConfigurationError) as excinfo:
+        parse_url(f"{url}?colour=red&size=2")
+    assert "unknown sqlite:// URL parameters 'colour', 'size'" in str(excinfo.value)
+    assert str(excinfo.value).endswith("(accepted: busy_timeout, context_ttl, prefix)")
+
+
+def test_sqlite_errors_are_storage_errors_with_the_cause_chained(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match="opening SQLite database") as excinfo:
+        SQLiteDocumentStore(str(tmp_path / "missing-dir" / "a.db"))
+    assert isinstance(excinfo.value.__cause__, sqlite3.Error)

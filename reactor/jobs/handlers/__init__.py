@@ -2,11 +2,11 @@
 "Job kinds").
 
 A handler is ``handler(jc, payload)``: ``jc`` is the :class:`JobContext` (the runtime and the
-job being run), ``payload`` the job's typed payload (:mod:`reactor.jobs.payloads`). A handler
+job being run), ``payload`` the job's typed payload (:mod:`reactor.ports.payloads`). A handler
 returns normally when the job is done (the worker acks it); re-enqueueing (parks, retries,
 contention) is the handler's own business and also ends in a normal return. Poison jobs raise
-:class:`~reactor.model.errors.DeserializationError` or
-:class:`~reactor.model.errors.UnknownReactorError` (dead-lettered with the reason); anything
+:class:`~reactor.errors.DeserializationError` or
+:class:`~reactor.errors.UnknownReactorError` (dead-lettered with the reason); anything
 else raised is retried by the worker with a backoff.
 
 :data:`HANDLERS` maps a job kind to its handler; modules for the other kinds (``step``,
@@ -18,75 +18,31 @@ router run jobs through the same handlers, synchronously, in the enqueuing threa
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
 from reactor.config import Runtime
-from reactor.jobs.payloads import parse_payload
-from reactor.model.errors import DeserializationError, UnknownReactorError
-from reactor.ports.router import Delivery, Job
+from reactor.errors import DeserializationError, UnknownReactorError
+from reactor.jobs.handlers.map_collect import handle_map_collect
+from reactor.jobs.handlers.map_element import handle_map_element
+from reactor.jobs.handlers.map_element_rollback import handle_map_element_rollback
+from reactor.jobs.handlers.run import handle_run
+from reactor.jobs.handlers.step import handle_step
+from reactor.jobs.handlers.sweep import handle_sweep
+from reactor.jobs.job_context import Handler, JobContext
+from reactor.ports.capabilities import RunsJobsInline
+from reactor.ports.payloads import parse_payload
+from reactor.ports.router import Job
 
 __all__ = ["HANDLERS", "Handler", "JobContext", "bind_inline", "dispatch_job"]
 
 
-@dataclass(frozen=True)
-class JobContext:
-    """What a handler knows about the job it runs.
-
-    Attributes:
-        runtime: the worker's storage, router and settings.
-        job: the job envelope (``attempt`` counts re-enqueues of this job chain).
-        delivery: the router delivery, ``None`` when run inline.
-        inline: the job runs nested inside the thread that enqueued it (inline router): no
-            liveness-lock stamping, and a lock held by this thread is re-entered.
-        liveness_wait: seconds a handler polls a held liveness lock before re-enqueueing
-            (ruby_reactor's 2 s pre-read wait).
-    """
-
-    runtime: Runtime
-    job: Job
-    delivery: Delivery | None = None
-    inline: bool = False
-    liveness_wait: float = 2.0
-
-    def requeue(self, payload: Any, delay_seconds: float) -> str:
-        """Enqueue the next job of this chain (``attempt + 1``) with ``payload`` after
-        ``delay_seconds``.
-
-        Returns:
-            The new job id.
-        """
-        from reactor.jobs.payloads import job as make_job
-
-        return self.runtime.router.enqueue(
-            make_job(payload, attempt=self.job.attempt + 1), max(delay_seconds, 0.0)
-        )
-
-
-Handler = Callable[[JobContext, Any], None]
-
-
-def _registry() -> dict[str, Handler]:
-    from reactor.jobs.handlers.map_collect import handle_map_collect
-    from reactor.jobs.handlers.map_element import handle_map_element
-    from reactor.jobs.handlers.map_element_rollback import handle_map_element_rollback
-    from reactor.jobs.handlers.run import handle_run
-    from reactor.jobs.handlers.step import handle_step
-    from reactor.jobs.handlers.sweep import handle_sweep
-
-    return {
-        "run": handle_run,
-        "step": handle_step,
-        "sweep": handle_sweep,
-        "map_element": handle_map_element,
-        "map_collect": handle_map_collect,
-        "map_element_rollback": handle_map_element_rollback,
-    }
-
-
 #: Job kind -> handler. Extend it (``HANDLERS["step"] = handle_step``) to serve a new kind.
-HANDLERS: dict[str, Handler] = _registry()
+HANDLERS: dict[str, Handler] = {
+    "run": handle_run,
+    "step": handle_step,
+    "sweep": handle_sweep,
+    "map_element": handle_map_element,
+    "map_collect": handle_map_collect,
+    "map_element_rollback": handle_map_element_rollback,
+}
 
 
 def dispatch_job(jc: JobContext) -> None:
@@ -104,15 +60,15 @@ def dispatch_job(jc: JobContext) -> None:
 
 
 def bind_inline(runtime: Runtime) -> None:
-    """Make ``runtime.router`` (an inline router with a ``bind`` method and no handler yet) run
-    every job through :data:`HANDLERS`, synchronously, in the enqueuing thread.
+    """Make ``runtime.router`` run every job through :data:`HANDLERS`, synchronously, in the
+    enqueuing thread, when it is a :class:`~reactor.ports.capabilities.RunsJobsInline` router
+    with no handler bound yet (any other router is left alone).
 
     An unregistered reactor is reported to the router as a :class:`DeserializationError` so it
     is dead-lettered like any poison job.
     """
     router = runtime.router
-    bind = getattr(router, "bind", None)
-    if bind is None or getattr(router, "bound", True):
+    if not isinstance(router, RunsJobsInline) or router.bound:
         return
 
     def handle(job: Job) -> None:
@@ -121,4 +77,4 @@ def bind_inline(runtime: Runtime) -> None:
         except UnknownReactorError as exc:
             raise DeserializationError(str(exc)) from exc
 
-    bind(handle)
+    router.bind(handle)

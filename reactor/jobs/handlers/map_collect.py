@@ -13,11 +13,11 @@ from __future__ import annotations
 from reactor.coordination.lock import Lock
 from reactor.engine.env import make_env
 from reactor.engine.liveness import liveness_lock
-from reactor.jobs.handlers import JobContext
-from reactor.jobs.payloads import MapCollectPayload, RunPayload, job
-from reactor.model.errors import LockAcquisitionError
+from reactor.errors import LockAcquisitionError
+from reactor.jobs.job_context import JobContext
 from reactor.model.keys import map_collect_key
 from reactor.model.text import escaping_logger
+from reactor.ports.payloads import MapCollectPayload, RunPayload, job
 
 __all__ = ["handle_map_collect"]
 

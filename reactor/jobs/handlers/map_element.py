@@ -22,14 +22,14 @@ docs/architecture.md, "Job kinds").
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import executor
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.dispatch import publish_completion, stored_result
 from reactor.engine.env import Env, make_env
 from reactor.engine.fan_out import (
-    ARGUMENT_ERROR,
-    VALIDATE_INPUTS,
     dispatch_batch,
     element_context_id,
     element_definition,
@@ -38,23 +38,24 @@ from reactor.engine.fan_out import (
     materialize,
 )
 from reactor.engine.liveness import FencedCheckpointer, Liveness, liveness_lock
+from reactor.engine.map_results import encode_slot
 from reactor.engine.quarantine import quarantine
+from reactor.engine.start import invalid_inputs
 from reactor.engine.state import RunState
-from reactor.jobs.handlers import JobContext
-from reactor.jobs.payloads import MapElementPayload
-from reactor.model.context import Context
-from reactor.model.errors import (
+from reactor.errors import (
     ArgumentResolutionError,
     DeserializationError,
     InputValidationError,
     LockLost,
 )
+from reactor.jobs.job_context import JobContext
+from reactor.model.context import Context
 from reactor.model.keys import map_element_key
-from reactor.model.map_results import encode_slot
+from reactor.model.records import MapMetadata
 from reactor.model.results import Failure, Halt, Success
 from reactor.model.status import RunStatus
 from reactor.model.text import escaping_logger
-from reactor.ports.records import MapMetadata
+from reactor.ports.payloads import MapElementPayload
 
 __all__ = ["handle_map_element", "run_element"]
 
@@ -222,29 +223,28 @@ def run_element(
     Raises:
         LockLost: the element lock lapsed (nothing more was written).
     """
-    from reactor.engine.api import _invalid_inputs  # api imports the engine modules
-
     checkpoint: Checkpointer = (
         Checkpointer(env, ctx) if hold is None else FencedCheckpointer(env, ctx, hold)
     )
-    error = ctx.private_data.pop(ARGUMENT_ERROR, None)
+    error = ctx.engine_state.argument_error
     if error is not None:
-        failure = Failure(ArgumentResolutionError(str(error)), retryable=False,
+        ctx.engine_state = replace(ctx.engine_state, argument_error=None)
+        failure = Failure(ArgumentResolutionError(error), retryable=False,
                           reactor_name=definition.name)
         ctx.status = RunStatus.FAILED
         ctx.failure = failure
         checkpoint.save()
         return failure.with_run_id(ctx.context_id)
-    if ctx.private_data.get(VALIDATE_INPUTS):
+    if ctx.engine_state.validate_inputs:
         raw = dict(ctx.inputs)
         try:
             ctx.inputs = definition.contract.validate(raw)
         except InputValidationError as exc:
-            ctx.private_data.pop(VALIDATE_INPUTS, None)
-            return _invalid_inputs(ctx, checkpoint, definition, raw, exc).with_run_id(
+            ctx.engine_state = replace(ctx.engine_state, validate_inputs=False)
+            return invalid_inputs(ctx, checkpoint, definition, raw, exc).with_run_id(
                 ctx.context_id
             )
-        ctx.private_data.pop(VALIDATE_INPUTS, None)
+        ctx.engine_state = replace(ctx.engine_state, validate_inputs=False)
     state = RunState(definition, ctx, env, checkpoint)
     result = (
         executor.conclude_failure(state) if ctx.rollback is not None else executor.execute(state)

@@ -20,15 +20,15 @@ from reactor.dsl.definition import ReactorDefinition
 from reactor.engine.env import make_env
 from reactor.engine.map_rollback import (
     Contended,
+    dispatch_rollback_batch,
     in_flight,
     roll_back_element,
     signal_owner_if_settled,
 )
 from reactor.engine.parks import park_delay
-from reactor.jobs.handlers import JobContext
-from reactor.jobs.payloads import MapElementRollbackPayload
-from reactor.jobs.sweepers import dispatch_rollback_batch
+from reactor.jobs.job_context import JobContext
 from reactor.model.text import escaping_logger
+from reactor.ports.payloads import MapElementRollbackPayload
 
 __all__ = ["handle_map_element_rollback"]
 

@@ -38,14 +38,14 @@ from reactor.engine.dispatch import publish_completion
 from reactor.engine.env import Env, make_env
 from reactor.engine.parks import Park
 from reactor.engine.quarantine import quarantine
-from reactor.jobs.handlers import JobContext
-from reactor.jobs.payloads import RunPayload
+from reactor.errors import DeserializationError, LockLost, SnoozeLimitError
+from reactor.jobs.job_context import JobContext
 from reactor.model.context import Context
-from reactor.model.errors import DeserializationError, LockLost, SnoozeLimitError
 from reactor.model.keys import run_liveness_key
 from reactor.model.results import Failure
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.model.text import escaping_logger
+from reactor.ports.payloads import RunPayload
 
 __all__ = ["contention_delay", "handle_run", "log_run_outcome"]
 

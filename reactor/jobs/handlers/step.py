@@ -24,7 +24,7 @@ docs/architecture.md, "Job kinds").
    the redelivery; the job is re-enqueued with the delay and ``contention_attempts + 1``. Parks
    are capped by ``lock_snooze_max_attempts`` (ordered-lock and async waits are not): at the cap
    the unit completes with a non-retryable
-   :class:`~reactor.model.errors.SnoozeLimitError` failure, its parked holds released and its
+   :class:`~reactor.errors.SnoozeLimitError` failure, its parked holds released and its
    ordered-lock place given up.
 7. A final ``Failure`` whose body started runs the unit's own ``compensate`` once, recorded on
    the record (``data["compensation"]``). A result the codec cannot store (an unregistered
@@ -45,7 +45,6 @@ from reactor.dsl.declarations import StepSpec
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import async_step, invoke
 from reactor.engine.checkpoint import Checkpointer, load_context
-from reactor.engine.coordination import PARKED_HOLDS, STEP_ORDERED_TICKETS, WAITING
 from reactor.engine.dispatch import publish_completion
 from reactor.engine.env import Env, make_env
 from reactor.engine.liveness import liveness_lock
@@ -53,15 +52,16 @@ from reactor.engine.parks import Park
 from reactor.engine.quarantine import quarantine
 from reactor.engine.state import RunState
 from reactor.engine.step_runner import StepOutcome, run_leaf
-from reactor.jobs.handlers import JobContext
-from reactor.jobs.payloads import StepPayload
+from reactor.errors import DeserializationError, SnoozeLimitError, UnknownReactorError
+from reactor.jobs.job_context import JobContext
 from reactor.model import codec
 from reactor.model.context import Context
-from reactor.model.errors import DeserializationError, SnoozeLimitError, UnknownReactorError
+from reactor.model.engine_state import KeyedTicket, ParkedHold
 from reactor.model.keys import step_completion_channel, step_liveness_key
+from reactor.model.records import StepResultRecord
 from reactor.model.results import Failure, Result
 from reactor.model.text import escaping_logger
-from reactor.ports.records import StepResultRecord
+from reactor.ports.payloads import StepPayload
 
 __all__ = ["handle_step", "unit_owner"]
 
@@ -196,26 +196,34 @@ class _Unit:
             return
         self._finish(state, spec, outcome)
 
-    def _keep_ticket(self, step: str, ticket: dict[str, Any]) -> None:
+    def _keep_ticket(self, step: str, ticket: KeyedTicket) -> None:
         """Store a newly assigned step-level ordered ticket on the unit's record before the
         turn starts, so a unit recovered after a crash keeps its place in line (the line waits
         for the recovered unit, not for the poison-pill timeout)."""
         record = self._base()
-        data = {**record.data, DATA_TICKET: ticket}
+        data = {**record.data, DATA_TICKET: ticket.to_json()}
         self.record = replace(record, updated_at=self.env.now(), data=data)
         self.env.storage.step_results.put(self.record)
 
     def _restore(self, ctx: Context) -> None:
         """Put the unit's park state (from its record) where the engine looks for it."""
         data = dict(self.record.data) if self.record is not None else {}
-        private = ctx.private_data
-        private.pop(WAITING, None)
-        ticket = data.get(DATA_TICKET)
-        if isinstance(ticket, dict):
-            private.setdefault(STEP_ORDERED_TICKETS, {})[self.step] = dict(ticket)
-        holds = data.get(DATA_HOLDS)
-        if isinstance(holds, list) and holds:
-            private.setdefault(PARKED_HOLDS, {})[self.step] = [dict(h) for h in holds]
+        state = replace(ctx.engine_state, waiting=None)
+        try:
+            if data.get(DATA_TICKET) is not None:
+                ticket = KeyedTicket.from_json(data[DATA_TICKET], f"data.{DATA_TICKET}")
+                state = state.with_step_ticket(self.step, ticket)
+            holds = data.get(DATA_HOLDS)
+            if holds:
+                if not isinstance(holds, list):
+                    raise DeserializationError(f"record field 'data.{DATA_HOLDS}' is not a list")
+                state = state.with_parked_holds(self.step, [
+                    ParkedHold.from_json(h, f"data.{DATA_HOLDS}[{i}]") for i, h in enumerate(holds)
+                ])
+        except DeserializationError as exc:  # only this handler writes it: never expected
+            log.warning("event=async_step_park_state_unreadable context_id=%s step=%s error=%s",
+                        self.context_id, self.step, exc)
+        ctx.engine_state = state
         attempts = data.get(DATA_ATTEMPTS)
         retry = ctx.retry_context.setdefault("attempts", {})
         if isinstance(attempts, int) and attempts > 0:
@@ -224,13 +232,12 @@ class _Unit:
             retry.pop(self.step, None)
 
     def _park_state(self, ctx: Context) -> dict[str, Any]:
-        private = ctx.private_data
-        tickets = private.get(STEP_ORDERED_TICKETS)
-        holds = private.get(PARKED_HOLDS)
+        ticket = ctx.engine_state.step_ordered_tickets.get(self.step)
+        holds = ctx.engine_state.parked_holds.get(self.step)
         attempts = ctx.retry_context.get("attempts", {}).get(self.step)
         return {
-            DATA_TICKET: tickets.get(self.step) if isinstance(tickets, dict) else None,
-            DATA_HOLDS: holds.get(self.step) if isinstance(holds, dict) else None,
+            DATA_TICKET: ticket.to_json() if ticket is not None else None,
+            DATA_HOLDS: [hold.to_json() for hold in holds] if holds else None,
             # attempts that failed before the park; the parked attempt is given back
             DATA_ATTEMPTS: attempts if isinstance(attempts, int) else None,
         }
@@ -263,22 +270,17 @@ class _Unit:
     def _give_up(self, ctx: Context, park: Park, attempt: int) -> None:
         """At the park cap: release what the parks kept, give the ordered place up, fail."""
         storage = self.env.storage
-        holds = ctx.private_data.get(PARKED_HOLDS, {}).get(self.step) or []
-        for entry in holds:
-            key = str(entry.get("key"))
+        for entry in ctx.engine_state.parked_holds.get(self.step, ()):
             try:
-                if entry.get("primitive") == "lock":
-                    storage.locks.release(key, str(entry.get("owner")))
-                elif entry.get("primitive") == "semaphore":
-                    storage.semaphores.release(key, str(entry.get("holder")))
+                if entry.primitive == "lock":
+                    storage.locks.release(entry.key, entry.holder)
+                else:
+                    storage.semaphores.release(entry.key, entry.holder)
             except Exception as exc:  # the lease lapses anyway
-                log.warning("event=release_failed key=%s error=%s", key, exc)
-        ticket = ctx.private_data.get(STEP_ORDERED_TICKETS, {}).get(self.step)
-        if isinstance(ticket, dict):
-            from reactor.ports.records import OrderedTicket
-
-            client = OrderedLock(storage.ordered_locks, str(ticket["key"]))
-            client.advance(OrderedTicket(nonce=int(ticket["nonce"]), epoch=int(ticket["epoch"])))
+                log.warning("event=release_failed key=%s error=%s", entry.key, exc)
+        ticket = ctx.engine_state.step_ordered_tickets.get(self.step)
+        if ticket is not None:
+            OrderedLock(storage.ordered_locks, ticket.key).advance(ticket.ticket)
         error = SnoozeLimitError(
             f"async_step {self.step!r} gave up after {attempt} contention attempts on "
             f"{park.reason} {park.key or ''}".strip(),

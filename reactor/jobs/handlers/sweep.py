@@ -7,10 +7,10 @@ enqueued by an operator) also continues the chain if none is scheduled for the n
 
 from __future__ import annotations
 
-from reactor.jobs.handlers import JobContext
-from reactor.jobs.payloads import SweepPayload
+from reactor.jobs.job_context import JobContext
 from reactor.jobs.sweep_tick import run_sweeps, schedule_next
 from reactor.model.text import escaping_logger
+from reactor.ports.payloads import SweepPayload
 
 __all__ = ["handle_sweep"]
 

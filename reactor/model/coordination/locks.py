@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from reactor.model.coordination._expiry import deadline, is_live
 from reactor.model.coordination.fencing import FENCE_RETENTION, next_fence
-from reactor.ports.records import LockInfo
+from reactor.model.records import LockInfo
 
 __all__ = ["LockState", "acquire", "expiry", "extend", "held", "info", "live", "release"]
 

@@ -61,7 +61,7 @@ from typing import Generic, TypeVar
 
 from reactor.model.coordination._expiry import deadline, is_live, latest
 from reactor.model.coordination.fencing import FENCE_RETENTION, next_fence
-from reactor.ports.records import OrderedGate, OrderedGateState, OrderedLockState, OrderedTicket
+from reactor.model.records import OrderedGate, OrderedGateState, OrderedLockState, OrderedTicket
 
 __all__ = [
     "DEFAULT_POISON_PILL_TIMEOUT",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from reactor.model.coordination._expiry import deadline, is_live
-from reactor.ports.records import PeriodMarker
+from reactor.model.records import PeriodMarker
 
 __all__ = [
     "CALENDAR_PERIODS",

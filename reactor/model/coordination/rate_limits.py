@@ -1,6 +1,6 @@
 """Multi-window fixed-window rate limits as a pure state machine.
 
-Windows are :class:`reactor.ports.records.RateWindow`, the denying window index is **0-based**
+Windows are :class:`reactor.model.records.RateWindow`, the denying window index is **0-based**
 and ``retry_after`` is a float number of seconds.
 
 One state holds every window's counter of one rate-limit key. A window's bucket at ``now`` is
@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reactor.model.coordination._expiry import is_live
-from reactor.ports.records import RateDecision, RateWindow
+from reactor.model.records import RateDecision, RateWindow
 
 __all__ = [
     "MIN_RETRY_AFTER",

@@ -20,7 +20,7 @@ from reactor.model.coordination import ordered_locks as _ordered
 from reactor.model.coordination import periods as _periods
 from reactor.model.coordination import rate_limits as _rates
 from reactor.model.coordination import semaphores as _semaphores
-from reactor.ports.records import (
+from reactor.model.records import (
     LockInfo,
     OrderedGate,
     OrderedLockState,

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from reactor.model.coordination._expiry import deadline, is_live
-from reactor.ports.records import SemaphoreState
+from reactor.model.records import SemaphoreState
 
 __all__ = [
     "SemaphoreLeases",

@@ -6,11 +6,12 @@ import time
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError
 from reactor_dynamodb import storage_from_url
 from reactor_dynamodb.documents import GSI_NAME, DynamoDocumentStore
 
+from reactor.errors import ContextTooLargeError, StorageError
 from reactor.memory.clock import ManualClock
-from reactor.model.errors import ContextTooLargeError, StorageError
 
 T0 = float(int(time.time()))
 
@@ -127,3 +128,43 @@ def test_factory_creates_the_table_and_honours_create_false(moto_url: str, uniqu
         assert storage.documents.table == f"t-{unique}"
     finally:
         storage.close()
+
+
+class _FailingClient:
+    """A boto3 client stand-in whose every request fails the way botocore does."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def __getattr__(self, operation: str) -> Any:
+        def send(**_: Any) -> Any:
+            raise self.error
+
+        return send
+
+
+def _conditional_failure() -> Exception:
+    return ClientError(
+        {"Error": {"Code": "ConditionalCheckFailedException", "Message": "no"}}, "UpdateItem"
+    )
+
+
+def test_driver_errors_are_storage_errors_naming_the_operation_with_the_cause_chained() -> None:
+    error = EndpointConnectionError(endpoint_url="http://127.0.0.1:1")
+    store = DynamoDocumentStore(_FailingClient(error), "t", clock=lambda: T0)
+    for operation, call in [
+        ("write c/k", lambda: store.write("c", "k", {}, expected_version=None, expires_at=None)),
+        ("read c/k", lambda: store.read("c", "k")),
+        ("scan of c", lambda: store.scan("c")),
+        ("set_expiry c/k", lambda: store.set_expiry("c", "k", None)),  # was a raw BotoCoreError
+    ]:
+        with pytest.raises(StorageError, match=f"^DynamoDB {operation} failed: ") as excinfo:
+            call()
+        assert excinfo.value.__cause__ is error
+
+
+def test_a_failed_condition_is_a_lost_race_not_an_error() -> None:
+    store = DynamoDocumentStore(_FailingClient(_conditional_failure()), "t", clock=lambda: T0)
+    assert store.write("c", "k", {}, expected_version="v1", expires_at=None) is False
+    assert store.write("c", "k", None, expected_version="v1", expires_at=None) is False
+    assert store.set_expiry("c", "k", T0) is False

@@ -14,7 +14,7 @@ from reactor_dynamodb._aws import (
 )
 
 from reactor.config import router_from_url, storage_from_url
-from reactor.model.errors import ConfigurationError, RouterError, StorageError
+from reactor.errors import ConfigurationError, RouterError, StorageError
 
 
 @pytest.mark.parametrize(
@@ -102,3 +102,21 @@ def test_an_unreachable_endpoint_fails_in_bounded_time(monkeypatch: pytest.Monke
     with pytest.raises(RouterError):
         router_from_url(f"sqs://jobs?region=us-east-1&endpoint_url={endpoint}")
     assert time.monotonic() - started < 15.0
+
+
+def test_a_bad_option_value_names_the_url_and_hides_credentials() -> None:
+    with pytest.raises(ConfigurationError) as excinfo:
+        parse_url("dynamodb://tbl?region=us-east-1&read_timeout=-2", "dynamodb")
+    assert str(excinfo.value) == (
+        "dynamodb:// URL option read_timeout='-2' must be > 0 seconds "
+        "(in 'dynamodb://tbl?region=us-east-1&read_timeout=-2')"
+    )
+    with pytest.raises(ConfigurationError) as excinfo:
+        parse_url("sqs://q?region=us-east-1&endpoint_url=http://u:hunter2@127.0.0.1:abc", "sqs")
+    assert "hunter2" not in str(excinfo.value)
+    assert "endpoint_url='http://u:***@127.0.0.1:abc' is malformed" in str(excinfo.value)
+
+
+def test_whole_numbers_written_as_floats_stay_valid_attempt_counts() -> None:
+    assert parse_url("sqs://q?region=us-east-1&max_attempts=2.0", "sqs").max_attempts == 2
+    assert parse_url("sqs://q?region=us-east-1", "sqs").max_attempts == DEFAULT_MAX_ATTEMPTS

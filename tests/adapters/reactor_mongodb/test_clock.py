@@ -9,7 +9,7 @@ import pytest
 from pymongo.errors import AutoReconnect
 from reactor_mongodb._clock import ServerClock
 
-from reactor.model.errors import StorageError
+from reactor.errors import StorageError
 
 
 class Wall:

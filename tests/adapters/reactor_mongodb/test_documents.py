@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from reactor_mongodb.documents import MongoDocumentStore
 
+from reactor.errors import ContextTooLargeError
 from reactor.memory.clock import ManualClock
-from reactor.model.errors import ContextTooLargeError
 
 #: The manual clocks start at the real time: mongomock applies TTL indexes eagerly on every read
 #: against the *wall* clock, so a clock years in the past would see its documents vanish.

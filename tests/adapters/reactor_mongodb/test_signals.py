@@ -11,7 +11,7 @@ from reactor_mongodb.documents import MongoDocumentStore
 from reactor_mongodb.signals import SIGNALS, MongoSignalStore, change_streams_supported
 from reactor_mongodb.storage import MongoStorage
 
-from reactor.model.errors import StorageError
+from reactor.errors import StorageError
 
 
 def _storage(db: Any) -> MongoStorage:

@@ -15,7 +15,7 @@ from reactor_mongodb import router_from_url, storage_from_url
 from reactor_mongodb._url import DEFAULT_TIMEOUTS_MS, parse_url
 
 from reactor.config import storage_from_url as configured_storage
-from reactor.model.errors import ConfigurationError, RouterError, StorageError
+from reactor.errors import ConfigurationError, RouterError, StorageError
 from reactor.ports.router import Job
 
 _DEFAULTS = "serverSelectionTimeoutMS=5000&connectTimeoutMS=5000&socketTimeoutMS=10000"
@@ -134,3 +134,22 @@ def test_server_factory_builds_without_connecting() -> None:
     assert storage.documents.database.name == "app"
     assert storage.capabilities.clock == "server"
     storage.close()
+
+
+def test_a_bad_reactor_option_names_the_url_without_its_password() -> None:
+    with pytest.raises(ConfigurationError) as excinfo:
+        parse_url("mongodb://app:hunter2@h/app?gc_grace=-1")
+    assert str(excinfo.value) == (
+        "MongoDB URL option gc_grace='-1' must be >= 0 seconds "
+        "(in 'mongodb://app:***@h/app?gc_grace=-1')"
+    )
+
+
+def test_reactor_options_are_read_typed() -> None:
+    parsed = parse_url("mongodb://h/app?clock=application&gc_grace=0&visibility_timeout=2.5")
+    assert (parsed.clock(), parsed.gc_grace(), parsed.visibility_timeout()) == (
+        "application", 0.0, 2.5
+    )
+    assert parse_url("mongodb://h/app").clock("application") == "application"
+    with pytest.raises(ConfigurationError, match="clock='' must be 'server' or 'application'"):
+        parse_url("mongodb://h/app?clock=")

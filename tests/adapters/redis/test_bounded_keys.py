@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from reactor_contract._support import eventually
 
-from reactor.ports.records import ContextRecord, StepResultRecord
+from reactor.model.records import ContextRecord, StepResultRecord
 from reactor.ports.router import Job
 
 pytestmark = pytest.mark.redis

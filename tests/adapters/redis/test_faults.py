@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from reactor.model.errors import RouterError, StorageError
-from reactor.ports.records import ContextRecord
+from reactor.errors import RouterError, StorageError
+from reactor.model.records import ContextRecord
 from reactor.ports.router import Job
 
 pytestmark = pytest.mark.redis

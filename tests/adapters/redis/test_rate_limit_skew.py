@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from reactor.model.coordination import rate_limits as model
-from reactor.ports.records import RateWindow
+from reactor.model.records import RateWindow
 
 pytestmark = pytest.mark.redis
 

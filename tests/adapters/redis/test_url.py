@@ -14,7 +14,7 @@ import pytest
 
 from reactor.config import router_from_url as configured_router
 from reactor.config import storage_from_url as configured_storage
-from reactor.model.errors import ConfigurationError, RouterError, StorageError
+from reactor.errors import ConfigurationError, RouterError, StorageError
 
 reactor_redis = pytest.importorskip("reactor_redis")
 from reactor_redis._url import DEFAULT_SOCKET_TIMEOUT, parse_url  # noqa: E402
@@ -128,3 +128,20 @@ def test_an_unreachable_server_fails_in_bounded_time() -> None:
     finally:
         storage.close()
         router.close()
+
+
+def test_a_bad_option_names_the_url_without_its_password() -> None:
+    with pytest.raises(ConfigurationError) as excinfo:
+        parse_url("redis://user:hunter2@127.0.0.1:6390/0?socket_timeout=-1")
+    assert str(excinfo.value) == (
+        "Redis URL option socket_timeout='-1' must be > 0 seconds "
+        "(in 'redis://user:***@127.0.0.1:6390/0?socket_timeout=-1')"
+    )
+
+
+def test_every_occurrence_of_a_repeated_driver_option_is_checked() -> None:
+    with pytest.raises(ConfigurationError, match="max_connections='0' must be >= 1"):
+        parse_url("redis://127.0.0.1:6390/0?max_connections=0&max_connections=5")
+    assert parse_url("redis://127.0.0.1:6390/0?max_connections=5&prefix=a&prefix=b").options == {
+        "prefix": "b"
+    }  # fmt: skip

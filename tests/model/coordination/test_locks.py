@@ -8,7 +8,7 @@ import pytest
 from reactor.model.coordination import locks
 from reactor.model.coordination.fencing import FENCE_RETENTION
 from reactor.model.coordination.locks import LockState
-from reactor.ports.records import LockInfo
+from reactor.model.records import LockInfo
 
 US = 1_000_000  # one second in microseconds: the clock term of a token
 

@@ -10,7 +10,7 @@ import pytest
 from reactor.model.coordination import ordered_locks as ol
 from reactor.model.coordination.fencing import FENCE_RETENTION
 from reactor.model.coordination.ordered_locks import OrderedLockRecord, Timed
-from reactor.ports.records import OrderedGate, OrderedLockState, OrderedTicket
+from reactor.model.records import OrderedGate, OrderedLockState, OrderedTicket
 
 PP = 600.0
 TTL = 86_400.0

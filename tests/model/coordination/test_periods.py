@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from reactor.model.coordination import periods
-from reactor.ports.records import PeriodMarker
+from reactor.model.records import PeriodMarker
 
 
 def _ts(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> float:

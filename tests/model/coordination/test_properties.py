@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from reactor.model.coordination import locks, ordered_locks, rate_limits, semaphores
 from reactor.model.coordination.rate_limits import bucket_of
-from reactor.ports.records import OrderedTicket, RateWindow
+from reactor.model.records import OrderedTicket, RateWindow
 
 OWNERS = st.sampled_from(["a", "b", "c"])
 STEP = st.floats(min_value=0.0, max_value=5.0, allow_nan=False)

@@ -34,7 +34,7 @@ from reactor.model.coordination.rate_limits import (
     effective_bucket,
     window_id,
 )
-from reactor.ports.records import RateDecision, RateWindow
+from reactor.model.records import RateDecision, RateWindow
 
 FOUR = RateWindow("four", 4.0, 1)
 START = 1_700_000_000.0  # a multiple of 4: the scenario starts on a bucket boundary

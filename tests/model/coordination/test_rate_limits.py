@@ -6,7 +6,7 @@ import pytest
 
 from reactor.model.coordination import rate_limits
 from reactor.model.coordination.rate_limits import RateCounters, WindowCounter, window_id
-from reactor.ports.records import RateDecision, RateWindow
+from reactor.model.records import RateDecision, RateWindow
 
 MINUTE = RateWindow("minute", 60, 2)
 HOUR = RateWindow("hour", 3600, 1)

@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 from reactor.model.coordination import ReferenceCoordination, SettableClock
-from reactor.ports.records import LockInfo, OrderedTicket, PeriodMarker, RateWindow
+from reactor.model.records import LockInfo, OrderedTicket, PeriodMarker, RateWindow
 from reactor.ports.storage import (
     LockStore,
     OrderedLockStore,

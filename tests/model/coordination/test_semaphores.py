@@ -6,7 +6,7 @@ import pytest
 
 from reactor.model.coordination import semaphores
 from reactor.model.coordination.semaphores import SemaphoreLeases
-from reactor.ports.records import SemaphoreState
+from reactor.model.records import SemaphoreState
 
 
 def test_acquire_up_to_limit_then_refuse() -> None:

@@ -6,8 +6,7 @@ Each element job of a fan-out map stores its outcome in the map's result slot ``
 * ``{"result": Success(value)}`` — the element completed;
 * ``{"result": Failure(...)}`` — the element failed (it already rolled itself back);
 * ``{"result": Halt(...)}`` — the element halted (the run halts);
-* ``{"skipped": true}`` — the element never ran: the map had already stopped (ruby_reactor's
-  ``_skipped`` slot).
+* ``{"skipped": true}`` — the element never ran: the map had already stopped.
 
 The value of a fan-out map step is a :class:`MapResultEnumerator`: it stores only the map id
 and the element count, and reads the slots in bounded pages (``results_page``) whenever it is
@@ -17,13 +16,13 @@ iterated, so neither the owner run nor its stored context grows with the element
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from reactor import config
+from reactor.errors import DeserializationError
 from reactor.model import codec
 from reactor.model.results import Failure, Halt, Success
-
-if TYPE_CHECKING:
-    from reactor.ports.storage import MapStore
+from reactor.ports.storage import MapStore
 
 __all__ = ["DEFAULT_PAGE_SIZE", "MapResultEnumerator", "decode_slot", "encode_slot"]
 
@@ -59,8 +58,6 @@ def decode_slot(text: str) -> SlotResult | None:
     Raises:
         DeserializationError: the text is not a slot.
     """
-    from reactor.model.errors import DeserializationError
-
     data = codec.loads(text)
     if isinstance(data, dict):
         if data.get("skipped") is True:
@@ -111,8 +108,6 @@ class MapResultEnumerator:
     def _maps(self) -> MapStore:
         if self._store is not None:
             return self._store
-        from reactor import config  # the model never holds a storage itself
-
         return config.current().storage.maps
 
     def slots(self) -> Iterator[tuple[int, SlotResult | None]]:

@@ -8,7 +8,12 @@ grouped by who can fix the problem:
 * storage and router errors wrap a backend exception (chained as ``__cause__``);
 * coordination errors report contention on locks, semaphores, rate limits and ordered locks.
 
-Semantics follow ruby_reactor's ``RubyReactor::Error`` namespace.
+This module sits at the bottom of the layers (docs/architecture.md, "Layers"): it imports
+nothing from reactor, and every layer raises from it. A stored failure names its exception's
+class as ``module.QualName``; reactor's own classes are stored as ``reactor.errors.<Name>``
+whatever module raised them, and :func:`canonical_exception_name` maps the names older
+versions stored (``reactor.model.errors.InputValidationError``...) to those, so a stored run
+reads the same after a file moves (docs/protocol.md, "Stored failures").
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "AbandonedRunError",
     "ArgumentResolutionError",
     "AsyncStepDeadlockError",
     "AsyncWaitTimeoutError",
@@ -29,6 +35,7 @@ __all__ = [
     "DefinitionError",
     "DependencyError",
     "DeserializationError",
+    "EncodeError",
     "IdempotencyKeyError",
     "InputValidationError",
     "LockAcquisitionError",
@@ -39,7 +46,9 @@ __all__ = [
     "RouterError",
     "RunNotFoundError",
     "RunStateError",
+    "ScanCursorError",
     "SchemaVersionError",
+    "SecretKeyError",
     "SemaphoreAcquisitionError",
     "SignalOutsideStepError",
     "SnoozeLimitError",
@@ -49,6 +58,7 @@ __all__ = [
     "UndoError",
     "UnknownRateLimitError",
     "UnknownReactorError",
+    "canonical_exception_name",
 ]
 
 
@@ -412,3 +422,86 @@ class AsyncStepDeadlockError(ReactorError):
         super().__init__(message)
         self.step = step
         self.key = key
+
+
+class EncodeError(ReactorError, TypeError):
+    """A value cannot be encoded: its type is neither JSON-native, built in, nor registered.
+
+    Also raised for a reference cycle, an unregistered enum, model, dataclass or named tuple, a
+    registered encoder that raised, and a value whose JSON form nests deeper than
+    :data:`reactor.model.codec.MAX_DEPTH` (docs/workers.md, "Hostile input").
+
+    Attributes:
+        type_name: the qualified name of the offending value's type.
+        path: where the value sits in the encoded structure, e.g. ``inputs.order.lines[2].price``
+            (``"<root>"`` for the top-level value). The message shows a path longer than 160
+            characters (a value nested too deeply) with its middle elided; this attribute
+            keeps it whole.
+    """
+
+    def __init__(self, message: str, *, type_name: str, path: str) -> None:
+        shown = path if len(path) <= 160 else f"{path[:100]}...{path[-50:]}"
+        super().__init__(f"{message} (type {type_name} at {shown})")
+        self.type_name = type_name
+        self.path = path
+
+
+class SecretKeyError(DeserializationError):
+    """A sealed value cannot be opened: no configured key has its id, or the key does not
+    authenticate it (wrong key, or the stored value was altered).
+
+    A subclass of :class:`DeserializationError`, so the engine treats the
+    run like any unreadable stored run: it is quarantined, stored ``failed`` with this message
+    as the reason and its original document kept (docs/security.md, "When a key is wrong or
+    missing").
+
+    Attributes:
+        kid: the key id the sealed value names.
+    """
+
+    def __init__(self, message: str, *, kid: str | None = None) -> None:
+        super().__init__(message)
+        self.kid = kid
+
+
+class AbandonedRunError(ReactorError):
+    """The failure stored under a run id whose claimer died between claiming its idempotency
+    key and storing the run (docs/run-control.md, "Idempotency keys")."""
+
+
+class ScanCursorError(StorageError):
+    """A store's sweeper scan handed back a cursor that does not advance (the same cursor it
+    was given, or one seen earlier in the same walk): paging on would loop forever.
+
+    Raised by :func:`reactor.jobs.sweepers.scan_pages`; the store breaks the keyset-paging
+    contract of :class:`reactor.model.records.ScanPage` (docs/workers.md, "Sweep cursors and
+    dispatch leases").
+    """
+
+
+#: Modules that defined reactor's exceptions in earlier versions: a stored failure naming
+#: ``<one of these>.<Name>`` for a class now in this module reads as ``reactor.errors.<Name>``.
+_FORMER_MODULES = (
+    "reactor.model.errors",
+    "reactor.model.codec",
+    "reactor.model.secrets",
+    "reactor.engine.idempotency",
+    "reactor.jobs.sweepers",
+)
+
+
+def canonical_exception_name(name: str) -> str:
+    """The current name of an exception class named in a stored failure.
+
+    Args:
+        name: a stored ``exception_class`` (``module.QualName``, or a builtin's bare name).
+
+    Returns:
+        ``reactor.errors.<Name>`` when ``name`` is one of reactor's exceptions under a module
+        that defined it before (docs/protocol.md, "Stored failures"); otherwise ``name``
+        unchanged.
+    """
+    module, _, qualname = name.rpartition(".")
+    if module in _FORMER_MODULES and qualname in __all__ and qualname[:1].isupper():
+        return f"{__name__}.{qualname}"
+    return name

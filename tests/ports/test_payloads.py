@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reactor.jobs.payloads import (
+from reactor.errors import DeserializationError
+from reactor.ports.payloads import (
     PAYLOAD_TYPES,
     MapElementPayload,
     RunPayload,
@@ -12,7 +13,6 @@ from reactor.jobs.payloads import (
     job,
     parse_payload,
 )
-from reactor.model.errors import DeserializationError
 from reactor.ports.router import JOB_KINDS, Job
 
 

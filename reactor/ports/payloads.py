@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
-from reactor.model.errors import DeserializationError
+from reactor.errors import DeserializationError
 from reactor.ports.router import Job
 
 __all__ = [

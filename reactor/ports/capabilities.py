@@ -1,0 +1,143 @@
+"""Optional capabilities a storage or router declares (docs/protocol.md, "Capabilities").
+
+The core protocols (:class:`~reactor.ports.storage.Storage`,
+:class:`~reactor.ports.router.Router`) are what every adapter implements; a capability is a
+promise some adapters make on top. Each is a runtime-checkable protocol that the core checks
+with ``isinstance`` instead of probing for concrete adapter classes or undeclared attributes:
+
+* :class:`InProcess` (a class attribute): nothing the backend is given leaves the process;
+* :class:`RunsJobsInline`: a router that runs each job inside ``enqueue`` through a bound
+  handler (``inline://``);
+* :class:`HostsEmbeddedWorkers`: a router that starts in-process worker threads on demand
+  (``local://``);
+* :class:`KnowsConsumers`: a router that knows whether anything in this process consumes it
+  (``local://``), so a wait that times out can say why.
+
+A router without a capability is still a complete router: the core simply skips what the
+capability enables (docs/protocol.md, "Routers").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar, Literal, Protocol, runtime_checkable
+
+from reactor.ports.router import Job
+
+__all__ = [
+    "HostsEmbeddedWorkers",
+    "InProcess",
+    "JobHandler",
+    "KnowsConsumers",
+    "RunsJobsInline",
+    "in_process",
+]
+
+#: What a :class:`RunsJobsInline` router calls with each job: runs it and returns when it is
+#: done; raises :class:`~reactor.errors.DeserializationError` for a poison job (the router
+#: dead-letters it) and anything else to fail the job.
+JobHandler = Callable[[Job], object]
+
+
+@runtime_checkable
+class InProcess(Protocol):
+    """A backend that keeps everything it is given in this process's memory: nothing it holds
+    is written to disk or sent to another process (docs/security.md, "Secure by default").
+
+    Declared by the built-in ``memory://`` storage and the ``inline://``/``local://`` routers.
+    A wrapper around one of them is another backend unless it declares the capability itself.
+
+    Attributes:
+        keeps_data_in_process: ``True`` (a class attribute).
+    """
+
+    keeps_data_in_process: ClassVar[Literal[True]]
+
+
+def in_process(backend: object) -> bool:
+    """Whether ``backend`` declares :class:`InProcess`.
+
+    Args:
+        backend: a storage or a router.
+
+    Returns:
+        ``True`` only when the backend's class sets ``keeps_data_in_process = True``.
+    """
+    return getattr(type(backend), "keeps_data_in_process", False) is True
+
+
+@runtime_checkable
+class RunsJobsInline(Protocol):
+    """A router that runs every job inside :meth:`~reactor.ports.router.JobSink.enqueue`, in
+    the enqueuing thread, through a handler bound once (docs/protocol.md, "Capabilities").
+
+    ``reactor.configure`` binds the job layer's handlers to such a router when it has none
+    (:func:`reactor.jobs.handlers.bind_inline`). Declared by ``inline://``
+    (:class:`reactor.memory.InlineRouter`).
+    """
+
+    def bind(self, handler: JobHandler) -> None:
+        """Set the function that runs jobs; jobs enqueued from now on run through it.
+
+        Args:
+            handler: ``handler(job)``; see :data:`JobHandler`.
+        """
+        ...
+
+    @property
+    def bound(self) -> bool:
+        """Whether a handler is bound (a bound router is left alone by ``configure``)."""
+        ...
+
+
+@runtime_checkable
+class HostsEmbeddedWorkers(Protocol):
+    """A router that hosts in-process workers, started lazily by its first enqueue
+    (docs/protocol.md, "Capabilities").
+
+    ``reactor.configure`` attaches :attr:`workers` worker threads to such a router when it
+    built the router from a URL (:func:`reactor.jobs.embedded.bind_local_workers`). Declared
+    by ``local://`` (:class:`reactor.memory.LocalRouter`).
+    """
+
+    @property
+    def workers(self) -> int:
+        """How many worker threads to attach (0: none, the router is a bare queue)."""
+        ...
+
+    def attach_consumers(self, start: Callable[[], None], stop: Callable[[], None]) -> None:
+        """Attach in-process consumers that the router starts and stops.
+
+        Args:
+            start: starts the consumers; called once, by the first enqueue after this call
+                (at once when jobs are already queued), outside the router's locks.
+            stop: stops them and waits for their jobs in flight; called when the router is
+                closed (only when they were started).
+
+        Raises:
+            RouterError: the router is closed.
+        """
+        ...
+
+
+@runtime_checkable
+class KnowsConsumers(Protocol):
+    """A router that knows whether anything in this process consumes it
+    (docs/protocol.md, "Capabilities").
+
+    A caller waiting for a background run (:meth:`reactor.engine.dispatch.DispatchHandle.wait`)
+    reads both before and after its wait: when nothing consumed the router meanwhile, its
+    timeout message says that no worker consumes it. Declared by ``local://``
+    (:class:`reactor.memory.LocalRouter`); a shared queue consumed by other processes cannot
+    know, so it does not declare it.
+    """
+
+    @property
+    def has_consumers(self) -> bool:
+        """Whether in-process consumers (embedded workers) consume the router right now."""
+        ...
+
+    @property
+    def receive_count(self) -> int:
+        """How many ``receive`` calls the router has served so far (a monotonic counter)."""
+        ...

@@ -1,0 +1,147 @@
+"""``MemoryQueue``: the in-process queue primitive (docs/protocol.md, "Building a router").
+
+Each test states one clause of :class:`reactor.ports.queues.QueuePrimitive`: the primitive
+reads no clock (``now`` and ``visible_at`` are the caller's), receipts are conditional, and the
+dead-letter list keeps arrival order.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from reactor.errors import RouterError
+from reactor.memory import MemoryQueue
+from reactor.ports.queues import ClaimedMessage, QueuePrimitive, WaitsForMessages
+
+
+@pytest.fixture
+def queue() -> MemoryQueue:
+    return MemoryQueue()
+
+
+def _claim_one(queue: MemoryQueue, now: float = 0.0, lease: float = 30.0) -> ClaimedMessage:
+    (claimed,) = queue.claim(1, now, now + lease)
+    return claimed
+
+
+def test_it_is_a_queue_primitive_that_can_wait(queue: MemoryQueue) -> None:
+    assert isinstance(queue, QueuePrimitive) and isinstance(queue, WaitsForMessages)
+
+
+def test_put_is_insert_if_absent(queue: MemoryQueue) -> None:
+    assert queue.put("m1", "first", 0.0) is True
+    assert queue.put("m1", "second", 0.0) is False
+    assert _claim_one(queue).body == "first" and queue.size() == 1
+
+
+def test_claim_hands_out_visible_messages_earliest_first_then_in_put_order(
+    queue: MemoryQueue,
+) -> None:
+    queue.put("late", "late", 5.0)
+    queue.put("a", "a", 1.0)
+    queue.put("b", "b", 1.0)
+    queue.put("future", "future", 100.0)
+    assert queue.claim(10, 0.5, 30.0) == []
+    claimed = queue.claim(10, 5.0, 35.0)
+    assert [c.message_id for c in claimed] == ["a", "b", "late"]
+    assert all(c.receive_count == 1 for c in claimed)
+    assert len({c.receipt for c in claimed}) == 3
+    assert queue.claim(10, 34.9, 64.9) == []  # leased until 35
+
+
+def test_claim_respects_the_limit(queue: MemoryQueue) -> None:
+    for n in range(3):
+        queue.put(f"m{n}", str(n), 0.0)
+    assert [c.message_id for c in queue.claim(2, 0.0, 30.0)] == ["m0", "m1"]
+    assert [c.message_id for c in queue.claim(2, 0.0, 30.0)] == ["m2"]
+
+
+def test_a_lapsed_lease_is_claimed_again_with_a_new_receipt(queue: MemoryQueue) -> None:
+    queue.put("m", "body", 0.0)
+    first = _claim_one(queue, now=0.0, lease=30.0)
+    second = _claim_one(queue, now=30.0, lease=30.0)
+    assert second.receive_count == 2 and second.receipt != first.receipt
+    assert queue.delete("m", first.receipt) is False  # stale
+    assert queue.change_visibility("m", first.receipt, 999.0) is False
+    assert queue.release("m", first.receipt, 0.0) is False
+    assert queue.dead_letter("m", first.receipt, "late", 1.0) is False
+    assert queue.claim(1, 59.9, 90.0) == []  # the stale calls changed nothing
+    assert queue.delete("m", second.receipt) is True and queue.size() == 0
+
+
+def test_change_visibility_keeps_the_receipt(queue: MemoryQueue) -> None:
+    queue.put("m", "body", 0.0)
+    claimed = _claim_one(queue)
+    assert queue.change_visibility("m", claimed.receipt, 100.0) is True
+    assert queue.claim(1, 99.0, 129.0) == []
+    assert queue.delete("m", claimed.receipt) is True
+
+
+def test_release_revokes_the_receipt_and_keeps_the_count(queue: MemoryQueue) -> None:
+    queue.put("m", "body", 0.0)
+    claimed = _claim_one(queue)
+    assert queue.release("m", claimed.receipt, 10.0) is True
+    assert queue.delete("m", claimed.receipt) is False  # no receipt until the next claim
+    assert queue.release("m", claimed.receipt, 0.0) is False
+    assert queue.claim(1, 9.9, 40.0) == []
+    again = _claim_one(queue, now=10.0)
+    assert again.receive_count == 2 and again.body == "body"
+
+
+def test_dead_letter_moves_the_body_raw_in_one_step(queue: MemoryQueue) -> None:
+    queue.put("text", "plain", 0.0)
+    queue.put("bytes", b"\xff\xfe", 0.0)
+    for claimed in queue.claim(2, 0.0, 30.0):
+        assert queue.dead_letter(claimed.message_id, claimed.receipt, "why", 7.0) is True
+    assert queue.size() == 0
+    text, raw = queue.dead_letters(None, 10)
+    assert (text.id, text.body, text.reason, text.at, text.body_encoding) == (
+        "1", "plain", "why", 7.0, "text",
+    )
+    assert raw.id == "2" and raw.body_encoding == "base64" and raw.raw_body() == b"\xff\xfe"
+
+
+def test_dead_letters_page_after_an_id_even_a_removed_one(queue: MemoryQueue) -> None:
+    for n in range(4):
+        queue.put(f"m{n}", f"b{n}", 0.0)
+    for claimed in queue.claim(4, 0.0, 30.0):
+        queue.dead_letter(claimed.message_id, claimed.receipt, "r", 1.0)
+    assert [d.id for d in queue.dead_letters(None, 2)] == ["1", "2"]
+    assert queue.remove_dead_letter("2") is True
+    assert queue.remove_dead_letter("2") is False  # exactly one remover wins
+    assert [d.id for d in queue.dead_letters("2", 10)] == ["3", "4"]
+    assert queue.get_dead_letter("3") is not None and queue.get_dead_letter("2") is None
+    assert queue.get_dead_letter("nope") is None
+    with pytest.raises(ValueError):
+        queue.dead_letters("not-an-id", 10)
+
+
+def test_a_closed_queue_refuses_puts(queue: MemoryQueue) -> None:
+    queue.put("m", "body", 0.0)
+    queue.close()
+    queue.close()
+    with pytest.raises(RouterError):
+        queue.put("n", "body", 0.0)
+    assert _claim_one(queue).message_id == "m"  # what is stored stays readable
+
+
+def test_wait_for_messages_returns_when_a_message_is_put(queue: MemoryQueue) -> None:
+    waiting = threading.Event()
+    returned = threading.Event()
+
+    def wait() -> None:
+        waiting.set()
+        queue.wait_for_messages(30)
+        returned.set()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    assert waiting.wait(10)
+    for n in range(200):  # a put just before the wait began is missed: put again
+        queue.put(f"m{n}", "body", 0.0)
+        if returned.wait(0.05):
+            break
+    waiter.join(10)
+    assert returned.is_set() and queue.size() < 200  # woken by a put, not by the timeout
