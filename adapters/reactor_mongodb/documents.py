@@ -46,7 +46,7 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from reactor.errors import ContextTooLargeError, StorageError
+from reactor.errors import ContextTooLargeError
 from reactor.ports.documents import RawDocument, Versioned
 from reactor.ports.driver_errors import translate_errors
 from reactor_mongodb._clock import ServerClock
@@ -348,17 +348,17 @@ class MongoDocumentStore:
         return found
 
     def _collection(self, collection: str) -> Collection[Any]:
+        """The MongoDB collection, its indexes created before this process first uses it.
+
+        A thread that finds the collection not yet ensured waits for the one creating its
+        indexes: no operation of this process meets a half-created collection (its implicit
+        creation racing the index build).
+        """
         if collection not in self._ensured:
             with self._ensure_lock:
-                first = collection not in self._ensured
-                self._ensured.add(collection)
-            if first:
-                try:
-                    self._create_indexes(collection)
-                except StorageError:
-                    with self._ensure_lock:
-                        self._ensured.discard(collection)
-                    raise
+                if collection not in self._ensured:
+                    self._create_indexes(collection)  # StorageError: not ensured, retried
+                    self._ensured.add(collection)
         return self.database[self.collection_name(collection)]
 
     def _create_indexes(self, collection: str) -> None:

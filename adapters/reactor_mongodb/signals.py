@@ -157,6 +157,7 @@ class MongoSignalStore:
     def __init__(self, collection: Any, *, supported: bool | None = True) -> None:
         self._collection = collection
         self._indexed = False
+        self._index_lock = threading.Lock()
         self._supported = supported
         self._open: weakref.WeakSet[MongoSubscription | _SilentSubscription] = weakref.WeakSet()
 
@@ -166,14 +167,18 @@ class MongoSignalStore:
         return self._supported
 
     def _ensure_index(self) -> None:
-        """Create the clean-up TTL index once (best effort: failures are ignored)."""
+        """Create the clean-up TTL index once (best effort: failures are ignored); other
+        threads wait for it rather than race the collection's creation."""
         if self._indexed:
             return
-        self._indexed = True
-        try:
-            self._collection.create_index("at", expireAfterSeconds=SIGNAL_RETENTION)
-        except PyMongoError:
-            pass
+        with self._index_lock:
+            if self._indexed:
+                return
+            try:
+                self._collection.create_index("at", expireAfterSeconds=SIGNAL_RETENTION)
+            except PyMongoError:
+                pass
+            self._indexed = True
 
     def publish(self, channel: str, message: str) -> None:
         """Insert one signal document; never raises for a missing subscriber.

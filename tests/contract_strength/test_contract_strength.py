@@ -21,7 +21,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,9 @@ RUN_TIMEOUT = 120.0
 TEST_TIMEOUT = "20"
 #: The test service each backend's mutants run against (tests/services.py), if any.
 SERVICES = {"redis": "redis", "dynamodb": "moto"}
+#: Mutant runs in flight at once. Each is a pytest subprocess that spends most of its time
+#: starting up; two at a time use both cores of the CI machine and halve this module's time.
+PARALLEL_RUNS = 2
 
 
 @pytest.fixture(scope="module")
@@ -177,15 +181,37 @@ def test_the_mutants_cover_every_concern_with_a_bug_class() -> None:
     assert {m.backend for m in MUTANTS} == {None, "redis", "sqlite", "mongomock", "dynamodb"}
 
 
-@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
-def test_the_contract_suite_rejects_the_mutant(
-    entry_points: Path, service_url: Callable[[str], str], mutant: Mutant
-) -> None:
+def _run_mutant(
+    entry_points: Path, mutant: Mutant, env_extra: dict[str, str]
+) -> tuple[int, str, float]:
     url = f"mutant://{mutant.name}"
     storage, router = (url, None) if mutant.kind == "storage" else ("mutant://none", url)
     extra = ("-k", mutant.select) if mutant.select else ()
-    code, output, seconds = run_suite(entry_points, mutant.modules, storage, router, *extra,
-                                      env_extra=backend_env(mutant.backend, service_url))
+    return run_suite(entry_points, mutant.modules, storage, router, *extra, env_extra=env_extra)
+
+
+@pytest.fixture(scope="module")
+def mutant_runs(
+    entry_points: Path, service_url: Callable[[str], str]
+) -> Iterator[dict[str, Future[tuple[int, str, float]]]]:
+    """Every mutant's run, started :data:`PARALLEL_RUNS` at a time as soon as the first
+    mutant test asks; each test waits for its own. The verdicts do not depend on the order."""
+    with ThreadPoolExecutor(PARALLEL_RUNS, thread_name_prefix="mutant") as pool:
+        runs = {
+            m.name: pool.submit(_run_mutant, entry_points, m,
+                                backend_env(m.backend, service_url))
+            for m in MUTANTS
+        }
+        yield runs
+        for run in runs.values():
+            run.cancel()
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_the_contract_suite_rejects_the_mutant(
+    mutant_runs: dict[str, Future[tuple[int, str, float]]], mutant: Mutant
+) -> None:
+    code, output, seconds = mutant_runs[mutant.name].result(timeout=RUN_TIMEOUT * len(MUTANTS))
     tail = output[-6000:]
     assert code != 0, f"mutant {mutant.name} SURVIVED ({mutant.bug}):\n{tail}"
     assert code == 1, f"the run of {mutant.name} crashed (exit {code}), it did not fail:\n{tail}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC
 from typing import Any
@@ -152,3 +153,44 @@ def test_logical_expiry_holds_whatever_the_ttl_monitor_did(mongo_db: tuple[str, 
     assert store.scan("c") == []
     assert store.write("c", "k", {"n": 2}, expected_version=found.version, expires_at=None)
     assert store.read("c", "k").value == {"n": 2}
+
+
+def test_a_collection_is_used_only_after_its_indexes_exist(
+    mongo_db: tuple[str, Any], clock: ManualClock
+) -> None:
+    # Two threads meet a collection this process never used: the second waits for the first
+    # one's index build instead of writing into a collection still being created.
+    store = MongoDocumentStore(mongo_db[1], prefix="race_", clock=clock)
+    events: list[str] = []
+    building = threading.Event()
+    release = threading.Event()
+    create = store._create_indexes
+
+    def slow_create(collection: str) -> None:
+        events.append(f"build {collection} started")
+        building.set()
+        assert release.wait(10)
+        create(collection)
+        events.append(f"build {collection} done")
+
+    store._create_indexes = slow_create  # type: ignore[method-assign]
+    first = threading.Thread(
+        target=store.write, args=("c", "a", {"n": 1}), kwargs={"expected_version": None,
+                                                              "expires_at": None})
+    first.start()
+    assert building.wait(10)
+    second_done = threading.Event()
+
+    def second_writer() -> None:
+        store.write("c", "b", {"n": 2}, expected_version=None, expires_at=None)
+        events.append("second write done")
+        second_done.set()
+
+    second = threading.Thread(target=second_writer)
+    second.start()
+    second_done.wait(1.0)  # the old code let it through at once; the fix holds it here
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert events == ["build c started", "build c done", "second write done"]
+    assert store.read("c", "b").value == {"n": 2}
