@@ -1,8 +1,10 @@
 """Lock acquire+release throughput of reactor_redis vs python-redis-lock and pottery Redlock.
 
 Usage: ``python benchmarks/redis_lock.py redis://127.0.0.1:PORT/0 [N]``. Prints ops/s of each
-(median of 10 alternating chunks) and the ratios measured in the same run on the same server;
-no assertions.
+(median of 10 alternating chunks) and the ratios measured in the same run on the same server,
+then the round trips of one reactor_redis acquire+release counted on the client and the
+server's commands (benchmarks/_roundtrips.py; after the timed loops, which run unwrapped); no
+assertions.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import reactor_redis
 import redis
+from _roundtrips import count_calls, format_counts
 from _timing import interleaved, rate
 from pottery import Redlock
 
@@ -54,6 +57,12 @@ def main(url: str, n: int) -> None:
           f"pottery Redlock={r_pot:,.0f}")  # fmt: skip
     print(f"ratio reactor_redis / python-redis-lock = {r_ours / r_prl:.2f}")
     print(f"ratio reactor_redis / pottery Redlock   = {r_ours / r_pot:.2f}")
+    sent, server = count_calls(200, ours, client)
+    print(
+        f"reactor_redis acquire+release: round trips {sent.total_round_trips() / 200:.2f} "
+        f"({format_counts(sent.by_script(), 200)}), server commands "
+        f"{sum(server.values()) / 200:.2f} ({format_counts(server, 200)})"
+    )
     storage.close()
     client.close()
 
