@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from reactor.errors import ConfigurationError
 from reactor.model.coordination.renewal import MIN_LEASE
 from reactor.model.secrets import Keyring, SecretKeys, configured_specs
+from reactor.ports.clock import SYSTEM_CLOCK, Clock
 from reactor.ports.router import Router
 from reactor.ports.storage import Storage
 from reactor.ports.urls import redact_url
@@ -137,11 +138,17 @@ class Runtime:
         storage: the configured :class:`reactor.ports.Storage`.
         router: the configured :class:`reactor.ports.Router`.
         settings: the engine :class:`Settings`.
+        clock: the :class:`reactor.ports.Clock` every wait and interval of the engine goes
+            through (retry waits, coordination waits, a synchronous reader's wait for an
+            ``async_step``, ``DispatchHandle.wait``); default :data:`reactor.ports.SYSTEM_CLOCK`.
+            Stored timestamps stay on the storage's own clock (``storage.now()``); see
+            docs/testing.md, "The clock".
     """
 
     storage: Storage
     router: Router
     settings: Settings
+    clock: Clock = SYSTEM_CLOCK
 
 
 _lock = threading.RLock()
@@ -400,6 +407,8 @@ def install_binder(binder: RuntimeBinder | None) -> RuntimeBinder | None:
 def configure(
     storage: Storage | str | None = None,
     router: Router | str | None = None,
+    *,
+    clock: Clock | None = None,
     **settings: Any,
 ) -> Runtime:
     """Configure the process-wide runtime and return it.
@@ -416,6 +425,10 @@ def configure(
             start on the first enqueue and stop when the router is closed (:func:`reset` or a
             reconfigure), see :mod:`reactor.jobs.embedded` (connected by the binder,
             :func:`install_binder`).
+        clock: the :class:`reactor.ports.Clock` the engine waits on and measures intervals
+            with (:attr:`Runtime.clock`); ``None``: :data:`reactor.ports.SYSTEM_CLOCK`. A test
+            passes a fake one so retry and coordination waits take no real time
+            (docs/testing.md, "The clock").
         **settings: fields of :class:`Settings` (seconds for durations); a field not given
             here is read from ``REACTOR_<FIELD>`` when set (:func:`settings_from_environment`).
 
@@ -425,13 +438,19 @@ def configure(
 
     Raises:
         ConfigurationError: a ``storage``/``router`` argument that is neither a URL string
-            nor an object satisfying the protocol, a bad URL, an unknown scheme, a missing
+            nor an object satisfying the protocol, a ``clock`` that is not a
+            :class:`reactor.ports.Clock`, a bad URL, an unknown scheme, a missing
             extra, or an invalid setting (the message names the argument or field and what it
             got). The previous runtime is then left in place, untouched.
     """
     global _current
     _check_backend_argument("storage", storage, Storage)
     _check_backend_argument("router", router, Router)
+    if clock is not None and not isinstance(clock, Clock):
+        raise ConfigurationError(
+            "configure(clock=...) takes an object implementing reactor.ports.Clock (now(), "
+            f"monotonic(), sleep(seconds)); got {type(clock).__name__}"
+        )
     parsed = resolve_settings(settings)
     storage_spec: Storage | str = (
         resolve_storage_url(storage) if storage is None or isinstance(storage, str) else storage
@@ -455,7 +474,8 @@ def configure(
         if isinstance(storage_spec, str):  # built here: nobody else will close it
             built_storage.close()
         raise
-    runtime = Runtime(storage=built_storage, router=built_router, settings=parsed)
+    runtime = Runtime(storage=built_storage, router=built_router, settings=parsed,
+                      clock=SYSTEM_CLOCK if clock is None else clock)
     if _binder is not None:  # the job layer: inline handlers, the embedded default's workers
         _binder(runtime, isinstance(router_spec, str))
     with _lock:

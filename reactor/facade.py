@@ -89,8 +89,9 @@ class Reactor(BaseReactor, abstract=True):
         Args:
             inputs: the reactor inputs by name.
             runtime: the runtime to use (default: ``reactor.config.current()``).
-            sleep: the function retries sleep with (seconds); default
-                :data:`reactor.engine.retries.sleep`.
+            sleep: this run's retry wait (seconds), in place of the runtime clock's
+                ``sleep`` (``reactor.configure(clock=...)``); coordination and reader waits
+                keep the clock (docs/testing.md, "The clock").
             idempotency_key: see :meth:`run` (docs/run-control.md, "Idempotency keys").
 
         Returns:

@@ -92,8 +92,10 @@ EXPECTED_PORTS = sorted(
     [
         "FAILED_ROLLBACK_OUTCOMES",
         "JOB_KINDS",
+        "SYSTEM_CLOCK",
         "Capabilities",
         "ClaimStore",
+        "Clock",
         "ContextRecord",
         "ContextStore",
         "DeadLetter",
@@ -134,6 +136,7 @@ EXPECTED_PORTS = sorted(
         "StepResultStore",
         "Subscription",
         "SweepCursorStore",
+        "SystemClock",
         "Versioned",
     ]
 )

@@ -30,8 +30,9 @@ Table layout (single table, created by :meth:`DynamoDocumentStore.ensure_table`)
   with jitter); any other client error is wrapped in :class:`StorageError`.
 
 Clock: DynamoDB has no server time, so :meth:`DynamoDocumentStore.now` is the application
-clock (``time.time``). Every process judging the same items must keep its clock in sync (NTP;
-on AWS the Time Sync Service keeps instances within about a millisecond). The documented skew
+clock (the system clock, read at each call, unless a ``clock`` is injected). Every process
+judging the same items must keep its clock in sync (NTP; on AWS the Time Sync Service keeps
+instances within about a millisecond). The documented skew
 budget is ``clock_skew_budget`` (default 1 s): keep every lock and lease TTL much larger than it
 (the engine's shortest, ``context_lock_ttl``, defaults to 60 s). A process whose clock runs
 ahead by *d* seconds may take over a lease *d* seconds early.
@@ -41,7 +42,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -49,6 +49,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from reactor.errors import ContextTooLargeError
+from reactor.ports.clock import Clock, wall_reader
 from reactor.ports.documents import RawDocument, Versioned
 from reactor.ports.driver_errors import translate_errors
 
@@ -95,7 +96,9 @@ class DynamoDocumentStore:
         client: a boto3 DynamoDB *client* (``boto3.client("dynamodb", ...)``).
         table: the table name.
         prefix: prepended to every collection name in ``pk`` (namespaces share a table).
-        clock: the application clock in epoch seconds (injectable for tests).
+        clock: the application clock in epoch seconds: a callable or a
+            :class:`reactor.ports.Clock` (injectable for tests); default ``None``: the system
+            clock, read at call time.
         clock_skew_budget: the documented maximum clock difference between processes, in
             seconds (informational; see the module docstring).
         max_document_bytes: the largest encoded document accepted (default 400 KB minus the
@@ -109,7 +112,7 @@ class DynamoDocumentStore:
         table: str,
         *,
         prefix: str = "",
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | Clock | None = None,
         clock_skew_budget: float = 1.0,
         max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
         owns_client: bool = False,
@@ -119,7 +122,7 @@ class DynamoDocumentStore:
         self.prefix = prefix
         self.clock_skew_budget = float(clock_skew_budget)
         self.max_document_bytes = max_document_bytes
-        self._clock = clock
+        self._clock = wall_reader(clock)
         self._owns_client = owns_client
         self._closed = False
 

@@ -73,6 +73,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from reactor.errors import DeserializationError, RouterError
+from reactor.ports.clock import Clock, wall_reader
 from reactor.ports.inspection import QueueStats
 from reactor.ports.router import DeadLetter, Delivery, Job
 
@@ -146,7 +147,9 @@ class SQSRouter:
         prefix: namespace prepended to the queue names.
         visibility_timeout: seconds a delivery stays leased (whole seconds on SQS, rounded up).
         create: create the queue and its DLQ when missing.
-        clock: the application clock in epoch seconds (injectable for tests).
+        clock: the application clock in epoch seconds: a callable or a
+            :class:`reactor.ports.Clock` (injectable for tests); default ``None``: the system
+            clock, read at call time.
         owns_client: close ``client`` on :meth:`close`.
 
     Raises:
@@ -162,7 +165,7 @@ class SQSRouter:
         prefix: str = "",
         visibility_timeout: float = 30.0,
         create: bool = True,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | Clock | None = None,
         owns_client: bool = False,
     ) -> None:
         if not 0 < visibility_timeout <= MAX_VISIBILITY:
@@ -173,7 +176,7 @@ class SQSRouter:
         self.name = queue_name(prefix, queue)
         self.dlq_name = self.name + "-dlq"
         self.visibility_timeout = float(visibility_timeout)
-        self._clock = clock
+        self._clock = wall_reader(clock)
         self._owns_client = owns_client
         self._bodies: OrderedDict[str, tuple[str, str]] = OrderedDict()  # receipt -> body, id
         self._newest: OrderedDict[str, str] = OrderedDict()  # MessageId -> newest receipt

@@ -20,7 +20,6 @@ mongomock has no ``hello`` command; in-process test backends use ``mode="applica
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 from pymongo.errors import PyMongoError
 
 from reactor.errors import StorageError
+from reactor.ports.clock import Clock, wall_reader
 from reactor.ports.driver_errors import translate_errors
 
 __all__ = ["ServerClock"]
@@ -41,7 +41,9 @@ class ServerClock:
         mode: ``"server"`` (calibrate against ``hello.localTime``) or ``"application"`` (use
             ``wall`` as is; mongomock, or a deployment that wants the app clock).
         refresh_seconds: seconds between calibrations in ``"server"`` mode.
-        wall: the local wall clock (epoch seconds); injectable for tests.
+        wall: the local wall clock (epoch seconds): a callable or a
+            :class:`reactor.ports.Clock`, injectable for tests; default ``None``: the system
+            clock, read at call time.
 
     Raises:
         ValueError: an unknown ``mode`` or a non-positive ``refresh_seconds``.
@@ -53,7 +55,7 @@ class ServerClock:
         *,
         mode: str = "server",
         refresh_seconds: float = 60.0,
-        wall: Callable[[], float] = time.time,
+        wall: Callable[[], float] | Clock | None = None,
     ) -> None:
         if mode not in ("server", "application"):
             raise ValueError(f"clock mode must be 'server' or 'application', got {mode!r}")
@@ -62,7 +64,7 @@ class ServerClock:
         self._command = command
         self.mode = mode
         self._refresh = refresh_seconds
-        self._wall = wall
+        self._wall = wall_reader(wall)
         self._lock = threading.Lock()
         self._offset = 0.0
         self._calibrated_at: float | None = None

@@ -60,6 +60,7 @@ from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from reactor.errors import DeserializationError, RouterError, StorageError
+from reactor.ports.clock import Clock, sleeper, wall_reader
 from reactor.ports.router import DeadLetter, Delivery, Job
 from reactor_mongodb._clock import ServerClock
 
@@ -123,10 +124,11 @@ class MongoRouter:
         queue: the queue name (several queues share one collection).
         prefix: collection-name prefix (``<prefix>jobs``, ``<prefix>dead_letters``).
         visibility_timeout: seconds a delivery stays leased before it is redelivered.
-        clock: ``"server"`` (calibrated server clock), ``"application"``, or a callable
-            returning epoch seconds.
+        clock: ``"server"`` (calibrated server clock), ``"application"``, a callable
+            returning epoch seconds, or a :class:`reactor.ports.Clock` (its ``now``).
         owns_client: close the database's client on :meth:`close`.
-        sleep: how :meth:`receive` waits between polls (injectable for tests).
+        sleep: how :meth:`receive` waits between polls (injectable for tests); default
+            ``None``: the system's sleep, looked up at call time.
         max_poll_interval: the longest pause between polls while waiting, in seconds.
 
     Raises:
@@ -140,9 +142,9 @@ class MongoRouter:
         queue: str = "default",
         prefix: str = "reactor_",
         visibility_timeout: float = 30.0,
-        clock: str | Callable[[], float] = "server",
+        clock: str | Callable[[], float] | Clock = "server",
         owns_client: bool = False,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
         max_poll_interval: float = 0.5,
     ) -> None:
         if not visibility_timeout > 0:
@@ -157,9 +159,9 @@ class MongoRouter:
                 lambda name: database.client.admin.command(name), mode=clock
             ).now
         else:
-            self._clock = clock
+            self._clock = wall_reader(clock)
         self._owns_client = owns_client
-        self._sleep = sleep
+        self._sleep = sleeper(sleep)
         self._max_poll = max_poll_interval
         self._indexed = False
         self._index_lock = threading.Lock()

@@ -10,11 +10,11 @@ order, in each the members in ``(score, member)`` order (``scripts/context_scan.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from reactor.model.records import ScanPage
+from reactor.ports.clock import Clock, monotonic_reader
 from reactor.ports.serialization import decode_scan_cursor, encode_scan_cursor
 from reactor_redis.keys import SHARDS
 
@@ -55,7 +55,8 @@ class IndexTrimmer:
         names: every index set name of a shard.
         pages: ``shard -> (page set key, record key prefix)``, or ``None`` (no page set).
         interval: seconds between trims (:data:`TRIM_INTERVAL`); ``0`` trims on every call.
-        clock: monotonic seconds (default :func:`time.monotonic`).
+        clock: monotonic seconds: a callable or a :class:`reactor.ports.Clock` (its
+            ``monotonic``); default ``None``: the system's monotonic clock, read at call time.
     """
 
     def __init__(
@@ -66,14 +67,14 @@ class IndexTrimmer:
         pages: Callable[[int], tuple[str, str]] | None = None,
         *,
         interval: float = TRIM_INTERVAL,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | Clock | None = None,
     ) -> None:
         self._scripts = scripts
         self._prefix = index_prefix
         self._names = list(names)
         self._pages = pages
         self.interval = interval
-        self._clock = clock
+        self._clock = monotonic_reader(clock)
         self._last: float | None = None
         self._lock = threading.Lock()
 

@@ -234,8 +234,9 @@ def process_orders(
 
     Args:
         orders: the orders.
-        sleep: the function retry back-offs sleep with (seconds); ``None`` = the engine's
-            default (real sleeping).
+        sleep: the function retry back-offs sleep with (seconds); ``None`` = the runtime
+            clock's (``reactor.configure(clock=...)``; the system clock by default: real
+            sleeping).
 
     Returns:
         One :class:`Outcome` per order, in order.

@@ -40,6 +40,7 @@ from collections.abc import Callable
 
 from reactor.model.coordination.renewal import retry_delay
 from reactor.model.text import escaping_logger
+from reactor.ports.clock import monotonic_reader
 
 __all__ = ["MAX_RENEW_THREADS", "REFUSED", "STOP_WAIT", "Heartbeat"]
 
@@ -82,7 +83,8 @@ class Heartbeat:
         lease: seconds the lease lasts after a successful renewal; ``None`` = no deadline
             (only a ``False`` answer loses it).
         clock: the monotonic clock the deadline is kept on (injectable for tests of
-            :meth:`expired`; the scheduler itself always waits on ``time.monotonic``).
+            :meth:`expired`); default the system's monotonic clock, read at call time. The
+            scheduler itself always waits on ``time.monotonic``.
         jitter: returns the retry jitter factor in ``[0.5, 1.0]`` (injectable for tests).
 
     Attributes:
@@ -100,7 +102,7 @@ class Heartbeat:
         on_lost: Callable[[], None] | None = None,
         *,
         lease: float | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
         jitter: Callable[[], float] = _jitter,
     ) -> None:
         self.name = name
@@ -111,7 +113,7 @@ class Heartbeat:
         self.lost_reason: str | None = None
         self._renew = renew
         self._on_lost = on_lost
-        self._clock = clock
+        self._clock = monotonic_reader(clock)
         self._jitter = jitter
         self._failures = 0
         # State below is guarded by the scheduler's lock once started.

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-import time
 import uuid
 from collections.abc import Callable
 from types import TracebackType
@@ -26,6 +25,7 @@ from reactor.model.coordination.renewal import (
     renew_interval,
     validate_lease,
 )
+from reactor.ports.clock import Clock, monotonic_reader, sleeper
 from reactor.ports.storage import LockStore
 
 __all__ = ["Lock"]
@@ -49,8 +49,14 @@ class Lock:
         on_lost: called (from a scheduler thread) with a :class:`LockLost` when the hold is
             lost: an extend answered ``False`` or the deadline passed without a successful
             extend. The holder should stop relying on the lock.
-        sleep: the sleep function used while waiting (injectable for tests).
-        monotonic: the clock of the wait deadline and the holder's deadline (injectable).
+        sleep: the wait between two tries of :meth:`acquire` (seconds); default ``clock``'s
+            ``sleep``.
+        monotonic: the clock of the holder's deadline, which the renewal keeps in real time;
+            default the system's monotonic clock, read at call time. Without ``clock`` it is
+            also the clock of the ``wait`` bound.
+        clock: the :class:`~reactor.ports.Clock` :meth:`acquire` waits on (its pauses and its
+            ``wait`` bound); default the system clock. The engine passes the runtime's
+            (docs/testing.md, "The clock").
         skew: the storage's clock-skew budget in seconds (``Capabilities.clock_skew``): the
             holder's deadline is ``holder_lease(ttl, skew)`` (``ttl - skew`` less a small
             rounding margin) after an acquire or extend started, because a
@@ -76,9 +82,10 @@ class Lock:
         wait: float = 0.0,
         auto_extend: bool = True,
         on_lost: Callable[[LockLost], None] | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] | None = None,
+        monotonic: Callable[[], float] | None = None,
         skew: float = 0.0,
+        clock: Clock | None = None,
     ) -> None:
         if ttl is not None and (
             isinstance(ttl, bool) or not isinstance(ttl, int | float)
@@ -106,8 +113,9 @@ class Lock:
         self.skew = skew
         self._lost: LockLost | None = None
         self._deadline: float | None = None  # the holder's deadline while not auto-extended
-        self._sleep = sleep
-        self._monotonic = monotonic
+        self._sleep = sleep if sleep is not None else sleeper(clock)
+        self._monotonic = monotonic_reader(monotonic)
+        self._wait_monotonic = clock.monotonic if clock is not None else self._monotonic
         self._heartbeat: Heartbeat | None = None
 
     @property
@@ -162,12 +170,12 @@ class Lock:
             LockAcquisitionError: still held by another owner at the deadline.
             StorageError: the backend failed.
         """
-        deadline = self._monotonic() + self.wait
+        deadline = self._wait_monotonic() + self.wait
         attempt = 0
         while True:
             if self.try_acquire():
                 return self
-            remaining = deadline - self._monotonic()
+            remaining = deadline - self._wait_monotonic()
             if remaining <= 0:
                 holder = self.store.info(self.key)
                 raise LockAcquisitionError(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-import time
 import uuid
 from collections.abc import Callable
 from types import TracebackType
@@ -25,6 +24,7 @@ from reactor.model.coordination.renewal import (
     renew_interval,
     validate_lease,
 )
+from reactor.ports.clock import Clock, monotonic_reader, sleeper
 from reactor.ports.storage import SemaphoreStore
 
 __all__ = ["Semaphore"]
@@ -48,8 +48,14 @@ class Semaphore:
         auto_extend: extend the lease every ``lease/3`` seconds from the shared scheduler.
         on_lost: called (from a scheduler thread) with a :class:`LockLost` when the lease is
             lost while held.
-        sleep: injectable sleep for waiting.
-        monotonic: injectable clock for the wait deadline and the holder's deadline.
+        sleep: the wait between two tries of :meth:`acquire` (seconds); default ``clock``'s
+            ``sleep``.
+        monotonic: the clock of the holder's deadline, which the renewal keeps in real time;
+            default the system's monotonic clock, read at call time. Without ``clock`` it is
+            also the clock of the ``wait`` bound.
+        clock: the :class:`~reactor.ports.Clock` :meth:`acquire` waits on (its pauses and its
+            ``wait`` bound); default the system clock. The engine passes the runtime's
+            (docs/testing.md, "The clock").
         skew: the storage's clock-skew budget in seconds (``Capabilities.clock_skew``); the
             holder's deadline is ``holder_lease(lease, skew)`` after an acquire or extend
             started.
@@ -70,9 +76,10 @@ class Semaphore:
         wait: float = 0.0,
         auto_extend: bool = True,
         on_lost: Callable[[LockLost], None] | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] | None = None,
+        monotonic: Callable[[], float] | None = None,
         skew: float = 0.0,
+        clock: Clock | None = None,
     ) -> None:
         if limit < 1:
             raise ValueError(f"Semaphore limit must be >= 1, got {limit!r}")
@@ -102,8 +109,9 @@ class Semaphore:
         self.skew = skew
         self._lost: LockLost | None = None
         self._deadline: float | None = None  # the holder's deadline while not auto-extended
-        self._sleep = sleep
-        self._monotonic = monotonic
+        self._sleep = sleep if sleep is not None else sleeper(clock)
+        self._monotonic = monotonic_reader(monotonic)
+        self._wait_monotonic = clock.monotonic if clock is not None else self._monotonic
         self._heartbeat: Heartbeat | None = None
 
     @property
@@ -153,12 +161,12 @@ class Semaphore:
             SemaphoreAcquisitionError: every slot is leased at the deadline.
             StorageError: the backend failed.
         """
-        deadline = self._monotonic() + self.wait
+        deadline = self._wait_monotonic() + self.wait
         attempt = 0
         while True:
             if self.try_acquire():
                 return self
-            remaining = deadline - self._monotonic()
+            remaining = deadline - self._wait_monotonic()
             if remaining <= 0:
                 raise SemaphoreAcquisitionError(
                     f"semaphore {self.key!r} has all {self.limit} slots leased", key=self.key

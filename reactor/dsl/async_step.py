@@ -90,8 +90,8 @@ def async_step(
         impl: a ``Step`` subclass without ``undo``, a function ``fn(inputs, ctx)``, or
             omitted (decorator form).
         wait_for: step names the unit waits for without receiving their results.
-        retries: the unit's retry policy; retries happen inside its own job (sleeping through
-            the engine's sleep hook), compensation once after the last attempt.
+        retries: the unit's retry policy; retries happen inside its own job (waiting on the
+            runtime's clock), compensation once after the last attempt.
         coordination: step-level ``with_*`` declarations, taken in the worker under the
             derived owner ``async_step:<context id>:<step>``.
         **arguments: the unit's arguments (templates or literals).

@@ -25,9 +25,11 @@ resolution reads units through this one):
 **Readers** (:func:`read_result`, reached from :func:`reactor.engine.arguments.resolve` when a
 ``result("<unit>")`` template names a dispatched unit):
 
-* a synchronous caller blocks up to ``async_wait_timeout``: it subscribes to the unit's
-  completion channel, re-checks the durable record on every wake-up, and polls every
-  ``clamp(timeout / 10, 0.05 s, 5 s)`` (a lost signal costs latency, never correctness);
+* a synchronous caller blocks up to ``async_wait_timeout``, measured on the runtime's clock
+  (docs/testing.md, "The clock"): it subscribes to the unit's completion channel, re-checks
+  the durable record on every wake-up, and polls every ``clamp(timeout / 10, 0.05 s, 5 s)``
+  (a lost signal costs latency, never correctness); on a clock other than the system clock
+  it waits through ``clock.sleep`` (:func:`reactor.engine.env.wait_for_signal`);
 * inside a worker (``Env.in_worker``) the reader **parks** at once
   (:class:`~reactor.engine.parks.Park` with reason ``"async_wait"``, uncapped, re-enqueued
   after ``lock_snooze_base_delay + jitter``) instead of blocking a worker thread — on a small
@@ -44,13 +46,12 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from reactor.engine.env import Env
+from reactor.engine.env import Env, wait_for_signal
 from reactor.engine.parks import Park, park_delay
 from reactor.errors import AsyncWaitTimeoutError
 from reactor.model import codec
@@ -83,11 +84,6 @@ PARK_SWEEP_GRACE = 5.0
 #: Bounds of a synchronous reader's fallback poll interval, in seconds.
 MIN_POLL = 0.05
 MAX_POLL = 5.0
-
-#: The clock a synchronous reader's deadline is measured on (replace in tests).
-monotonic: Callable[[], float] = time.monotonic
-#: How a synchronous reader waits between re-checks when the storage has no signals.
-sleep: Callable[[float], None] = time.sleep
 
 _reader_env: contextvars.ContextVar[Env | None] = contextvars.ContextVar(
     "reactor_async_reader_env", default=None
@@ -168,24 +164,21 @@ def wait_for_record(
     """
     bound = env.settings.async_wait_timeout if timeout is None else float(timeout)
     poll = min(max(bound / 10.0, MIN_POLL), MAX_POLL)
-    deadline = monotonic() + bound
+    clock = env.clock
+    deadline = clock.monotonic() + bound
     subscription = _subscribe(env.storage, step_completion_channel(context_id, step))
     try:
         while True:  # subscribed before the first check: no lost wake-up
             record = env.storage.step_results.get(context_id, step)
             if record is not None and record.status == "completed":
                 return record
-            remaining = deadline - monotonic()
+            remaining = deadline - clock.monotonic()
             if remaining <= 0:
                 raise AsyncWaitTimeoutError(
                     f"async_step {step!r} of run {context_id!r} did not complete within "
                     f"{bound:g}s", run_id=context_id, timeout=bound,
                 )
-            pause = min(poll, remaining)
-            if subscription is not None:
-                subscription.get(pause)
-            else:
-                sleep(pause)
+            wait_for_signal(clock, subscription, min(poll, remaining))
     finally:
         if subscription is not None:
             subscription.close()

@@ -16,8 +16,9 @@ re-check, rate limit **last** (a park never spends a slot); released in reverse.
 compose tree (counted by the store). A semaphore slot is one lease per holder token (a fresh
 UUID per hold; not re-entrant).
 
-**Contention.** A synchronous caller waits up to the declaration's ``wait`` (polling through the
-module hooks :data:`sleep`/:data:`monotonic`), then the unit fails with the typed error
+**Contention.** A synchronous caller waits up to the declaration's ``wait``, polling on the
+runtime's clock (:attr:`reactor.config.Runtime.clock`, docs/testing.md, "The clock"), then the
+unit fails with the typed error
 (:class:`~reactor.errors.LockAcquisitionError`,
 :class:`~reactor.errors.SemaphoreAcquisitionError`,
 :class:`~reactor.errors.RateLimitExceeded`,
@@ -51,7 +52,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -102,6 +102,7 @@ if TYPE_CHECKING:
     from reactor.engine.state import RunState
     from reactor.model.context import Context
     from reactor.model.step_context import StepContext
+    from reactor.ports.clock import Clock
     from reactor.ports.storage import Storage
 
 __all__ = [
@@ -112,20 +113,12 @@ __all__ = [
     "hold_lost",
     "is_admitted",
     "mark_admitted",
-    "monotonic",
     "rollback_holds",
     "run_coordinated",
-    "sleep",
     "step_default_key",
 ]
 
 log = logging.getLogger("reactor.coordination")
-
-#: The sleep used while a synchronous caller polls a held lock/semaphore (seconds).
-#: Replace it (with :data:`monotonic`) in tests, e.g. with a fake clock that advances on sleep.
-sleep: Callable[[float], None] = time.sleep
-#: The clock the wait deadlines are measured on (seconds).
-monotonic: Callable[[], float] = time.monotonic
 
 #: The ``EngineState.parked_holds`` (and ``Waiting.scope``) scope of reactor-level holds.
 REACTOR_SCOPE = "@reactor"
@@ -188,14 +181,6 @@ def _active_ordered_keys() -> set[str]:
         keys = set()
         _active.keys = keys
     return keys
-
-
-def _sleep(seconds: float) -> None:
-    sleep(seconds)
-
-
-def _monotonic() -> float:
-    return monotonic()
 
 
 _C = TypeVar("_C")
@@ -282,6 +267,7 @@ class _Unit:
         decls: the declarations.
         storage: the storage whose coordination stores are used.
         settings: the engine settings (park delays).
+        clock: the runtime's clock, which lock and semaphore waits poll on.
         owner: the lock owner (root context id, or a fresh id for a stand-alone call).
         mode: ``"sync"`` (wait then fail), ``"worker"`` (park) or ``"direct"`` (wait then
             fail, no state kept on any context).
@@ -302,6 +288,7 @@ class _Unit:
         *,
         storage: Storage,
         settings: Settings,
+        clock: Clock,
         owner: str,
         mode: Mode,
         scope: str,
@@ -313,6 +300,7 @@ class _Unit:
         on_ticket: Callable[[str, KeyedTicket], None] | None = None,
     ) -> None:
         self.storage = storage
+        self.clock = clock
         self.on_ticket = on_ticket
         self.settings = settings
         self.owner = owner
@@ -404,7 +392,7 @@ class _Unit:
             ttl=decl.ttl,
             wait=0.0 if self.mode == "worker" else decl.wait,
             auto_extend=decl.auto_extend,
-            sleep=_sleep, monotonic=_monotonic, skew=_skew(self.storage),
+            clock=self.clock, skew=_skew(self.storage),
         ))
         if entry is None or not lock.reattach():
             lock.acquire()
@@ -419,7 +407,7 @@ class _Unit:
             holder=entry.holder if entry is not None and entry.holder else None,
             lease=decl.lease,
             wait=0.0 if self.mode == "worker" else decl.wait,
-            sleep=_sleep, monotonic=_monotonic, skew=_skew(self.storage),
+            clock=self.clock, skew=_skew(self.storage),
         ))
         if entry is None or not semaphore.reattach():
             semaphore.acquire()
@@ -693,7 +681,8 @@ def run_coordinated(
     ctx = state.ctx
     env = state.env
     unit = _Unit(
-        decls, storage=env.storage, settings=env.settings, owner=_root_id(ctx),
+        decls, storage=env.storage, settings=env.settings, clock=env.clock,
+        owner=_root_id(ctx),
         mode="worker" if env.in_worker else "sync", scope=REACTOR_SCOPE,
         default_key=state.definition.name, inputs=ctx.inputs, target=ctx,
         context_id=ctx.context_id, step=None,
@@ -836,7 +825,7 @@ class StepCoordination:
         env = state.env
         unit = _Unit(
             self.spec.coordination, storage=env.storage, settings=env.settings,
-            owner=state.coordination_owner or _root_id(ctx),
+            clock=env.clock, owner=state.coordination_owner or _root_id(ctx),
             mode="worker" if env.in_worker else "sync", scope=self.spec.name,
             default_key=step_default_key(state.definition.name, self.spec),
             inputs=arguments, target=ctx, context_id=ctx.context_id,
@@ -948,6 +937,7 @@ def rollback_holds(
     default_key = step_default_key(state.definition.name, spec)
     owner = _root_id(state.ctx)
     storage = state.env.storage
+    clock = state.env.clock
     held: list[_Hold] = []
     failure: RollbackFailure | None = None
     try:
@@ -958,13 +948,12 @@ def rollback_holds(
                 client = Lock(
                     storage.locks, key, owner=owner, ttl=decl.ttl,
                     wait=decl.effective_rollback_wait, auto_extend=decl.auto_extend,
-                    sleep=_sleep, monotonic=_monotonic, skew=_skew(storage),
+                    clock=clock, skew=_skew(storage),
                 )
             else:
                 client = Semaphore(
                     storage.semaphores, key, limit=decl.limit, lease=decl.lease,
-                    wait=decl.effective_rollback_wait, sleep=_sleep, monotonic=_monotonic,
-                    skew=_skew(storage),
+                    wait=decl.effective_rollback_wait, clock=clock, skew=_skew(storage),
                 )
             client.acquire()
             held.append(_Hold(key, client))
@@ -1010,6 +999,7 @@ def call_direct(
     runtime = config.current()
     unit = _Unit(
         cls.coordination, storage=runtime.storage, settings=runtime.settings,
+        clock=runtime.clock,
         owner=(context.root_run_id or context.run_id) if context is not None
         else f"direct:{uuid.uuid4()}",
         mode="direct", scope=cls.__qualname__, default_key=_class_key(cls),

@@ -11,7 +11,6 @@ signal (or a storage without signals) costs latency, never correctness.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -20,7 +19,7 @@ from typing import Any
 from reactor import config, registry
 from reactor.config import Runtime
 from reactor.engine.checkpoint import load_context
-from reactor.engine.env import make_env
+from reactor.engine.env import make_env, wait_for_signal
 from reactor.errors import (
     AsyncWaitTimeoutError,
     RunNotFoundError,
@@ -115,8 +114,8 @@ def wait_for_run(
     run_id: str,
     timeout: float | None = None,
     *,
-    monotonic: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    monotonic: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
 ) -> Success | Failure:
     """Block until stored run ``run_id`` is finished and return its result.
 
@@ -124,8 +123,11 @@ def wait_for_run(
         runtime: the runtime whose storage holds the run.
         run_id: the run.
         timeout: seconds to wait; ``None`` = ``settings.async_wait_timeout``.
-        monotonic: the clock of the deadline (injectable for tests).
-        sleep: waits between polls when the storage has no signals (injectable for tests).
+        monotonic: the clock of the deadline; ``None``: the runtime clock's
+            (:attr:`reactor.config.Runtime.clock`, docs/testing.md, "The clock").
+        sleep: the wait between two re-checks; ``None``: the runtime clock's, which on the
+            system clock is a signal wait on the run's completion channel when the storage has
+            signals (:func:`reactor.engine.env.wait_for_signal`).
 
     Returns:
         See :func:`stored_result`.
@@ -138,6 +140,9 @@ def wait_for_run(
     """
     bound = runtime.settings.async_wait_timeout if timeout is None else float(timeout)
     poll = min(max(bound / 10.0, MIN_POLL), MAX_POLL)
+    clock = runtime.clock
+    if monotonic is None:
+        monotonic = clock.monotonic
     deadline = monotonic() + bound
     env = make_env(runtime)
     router = runtime.router
@@ -160,10 +165,10 @@ def wait_for_run(
                     timeout=bound,
                 )
             pause = min(poll, remaining)
-            if subscription is not None:
-                subscription.get(pause)
-            else:
+            if sleep is not None:
                 sleep(pause)
+            else:
+                wait_for_signal(clock, subscription, pause)
     finally:
         if subscription is not None:
             subscription.close()

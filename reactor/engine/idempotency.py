@@ -35,7 +35,6 @@ without a key and leaves the key free.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -108,7 +107,7 @@ def run_once(
     *,
     runtime: Runtime | None = None,
     sleep: Callable[[float], None] | None = None,
-    monotonic: Callable[[], float] = time.monotonic,
+    monotonic: Callable[[], float] | None = None,
 ) -> Success | Failure | DispatchHandle:
     """Run ``definition`` at most once per idempotency key (see the module docstring).
 
@@ -118,7 +117,8 @@ def run_once(
         key: the idempotency key (validated with :func:`check_key`).
         runtime: the runtime (default ``reactor.config.current()``).
         sleep: the per-run retry sleep (as for :func:`reactor.engine.api.run`).
-        monotonic: the clock of the wait bound (tests).
+        monotonic: the clock of the wait bound; ``None``: the runtime clock's
+            ``monotonic`` (docs/testing.md, "The clock").
 
     Returns:
         The run's result (this caller ran it), or the outcome of the run holding the key, or
@@ -133,6 +133,8 @@ def run_once(
     """
     key = check_key(key)
     env = make_env(runtime, sleep)
+    if monotonic is None:
+        monotonic = env.clock.monotonic
     definition.register_codec_types()
     secret_policy.check(definition, env)
     try:
@@ -180,7 +182,7 @@ def _answer(
                 return None
             if monotonic() >= deadline:
                 return _handle(env, definition, holder)
-            time.sleep(_MISSING_POLL)
+            env.clock.sleep(_MISSING_POLL)
             continue
         outcome = stored_result(ctx)
         if outcome is not None:

@@ -122,7 +122,8 @@ def liveness_lock(env: Env, key: str, *, wait: float = 0.0) -> Lock:
     clock-skew budget (``docs/coordination.md``, "Renewal and loss", "Clock skew").
 
     Args:
-        env: the execution environment (storage, settings).
+        env: the execution environment (storage, settings, and the clock a ``wait`` polls on;
+            the holder's deadline stays on the real monotonic clock its renewal runs on).
         key: the lock key (``async:<id>``, a map element's or collector's key, ...).
         wait: seconds :meth:`Lock.acquire` keeps trying (0 = one try).
 
@@ -131,7 +132,7 @@ def liveness_lock(env: Env, key: str, *, wait: float = 0.0) -> Lock:
     """
     return Lock(
         env.storage.locks, key, ttl=env.settings.context_lock_ttl, wait=wait,
-        skew=env.storage.capabilities.clock_skew,
+        skew=env.storage.capabilities.clock_skew, clock=env.clock,
     )
 
 

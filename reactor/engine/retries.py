@@ -1,10 +1,11 @@
-"""The retry loop and its sleep hook (docs/concepts.md, "Retries").
+"""The retry loop (docs/concepts.md, "Retries").
 
-A synchronous caller sleeps in-thread between attempts. Sleeping goes through the module-level
-hook :data:`sleep` (default :func:`time.sleep`), or a per-run ``sleep=`` passed to
-``Reactor.execute``, so tests never really sleep::
-
-    monkeypatch.setattr(reactor.engine.retries, "sleep", delays.append)
+A synchronous caller waits in-thread between attempts, through the run's retry wait
+(:attr:`reactor.engine.env.Env.sleep`): the runtime clock's ``sleep``
+(``reactor.configure(clock=...)``, docs/testing.md, "The clock"), or a per-run ``sleep=``
+passed to ``Reactor.execute``. A worker running a run hands the wait to the router instead
+(:class:`reactor.engine.background.RetryLater`); an ``async_step`` unit retries inside its
+job, waiting on the runtime clock.
 
 A ``Failure`` stops the loop at once when it is not retryable (``retryable=False``, an error
 whose ``retryable`` attribute is ``False``, input validation and argument errors).
@@ -13,33 +14,12 @@ Compensation runs once, after the final attempt (the caller's business).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from reactor.dsl.retries import Retries
 from reactor.model.results import Failure, Result
 
-__all__ = ["attempt_with_retries", "default_sleep", "install_sleep", "sleep"]
-
-#: The process-wide sleep hook (seconds). Replace it (e.g. with ``monkeypatch``) in tests.
-sleep: Callable[[float], None] = time.sleep
-
-
-def default_sleep(seconds: float) -> None:
-    """Sleep through the current module-level :data:`sleep` hook (looked up at call time)."""
-    sleep(seconds)
-
-
-def install_sleep(fn: Callable[[float], None] | None) -> Callable[[float], None]:
-    """Install ``fn`` as the process-wide retry sleep hook :data:`sleep` and return the hook
-    it replaced (``None`` installs :func:`time.sleep`).
-
-    Exists so ``reactor.testing`` can make retry waits advance its test clock, and restore
-    the previous hook afterwards, without anyone patching this module (docs/testing.md).
-    """
-    global sleep
-    previous, sleep = sleep, (time.sleep if fn is None else fn)
-    return previous
+__all__ = ["attempt_with_retries"]
 
 
 def attempt_with_retries(

@@ -7,7 +7,8 @@ enforcement, step coordination, body, signal catch):
 * the ``Step`` class's input contract is enforced before **every** attempt; a violation is
   never retried and (the body not having started) never compensated;
 * the body's ``Failure`` is retried per the step's :class:`~reactor.dsl.retries.Retries`,
-  sleeping through the run's sleep hook; ``retryable=False`` stops at once.
+  waiting through the run's retry wait (``Env.sleep``: the runtime clock's, or the run's own
+  ``sleep=``); ``retryable=False`` stops at once.
 """
 
 from __future__ import annotations

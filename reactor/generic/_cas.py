@@ -20,12 +20,12 @@ Read-only inspectors use :func:`read_state`, which never writes.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from reactor.errors import StorageError
+from reactor.ports.clock import sleeper
 from reactor.ports.documents import DocumentStore
 
 __all__ = ["MAX_ATTEMPTS", "StateCodec", "StateCollection", "apply", "read_state"]
@@ -102,7 +102,7 @@ def apply(
     transition: Callable[[S | None, float], tuple[S | None, R]],
     *,
     max_attempts: int = MAX_ATTEMPTS,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] | None = None,
 ) -> R:
     """Apply a pure transition to one coordination object atomically (a CAS loop).
 
@@ -113,7 +113,8 @@ def apply(
         codec: the state's codec.
         transition: ``(state, now) -> (new_state, result)`` from :mod:`reactor.model.coordination`.
         max_attempts: compare-and-set attempts before giving up (>= 1).
-        sleep: the backoff sleep, injectable for tests (seconds).
+        sleep: the backoff sleep, injectable for tests (seconds); default ``None``: the
+            system's sleep, looked up at call time.
 
     Returns:
         The transition's result from the attempt whose write won (or that needed no write).
@@ -123,6 +124,7 @@ def apply(
             lost its compare-and-set.
         ValueError: the transition rejected its arguments (e.g. a non-positive TTL).
     """
+    pause = sleeper(sleep)
     for attempt in range(max_attempts):
         current = documents.read(collection, key)
         state = _decode(codec, key, current.value)
@@ -140,7 +142,7 @@ def apply(
         ):
             return result
         if attempt + 1 < max_attempts:
-            sleep(random.uniform(0.0, min(MAX_BACKOFF, 0.0001 * 2**attempt)))
+            pause(random.uniform(0.0, min(MAX_BACKOFF, 0.0001 * 2**attempt)))
     raise StorageError(
         f"{codec.kind} {key!r}: lost the compare-and-set {max_attempts} times in a row"
     )

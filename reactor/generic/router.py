@@ -40,6 +40,7 @@ from dataclasses import replace
 
 from reactor.errors import DeserializationError, ReactorError, RouterError
 from reactor.model.text import escaping_logger
+from reactor.ports.clock import Clock, wall_reader
 from reactor.ports.queues import QueuePrimitive, WaitsForMessages
 from reactor.ports.router import DeadLetter, Delivery, Job
 
@@ -110,7 +111,9 @@ class GenericRouter:
             instead of polling.
         visibility_timeout: seconds a delivery stays invisible before it comes back
             (default 30).
-        clock: epoch seconds for delays and leases (default :func:`time.time`).
+        clock: epoch seconds for delays and leases: a callable or a
+            :class:`~reactor.ports.Clock` (default ``None``: the system clock, read at call
+            time).
         poll_interval: the longest pause, in real seconds, between two claims of a
             ``receive`` that waits (default 0.05).
 
@@ -128,7 +131,7 @@ class GenericRouter:
         primitive: QueuePrimitive,
         *,
         visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | Clock | None = None,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
     ) -> None:
         for name, value in (("visibility_timeout", visibility_timeout),
@@ -137,7 +140,7 @@ class GenericRouter:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         self.primitive = primitive
         self.visibility_timeout = float(visibility_timeout)
-        self._clock = clock
+        self._clock = wall_reader(clock)
         self._poll_interval = float(poll_interval)
         self._waiter = primitive if isinstance(primitive, WaitsForMessages) else None
         self._closed = threading.Event()

@@ -1,9 +1,10 @@
 """A manual clock for deterministic tests of expiry, leases and delays.
 
-Every in-process component of :mod:`reactor.memory` takes an injectable ``clock: Callable[[],
-float]`` (epoch seconds, default :func:`time.time`). :class:`ManualClock` is such a callable
-that only moves when told to, so tests never sleep on a TTL (docs/testing.md, "The
-clock").
+Every in-process component of :mod:`reactor.memory` takes an injectable ``clock`` (epoch
+seconds: a ``() -> float`` callable or a :class:`reactor.ports.Clock`; default the system
+clock, read at call time). :class:`ManualClock` is such a callable that only moves when told
+to, so tests never sleep on a TTL (docs/testing.md, "The clock"). It is a storage clock only:
+the engine's waits go through the runtime's :class:`reactor.ports.Clock`.
 """
 
 from __future__ import annotations

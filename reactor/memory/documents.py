@@ -23,13 +23,13 @@ from __future__ import annotations
 import bisect
 import json
 import threading
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from reactor.memory.clock import ManualClock
+from reactor.ports.clock import Clock, wall_reader
 from reactor.ports.documents import Versioned
 
 __all__ = ["MemoryDocumentStore", "RawDocument"]
@@ -107,7 +107,8 @@ class MemoryDocumentStore:
     """A thread-safe in-process :class:`reactor.ports.DocumentStore`.
 
     Args:
-        clock: the store clock, epoch seconds (default :func:`time.time`). Pass a
+        clock: the store clock, epoch seconds: a callable or a :class:`~reactor.ports.Clock`
+            (default ``None``: the system clock, read at call time). Pass a
             :class:`reactor.memory.clock.ManualClock` to drive expiry from tests.
         purge_every: physically remove expired documents every this many writes (``0``
             disables the automatic purge; :meth:`purge` still works).
@@ -122,11 +123,11 @@ class MemoryDocumentStore:
     """
 
     def __init__(
-        self, clock: Callable[[], float] = time.time, *, purge_every: int = 4096
+        self, clock: Callable[[], float] | Clock | None = None, *, purge_every: int = 4096
     ) -> None:
         if purge_every < 0:
             raise ValueError(f"purge_every must be >= 0, got {purge_every!r}")
-        self._clock = clock
+        self._clock = wall_reader(clock)
         self._lock = threading.Lock()
         self._collections: dict[str, _Collection] = {}
         self._purge_every = purge_every

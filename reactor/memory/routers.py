@@ -30,7 +30,6 @@ import heapq
 import itertools
 import logging
 import threading
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -41,6 +40,7 @@ from reactor.errors import DeserializationError, RouterError
 from reactor.generic.router import DEFAULT_VISIBILITY_TIMEOUT, GenericRouter, check_seconds
 from reactor.memory.queue import DeadLetterList, MemoryQueue
 from reactor.ports.capabilities import JobHandler
+from reactor.ports.clock import Clock, wall_reader
 from reactor.ports.router import JOB_KINDS, DeadLetter, Delivery, Job
 
 __all__ = ["DEFAULT_VISIBILITY_TIMEOUT", "InlineRouter", "LocalRouter"]
@@ -58,7 +58,8 @@ class InlineRouter:
 
     Args:
         handler: the function that runs a job; may be bound later with :meth:`bind`.
-        clock: epoch seconds for delays (default :func:`time.time`).
+        clock: epoch seconds for delays: a callable or a :class:`~reactor.ports.Clock`
+            (default ``None``: the system clock, read at call time).
 
     Behaviour:
         * ``enqueue(job)`` with no delay runs ``handler(job)`` before returning (after the
@@ -75,10 +76,13 @@ class InlineRouter:
     keeps_data_in_process: ClassVar[Literal[True]] = True
 
     def __init__(
-        self, handler: JobHandler | None = None, *, clock: Callable[[], float] = time.time
+        self,
+        handler: JobHandler | None = None,
+        *,
+        clock: Callable[[], float] | Clock | None = None,
     ) -> None:
         self._handler = handler
-        self._clock = clock
+        self._clock = wall_reader(clock)
         self._lock = threading.RLock()
         self._local = threading.local()
         self._now_queue: deque[Job] = deque()
@@ -310,7 +314,9 @@ class LocalRouter(GenericRouter):
     Args:
         visibility_timeout: seconds a delivery stays invisible before it comes back
             (default 30).
-        clock: epoch seconds used for delays and leases (default :func:`time.time`).
+        clock: epoch seconds used for delays and leases: a callable or a
+            :class:`~reactor.ports.Clock` (default ``None``: the system clock, read at call
+            time).
         workers: the thread count of the consumers ``reactor.configure`` attaches to a
             ``local://`` router (0 = queue only).
 
@@ -329,7 +335,7 @@ class LocalRouter(GenericRouter):
         self,
         *,
         visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | Clock | None = None,
         workers: int = 1,
     ) -> None:
         if workers < 0:

@@ -9,13 +9,13 @@ State lives in the process and is lost when it exits.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import ClassVar, Literal
 
 from reactor.generic.storage import GenericStorage
 from reactor.memory.documents import MemoryDocumentStore
 from reactor.memory.signals import MemorySignalStore
+from reactor.ports.clock import Clock
 from reactor.ports.storage import Capabilities
 
 __all__ = ["MEMORY_CAPABILITIES", "MemoryStorage"]
@@ -30,7 +30,8 @@ class MemoryStorage(GenericStorage):
     Args:
         context_ttl: retention in seconds of durable run state after its last write
             (default 86400).
-        clock: the store clock, epoch seconds (default :func:`time.time`); pass a
+        clock: the store clock, epoch seconds: a callable or a :class:`~reactor.ports.Clock`
+            (default ``None``: the system clock, read at call time); pass a
             :class:`reactor.memory.clock.ManualClock` in tests.
         documents: an existing document store to share (its clock wins over ``clock``).
 
@@ -49,7 +50,7 @@ class MemoryStorage(GenericStorage):
         self,
         *,
         context_ttl: float = 86400.0,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | Clock | None = None,
         documents: MemoryDocumentStore | None = None,
     ) -> None:
         store = documents if documents is not None else MemoryDocumentStore(clock=clock)

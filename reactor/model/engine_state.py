@@ -50,14 +50,34 @@ recorded just because this one does not know a key.
 **Malformed values** (a known key holding the wrong type or an unknown enumeration value)
 raise :class:`~reactor.errors.DeserializationError` naming the field, e.g.
 ``context field 'private_data.parked_holds.post[0].owner' must be str, got int``, so the run is
-quarantined like any unreadable run (:mod:`reactor.engine.quarantine`).
+quarantined like any unreadable run (:mod:`reactor.engine.quarantine`). pydantic validates the
+stored shape: strictly (a bool is not an int, an int is not a bool, a string is not a number,
+nothing is coerced; epoch seconds are an int or a float), keys inside a record that this version
+does not read are ignored as before, and :func:`_refused` turns pydantic's first error into that
+message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, Literal, NoReturn, TypeVar, cast, get_args
+from typing import Annotated, Any, Final, Literal, TypeVar, get_args
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetPydanticSchema,
+    Strict,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+)
+from pydantic_core import PydanticCustomError
 
 from reactor.errors import DeserializationError
 from reactor.model.records import OrderedTicket
@@ -85,94 +105,24 @@ WaitingPrimitive = Literal["lock", "semaphore", "rate_limit", "ordered_lock", "a
 #: The primitives whose holds a park detaches and keeps (docs/coordination.md, "Contention").
 HoldPrimitive = Literal["lock", "semaphore"]
 
-_ADMITTED: Final = "admitted"
-_RATE_LIMIT_CHARGED: Final = "rate_limit_charged"
-_ORDERED_TICKET: Final = "ordered_lock"
-_STEP_ORDERED_TICKETS: Final = "step_ordered_locks"
-_PARKED_HOLDS: Final = "parked_holds"
-_WAITING: Final = "waiting"
-_ASYNC_STEPS: Final = "async_steps"
-_VALIDATE_INPUTS: Final = "validate_inputs"
-_ARGUMENT_ERROR: Final = "argument_error"
-_HANDED_OFF: Final = "handed_off"
-_IDEMPOTENCY_KEY: Final = "idempotency_key"
-_RETRIED_FROM: Final = "retried_from"
-_RETRIES: Final = "retries"
 #: The stored ``private_data`` key of :attr:`EngineState.quarantine` (the masking of views
 #: hides the original text kept under it: :func:`reactor.model.masking.mask_document`).
 QUARANTINE_KEY: Final = "quarantine"
-
-#: Every ``private_data`` key :class:`EngineState` reads as a typed field (any other key is
-#: kept in :attr:`EngineState.extra`).
-STORED_KEYS: Final[frozenset[str]] = frozenset({
-    _ADMITTED, _RATE_LIMIT_CHARGED, _ORDERED_TICKET, _STEP_ORDERED_TICKETS, _PARKED_HOLDS,
-    _WAITING, _ASYNC_STEPS, _VALIDATE_INPUTS, _ARGUMENT_ERROR, _HANDED_OFF, _IDEMPOTENCY_KEY,
-    _RETRIED_FROM, _RETRIES, QUARANTINE_KEY,
-})
 
 _ROOT: Final = "private_data"
 
 _T = TypeVar("_T")
 
 
-# ------------------------------------------------------------------------------ reading
+def _int_or_float(value: Any) -> Any:
+    # pydantic's strict float also takes a Decimal or a Fraction; stored seconds are neither
+    if isinstance(value, int | float):
+        return value
+    raise PydanticCustomError("float_type", "Input should be a valid number")
 
 
-def _malformed(path: str, expected: str, value: Any) -> NoReturn:
-    raise DeserializationError(
-        f"context field {path!r} must be {expected}, got {type(value).__name__}"
-    )
-
-
-def _object(value: Any, path: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        _malformed(path, "an object", value)
-    return value
-
-
-def _field(obj: Mapping[str, Any], name: str, path: str) -> Any:
-    if name not in obj:
-        raise DeserializationError(f"context field {path!r} has no {name!r}")
-    return obj[name]
-
-
-def _text(value: Any, path: str) -> str:
-    if not isinstance(value, str):
-        _malformed(path, "str", value)
-    return value
-
-
-def _flag(value: Any, path: str) -> bool:
-    if not isinstance(value, bool):
-        _malformed(path, "bool", value)
-    return value
-
-
-def _integer(value: Any, path: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        _malformed(path, "int", value)
-    return value
-
-
-def _seconds(value: Any, path: str) -> float:
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        _malformed(path, "a number", value)
-    return float(value)
-
-
-def _choice(value: Any, choices: tuple[str, ...], path: str) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise DeserializationError(
-            f"context field {path!r} must be one of {', '.join(choices)}, got {value!r}"
-        )
-    return value
-
-
-def _entries(value: Any, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        _malformed(path, "a list", value)
-    return value
-
+#: Epoch seconds: an int or a float (never a bool), read as a float.
+_Seconds = Annotated[float, Strict(), BeforeValidator(_int_or_float)]
 
 # ------------------------------------------------------------------------------ values
 
@@ -188,9 +138,9 @@ class KeyedTicket:
         epoch: the batch generation (0: a legacy ticket, never fenced).
     """
 
-    key: str
-    nonce: int
-    epoch: int = 0
+    key: StrictStr
+    nonce: StrictInt
+    epoch: StrictInt = 0
 
     @classmethod
     def of(cls, key: str, ticket: OrderedTicket) -> KeyedTicket:
@@ -208,21 +158,13 @@ class KeyedTicket:
 
     @classmethod
     def from_json(cls, value: Any, path: str = "ordered_lock") -> KeyedTicket:
-        """Read the stored form (a missing ``epoch`` is a legacy ticket: 0).
-
-        Args:
-            value: the stored value.
-            path: where it sits, for the error message.
+        """Read the stored form (a missing ``epoch`` is a legacy ticket: 0; ``path``: where it
+        sits, for the error message).
 
         Raises:
-            DeserializationError: the value is malformed.
+            DeserializationError: the value is malformed (the message names the field).
         """
-        obj = _object(value, path)
-        return cls(
-            key=_text(_field(obj, "key", path), f"{path}.key"),
-            nonce=_integer(_field(obj, "nonce", path), f"{path}.nonce"),
-            epoch=_integer(obj.get("epoch", 0), f"{path}.epoch"),
-        )
+        return _read(_TICKET, value, path)
 
 
 @dataclass(frozen=True)
@@ -249,25 +191,12 @@ class ParkedHold:
 
     @classmethod
     def from_json(cls, value: Any, path: str = "parked_holds") -> ParkedHold:
-        """Read the stored form.
-
-        Args:
-            value: the stored value.
-            path: where it sits, for the error message.
+        """Read the stored form (``path``: where it sits, for the error message).
 
         Raises:
-            DeserializationError: the value is malformed.
+            DeserializationError: the value is malformed (the message names the field).
         """
-        obj = _object(value, path)
-        primitive = cast(HoldPrimitive, _choice(
-            _field(obj, "primitive", path), get_args(HoldPrimitive), f"{path}.primitive"
-        ))
-        name = "owner" if primitive == "lock" else "holder"
-        return cls(
-            primitive=primitive,
-            key=_text(_field(obj, "key", path), f"{path}.key"),
-            holder=_text(_field(obj, name, path), f"{path}.{name}"),
-        )
+        return _read(_HOLD, value, path)
 
 
 @dataclass(frozen=True)
@@ -293,25 +222,12 @@ class Waiting:
 
     @classmethod
     def from_json(cls, value: Any, path: str = "waiting") -> Waiting:
-        """Read the stored form.
-
-        Args:
-            value: the stored value.
-            path: where it sits, for the error message.
+        """Read the stored form (``path``: where it sits, for the error message).
 
         Raises:
-            DeserializationError: the value is malformed.
+            DeserializationError: the value is malformed (the message names the field).
         """
-        obj = _object(value, path)
-        scope = obj.get("scope")
-        primitive = _choice(
-            _field(obj, "primitive", path), get_args(WaitingPrimitive), f"{path}.primitive"
-        )
-        return cls(
-            scope=None if scope is None else _text(scope, f"{path}.scope"),
-            primitive=cast(WaitingPrimitive, primitive),
-            key=_text(_field(obj, "key", path), f"{path}.key"),
-        )
+        return _read(_WAITING, value, path)
 
 
 @dataclass(frozen=True)
@@ -323,7 +239,7 @@ class AsyncStepRef:
         dispatched_at: epoch seconds (storage clock) of the dispatch.
     """
 
-    dispatched_at: float
+    dispatched_at: _Seconds
 
     def to_json(self) -> dict[str, Any]:
         """The stored form ``{"dispatched_at": epoch s}``."""
@@ -331,17 +247,12 @@ class AsyncStepRef:
 
     @classmethod
     def from_json(cls, value: Any, path: str = "async_steps") -> AsyncStepRef:
-        """Read the stored form.
-
-        Args:
-            value: the stored value.
-            path: where it sits, for the error message.
+        """Read the stored form (``path``: where it sits, for the error message).
 
         Raises:
-            DeserializationError: the value is malformed.
+            DeserializationError: the value is malformed (the message names the field).
         """
-        obj = _object(value, path)
-        return cls(_seconds(_field(obj, "dispatched_at", path), f"{path}.dispatched_at"))
+        return _read(_ASYNC_STEP, value, path)
 
 
 @dataclass(frozen=True)
@@ -360,10 +271,10 @@ class Quarantine:
             size limit).
     """
 
-    reason: str
-    original_status: str
-    original_document: str
-    original_truncated: bool = False
+    reason: StrictStr
+    original_status: StrictStr
+    original_document: StrictStr
+    original_truncated: StrictBool = False
 
     def truncated(self, chars: int) -> Quarantine:
         """This quarantine keeping only the first ``chars`` characters of the text.
@@ -390,62 +301,98 @@ class Quarantine:
 
     @classmethod
     def from_json(cls, value: Any, path: str = QUARANTINE_KEY) -> Quarantine:
-        """Read the stored form.
-
-        Args:
-            value: the stored value.
-            path: where it sits, for the error message.
+        """Read the stored form (``path``: where it sits, for the error message).
 
         Raises:
-            DeserializationError: the value is malformed.
+            DeserializationError: the value is malformed (the message names the field).
         """
-        obj = _object(value, path)
-        return cls(
-            reason=_text(_field(obj, "reason", path), f"{path}.reason"),
-            original_status=_text(
-                _field(obj, "original_status", path), f"{path}.original_status"
-            ),
-            original_document=_text(
-                _field(obj, "original_document", path), f"{path}.original_document"
-            ),
-            original_truncated=_flag(
-                obj.get("original_truncated", False), f"{path}.original_truncated"
-            ),
-        )
+        return _read(_QUARANTINE, value, path)
 
 
-# ------------------------------------------------------------------------------ the state
+# ------------------------------------------------------------------------------ stored shape
+#
+# What pydantic validates a stored value against. KeyedTicket, AsyncStepRef and Quarantine are
+# stored field for field (their fields are annotated strict); a hold and ``waiting`` go through
+# a stored record each (a hold's holder is stored under ``owner`` or ``holder``; a ``waiting``
+# may lack its ``scope``). Containers take any mapping as an object, lists only a list.
 
 
-def _by_name(read: Callable[[Any, str], _T]) -> Callable[[Any, str], dict[str, _T]]:
-    """A reader of ``{name: value}`` objects whose values ``read`` reads."""
+class _StoredLock(BaseModel):
+    primitive: Literal["lock"]
+    key: StrictStr
+    owner: StrictStr
 
-    def by_name(value: Any, path: str) -> dict[str, _T]:
-        return {name: read(item, f"{path}.{name}") for name, item in _object(value, path).items()}
-
-    return by_name
+    def value(self) -> ParkedHold:
+        return ParkedHold("lock", self.key, self.owner)
 
 
-def _holds(value: Any, path: str) -> tuple[ParkedHold, ...]:
-    return tuple(
-        ParkedHold.from_json(entry, f"{path}[{i}]") for i, entry in enumerate(_entries(value, path))
+class _StoredSemaphore(BaseModel):
+    primitive: Literal["semaphore"]
+    key: StrictStr
+    holder: StrictStr
+
+    def value(self) -> ParkedHold:
+        return ParkedHold("semaphore", self.key, self.holder)
+
+
+class _StoredWaiting(BaseModel):
+    scope: StrictStr | None = None
+    primitive: WaitingPrimitive
+    key: StrictStr
+
+    def value(self) -> Waiting:
+        return Waiting(self.scope, self.primitive, self.key)
+
+
+def _stored_as(stored: Any) -> GetPydanticSchema:
+    """Validate a value as its stored record ``stored``, then read it (``.value()``)."""
+    return GetPydanticSchema(
+        lambda _, handler: handler(Annotated[stored, AfterValidator(lambda v: v.value())])
     )
 
 
-def _run_ids(value: Any, path: str) -> tuple[str, ...]:
-    return tuple(_text(v, f"{path}[{i}]") for i, v in enumerate(_entries(value, path)))
+_Hold = Annotated[
+    ParkedHold,
+    _stored_as(Annotated[_StoredLock | _StoredSemaphore, Field(discriminator="primitive")]),
+]
+_Waiting = Annotated[Waiting, _stored_as(_StoredWaiting)]
+_List = Annotated[list[_T], Strict()]
 
 
-def _hand_off(value: Any, path: str) -> HandOffMode:
-    return cast(HandOffMode, _choice(value, get_args(HandOffMode), path))
+class _StoredState(BaseModel):
+    """The stored ``private_data`` object: one field per known key, named as stored; ``None``
+    for an absent key or a stored ``null``; any other key is kept, unread, in ``model_extra``."""
+
+    model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, Any] = Field(init=False)
+
+    admitted: StrictBool | None = None
+    rate_limit_charged: StrictBool | None = None
+    ordered_lock: KeyedTicket | None = None
+    step_ordered_locks: dict[StrictStr, KeyedTicket] | None = None
+    parked_holds: dict[StrictStr, _List[_Hold]] | None = None
+    waiting: _Waiting | None = None
+    async_steps: dict[StrictStr, AsyncStepRef] | None = None
+    validate_inputs: StrictBool | None = None
+    argument_error: StrictStr | None = None
+    handed_off: HandOffMode | None = None
+    idempotency_key: StrictStr | None = None
+    retried_from: StrictStr | None = None
+    retries: _List[StrictStr] | None = None
+    quarantine: Quarantine | None = None
 
 
-def _stored(
-    obj: Mapping[str, Any], key: str, read: Callable[[Any, str], _T]
-) -> _T | None:
-    """The value of known key ``key`` read with ``read``; ``None`` when absent or ``null``."""
-    value = obj.get(key)
-    return None if value is None else read(value, f"{_ROOT}.{key}")
+#: Every ``private_data`` key :class:`EngineState` reads as a typed field (any other key is
+#: kept in :attr:`EngineState.extra`).
+STORED_KEYS: Final[frozenset[str]] = frozenset(_StoredState.model_fields)
+assert QUARANTINE_KEY in STORED_KEYS
+
+_STATE: Final = TypeAdapter(_StoredState)
+_TICKET: Final = TypeAdapter(KeyedTicket)
+_HOLD: Final = TypeAdapter(_Hold)
+_WAITING: Final = TypeAdapter(_Waiting)
+_ASYNC_STEP: Final = TypeAdapter(AsyncStepRef)
+_QUARANTINE: Final = TypeAdapter(Quarantine)
 
 
 @dataclass(frozen=True)
@@ -568,43 +515,31 @@ class EngineState:
         Returns:
             A plain dict for the codec (its values are JSON, except what :attr:`extra` holds).
         """
-        stored: dict[str, Any] = {}
-        if self.admitted:
-            stored[_ADMITTED] = True
-        if self.rate_limit_charged:
-            stored[_RATE_LIMIT_CHARGED] = True
-        if self.ordered_ticket is not None:
-            stored[_ORDERED_TICKET] = self.ordered_ticket.to_json()
-        if self.step_ordered_tickets:
-            stored[_STEP_ORDERED_TICKETS] = {
+        links = self.links
+        stored = {
+            "admitted": True if self.admitted else None,
+            "rate_limit_charged": True if self.rate_limit_charged else None,
+            "ordered_lock": None if self.ordered_ticket is None else self.ordered_ticket.to_json(),
+            "step_ordered_locks": {
                 step: ticket.to_json() for step, ticket in self.step_ordered_tickets.items()
-            }
-        if self.parked_holds:
-            stored[_PARKED_HOLDS] = {
+            } or None,
+            "parked_holds": {
                 scope: [hold.to_json() for hold in holds]
                 for scope, holds in self.parked_holds.items()
-            }
-        if self.waiting is not None:
-            stored[_WAITING] = self.waiting.to_json()
-        if self.async_steps:
-            stored[_ASYNC_STEPS] = {step: ref.to_json() for step, ref in self.async_steps.items()}
-        if self.validate_inputs:
-            stored[_VALIDATE_INPUTS] = True
-        if self.argument_error is not None:
-            stored[_ARGUMENT_ERROR] = self.argument_error
-        if self.handed_off is not None:
-            stored[_HANDED_OFF] = self.handed_off
-        links = self.links
-        if links.idempotency_key is not None:
-            stored[_IDEMPOTENCY_KEY] = links.idempotency_key
-        if links.retried_from is not None:
-            stored[_RETRIED_FROM] = links.retried_from
-        if links.retries:
-            stored[_RETRIES] = list(links.retries)
-        if self.quarantine is not None:
-            stored[QUARANTINE_KEY] = self.quarantine.to_json()
-        stored.update(self.extra)
-        return stored
+            } or None,
+            "waiting": None if self.waiting is None else self.waiting.to_json(),
+            "async_steps": {
+                step: ref.to_json() for step, ref in self.async_steps.items()
+            } or None,
+            "validate_inputs": True if self.validate_inputs else None,
+            "argument_error": self.argument_error,
+            "handed_off": self.handed_off,
+            "idempotency_key": links.idempotency_key,
+            "retried_from": links.retried_from,
+            "retries": list(links.retries) or None,
+            QUARANTINE_KEY: None if self.quarantine is None else self.quarantine.to_json(),
+        }
+        return {**{k: v for k, v in stored.items() if v is not None}, **self.extra}
 
     @classmethod
     def from_json(cls, value: Any) -> EngineState:
@@ -621,25 +556,84 @@ class EngineState:
             DeserializationError: ``value`` is not an object, or a known key holds a
                 malformed value (the message names the field).
         """
-        obj = _object(value, _ROOT)
+        stored = _read(_STATE, value, _ROOT)
         return cls(
-            admitted=_stored(obj, _ADMITTED, _flag) or False,
-            rate_limit_charged=_stored(obj, _RATE_LIMIT_CHARGED, _flag) or False,
-            ordered_ticket=_stored(obj, _ORDERED_TICKET, KeyedTicket.from_json),
-            step_ordered_tickets=_stored(
-                obj, _STEP_ORDERED_TICKETS, _by_name(KeyedTicket.from_json)
-            ) or {},
-            parked_holds=_stored(obj, _PARKED_HOLDS, _by_name(_holds)) or {},
-            waiting=_stored(obj, _WAITING, Waiting.from_json),
-            async_steps=_stored(obj, _ASYNC_STEPS, _by_name(AsyncStepRef.from_json)) or {},
-            validate_inputs=_stored(obj, _VALIDATE_INPUTS, _flag) or False,
-            argument_error=_stored(obj, _ARGUMENT_ERROR, _text),
-            handed_off=_stored(obj, _HANDED_OFF, _hand_off),
+            admitted=stored.admitted or False,
+            rate_limit_charged=stored.rate_limit_charged or False,
+            ordered_ticket=stored.ordered_lock,
+            step_ordered_tickets=stored.step_ordered_locks or {},
+            parked_holds={
+                scope: tuple(holds) for scope, holds in (stored.parked_holds or {}).items()
+            },
+            waiting=stored.waiting,
+            async_steps=stored.async_steps or {},
+            validate_inputs=stored.validate_inputs or False,
+            argument_error=stored.argument_error,
+            handed_off=stored.handed_off,
             links=RunLinks(
-                idempotency_key=_stored(obj, _IDEMPOTENCY_KEY, _text),
-                retried_from=_stored(obj, _RETRIED_FROM, _text),
-                retries=_stored(obj, _RETRIES, _run_ids) or (),
+                stored.idempotency_key, stored.retried_from, tuple(stored.retries or ())
             ),
-            quarantine=_stored(obj, QUARANTINE_KEY, Quarantine.from_json),
-            extra={k: v for k, v in obj.items() if k not in STORED_KEYS},
+            quarantine=stored.quarantine,
+            extra=stored.model_extra or {},
         )
+
+
+# ------------------------------------------------------------------------------ errors
+
+#: The stored type a pydantic type error expects, as the messages name it.
+_EXPECTED: Final = {
+    "bool_type": "bool", "string_type": "str", "int_type": "int", "float_type": "a number",
+    "list_type": "a list", "dict_type": "an object", "model_type": "an object",
+    "model_attributes_type": "an object", "dataclass_type": "an object",
+}
+_HOLD_TAGS: Final = frozenset(get_args(HoldPrimitive))
+
+
+def _read(adapter: TypeAdapter[_T], value: Any, path: str) -> _T:
+    """``value`` validated by ``adapter``; a malformed value raises
+    :class:`~reactor.errors.DeserializationError` naming the field below ``path``."""
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as exc:
+        # ``from None``: pydantic's text quotes the stored values (a quarantine's original text)
+        raise _refused(exc, path) from None
+
+
+def _refused(exc: ValidationError, path: str) -> DeserializationError:
+    """pydantic's first error as ``context field '<path>' ...``: the location joined to
+    ``path`` (``.name``, ``[index]``; the variant tag pydantic puts after a hold's index is no
+    level of the stored value), then ``has no '<name>'`` (missing), ``keys must be str``, ``must
+    be one of <choices>, got <value>`` (an enumeration) or ``must be <type>, got <type>``."""
+    error = exc.errors(include_url=False)[0]
+    kind, loc, got = error["type"], error["loc"], error["input"]
+    if loc and loc[-1] == "[key]":  # a nested object's key: pydantic checks it as a str
+        kind, loc = "invalid_key", loc[:-1]
+    parts = [path]
+    for i, step in enumerate(loc):
+        if isinstance(step, int):
+            parts.append(f"[{step}]")
+        elif not (step in _HOLD_TAGS and (i == 0 or isinstance(loc[i - 1], int))):
+            parts.append(f".{step}")
+    where, parent = "".join(parts), "".join(parts[:-1])
+    if kind == "missing":
+        return DeserializationError(f"context field {parent!r} has no {loc[-1]!r}")
+    if kind == "invalid_key":
+        return DeserializationError(
+            f"context field {parent!r} keys must be str, got {type(got).__name__}"
+        )
+    if kind == "union_tag_not_found":
+        return DeserializationError(f"context field {where!r} has no 'primitive'")
+    if kind in ("literal_error", "union_tag_invalid"):
+        ctx = error.get("ctx", {})
+        if kind == "union_tag_invalid":
+            where, got = f"{where}.primitive", ctx["tag"]
+        choices = str(ctx.get("expected") or ctx.get("expected_tags"))  # "'a', 'b' or 'c'"
+        choices = choices.replace("'", "").replace(" or ", ", ")
+        return DeserializationError(
+            f"context field {where!r} must be one of {choices}, got {got!r}"
+        )
+    if kind in _EXPECTED:
+        return DeserializationError(
+            f"context field {where!r} must be {_EXPECTED[kind]}, got {type(got).__name__}"
+        )
+    return DeserializationError(f"context field {where!r} is malformed: {error['msg']}")

@@ -1,4 +1,5 @@
-"""The ports: the storage and router protocols every adapter implements (docs/protocol.md).
+"""The ports: the storage and router protocols every adapter implements (docs/protocol.md),
+and the :class:`Clock` the runtime waits on (docs/testing.md, "The clock").
 
 Adapters depend on this package and :mod:`reactor.model` only; the engine reaches storage and
 queues only through these protocols.
@@ -30,6 +31,7 @@ from reactor.model.records import (
     StepResultRecord,
     StepResultStatus,
 )
+from reactor.ports.clock import SYSTEM_CLOCK, Clock, SystemClock
 from reactor.ports.documents import DocumentStore, Versioned
 from reactor.ports.router import JOB_KINDS, DeadLetter, Delivery, Job, JobKind, Router
 from reactor.ports.storage import (
@@ -53,8 +55,10 @@ from reactor.ports.storage import (
 __all__ = [
     "FAILED_ROLLBACK_OUTCOMES",
     "JOB_KINDS",
+    "SYSTEM_CLOCK",
     "Capabilities",
     "ClaimStore",
+    "Clock",
     "ContextRecord",
     "ContextStore",
     "DeadLetter",
@@ -95,5 +99,6 @@ __all__ = [
     "Storage",
     "Subscription",
     "SweepCursorStore",
+    "SystemClock",
     "Versioned",
 ]

@@ -3,8 +3,8 @@
 * :class:`TestEnvironment` (and the pytest fixture ``reactor_env``): an isolated in-memory
   runtime, installed as the active one and restored on exit.
 * :class:`TestClock` (``env.clock``): time moves only when the test says so;
-  ``env.clock.advance(seconds)`` fires retries, delayed jobs, parks and expiries, and the
-  engine's retry waits never really sleep.
+  ``env.clock.advance(seconds)`` fires retries, delayed jobs, parks and expiries; it is the
+  runtime's clock, so the engine's waits (retries, coordination) never really sleep.
 * ``env.run_until_idle()``: run background runs, async steps and fan-out maps to completion,
   synchronously; :class:`NotIdleError` names what is still pending when they do not settle.
 * ``env.fail_step(...)``, ``env.storage_fails(...)``: fault injection.

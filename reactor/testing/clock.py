@@ -1,11 +1,12 @@
-"""``TestClock``: the storage clock of a test environment, moved only by the test.
+"""``TestClock``: the one clock of a test environment, moved only by the test.
 
-A :class:`TestClock` is the clock of the environment's in-memory storage and router: stored
-timestamps, TTL expiries, lock leases, job delays and retries are all judged by it. It moves
-only when told to (:meth:`TestClock.advance`), or when the engine "sleeps" between the retry
-attempts of a synchronous run (:meth:`TestClock.sleep`, installed as the engine's retry sleep
-hook by :class:`reactor.testing.TestEnvironment`), so nothing in a test really waits
-(docs/testing.md, "The clock").
+A :class:`TestClock` is the clock of the environment's in-memory storage and router (stored
+timestamps, TTL expiries, lock leases, job delays and retries are all judged by it) and the
+runtime's :class:`reactor.ports.Clock` (:attr:`reactor.config.Runtime.clock`), so every wait
+of the engine goes through it. It moves only when told to (:meth:`TestClock.advance`), or
+when the engine waits in the caller (:meth:`TestClock.sleep`: the retry waits of a
+synchronous run, coordination waits, a synchronous reader's wait for an ``async_step``), so
+nothing in a test really waits (docs/testing.md, "The clock").
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ def _seconds(name: str, value: float) -> float:
 class TestClock:
     """A clock in epoch seconds that moves only when the test moves it.
 
-    Call it (``clock()``) or use :meth:`now` to read it. Used on its own (``TestClock()``),
+    Call it (``clock()``) or use :meth:`now` to read it; it implements
+    :class:`reactor.ports.Clock` (:meth:`now`, :meth:`monotonic`, :meth:`sleep`), so
+    ``reactor.configure(clock=TestClock())`` works too. Used on its own (``TestClock()``),
     :meth:`advance` only moves time; the clock of a :class:`reactor.testing.TestEnvironment`
     (``env.clock``) also runs every job that became due on the way (docs/testing.md, "The
     clock").
@@ -42,8 +45,8 @@ class TestClock:
         start: the initial time in epoch seconds (default :data:`DEFAULT_START`).
 
     Attributes:
-        sleeps: every wait the engine asked for through :meth:`sleep` (the retry waits of
-            synchronous runs), in seconds, oldest first.
+        sleeps: every wait the engine asked for through :meth:`sleep` (retry waits,
+            coordination waits and reader waits in the caller), in seconds, oldest first.
 
     Raises:
         ValueError: ``start`` is not a finite number.
@@ -65,6 +68,11 @@ class TestClock:
 
     def now(self) -> float:
         """The current time in epoch seconds."""
+        return self._manual()
+
+    def monotonic(self) -> float:
+        """The current time in seconds, for intervals: the same reading as :meth:`now` (this
+        clock never goes backwards)."""
         return self._manual()
 
     def advance(self, seconds: float) -> float:
@@ -98,9 +106,10 @@ class TestClock:
         """Wait ``seconds`` without waiting: record the wait in :attr:`sleeps` and move the
         clock forward by it, running no job.
 
-        :class:`reactor.testing.TestEnvironment` installs it as the engine's retry sleep, so
-        a synchronous run's retry waits take no real time; jobs that become due meanwhile run
-        at the next :meth:`advance` or ``run_until_idle()``.
+        A :class:`reactor.testing.TestEnvironment` makes this clock the runtime's, so the
+        engine's waits in the caller (retry waits, coordination waits, reader waits) take no
+        real time; jobs that become due meanwhile run at the next :meth:`advance` or
+        ``run_until_idle()``.
 
         Args:
             seconds: the wait, in seconds (a negative wait counts as 0).

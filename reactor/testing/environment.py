@@ -3,9 +3,10 @@
 Entering a :class:`TestEnvironment` installs, as the process's active runtime, a fresh
 :class:`reactor.memory.MemoryStorage` and an in-process router that share one
 :class:`reactor.testing.TestClock`; leaving it puts the previous runtime back exactly as it
-was (not closed, not reconfigured) and changes no environment variable. While it is active,
-the engine's retry waits in the caller advance the test clock instead of sleeping. The
-``reactor_env`` pytest fixture (:mod:`reactor.testing.plugin`) is one of these
+was (not closed, not reconfigured) and changes no environment variable. The test clock is
+also the runtime's clock (:attr:`reactor.config.Runtime.clock`), so the engine's waits in the
+caller (retries, coordination, reads of ``async_step`` results) advance it instead of
+sleeping. The ``reactor_env`` pytest fixture (:mod:`reactor.testing.plugin`) is one of these
 (docs/testing.md).
 """
 
@@ -20,7 +21,6 @@ from pydantic import ValidationError
 
 from reactor import config
 from reactor.config import Runtime, Settings
-from reactor.engine import retries
 from reactor.errors import ConfigurationError
 from reactor.facade import Reactor
 from reactor.jobs.sweep_tick import run_sweeps
@@ -85,12 +85,11 @@ class TestEnvironment:
         self.storage = MemoryStorage(context_ttl=self.settings.context_ttl, clock=self.clock)
         storage = cast(Storage, self.storage)  # a MemorySignalStore is a SignalStore
         self.runtime = Runtime(storage=storage, router=self._driver.router,
-                               settings=self.settings)
+                               settings=self.settings, clock=self.clock)
         self._driver.bind(self.runtime)
         self._step_faults = StepFaults()
         self._storage_faults = StorageFaults(storage)
         self._previous: Runtime | None = None
-        self._previous_sleep: Any = None
         self._active = False
         self._closed = False
 
@@ -118,8 +117,8 @@ class TestEnvironment:
         self.close()
 
     def start(self) -> None:
-        """Make this environment the process's active runtime, and the test clock the
-        engine's retry sleep, remembering what was there.
+        """Make this environment (and so its test clock) the process's active runtime,
+        remembering the one that was there.
 
         Raises:
             RuntimeError: the environment is already active or was closed (build a new one
@@ -130,12 +129,11 @@ class TestEnvironment:
         # Swapped in, not configured: configure() would close the previous runtime's storage
         # and router, which the test must get back untouched.
         self._previous = config.swap(self.runtime)
-        self._previous_sleep = retries.install_sleep(self.clock.sleep)
         self.clock._attach(self._advance_to)
         self._active = True
 
     def close(self) -> None:
-        """Disarm every fault, put the previous runtime and retry sleep back, and close this
+        """Disarm every fault, put the previous runtime back, and close this
         environment's storage and router; idempotent.
 
         When another runtime was made active meanwhile (a ``configure()`` inside the test),
@@ -149,7 +147,6 @@ class TestEnvironment:
         self.clock._attach(None)
         self._step_faults.restore_all()
         self._storage_faults.restore_all()
-        retries.install_sleep(self._previous_sleep)
         current = config.swap(self._previous)
         self._previous = None
         if current is not None and current is not self.runtime:  # configured inside the test

@@ -1,5 +1,5 @@
-"""Shared helpers for the coordination engine tests: a manual-clock runtime, a fake wait clock,
-a recording storage, and worker-mode execution of stored contexts."""
+"""Shared helpers for the coordination engine tests: a manual-clock runtime on a fake wait
+clock, a recording storage, and worker-mode execution of stored contexts."""
 
 from __future__ import annotations
 
@@ -17,30 +17,18 @@ from reactor.engine.state import RunState
 from reactor.memory import ManualClock, MemoryStorage
 from reactor.model.context import Context
 from reactor.model.results import Failure, Success
+from tests.fake_clock import FakeClock
 
 #: 2026-11-29T12:00:00Z
 START = 1_795_953_600.0
 
 
-def manual_runtime() -> tuple[Runtime, MemoryStorage]:
-    """Configure a memory storage on a manual clock (TTLs never lapse on their own)."""
+def manual_runtime(clock: FakeClock | None = None) -> tuple[Runtime, MemoryStorage]:
+    """Configure a memory storage on a manual clock (TTLs never lapse on their own), the
+    runtime on ``clock`` (coordination waits poll on it instead of sleeping)."""
     storage = MemoryStorage(clock=ManualClock(START))
-    return config.configure(storage=storage, router="inline://"), storage
-
-
-class FakeTime:
-    """A monotonic clock that advances only when the coordination code sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-        self.slept += seconds
+    runtime = config.configure(storage=storage, router="inline://", clock=clock or FakeClock())
+    return runtime, storage
 
 
 class Recorder:
@@ -105,12 +93,4 @@ def stored(run_id: str) -> Context:
     ctx = load_context(make_env(), run_id)
     assert ctx is not None
     return ctx
-
-
-def patch_wait_clock(monkeypatch: Any) -> FakeTime:
-    """Route coordination waits through a :class:`FakeTime` (no real sleeping)."""
-    fake = FakeTime()
-    monkeypatch.setattr(coordination, "sleep", fake.sleep)
-    monkeypatch.setattr(coordination, "monotonic", fake.monotonic)
-    return fake
 

@@ -35,7 +35,7 @@ from reactor.memory import LocalRouter, MemoryStorage
 from reactor.model import codec
 from reactor.model.results import Halt
 from reactor.model.status import RunStatus
-from tests.engine.coordination_helpers import FakeTime
+from tests.fake_clock import FakeClock
 
 # ------------------------------------------------------------------------------ definition
 
@@ -260,12 +260,11 @@ def test_dispatch_persists_before_enqueue_and_a_resume_reattaches(queued: Runtim
 
 
 def test_synchronous_reader_times_out_on_its_bound(
-    queued: Runtime, monkeypatch: pytest.MonkeyPatch
+    queued: Runtime, fake_clock: FakeClock
 ) -> None:
-    fake = FakeTime()
-    monkeypatch.setattr(engine_async, "monotonic", fake.monotonic)
-    monkeypatch.setattr(engine_async, "sleep", fake.sleep)
-    monkeypatch.setattr(engine_async, "_subscribe", lambda storage, channel: None)
+    # the same backends on a fake clock: the reader polls on it (no signal wait, no sleeping)
+    config.configure(storage=queued.storage, router=queued.router, clock=fake_clock,
+                     async_wait_timeout=3.0)
 
     class R(Reactor):
         @async_step()
@@ -280,8 +279,8 @@ def test_synchronous_reader_times_out_on_its_bound(
     assert isinstance(out, Failure) and out.step_name == "reader"
     assert isinstance(out.error, ArgumentResolutionError)
     assert isinstance(out.error.__cause__, AsyncWaitTimeoutError)
-    assert fake.now == pytest.approx(3.0)  # the whole bound, polled every 0.3 s
-    assert fake.slept == pytest.approx(3.0)
+    assert fake_clock.monotonic() == pytest.approx(3.0)  # the whole bound, polled every 0.3 s
+    assert fake_clock.slept == pytest.approx(3.0) and max(fake_clock.sleeps) == pytest.approx(0.3)
 
 
 def test_synchronous_reader_wakes_on_the_completed_record(queued: Runtime) -> None:

@@ -33,22 +33,16 @@ from reactor.model.results import Failure, Halt, Skipped, Success
 from reactor.model.signals import halt, skip
 from reactor.model.status import RunStatus
 from tests.engine.coordination_helpers import (
-    FakeTime,
     manual_runtime,
-    patch_wait_clock,
     record_coordination,
     stored,
 )
+from tests.fake_clock import FakeClock
 
 
 @pytest.fixture
-def storage() -> MemoryStorage:
-    return manual_runtime()[1]
-
-
-@pytest.fixture
-def fake_time(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
-    return patch_wait_clock(monkeypatch)
+def storage(fake_clock: FakeClock) -> MemoryStorage:
+    return manual_runtime(fake_clock)[1]
 
 
 @pytest.fixture(autouse=True)
@@ -199,7 +193,7 @@ def test_semaphore_is_per_holder_not_reentrant(storage: MemoryStorage) -> None:
 
 
 def test_step_contention_fails_without_compensation_and_rolls_back_earlier_steps(
-    storage: MemoryStorage, fake_time: FakeTime
+    storage: MemoryStorage, fake_clock: FakeClock
 ) -> None:
     calls: list[str] = []
 
@@ -231,29 +225,21 @@ def test_step_contention_fails_without_compensation_and_rolls_back_earlier_steps
     assert isinstance(result.error, LockAcquisitionError)
     assert result.step_name == "charge" and not result.retryable
     assert calls == ["reserve", "undo reserve"]  # charge never ran, never compensated
-    assert fake_time.slept == pytest.approx(2.0)  # waited up to `wait`, then failed
+    assert fake_clock.slept == pytest.approx(2.0)  # waited up to `wait`, then failed
     assert stored(result.run_id or "").status is RunStatus.FAILED
 
 
 def test_step_contention_waits_and_succeeds_when_the_hold_frees(
-    storage: MemoryStorage, monkeypatch: pytest.MonkeyPatch
+    storage: MemoryStorage, fake_clock: FakeClock
 ) -> None:
     intruder = _hold(storage, "k")
-    slept: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        intruder.release()  # the other holder finishes while we poll
-
-    from reactor.engine import coordination
-
-    monkeypatch.setattr(coordination, "sleep", sleep)
+    fake_clock.on_sleep = lambda seconds: intruder.release()  # it finishes while we poll
 
     class R(Reactor):
         s = step(lambda inputs, ctx: "got it", coordination=with_lock(key="k", wait=5))
 
     assert R.run().value == {"s": "got it"}
-    assert len(slept) == 1
+    assert len(fake_clock.sleeps) == 1  # one poll on the runtime's clock, then it was free
 
 
 def test_reactor_level_contention_fails_before_any_step(storage: MemoryStorage) -> None:
@@ -335,7 +321,7 @@ def test_rollback_retakes_the_step_lock_around_undo_and_compensate(
 
 
 def test_rollback_that_cannot_retake_records_coordination_unavailable(
-    storage: MemoryStorage, fake_time: FakeTime
+    storage: MemoryStorage, fake_clock: FakeClock
 ) -> None:
     calls: list[str] = []
 
@@ -386,7 +372,7 @@ def test_rollback_that_cannot_retake_records_coordination_unavailable(
         ("pooled", "undo", "coordination_unavailable"),
     }
     # Waited the semaphore's 60 s default, then the lock's TTL (30 s).
-    assert fake_time.slept == pytest.approx(90.0)
+    assert fake_clock.slept == pytest.approx(90.0)
 
 
 # ------------------------------------------------------------------------ periods

@@ -13,6 +13,7 @@ from reactor import (
     Input,
     Reactor,
     Step,
+    config,
     input,
     step,
     with_lock,
@@ -21,6 +22,7 @@ from reactor import (
     with_rate_limit,
     with_semaphore,
 )
+from reactor.config import Runtime
 from reactor.coordination import Lock, OrderedLock, RateLimit, Semaphore
 from reactor.engine.parks import Park
 from reactor.errors import (
@@ -33,24 +35,26 @@ from reactor.model.engine_state import ParkedHold, Waiting
 from reactor.model.results import Failure, Halt, Skipped, Success
 from reactor.model.status import RunStatus
 from reactor.model.step_context import StepContext
+from reactor.ports import SYSTEM_CLOCK
 from tests.engine.coordination_helpers import (
-    FakeTime,
     deliver,
     enqueue,
     manual_runtime,
-    patch_wait_clock,
     stored,
 )
+from tests.fake_clock import FakeClock
 
 
 @pytest.fixture
-def storage() -> MemoryStorage:
-    return manual_runtime()[1]
+def storage(fake_clock: FakeClock) -> MemoryStorage:
+    return manual_runtime(fake_clock)[1]
 
 
 @pytest.fixture
-def fake_time(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
-    return patch_wait_clock(monkeypatch)
+def real_time() -> Runtime:
+    """The in-memory runtime on the system clock: threads that wait for each other's holds
+    wait in real time (a shared fake clock would run their deadlines out at once)."""
+    return config.configure(storage="memory://", router="inline://", clock=SYSTEM_CLOCK)
 
 
 # ------------------------------------------------------------------------ parks in a worker
@@ -258,7 +262,7 @@ def test_step_level_ordered_lock_orders_arrivals(storage: MemoryStorage) -> None
 # ------------------------------------------------------------------------ threads
 
 
-def test_semaphore_of_three_never_has_four_holders_across_threads() -> None:
+def test_semaphore_of_three_never_has_four_holders_across_threads(real_time: Runtime) -> None:
     barrier = threading.Barrier(3, timeout=30)
     guard = threading.Lock()
     inside = 0
@@ -298,7 +302,7 @@ def test_semaphore_of_three_never_has_four_holders_across_threads() -> None:
     assert peak == 3
 
 
-def test_lock_serializes_threads_of_the_same_key() -> None:
+def test_lock_serializes_threads_of_the_same_key(real_time: Runtime) -> None:
     guard = threading.Lock()
     inside = 0
     overlaps = 0
@@ -334,7 +338,7 @@ def test_lock_serializes_threads_of_the_same_key() -> None:
 
 
 def test_direct_step_call_coordinates_as_its_own_unit(
-    storage: MemoryStorage, fake_time: FakeTime
+    storage: MemoryStorage, fake_clock: FakeClock
 ) -> None:
     bodies: list[str] = []
 
@@ -355,7 +359,7 @@ def test_direct_step_call_coordinates_as_its_own_unit(
     assert intruder.try_acquire()
     contended = Charge.call({"card": "1"})
     assert isinstance(contended, Failure) and isinstance(contended.error, LockAcquisitionError)
-    assert fake_time.slept == pytest.approx(3.0) and bodies == []  # waited, then failed
+    assert fake_clock.slept == pytest.approx(3.0) and bodies == []  # waited, then failed
     intruder.release()
 
     assert Charge.call({"card": "1"}) == Success("charged")

@@ -4,7 +4,8 @@ park state kept on its record, and the single-writer rule (seeds 000/003 ``step_
 ``step_sweeper.rb``).
 
 Everything runs on a manual clock: the memory storage and the local router share it, and jobs
-are processed in the test's thread with ``Worker.run_pending``.
+are processed in the test's thread with ``Worker.run_pending``. The runtime's clock is a fake
+one: retry waits inside a unit's job are recorded on it, never slept.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from reactor import (
 )
 from reactor.config import Runtime
 from reactor.coordination import Lock, Semaphore
-from reactor.engine import retries
 from reactor.engine.async_step import PARK_SWEEP_GRACE, outcome_of
 from reactor.errors import SnoozeLimitError
 from reactor.jobs.handlers.step import unit_owner
@@ -36,6 +36,7 @@ from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, ManualClock, MemoryStorage
 from reactor.model.keys import step_liveness_key
 from reactor.model.records import StepResultRecord
+from tests.fake_clock import FakeClock
 
 START = 1_795_953_600.0
 DELAY = 1.0
@@ -46,11 +47,12 @@ class Env:
 
     def __init__(self, **settings: Any) -> None:
         self.clock = ManualClock(START)
+        self.waits = FakeClock(START)
         self.storage = MemoryStorage(clock=self.clock)
         self.router = LocalRouter(clock=self.clock)
         self.runtime: Runtime = config.configure(
-            storage=self.storage, router=self.router, lock_snooze_base_delay=DELAY,
-            lock_snooze_jitter=0, **settings,
+            storage=self.storage, router=self.router, clock=self.waits,
+            lock_snooze_base_delay=DELAY, lock_snooze_jitter=0, **settings,
         )
         self.worker = Worker(self.runtime, liveness_wait=0.0)
 
@@ -64,8 +66,7 @@ class Env:
 
 
 @pytest.fixture
-def make_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    monkeypatch.setattr(retries, "sleep", lambda seconds: None)
+def make_env() -> Iterator[Any]:
     yield Env
     config.reset()
 
@@ -203,16 +204,14 @@ def test_park_state_lives_on_the_record_and_is_readopted(make_env: Any) -> None:
     assert after.document == before.document and after.updated_at == before.updated_at
 
 
-def test_a_park_gives_the_retry_attempt_back(
-    make_env: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_park_gives_the_retry_attempt_back(make_env: Any) -> None:
     env = make_env()
     attempts: list[int] = []
 
     def grab_while_sleeping(seconds: float) -> None:  # someone takes the lock between attempts
         assert env.storage.locks.acquire("shared", "other", None)
 
-    monkeypatch.setattr(retries, "sleep", grab_while_sleeping)
+    env.waits.on_sleep = grab_while_sleeping  # the retry wait, on the runtime's clock
 
     class R(Reactor):
         @async_step(retries=Retries(max_attempts=2, backoff="fixed", base_delay=1),
@@ -233,6 +232,7 @@ def test_a_park_gives_the_retry_attempt_back(
     done = env.record(run_id)
     assert outcome_of(done) == Success("second")
     assert attempts == [1, 2]  # the parked attempt did not count
+    assert env.waits.sleeps == [1.0]  # the retry wait inside the job, on the runtime's clock
 
 
 def test_a_unit_whose_parent_is_gone_completes_with_a_failure(make_env: Any) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+import traceback
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -184,6 +186,85 @@ def test_a_malformed_value_is_refused_naming_its_field(
     document["private_data"] = private_data
     with pytest.raises(DeserializationError, match=named):
         Context.from_document(codec.decode_document(codec.encode_document(document)))
+
+
+@pytest.mark.parametrize(("private_data", "message"), [
+    # strict: a bool is not an int, an int is not a bool, nothing is coerced
+    ({"ordered_lock": {"key": "k", "nonce": True}},
+     "'private_data.ordered_lock.nonce' must be int, got bool"),
+    ({"ordered_lock": {"key": "k", "nonce": 1.0}},
+     "'private_data.ordered_lock.nonce' must be int, got float"),
+    ({"ordered_lock": {"key": "k", "nonce": 1, "epoch": None}},
+     "'private_data.ordered_lock.epoch' must be int, got NoneType"),
+    ({"admitted": 1}, "'private_data.admitted' must be bool, got int"),
+    ({"async_steps": {"u": {"dispatched_at": True}}},
+     "'private_data.async_steps.u.dispatched_at' must be a number, got bool"),
+    ({"async_steps": {"u": {"dispatched_at": "1700000000"}}},
+     "'private_data.async_steps.u.dispatched_at' must be a number, got str"),
+    ({"async_steps": {"u": {"dispatched_at": Decimal("1700000000")}}},  # the codec's decimal
+     "'private_data.async_steps.u.dispatched_at' must be a number, got Decimal"),
+    ({"retries": ("run-2",)}, "'private_data.retries' must be a list, got tuple"),  # its tuple
+    ({1: "x"}, "'private_data' keys must be str, got int"),  # the codec's dict of any keys
+    ({"async_steps": {1: {"dispatched_at": 1.0}}},
+     "'private_data.async_steps' keys must be str, got int"),
+    ({"step_ordered_locks": {"apply": ["q", 1]}},
+     "'private_data.step_ordered_locks.apply' must be an object, got list"),
+    ({"parked_holds": {"lock": ["lock"]}},
+     "'private_data.parked_holds.lock[0]' must be an object, got str"),
+    ({"parked_holds": {"post": [{"key": "k", "owner": "o"}]}},
+     "'private_data.parked_holds.post[0]' has no 'primitive'"),
+    ({"parked_holds": {"post": [{"primitive": "semaphore", "key": "k", "owner": "o"}]}},
+     "'private_data.parked_holds.post[0]' has no 'holder'"),
+    ({"parked_holds": {"post": [{"primitive": "mutex", "key": "k", "owner": "o"}]}},
+     "'private_data.parked_holds.post[0].primitive' must be one of lock, semaphore, got 'mutex'"),
+    ({"handed_off": "later"},
+     "'private_data.handed_off' must be one of all, after, before, got 'later'"),
+    ({"quarantine": {"reason": "r", "original_status": "running", "original_document": "{",
+                     "original_truncated": None}},
+     "'private_data.quarantine.original_truncated' must be bool, got NoneType"),
+])
+def test_the_message_names_the_full_path_and_the_expected_type(
+    private_data: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(DeserializationError) as refused:
+        EngineState.from_json(private_data)
+    assert str(refused.value) == f"context field {message}"
+
+
+def test_the_refusal_does_not_chain_the_stored_text() -> None:
+    secret = "tok_visa_SECRET_4242"
+    with pytest.raises(DeserializationError) as refused:
+        EngineState.from_json({"quarantine": {
+            "reason": "r", "original_status": "running", "original_document": "{",
+            "original_truncated": secret,
+        }})
+    # a logged traceback shows the message only, never pydantic's quote of the stored value
+    assert secret not in "".join(traceback.format_exception(refused.value))
+
+
+def test_accepted_forms_read_as_before() -> None:
+    state = EngineState.from_json({
+        "async_steps": {"u": {"dispatched_at": 1700000000}},  # int epoch seconds
+        "ordered_lock": {"key": "k", "nonce": 1, "epoch": 0, "later": True},  # a key not read
+        "waiting": {"primitive": "lock", "key": "k"},  # no scope
+    })
+    assert state.async_steps["u"] == AsyncStepRef(1700000000.0)
+    assert isinstance(state.async_steps["u"].dispatched_at, float)
+    assert state.ordered_ticket == KeyedTicket("k", 1)
+    assert state.waiting == Waiting(None, "lock", "k")
+
+
+def test_the_unit_record_readers_name_their_own_path() -> None:
+    # reactor/jobs/handlers/step.py reads a unit's park state with these, under "data.*"
+    assert ParkedHold.from_json({"primitive": "lock", "key": "k", "owner": "o"}) == ParkedHold(
+        "lock", "k", "o"
+    )
+    with pytest.raises(DeserializationError, match=re.escape("'data.ticket.key' must be str")):
+        KeyedTicket.from_json({"key": 1, "nonce": 1}, "data.ticket")
+    with pytest.raises(DeserializationError, match=re.escape("'data.holds[1]' has no 'holder'")):
+        ParkedHold.from_json({"primitive": "semaphore", "key": "k"}, "data.holds[1]")
+    with pytest.raises(DeserializationError, match=re.escape("'data.holds[0].owner' must be str")):
+        ParkedHold.from_json({"primitive": "lock", "key": "k", "owner": 7}, "data.holds[0]")
 
 
 def test_private_data_that_is_not_an_object_is_refused() -> None:

@@ -10,8 +10,8 @@ import pytest
 
 from reactor import ConfigurationError, config
 from reactor.config import Runtime
-from reactor.engine import retries
 from reactor.memory import InlineRouter, LocalRouter, MemoryStorage
+from reactor.ports import SYSTEM_CLOCK, Clock
 from reactor.testing import TestEnvironment, assert_completed
 from tests.testing.reactors import CALLS, Order
 
@@ -65,11 +65,13 @@ def test_no_previous_runtime_is_restored_as_none() -> None:
     assert config._current is None  # the next current() configures the defaults lazily
 
 
-def test_the_retry_sleep_hook_is_the_clock_inside_and_restored_after() -> None:
-    before = retries.sleep
+def test_the_test_clock_is_the_runtimes_clock_inside_and_the_previous_one_after(
+    previous: Runtime,
+) -> None:
     with TestEnvironment() as env:
-        assert retries.sleep == env.clock.sleep
-    assert retries.sleep is before
+        assert config.current().clock is env.clock
+        assert isinstance(env.clock, Clock)
+    assert config.current() is previous and previous.clock is SYSTEM_CLOCK
 
 
 def test_a_runtime_configured_inside_is_closed_and_the_previous_restored(

@@ -18,11 +18,10 @@ from reactor.testing import TestEnvironment
 
 SCENARIO = '''
 import sys
-import time
 
 from reactor import config
-from reactor.engine import retries
 from reactor.memory import LocalRouter, MemoryStorage
+from reactor.ports import SYSTEM_CLOCK
 
 
 class RecordingRouter(LocalRouter):
@@ -39,19 +38,19 @@ PREVIOUS = config.configure(storage=MemoryStorage(), router=RecordingRouter(work
 def test_1_without_the_fixture_nothing_changes():
     assert "reactor.testing.environment" not in sys.modules  # not even imported
     assert config.current() is PREVIOUS
-    assert retries.sleep is time.sleep
+    assert PREVIOUS.clock is SYSTEM_CLOCK
 
 
 def test_2_with_the_fixture_an_isolated_runtime(reactor_env):
     assert config.current() is reactor_env.runtime
     assert reactor_env.runtime is not PREVIOUS
-    assert retries.sleep == reactor_env.clock.sleep
+    assert reactor_env.runtime.clock is reactor_env.clock  # the engine waits on the test clock
 
 
 def test_3_afterwards_the_previous_runtime_is_back_untouched():
     assert config.current() is PREVIOUS
     assert not PREVIOUS.router.closed
-    assert retries.sleep is time.sleep
+    assert config.current().clock is SYSTEM_CLOCK
 '''
 
 

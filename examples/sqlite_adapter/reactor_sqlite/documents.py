@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reactor.errors import StorageError
+from reactor.ports.clock import Clock, wall_reader
 from reactor.ports.documents import Versioned
 from reactor.ports.driver_errors import translate_errors
 
@@ -82,7 +82,8 @@ class SQLiteDocumentStore:
         path: a database file path, or ``":memory:"`` for a private in-memory database.
         prefix: a namespace prepended to every collection name (``"<prefix>:<collection>"``), so
             several stores can share one file without seeing each other's documents.
-        clock: the store clock in epoch seconds (default :func:`time.time`).
+        clock: the store clock in epoch seconds: a callable or a :class:`reactor.ports.Clock`
+            (default ``None``: the system clock, read at call time).
         busy_timeout: seconds to wait for another process's write lock before failing.
         purge_every: delete up to 1000 expired rows of this namespace every this many writes
             (``0`` disables it; :meth:`purge` still works).
@@ -96,7 +97,7 @@ class SQLiteDocumentStore:
         path: str = ":memory:",
         *,
         prefix: str = "",
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | Clock | None = None,
         busy_timeout: float = 30.0,
         purge_every: int = 1000,
     ) -> None:
@@ -106,7 +107,7 @@ class SQLiteDocumentStore:
         self._writes = 0
         self._path = path
         self._prefix = f"{prefix}:" if prefix else ""
-        self._clock = clock
+        self._clock = wall_reader(clock)
         self._lock = threading.RLock()
         self._closed = False
         with translate_errors(sqlite3.Error, what=f"opening SQLite database {path!r}"):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from reactor.errors import ConfigurationError
 from reactor.generic.storage import GenericStorage
+from reactor.ports.clock import Clock
 from reactor.ports.storage import Capabilities
 from reactor.ports.urls import UrlOptions, redact_url
 from reactor_sqlite.documents import SQLiteDocumentStore
@@ -73,8 +73,9 @@ class SQLiteStorage(GenericStorage):
         prefix: a namespace for every document (several storages may share one file).
         context_ttl: retention in seconds of durable run state after its last write.
         busy_timeout: seconds to wait for another process's write lock.
-        clock: the application clock, ``() -> epoch seconds`` (default :func:`time.time`;
-            injectable for tests, docs/coordination.md#clock-skew).
+        clock: the application clock, ``() -> epoch seconds`` or a
+            :class:`reactor.ports.Clock` (default ``None``: the system clock, read at call
+            time; injectable for tests, docs/coordination.md#clock-skew).
 
     Attributes:
         documents: the :class:`SQLiteDocumentStore` (its ``raw``/``set_expiry`` serve probes).
@@ -89,7 +90,7 @@ class SQLiteStorage(GenericStorage):
         prefix: str = "",
         context_ttl: float = 86400.0,
         busy_timeout: float = 30.0,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | Clock | None = None,
     ) -> None:
         super().__init__(
             SQLiteDocumentStore(path, prefix=prefix, clock=clock, busy_timeout=busy_timeout),

@@ -17,7 +17,7 @@ docs/architecture.md, "Job kinds").
 5. Run the step exactly as a same-process leaf step (:func:`reactor.engine.step_runner.run_leaf`):
    argument resolution and contract validation before any coordination is taken, step-level
    coordination under the derived owner ``async_step:<ctx>:<step>`` (so a redelivery re-adopts
-   its own detached lock), retries **inside the job** sleeping through the engine's sleep hook.
+   its own detached lock), retries **inside the job** waiting on the runtime's clock.
 6. Contention **parks**: the record is stamped ``parked_until = now + delay + grace``, ``waiting``
    and ``contention_attempts``; the unit's own park state — detached holds, ordered-lock ticket,
    attempts used (the parked attempt given back) — is saved in ``record.data`` and restored on
