@@ -7,9 +7,10 @@ the same ten functions directly, in the same process, and prints:
 * the engine's per-step overhead (engine per-step time minus direct per-step time);
 * the ratio engine/direct.
 
-Every engine run checkpoints at start, after each step and at the end (12 saves of the context
-through ``storage.contexts``), validates inputs, keeps a trace and an undo stack. No assertion is
-made: this prints a measurement (docs/architecture.md, "Repository layout").
+Every engine run checkpoints at start and after each step, the last one final (11 saves of the
+context through ``storage.contexts``: one whole, ten appended), validates inputs, keeps a trace
+and an undo stack. No assertion is made: this prints a measurement (docs/architecture.md,
+"Repository layout").
 
 Usage::
 

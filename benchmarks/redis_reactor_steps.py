@@ -49,71 +49,16 @@ from _roundtrips import (
     snapshot,
     unexplained,
 )
+from _sagas import FanOwner, chain, owner_thread
 
 from reactor import (
-    Background,
     DispatchHandle,
-    FanOut,
     Reactor,
     Worker,
     config,
-    element,
-    map_step,
 )
-from reactor.dsl import Input, input, result, step
 from reactor.model.records import ContextRecord
 from reactor.model.results import Success
-
-#: The thread running the fan-out owner's last step (a worker thread of this process).
-_owner_thread: list[int | None] = [None]
-
-
-def _add_one(inputs: Any, ctx: Any) -> int:
-    return int(inputs.x) + 1
-
-
-def _build_reactor(steps: int, background: bool) -> type[Reactor]:
-    namespace: dict[str, Any] = {"__module__": __name__, "start": Input(int)}
-    namespace["s0"] = step(_add_one, x=input("start"))
-    for i in range(1, steps):
-        namespace[f"s{i}"] = step(_add_one, x=result(f"s{i - 1}"))
-    namespace["returns"] = f"s{steps - 1}"
-    if background:
-        namespace["background"] = Background(all=True)
-    name = f"Steps{steps}{'Background' if background else 'Sync'}"
-    return type(name, (Reactor,), namespace)
-
-
-class FanElement(Reactor, name="bench.round_trips.element"):
-    """One fan-out element: one trivial step."""
-
-    n = Input(int)
-
-    @step(n=input("n"))
-    def work(inputs: Any, ctx: Any) -> int:
-        return int(inputs.n) + 1
-
-    returns = "work"
-
-
-class FanOwner(Reactor, name="bench.round_trips.owner"):
-    """``items`` -> fan-out map ``m`` of ``count`` elements -> ``done``."""
-
-    count = Input(int)
-
-    @step(count=input("count"))
-    def items(inputs: Any, ctx: Any) -> list[int]:
-        return list(range(inputs.count))
-
-    m = map_step(FanElement, source=result("items"), args={"n": element("m")},
-                 fan_out=FanOut(batch_size=50))  # fmt: skip
-
-    @step(m=result("m"))
-    def done(inputs: Any, ctx: Any) -> int:
-        _owner_thread[0] = threading.get_ident()
-        return sum(1 for _ in inputs.m.successes())
-
-    returns = "done"
 
 
 class _Measure:
@@ -242,7 +187,7 @@ def baseline(base: str, stats: redis.Redis, n: int) -> float:
 def sync_saga(base: str, stats: redis.Redis, steps: int, runs: int, floor: float) -> None:
     """An N-step reactor run synchronously: round trips per step."""
     config.configure(storage=_url(base), router="inline://")
-    reactor_cls = _build_reactor(steps, background=False)
+    reactor_cls = chain(steps, background=False)
     assert reactor_cls.run(start=0) == Success(steps)  # warm up (connection, scripts)
     measure = _Measure(stats)
     measure.start()
@@ -250,9 +195,9 @@ def sync_saga(base: str, stats: redis.Redis, steps: int, runs: int, floor: float
         assert reactor_cls.run(start=0) == Success(steps)
     client, server = measure.stop()
     config.reset()
-    _report(f"sync {steps}-step saga (router inline://), {runs} runs: per step "
-            f"({steps + 2} checkpoints per run)", "step", runs * steps, 1, floor,
-            client, server, runs)  # fmt: skip
+    _report(f"sync {steps}-step saga (router inline://), {runs} runs: per step ({steps + 1} "
+            "checkpoints per run: the start, one per step, the last one final)",
+            "step", runs * steps, 1, floor, client, server, runs)  # fmt: skip
 
 
 def _worker_runs(base: str, stats: redis.Redis, reactor_cls: type[Reactor], runs: int,
@@ -284,7 +229,7 @@ def _worker_runs(base: str, stats: redis.Redis, reactor_cls: type[Reactor], runs
 
 def worker_saga(base: str, stats: redis.Redis, steps: int, runs: int, floor: float) -> None:
     """The N-step reactor as ``Background(all=True)``, run by a worker: per step."""
-    reactor_cls = _build_reactor(steps, background=True)
+    reactor_cls = chain(steps, background=True)
     client, server = _worker_runs(base, stats, reactor_cls, runs, steps)
     _report(
         f"worker {steps}-step saga (Background(all=True), router redis, 1 worker thread), "
@@ -301,7 +246,7 @@ def worker_saga(base: str, stats: redis.Redis, steps: int, runs: int, floor: flo
 
 def background_saga(base: str, stats: redis.Redis, runs: int, floor: float) -> None:
     """A 3-step ``Background(all=True)`` reactor run by a worker: per saga."""
-    reactor_cls = _build_reactor(3, background=True)
+    reactor_cls = chain(3, background=True)
     client, server = _worker_runs(base, stats, reactor_cls, runs, 3)
     _report(
         f"background 3-step saga (Background(all=True), router redis, 1 worker thread), "
@@ -321,10 +266,10 @@ def fan_out(base: str, stats: redis.Redis, elements: int, floor: float) -> None:
     runtime = config.configure(storage=url, router=url)
     worker = _MeasuredWorker(runtime, threads=4)
     # counting stops when the job that ran the owner's last step is acked
-    worker.last = lambda: _owner_thread[0] == threading.get_ident()
+    worker.last = lambda: owner_thread[0] == threading.get_ident()
     worker.start()
     for count in (2, elements):  # a 2-element warm-up map, then the measured one
-        _owner_thread[0] = None
+        owner_thread[0] = None
         measure = _Measure(stats)
         worker.measure = measure
         measure.start()

@@ -19,7 +19,6 @@ mongomock has no ``hello`` command; in-process test backends use ``mode="applica
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 from pymongo.errors import PyMongoError
 
 from reactor.errors import StorageError
-from reactor.ports.clock import Clock, wall_reader
+from reactor.ports.clock import CalibratedClock, Clock, wall_reader
 from reactor.ports.driver_errors import translate_errors
 
 __all__ = ["ServerClock"]
@@ -47,6 +46,9 @@ class ServerClock:
 
     Raises:
         ValueError: an unknown ``mode`` or a non-positive ``refresh_seconds``.
+
+    The calibration itself is :class:`reactor.ports.clock.CalibratedClock`'s (shared with the
+    Redis adapter's ``TIME``-based clock).
     """
 
     def __init__(
@@ -59,21 +61,32 @@ class ServerClock:
     ) -> None:
         if mode not in ("server", "application"):
             raise ValueError(f"clock mode must be 'server' or 'application', got {mode!r}")
-        if not refresh_seconds > 0:
-            raise ValueError(f"refresh_seconds must be > 0, got {refresh_seconds!r}")
         self._command = command
         self.mode = mode
-        self._refresh = refresh_seconds
         self._wall = wall_reader(wall)
-        self._lock = threading.Lock()
-        self._offset = 0.0
-        self._calibrated_at: float | None = None
-        self._last = 0.0
+        self._calibrated = CalibratedClock(
+            self._server_time, resolution=0.001, refresh_seconds=refresh_seconds, wall=wall
+        )
 
     @property
     def offset(self) -> float:
         """The last measured server-minus-application offset in seconds (0 in app mode)."""
-        return self._offset
+        return self._calibrated.offset
+
+    def _server_time(self) -> float:
+        """The server's ``hello.localTime`` in epoch seconds (truncated to the millisecond).
+
+        Raises:
+            StorageError: the ``hello`` command failed or returned no ``localTime``.
+        """
+        with translate_errors(PyMongoError, what="MongoDB clock calibration"):
+            reply = self._command("hello")
+        server = reply.get("localTime") if isinstance(reply, dict) else None
+        if not isinstance(server, datetime):
+            raise StorageError("MongoDB 'hello' reply has no localTime; use clock=application")
+        if server.tzinfo is None:
+            server = server.replace(tzinfo=UTC)
+        return server.timestamp()
 
     def calibrate(self) -> float:
         """Measure the server's offset now and return it (seconds).
@@ -81,34 +94,11 @@ class ServerClock:
         Raises:
             StorageError: the ``hello`` command failed or returned no ``localTime``.
         """
-        sent = self._wall()
-        with translate_errors(PyMongoError, what="MongoDB clock calibration"):
-            reply = self._command("hello")
-        received = self._wall()
-        server = reply.get("localTime") if isinstance(reply, dict) else None
-        if not isinstance(server, datetime):
-            raise StorageError("MongoDB 'hello' reply has no localTime; use clock=application")
-        if server.tzinfo is None:
-            server = server.replace(tzinfo=UTC)
-        # localTime is truncated to the millisecond: its midpoint is 0.5 ms later.
-        server_s = server.timestamp() + 0.0005
-        midpoint = (sent + received) / 2
-        uncertainty = (received - sent) / 2 + 0.001
-        offset = server_s - midpoint
-        with self._lock:
-            self._offset = 0.0 if abs(offset) <= uncertainty else offset
-            self._calibrated_at = received
-            return self._offset
+        return self._calibrated.calibrate()
 
     def now(self) -> float:
-        """The server's clock in epoch seconds (never decreasing within this process)."""
-        wall = self._wall()
-        if self.mode == "server" and (
-            self._calibrated_at is None or wall - self._calibrated_at >= self._refresh
-        ):
-            self.calibrate()
-            wall = self._wall()
-        with self._lock:
-            value = max(wall + self._offset, self._last)
-            self._last = value
-            return value
+        """The server's clock in epoch seconds (``"server"`` mode: never decreasing within
+        this process), or the application clock as it reads (``"application"`` mode)."""
+        if self.mode == "application":
+            return self._wall()
+        return self._calibrated.now()

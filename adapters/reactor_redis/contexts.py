@@ -8,14 +8,28 @@ the same shard slot:
   dispatched ``async_reactor`` children; other children are never indexed), scored by the
   record's expiry (µs) so stale members are pruned by score;
 * one lexicographic sorted set of page keys (``<inverted created_at µs, 17 digits>:<id>``)
-  for the newest-first dashboard pages.
+  for the newest-first dashboard pages;
+* one list ``P:{ctx:NN}:s:<id>`` of the run's segments, oldest first (docs/protocol.md,
+  "Incremental checkpoints"): the hash holds the base document (``document``), its id
+  (``base``), how many segments follow it (``_count``) and the stored UTF-8 size of document
+  and segments (``_bytes``, what ``max_document_bytes`` bounds). The list carries the hash's
+  TTL. A record written before incremental checkpoints has none of these and no list.
 
 A save is **one** round trip: one script checks the record's fence (hash field ``_fence``, the
 largest token of any fenced save; docs/workers.md, "Stale writers and fenced saves"), writes the
-hash, moves the index and page entries and sets the TTL. Scans walk the 16 shards' index sets
-(never ``KEYS``/``SCAN``), checking each member against its record, keyset-paged in ``(shard,
-index, expiry, id)`` order: a save only ever moves a member to a later expiry, so a run present
-for a whole pass is listed in it (docs/workers.md, "Sweep cursors and dispatch leases").
+hash, replaces the segment list with the record's segments, moves the index and page entries
+and sets the TTL; :meth:`RedisContextStore.save_many` (a fan-out batch's new records:
+docs/protocol.md, "Optional fast paths") sends several such scripts in one pipeline, one round
+trip. An append is **one** round trip too: one script checks the fence, the base
+and the segment count, pushes the segment, updates the head fields (``status``,
+``updated_at``, ``_count``, ``_bytes``, ``_fence``), moves the index entry and re-stamps the
+TTL of the hash and the list. A load reads the hash and the list in one ``MULTI``/``EXEC``
+and keeps the first ``_count`` segments, so it never sees a segment the head does not count.
+
+Scans walk the 16 shards' index sets (never ``KEYS``/``SCAN``), checking each member against
+its record, keyset-paged in ``(shard, index, expiry, id)`` order: a save or an append only ever
+moves a member to a later expiry, so a run present for a whole pass is listed in it
+(docs/workers.md, "Sweep cursors and dispatch leases").
 """
 
 from __future__ import annotations
@@ -24,11 +38,21 @@ import heapq
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from reactor.errors import ContextTooLargeError, StaleWriterError
-from reactor.model.records import ContextRecord, Fence, RunPage, RunSummary, ScanPage
+from redis.cluster import RedisCluster
+from redis.exceptions import NoScriptError
+
+from reactor.errors import ContextTooLargeError, DeserializationError, StaleWriterError
+from reactor.model.records import (
+    ContextDelta,
+    ContextRecord,
+    Fence,
+    RunPage,
+    RunSummary,
+    ScanPage,
+)
 from reactor.model.status import RunStatus
 from reactor.ports.serialization import decode_page_cursor, encode_page_cursor, page_key
-from reactor_redis._base import Client, RedisScripts, storage_errors, ttl_arg
+from reactor_redis._base import Client, RedisScripts, _source, storage_errors, ttl_arg
 from reactor_redis._scan import BUDGET, IndexTrimmer, sharded_scan
 from reactor_redis.keys import SHARDS, Keys, shard_of
 
@@ -51,6 +75,17 @@ def _index(record: ContextRecord) -> str:
     return ""
 
 
+def _too_large(context_id: str, size: int, limit: int) -> ContextTooLargeError:
+    return ContextTooLargeError(
+        f"context {context_id} is {size} bytes, over {limit}", size_bytes=size, limit_bytes=limit
+    )
+
+
+def _no_script(reply: object) -> bool:
+    """Whether a pipelined reply is the server's "unknown script" error (``NOSCRIPT``)."""
+    return isinstance(reply, NoScriptError)
+
+
 def _summary(row: Sequence[str]) -> RunSummary:
     return RunSummary(
         context_id=row[0],
@@ -71,7 +106,9 @@ class RedisContextStore:
         scripts: the shared script registry.
         keys: the key builder of this namespace.
         context_ttl: retention in seconds after each save (``None`` = never expire).
-        max_document_bytes: refuse larger documents (``None`` = unbounded).
+        max_document_bytes: refuse a save or append that would store more UTF-8 bytes of
+            document and segments (:attr:`ContextRecord.stored_bytes`) than this
+            (``None`` = unbounded).
     """
 
     def __init__(
@@ -102,7 +139,9 @@ class RedisContextStore:
         The hash keeps the record's fence in field ``_fence`` (the largest token of any fenced
         save); the script checks it and writes in one atomic step (the rule:
         :meth:`reactor.ports.ContextStore.save`; docs/workers.md, "Stale writers and fenced
-        saves").
+        saves"). The record's ``base`` and ``segments`` replace the stored ones: the segment
+        list is rewritten to exactly ``record.segments`` (docs/protocol.md, "Incremental
+        checkpoints").
 
         Args:
             record: the context to write.
@@ -111,17 +150,78 @@ class RedisContextStore:
 
         Raises:
             StaleWriterError: ``fence.token`` is lower than the stored fence (nothing written).
-            ContextTooLargeError: the document exceeds ``max_document_bytes``.
+            ContextTooLargeError: the document and segments (``record.stored_bytes``) exceed
+                ``max_document_bytes`` (nothing written).
             StorageError: Redis failed.
         """
-        if self._max is not None:
-            size = len(record.document.encode("utf-8"))
-            if size > self._max:
-                raise ContextTooLargeError(
-                    f"context {record.context_id} is {size} bytes, over {self._max}",
-                    size_bytes=size,
-                    limit_bytes=self._max,
-                )
+        keys, args = self._save_call(record, fence)
+        with storage_errors("context save"):
+            reply = self._scripts("context_save", keys, args)
+        if isinstance(reply, list):  # {0, stored token}: refused, nothing written
+            assert fence is not None
+            raise StaleWriterError.refused(
+                record.context_id, key=fence.key, token=fence.token, stored_token=int(reply[1])
+            )
+
+    def save_many(self, records: Sequence[ContextRecord]) -> None:
+        """Unfenced :meth:`save` of each record, all sent in one pipeline (one round trip).
+
+        The fast path of :class:`~reactor.ports.capabilities.SavesContextsTogether`
+        (docs/protocol.md, "Optional fast paths"): each record is written by its own
+        ``context_save`` script, exactly as :meth:`save` with no fence writes it; the scripts
+        travel together in one non-transactional pipeline (on a cluster, redis-py sends one
+        request per node holding some of the records). Not atomic across records. Every
+        record's size is checked before anything is sent.
+
+        Args:
+            records: the contexts to write, in order.
+
+        Raises:
+            ContextTooLargeError: a record's document and segments exceed
+                ``max_document_bytes`` (nothing written).
+            StorageError: Redis failed (any subset of the records may be written).
+        """
+        calls = [self._save_call(record, None) for record in records]
+        if not calls:
+            return
+        script = self._scripts.get("context_save")
+        with storage_errors("context save"):
+            replies = self._pipelined(script.sha, calls)
+            unknown = [c for c, r in zip(calls, replies, strict=True) if _no_script(r)]
+            failed = [r for r in replies if isinstance(r, Exception) and not _no_script(r)]
+            if unknown:  # the server does not know the script yet (or was restarted): load it
+                script.sha = self._client.script_load(_source("context_save"))
+                retried = self._pipelined(script.sha, unknown)
+                failed += [r for r in retried if isinstance(r, Exception)]
+            if failed:
+                raise failed[0]
+
+    def _pipelined(self, sha: str, calls: Sequence[tuple[list[str], list[Any]]]) -> list[Any]:
+        """``EVALSHA sha`` of each ``(keys, args)`` in one non-transactional pipeline; the
+        replies, an exception instance in place of each error reply.
+
+        On a cluster each call names its node (from the client's slot table): redis-py's
+        cluster pipeline would otherwise ask a server for the keys of every ``EVALSHA``
+        (``COMMAND GETKEYS``, one round trip per call) before sending the batch.
+        """
+        cluster = isinstance(self._client, RedisCluster)
+        pipe = self._client.pipeline(transaction=False)
+        for keys, args in calls:
+            options = {"target_nodes": self._client.get_node_from_key(keys[0])} if cluster else {}
+            pipe.execute_command("EVALSHA", sha, len(keys), *keys, *args, **options)
+        return list(pipe.execute(raise_on_error=False))
+
+    def _save_call(
+        self, record: ContextRecord, fence: Fence | None
+    ) -> tuple[list[str], list[Any]]:
+        """The ``context_save`` keys and arguments that write ``record`` (:meth:`save`).
+
+        Raises:
+            ContextTooLargeError: the record exceeds ``max_document_bytes``.
+        """
+        size = record.stored_bytes
+        if self._max is not None and size > self._max:
+            raise _too_large(record.context_id, size, self._max)
         shard = shard_of(record.context_id)
         fields: list[str] = [
             "id", record.context_id,
@@ -131,6 +231,9 @@ class RedisContextStore:
             "created_at", repr(float(record.created_at)),
             "updated_at", repr(float(record.updated_at)),
             "child", "1" if record.dispatched_child else "0",
+            "base", record.base,
+            "_count", str(len(record.segments)),
+            "_bytes", str(size),
         ]  # fmt: skip
         if record.parent_context_id is not None:
             fields += ["parent", record.parent_context_id]
@@ -141,32 +244,110 @@ class RedisContextStore:
             if record.parent_context_id is None
             else ""
         )
-        with storage_errors("context save"):
+        keys = [
+            self._keys.context(record.context_id),
+            self._keys.context_pages(shard),
+            self._keys.context_segments(record.context_id),
+        ]
+        args: list[Any] = [
+            self._ttl,
+            self._keys.context_index_prefix(shard),
+            _index(record),
+            page,
+            record.context_id,
+            "" if fence is None else str(fence.token),
+            len(record.segments),
+            *record.segments,
+            *fields,
+        ]
+        return keys, args
+
+    def append(self, delta: ContextDelta, *, fence: Fence | None = None) -> bool:
+        """Append one incremental checkpoint in one script (one round trip), unless fenced off.
+
+        The rule is :meth:`reactor.ports.ContextStore.append` (docs/protocol.md, "Incremental
+        checkpoints"): atomically, the script checks the stored fence (as :meth:`save` does),
+        that the hash's ``base`` is ``delta.base`` and its ``_count`` is ``delta.position - 1``
+        and that ``_bytes`` plus the segment stays within ``max_document_bytes``; then it
+        pushes the segment onto the run's list, sets ``status``, ``updated_at``, ``_count``,
+        ``_bytes`` (and ``_fence`` when fenced), moves the scan index entry when the status
+        changes it, and re-stamps the TTL of the hash and the list (the index member re-scored
+        with the new expiry). The page entry depends on ``created_at`` only and stays.
+
+        Args:
+            delta: the segment and the head fields it changes.
+            fence: the writer's hold on the lock guarding the record; ``None`` = unfenced
+                (the stored fence kept).
+
+        Returns:
+            ``True`` when appended; ``False`` when nothing was written: the record is absent or
+            expired, was written before incremental checkpoints, has another base or another
+            number of segments (the writer then saves the whole context).
+
+        Raises:
+            StaleWriterError: ``fence.token`` is lower than the stored fence (nothing written).
+            ContextTooLargeError: the stored size with this segment exceeds
+                ``max_document_bytes`` (nothing written).
+            StorageError: Redis failed.
+        """
+        context_id = delta.context_id
+        shard = shard_of(context_id)
+        bucket = _bucket(delta.status)
+        with storage_errors("context append"):
             reply = self._scripts(
-                "context_save",
-                [self._keys.context(record.context_id), self._keys.context_pages(shard)],
+                "context_append",
+                [self._keys.context(context_id), self._keys.context_segments(context_id)],
                 [
                     self._ttl,
                     self._keys.context_index_prefix(shard),
-                    _index(record),
-                    page,
-                    record.context_id,
+                    context_id,
                     "" if fence is None else str(fence.token),
-                    *fields,
+                    delta.base,
+                    delta.position - 1,
+                    delta.segment,
+                    len(delta.segment.encode("utf-8")),
+                    "" if self._max is None else self._max,
+                    delta.status,
+                    repr(float(delta.updated_at)),
+                    bucket,
+                    _CHILD + bucket,
                 ],
             )
-        if isinstance(reply, list):  # {0, stored token}: refused, nothing written
-            assert fence is not None
-            raise StaleWriterError.refused(
-                record.context_id, key=fence.key, token=fence.token, stored_token=int(reply[1])
-            )
+        if isinstance(reply, list):
+            if reply[0] == "fence":  # refused by a newer holder, nothing written
+                assert fence is not None
+                raise StaleWriterError.refused(
+                    context_id, key=fence.key, token=fence.token, stored_token=int(reply[1])
+                )
+            assert self._max is not None  # {'size', total}: over the limit, nothing written
+            raise _too_large(context_id, int(reply[1]), self._max)
+        return bool(reply)
 
     def load(self, context_id: str) -> ContextRecord | None:
-        """Read a context by id, ``None`` when absent or expired."""
+        """Read a context by id, ``None`` when absent or expired.
+
+        The hash and the segment list are read in one ``MULTI``/``EXEC`` (one round trip, one
+        atomic view); the segments are the first ``_count`` of the list (docs/protocol.md,
+        "Incremental checkpoints"). A record written before incremental checkpoints loads with
+        ``base=""`` and no segments.
+
+        Raises:
+            DeserializationError: the list holds fewer segments than the record counts (lost,
+                e.g. evicted), naming the run.
+            StorageError: Redis failed.
+        """
         with storage_errors("context load"):
-            found: dict[str, str] = self._client.hgetall(self._keys.context(context_id))
+            pipe = self._client.pipeline(transaction=True)
+            pipe.hgetall(self._keys.context(context_id))
+            pipe.lrange(self._keys.context_segments(context_id), 0, -1)
+            found, listed = pipe.execute()
         if not found or "id" not in found:
             return None
+        count = int(found.get("_count", 0))
+        if len(listed) < count:
+            raise DeserializationError(
+                f"stored run {context_id!r} has {len(listed)} of its {count} segments"
+            )
         return ContextRecord(
             context_id=found["id"],
             reactor=found["reactor"],
@@ -177,15 +358,28 @@ class RedisContextStore:
             parent_context_id=found.get("parent"),
             root_context_id=found.get("root"),
             dispatched_child=found.get("child") == "1",
+            base=found.get("base", ""),
+            segments=tuple(listed[:count]),
         )
 
     def delete(self, context_id: str) -> bool:
-        """Delete a context with its index entries; ``True`` when one was deleted."""
+        """Delete a context with its segment list and index entries (one script).
+
+        Returns:
+            ``True`` when a record was deleted.
+
+        Raises:
+            StorageError: Redis failed.
+        """
         shard = shard_of(context_id)
         with storage_errors("context delete"):
             deleted = self._scripts(
                 "context_delete",
-                [self._keys.context(context_id), self._keys.context_pages(shard)],
+                [
+                    self._keys.context(context_id),
+                    self._keys.context_pages(shard),
+                    self._keys.context_segments(context_id),
+                ],
                 [self._keys.context_index_prefix(shard), context_id],
             )
         return bool(deleted)

@@ -17,6 +17,10 @@ ordered locks     ``P:{ol:<k>}``, ``P:{ol:<k>}:t``                 the ordered-l
 router            ``P:{q:<queue>}:stream|:delayed|:dead``          the queue name
 ================  ===============================================  ==========================
 
+A context's segment list (its incremental checkpoints, docs/protocol.md, "Incremental
+checkpoints") is ``P:{ctx:NN}:s:<id>``, in its record's shard (its own ``:s:`` family, so no
+context id can name it as a record).
+
 Contexts and step results are spread over :data:`SHARDS` shards (``crc32(context id) % 16``)
 so the index sets a save updates live in the record's slot (a save is one script) while the
 records still spread over a cluster.
@@ -79,6 +83,11 @@ class Keys:
     def context(self, context_id: str) -> str:
         """The hash holding one context record."""
         return f"{self.context_shard(shard_of(context_id))}:c:{context_id}"
+
+    def context_segments(self, context_id: str) -> str:
+        """The list of one context's segments, oldest first, in its record's shard
+        (docs/protocol.md, "Incremental checkpoints")."""
+        return f"{self.context_shard(shard_of(context_id))}:s:{context_id}"
 
     def context_index_prefix(self, shard: int) -> str:
         """Prefix of the per-index sorted sets of a shard (append the index name)."""

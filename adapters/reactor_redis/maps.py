@@ -10,6 +10,11 @@ included) to ``context_ttl``, so an aggregate never expires before its members
 ``(score, id)`` order (``scripts/index_page.lua``), pruning entries whose metadata is gone;
 :meth:`RedisMapStore.claim_owner_signal` takes a settled map out of it (docs/workers.md, "Sweep
 cursors and dispatch leases").
+
+The store declares :class:`~reactor.ports.capabilities.BeginsAndSettlesElements`
+(docs/protocol.md, "Optional fast paths"): :meth:`RedisMapStore.begin_element` and
+:meth:`RedisMapStore.settle_element` are one ``map.lua`` call (one round trip) each. ``begin``
+re-stamps the map only when it appends (a pure read writes nothing).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from reactor.model.records import MapMetadata, ScanPage
+from reactor.model.records import ElementStart, MapMetadata, ScanPage
 from reactor.ports.serialization import (
     decode_scan_cursor,
     encode_scan_cursor,
@@ -55,6 +60,16 @@ def _int(value: str | None) -> int | None:
     return None if value is None else int(value)
 
 
+def _metadata(text: str | None) -> MapMetadata | None:
+    """Stored metadata JSON (``None`` when absent) as a :class:`MapMetadata`."""
+    return None if text is None else record_from_json(MapMetadata, text)
+
+
+def _check_index(index: int) -> None:
+    if index < 0:
+        raise ValueError(f"map indexes are >= 0, got {index!r}")
+
+
 class RedisMapStore:
     """:class:`reactor.ports.MapStore` on Redis.
 
@@ -86,8 +101,7 @@ class RedisMapStore:
 
     def metadata(self, map_id: str) -> MapMetadata | None:
         """Read a map's metadata, ``None`` when unknown or expired."""
-        text = self._get(map_id, "metadata")
-        return None if text is None else record_from_json(MapMetadata, text)
+        return _metadata(self._get(map_id, "metadata"))
 
     def scan(self, *, limit: int = 1000, cursor: str | None = None) -> ScanPage[MapMetadata]:
         """List active (unsettled) maps, never rollback records, from the ``active`` index.
@@ -170,10 +184,68 @@ class RedisMapStore:
         Raises:
             ValueError: ``index`` is negative.
         """
-        if index < 0:
-            raise ValueError(f"map indexes are >= 0, got {index!r}")
+        _check_index(index)
         with storage_errors("map result put"):
             self._run(map_id, "put", int(index), value)
+
+    def begin_element(self, map_id: str, index: int, context_id: str | None) -> ElementStart:
+        """What an element job reads before it runs, in one ``map.lua`` call (one round trip).
+
+        Stands for :meth:`metadata`, :meth:`result_slots` of ``[index]`` and
+        :meth:`failed_context`, then, when ``context_id`` is given, the map is known, slot
+        ``index`` is not stored and no element failed, :meth:`append_element` of
+        ``context_id`` (docs/protocol.md, "Optional fast paths"). The reads and the append are
+        one atomic step; the map is re-stamped only when the call appends.
+
+        Args:
+            map_id: the map.
+            index: the element's index.
+            context_id: the element's context id for a fresh element, ``None`` to only read.
+
+        Returns:
+            The :class:`~reactor.model.records.ElementStart` (``position`` set when appended).
+
+        Raises:
+            ValueError: ``index`` is negative.
+            StorageError: Redis failed.
+        """
+        _check_index(index)
+        extra = () if context_id is None else (context_id,)
+        with storage_errors("map element begin"):
+            meta, stored, failed, position = self._run(map_id, "begin", int(index), *extra)
+        return ElementStart(
+            _metadata(meta),
+            int(stored) == 1,
+            None if failed is None else str(failed),
+            None if int(position) < 0 else int(position),
+        )
+
+    def settle_element(
+        self, map_id: str, index: int, value: str, *, failed_context: str | None = None
+    ) -> int:
+        """Settle one element in one ``map.lua`` call (one round trip), re-stamping the map.
+
+        In this order, atomically: :meth:`set_failed_context` of ``failed_context`` when given
+        (first wins), :meth:`put_result` of slot ``index`` and :meth:`add_to_counter` ``-1``
+        (docs/protocol.md, "Optional fast paths").
+
+        Args:
+            map_id: the map.
+            index: the element's index.
+            value: the slot's codec text.
+            failed_context: the element's context id when it failed, else ``None``.
+
+        Returns:
+            The counter after the decrement.
+
+        Raises:
+            ValueError: ``index`` is negative.
+            StorageError: Redis failed.
+        """
+        _check_index(index)
+        extra = () if failed_context is None else (failed_context,)
+        with storage_errors("map element settle"):
+            return int(self._run(map_id, "settle", int(index), value, *extra))
 
     def results_page(self, map_id: str, *, offset: int, limit: int) -> list[tuple[int, str]]:
         """Present slots among indexes ``offset .. offset+limit-1``, in index order."""

@@ -4,10 +4,15 @@ Keys (one hash tag ``{q:<queue>}``, so every script runs in one slot): the strea
 sorted set (job JSON -> due time in ms), the dead-letter stream and a hash of extended leases.
 
 * ``enqueue(job, 0)`` is ``XADD``; a positive delay is ``ZADD`` with the due time on the server
-  clock, moved to the stream by the ``promote`` script at the start of every ``receive``.
-* ``receive`` first re-claims entries idle longer than the visibility timeout (a dead
-  consumer's jobs; the delivery count comes from ``XPENDING``), then ``XREADGROUP``\\ s new
-  ones, blocking in slices of at most 1 s up to ``wait_seconds``.
+  clock, moved to the stream at the start of every ``receive``. ``enqueue_many`` (the
+  :class:`~reactor.ports.capabilities.EnqueuesMany` fast path, docs/protocol.md, "Optional fast
+  paths") ``XADD``\\ s every body in one script call: one round trip for the whole batch.
+* ``receive`` is one ``receive`` script call per pass (one round trip): it promotes the due
+  delayed jobs, re-claims entries idle longer than the visibility timeout (a dead consumer's
+  jobs; the delivery count comes from ``XPENDING``) and, when that leaves room, reads new ones
+  with a non-blocking ``XREADGROUP``. Only when the pass found nothing and the caller wants to
+  wait does the router send a blocking ``XREADGROUP`` of its own (scripts cannot block), in
+  slices of at most 1 s up to ``wait_seconds``.
 * ``ack`` is ``XACK`` + ``XDEL``; ``retry`` acks the entry and re-adds its body unchanged
   (after the delay, through the sorted set) with a field ``n`` = the deliveries so far, so the
   next ``delivery_count`` is ``n + 1`` and the worker's backoff and ``max_deliveries`` work as
@@ -233,13 +238,40 @@ class RedisRouter:
             self._script("enqueue", job.to_json(), delay)
         return job.id
 
+    def enqueue_many(self, jobs: Sequence[Job]) -> list[str]:
+        """Queue every job of ``jobs``, due now, in one script call (one round trip).
+
+        The :class:`~reactor.ports.capabilities.EnqueuesMany` fast path (docs/protocol.md,
+        "Optional fast paths"): the same stream entries as :meth:`enqueue` with no delay, in
+        order, added atomically. Every envelope is encoded before anything is sent.
+
+        Args:
+            jobs: the envelopes, in order.
+
+        Returns:
+            Their ids, in order.
+
+        Raises:
+            EncodeError: an envelope cannot be encoded (nothing is queued).
+            RouterError: Redis failed.
+        """
+        bodies = [job.to_json() for job in jobs]
+        if not bodies:
+            return []
+        with router_errors("enqueue"):
+            self._ensure_group()
+            self._script("enqueue_many", *bodies)
+        return [job.id for job in jobs]
+
     def receive(self, max_jobs: int = 1, wait_seconds: float = 0) -> list[Delivery]:
         """Lease up to ``max_jobs`` due jobs, waiting up to ``wait_seconds`` for one.
 
         Poison entries met on the way are dead-lettered (with the reason and their raw bytes)
         and skipped without waiting, so the jobs behind them are received by this same call
         (docs/workers.md, "Hostile input"). ``delivery_count`` counts the deliveries before
-        any :meth:`retry` too.
+        any :meth:`retry` too. A receive that finds a job costs one round trip (the
+        ``receive`` script); one that waits adds a blocking ``XREADGROUP`` per slice of at most
+        1 s, and one prune of idle consumers runs every ``consumer_prune_interval`` seconds.
 
         Raises:
             RouterError: Redis failed.
@@ -264,49 +296,47 @@ class RedisRouter:
         if self._pruned_at is None or deadline - self._pruned_at >= self.consumer_prune_interval:
             self._pruned_at = deadline
             self.prune_consumers()
+        idle = max(math.ceil(self.visibility_timeout * 1000), 1)
         while True:
-            promoted = self._script("promote")
-            assert isinstance(promoted, list)
-            next_due_ms = int(promoted[1])
-            idle = max(math.ceil(self.visibility_timeout * 1000), 1)
+            # One pass, one round trip: promote, reclaim and a non-blocking read.
+            reply = self._raw_script("receive", GROUP, self.consumer, idle, max_jobs - len(out))
+            next_due_ms = int(reply[0])
             poisoned = False  # a poison entry was dead-lettered in this pass: read on at once
-            claimed = self._raw_script(
-                "reclaim", GROUP, self.consumer, idle, max_jobs - len(out)
-            )
-            for i in range(0, len(claimed or []) - 3, 4):
-                has_body = int(claimed[i + 2]) == 1
-                body = bytes(claimed[i + 3])
+            for i in range(1, len(reply) - 3, 4):
+                has_body = int(reply[i + 2]) == 1
+                body = bytes(reply[i + 3])
                 problem = None if has_body else f"stream entry has no 'body' field ({_text(body)})"
                 poisoned |= not self._deliver(
-                    out, _text(claimed[i]), int(claimed[i + 1]), body, problem
-                )  # claimed[i] is a receipt: '<entry id>:<nonce>'
-            if len(out) < max_jobs:
-                remaining = deadline - time.monotonic()
-                block = 0.0 if out or poisoned else max(min(remaining, 1.0), 0.0)
+                    out, _text(reply[i]), int(reply[i + 1]), body, problem
+                )  # reply[i] is a receipt: '<entry id>:<nonce>'
+            if not out and not poisoned:
+                # Nothing is due: wait for a new entry (scripts cannot block), at most 1 s at a
+                # time and never past the next delayed job's due time.
+                block = max(min(deadline - time.monotonic(), 1.0), 0.0)
                 if next_due_ms >= 0:
                     block = min(block, next_due_ms / 1000)
-                for entry_id, fields in self._read(max_jobs - len(out), int(block * 1000)):
-                    found = fields.get(b"body")
-                    problem = None
-                    if found is None:
-                        found = b"\n".join(k + b"=" + v for k, v in fields.items())
-                        problem = f"stream entry has no 'body' field ({_text(found)})"
-                    try:
-                        before = int(fields.get(b"n", b"0"))
-                    except ValueError:
-                        before = 0
-                    poisoned |= not self._deliver(
-                        out, f"{entry_id}:1", before + 1, found, problem
-                    )
+                if int(block * 1000) > 0:
+                    for entry_id, fields in self._read(max_jobs, int(block * 1000)):
+                        found = fields.get(b"body")
+                        problem = None
+                        if found is None:
+                            found = b"\n".join(k + b"=" + v for k, v in fields.items())
+                            problem = f"stream entry has no 'body' field ({_text(found)})"
+                        try:
+                            before = int(fields.get(b"n", b"0"))
+                        except ValueError:
+                            before = 0
+                        poisoned |= not self._deliver(
+                            out, f"{entry_id}:1", before + 1, found, problem
+                        )
             if out or (not poisoned and time.monotonic() >= deadline):
                 return out[:max_jobs]
 
     def _read(self, count: int, block_ms: int) -> list[tuple[str, dict[bytes, bytes]]]:
-        """``XREADGROUP`` new entries for this consumer, the reply left undecoded."""
+        """A blocking ``XREADGROUP`` of new entries for this consumer (``block_ms`` > 0), the
+        reply left undecoded."""
         args: list[object] = ["XREADGROUP", "GROUP", GROUP, self.consumer, "COUNT", count]
-        if block_ms > 0:
-            args += ["BLOCK", block_ms]
-        args += ["STREAMS", self._keys[0], ">"]
+        args += ["BLOCK", block_ms, "STREAMS", self._keys[0], ">"]
         return _stream_entries(self.client.execute_command(*args, **_RAW))
 
     def _deliver(

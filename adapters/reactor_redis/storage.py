@@ -3,12 +3,15 @@
 Build it with :func:`reactor_redis.storage_from_url` (``redis://``, ``rediss://``,
 ``redis+cluster://``) or directly from a client. The sub-stores share the client (a
 thread-safe connection pool) and the lazily loaded Lua scripts; ``now()`` is the server's
-``TIME``.
+clock, calibrated from ``TIME`` once a minute (:class:`reactor.ports.clock.CalibratedClock`:
+the local clock plus the measured offset, so a timestamp costs no round trip); every expiry
+and TTL a script decides reads the server's ``TIME`` inside the script itself.
 """
 
 from __future__ import annotations
 
 from reactor.model.status import RunStatus
+from reactor.ports.clock import CalibratedClock
 from reactor.ports.storage import Capabilities
 from reactor_redis._base import Client, RedisScripts, close_client, storage_errors
 from reactor_redis.claims import RedisClaimStore
@@ -37,6 +40,8 @@ class RedisStorage:
         context_ttl: retention of durable run state in seconds after its last write
             (default 86400; ``None`` = never expire).
         owns_client: close the client in :meth:`close`.
+        clock_refresh: seconds between calibrations of :meth:`now` against ``TIME``
+            (default 60).
 
     Attributes:
         sweep_cursors: the sweepers' saved scan cursors (:class:`reactor.ports.SweepCursorStore`;
@@ -50,8 +55,12 @@ class RedisStorage:
         prefix: str = "reactor",
         context_ttl: float | None = 86400.0,
         owns_client: bool = True,
+        clock_refresh: float = 60.0,
     ) -> None:
         self.client = client
+        self._clock = CalibratedClock(
+            self._server_time, resolution=1e-6, refresh_seconds=clock_refresh
+        )
         self.keys = Keys(prefix)
         self.context_ttl = context_ttl
         self._owns = owns_client
@@ -73,7 +82,17 @@ class RedisStorage:
         self.capabilities = Capabilities(signals=True, max_document_bytes=None, clock="server")
 
     def now(self) -> float:
-        """The server clock (``TIME``) in epoch seconds.
+        """The server clock in epoch seconds: the local clock plus the offset measured by the
+        last calibration against ``TIME`` (one round trip, once per ``clock_refresh``
+        seconds); never decreasing within this process.
+
+        Raises:
+            StorageError: Redis failed during a due calibration.
+        """
+        return self._clock.now()
+
+    def _server_time(self) -> float:
+        """One ``TIME`` round trip, in epoch seconds.
 
         Raises:
             StorageError: Redis failed.

@@ -30,7 +30,14 @@ from reactor.generic.claims import (
     INTERRUPT_RESUMES,
     idempotency_document_key,
 )
-from reactor.generic.contexts import CONTEXT_PAGES, CONTEXTS, context_page_key
+from reactor.generic.contexts import (
+    CONTEXT_PAGES,
+    CONTEXT_SEGMENTS,
+    CONTEXTS,
+    OLDEST_PIECE_FIELD,
+    PAGE_UNTIL_FIELD,
+    context_page_key,
+)
 from reactor.generic.locks import LOCK_CODEC, LOCKS
 from reactor.generic.map_rollbacks import (
     MAP_ROLLBACK_OUTCOMES,
@@ -192,7 +199,9 @@ class GenericProbe:
         if member is not None and concern not in ("map", "map_rollback", "interrupt"):
             raise KeyError(f"{concern} has no members, got {member!r}")
         if concern == "context":
-            return [(CONTEXTS, key), *self._context_page(key)]
+            pieces = [(CONTEXT_SEGMENTS, k) for k, _ in self.documents.scan(
+                CONTEXT_SEGMENTS, after=key + "/", limit=1_000_000) if k.startswith(key + "/")]
+            return [(CONTEXTS, key), *self._context_page(key), *pieces]
         if concern == "step_result":
             return [(STEP_RESULTS, key)]
         if concern == "correlation":
@@ -337,6 +346,27 @@ class GenericProbe:
         for collection, doc_key in self.documents_of(concern, key, member):
             if self.documents.read(collection, doc_key).value is not None:
                 self.backdoor.set_expiry(collection, doc_key, at)
+        if concern == "context":
+            self._mark_context_renewals(key, at)
+
+    def _mark_context_renewals(self, context_id: str, at: float) -> None:
+        """Tell the context head that its pieces and page summary now expire at ``at`` (the
+        store renews them by these marks, not on every write: reactor.generic.contexts)."""
+        for _ in range(100):
+            row = self.backdoor.raw(CONTEXTS, context_id)
+            current = self.documents.read(CONTEXTS, context_id)
+            if row is None or current.value is None:
+                return
+            head = dict(current.value)
+            for field in (OLDEST_PIECE_FIELD, PAGE_UNTIL_FIELD):
+                if field in head:
+                    head[field] = at
+            if self.documents.write(
+                CONTEXTS, context_id, head, expected_version=current.version,
+                expires_at=row.expires_at, index=row.index,
+            ):
+                return
+        raise RuntimeError(f"probe could not rewrite context {context_id!r}: constant contention")
 
     def _rewrite_state(self, concern: str, key: str, change: Callable[[Any], Any]) -> None:
         """Decode a coordination document, change its model state, write it back (CAS)."""

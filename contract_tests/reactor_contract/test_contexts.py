@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from reactor.errors import ContextTooLargeError, LockLost, StaleWriterError
-from reactor.model.records import ContextRecord, Fence
+from reactor.model.records import ContextDelta, ContextRecord, Fence
 from reactor.ports.storage import Storage
 from reactor_contract._support import (
     CONTEXT_TTL,
@@ -227,6 +227,123 @@ class ContextsContract:
             storage.contexts.save(record)
         assert storage.contexts.load(record.context_id) is None
 
+    # Incremental checkpoints (docs/protocol.md, "Incremental checkpoints"): a record is a base
+    # document plus the segments appended after it; an append is atomic and conditional.
+
+    def test_a_record_with_segments_round_trips(self, storage: Storage) -> None:
+        record = dataclasses.replace(
+            context(status="running", document='{"v":0}'),
+            base="b1", segments=('{"s":1}', '{"s":2,"u":"\u00e9"}'),
+        )
+        storage.contexts.save(record)
+        assert storage.contexts.load(record.context_id) == record
+
+    def test_appends_follow_the_base_in_order(self, storage: Storage) -> None:
+        record = dataclasses.replace(context(status="running", document='{"v":0}'), base="b1")
+        storage.contexts.save(record)
+        assert storage.contexts.append(_delta(record, 1, '{"s":1}')) is True
+        assert storage.contexts.append(
+            _delta(record, 2, '{"s":2}', status="completed", updated_at=1_700_000_099.5)
+        ) is True
+        loaded = storage.contexts.load(record.context_id)
+        assert loaded == dataclasses.replace(
+            record, status="completed", updated_at=1_700_000_099.5,
+            segments=('{"s":1}', '{"s":2}'),
+        )
+        assert [r.context_id for r in storage.contexts.scan(statuses=["completed"])] == [
+            record.context_id
+        ]
+        assert storage.contexts.scan(statuses=["running"]) == []
+        page = storage.contexts.page()
+        assert [(r.context_id, r.status) for r in page.runs] == [(record.context_id, "completed")]
+
+    def test_an_append_to_another_view_writes_nothing(self, storage: Storage) -> None:
+        absent = dataclasses.replace(context(), base="b1")
+        assert storage.contexts.append(_delta(absent, 1, '{"s":1}')) is False
+        assert storage.contexts.load(absent.context_id) is None
+        record = dataclasses.replace(context(status="running", document='{"v":0}'), base="b1")
+        storage.contexts.save(record)
+        assert storage.contexts.append(_delta(record, 1, '{"s":1}')) is True
+        before = storage.contexts.load(record.context_id)
+        other_base = dataclasses.replace(record, base="b2")
+        assert storage.contexts.append(_delta(other_base, 2, '{"x":1}')) is False
+        assert storage.contexts.append(_delta(record, 1, '{"again":1}')) is False
+        assert storage.contexts.append(_delta(record, 3, '{"gap":1}')) is False
+        assert storage.contexts.load(record.context_id) == before
+        legacy = context(status="running")  # written before bases existed
+        storage.contexts.save(legacy)
+        assert storage.contexts.append(_delta(record, 1, '{"s":1}', run=legacy)) is False
+        assert storage.contexts.load(legacy.context_id) == legacy
+
+    def test_a_whole_save_replaces_the_segments(self, storage: Storage) -> None:
+        record = dataclasses.replace(context(status="running", document='{"v":0}'), base="b1")
+        storage.contexts.save(record)
+        assert storage.contexts.append(_delta(record, 1, '{"s":1}')) is True
+        whole = dataclasses.replace(record, base="b2", document='{"v":"whole"}')
+        storage.contexts.save(whole)
+        assert storage.contexts.load(record.context_id) == whole
+        assert storage.contexts.append(_delta(record, 2, '{"s":2}')) is False
+        assert storage.contexts.append(_delta(whole, 1, '{"s":"new"}')) is True
+        loaded = storage.contexts.load(record.context_id)
+        assert loaded is not None and loaded.segments == ('{"s":"new"}',)
+
+    def test_a_fenced_append_below_the_stored_token_is_refused_as_stale(
+        self, storage: Storage
+    ) -> None:
+        record = dataclasses.replace(context(status="running", document='{"v":0}'), base="b1")
+        storage.contexts.save(record, fence=_fence(record, 100))
+        assert storage.contexts.append(_delta(record, 1, '{"s":1}'), fence=_fence(record, 200))
+        before = storage.contexts.load(record.context_id)
+        with pytest.raises(StaleWriterError) as refused:
+            storage.contexts.append(_delta(record, 2, '{"stale":1}'), fence=_fence(record, 100))
+        assert (refused.value.token, refused.value.stored_token) == (100, 200)
+        assert storage.contexts.load(record.context_id) == before
+        with pytest.raises(StaleWriterError):  # the append raised the stored fence to 200
+            storage.contexts.save(record, fence=_fence(record, 150))
+        assert storage.contexts.append(
+            _delta(record, 2, '{"s":2}'), fence=_fence(record, 200)
+        ) is True
+
+    def test_an_append_restamps_retention(self, storage: Storage, probe: Probe) -> None:
+        record = dataclasses.replace(context(status="running"), base="b1")
+        storage.contexts.save(record)
+        probe.expire("context", record.context_id, after=60)
+        assert_ttl(probe.ttl("context", record.context_id), 60)
+        assert storage.contexts.append(_delta(record, 1, '{"s":1}')) is True
+        assert_ttl(probe.ttl("context", record.context_id), CONTEXT_TTL)
+        loaded = storage.contexts.load(record.context_id)
+        assert loaded is not None and loaded.segments == ('{"s":1}',)
+
+    def test_an_append_to_an_expired_context_writes_nothing(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        record = dataclasses.replace(context(status="running"), base="b1")
+        storage.contexts.save(record)
+        probe.expire("context", record.context_id)
+        assert storage.contexts.append(_delta(record, 1, '{"s":1}')) is False
+        assert storage.contexts.load(record.context_id) is None
+
+    def test_delete_removes_the_segments(self, storage: Storage) -> None:
+        record = dataclasses.replace(context(status="running"), base="b1")
+        storage.contexts.save(record)
+        assert storage.contexts.append(_delta(record, 1, '{"s":1}')) is True
+        assert storage.contexts.delete(record.context_id) is True
+        assert storage.contexts.load(record.context_id) is None
+        assert storage.contexts.append(_delta(record, 2, '{"s":2}')) is False
+        storage.contexts.save(record)
+        assert storage.contexts.load(record.context_id) == record
+
+    def test_an_append_past_the_document_limit_is_refused(self, storage: Storage) -> None:
+        limit = storage.capabilities.max_document_bytes
+        if limit is None:
+            pytest.skip("capability: no document size limit (max_document_bytes is None)")
+        record = dataclasses.replace(context(status="running"), base="b1")
+        storage.contexts.save(record)
+        big = '"' + "x" * (limit - len(record.document)) + '"'
+        with pytest.raises(ContextTooLargeError):
+            storage.contexts.append(_delta(record, 1, big))
+        assert storage.contexts.load(record.context_id) == record
+
     def test_scan_pages_with_a_cursor_list_every_run_once(self, storage: Storage) -> None:
         runs = [context(status="running") for _ in range(7)]
         runs += [
@@ -276,6 +393,27 @@ class ContextsContract:
         storage.contexts.save(context())
         with pytest.raises(ValueError):
             storage.contexts.scan(cursor="%%% not a cursor %%%")
+
+
+def _delta(
+    record: ContextRecord,
+    position: int,
+    segment: str,
+    *,
+    status: str = "running",
+    updated_at: float = 1_700_000_050.0,
+    run: ContextRecord | None = None,
+) -> ContextDelta:
+    """The delta appending ``segment`` at ``position`` after ``record``'s base (to the run
+    ``run`` when given)."""
+    return ContextDelta(
+        context_id=(run or record).context_id,
+        base=record.base,
+        position=position,
+        status=status,
+        updated_at=updated_at,
+        segment=segment,
+    )
 
 
 def _fence(record: ContextRecord, token: int) -> Fence:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from reactor.model.records import MapMetadata
-from reactor.ports.storage import Storage
+from reactor.engine import fast_paths
+from reactor.model.records import ElementStart, MapMetadata
+from reactor.ports.capabilities import BeginsAndSettlesElements
+from reactor.ports.storage import MapStore, Storage
 from reactor_contract._support import (
     CONTEXT_TTL,
     assert_ttl,
@@ -32,6 +35,37 @@ def _pages_after(storage: Storage, cursor: str | None) -> list[list[MapMetadata]
         if cursor is None:
             return pages
     raise AssertionError("the map scan did not end within 20 pages")
+
+
+#: The MapStore calls the element fast paths stand for (reactor.engine.fast_paths).
+_COMPOSED_CALLS = frozenset({
+    "metadata", "result_slots", "failed_context", "append_element", "set_failed_context",
+    "put_result", "add_to_counter",
+})  # fmt: skip
+
+
+class _Composed:
+    """``maps`` seen without its fast paths: only the calls they stand for, so
+    :mod:`reactor.engine.fast_paths` makes those calls one by one."""
+
+    def __init__(self, maps: MapStore) -> None:
+        self._maps = maps
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in _COMPOSED_CALLS:
+            raise AttributeError(name)
+        return getattr(self._maps, name)
+
+
+def _forward_state(maps: MapStore, map_id: str, count: int) -> tuple[Any, ...]:
+    """What a map's forward state reads as through the protocol."""
+    return (
+        maps.metadata(map_id),
+        maps.counter(map_id),
+        maps.failed_context(map_id),
+        maps.result_slots(map_id, list(range(count))),
+        maps.element_ids(map_id),
+    )
 
 
 class MapsContract:
@@ -284,6 +318,104 @@ class MapsContract:
         storage.maps.init(map_metadata())
         with pytest.raises(ValueError):
             storage.maps.scan(cursor="%%% not a cursor %%%")
+
+    # -- the element fast paths (docs/protocol.md, "Optional fast paths"): through
+    # reactor.engine.fast_paths, which calls the store's own method when it declares
+    # BeginsAndSettlesElements and the composition otherwise; both must read the same.
+
+    def test_begin_element_appends_only_a_fresh_element_of_a_live_map(
+        self, storage: Storage
+    ) -> None:
+        maps, meta = storage.maps, map_metadata(count=3)
+        map_id = meta.map_id
+        begin = fast_paths.begin_element
+        assert begin(maps, map_id, 0, "ctx-0") == ElementStart(None, False, None, None)
+        assert maps.count_elements(map_id) == 0, "an unknown map gets no element"
+        maps.init(meta)
+        assert begin(maps, map_id, 0, None) == ElementStart(meta, False, None, None)
+        assert maps.count_elements(map_id) == 0, "no context id: a read only"
+        assert begin(maps, map_id, 0, "ctx-0") == ElementStart(meta, False, None, 0)
+        assert begin(maps, map_id, 1, "ctx-1") == ElementStart(meta, False, None, 1)
+        maps.put_result(map_id, 2, '"r"')
+        assert begin(maps, map_id, 2, "ctx-2") == ElementStart(meta, True, None, None)
+        maps.set_failed_context(map_id, "ctx-1")
+        assert begin(maps, map_id, 0, "ctx-x") == ElementStart(meta, False, "ctx-1", None)
+        assert maps.element_ids(map_id) == ["ctx-0", "ctx-1"]
+        assert maps.counter(map_id) == 3, "beginning an element never counts it"
+
+    def test_settle_element_stores_the_failure_the_slot_and_counts_down(
+        self, storage: Storage
+    ) -> None:
+        maps, meta = storage.maps, map_metadata(count=3)
+        map_id = meta.map_id
+        maps.init(meta)
+        settle = fast_paths.settle_element
+        assert settle(maps, map_id, 1, '"b"') == 2
+        assert maps.failed_context(map_id) is None
+        assert settle(maps, map_id, 0, '"a"', failed_context="ctx-0") == 1
+        assert settle(maps, map_id, 2, '"c"', failed_context="ctx-2") == 0
+        assert maps.failed_context(map_id) == "ctx-0", "the first failed element wins"
+        assert maps.results_page(map_id, offset=0, limit=5) == [
+            (0, '"a"'), (1, '"b"'), (2, '"c"'),
+        ]  # fmt: skip
+        assert maps.missing_indices(map_id, 3) == []
+        # a duplicate settle (a redelivered element) overwrites its slot and counts again:
+        # the slots, not the counter, decide completion
+        assert settle(maps, map_id, 2, '"c2"') == -1
+        assert maps.result_slots(map_id, [2]) == ['"c2"']
+        assert maps.counter(map_id) == -1
+
+    def test_element_fast_paths_refuse_negative_indexes(self, storage: Storage) -> None:
+        with pytest.raises(ValueError):
+            fast_paths.begin_element(storage.maps, uid("map"), -1, "ctx")
+        with pytest.raises(ValueError):
+            fast_paths.settle_element(storage.maps, uid("map"), -1, '"v"')
+
+    def test_element_fast_paths_restamp_what_they_write(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        meta = map_metadata(count=2)
+        map_id = meta.map_id
+        storage.maps.init(meta)
+        storage.maps.put_result(map_id, 0, '"r"')
+        storage.maps.append_element(map_id, "ctx-0")
+        probe.expire("map", map_id, after=30)
+        fast_paths.begin_element(storage.maps, map_id, 1, "ctx-1")
+        assert_ttl(probe.ttl("map", map_id, "elements"), CONTEXT_TTL)
+        assert_ttl(probe.ttl("map", map_id, "element:1"), CONTEXT_TTL)
+        fast_paths.settle_element(storage.maps, map_id, 1, '"s"', failed_context="ctx-1")
+        for member in ("counter", "slot:1"):
+            assert_ttl(probe.ttl("map", map_id, member), CONTEXT_TTL)
+
+    def test_element_fast_paths_equal_their_composition(self, storage: Storage) -> None:
+        # A store that declares BeginsAndSettlesElements runs its own methods on one map and
+        # the composition on another; on a store without them both maps take the composition.
+        native, composed = storage.maps, _Composed(storage.maps)
+        assert not isinstance(composed, BeginsAndSettlesElements)
+        meta_a, meta_b = map_metadata(count=4), map_metadata(count=4)
+        pairs = ((native, meta_a.map_id), (composed, meta_b.map_id))
+        for meta in (meta_a, meta_b):
+            native.init(meta)
+        steps: list[tuple[str, int, str | None]] = [
+            ("begin", 0, None), ("begin", 0, "ctx-0"), ("begin", 1, "ctx-1"),
+            ("settle", 0, None), ("begin", 0, "ctx-0b"), ("settle", 1, "ctx-1"),
+            ("begin", 2, "ctx-2"), ("settle", 2, "ctx-2"), ("begin", 3, None),
+        ]  # fmt: skip
+        for op, index, arg in steps:
+            results: list[object] = []
+            for maps, map_id in pairs:
+                if op == "begin":
+                    start = fast_paths.begin_element(maps, map_id, index, arg)
+                    results.append((start.settled, start.failed_context, start.position,
+                                    start.metadata is not None))
+                else:
+                    results.append(fast_paths.settle_element(
+                        maps, map_id, index, f'"{index}"', failed_context=arg))
+            assert results[0] == results[1], f"{op} {index} {arg}"
+            state_a = _forward_state(native, meta_a.map_id, 4)
+            state_b = _forward_state(native, meta_b.map_id, 4)
+            assert state_a[0] is not None and state_b[0] is not None
+            assert state_a[1:] == state_b[1:], f"{op} {index} {arg}"
 
 
 class TestMaps(MapsContract):

@@ -15,8 +15,10 @@ from collections.abc import Callable
 
 import pytest
 
-from reactor.errors import RouterError
-from reactor.ports.router import DeadLetter, Delivery, Job, Router
+from reactor.engine import fast_paths
+from reactor.errors import EncodeError, RouterError
+from reactor.ports.capabilities import EnqueuesMany
+from reactor.ports.router import MAX_ENVELOPE_BYTES, DeadLetter, Delivery, Job, Router
 from reactor_contract._support import SUITE_DOC, eventually, teach, uid
 from reactor_contract.plugin import open_router
 from reactor_contract.probe import RouterProbe, UnsupportedBody
@@ -413,6 +415,46 @@ class RoutersContract:
         assert Job.from_json(letters[2].body).id == second.id
         assert [letter.at for letter in letters] == sorted(letter.at for letter in letters)
         assert router.dead_letters(limit=2) == letters[:2]
+
+    # -- the batch fast path (docs/protocol.md, "Optional fast paths"): through
+    # reactor.engine.fast_paths.enqueue_all, which calls the router's own enqueue_many when it
+    # declares EnqueuesMany and enqueues one by one otherwise.
+
+    def test_enqueue_all_queues_every_job_and_returns_their_ids_in_order(
+        self, router: Router
+    ) -> None:
+        jobs = [_job(n=i) for i in range(7)]
+        assert fast_paths.enqueue_all(router, jobs) == [job.id for job in jobs]
+        got = _collect(router, {job.id for job in jobs})
+        assert set(got) == {job.id for job in jobs}, f"only {len(got)} of 7 jobs were delivered"
+        for job in jobs:
+            delivery = got[job.id]
+            assert delivery.job == job and delivery.delivery_count == 1
+            router.ack(delivery)
+        assert fast_paths.enqueue_all(router, []) == []
+        assert router.receive(max_jobs=10, wait_seconds=0.2) == []
+
+    def test_enqueue_all_raises_encode_error_before_queueing_what_follows(
+        self, router: Router
+    ) -> None:
+        too_large = Job(kind="run", payload={"blob": "x" * (MAX_ENVELOPE_BYTES + 1)})
+        with pytest.raises(EncodeError):
+            fast_paths.enqueue_all(router, [too_large, _job()])
+        if isinstance(router, EnqueuesMany):
+            # a native batch encodes every envelope before it sends one: all or nothing
+            with pytest.raises(EncodeError):
+                router.enqueue_many([_job(), _job(), too_large])
+        assert eventually(lambda: router.receive(max_jobs=5, wait_seconds=0.2), timeout=QUIET) == []
+
+    def test_enqueue_all_on_a_closed_router_raises_router_error_or_works(
+        self, reactor_router_url: str
+    ) -> None:
+        closed = open_router(reactor_router_url)
+        closed.close()
+        try:
+            fast_paths.enqueue_all(closed, [_job(), _job()])
+        except RouterError:
+            pass  # typed: fine (so is a router that still works once closed)
 
     def test_close_is_idempotent(self, router: Router) -> None:
         router.close()

@@ -36,12 +36,14 @@ from reactor.cli._common import (
     fail,
 )
 from reactor.errors import (
+    DeserializationError,
     ReactorError,
     RunNotFoundError,
     RunStateError,
     UnknownReactorError,
 )
 from reactor.facade import Reactor
+from reactor.model import checkpoints
 from reactor.model.masking import mask_document
 from reactor.model.records import RunSummary
 from reactor.model.status import RunStatus
@@ -214,10 +216,10 @@ def runs_show(
         "root_context_id": record.root_context_id,
     }
     try:
-        document = json.loads(record.document)
-    except (ValueError, RecursionError) as exc:
+        document = checkpoints.raw_document(record)
+    except (DeserializationError, RecursionError) as exc:
         document = None
-        shown["document_error"] = f"the stored document is not JSON: {exc}"
+        shown["document_error"] = f"the stored document is not readable: {exc}"
     if isinstance(document, dict):
         shown["document"] = mask_document(document)
     else:

@@ -200,7 +200,7 @@ def start_all(
     coordination.assign_ordered_ticket(definition, ctx, env)
     checkpoint = (
         Checkpointer(env, ctx) if hold is None
-        else FencedCheckpointer(env, ctx, hold, verify=False)
+        else FencedCheckpointer(env, ctx, hold)
     )
     try:
         return dispatch(

@@ -2,7 +2,10 @@
 
 A synchronous run is saved at the start (status ``running``), after every step (throttled by
 ``checkpoint_min_interval``, default 0 = every step) and at the end (docs/architecture.md,
-"Execution invariants").
+"Execution invariants"). The first save of a context writes it whole under a new *base*;
+every later one appends a segment holding only what changed since (docs/protocol.md,
+"Incremental checkpoints"), so a step costs the same in a run of 10 steps or 1,000 and each
+value is encoded once. A loaded context continues appending to the record it came from.
 A composed child is embedded in its parent, so it is saved by saving the record that holds it;
 a map element is its own record.
 
@@ -15,14 +18,18 @@ saves"). The plain :class:`Checkpointer` is unfenced; workers use
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
+from typing import Any
+
 from reactor.engine import secret_policy
 from reactor.engine.env import Env
 from reactor.errors import DeserializationError
-from reactor.model import codec
+from reactor.model import checkpoints, codec
 from reactor.model.context import Context
-from reactor.model.records import ContextRecord, Fence
+from reactor.model.records import ContextDelta, ContextRecord, Fence
 
-__all__ = ["Checkpointer", "load_context"]
+__all__ = ["Checkpointer", "load_context", "new_base_id", "size_limit", "whole_record"]
 
 
 class Checkpointer:
@@ -48,7 +55,14 @@ class Checkpointer:
         return None
 
     def save(self, *, force: bool = True) -> None:
-        """Encode and save the record (fenced with :meth:`fence` when it gives one).
+        """Checkpoint the record (fenced with :meth:`fence` when it gives one).
+
+        An incremental checkpoint (one segment holding what changed since the last save:
+        docs/protocol.md, "Incremental checkpoints") when the stored record is known
+        (``ctx.persisted``) and the store can append; else, or when the store refuses the
+        append (another base or segment count: the stored record is not this writer's view),
+        or when the segments would pass ``max_context_bytes``, a full save of the whole
+        document under a new base.
 
         Args:
             force: ``False`` for a per-step checkpoint, which is skipped when the previous save
@@ -79,29 +93,95 @@ class Checkpointer:
         previous_update = ctx.updated_at
         ctx.updated_at = now
         try:
-            document = codec.encode_document(
-                ctx.to_document(seal=secret_policy.sealer(self.env)),
-                max_bytes=self.env.settings.max_context_bytes,
-            )
+            seal = secret_policy.sealer(self.env)
+            if not self._append(seal):
+                self._save_whole(seal)
         except BaseException:
             ctx.updated_at = previous_update
             raise
-        record = ContextRecord(
+        self._last_save = now
+
+    def _append(self, seal: Callable[[Any], Any] | None) -> bool:
+        """Store one segment; ``False`` when a full save is needed instead."""
+        ctx = self.context
+        persisted = ctx.persisted
+        store = self.env.storage.contexts
+        append = getattr(store, "append", None)
+        if persisted is None or not persisted.base or append is None:
+            return False
+        delta = checkpoints.DeltaDocument(ctx, seal)
+        text = codec.encode_document(delta.document)
+        size = len(text.encode("utf-8"))
+        limit = size_limit(self.env)
+        if limit is not None and persisted.size + size > limit:
+            return False  # the whole document may still fit: the full save decides
+        record = ContextDelta(
             context_id=ctx.context_id,
-            reactor=ctx.reactor,
+            base=persisted.base,
+            position=persisted.position + 1,
             status=ctx.status.value,
-            document=document,
-            created_at=ctx.created_at,
-            updated_at=now,
-            parent_context_id=ctx.parent_context_id,
-            root_context_id=ctx.root_context_id,
+            updated_at=ctx.updated_at,
+            segment=text,
         )
+        fence = self.fence()
+        appended = append(record) if fence is None else append(record, fence=fence)
+        if appended:
+            delta.written(size)
+        return bool(appended)
+
+    def _save_whole(self, seal: Callable[[Any], Any] | None) -> None:
+        ctx = self.context
+        record = whole_record(self.env, ctx, seal)
         fence = self.fence()
         if fence is None:  # the one-argument call: stores written before fences keep working
             self.env.storage.contexts.save(record)
         else:
             self.env.storage.contexts.save(record, fence=fence)
-        self._last_save = now
+        checkpoints.mark_persisted(
+            ctx, base=record.base, position=0, size=len(record.document.encode("utf-8"))
+        )
+
+
+def whole_record(
+    env: Env, ctx: Context, seal: Callable[[Any], Any] | None
+) -> ContextRecord:
+    """The record of a full save of ``ctx`` under a new base (nothing is written).
+
+    Args:
+        env: the environment (its ``max_context_bytes`` and its storage's document limit).
+        ctx: the context, its timestamps already stamped.
+        seal: the secret sealer (:func:`reactor.engine.secret_policy.sealer`).
+
+    Raises:
+        EncodeError: a value cannot be encoded.
+        ContextTooLargeError: the document exceeds ``max_context_bytes`` or the storage's
+            ``Capabilities.max_document_bytes``.
+    """
+    document = codec.encode_document(ctx.to_document(seal=seal), max_bytes=size_limit(env))
+    return ContextRecord(
+        context_id=ctx.context_id,
+        reactor=ctx.reactor,
+        status=ctx.status.value,
+        document=document,
+        created_at=ctx.created_at,
+        updated_at=ctx.updated_at,
+        parent_context_id=ctx.parent_context_id,
+        root_context_id=ctx.root_context_id,
+        base=new_base_id(),
+    )
+
+
+def size_limit(env: Env) -> int | None:
+    """The most bytes a stored run may take: the smaller of ``max_context_bytes`` and the
+    storage's ``Capabilities.max_document_bytes`` (``None``: no limit)."""
+    limits = [env.settings.max_context_bytes, env.storage.capabilities.max_document_bytes]
+    known = [limit for limit in limits if limit is not None]
+    return min(known) if known else None
+
+
+def new_base_id() -> str:
+    """A fresh base id for a full save (12 hex digits of a UUID4)."""
+    return uuid.uuid4().hex[:12]
 
 
 def load_context(env: Env, context_id: str, *, open_secrets: bool = True) -> Context | None:
@@ -129,7 +209,14 @@ def load_context(env: Env, context_id: str, *, open_secrets: bool = True) -> Con
     if record is None:
         return None
     try:
-        ctx = Context.from_document(codec.decode_document(record.document))
-        return secret_policy.open_context(env, ctx) if open_secrets else ctx
+        ctx = Context.from_document(checkpoints.stored_document(record))
+        resealed = open_secrets and secret_policy.open_context_to_write(env, ctx)
     except DeserializationError as exc:  # SchemaVersionError too: keep the class
         raise type(exc)(f"stored run {context_id!r} is unreadable: {exc}") from exc
+    # A reader's sealed view is never appended to; a run sealed with a retired key is saved
+    # whole next time (re-sealed with the first key).
+    if record.base and open_secrets and not resealed:
+        checkpoints.mark_persisted(
+            ctx, base=record.base, position=len(record.segments), size=record.stored_bytes
+        )
+    return ctx

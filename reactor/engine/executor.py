@@ -30,6 +30,7 @@ from dataclasses import replace
 from typing import Any
 
 from reactor.dsl.declarations import StepSpec
+from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import async_dispatch, async_step, coordination, fan_out, rollback
 from reactor.engine.compose import run_compose
 from reactor.engine.inline_map import run_map
@@ -94,6 +95,45 @@ def _roll_back_completed(state: RunState) -> list[RollbackFailure]:
     return rollback.finish(state, roll_back_fan_out=roll_back_fan_out)
 
 
+class _Schedule:
+    """Which steps run next: waves of the steps whose dependencies have all completed, each
+    wave in declaration order (a step made ready during a wave runs in the next one).
+
+    Counts each step's unmet dependencies, so finding the next wave costs what completed, not
+    the size of the reactor (a 1,000-step chain is not quadratic).
+    """
+
+    def __init__(self, definition: ReactorDefinition, completed: set[str]) -> None:
+        self._order = {name: i for i, name in enumerate(definition.steps)}
+        self.pending: dict[str, int] = {}
+        self._dependents: dict[str, list[str]] = {}
+        for name in definition.steps:
+            if name in completed:
+                continue
+            unmet = [dep for dep in definition.dependencies[name] if dep not in completed]
+            self.pending[name] = len(unmet)
+            for dep in unmet:
+                self._dependents.setdefault(dep, []).append(name)
+        self._wave = [name for name, unmet in self.pending.items() if not unmet]
+
+    def next_wave(self) -> list[str]:
+        """The steps to run now, in declaration order (empty: nothing can run)."""
+        wave, self._wave = sorted(self._wave, key=self._order.__getitem__), []
+        return wave
+
+    def done(self, name: str) -> None:
+        """Mark ``name`` completed (or dispatched, for an ``async_step``)."""
+        self.pending.pop(name, None)
+        for dependent in self._dependents.pop(name, ()):
+            self.pending[dependent] -= 1
+            if not self.pending[dependent]:
+                self._wave.append(dependent)
+
+    def remaining(self) -> list[str]:
+        """The steps not completed yet, in declaration order."""
+        return sorted(self.pending, key=self._order.__getitem__)
+
+
 def _execute(state: RunState) -> Success | Failure:
     ctx = state.ctx
     definition = state.definition
@@ -102,15 +142,14 @@ def _execute(state: RunState) -> Success | Failure:
         state.checkpoint.save()
     except (EncodeError, ContextTooLargeError) as exc:
         return _unstorable_inputs(state, exc)
-    completed = set(ctx.intermediate_results) | async_step.dispatched_units(ctx)
-    remaining = [name for name in definition.steps if name not in completed]
-    while remaining:
-        ready = [
-            name for name in remaining
-            if all(dep in completed for dep in definition.dependencies[name])
-        ]
+    schedule = _Schedule(definition, set(ctx.intermediate_results)
+                         | async_step.dispatched_units(ctx))
+    while schedule.pending:
+        ready = schedule.next_wave()
         if not ready:
-            raise DependencyError(f"{definition.name}: no step is ready among {remaining}")
+            raise DependencyError(
+                f"{definition.name}: no step is ready among {schedule.remaining()}"
+            )
         for name in ready:
             spec = definition.steps[name]
             if state.hand_off is not None:  # background before: (docs/workers.md)
@@ -119,8 +158,7 @@ def _execute(state: RunState) -> Success | Failure:
                 refused = async_dispatch.dispatch(state, spec)
                 if refused is not None:
                     return _fail(state, spec, StepOutcome(refused, {}, body_started=False))
-                completed.add(name)
-                remaining.remove(name)
+                schedule.done(name)
                 continue
             outcome = _run_step(state, spec)
             lost = state.lost_hold()
@@ -133,22 +171,27 @@ def _execute(state: RunState) -> Success | Failure:
                 return _halt(state, name, result, outcome)
             if isinstance(result, Failure):
                 return _fail(state, spec, outcome)
-            stored = _record(state, spec, outcome)
+            # The last step's checkpoint is the run's final one when nothing runs after it.
+            final = state.hand_off is None and list(schedule.pending) == [name]
+            stored = _record(state, spec, outcome, final=final)
             if stored is not None:
                 return _fail(state, spec, stored)
-            completed.add(name)
-            remaining.remove(name)
+            schedule.done(name)
             if state.hand_off is not None:  # background after: (docs/workers.md)
                 state.hand_off(state, "after", name)
-    value: Any = (
-        ctx.intermediate_results.get(definition.returns)
-        if definition.returns is not None
-        else dict(ctx.intermediate_results)
-    )
-    ctx.status = RunStatus.COMPLETED
-    ctx.current_step = None
-    state.checkpoint.save()
-    return Success(value)
+    if ctx.status is not RunStatus.COMPLETED:  # the last step's checkpoint did not finish it
+        ctx.status = RunStatus.COMPLETED
+        ctx.current_step = None
+        state.checkpoint.save()
+    return Success(_run_value(state))
+
+
+def _run_value(state: RunState) -> Any:
+    """The value a completed run returns: its ``returns`` step's result, else every result."""
+    ctx, definition = state.ctx, state.definition
+    if definition.returns is not None:
+        return ctx.intermediate_results.get(definition.returns)
+    return dict(ctx.intermediate_results)
 
 
 def _unstorable_inputs(state: RunState, exc: Exception) -> Failure:
@@ -166,8 +209,14 @@ def _unstorable_inputs(state: RunState, exc: Exception) -> Failure:
     return failure
 
 
-def _record(state: RunState, spec: StepSpec, outcome: StepOutcome) -> StepOutcome | None:
-    """Record a successful step and checkpoint; on an unstorable value return a failure."""
+def _record(
+    state: RunState, spec: StepSpec, outcome: StepOutcome, *, final: bool = False
+) -> StepOutcome | None:
+    """Record a successful step and checkpoint; on an unstorable value return a failure.
+
+    ``final``: no step runs after this one, so this checkpoint completes the run (status
+    ``completed``, never throttled) instead of being followed by a checkpoint of its own.
+    """
     ctx = state.ctx
     name = spec.name
     result = outcome.result
@@ -186,12 +235,15 @@ def _record(state: RunState, spec: StepSpec, outcome: StepOutcome) -> StepOutcom
         state.trace("run", name, attempt=ctx.retry_context.get("attempts", {}).get(name))
     ctx.current_step = None
     state.in_flight = None
+    if final:
+        ctx.status = RunStatus.COMPLETED
     try:
-        state.checkpoint.save(force=False)
+        state.checkpoint.save(force=final)
         if state.env.settings.checkpoint_min_interval > 0:  # a throttled save encoded nothing
             codec.dumps(ctx.undo_stack[-1] if pushed else result.value)
     except (EncodeError, ContextTooLargeError) as exc:
         # The value cannot be stored: the step fails (its side effect happened: compensate).
+        ctx.status = RunStatus.RUNNING
         del ctx.intermediate_results[name]
         if pushed:
             ctx.undo_stack.pop()

@@ -40,9 +40,9 @@ from typing import Any
 from reactor import registry
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import map_rollback
+from reactor.engine import fast_paths, map_rollback, secret_policy
 from reactor.engine.arguments import resolve, resolve_arguments
-from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine.checkpoint import load_context, whole_record
 from reactor.engine.dispatch import DispatchHandle, stored_result
 from reactor.engine.env import Env
 from reactor.engine.map_results import MapResultEnumerator, decode_slot, encode_slot
@@ -56,7 +56,7 @@ from reactor.errors import (
 from reactor.model import codec
 from reactor.model.context import Context
 from reactor.model.engine_state import EngineState
-from reactor.model.records import MapMetadata
+from reactor.model.records import ContextRecord, MapMetadata
 from reactor.model.results import Failure, Halt, Success
 from reactor.model.status import RunStatus
 from reactor.ports.payloads import MapCollectPayload, MapElementPayload, job
@@ -381,7 +381,9 @@ def materialize(
             source_error, items = str(exc), []
     element_definition = definition.children[meta.step_name]
     root_id = parent.root_context_id or parent.context_id
-    stored: list[int] = []
+    seal = secret_policy.sealer(env)
+    now = env.now()
+    records: list[ContextRecord] = []
     for index in indexes:
         ctx = Context(
             context_id=element_context_id(meta.map_id, index),
@@ -393,7 +395,8 @@ def materialize(
                 "map_step": meta.step_name, "map_id": meta.map_id, "index": index,
                 "parent_reactor": meta.parent_reactor,
             },
-            created_at=env.now(),
+            created_at=now,
+            updated_at=now,
         )
         try:
             if source_error is not None:
@@ -405,14 +408,14 @@ def materialize(
             ctx.inputs = resolve_arguments(spec, parent, element=items[index])
             # raw inputs: the element's job validates them
             ctx.engine_state = EngineState(validate_inputs=True)
-            Checkpointer(env, ctx).save()
+            records.append(whole_record(env, ctx, seal))
         except (ArgumentResolutionError, codec.EncodeError, ContextTooLargeError) as exc:
             ctx.inputs = {}
             # the element's job fails it with this reason
             ctx.engine_state = EngineState(argument_error=f"{type(exc).__name__}: {exc}")
-            Checkpointer(env, ctx).save()
-        stored.append(index)
-    return stored
+            records.append(whole_record(env, ctx, seal))
+    fast_paths.save_all(env.storage.contexts, records)  # one request where the store can
+    return list(indexes)
 
 
 def enqueue_collector(env: Env, map_id: str) -> None:
@@ -480,10 +483,10 @@ def dispatch_batch(
         settle_skipped(env, meta, [*claimed, *rest])
         return claimed
     ready = materialize(env, meta, list(claimed), items=items, parent=parent)
-    router = env.runtime.router
-    for index in ready:
-        router.enqueue(job(MapElementPayload(map_id=meta.map_id, index=index,
-                                             atomic=meta.atomic)))
+    fast_paths.enqueue_all(env.runtime.router, [
+        job(MapElementPayload(map_id=meta.map_id, index=index, atomic=meta.atomic))
+        for index in ready
+    ])
     return claimed
 
 

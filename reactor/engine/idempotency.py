@@ -249,7 +249,7 @@ def _take_over_abandoned(
             retryable=False,
             reactor_name=definition.name,
         )
-        FencedCheckpointer(env, tombstone, hold, verify=False).save()
+        FencedCheckpointer(env, tombstone, hold).save()
         env.storage.claims.release_idempotency_key(definition.name, key, holder)
         return True
     finally:

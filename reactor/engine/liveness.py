@@ -184,26 +184,21 @@ def held(env: Env, context_id: str) -> Iterator[Liveness]:
 class FencedCheckpointer(Checkpointer):
     """A :class:`Checkpointer` that refuses to write once the execution lost its liveness lock.
 
-    Used by worker executions: a worker stalled past its lock's TTL (a long GC pause, a frozen
-    VM) must not overwrite the progress of the execution that took the run over (single writer):
-    every save carries the hold's fence, checked by the store in the write itself
-    (docs/workers.md, "Stale writers and fenced saves").
+    Used by worker executions and synchronous runs that hold a run lock: a writer stalled past
+    its lock's TTL (a long GC pause, a frozen VM) must not overwrite the progress of the
+    execution that took the run over (single writer): every save carries the hold's fence,
+    checked by the store atomically inside the write itself (docs/workers.md, "Stale writers
+    and fenced saves"). No separate round trip asks whether the lock is still held.
 
     Args:
         env: the execution environment.
         record_context: the run's context.
         liveness: the execution's hold.
-        verify: before each save, also ask the store whether the lock is still ours (one read;
-            workers). ``False`` (synchronous runs): only the cheap local check of the lock's
-            deadline, the store's fence doing the rest.
     """
 
-    def __init__(
-        self, env: Env, record_context: Context, liveness: Liveness, *, verify: bool = True
-    ) -> None:
+    def __init__(self, env: Env, record_context: Context, liveness: Liveness) -> None:
         super().__init__(env, record_context)
         self.liveness = liveness
-        self.verify = verify
 
     def fence(self) -> Fence | None:
         """The hold's fence (:meth:`Liveness.fence`): the store refuses the save atomically
@@ -211,20 +206,15 @@ class FencedCheckpointer(Checkpointer):
         return self.liveness.fence()
 
     def save(self, *, force: bool = True) -> None:
-        """Check the hold, then save fenced with its token (see :meth:`Checkpointer.save`).
-
-        The check is a fast path; the fence is what makes the save safe: a writer that stalls
-        between the check and the write (a GC pause, SIGSTOP, a frozen VM) while another
-        execution takes the run over is refused by the store itself (docs/workers.md, "Stale
-        writers and fenced saves").
+        """Save fenced with the hold's token (see :meth:`Checkpointer.save`), after the local
+        check of a loss the heartbeat already saw.
 
         Raises:
-            LockLost: the liveness lock is no longer ours (nothing is written).
+            LockLost: the heartbeat found the liveness lock taken or lapsed (nothing is
+                written).
             StaleWriterError: a :class:`LockLost`: a newer holder already saved the run
                 (nothing is written).
         """
-        if self.verify:
-            self.liveness.check()
-        elif self.liveness.lock is not None and self.liveness.lock.lost is not None:
+        if self.liveness.lock is not None and self.liveness.lock.lost is not None:
             raise self.liveness.lock.lost
         super().save(force=force)

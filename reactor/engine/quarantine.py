@@ -14,20 +14,23 @@ for an operator — so
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import replace
 
 from reactor import registry
 from reactor.engine import secret_policy
+from reactor.engine.checkpoint import new_base_id
 from reactor.engine.env import Env
 from reactor.errors import (
     ContextTooLargeError,
     DeserializationError,
     UnknownReactorError,
 )
-from reactor.model import codec
+from reactor.model import checkpoints, codec
 from reactor.model.context import Context
 from reactor.model.engine_state import EngineState, Quarantine
+from reactor.model.records import ContextRecord
 from reactor.model.results import Failure
 from reactor.model.status import RunStatus
 
@@ -71,8 +74,8 @@ def quarantine(env: Env, context_id: str, error: DeserializationError) -> Contex
                     context_id, record.reactor)
         return None
     try:  # SecretKeyError (a DeserializationError): its secrets do not open with our keys
-        secret_policy.open_context(env, Context.from_document(codec.decode_document(
-            record.document)))
+        secret_policy.open_context(env, Context.from_document(
+            checkpoints.stored_document(record)))
     except DeserializationError:
         pass
     else:
@@ -80,7 +83,7 @@ def quarantine(env: Env, context_id: str, error: DeserializationError) -> Contex
     now = env.now()
     reason = f"{type(error).__name__}: {error}"
     info = Quarantine(
-        reason=reason, original_status=record.status, original_document=record.document
+        reason=reason, original_status=record.status, original_document=_original_text(record)
     )
     ctx = Context(
         context_id=record.context_id,
@@ -101,10 +104,19 @@ def quarantine(env: Env, context_id: str, error: DeserializationError) -> Contex
         ctx.engine_state = EngineState(quarantine=info.truncated(_KEPT_PREFIX))
         document = codec.encode_document(ctx.to_document())
     storage.contexts.save(replace(record, status=RunStatus.FAILED.value, document=document,
-                                  updated_at=now))
+                                  updated_at=now, base=new_base_id(), segments=()))
     log.error("event=context_quarantined context_id=%s original_status=%s reason=%s",
               context_id, record.status, reason)
     return ctx
+
+
+def _original_text(record: ContextRecord) -> str:
+    """The unreadable record's text: its document, or -- when segments follow it -- the JSON
+    object ``{"base": document, "segments": [text, ...]}`` (docs/protocol.md, "Incremental
+    checkpoints")."""
+    if not record.segments:
+        return record.document
+    return json.dumps({"base": record.document, "segments": list(record.segments)})
 
 
 def quarantine_info(ctx: Context) -> Quarantine | None:

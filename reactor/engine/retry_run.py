@@ -159,7 +159,7 @@ def _link(env: Env, run_id: str, new_id: str) -> str | None:
         _check_retryable(ctx)
         links = ctx.engine_state.links.with_retry(new_id)
         ctx.engine_state = replace(ctx.engine_state, links=links)
-        FencedCheckpointer(env, ctx, hold, verify=False).save()
+        FencedCheckpointer(env, ctx, hold).save()
         return links.idempotency_key
     finally:
         hold.release()

@@ -43,6 +43,7 @@ __all__ = [
     "in_process",
     "keyring",
     "open_context",
+    "open_context_to_write",
     "sealer",
 ]
 
@@ -231,7 +232,13 @@ class _LazyKeyring:
     def open(self, sealed: Sealed) -> Any:
         if self._ring is None:
             self._ring = keyring(self._settings)
-        return self._ring.open(sealed)
+        value = self._ring.open(sealed)
+        if sealed.kid != self._ring.kids[0]:
+            self.opened_retired = True
+        return value
+
+    #: A value was sealed with a key other than the first (the encrypting) one.
+    opened_retired = False
 
 
 def open_context(env: Env, ctx: Context) -> Context:
@@ -254,6 +261,48 @@ def open_context(env: Env, ctx: Context) -> Context:
     """
     _open(ctx, _LazyKeyring(env.settings))
     return ctx
+
+
+def open_context_to_write(env: Env, ctx: Context) -> bool:
+    """Decrypt a loaded context in place, like :func:`open_context`, for a writer that will
+    checkpoint it.
+
+    Returns:
+        ``True`` when a value was sealed with a key other than the first configured one, or a
+        secret is stored in clear although keys are configured now: the writer saves the
+        context whole (every secret sealed with the first key, so a retired key can be
+        removed, and secrets stored before encryption was turned on get sealed, once runs
+        have been written again) instead of appending to it (docs/security.md, "Keys";
+        docs/protocol.md, "Incremental checkpoints").
+
+    Raises:
+        SecretKeyError, ConfigurationError: as :func:`open_context`.
+    """
+    in_clear = bool(keyring(env.settings)) and _secrets_in_clear(ctx)
+    ring = _LazyKeyring(env.settings)
+    _open(ctx, ring)
+    return ring.opened_retired or in_clear
+
+
+def _secrets_in_clear(ctx: Context) -> bool:
+    """Whether a secret of ``ctx`` (a redacted input, or a redacted argument of an undo entry
+    or of the rollback record, here or in a composed child) is stored unsealed: written
+    before a key was configured."""
+
+    def clear(values: Any, names: Any) -> bool:
+        if not isinstance(values, dict) or not isinstance(names, list | tuple):
+            return False
+        return any(n in values and not isinstance(values[n], Sealed) for n in names)
+
+    if clear(ctx.inputs, ctx.redacted):
+        return True
+    entries = [*ctx.undo_stack, *([ctx.rollback] if ctx.rollback else [])]
+    if any(clear(entry.get("arguments"), entry.get("redacted")) for entry in entries):
+        return True
+    return any(
+        isinstance(child, Context) and _secrets_in_clear(child)
+        for child in ctx.composed_contexts.values()
+    )
 
 
 def _open(ctx: Context, ring: Any) -> None:

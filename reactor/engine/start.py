@@ -84,7 +84,7 @@ def launch(
     )
     checkpoint = (
         Checkpointer(env, ctx) if hold is None
-        else FencedCheckpointer(env, ctx, hold, verify=False)
+        else FencedCheckpointer(env, ctx, hold)
     )
     try:
         ctx.inputs = contract.validate(inputs)

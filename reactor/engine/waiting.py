@@ -19,7 +19,7 @@ from typing import Any
 
 from reactor.engine.fan_out import is_fan_out_ref
 from reactor.errors import DeserializationError
-from reactor.model import codec
+from reactor.model import checkpoints
 from reactor.model.context import Context
 from reactor.model.records import ContextRecord
 from reactor.ports.storage import Storage
@@ -56,7 +56,7 @@ def waiting_on(storage: Storage, record: ContextRecord) -> str | None:
         StorageError: reading a map or a step result failed.
     """
     try:
-        ctx = Context.from_document(codec.decode_document(record.document))
+        ctx = Context.from_document(checkpoints.stored_document(record))
     except DeserializationError:
         return None
     for ref in ctx.composed_contexts.values():

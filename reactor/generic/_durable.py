@@ -23,12 +23,13 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
+from types import EllipsisType
 from typing import Any, TypeVar
 
 from reactor.errors import StorageError
 from reactor.ports.documents import DocumentStore
 
-__all__ = ["MAX_ATTEMPTS", "DurableCollection", "Mutation"]
+__all__ = ["MAX_ATTEMPTS", "DurableCollection", "Mutation", "attempts", "require_after"]
 
 #: Lost compare-and-sets tolerated in a row before a loop raises ``StorageError``.
 MAX_ATTEMPTS = 1000
@@ -36,7 +37,7 @@ MAX_ATTEMPTS = 1000
 MAX_BACKOFF = 0.01
 
 
-def _attempts() -> Iterator[int]:
+def attempts() -> Iterator[int]:
     """Attempt numbers; from the second attempt on, pause a little (randomized) first."""
     for attempt in range(MAX_ATTEMPTS):
         if attempt:
@@ -90,27 +91,42 @@ class DurableCollection:
         """The live value of ``key``, ``None`` when absent or expired."""
         return self.documents.read(self.collection, key).value
 
-    def put(self, key: str, value: Mapping[str, Any], *, index: str | None = None) -> None:
-        """Write ``value`` whatever is stored (last writer wins), re-stamping retention."""
-        for _ in _attempts():
+    def put(
+        self,
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        index: str | None = None,
+        expires_at: float | EllipsisType | None = ...,
+    ) -> None:
+        """Write ``value`` whatever is stored (last writer wins), re-stamping retention.
+
+        Args:
+            key: the document key.
+            value: the document.
+            index: the ``index`` to write it with.
+            expires_at: its expiry (epoch seconds, ``None`` = never); default ``...``: now +
+                the collection's TTL.
+        """
+        for _ in attempts():
             current = self.documents.read(self.collection, key)
             if self.documents.write(
                 self.collection,
                 key,
                 value,
                 expected_version=current.version,
-                expires_at=self.expiry(),
+                expires_at=self.expiry() if expires_at is ... else expires_at,
                 index=index,
             ):
                 return
-        raise self._contention(key)
+        raise self.contention(key)
 
     def create(self, key: str, value: Mapping[str, Any], *, index: str | None = None) -> bool:
         """Write ``value`` only if no live document exists (NX); ``True`` when this call wrote.
 
         An expired document is taken over by a compare-and-set on its stored version.
         """
-        for _ in _attempts():
+        for _ in attempts():
             current = self.documents.read(self.collection, key)
             if current.value is not None:
                 return False
@@ -123,7 +139,7 @@ class DurableCollection:
                 index=index,
             ):
                 return True
-        raise self._contention(key)
+        raise self.contention(key)
 
     def update(
         self,
@@ -142,7 +158,7 @@ class DurableCollection:
         Returns:
             The ``result`` of the call whose write won (or that chose not to write).
         """
-        for _ in _attempts():
+        for _ in attempts():
             current = self.documents.read(self.collection, key)
             new_value, index, result = mutate(current.value)
             if new_value is None:
@@ -156,14 +172,14 @@ class DurableCollection:
                 index=index,
             ):
                 return result
-        raise self._contention(key)
+        raise self.contention(key)
 
     def delete(self, key: str, when: Callable[[Mapping[str, Any]], bool] | None = None) -> bool:
         """Delete ``key`` when it is live (and ``when(value)`` holds); ``True`` when deleted.
 
         An expired document is removed too (garbage collection) but reported as ``False``.
         """
-        for _ in _attempts():
+        for _ in attempts():
             current = self.documents.read(self.collection, key)
             if current.version is None:
                 return False
@@ -174,7 +190,7 @@ class DurableCollection:
                 self.collection, key, None, expected_version=current.version, expires_at=None
             ):
                 return live
-        raise self._contention(key)
+        raise self.contention(key)
 
     def scan(
         self, *, index: str | None = None, after: str | None = None, page_size: int = 1000
@@ -203,7 +219,8 @@ class DurableCollection:
             require_after(self.collection, cursor, last)
             cursor = last
 
-    def _contention(self, key: str) -> StorageError:
+    def contention(self, key: str) -> StorageError:
+        """The error a loop raises after :data:`MAX_ATTEMPTS` lost compare-and-sets on ``key``."""
         return StorageError(
             f"gave up after {MAX_ATTEMPTS} lost compare-and-sets on {self.collection}/{key}"
         )

@@ -13,10 +13,26 @@ docs/protocol.md#conventions):
 
   A status outside :class:`reactor.model.status.RunStatus` is indexed under the catch-all
   ``~other`` (resp. ``child:~other``) so an unscoped scan still finds it.
+  Since incremental checkpoints (docs/protocol.md, "Incremental checkpoints") it is the
+  run's small *head*: the record's fields without the document, plus ``_count`` (segments
+  after the base), ``_last`` (the key of the newest piece) and ``_bytes`` (the stored size).
+  A head written before then holds its whole ``document`` inline and no pieces.
+* collection ``context_segments``, key = ``<context id>/<base>/<position, 8 digits>/<nonce>``,
+  index = the context id: the run's *pieces*, ``{"text": str, "prev": str}`` -- the base
+  document at position 0 and one segment per append. Each piece names the key of the one
+  before it (``prev``; ``""`` for the base) and the head names the newest, so a load reads the
+  head, lists the run's pieces (one indexed scan) and walks the chain back from ``_last``:
+  a piece written by a writer whose head write then failed (a crash, a lost fence) is never
+  on the chain. Pieces are written before the head that counts them and never rewritten
+  (their keys hold a fresh nonce), so a reader sees either the old head and chain or the new.
+  A piece keeps the expiry it was written with; an append that finds the oldest piece within
+  half of ``context_ttl`` of expiring re-stamps them all first (``_oldest`` in the head), so a
+  live run's pieces never lapse before its head.
 * collection ``context_pages``, key = ``<inverted created_at in µs, 17 digits>:<context id>``,
   one small summary document per top-level run. Ascending key order is newest-first, which
   gives :meth:`DocumentContextStore.page` its keyset paging; the cursor is the base64url of the
-  last key of a page (``page``).
+  last key of a page (``page``). A summary is written only when the run's status (or page
+  key) changes; a listing shows the context's own ``updated_at`` for unfinished runs.
 
 The two documents of one run are written one after the other (context first). A crash in
 between leaves the page summary one save behind: the next save repairs it, and
@@ -32,13 +48,27 @@ a writer that lost its lock is refused by the fence stored on the context docume
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import dataclasses
+import uuid
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
-from reactor.errors import ContextTooLargeError, StaleWriterError
-from reactor.generic._durable import DurableCollection, Mutation, require_after
+from reactor.errors import (
+    ContextTooLargeError,
+    DeserializationError,
+    StaleWriterError,
+    StorageError,
+)
+from reactor.generic._durable import DurableCollection, Mutation, attempts, require_after
 from reactor.generic._scan import keyset_scan
-from reactor.model.records import ContextRecord, Fence, RunPage, RunSummary, ScanPage
+from reactor.model.records import (
+    ContextDelta,
+    ContextRecord,
+    Fence,
+    RunPage,
+    RunSummary,
+    ScanPage,
+)
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.ports.documents import DocumentStore
 from reactor.ports.serialization import (
@@ -52,7 +82,10 @@ from reactor.ports.serialization import (
 __all__ = [
     "CONTEXTS",
     "CONTEXT_PAGES",
+    "CONTEXT_SEGMENTS",
     "FENCE_FIELD",
+    "OLDEST_PIECE_FIELD",
+    "PAGE_UNTIL_FIELD",
     "DocumentContextStore",
     "context_page_key",
 ]
@@ -65,6 +98,19 @@ CONTEXT_PAGES = "context_pages"
 #: carried (absent when none did). Not part of :class:`ContextRecord` (loads ignore it).
 FENCE_FIELD = "_fence"
 
+#: Collection of the base documents and segments of runs (see the module docstring).
+CONTEXT_SEGMENTS = "context_segments"
+_COUNT, _LAST, _BYTES = "_count", "_last", "_bytes"
+#: Head fields: the expiry the run's oldest piece, and its page summary, were last written
+#: with (each is rewritten when within half of ``context_ttl`` of it).
+OLDEST_PIECE_FIELD = _OLDEST = "_oldest"
+PAGE_UNTIL_FIELD = _PAGE_UNTIL = "_page_until"
+#: Loads retried when a piece vanished because a whole save replaced the chain meanwhile.
+_LOAD_ATTEMPTS = 3
+#: Record fields kept in pieces, not in the head.
+_NOT_IN_HEAD = ("document", "segments")
+_SUMMARY_FIELDS = frozenset(f.name for f in dataclasses.fields(RunSummary))
+
 _KNOWN_STATUSES: tuple[str, ...] = tuple(s.value for s in RunStatus)
 _OTHER = "~other"
 _CHILD = "child:"
@@ -74,14 +120,27 @@ def _status_bucket(status: str) -> str:
     return status if status in _KNOWN_STATUSES else _OTHER
 
 
-def _scan_index(record: ContextRecord) -> str | None:
-    """The ``index`` of a context document (``None``: never listed by scans)."""
-    bucket = _status_bucket(record.status)
-    if record.parent_context_id is None:
+def _scan_index(record: ContextRecord | Mapping[str, Any]) -> str | None:
+    """The ``index`` of a context document, from its record or its stored head (``None``:
+    never listed by scans)."""
+    if isinstance(record, ContextRecord):
+        status, parent, child = (
+            record.status, record.parent_context_id, record.dispatched_child
+        )
+    else:
+        status, parent = str(record.get("status")), record.get("parent_context_id")
+        child = bool(record.get("dispatched_child"))
+    bucket = _status_bucket(status)
+    if parent is None:
         return bucket
-    if record.dispatched_child:
+    if child:
         return _CHILD + bucket
     return None
+
+
+def _base_prefix(context_id: str, base: str) -> str:
+    """The key prefix of the pieces of one base of a run."""
+    return f"{context_id}/{base or '-'}/"
 
 
 def _stored_fence(value: Mapping[str, Any] | None) -> int:
@@ -96,11 +155,9 @@ def _stored_fence(value: Mapping[str, Any] | None) -> int:
 
 
 def _page_summary(context: Mapping[str, Any]) -> dict[str, Any]:
-    """The :data:`CONTEXT_PAGES` document of a stored context document: everything but the
-    document body, the root id and the fence."""
-    return {
-        k: v for k, v in context.items() if k not in ("document", "root_context_id", FENCE_FIELD)
-    }
+    """The :data:`CONTEXT_PAGES` document of a stored context head: the fields of
+    :class:`RunSummary`."""
+    return {k: v for k, v in context.items() if k in _SUMMARY_FIELDS}
 
 
 def _summary(value: Mapping[str, Any]) -> RunSummary:
@@ -134,19 +191,21 @@ class DocumentContextStore:
     ) -> None:
         self._contexts = DurableCollection(documents, CONTEXTS, context_ttl)
         self._pages = DurableCollection(documents, CONTEXT_PAGES, context_ttl)
+        self._pieces = DurableCollection(documents, CONTEXT_SEGMENTS, context_ttl)
         self._max_document_bytes = max_document_bytes
 
     def save(self, record: ContextRecord, *, fence: Fence | None = None) -> None:
-        """Write a context and re-stamp its retention to ``context_ttl``, unless fenced off.
+        """Write a whole context and re-stamp its retention to ``context_ttl``, unless fenced
+        off.
 
-        The stored document carries the record's fence (:data:`FENCE_FIELD`, the largest token
-        of any fenced save); the fence check and the write are one compare-and-set on the
-        document's version, so no save can slip in between (the rule:
+        Writes the base piece, then the head (the fence check and the head write are one
+        compare-and-set on its version, so no save can slip in between: the rule of
         :meth:`reactor.ports.ContextStore.save`; docs/workers.md, "Stale writers and fenced
-        saves").
+        saves"), then drops the pieces of the previous base and writes the page summary when
+        the status or page key changed.
 
         Args:
-            record: the context to write.
+            record: the context to write (its base document and segments).
             fence: the writer's hold on the lock guarding the record; ``None`` = unfenced
                 (always written, the stored fence kept).
 
@@ -155,17 +214,20 @@ class DocumentContextStore:
             ContextTooLargeError: ``record.document`` exceeds ``max_document_bytes``.
             StorageError: the backend failed.
         """
-        limit = self._max_document_bytes
-        if limit is not None:
-            size = len(record.document.encode("utf-8"))
-            if size > limit:
-                raise ContextTooLargeError(
-                    f"context {record.context_id} is {size} bytes, over the "
-                    f"{limit}-byte document limit of this storage",
-                    size_bytes=size,
-                    limit_bytes=limit,
-                )
-        value = record_to_dict(record)
+        size = record.stored_bytes
+        self._check_size(record.context_id, size)
+        piece = ""
+        written: list[str] = []
+        for position, text in enumerate((record.document, *record.segments)):
+            key = self._piece_key(record.context_id, record.base, position)
+            self._write_piece(key, text, prev=piece)
+            written.append(key)
+            piece = key
+        value = {k: v for k, v in record_to_dict(record).items() if k not in _NOT_IN_HEAD}
+        value.update({
+            _COUNT: len(record.segments), _LAST: piece, _BYTES: size,
+            _OLDEST: self._outliving(),
+        })
         index = _scan_index(record)
 
         def write(
@@ -178,38 +240,270 @@ class DocumentContextStore:
             new = dict(value)
             if token:
                 new[FENCE_FIELD] = token
+            self._stamp_page(previous, new)
             return new, index, (previous, -1)
 
         previous, refused_by = self._contexts.update(record.context_id, write)
         if refused_by >= 0:
             assert fence is not None
+            for key in written:
+                self._pieces.delete(key)
             raise StaleWriterError.refused(
                 record.context_id, key=fence.key, token=fence.token, stored_token=refused_by
             )
-        new_key = (
-            page_key(record.created_at, record.context_id)
-            if (record.parent_context_id is None)
-            else None
-        )
-        if previous is not None and previous.get("parent_context_id") is None:
-            old_key = page_key(float(previous["created_at"]), record.context_id)
-            if old_key != new_key:
-                self._pages.delete(old_key)
-        if new_key is not None:
-            self._pages.put(new_key, _page_summary(value))
+        if previous is not None and previous.get(_LAST):
+            # Exactly the pieces of the base this save replaced (orphans of failed appends
+            # included): never another writer's chain, even one written meanwhile.
+            self._drop_pieces(
+                _base_prefix(record.context_id, str(previous.get("base") or "")),
+                keep=set(written),
+            )
+        self._write_page(previous, value)
+
+    def append(self, delta: ContextDelta, *, fence: Fence | None = None) -> bool:
+        """Append one incremental checkpoint (:meth:`reactor.ports.ContextStore.append`).
+
+        Reads the head, writes the segment as a new piece naming the head's newest piece, then
+        compare-and-sets the head (fence, base and count checked against what was read, so the
+        append is atomic for readers: the chain only grows through the head). The page
+        summary is written only when the status changes.
+
+        Returns:
+            ``True`` when appended; ``False`` (nothing counted) when the head is absent, has
+            another base or count.
+
+        Raises:
+            StaleWriterError: ``fence.token`` is lower than the stored fence.
+            ContextTooLargeError: the stored size with this segment exceeds
+                ``max_document_bytes`` (nothing written).
+            StorageError: the backend failed.
+        """
+        documents = self._contexts.documents
+        size = len(delta.segment.encode("utf-8"))
+        piece = self._piece_key(delta.context_id, delta.base, delta.position)
+        written_prev: str | None = None
+        for _ in attempts():
+            current = documents.read(CONTEXTS, delta.context_id)
+            head = current.value
+            if head is None or _LAST not in head:
+                return False  # absent, expired, or an inline (older) record: save it whole
+            stored = _stored_fence(head)
+            if fence is not None and fence.token < stored:
+                raise StaleWriterError.refused(
+                    delta.context_id, key=fence.key, token=fence.token, stored_token=stored
+                )
+            if head.get("base") != delta.base or head.get(_COUNT) != delta.position - 1:
+                return False
+            oldest = head.get(_OLDEST)
+            head_until = self._contexts.expiry()
+            if head_until is not None and isinstance(oldest, int | float) and (
+                oldest < head_until
+            ):  # the pieces must outlive the head this append writes
+                oldest = self._renew_pieces(_base_prefix(delta.context_id, delta.base))
+            total = int(head.get(_BYTES, 0)) + size
+            self._check_size(delta.context_id, total)
+            prev = str(head[_LAST])
+            if written_prev != prev:
+                if written_prev is not None:
+                    return False  # the chain moved under us: not this writer's view
+                self._write_piece(piece, delta.segment, prev=prev)
+                written_prev = prev
+            new = dict(head)
+            new.update(
+                status=delta.status,
+                updated_at=float(delta.updated_at),
+                **{_COUNT: delta.position, _LAST: piece, _BYTES: total, _OLDEST: oldest},
+            )
+            if fence is not None:
+                new[FENCE_FIELD] = fence.token
+            page_due = self._stamp_page(head, new)
+            if documents.write(
+                CONTEXTS,
+                delta.context_id,
+                new,
+                expected_version=current.version,
+                expires_at=self._contexts.expiry(),
+                index=_scan_index(new),
+            ):
+                if page_due:
+                    self._write_page(head, new)
+                return True
+        raise self._contexts.contention(delta.context_id)
 
     def load(self, context_id: str) -> ContextRecord | None:
-        """Read a context by id, ``None`` when absent or expired."""
-        value = self._contexts.get(context_id)
-        return None if value is None else record_from_dict(ContextRecord, value)
+        """Read a context by id, ``None`` when absent or expired: the head, and the base and
+        segments on the chain from its newest piece.
+
+        Raises:
+            DeserializationError: a piece on the chain is missing or malformed (expired or
+                deleted under a live head), naming the run.
+            StorageError: the backend failed.
+        """
+        lost: DeserializationError | None = None
+        lost_at: Any = None
+        for _ in range(_LOAD_ATTEMPTS):
+            head = self._contexts.get(context_id)
+            if head is None:
+                return None
+            if _LAST not in head:  # written before incremental checkpoints: document inline
+                return record_from_dict(ContextRecord, head)
+            if lost is not None and head.get(_LAST) == lost_at:
+                raise lost  # the head did not move: the piece is really gone
+            try:
+                texts = self._chain(
+                    context_id, str(head.get("base") or ""), str(head[_LAST]),
+                    int(head.get(_COUNT, 0)),
+                )
+            except DeserializationError as exc:  # a whole save replaced the chain meanwhile?
+                lost, lost_at = exc, head.get(_LAST)
+                continue
+            return record_from_dict(
+                ContextRecord, {**head, "document": texts[0], "segments": texts[1:]}
+            )
+        assert lost is not None
+        raise lost
 
     def delete(self, context_id: str) -> bool:
-        """Delete a context (and its page summary); ``True`` when a live context was deleted."""
+        """Delete a context, its pieces and its page summary; ``True`` when a live context was
+        deleted."""
         previous = self._contexts.get(context_id)
         deleted = self._contexts.delete(context_id)
+        self._drop_pieces(context_id + "/", keep=set())
         if previous is not None and previous.get("parent_context_id") is None:
             self._pages.delete(page_key(float(previous["created_at"]), context_id))
         return deleted
+
+    # ------------------------------------------------------------------ pieces and pages
+
+    def _check_size(self, context_id: str, size: int) -> None:
+        limit = self._max_document_bytes
+        if limit is not None and size > limit:
+            raise ContextTooLargeError(
+                f"context {context_id} is {size} bytes, over the "
+                f"{limit}-byte document limit of this storage",
+                size_bytes=size,
+                limit_bytes=limit,
+            )
+
+    @staticmethod
+    def _piece_key(context_id: str, base: str, position: int) -> str:
+        return f"{_base_prefix(context_id, base)}{position:08d}/{uuid.uuid4().hex[:12]}"
+
+    def _outliving(self) -> float | None:
+        """The expiry pieces and page summaries are written with: twice ``context_ttl`` from
+        now, so they outlive every head written until they are renewed (a head lives
+        ``context_ttl`` after its last write; they are renewed when they would not)."""
+        ttl = self._pieces.ttl
+        return None if ttl is None else self._pieces.documents.now() + 2 * ttl
+
+    def _write_piece(self, key: str, text: str, *, prev: str) -> None:
+        """Insert a piece under its fresh key (nothing can be stored there: one write)."""
+        if not self._pieces.documents.write(
+            CONTEXT_SEGMENTS,
+            key,
+            {"text": text, "prev": prev},
+            expected_version=None,
+            expires_at=self._outliving(),
+        ):
+            raise StorageError(f"context piece {key} already exists (nonce collision)")
+
+    def _pieces_under(
+        self, prefix: str, *, expected: int = 16
+    ) -> Iterator[tuple[str, Mapping[str, Any]]]:
+        """The pieces whose key starts with ``prefix``, in key order: a key-range read of the
+        collection, as consistent as the store's reads (no secondary index involved). The
+        store has no upper key bound, so pages stay small (``expected`` + 2 keys, the first
+        page usually the last): a page never reads far into other runs' pieces."""
+        for key, value in self._pieces.scan(after=prefix, page_size=max(expected, 1) + 2):
+            if not key.startswith(prefix):
+                return
+            yield key, value
+
+    def _chain(self, context_id: str, base: str, last: str, count: int) -> list[str]:
+        """The texts of the chain ending at ``last``: the base first, then ``count`` segments."""
+        pieces = dict(self._pieces_under(_base_prefix(context_id, base), expected=count + 1))
+        texts: list[str] = []
+        key = last
+        while key:
+            value = pieces.get(key)
+            text = None if value is None else value.get("text")
+            if not isinstance(text, str) or len(texts) > count:
+                raise DeserializationError(
+                    f"stored run {context_id!r} lost piece {key!r} of its checkpoint chain"
+                )
+            texts.append(text)
+            key = str(value.get("prev") or "") if value is not None else ""
+        if len(texts) != count + 1:
+            raise DeserializationError(
+                f"stored run {context_id!r} has {len(texts) - 1} of its {count} segments"
+            )
+        texts.reverse()
+        return texts
+
+    def _renew_pieces(self, prefix: str) -> float | None:
+        """Re-stamp every piece under ``prefix`` (the current base's) to outlive the head
+        (pieces are not re-stamped by every append: this runs once per ``context_ttl`` of a
+        run's life) and return their new expiry."""
+        renewed = self._outliving()
+        for key, value in list(self._pieces_under(prefix)):
+            self._pieces.documents.write(  # a lost race (a concurrent whole save) is fine
+                CONTEXT_SEGMENTS, key, value,
+                expected_version=self._pieces.documents.read(CONTEXT_SEGMENTS, key).version,
+                expires_at=renewed,
+            )
+        return renewed
+
+    def _drop_pieces(self, prefix: str, *, keep: set[str]) -> None:
+        """Delete the pieces under ``prefix`` but ``keep``."""
+        for key, _ in list(self._pieces_under(prefix)):
+            if key not in keep:
+                self._pieces.delete(key)
+
+    def _stamp_page(self, previous: Mapping[str, Any] | None, head: dict[str, Any]) -> bool:
+        """Decide whether the write of ``head`` (over ``previous``) rewrites the run's page
+        summary: for a top-level run, when it is new, its status or page key changed, or the
+        summary would expire within half of ``context_ttl`` (a summary is not re-stamped by
+        every write). Stamps the summary's new expiry into ``head`` (or carries the old one).
+
+        Returns:
+            Whether :meth:`_write_page` must write the summary.
+        """
+        if head.get("parent_context_id") is not None:
+            return False
+        due = (
+            previous is None
+            or previous.get("parent_context_id") is not None
+            or previous.get("status") != head.get("status")
+            or previous.get("created_at") != head.get("created_at")
+            or _PAGE_UNTIL not in previous
+        )
+        until = None if previous is None else previous.get(_PAGE_UNTIL)
+        head_until = self._contexts.expiry()
+        if not due and head_until is not None and isinstance(until, int | float):
+            due = until < head_until  # the summary must outlive the head being written
+        head[_PAGE_UNTIL] = self._outliving() if due else until
+        return due
+
+    def _write_page(self, previous: Mapping[str, Any] | None, head: Mapping[str, Any]) -> None:
+        """Move the page summary of a top-level run when its key changed and write it when
+        :meth:`_stamp_page` decided so (``head[_PAGE_UNTIL]`` is the new expiry)."""
+        context_id = str(head["context_id"])
+        new_key = (
+            page_key(float(head["created_at"]), context_id)
+            if head.get("parent_context_id") is None
+            else None
+        )
+        old_key = (
+            page_key(float(previous["created_at"]), context_id)
+            if previous is not None and previous.get("parent_context_id") is None
+            else None
+        )
+        if old_key is not None and old_key != new_key:
+            self._pages.delete(old_key)
+        if new_key is not None and (
+            previous is None or previous.get(_PAGE_UNTIL) != head.get(_PAGE_UNTIL)
+        ):
+            self._pages.put(new_key, _page_summary(head), expires_at=head.get(_PAGE_UNTIL))
 
     def scan(
         self,
@@ -299,11 +593,12 @@ class DocumentContextStore:
         its context when the summary is not terminal (docs/workers.md, "Run listings after a
         crash").
 
-        A terminal summary is final and shown as stored. Any other is one save behind when a
-        writer died between its context write and its summary write: the context's own values
-        are shown and the summary is repaired -- by a compare-and-set that only ever moves it
-        forward (a newer summary written meanwhile is kept). A summary whose context is gone
-        (expired or deleted) is dropped and removed. Returns ``None`` for a dropped row.
+        A terminal summary is final and shown as stored. Any other is shown with its context's
+        own values (a summary is written only when the status changes, so its ``updated_at``
+        lags); when the status differs too, the writer died between its context write and
+        its summary write, and the summary is repaired -- by a compare-and-set that only ever
+        moves it forward (a newer summary written meanwhile is kept). A summary whose context
+        is gone (expired or deleted) is dropped and removed. Returns ``None`` for a dropped row.
         """
         summary = _summary(value)
         if summary.status in TERMINAL_STATUSES:
@@ -315,10 +610,8 @@ class DocumentContextStore:
             )
             return None
         fresh = _page_summary(context)
-        if fresh.get("status") == value.get("status") and fresh.get("updated_at") == value.get(
-            "updated_at"
-        ):
-            return summary
+        if fresh.get("status") == value.get("status"):
+            return _summary(fresh)  # summaries move only with the status: show its last write
         if context.get("parent_context_id") is not None or page_key(
             float(context["created_at"]), summary.context_id
         ) != key:

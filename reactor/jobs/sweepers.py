@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from reactor.config import Settings
 from reactor.engine.map_rollback import dispatch_rollback_batch
 from reactor.errors import DeserializationError, ScanCursorError
-from reactor.model import codec
+from reactor.model import checkpoints
 from reactor.model.keys import (
     map_collect_key,
     map_element_key,
@@ -506,7 +506,7 @@ def sweep_steps(
 def _decode(record: ContextRecord) -> dict[str, Any]:
     """Decode a record's document; the error names the run it belongs to."""
     try:
-        return codec.decode_document(record.document)
+        return checkpoints.stored_document(record)
     except DeserializationError as exc:
         raise type(exc)(f"stored run {record.context_id!r} is unreadable: {exc}") from exc
 

@@ -28,9 +28,53 @@ from reactor.model.results import Failure, RollbackFailure
 from reactor.model.secrets import seal_names
 from reactor.model.status import RunStatus
 
-__all__ = ["REDACTED", "Context", "new_context_id"]
+__all__ = [
+    "LOG_KEYS",
+    "REDACTED",
+    "RESULT_OF_STEP",
+    "Context",
+    "Persisted",
+    "new_context_id",
+    "sealed_entry",
+    "stored_undo_entry",
+]
+
+#: The document keys an incremental checkpoint appends to (or leaves alone) instead of
+#: rewriting; every other key is the *head*, rewritten by each checkpoint (docs/protocol.md,
+#: "Incremental checkpoints").
+LOG_KEYS: tuple[str, ...] = ("inputs", "intermediate_results", "execution_trace", "undo_stack")
 
 _T = TypeVar("_T")
+
+
+@dataclass(slots=True)
+class Persisted:
+    """What of a context its stored record already holds: the journal of incremental
+    checkpoints (docs/protocol.md, "Incremental checkpoints").
+
+    The lists and dict hold the very objects that were written (compared by identity), so a
+    checkpoint finds what changed since without re-encoding anything: results added since
+    (dict insertion order), trace and undo entries pushed or popped since, new inputs.
+
+    Attributes:
+        base: the stored record's base id.
+        position: how many segments follow the base.
+        size: the stored UTF-8 bytes (base document and segments).
+        inputs: the inputs object written.
+        redacted: the secret input names when ``inputs`` was written.
+        results: step name -> the result object written.
+        trace: the trace entries written, oldest first.
+        undo: the undo-stack entries written, oldest first.
+    """
+
+    base: str
+    position: int
+    size: int
+    inputs: Any
+    redacted: tuple[str, ...]
+    results: dict[str, Any]
+    trace: list[Any]
+    undo: list[Any]
 
 
 def new_context_id() -> str:
@@ -95,6 +139,10 @@ class Context:
     root_context_id: str | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
+    #: What the stored record already holds (set by a save or a load; ``None``: nothing
+    #: known, the next save writes the whole document). Not part of the document, never
+    #: copied: ``dataclasses.replace`` gives a context that saves whole (``init=False``).
+    persisted: Persisted | None = field(default=None, init=False, compare=False, repr=False)
 
     # ------------------------------------------------------------------ helpers
 
@@ -129,32 +177,42 @@ class Context:
                 context and its composed children (docs/security.md, "What is encrypted").
                 ``None`` leaves them in clear. The context itself is not changed.
         """
+        inputs = self.inputs if seal is None else self.sealed_inputs(seal)
+        results = self.intermediate_results
+        undo_stack = [stored_undo_entry(entry, results, seal) for entry in self.undo_stack]
+        return {
+            **self.head_document(seal),
+            "inputs": inputs,
+            "intermediate_results": self.intermediate_results,
+            "execution_trace": self.execution_trace,
+            "undo_stack": undo_stack,
+        }
+
+    def sealed_inputs(self, seal: Callable[[Any], Any]) -> dict[str, Any]:
+        """The inputs as stored: the names in ``redacted`` sealed with ``seal``."""
+        return seal_names(self.inputs, self.redacted, seal)
+
+    def head_document(self, seal: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+        """The document keys outside :data:`LOG_KEYS` (see :meth:`to_document` for ``seal``):
+        what every incremental checkpoint rewrites."""
         composed: dict[str, Any] = {}
         for name, value in self.composed_contexts.items():
             if isinstance(value, Context):
                 composed[name] = {"type": "compose", "context": value.to_document(seal)}
             else:
                 composed[name] = value
-        inputs = self.inputs
-        undo_stack = self.undo_stack
         rollback = self.rollback
-        if seal is not None:
-            inputs = seal_names(self.inputs, self.redacted, seal)
-            undo_stack = [_sealed_entry(entry, seal) for entry in self.undo_stack]
-            rollback = None if rollback is None else _sealed_entry(rollback, seal)
+        if seal is not None and rollback is not None:
+            rollback = sealed_entry(rollback, seal)
         return {
             "context_id": self.context_id,
             "reactor": self.reactor,
             "status": self.status.value,
-            "inputs": inputs,
-            "intermediate_results": self.intermediate_results,
             "private_data": self.engine_state.to_json(),
             "composed_contexts": composed,
             "map_metadata": self.map_metadata,
             "current_step": self.current_step,
             "retry_context": self.retry_context,
-            "execution_trace": self.execution_trace,
-            "undo_stack": undo_stack,
             "failure": self.failure,
             "rollback": rollback,
             "redacted": self.redacted,
@@ -204,6 +262,13 @@ class Context:
         for value in composed.values():
             if isinstance(value, Mapping) and not _valid_map_ref(value):
                 raise DeserializationError("context field 'composed_contexts' holds a bad map_ref")
+        results = dict(reader.get("intermediate_results", dict))
+        undo_stack = []
+        for entry in reader.get("undo_stack", list):
+            entry = dict(entry)
+            if entry.pop(RESULT_OF_STEP, None) is True:
+                entry["result"] = results.get(str(entry.get("step")))
+            undo_stack.append(entry)
         rollback = reader.optional("rollback", dict)
         if rollback is not None and not _valid_rollback(rollback):
             raise DeserializationError("context field 'rollback' is malformed")
@@ -212,14 +277,14 @@ class Context:
             reactor=reader.get("reactor", str),
             inputs=dict(reader.get("inputs", dict)),
             status=status,
-            intermediate_results=dict(reader.get("intermediate_results", dict)),
+            intermediate_results=results,
             engine_state=EngineState.from_json(reader.get("private_data", dict)),
             composed_contexts=composed,
             map_metadata=reader.optional("map_metadata", dict),
             current_step=reader.optional("current_step", str),
             retry_context=dict(reader.get("retry_context", dict)),
             execution_trace=[dict(e) for e in reader.get("execution_trace", list)],
-            undo_stack=[dict(e) for e in reader.get("undo_stack", list)],
+            undo_stack=undo_stack,
             failure=failure,
             rollback=dict(rollback) if rollback is not None else None,
             redacted=[str(x) for x in reader.get("redacted", list)],
@@ -230,8 +295,34 @@ class Context:
         )
 
 
-def _sealed_entry(entry: dict[str, Any], seal: Callable[[Any], Any]) -> dict[str, Any]:
-    """An undo-stack entry or rollback record with its secret ``arguments`` sealed."""
+#: The key an undo entry is stored with instead of ``"result"`` when its result is the very
+#: object recorded as its step's result (each value is stored once: docs/protocol.md,
+#: "Incremental checkpoints").
+RESULT_OF_STEP = "result_of_step"
+
+
+def stored_undo_entry(
+    entry: dict[str, Any], results: Mapping[str, Any], seal: Callable[[Any], Any] | None
+) -> dict[str, Any]:
+    """An undo-stack entry as stored: its secret arguments sealed (``seal`` given), and its
+    ``"result"`` replaced by ``"result_of_step": true`` when it is the object recorded as the
+    step's result (:meth:`Context.from_document` puts it back)."""
+    stored = entry if seal is None else sealed_entry(entry, seal)
+    step = entry.get("step")
+    if (
+        "result" in entry
+        and isinstance(step, str)
+        and step in results
+        and results[step] is entry["result"]
+    ):
+        stored = {k: v for k, v in stored.items() if k != "result"}
+        stored[RESULT_OF_STEP] = True
+    return stored
+
+
+def sealed_entry(entry: dict[str, Any], seal: Callable[[Any], Any]) -> dict[str, Any]:
+    """An undo-stack entry or rollback record with its secret ``arguments`` (the names in its
+    ``redacted`` list) sealed with ``seal``; ``entry`` itself when it has none."""
     names = entry.get("redacted")
     arguments = entry.get("arguments")
     if not names or not isinstance(arguments, Mapping):

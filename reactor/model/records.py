@@ -18,7 +18,9 @@ from typing import Any, Literal, TypeVar
 
 __all__ = [
     "FAILED_ROLLBACK_OUTCOMES",
+    "ContextDelta",
     "ContextRecord",
+    "ElementStart",
     "Fence",
     "LockInfo",
     "MapMetadata",
@@ -58,6 +60,12 @@ class ContextRecord:
         root_context_id: the root of the execution tree (``None`` for a root).
         dispatched_child: ``True`` for an ``async_reactor`` child, which the run sweeper lists
             like a root although it has a parent (docs/protocol.md#contexts).
+        base: the id of the full save ``document`` came from, which :class:`ContextDelta`
+            appends name; ``""`` for a record written before incremental checkpoints (no
+            append applies to it).
+        segments: the encoded deltas appended after ``document``, oldest first
+            (docs/protocol.md, "Incremental checkpoints"); ``()`` when ``document`` is the whole
+            run. Readers fold them with :func:`reactor.model.checkpoints.stored_document`.
     """
 
     context_id: str
@@ -69,11 +77,50 @@ class ContextRecord:
     parent_context_id: str | None = None
     root_context_id: str | None = None
     dispatched_child: bool = False
+    base: str = ""
+    segments: tuple[str, ...] = ()
 
     @property
     def is_sweepable_root(self) -> bool:
         """Whether the run sweeper treats this record as its own unit (root or dispatched child)."""
         return self.parent_context_id is None or self.dispatched_child
+
+    @property
+    def stored_bytes(self) -> int:
+        """The UTF-8 size of ``document`` and every segment, in bytes (what the size limit of
+        a run counts: docs/protocol.md, "Incremental checkpoints")."""
+        return sum(len(text.encode("utf-8")) for text in (self.document, *self.segments))
+
+
+@dataclass(frozen=True, slots=True)
+class ContextDelta:
+    """One incremental checkpoint of a run: a segment appended after a stored context's base
+    (``ContextStore.append``; docs/protocol.md, "Incremental checkpoints").
+
+    Attributes:
+        context_id: the run's id.
+        base: the :attr:`ContextRecord.base` the writer's state extends.
+        position: the 1-based place of this segment among the base's segments; the store
+            appends only when exactly ``position - 1`` segments follow ``base``.
+        status: the run's status after this checkpoint (projected for scans and pages).
+        updated_at: epoch seconds of this write.
+        segment: the delta's JSON text (produced by the engine's codec; stored verbatim).
+    """
+
+    context_id: str
+    base: str
+    position: int
+    status: str
+    updated_at: float
+    segment: str
+
+    def __post_init__(self) -> None:
+        if not self.base:
+            raise ValueError("a context delta needs the base it extends, got ''")
+        if isinstance(self.position, bool) or not isinstance(self.position, int) or (
+            self.position < 1
+        ):
+            raise ValueError(f"a delta position is an int >= 1, got {self.position!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +312,25 @@ class MapMetadata:
     outer_map_id: str | None = None
     outer_index: int | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ElementStart:
+    """What a fan-out element job reads before it runs (``MapStore.begin_element``;
+    docs/protocol.md#maps).
+
+    Attributes:
+        metadata: the map's metadata, ``None`` when the map is unknown or expired.
+        settled: whether the element's result slot is already stored.
+        failed_context: the map's first failed element context, ``None`` when none.
+        position: the element-index position this call appended the element at, ``None``
+            when it appended nothing.
+    """
+
+    metadata: MapMetadata | None
+    settled: bool
+    failed_context: str | None
+    position: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,13 @@ with ``isinstance`` instead of probing for concrete adapter classes or undeclare
 * :class:`HostsEmbeddedWorkers`: a router that starts in-process worker threads on demand
   (``local://``);
 * :class:`KnowsConsumers`: a router that knows whether anything in this process consumes it
-  (``local://``), so a wait that times out can say why.
+  (``local://``), so a wait that times out can say why;
+* :class:`EnqueuesMany`: a router that queues several jobs in one request (a fan-out batch:
+  docs/protocol.md, "Optional fast paths");
+* :class:`SavesContextsTogether`: a context store that saves several new records in one
+  request (a fan-out batch's pending elements);
+* :class:`BeginsAndSettlesElements`: a map store that reads what an element job needs, and
+  settles the element, in one request each.
 
 A router without a capability is still a complete router: the core simply skips what the
 capability enables (docs/protocol.md, "Routers").
@@ -19,17 +25,21 @@ capability enables (docs/protocol.md, "Routers").
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ClassVar, Literal, Protocol, runtime_checkable
 
+from reactor.model.records import ContextRecord, ElementStart
 from reactor.ports.router import Job
 
 __all__ = [
+    "BeginsAndSettlesElements",
+    "EnqueuesMany",
     "HostsEmbeddedWorkers",
     "InProcess",
     "JobHandler",
     "KnowsConsumers",
     "RunsJobsInline",
+    "SavesContextsTogether",
     "in_process",
 ]
 
@@ -140,4 +150,83 @@ class KnowsConsumers(Protocol):
     @property
     def receive_count(self) -> int:
         """How many ``receive`` calls the router has served so far (a monotonic counter)."""
+        ...
+
+
+@runtime_checkable
+class EnqueuesMany(Protocol):
+    """A router that queues several jobs in one request (docs/protocol.md, "Optional fast
+    paths"); the engine enqueues one by one on a router without it."""
+
+    def enqueue_many(self, jobs: Sequence[Job]) -> list[str]:
+        """Queue every job of ``jobs``, visible at once, as one request where the backend can.
+
+        Args:
+            jobs: the envelopes, in order.
+
+        Returns:
+            Their ids, in order.
+
+        Raises:
+            EncodeError: an envelope cannot be encoded (nothing is queued).
+            RouterError: the backend failed (any subset may be queued).
+        """
+        ...
+
+
+@runtime_checkable
+class SavesContextsTogether(Protocol):
+    """A context store that saves several records in one request (docs/protocol.md, "Optional
+    fast paths"); the engine saves one by one on a store without it."""
+
+    def save_many(self, records: Sequence[ContextRecord]) -> None:
+        """Optional fast path: unfenced :meth:`save` of each record, sent together where the
+        backend can (one request); not atomic across records (docs/protocol.md, "Optional
+        fast paths"). The engine calls :meth:`save` per record when a store lacks it.
+
+        Raises:
+            ContextTooLargeError: a document exceeds the backend's limit (the records before
+                it may be written).
+            StorageError: the backend failed (any subset may be written).
+        """
+        ...
+
+
+@runtime_checkable
+class BeginsAndSettlesElements(Protocol):
+    """A map store with the element job's two fast paths (docs/protocol.md, "Optional fast
+    paths"); on a store without them the engine makes the calls they stand for
+    (:mod:`reactor.engine.fast_paths`)."""
+
+    def begin_element(self, map_id: str, index: int, context_id: str | None) -> ElementStart:
+        """Optional fast path: what an element job reads before it runs, in one request where
+        the backend can (docs/protocol.md, "Optional fast paths"): :meth:`metadata`, whether
+        slot ``index`` is stored (:meth:`result_slots`) and :meth:`failed_context`; then, when
+        ``context_id`` is given (a fresh element), the map is known, the slot is not stored
+        and no element failed, :meth:`append_element` of ``context_id``.
+
+        Returns:
+            An :class:`~reactor.model.records.ElementStart` (``position`` set when appended).
+
+        Raises:
+            ValueError: ``index`` is negative.
+            StorageError: the backend failed.
+        """
+        ...
+
+    def settle_element(
+        self, map_id: str, index: int, value: str, *, failed_context: str | None = None
+    ) -> int:
+        """Optional fast path: settle one element in one request where the backend can
+        (docs/protocol.md, "Optional fast paths"), in this order: :meth:`set_failed_context`
+        of ``failed_context`` when given (first wins), :meth:`put_result` of slot ``index``,
+        :meth:`add_to_counter` ``-1``.
+
+        Returns:
+            The counter after the decrement.
+
+        Raises:
+            ValueError: ``index`` is negative.
+            StorageError: the backend failed.
+        """
         ...

@@ -18,12 +18,14 @@ All values are seconds (floats).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 __all__ = [
     "SYSTEM_CLOCK",
+    "CalibratedClock",
     "Clock",
     "SystemClock",
     "monotonic_reader",
@@ -130,3 +132,87 @@ def sleeper(sleep: Callable[[float], None] | Clock | None) -> Callable[[float], 
     if isinstance(sleep, Clock):
         return sleep.sleep
     return sleep
+
+
+class CalibratedClock:
+    """A server's clock read cheaply: the local wall clock plus the server's offset, measured
+    every ``refresh_seconds`` (adapter toolkit; docs/writing-an-adapter.md, "Clocks").
+
+    Asking a server for the time on every ``now()`` would add a round trip to every
+    timestamp the engine writes. Instead each calibration reads the server clock once and
+    measures ``offset = server - (t_sent + t_received) / 2``; ``now()`` is then
+    ``wall() + offset``. One calibration is off by at most half its round trip plus the
+    server clock's resolution; an offset smaller than that uncertainty counts as zero (the
+    clocks agree as far as can be measured). ``now()`` never goes backwards within a process.
+
+    Args:
+        read_server: one round trip returning the server's epoch seconds; it raises the
+            adapter's ``StorageError`` when the server fails.
+        resolution: the server clock's resolution in seconds (added to the uncertainty and,
+            halved, to a truncated reading: 1e-6 for Redis ``TIME``, 1e-3 for MongoDB).
+        refresh_seconds: seconds between calibrations (> 0).
+        wall: the local wall clock (epoch seconds): a callable or a :class:`Clock`; ``None``:
+            the system clock, read at call time.
+
+    Raises:
+        ValueError: ``refresh_seconds`` or ``resolution`` is not a positive number.
+    """
+
+    def __init__(
+        self,
+        read_server: Callable[[], float],
+        *,
+        resolution: float,
+        refresh_seconds: float = 60.0,
+        wall: Callable[[], float] | Clock | None = None,
+    ) -> None:
+        if not refresh_seconds > 0:
+            raise ValueError(f"refresh_seconds must be > 0, got {refresh_seconds!r}")
+        if not resolution > 0:
+            raise ValueError(f"resolution must be > 0, got {resolution!r}")
+        self._read_server = read_server
+        self._resolution = resolution
+        self._refresh = refresh_seconds
+        self._wall = wall_reader(wall)
+        self._lock = threading.Lock()
+        self._offset = 0.0
+        self._calibrated_at: float | None = None
+        self._last = 0.0
+
+    @property
+    def offset(self) -> float:
+        """The last measured server-minus-local offset in seconds (0 before a calibration)."""
+        return self._offset
+
+    def calibrate(self) -> float:
+        """Measure the server's offset now (one round trip) and return it, in seconds.
+
+        Raises:
+            whatever ``read_server`` raises (the adapter's ``StorageError``).
+        """
+        sent = self._wall()
+        server = self._read_server() + self._resolution / 2
+        received = self._wall()
+        midpoint = (sent + received) / 2
+        uncertainty = (received - sent) / 2 + self._resolution
+        offset = server - midpoint
+        with self._lock:
+            self._offset = 0.0 if abs(offset) <= uncertainty else offset
+            self._calibrated_at = received
+            return self._offset
+
+    def now(self) -> float:
+        """The server's clock in epoch seconds (calibrating first when due; never decreasing
+        within this process).
+
+        Raises:
+            whatever ``read_server`` raises when a calibration is due and fails.
+        """
+        wall = self._wall()
+        if self._calibrated_at is None or wall - self._calibrated_at >= self._refresh:
+            self.calibrate()
+            wall = self._wall()
+        with self._lock:
+            value = max(wall + self._offset, self._last)
+            self._last = value
+            return value

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from reactor.model.records import (
+    ContextDelta,
     ContextRecord,
     Fence,
     LockInfo,
@@ -73,7 +74,10 @@ class ContextStore(Protocol):
     """Run contexts, one JSON document per run (docs/protocol.md#contexts)."""
 
     def save(self, record: ContextRecord, *, fence: Fence | None = None) -> None:
-        """Write a context and re-stamp its retention to ``context_ttl``, unless fenced off.
+        """Write a whole context and re-stamp its retention to ``context_ttl``, unless fenced
+        off. The record replaces what is stored: its ``base``, its ``document`` and its
+        ``segments`` (the engine's full saves have none; a record as :meth:`load` returned it
+        is stored back as it was); the previous base's segments are dropped.
 
         The record keeps the largest fencing token any fenced save of it carried (its *fence*,
         stored beside the record, never part of :class:`ContextRecord`). The rule, checked in
@@ -104,12 +108,51 @@ class ContextStore(Protocol):
         """
         ...
 
+    def append(self, delta: ContextDelta, *, fence: Fence | None = None) -> bool:
+        """Append one incremental checkpoint to a stored context, unless fenced off
+        (docs/protocol.md, "Incremental checkpoints").
+
+        In one atomic write: check the fence (the rule of :meth:`save`), check that the stored
+        record's :attr:`~reactor.model.records.ContextRecord.base` is ``delta.base`` and that
+        exactly ``delta.position - 1`` segments follow it, then append ``delta.segment``, set
+        the record's ``status`` and ``updated_at`` (moving its scan index and page entry
+        as :meth:`save` does), raise the stored fence to ``fence.token`` and re-stamp the
+        retention of the record and all its segments to ``context_ttl``. Readers never see
+        a segment without the head that counts it.
+
+        Optional for a third-party store: the engine falls back to :meth:`save` when a store
+        has no ``append``.
+
+        Args:
+            delta: the segment and the head fields it changes.
+            fence: the writer's hold on the lock guarding the record, or ``None``.
+
+        Returns:
+            ``True`` when appended; ``False`` when nothing was written because the record is
+            absent or expired, has another base, or holds another number of segments (the
+            writer's view is not the stored one: it saves the whole context instead).
+
+        Raises:
+            StaleWriterError: ``fence.token`` is lower than the record's stored fence (nothing
+                is written).
+            ContextTooLargeError: the record with this segment exceeds the backend's document
+                limit (nothing is written).
+            StorageError: the backend failed.
+        """
+        ...
+
     def load(self, context_id: str) -> ContextRecord | None:
-        """Read a context by id, or ``None`` when absent or expired."""
+        """Read a context by id, or ``None`` when absent or expired.
+
+        Returns:
+            The record: its ``document`` (the base) and, in order, every segment appended to
+            that base (:meth:`append`); a segment appended to an earlier base is never
+            returned.
+        """
         ...
 
     def delete(self, context_id: str) -> bool:
-        """Delete a context; ``True`` when something was deleted."""
+        """Delete a context and its segments; ``True`` when something was deleted."""
         ...
 
     def scan(

@@ -763,14 +763,13 @@ def _sqlite_mutants() -> dict[str, type[Any]]:
                 return bool(super().write(collection, key, value,
                                           expected_version=expected_version,
                                           expires_at=expires_at, index=index))
-            with self._transaction() as conn:
-                cursor = conn.execute(
-                    "UPDATE documents SET value = ?, version = ?, expires_at = ?, idx = ? "
-                    "WHERE collection = ? AND key = ?",
-                    (json.dumps(dict(value)), uuid.uuid4().hex, expires_at, index,
-                     self._prefix + collection, key),
-                )
-                return bool(cursor.rowcount == 1)
+            changed = self._execute(
+                "UPDATE documents SET value = ?, version = ?, expires_at = ?, idx = ? "
+                "WHERE collection = ? AND key = ?",
+                (json.dumps(dict(value)), uuid.uuid4().hex, expires_at, index,
+                 self._prefix + collection, key),
+            )
+            return bool(changed == 1)
 
     class SqliteScanAfterInclusive(base):  # type: ignore[misc, valid-type]
         """SQLite: the keyset scan says ``key >= ?`` instead of ``key > ?``."""
@@ -788,12 +787,10 @@ def _sqlite_mutants() -> dict[str, type[Any]]:
                 won = super().write(collection, key, value, expected_version=expected_version,
                                     expires_at=expires_at, index=index)
                 if won and value is not None:
-                    with self._transaction() as conn:
-                        conn.execute(
-                            "UPDATE documents SET version = ? WHERE collection = ? AND key = ?",
-                            (str(int(expected_version or 0) + 1), self._prefix + collection,
-                             key),
-                        )
+                    self._execute(
+                        "UPDATE documents SET version = ? WHERE collection = ? AND key = ?",
+                        (str(int(expected_version or 0) + 1), self._prefix + collection, key),
+                    )
                 return bool(won)
 
     class SqliteDriverErrorsEscape(base):  # type: ignore[misc, valid-type]

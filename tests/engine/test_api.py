@@ -274,6 +274,10 @@ def test_undo_refuses_a_running_run(runtime: Runtime) -> None:
         dataclasses.replace(
             record, status="running",
             document=record.document.replace('"status":"completed"', '"status":"running"'),
+            segments=tuple(
+                text.replace('"status":"completed"', '"status":"running"')
+                for text in record.segments
+            ),
         )
     )
     with pytest.raises(RunStateError):

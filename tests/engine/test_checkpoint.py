@@ -50,7 +50,7 @@ def test_unforced_saves_respect_checkpoint_min_interval(runtime: Runtime) -> Non
     ctx = Context(context_id="t", reactor="r", inputs={"v": 1})
     saver = Checkpointer(env, ctx)
     saver.save()
-    ctx.inputs["v"] = 2
+    ctx.inputs = {"v": 2}  # a new object: checkpoints track the log parts by identity
     saver.save(force=False)  # within the interval: skipped
     assert load_context(env, "t") is not None and load_context(env, "t").inputs == {"v": 1}  # type: ignore[union-attr]
     saver.save()  # forced

@@ -19,6 +19,7 @@ from reactor.engine.env import make_env
 from reactor.engine.quarantine import quarantine_info
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, ManualClock, MemoryStorage
+from reactor.model import checkpoints
 from reactor.model.results import Failure, Success
 from reactor.model.status import RunStatus
 
@@ -72,7 +73,7 @@ def test_keys_this_version_does_not_know_survive_the_engines_saves(rt: Runtime) 
     assert Queued.find(run_id).status is RunStatus.COMPLETED
     record = rt.storage.contexts.load(run_id)
     assert record is not None
-    private = json.loads(record.document)["private_data"]
+    private = checkpoints.raw_document(record)["private_data"]
     assert private["future_fact"] == future
     assert private["handed_off"] == "all" and "validate_inputs" not in private
     ctx = load_context(make_env(rt), run_id)

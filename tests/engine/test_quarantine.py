@@ -4,6 +4,7 @@ dead-lettered once, and never re-dispatched by a sweep (no crash loop)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -131,6 +132,32 @@ def test_the_quarantine_document_keeps_the_original_text_and_the_reason(rt: Runt
     assert info.original_document == CORRUPT
     assert info.original_status == "running"
     assert run_id in info.reason and "DeserializationError" in info.reason
+
+
+def test_a_corrupt_segment_quarantines_the_run_keeping_base_and_segments(
+    rt: Runtime,
+) -> None:
+    handle = Doubler.run(n=2)
+    assert isinstance(handle, DispatchHandle)
+    record = rt.storage.contexts.load(handle.run_id)
+    assert record is not None
+    segments = ('{"schema_version":"1","head":',)  # a checkpoint cut short
+    rt.storage.contexts.save(replace(record, status="running", base="b", segments=segments))
+    worker = Worker(rt, liveness_wait=0.0)
+    assert worker.run_pending() == 1 and worker.jobs_dead_lettered == 1
+    view = Doubler.find(handle.run_id)
+    assert view.status is RunStatus.FAILED
+    from reactor.engine.checkpoint import load_context
+    from reactor.engine.env import make_env
+
+    ctx = load_context(make_env(rt), handle.run_id)
+    assert ctx is not None
+    info = quarantine_info(ctx)
+    assert info is not None and handle.run_id in info.reason
+    kept = json.loads(info.original_document)
+    assert kept == {"base": record.document, "segments": list(segments)}
+    for _ in range(2):  # no loop
+        assert sweep_runs(rt.storage, rt.router).redispatched == 0
 
 
 def test_waiting_on_a_quarantined_run_returns_its_failure(rt: Runtime) -> None:

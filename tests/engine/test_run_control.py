@@ -243,7 +243,8 @@ def test_retry_of_a_failed_secret_run_reuses_its_inputs_and_links_both_ways(
     assert old_view.status is RunStatus.FAILED
     assert new_view.inputs == {"amount": 7, "card_token": "[REDACTED]"}
     record = backend.storage.contexts.load(retried.run_id)
-    assert record is not None and SECRET not in record.document  # sealed again at rest
+    assert record is not None  # sealed again at rest, in the base and every segment
+    assert all(SECRET not in text for text in (record.document, *record.segments))
     # the key moved to the retry
     assert new_view.idempotency_key == "cart:7"
     again = Pay.run(amount=7, card_token=SECRET, idempotency_key="cart:7")

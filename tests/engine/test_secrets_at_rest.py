@@ -243,15 +243,23 @@ def backend(
     original_save = contexts.save
     original_enqueue = runtime.router.enqueue
 
+    original_append = contexts.append
+
     def save(record: Any, *args: Any, **kwargs: Any) -> Any:
         spy.saved.append(record.document)
+        spy.saved.extend(record.segments)
         return original_save(record, *args, **kwargs)
+
+    def append(delta: Any, *args: Any, **kwargs: Any) -> Any:
+        spy.saved.append(delta.segment)
+        return original_append(delta, *args, **kwargs)
 
     def enqueue(job: Job, *args: Any, **kwargs: Any) -> Any:
         spy.enqueued.append(job.to_json())
         return original_enqueue(job, *args, **kwargs)
 
     monkeypatch.setattr(contexts, "save", save)
+    monkeypatch.setattr(contexts, "append", append)
     monkeypatch.setattr(runtime.router, "enqueue", enqueue)
     seen_in_bodies.clear()
     yield spy
@@ -337,7 +345,7 @@ def test_a_wrong_key_quarantines_the_run_as_failed_with_the_reason(backend: Back
     assert "no secret key with id" in view.failure.message
     record = runtime.storage.contexts.load(handle.run_id)
     assert record is not None and record.status == "failed"
-    assert SECRET not in record.document
+    assert all(SECRET not in text for text in (record.document, *record.segments))
     # never lost: the original (still encrypted) document is kept for an operator
     stored = Queued.find(handle.run_id)
     assert stored.status is RunStatus.FAILED
@@ -361,8 +369,10 @@ def test_keys_rotate_encrypt_with_the_first_decrypt_with_any(backend: Backend) -
     assert Worker(runtime, liveness_wait=0.0).run_pending() >= 1
     assert seen_in_bodies == [SECRET]
     assert Queued.find(handle.run_id).status is RunStatus.COMPLETED
-    last = backend.saved[-1]
-    assert '"kid":"new"' in last and '"kid":"old"' not in last
+    record = runtime.storage.contexts.load(handle.run_id)
+    assert record is not None
+    stored = "".join((record.document, *record.segments))  # re-sealed whole, then appended
+    assert '"kid":"new"' in stored and '"kid":"old"' not in stored
 
 
 @pytest.mark.parametrize("name", REAL_BACKENDS)

@@ -8,10 +8,21 @@ from typing import Any
 
 import pytest
 
-from reactor.errors import ContextTooLargeError, StorageError
-from reactor.generic.contexts import CONTEXT_PAGES, CONTEXTS, context_page_key
+from reactor.errors import (
+    ContextTooLargeError,
+    DeserializationError,
+    StaleWriterError,
+    StorageError,
+)
+from reactor.generic.contexts import (
+    CONTEXT_PAGES,
+    CONTEXT_SEGMENTS,
+    CONTEXTS,
+    context_page_key,
+)
 from reactor.generic.storage import GenericStorage
 from reactor.memory import ManualClock, MemoryDocumentStore, MemoryProbe, MemoryStorage
+from reactor.model.records import ContextDelta, Fence
 from reactor.ports import Capabilities, ContextRecord, StepResultRecord
 
 TTL = 100.0
@@ -306,3 +317,167 @@ def test_listing_repair_never_moves_a_summary_backwards(clock: ManualClock) -> N
     (row,) = storage.contexts.page().runs
     assert row.status == "running"
     assert docs.docs.raw(CONTEXT_PAGES, key).value["updated_at"] == 50.0  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------ incremental checkpoints
+
+
+def _pieces(storage: MemoryStorage, context_id: str) -> list[tuple[str, Any]]:
+    """The stored pieces (base documents and segments) of a run."""
+    found = storage.documents.scan(CONTEXT_SEGMENTS, after=context_id + "/")
+    return [(key, value) for key, value in found if key.startswith(context_id + "/")]
+
+
+def _legacy_head(rec: ContextRecord) -> dict[str, Any]:
+    """A context document as the store wrote it before incremental checkpoints: the whole
+    record inline, no pieces, no base."""
+    return {
+        "context_id": rec.context_id, "reactor": rec.reactor, "status": rec.status,
+        "document": rec.document, "created_at": rec.created_at, "updated_at": rec.updated_at,
+        "parent_context_id": rec.parent_context_id, "root_context_id": rec.root_context_id,
+        "dispatched_child": rec.dispatched_child, "_fence": 7,
+    }
+
+
+def test_a_context_written_before_segments_loads_and_takes_no_append(
+    storage: MemoryStorage,
+) -> None:
+    old = record("legacy")
+    storage.documents.write(CONTEXTS, "legacy", _legacy_head(old), expected_version=None,
+                            expires_at=None, index="running")
+    assert storage.contexts.load("legacy") == old
+    delta = ContextDelta(context_id="legacy", base="b", position=1, status="completed",
+                         updated_at=9.0, segment='{"head":{}}')
+    assert storage.contexts.append(delta) is False
+    assert storage.contexts.load("legacy") == old
+    whole = dataclasses.replace(old, base="b", document='{"v": 2}')
+    storage.contexts.save(whole, fence=Fence(key="async:legacy", owner="o", token=7))
+    assert storage.contexts.load("legacy") == whole
+    assert storage.contexts.append(delta, fence=Fence(key="async:legacy", owner="o", token=7))
+    loaded = storage.contexts.load("legacy")
+    assert loaded is not None and loaded.segments == ('{"head":{}}',)
+
+
+def test_a_missing_piece_makes_the_run_unreadable_not_wrong(storage: MemoryStorage) -> None:
+    rec = dataclasses.replace(record("holed"), base="b", segments=('{"s":1}', '{"s":2}'))
+    storage.contexts.save(rec)
+    pieces = _pieces(storage, "holed")
+    middle = next(key for key, value in pieces if value["text"] == '{"s":1}')
+    version = storage.documents.read(CONTEXT_SEGMENTS, middle).version
+    assert storage.documents.write(CONTEXT_SEGMENTS, middle, None, expected_version=version,
+                                   expires_at=None)
+    with pytest.raises(DeserializationError, match="holed"):
+        storage.contexts.load("holed")
+
+
+def test_a_refused_fenced_save_leaves_no_pieces(storage: MemoryStorage) -> None:
+    rec = dataclasses.replace(record("fenced"), base="b1")
+    storage.contexts.save(rec, fence=Fence(key="async:fenced", owner="o", token=5))
+    before = _pieces(storage, "fenced")
+    stale = dataclasses.replace(rec, base="b2", segments=('{"s":1}',))
+    with pytest.raises(StaleWriterError):
+        storage.contexts.save(stale, fence=Fence(key="async:fenced", owner="o", token=4))
+    assert _pieces(storage, "fenced") == before
+    assert storage.contexts.load("fenced") == rec
+
+
+def test_a_live_runs_pieces_and_page_are_renewed_before_they_lapse(
+    storage: MemoryStorage, clock: ManualClock
+) -> None:
+    rec = dataclasses.replace(record("long", created_at=clock()), base="b")
+    storage.contexts.save(rec)
+    for position in range(1, 8):  # an append every 0.3 TTL: the run outlives 2 TTLs
+        clock.advance(TTL * 0.3)
+        delta = ContextDelta(context_id="long", base="b", position=position,
+                             status="running", updated_at=clock(), segment=f'"{position}"')
+        assert storage.contexts.append(delta)
+    loaded = storage.contexts.load("long")
+    assert loaded is not None and len(loaded.segments) == 7
+    assert [r.context_id for r in storage.contexts.page().runs] == ["long"]
+
+
+def test_a_save_after_appends_drops_the_old_pieces(storage: MemoryStorage) -> None:
+    rec = dataclasses.replace(record("compact"), base="b1")
+    storage.contexts.save(rec)
+    for position in (1, 2):
+        storage.contexts.append(ContextDelta(context_id="compact", base="b1",
+                                             position=position, status="running",
+                                             updated_at=3.0, segment="{}"))
+    storage.contexts.save(dataclasses.replace(rec, base="b2"))
+    assert len(_pieces(storage, "compact")) == 1  # the new base
+    assert storage.contexts.delete("compact")
+    assert _pieces(storage, "compact") == []
+
+
+def test_pieces_and_page_outlive_every_head_between_writes(
+    storage: MemoryStorage, clock: ManualClock
+) -> None:
+    rec = dataclasses.replace(record("idle", created_at=clock()), base="b")
+    storage.contexts.save(rec)
+    clock.advance(TTL * 0.4)
+    delta = ContextDelta(context_id="idle", base="b", position=1, status="running",
+                         updated_at=clock(), segment='"1"')
+    assert storage.contexts.append(delta)  # the head now lives until 1.4 TTL
+    clock.advance(TTL * 0.99)  # idle: just before the head expires
+    loaded = storage.contexts.load("idle")
+    assert loaded is not None and loaded.segments == ('"1"',)
+    assert [r.context_id for r in storage.contexts.page().runs] == ["idle"]
+
+
+def test_a_load_racing_a_whole_save_reads_the_new_chain(storage: MemoryStorage) -> None:
+    rec = dataclasses.replace(record("raced"), base="b1", segments=('"old"',))
+    storage.contexts.save(rec)
+    store = storage.contexts
+    real_chain = store._chain  # type: ignore[attr-defined]
+    raced: list[int] = []
+
+    def chain(*args: Any) -> list[str]:
+        if not raced:  # a whole save lands between the reader's head read and its piece read
+            raced.append(1)
+            store.save(dataclasses.replace(rec, base="b2", segments=('"new"',)))
+        return list(real_chain(*args))
+
+    store._chain = chain  # type: ignore[attr-defined]
+    loaded = store.load("raced")
+    assert loaded is not None and (loaded.base, loaded.segments) == ("b2", ('"new"',))
+
+
+def test_a_stalled_writer_never_drops_the_chain_of_a_newer_one(storage: MemoryStorage) -> None:
+    rec = dataclasses.replace(record("stalled"), base="b0")
+    storage.contexts.save(rec, fence=Fence(key="async:stalled", owner="old", token=1))
+    store = storage.contexts
+    real_drop = store._drop_pieces  # type: ignore[attr-defined]
+    newer = dataclasses.replace(rec, base="b2", document='{"v": "newer"}')
+    stalled: list[int] = []
+
+    def drop(prefix: str, *, keep: set[str]) -> None:
+        if not stalled:  # the old writer stalls after its head write; the new holder saves
+            stalled.append(1)
+            store.save(newer, fence=Fence(key="async:stalled", owner="new", token=2))
+        real_drop(prefix, keep=keep)
+
+    store._drop_pieces = drop  # type: ignore[attr-defined]
+    store.save(dataclasses.replace(rec, base="b1"),
+               fence=Fence(key="async:stalled", owner="old", token=1))
+    assert store.load("stalled") == newer
+
+
+def test_loads_never_read_through_a_secondary_index(clock: ManualClock) -> None:
+    class NoIndexedPieces(MemoryDocumentStore):
+        """Indexed scans lag writes on some backends (DynamoDB's GSIs): refuse them here."""
+
+        def scan(self, collection: str, *, index: str | None = None, after: str | None = None,
+                 limit: int = 1000) -> list[tuple[str, Any]]:
+            assert not (collection == CONTEXT_SEGMENTS and index is not None)
+            return list(super().scan(collection, index=index, after=after, limit=limit))
+
+    storage = GenericStorage(NoIndexedPieces(clock=clock), context_ttl=TTL,
+                             capabilities=Capabilities())
+    rec = dataclasses.replace(record("consistent"), base="b", segments=('"1"',))
+    storage.contexts.save(rec)
+    assert storage.contexts.append(ContextDelta(context_id="consistent", base="b", position=2,
+                                                status="running", updated_at=3.0,
+                                                segment='"2"'))
+    loaded = storage.contexts.load("consistent")
+    assert loaded is not None and loaded.segments == ('"1"', '"2"')
+    assert storage.contexts.delete("consistent")

@@ -39,6 +39,9 @@ SETTINGS: dict[str, object] = {
 IMPORT = ("--import", "tests.kill.map_reactors")
 
 #: Every real adapter; DynamoDB + SQS on moto takes over 30 s per scenario: a soak test.
+#: Seconds each wait may take, per backend (moto answers each call in tens of ms: a scenario
+#: there takes about 3 minutes).
+WAIT = {"redis": 180.0, "mongodb": 180.0, "dynamodb": 600.0}
 BACKENDS = pytest.mark.parametrize(
     "backend", ["redis", "mongodb", pytest.param("dynamodb", marks=pytest.mark.soak)],
     indirect=True,
@@ -72,14 +75,16 @@ def test_atomic_failure_at_137_with_a_worker_killed_mid_rollback(
                                    block_undo_at=100))
     assert isinstance(handle, DispatchHandle)
     procs = [workers.start(backend, *IMPORT, settings=SETTINGS) for _ in range(2)]
-    wait_until(lambda: _blocked_pid(log) is not None, 180, "element 100's undo to block",
+    wait_until(lambda: _blocked_pid(log) is not None, WAIT[backend.name],
+               "element 100's undo to block",
                workers.logs)
     victim = next(p for p in procs if p.pid == _blocked_pid(log))
     sweeper = workers.start(backend, *IMPORT, "--sweep", settings=SETTINGS)
     victim.send_signal(signal.SIGKILL)
     assert victim.wait(timeout=10) == -signal.SIGKILL
     block.unlink()
-    wait_until(lambda: handle.status() in TERMINAL_STATUSES, 180, "the run to finish",
+    wait_until(lambda: handle.status() in TERMINAL_STATUSES, WAIT[backend.name],
+               "the run to finish",
                workers.logs)
     result = handle.wait(timeout=5)
     assert_atomic_137(result, str(log), reruns=frozenset({100}))
@@ -100,7 +105,8 @@ def test_undo_of_a_completed_map_reports_expired_and_failed_elements(
     assert isinstance(handle, DispatchHandle)
     for _ in range(2):
         workers.start(backend, *IMPORT, settings=SETTINGS)
-    wait_until(lambda: handle.status() in TERMINAL_STATUSES, 180, "the run to finish",
+    wait_until(lambda: handle.status() in TERMINAL_STATUSES, WAIT[backend.name],
+               "the run to finish",
                workers.logs)
     result = handle.wait(timeout=5)
     assert isinstance(result, Failure) and result.step_name == "after", result

@@ -17,7 +17,7 @@ import pytest
 
 from reactor import DispatchHandle, Failure, config
 from reactor.config import Runtime
-from reactor.model import codec
+from reactor.model import checkpoints
 from reactor.model.records import MapRollbackMetadata
 from reactor.model.status import TERMINAL_STATUSES
 from tests.kill.conftest import Backend, WorkerProcesses, wait_until, with_query
@@ -48,7 +48,7 @@ def caller(redis_backend: Backend) -> Iterator[Runtime]:
 def _rollback(runtime: Runtime, run_id: str) -> MapRollbackMetadata | None:
     """The rollback of the owner's map ``m``, once started (finished ones leave the scan)."""
     record = runtime.storage.contexts.load(run_id)
-    ref = None if record is None else codec.decode_document(record.document)[
+    ref = None if record is None else checkpoints.stored_document(record)[
         "composed_contexts"
     ].get("m")
     if not isinstance(ref, dict):

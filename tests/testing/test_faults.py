@@ -92,12 +92,12 @@ def test_fail_step_refuses_what_it_cannot_fail() -> None:
 
 def test_a_storage_fault_fails_the_chosen_call_of_a_method() -> None:
     with TestEnvironment() as env:
-        fault = env.storage_fails(method="contexts.save", on_call=2)
+        fault = env.storage_fails(method="contexts.append", on_call=2)
         assert isinstance(fault, StorageFault)
         with pytest.raises(StorageError, match="injected storage failure on call 2") as caught:
             Order.run()
         assert fault.exhausted and fault.raised == 1
-        assert fault.calls == ["contexts.save", "contexts.save"]
+        assert fault.calls == ["contexts.append", "contexts.append"]
         run_id = caught.value.run_id
         assert run_id is not None
         env.sweep()  # the run is running without its lock: re-dispatched

@@ -17,13 +17,13 @@ local function expire_at(key, at)
 end
 -- Re-stamp every existing key of KEYS to ttl (µs, -1 = none) from now.
 local function restamp_all(ttl)
+  -- PEXPIRE and PERSIST leave a missing key missing: no EXISTS needed first.
+  local ms = us(math.max(math.floor(ttl / 1000), 1))
   for _, k in ipairs(KEYS) do
-    if redis.call('EXISTS', k) == 1 then
-      if ttl < 0 then
-        redis.call('PERSIST', k)
-      else
-        redis.call('PEXPIRE', k, us(math.max(math.floor(ttl / 1000), 1)))
-      end
+    if ttl < 0 then
+      redis.call('PERSIST', k)
+    else
+      redis.call('PEXPIRE', k, ms)
     end
   end
 end

@@ -1,5 +1,7 @@
 -- Every write of one map's forward and rollback state, each re-stamping ALL the map's keys
 -- (KEYS, one hash tag) to the retention together. ARGV[1] ttl_us, ARGV[2] op, then args.
+-- An op that writes nothing returns before the re-stamp (a lost NX; 'begin' when it appends
+-- nothing: then it is a pure read).
 -- KEYS: 1 metadata 2 counter 3 offset 4 failed 5 owner_signal 6 results 7 elements
 --       8 rb:metadata 9 rb:offset 10 rb:outcomes 11 rb:indexes 12 rb:handed_off
 --       13 rb:signal 14 rb:failed
@@ -28,6 +30,24 @@ elseif op == 'put' then
   result = 1
 elseif op == 'append' then
   result = redis.call('RPUSH', KEYS[7], ARGV[3]) - 1
+elseif op == 'begin' then  -- ARGV[3] index, [4] element context id (absent: none)
+  -- An element job's reads (docs/protocol.md, "Optional fast paths"): metadata, whether slot
+  -- ARGV[3] is stored, the failed context; then, for a fresh element (ARGV[4]) of a known map
+  -- whose slot is absent and with no failed element, the append. Returns {metadata or nil,
+  -- 1/0 slot stored, failed context or nil, position or -1}.
+  local meta = redis.call('GET', KEYS[1])
+  local stored = redis.call('HEXISTS', KEYS[6], ARGV[3])
+  local failed = redis.call('GET', KEYS[4])
+  if ARGV[4] == nil or not meta or stored == 1 or failed then
+    return {meta, stored, failed, -1}  -- read only: nothing written, nothing re-stamped
+  end
+  result = {meta, stored, failed, redis.call('RPUSH', KEYS[7], ARGV[4]) - 1}
+elseif op == 'settle' then  -- ARGV[3] index, [4] value, [5] failed context (absent: none)
+  -- One element settled, in the order of its calls: the failed context (first wins), the
+  -- slot, the counter - 1. Returns the counter.
+  if ARGV[5] ~= nil then redis.call('SET', KEYS[4], ARGV[5], 'NX') end
+  redis.call('HSET', KEYS[6], ARGV[3], ARGV[4])
+  result = redis.call('INCRBY', KEYS[2], -1)
 elseif op == 'rb_start' then
   local existing = redis.call('GET', KEYS[8])
   if existing then return {0, existing} end

@@ -54,7 +54,9 @@ local function fields_of(flat)
   return body, n, table.concat(dump, '\n')
 end
 
-if op == 'promote' then            -- move due delayed jobs to the stream; returns how many
+-- Move due delayed jobs (at most 500) to the stream; returns the wait in ms until the next
+-- delayed job is due (-1: none).
+local function promote()
   local due = redis.call('ZRANGEBYSCORE', D, '-inf', now_ms, 'LIMIT', 0, 500)
   for _, member in ipairs(due) do
     local body, n = member, 0
@@ -71,17 +73,26 @@ if op == 'promote' then            -- move due delayed jobs to the stream; retur
   local nxt = redis.call('ZRANGE', D, 0, 0, 'WITHSCORES')
   local wait = -1
   if #nxt > 0 then wait = math.max(tonumber(nxt[2]) - now_ms, 0) end
-  return {#due, wait}
-elseif op == 'enqueue' then        -- ARGV[2] body, ARGV[3] delay ms
-  put(ARGV[2], tonumber(ARGV[3]), 0)
-  return 1
-elseif op == 'reclaim' then        -- ARGV[2] group, [3] consumer, [4] min idle ms, [5] count
-  -- Returns receipt, delivery count, has-body flag, body (or a dump of the fields) per entry.
-  local group, consumer, idle, count = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+  return wait
+end
+-- Append one delivery to the flat reply `out`: receipt, delivery count, has-body flag, body
+-- (or a dump of the fields when the entry has no body).
+local function deliver(out, receipt, count, flat)
+  local body, n, dump = fields_of(flat)
+  out[#out + 1] = receipt
+  out[#out + 1] = count + n
+  out[#out + 1] = body and 1 or 0
+  out[#out + 1] = body or dump
+end
+-- Re-claim for `consumer` up to `count` entries idle at least `idle` ms whose lease was not
+-- extended past now (a dead consumer's jobs), appending each delivery to `out`. The delivery
+-- count is the pending counter after the claim (plus the entry's n). An entry deleted from
+-- the stream meanwhile is acked away.
+local function reclaim(out, group, consumer, idle, count)
   local pending = redis.call('XPENDING', S, group, 'IDLE', idle, '-', '+', count * 4)
-  local out = {}
+  local stop = #out + count * 4
   for _, p in ipairs(pending) do
-    if #out >= count * 4 then break end
+    if #out >= stop then break end
     local id = p[1]
     local extended = tonumber(redis.call('HGET', L, id) or '0')
     if extended <= now_ms then
@@ -89,13 +100,36 @@ elseif op == 'reclaim' then        -- ARGV[2] group, [3] consumer, [4] min idle 
       redis.call('HDEL', L, id)
       local entry = claimed[1]
       if entry and entry[2] then
-        local body, n, dump = fields_of(entry[2])
-        out[#out + 1] = id .. ':' .. tostring(tonumber(p[4]) + 1)
-        out[#out + 1] = tonumber(p[4]) + 1 + n
-        out[#out + 1] = body and 1 or 0
-        out[#out + 1] = body or dump
+        local nonce = tonumber(p[4]) + 1
+        deliver(out, id .. ':' .. tostring(nonce), nonce, entry[2])
       else
         redis.call('XACK', S, group, id)
+      end
+    end
+  end
+end
+
+if op == 'enqueue' then            -- ARGV[2] body, ARGV[3] delay ms
+  put(ARGV[2], tonumber(ARGV[3]), 0)
+  return 1
+elseif op == 'enqueue_many' then   -- ARGV[2..] bodies, all due now, in order; returns how many
+  for i = 2, #ARGV do add(ARGV[i], 0) end
+  return #ARGV - 1
+elseif op == 'receive' then        -- ARGV[2] group, [3] consumer, [4] min idle ms, [5] count
+  -- A whole non-blocking receive pass in one call: promote, reclaim, then XREADGROUP (no
+  -- BLOCK: not allowed in scripts) for the rest of the count. Returns the wait in ms until the
+  -- next delayed job (-1: none), then per delivery: receipt, delivery count, has-body flag,
+  -- body (or a dump of the fields). A freshly read entry's receipt is '<id>:1', its count 1 + n.
+  local group, consumer, count = ARGV[2], ARGV[3], tonumber(ARGV[5])
+  local out = {promote()}
+  reclaim(out, group, consumer, tonumber(ARGV[4]), count)
+  local want = count - (#out - 1) / 4
+  if want > 0 then
+    local read = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', want,
+      'STREAMS', S, '>')
+    if read then
+      for _, entry in ipairs(read[1][2]) do
+        if entry[2] then deliver(out, entry[1] .. ':1', 1, entry[2]) end
       end
     end
   end
@@ -157,7 +191,7 @@ elseif op == 'leave' then          -- ARGV[2] group, [3] consumer; 1 when it was
   return redis.call('XGROUP', 'DELCONSUMER', S, ARGV[2], ARGV[3]) >= 0 and 1 or 0
 elseif op == 'prune' then          -- ARGV[2] group, [3] min idle ms; returns how many deleted
   -- Deletes consumers idle at least ARGV[3] ms that hold no pending entry (their entries
-  -- were re-claimed by live consumers first: receive's 'reclaim'). A deleted consumer that
+  -- were re-claimed by live consumers first: the 'receive' op). A deleted consumer that
   -- is in fact alive is re-created by its next XREADGROUP, so nothing is lost.
   if redis.call('EXISTS', S) == 0 then return 0 end
   local idle_min, deleted = tonumber(ARGV[3]), 0

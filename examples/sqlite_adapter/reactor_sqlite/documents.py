@@ -8,9 +8,6 @@ One table holds every collection::
 
 Semantics follow ``reactor/ports/documents.py``:
 
-* a compare-and-set is one ``UPDATE ... WHERE version = ?`` (or ``DELETE ... WHERE version = ?``)
-  or an ``INSERT`` that fails on the primary key when a row exists, inside a ``BEGIN
-  IMMEDIATE`` transaction, so two processes on one file serialize their writers;
 * every write stores a fresh UUID version (no ABA after a delete and re-create);
 * a row whose ``expires_at <= now`` reads as absent, yet reports its version so a caller can
   take it over; expired rows are deleted by :meth:`SQLiteDocumentStore.purge`, which the store
@@ -18,6 +15,28 @@ Semantics follow ``reactor/ports/documents.py``:
   native TTL);
 * the clock is the application clock (SQLite has no server): ``Capabilities.clock`` is
   ``"application"``.
+
+Transactions: none explicit. Every operation is **one SQL statement** run in autocommit mode
+(the connection is opened with ``isolation_level=None``, so Python's :mod:`sqlite3` never
+issues an implicit ``BEGIN``), and SQLite runs each such statement as its own transaction:
+
+* insert-if-absent (``expected_version=None``) is ``INSERT ... ON CONFLICT (collection, key)
+  DO NOTHING``; it wrote when it changed one row;
+* compare-and-set is ``UPDATE ... WHERE collection = ? AND key = ? AND version = ?``, and
+  compare-and-delete ``DELETE ... WHERE ... AND version = ?``: the version check and the
+  write are one statement, so no other writer can slip in between;
+* delete-if-absent (``expected_version=None``, ``value=None``) is one ``SELECT``: it succeeds
+  exactly when no row is stored, and writes nothing;
+* :meth:`SQLiteDocumentStore.purge` is one ``DELETE`` of a bounded sub-select.
+
+A write statement takes SQLite's database write lock when it starts (before it reads the row
+it checks) and holds it until it ends, waiting up to ``busy_timeout`` for another
+connection's lock, so two processes writing one file serialize exactly as they would under
+``BEGIN IMMEDIATE``, at a third of the statements. No operation of this store is a
+read-then-write of several statements, so none needs an explicit transaction; one that does
+must wrap its statements in ``BEGIN IMMEDIATE`` ... ``COMMIT`` (a deferred ``BEGIN`` could
+fail to upgrade its read snapshot to a write). The example's tests pin the statements of each
+call.
 
 Thread safety: one connection guarded by a lock. SQLite serializes writers anyway, and a
 connection shared under a lock works for ``:memory:`` databases too (a connection per thread
@@ -30,8 +49,7 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,26 +148,25 @@ class SQLiteDocumentStore:
         """The namespace given to the constructor (``""`` = none)."""
         return self._prefix.removesuffix(":")
 
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The shared connection, for instrumentation only (e.g.
+        :meth:`sqlite3.Connection.set_trace_callback` in tests and benchmarks); running
+        statements on it bypasses the store's lock."""
+        return self._conn
+
     def now(self) -> float:
         """The application clock in epoch seconds (SQLite has no server clock)."""
         return self._clock()
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """Run a block in a ``BEGIN IMMEDIATE`` transaction on the shared connection; any
-        exception (or a failed ``COMMIT``) rolls it back."""
+    def _execute(self, sql: str, params: tuple[Any, ...]) -> int:
+        """Run one write statement in autocommit mode (its own SQLite transaction) and return
+        the number of rows it changed."""
         with self._lock:
             if self._closed:
                 raise StorageError("the SQLite document store is closed")
-            conn = self._conn
-            with translate_errors(sqlite3.Error, what="SQLite transaction"):
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield conn
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
+            with translate_errors(sqlite3.Error, what="SQLite write"):
+                return self._conn.execute(sql, params).rowcount
 
     def _query(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         with self._lock:
@@ -202,30 +219,28 @@ class SQLiteDocumentStore:
         text = None if value is None else json.dumps(dict(value), allow_nan=False)
         coll = self._prefix + collection
         version = uuid.uuid4().hex
-        with self._transaction() as conn:
-            if expected_version is None:
-                if text is None:
-                    row = conn.execute(
-                        "SELECT 1 FROM documents WHERE collection = ? AND key = ?", (coll, key)
-                    ).fetchone()
-                    return row is None
-                cursor = conn.execute(
-                    "INSERT INTO documents (collection, key, value, version, expires_at, idx) "
-                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (collection, key) DO NOTHING",
-                    (coll, key, text, version, expires_at, index),
+        if expected_version is None:
+            if text is None:  # delete-if-absent: succeeds exactly when nothing is stored
+                return not self._query(
+                    "SELECT 1 FROM documents WHERE collection = ? AND key = ?", (coll, key)
                 )
-            elif text is None:
-                cursor = conn.execute(
-                    "DELETE FROM documents WHERE collection = ? AND key = ? AND version = ?",
-                    (coll, key, expected_version),
-                )
-            else:
-                cursor = conn.execute(
-                    "UPDATE documents SET value = ?, version = ?, expires_at = ?, idx = ? "
-                    "WHERE collection = ? AND key = ? AND version = ?",
-                    (text, version, expires_at, index, coll, key, expected_version),
-                )
-            written = cursor.rowcount == 1
+            changed = self._execute(
+                "INSERT INTO documents (collection, key, value, version, expires_at, idx) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (collection, key) DO NOTHING",
+                (coll, key, text, version, expires_at, index),
+            )
+        elif text is None:
+            changed = self._execute(
+                "DELETE FROM documents WHERE collection = ? AND key = ? AND version = ?",
+                (coll, key, expected_version),
+            )
+        else:
+            changed = self._execute(
+                "UPDATE documents SET value = ?, version = ?, expires_at = ?, idx = ? "
+                "WHERE collection = ? AND key = ? AND version = ?",
+                (text, version, expires_at, index, coll, key, expected_version),
+            )
+        written = changed == 1
         if written and self._purge_every:
             with self._lock:
                 self._writes += 1
@@ -268,15 +283,13 @@ class SQLiteDocumentStore:
     def purge(self, limit: int = 1000) -> int:
         """Delete up to ``limit`` expired rows of this store's namespace; returns the count."""
         like = self._prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        with self._transaction() as conn:
-            cursor = conn.execute(
-                "DELETE FROM documents WHERE (collection, key) IN ("
-                " SELECT collection, key FROM documents"
-                " WHERE collection LIKE ? ESCAPE '\\' AND expires_at IS NOT NULL"
-                " AND expires_at <= ? LIMIT ?)",
-                (like, self.now(), limit),
-            )
-            return cursor.rowcount
+        return self._execute(
+            "DELETE FROM documents WHERE (collection, key) IN ("
+            " SELECT collection, key FROM documents"
+            " WHERE collection LIKE ? ESCAPE '\\' AND expires_at IS NOT NULL"
+            " AND expires_at <= ? LIMIT ?)",
+            (like, self.now(), limit),
+        )
 
     def close(self) -> None:
         """Close the connection; idempotent."""
@@ -301,9 +314,10 @@ class SQLiteDocumentStore:
 
     def set_expiry(self, collection: str, key: str, expires_at: float | None) -> bool:
         """Overwrite a row's ``expires_at`` in place, keeping its version (simulated time)."""
-        with self._transaction() as conn:
-            cursor = conn.execute(
+        return (
+            self._execute(
                 "UPDATE documents SET expires_at = ? WHERE collection = ? AND key = ?",
                 (expires_at, self._prefix + collection, key),
             )
-            return cursor.rowcount == 1
+            == 1
+        )

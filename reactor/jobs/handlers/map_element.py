@@ -1,23 +1,25 @@
 """The ``map_element`` job: run one element of a fan-out map (docs/fan_out.md;
 docs/architecture.md, "Job kinds").
 
-1. Resolve the map's metadata (gone: nothing to do) and the element reactor by registered name.
-2. Take the element's liveness lock ``map_element:<map>:<index>`` (auto-extended); a live
+1. Take the element's liveness lock ``map_element:<map>:<index>`` (auto-extended); a live
    holder means a duplicate delivery: drop this one. The inline router skips the lock.
-3. A slot already stored for the index means the element settled before: nothing runs again
-   (the collector is re-triggered if the map looks settled, in case the first delivery died
-   before triggering it).
-4. Load the element's context (stored pending by the dispatcher; rebuilt from the parent if it
-   is gone). An unreadable element (or owner) context is quarantined — stored ``failed`` with
-   its text and the reason (:mod:`reactor.engine.quarantine`) — and the element settles as a
-   failure carrying that reason, so no sweep re-dispatches it. A **fresh** (pending) element
-   skips itself when the map already stopped, else its context id is appended to the map's
-   element index and it runs; a running context resumes where it stopped; a finished one only
-   has its result re-read.
-5. An atomic failure or a halt records the element as the map's failed context (first wins).
-   The slot is stored by index (a re-run overwrites, never duplicates), the lock released,
-   the counter decremented; the element that ends a batch dispatches the next one, and the
-   job that brings the counter to 0 enqueues the collector.
+2. Load the element's context (stored pending by the dispatcher). An unreadable element (or
+   owner) context is quarantined — stored ``failed`` with its text and the reason
+   (:mod:`reactor.engine.quarantine`) — and the element settles as a failure carrying that
+   reason, so no sweep re-dispatches it.
+3. Begin (one request where the store can: ``begin_element``, docs/protocol.md, "Optional
+   fast paths"): read the map's metadata (gone: nothing to do), whether the index's slot is
+   stored (the element settled before: nothing runs again; the collector is re-triggered if
+   the map looks settled, in case the first delivery died before triggering it) and the map's
+   failed context; a **fresh** (pending) element is appended to the map's element index
+   unless the map already stopped, in which case it skips itself. A context that is gone is
+   rebuilt from the parent first. A running context resumes where it stopped; a finished one
+   only has its result re-read.
+4. Settle (one request where the store can: ``settle_element``): an atomic failure or a halt
+   records the element as the map's failed context (first wins), the slot is stored by index
+   (a re-run overwrites, never duplicates) and the counter decremented; then the lock is
+   released, the element that ends a batch dispatches the next one, and the job that brings
+   the counter to 0 enqueues the collector.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import executor
+from reactor.engine import executor, fast_paths
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.dispatch import publish_completion, stored_result
 from reactor.engine.env import Env, make_env
@@ -72,95 +74,103 @@ def handle_map_element(jc: JobContext, payload: MapElementPayload) -> None:
         StorageError, RouterError: a backend failed (the worker retries the job).
     """
     env = make_env(jc.runtime)
-    maps = env.storage.maps
-    meta = maps.metadata(payload.map_id)
-    if meta is None:
-        log.warning("event=map_missing map_id=%s index=%d", payload.map_id, payload.index)
-        return
-    if payload.index >= meta.count:
-        log.warning("event=map_index_out_of_range map_id=%s index=%d count=%d",
-                    meta.map_id, payload.index, meta.count)
-        return
-    definition = element_definition(meta)
-    atomic = meta.atomic if payload.atomic is None else payload.atomic
+    map_id, index = payload.map_id, payload.index
     hold: Liveness | None = None
-    element_id = element_context_id(meta.map_id, payload.index)
+    element_id = element_context_id(map_id, index)
     if not jc.inline:
-        lock = liveness_lock(env, map_element_key(meta.map_id, payload.index))
+        lock = liveness_lock(env, map_element_key(map_id, index))
         if not lock.try_acquire():
             log.info("event=map_element_busy map_id=%s index=%d (a live job holds it)",
-                     meta.map_id, payload.index)
+                     map_id, index)
             return
         hold = Liveness(element_id, lock)
     try:
-        settled = _settle(env, meta, payload.index, definition, atomic, hold)
+        outcome = _settle(env, payload, hold)
     except LockLost as exc:
         log.warning("event=map_element_lock_lost map_id=%s index=%d error=%s",
-                    meta.map_id, payload.index, exc)
+                    map_id, index, exc)
         if hold is not None:
             hold.lock = None  # not ours any more
         return
     finally:
         if hold is not None:
             hold.release()
-    if not settled:
+    if outcome is None:
         return
-    remaining = maps.add_to_counter(meta.map_id, -1)
-    if (payload.index + 1) % max(meta.batch_size, 1) == 0 and payload.index + 1 < meta.count:
+    meta, remaining = outcome
+    if (index + 1) % max(meta.batch_size, 1) == 0 and index + 1 < meta.count:
         dispatch_batch(env, meta)
     if remaining <= 0:
-        enqueue_collector(env, meta.map_id)
+        enqueue_collector(env, map_id)
 
 
 def _settle(
-    env: Env,
-    meta: MapMetadata,
-    index: int,
-    definition: ReactorDefinition,
-    atomic: bool,
-    hold: Liveness | None,
-) -> bool:
-    """Run (or skip, or re-read) the element and store its slot; ``False`` for a duplicate."""
+    env: Env, payload: MapElementPayload, hold: Liveness | None
+) -> tuple[MapMetadata, int] | None:
+    """Run (or skip, or re-read) the element and settle it: its slot stored and the counter
+    decremented in one request where the store can (:mod:`reactor.engine.fast_paths`).
+
+    Returns:
+        ``(the map's metadata, the counter after this element)``, or ``None`` when nothing
+        was settled (the map is gone, the index out of range, a duplicate delivery).
+    """
     maps = env.storage.maps
-    if maps.result_slots(meta.map_id, [index])[0] is not None:
-        if maps.count_results(meta.map_id) >= meta.count:
-            enqueue_collector(env, meta.map_id)
-        return False
-    element_id = element_context_id(meta.map_id, index)
-    result: ElementResult | None
+    map_id, index = payload.map_id, payload.index
+    element_id = element_context_id(map_id, index)
+    result: ElementResult | None = None
+    unreadable: _Unreadable | None = None
     try:
         ctx = _load(env, element_id)
-        if ctx is None:
+    except _Unreadable as error:  # quarantined: the element fails with the reason
+        ctx, unreadable = None, error
+    fresh = ctx is not None and ctx.status is RunStatus.PENDING
+    start = fast_paths.begin_element(maps, map_id, index, element_id if fresh else None)
+    meta = start.metadata
+    if meta is None:
+        log.warning("event=map_missing map_id=%s index=%d", map_id, index)
+        return None
+    if index >= meta.count:
+        log.warning("event=map_index_out_of_range map_id=%s index=%d count=%d",
+                    map_id, index, meta.count)
+        return None
+    if start.settled:
+        if maps.count_results(map_id) >= meta.count:
+            enqueue_collector(env, map_id)
+        return None
+    definition = element_definition(meta)
+    atomic = meta.atomic if payload.atomic is None else payload.atomic
+    if ctx is None and unreadable is None:
+        try:
             _materialize(env, meta, index)
             ctx = _load(env, element_id)
-    except _Unreadable as unreadable:  # quarantined: the element fails with the reason
-        ctx = None
+        except _Unreadable as error:
+            unreadable = error
+        fresh = ctx is not None and ctx.status is RunStatus.PENDING
+        if fresh and start.failed_context is None:
+            maps.append_element(map_id, element_id)  # before its first save: fresh only
+    if unreadable is not None:
         result = Failure(unreadable.error, retryable=False, reactor_name=definition.name)
-    else:
-        result = None
-    if result is not None:
-        pass  # settled below with the quarantine reason
     elif ctx is None:
         result = Failure(f"map element {index}: its context and its parent are gone",
                          retryable=False, reactor_name=definition.name)
-    elif ctx.status is RunStatus.PENDING:
-        if maps.failed_context(meta.map_id) is not None:
-            result = None  # the map stopped before this element started
-        else:
-            maps.append_element(meta.map_id, element_id)  # before its first save: fresh only
+    elif fresh:
+        if start.failed_context is None:  # appended by begin_element (or just above)
             result = run_element(env, definition, ctx, hold)
+        # else: the map stopped before this element started (skipped)
     elif element_is_stopped_status(ctx):
         result = stored_result(ctx)
     else:
         result = run_element(env, definition, ctx, hold)
-    if result is not None and (isinstance(result, Halt) or (
-        isinstance(result, Failure) and atomic
-    )):
-        maps.set_failed_context(meta.map_id, element_id)  # before the slot: the owner reads it
-    maps.put_result(meta.map_id, index, encode_slot(result))
-    log.info("event=map_element_settled map_id=%s index=%d outcome=%s", meta.map_id, index,
+    failed = result is not None and (
+        isinstance(result, Halt) or (isinstance(result, Failure) and atomic)
+    )
+    remaining = fast_paths.settle_element(  # the failed context before the slot: the owner
+        maps, map_id, index, encode_slot(result),  # reads it when it sees every slot
+        failed_context=element_id if failed else None,
+    )
+    log.info("event=map_element_settled map_id=%s index=%d outcome=%s", map_id, index,
              "skipped" if result is None else type(result).__name__.lower())
-    return True
+    return meta, remaining
 
 
 class _Unreadable(Exception):

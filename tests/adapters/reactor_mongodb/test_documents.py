@@ -13,9 +13,10 @@ from reactor_mongodb.documents import MongoDocumentStore
 from reactor.errors import ContextTooLargeError
 from reactor.memory.clock import ManualClock
 
-#: The manual clocks start at the real time: mongomock applies TTL indexes eagerly on every read
-#: against the *wall* clock, so a clock years in the past would see its documents vanish.
-T0 = float(int(time.time()))
+#: The manual clocks start a day after the real time: mongomock applies TTL indexes eagerly on
+#: every read against the *wall* clock, so an expiry that falls in the wall clock's past (a clock
+#: in the past, or a module imported minutes before its tests run) would make documents vanish.
+T0 = float(int(time.time())) + 86_400.0
 
 
 @pytest.fixture
