@@ -120,20 +120,13 @@ def _status_bucket(status: str) -> str:
     return status if status in _KNOWN_STATUSES else _OTHER
 
 
-def _scan_index(record: ContextRecord | Mapping[str, Any]) -> str | None:
-    """The ``index`` of a context document, from its record or its stored head (``None``:
-    never listed by scans)."""
-    if isinstance(record, ContextRecord):
-        status, parent, child = (
-            record.status, record.parent_context_id, record.dispatched_child
-        )
-    else:
-        status, parent = str(record.get("status")), record.get("parent_context_id")
-        child = bool(record.get("dispatched_child"))
-    bucket = _status_bucket(status)
-    if parent is None:
+def _scan_index(head: Mapping[str, Any]) -> str | None:
+    """The ``index`` of a context head (its record's fields; ``None``: never listed by
+    scans)."""
+    bucket = _status_bucket(str(head.get("status")))
+    if head.get("parent_context_id") is None:
         return bucket
-    if child:
+    if head.get("dispatched_child"):
         return _CHILD + bucket
     return None
 
@@ -228,7 +221,7 @@ class DocumentContextStore:
             _COUNT: len(record.segments), _LAST: piece, _BYTES: size,
             _OLDEST: self._outliving(),
         })
-        index = _scan_index(record)
+        index = _scan_index(value)
 
         def write(
             previous: Mapping[str, Any] | None,
@@ -446,11 +439,7 @@ class DocumentContextStore:
         run's life) and return their new expiry."""
         renewed = self._outliving()
         for key, value in list(self._pieces_under(prefix)):
-            self._pieces.documents.write(  # a lost race (a concurrent whole save) is fine
-                CONTEXT_SEGMENTS, key, value,
-                expected_version=self._pieces.documents.read(CONTEXT_SEGMENTS, key).version,
-                expires_at=renewed,
-            )
+            self._pieces.put(key, value, expires_at=renewed)
         return renewed
 
     def _drop_pieces(self, prefix: str, *, keep: set[str]) -> None:

@@ -32,7 +32,6 @@ from typing import Any
 from reactor.errors import DeserializationError
 from reactor.model import codec
 from reactor.model.context import (
-    LOG_KEYS,
     RESULT_OF_STEP,
     Context,
     Persisted,
@@ -274,5 +273,3 @@ def raw_document(record: ContextRecord) -> dict[str, Any]:
     base = parse(record.document)
     return fold(base, [parse(text) for text in record.segments]) if record.segments else base
 
-
-assert set(LOG_KEYS) == {"inputs", "intermediate_results", "execution_trace", "undo_stack"}
