@@ -44,6 +44,7 @@ __all__ = [
     "configure",
     "current",
     "install_binder",
+    "load_adapter_factories",
     "reset",
     "resolve_router_url",
     "resolve_settings",
@@ -199,6 +200,25 @@ def _load_factory(group: str, url: str) -> Callable[..., Any]:
     if not callable(factory):
         raise ConfigurationError(f"entry point {matches[0].value!r} in {group} is not callable")
     return cast(Callable[..., Any], factory)
+
+
+def load_adapter_factories(storage_url: str | None = None, router_url: str | None = None) -> None:
+    """Import the adapter modules that serve ``storage_url`` and ``router_url`` now, without
+    building anything, so a later :func:`storage_from_url`/:func:`router_from_url` call does no
+    import work (the contract suite calls it before its per-test timer starts,
+    docs/contract-suite.md, "Per-test timeout").
+
+    Args:
+        storage_url: a storage URL, or ``None`` to skip.
+        router_url: a router URL, or ``None`` to skip.
+
+    Raises:
+        ConfigurationError: unknown scheme or missing optional dependency, as the builders raise.
+    """
+    if storage_url:
+        _load_factory("reactor.storages", storage_url)
+    if router_url:
+        _load_factory("reactor.routers", router_url)
 
 
 def storage_from_url(url: str, **settings: Any) -> Storage:

@@ -210,6 +210,21 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(ConformanceReport(config), "reactor-contract-conformance")
         timeout = ContractTimeout(config.getoption("reactor_test_timeout"))
         config.pluginmanager.register(timeout, "reactor-contract-timeout")
+        _import_adapters(config)
+
+
+def _import_adapters(config: pytest.Config) -> None:
+    """Import the adapters under test before any test's timer starts: an adapter module that
+    takes seconds to import (boto3, pymongo) is slow, not stuck. An unknown scheme or missing
+    dependency is left for the fixtures, which report it against the tests it fails."""
+    from reactor.config import load_adapter_factories
+    from reactor.errors import ConfigurationError
+
+    try:
+        load_adapter_factories(config.getoption("reactor_storage"),
+                               config.getoption("reactor_router"))
+    except ConfigurationError:
+        pass
 
 
 @dataclass

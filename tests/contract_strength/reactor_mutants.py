@@ -1020,6 +1020,12 @@ def _m(name: str, concern: str, modules: str, kind: str, cls: type[Any],
 
 _SHARED_DOC = "The adapter ignores ``?prefix=``: every storage shares one namespace."
 
+#: Seconds this module's import sleeps, to stand for an adapter whose import is slow (boto3,
+#: pymongo on a cold disk): the per-test timeout must not count it.
+_IMPORT_DELAY = float(os.environ.get("REACTOR_MUTANTS_IMPORT_DELAY", "0"))
+if _IMPORT_DELAY:
+    time.sleep(_IMPORT_DELAY)
+
 #: Every mutant the strength runner proves the suite rejects.
 MUTANTS: tuple[Mutant, ...] = (
     _m("counter_versions", "documents", "documents locks", "storage", CounterVersions,

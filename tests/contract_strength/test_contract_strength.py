@@ -133,6 +133,20 @@ def test_a_hanging_adapter_fails_within_the_per_test_timeout(entry_points: Path)
     assert seconds < 30
 
 
+def test_a_slow_adapter_import_does_not_count_against_the_per_test_timeout(
+    entry_points: Path,
+) -> None:
+    """The adapter's module is imported before any test's timer starts: an import that takes
+    longer than ``--reactor-test-timeout`` (boto3 on a cold disk) is slow, not stuck."""
+    code, output, _ = run_suite(
+        entry_points, ("reactor_contract.test_documents",), "mutant://none", None,
+        "-k", "round_trips", "--reactor-test-timeout=1",
+        env_extra={"REACTOR_MUTANTS_IMPORT_DELAY": "1.5"},
+    )
+    assert code == 0, output[-4000:]
+    assert "1 passed" in output and "did not finish" not in output, output[-4000:]
+
+
 def test_an_adapter_cannot_mark_a_concern_not_applicable(
     entry_points: Path, tmp_path: Path
 ) -> None:
