@@ -14,6 +14,7 @@ server.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -25,6 +26,7 @@ from urllib.parse import parse_qsl, urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from reactor.errors import ConfigurationError
+from reactor.middleware import NO_HOOKS, Hooks, Middleware
 from reactor.model.coordination.renewal import MIN_LEASE
 from reactor.model.secrets import Keyring, SecretKeys, configured_specs
 from reactor.ports.clock import SYSTEM_CLOCK, Clock
@@ -35,6 +37,7 @@ from reactor.ports.urls import redact_url
 __all__ = [
     "DEFAULT_ROUTER_URL",
     "DEFAULT_STORAGE_URL",
+    "MIDDLEWARE_GROUP",
     "ROUTER_URL_ENV",
     "SETTING_ENV_PREFIX",
     "STORAGE_URL_ENV",
@@ -45,6 +48,7 @@ __all__ = [
     "current",
     "install_binder",
     "load_adapter_factories",
+    "middleware_from_name",
     "reset",
     "resolve_router_url",
     "resolve_settings",
@@ -65,6 +69,9 @@ STORAGE_URL_ENV = "REACTOR_STORAGE_URL"
 ROUTER_URL_ENV = "REACTOR_ROUTER_URL"
 #: A setting ``name`` not passed explicitly is read from ``REACTOR_<NAME>`` (upper case).
 SETTING_ENV_PREFIX = "REACTOR_"
+#: The entry-point group naming middleware factories (the ``middleware`` setting; the built-in
+#: ``otel`` is :class:`reactor.observability.OpenTelemetryMiddleware`).
+MIDDLEWARE_GROUP = "reactor.middleware"
 
 #: Which optional extra provides a built-in URL scheme (named in ConfigurationError messages).
 _SCHEME_EXTRAS: dict[str, str] = {
@@ -99,6 +106,9 @@ class Settings(BaseModel):
         rollback_chunk: positions per distributed-rollback batch and inline rollback chunk.
         max_context_bytes: the largest serialized context accepted before any write.
         checkpoint_min_interval: minimum seconds between per-step checkpoints (0 = every step).
+        cancel_check_interval: minimum seconds between two reads of a running run's cancel
+            request at its step boundaries (0 = at every boundary; docs/run-control.md,
+            "Cancel"): a run of fast steps pays one read per interval, not one per step.
         visibility_timeout: default lease of a delivered job before it is redelivered.
         secret_keys: keys that encrypt redacted values at rest, first = current; each
             base64url of 32 bytes, optionally ``KID:KEY``; empty = ``REACTOR_SECRET_KEYS``
@@ -108,6 +118,9 @@ class Settings(BaseModel):
         idempotency_key_ttl: seconds a run idempotency key names its run, counted from the
             run's creation; ``None`` (default) = ``context_ttl``, which also caps it (the
             claims store drops the key then; docs/run-control.md, "Idempotency keys").
+        middleware: names of middleware registered in the ``reactor.middleware`` entry-point
+            group (e.g. ``otel``) that the runtime runs, in order; ``REACTOR_MIDDLEWARE=otel``
+            or ``-s middleware=otel`` (docs/observability.md, "Enabling it").
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
@@ -125,10 +138,12 @@ class Settings(BaseModel):
     rollback_chunk: int = Field(100, ge=1)
     max_context_bytes: int = Field(64 * MIB, ge=1024)
     checkpoint_min_interval: float = Field(0.0, ge=0)
+    cancel_check_interval: float = Field(1.0, ge=0)
     visibility_timeout: float = Field(30.0, gt=0)
     secret_keys: SecretKeys = ()
     allow_plaintext_secrets: bool = False
     idempotency_key_ttl: float | None = Field(None, gt=0)
+    middleware: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -144,12 +159,22 @@ class Runtime:
             ``async_step``, ``DispatchHandle.wait``); default :data:`reactor.ports.SYSTEM_CLOCK`.
             Stored timestamps stay on the storage's own clock (``storage.now()``); see
             docs/testing.md, "The clock".
+        middleware: the :class:`reactor.middleware.Middleware` the engine calls, in
+            registration order (docs/observability.md, "Middleware").
+        hooks: the chain over ``middleware`` the engine calls (derived).
     """
 
     storage: Storage
     router: Router
     settings: Settings
     clock: Clock = SYSTEM_CLOCK
+    middleware: tuple[Middleware, ...] = ()
+    hooks: Hooks = dataclasses.field(default=NO_HOOKS, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.middleware:
+            object.__setattr__(self, "middleware", tuple(self.middleware))
+            object.__setattr__(self, "hooks", Hooks(self.middleware))
 
 
 _lock = threading.RLock()
@@ -398,6 +423,69 @@ def _check_backend_argument(role: str, value: object, protocol: type) -> None:
     )
 
 
+def middleware_from_name(name: str) -> Middleware:
+    """Build the middleware registered as ``name`` in the ``reactor.middleware`` entry-point
+    group (its factory is called with no argument; docs/observability.md, "Enabling it").
+
+    Args:
+        name: e.g. ``"otel"``.
+
+    Returns:
+        The middleware.
+
+    Raises:
+        ConfigurationError: no such name, a missing optional dependency (naming the extra),
+            or a factory that did not return a :class:`reactor.middleware.Middleware`.
+    """
+    matches = [ep for ep in entry_points(group=MIDDLEWARE_GROUP) if ep.name == name]
+    if not matches:
+        known = sorted({ep.name for ep in entry_points(group=MIDDLEWARE_GROUP)})
+        raise ConfigurationError(
+            f"middleware: no middleware registered as {name!r} in {MIDDLEWARE_GROUP} "
+            f"(registered: {', '.join(known) or 'none'})"
+        )
+    try:
+        built = matches[0].load()()
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"middleware: {name!r} needs a missing dependency ({exc.name or exc}); install it "
+            f"with: pip install -e '.[{name}]' in a reactor checkout (the distribution "
+            f"reactor-saga[{name}])"
+        ) from exc
+    if not isinstance(built, Middleware):
+        raise ConfigurationError(
+            f"middleware: the factory registered as {name!r} returned "
+            f"{type(built).__name__}, not a reactor.middleware.Middleware"
+        )
+    return built
+
+
+def _middleware_items(value: object) -> list[Middleware | str]:
+    """Check a ``configure(middleware=...)`` argument: a sequence of
+    :class:`~reactor.middleware.Middleware` objects and registered names, or one
+    comma-separated string of names (``-s middleware=otel,mine``).
+
+    Raises:
+        ConfigurationError: naming ``middleware[i]`` and what it got.
+    """
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, Middleware) or not isinstance(value, Sequence):
+        raise ConfigurationError(
+            "configure(middleware=...) takes a list of reactor.middleware.Middleware objects "
+            f"or registered names; got {type(value).__name__}"
+        )
+    items: list[Middleware | str] = []
+    for index, item in enumerate(value):
+        if not isinstance(item, Middleware | str) or (isinstance(item, str) and not item):
+            raise ConfigurationError(
+                f"middleware[{index}]: expected a reactor.middleware.Middleware or a "
+                f"registered name, got {type(item).__name__} {item!r:.60}"
+            )
+        items.append(item)
+    return items
+
+
 #: ``binder(runtime, router_built_from_url)``: what connects a new runtime to the job layer.
 RuntimeBinder = Callable[[Runtime, bool], None]
 
@@ -429,6 +517,7 @@ def configure(
     router: Router | str | None = None,
     *,
     clock: Clock | None = None,
+    middleware: Sequence[Middleware | str] | str | None = None,
     **settings: Any,
 ) -> Runtime:
     """Configure the process-wide runtime and return it.
@@ -449,6 +538,12 @@ def configure(
             with (:attr:`Runtime.clock`); ``None``: :data:`reactor.ports.SYSTEM_CLOCK`. A test
             passes a fake one so retry and coordination waits take no real time
             (docs/testing.md, "The clock").
+        middleware: the :class:`reactor.middleware.Middleware` the engine calls, in
+            registration order (scopes are entered in this order and exited in reverse;
+            docs/observability.md, "Middleware"), and/or names registered in the
+            ``reactor.middleware`` entry-point group (``"otel"``); a string is a
+            comma-separated list of names. ``None``: the ``middleware`` setting
+            (``REACTOR_MIDDLEWARE``), else none.
         **settings: fields of :class:`Settings` (seconds for durations); a field not given
             here is read from ``REACTOR_<FIELD>`` when set (:func:`settings_from_environment`).
 
@@ -459,9 +554,10 @@ def configure(
     Raises:
         ConfigurationError: a ``storage``/``router`` argument that is neither a URL string
             nor an object satisfying the protocol, a ``clock`` that is not a
-            :class:`reactor.ports.Clock`, a bad URL, an unknown scheme, a missing
-            extra, or an invalid setting (the message names the argument or field and what it
-            got). The previous runtime is then left in place, untouched.
+            :class:`reactor.ports.Clock`, a ``middleware`` entry that is neither a
+            :class:`reactor.middleware.Middleware` nor a registered name, a bad URL, an unknown
+            scheme, a missing extra, or an invalid setting (the message names the argument or
+            field and what it got). The previous runtime is then left in place, untouched.
     """
     global _current
     _check_backend_argument("storage", storage, Storage)
@@ -471,7 +567,14 @@ def configure(
             "configure(clock=...) takes an object implementing reactor.ports.Clock (now(), "
             f"monotonic(), sleep(seconds)); got {type(clock).__name__}"
         )
+    items = None if middleware is None else _middleware_items(middleware)
+    if items is not None:  # explicit wins over REACTOR_MIDDLEWARE; the setting keeps the names
+        settings = {**settings, "middleware": tuple(i for i in items if isinstance(i, str))}
     parsed = resolve_settings(settings)
+    chain = tuple(
+        middleware_from_name(item) if isinstance(item, str) else item
+        for item in (parsed.middleware if items is None else items)
+    )
     storage_spec: Storage | str = (
         resolve_storage_url(storage) if storage is None or isinstance(storage, str) else storage
     )
@@ -495,7 +598,7 @@ def configure(
             built_storage.close()
         raise
     runtime = Runtime(storage=built_storage, router=built_router, settings=parsed,
-                      clock=SYSTEM_CLOCK if clock is None else clock)
+                      clock=SYSTEM_CLOCK if clock is None else clock, middleware=chain)
     if _binder is not None:  # the job layer: inline handlers, the embedded default's workers
         _binder(runtime, isinstance(router_spec, str))
     with _lock:

@@ -27,6 +27,7 @@ __all__ = [
     "ArgumentResolutionError",
     "AsyncStepDeadlockError",
     "AsyncWaitTimeoutError",
+    "CancelArgumentError",
     "CompensationError",
     "ConfigurationError",
     "ContextTooLargeError",
@@ -38,12 +39,22 @@ __all__ = [
     "EncodeError",
     "IdempotencyKeyError",
     "InputValidationError",
+    "InterruptAlreadyResumedError",
+    "InterruptArgumentError",
+    "InterruptCorrelationError",
+    "InterruptError",
+    "InterruptExpiredError",
+    "InterruptNotFoundError",
+    "InterruptPayloadError",
     "LockAcquisitionError",
     "LockLost",
     "OrderedLockWaitError",
+    "QuarantineRestoreError",
     "RateLimitExceeded",
     "ReactorError",
     "RouterError",
+    "RunCancelledError",
+    "RunFinishedError",
     "RunNotFoundError",
     "RunStateError",
     "ScanCursorError",
@@ -348,6 +359,72 @@ class RunStateError(ReactorError):
         self.status = status
 
 
+class RunFinishedError(RunStateError):
+    """``Reactor.cancel`` was asked to cancel a run that already finished: ``completed``,
+    ``halted``, ``failed`` or ``aborted`` (docs/run-control.md, "Cancel"). Nothing was
+    changed; undo a finished run with ``Reactor.undo`` instead.
+
+    Args:
+        message: the reason; it names the run and its status.
+        run_id: the run.
+        status: its status value (``"completed"``, ``"halted"``, ``"failed"``, ``"aborted"``).
+
+    Attributes:
+        field: the argument naming the run, ``"run_id"``.
+    """
+
+    def __init__(self, message: str, run_id: str = "", status: str = "") -> None:
+        super().__init__(message, run_id=run_id, status=status)
+        self.field = "run_id"
+
+
+class RunCancelledError(RunStateError):
+    """The error of a cancelled run's ``Failure`` (docs/run-control.md, "Cancel"): what
+    ``Reactor.cancel`` returns when it cancelled the run itself, what a run that noticed a
+    cancel request at a step boundary returns, and what ``DispatchHandle.wait`` and
+    ``Reactor.find(run_id).failure`` show for a run stored ``cancelled`` by a cancel. Not
+    retryable.
+
+    Args:
+        message: the reason; it names the run and the cancel's ``reason``.
+        run_id: the run.
+        reason: the ``reason`` given to ``Reactor.cancel`` (``None``: none given).
+        rolled_back: whether the run's completed work was rolled back (``rollback=True``).
+
+    Attributes:
+        reason, rolled_back: as given; ``status`` is ``"cancelled"``.
+    """
+
+    retryable = False
+
+    def __init__(
+        self, message: str, run_id: str = "", *, reason: str | None = None,
+        rolled_back: bool = True,
+    ) -> None:
+        super().__init__(message, run_id=run_id, status="cancelled")
+        self.reason = reason
+        self.rolled_back = rolled_back
+
+
+class CancelArgumentError(ReactorError, ValueError):
+    """``Reactor.cancel`` was called with an unusable argument (docs/run-control.md,
+    "Cancel"): a ``run_id`` that is not a non-blank string, a ``reason`` that is not a string
+    of at most 1,000 characters, or a ``rollback`` that is not a ``bool``. Nothing was read
+    or claimed.
+
+    Args:
+        message: the reason; it names the argument.
+        field: the offending argument's name (``"run_id"``, ``"reason"`` or ``"rollback"``).
+
+    Attributes:
+        field: as given.
+    """
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class IdempotencyKeyError(ReactorError, ValueError):
     """An idempotency key is not usable: not a string, empty, or too long
     (docs/run-control.md, "Idempotency keys").
@@ -358,6 +435,171 @@ class IdempotencyKeyError(ReactorError, ValueError):
 
     def __init__(self, message: str, field: str = "idempotency_key") -> None:
         super().__init__(message)
+        self.field = field
+
+
+class InterruptError(ReactorError):
+    """Base of the errors of interrupts: pausing a run for outside input and resuming it
+    (docs/run-control.md, "Interrupts").
+
+    Args:
+        message: the human-readable reason.
+        run_id: the paused (or looked-up) run, ``""`` when unknown.
+        step: the interrupt's step path (``"approval"``, ``"review.approval"`` inside a
+            composed child), ``""`` when unknown.
+
+    Attributes:
+        run_id: as given.
+        step: as given.
+    """
+
+    def __init__(self, message: str, *, run_id: str = "", step: str = "") -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.step = step
+
+
+class InterruptArgumentError(InterruptError, ValueError):
+    """``Reactor.resume`` was called with unusable arguments: neither or both of ``run_id``
+    and ``correlation_id``, a blank ``run_id``/``correlation_id``/``step``, or a ``resume=``
+    mode other than ``"inline"``/``"background"`` (docs/run-control.md, "Interrupts"). Nothing
+    was claimed or counted.
+
+    Args:
+        message: the reason (it names the argument).
+        field: the offending argument's name (``"run_id"``, ``"correlation_id"``,
+            ``"resume"`` or ``"step"``).
+
+    Attributes:
+        field: as given.
+    """
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class InterruptNotFoundError(InterruptError, LookupError):
+    """No paused interrupt matches a resume (docs/run-control.md, "Interrupts"): the
+    correlation id is unknown, the run is not paused (it finished, or it is running), or it is
+    paused at another step than the one named.
+
+    Args:
+        message: the reason.
+        run_id: the run, when one was found.
+        step: the step path the caller named (or the run is paused at).
+        field: the argument that did not match: ``"correlation_id"``, ``"run_id"`` or
+            ``"step"``.
+        status: the run's status value, when a run was found.
+
+    Attributes:
+        field: as given.
+        status: as given.
+    """
+
+    def __init__(
+        self, message: str, *, run_id: str = "", step: str = "", field: str = "run_id",
+        status: str = "",
+    ) -> None:
+        super().__init__(message, run_id=run_id, step=step)
+        self.field = field
+        self.status = status
+
+
+class InterruptAlreadyResumedError(InterruptError):
+    """Another caller decided this interrupt first: a concurrent resume won the claim, or the
+    interrupt expired or ran out of attempts (docs/run-control.md, "Interrupts"). This caller's
+    payload was not applied; the run belongs to the winner.
+    """
+
+
+class InterruptPayloadError(InputValidationError):
+    """A resume payload does not match the interrupt's schema (docs/run-control.md,
+    "Interrupts"). Each invalid payload counts one attempt; the one that reaches the
+    interrupt's ``max_attempts`` fails the run (it is rolled back and stored ``failed`` with
+    this error).
+
+    Args:
+        message: the reason; it names every invalid field (never the values).
+        field_errors: ``{"field.path": ["message", ...]}``; the whole payload is ``"payload"``.
+        run_id: the paused run.
+        step: the interrupt's step path.
+        attempts: invalid payloads counted so far, this one included.
+        max_attempts: the interrupt's ``max_attempts``.
+        exhausted: this payload used the last attempt: the run was failed and rolled back
+            (inline), or handed to a worker to be rolled back (``resume="background"``).
+
+    Attributes:
+        run_id, step, attempts, max_attempts, exhausted: as given.
+        failure: the run's final ``Failure`` when ``exhausted`` and the rollback ran in the
+            caller, else ``None``.
+    """
+
+    retryable = False
+
+    def __init__(
+        self, message: str, field_errors: Mapping[str, Sequence[str]] | None = None, *,
+        run_id: str = "", step: str = "", attempts: int = 0, max_attempts: int = 0,
+        exhausted: bool = False,
+    ) -> None:
+        super().__init__(message, field_errors, step_name=step or None)
+        self.run_id = run_id
+        self.step = step
+        self.attempts = attempts
+        self.max_attempts = max_attempts
+        self.exhausted = exhausted
+        self.failure: Any = None
+
+
+class InterruptExpiredError(InterruptError):
+    """An interrupt's timeout passed before it was resumed (docs/run-control.md,
+    "Interrupts"): the run was rolled back and stored ``failed`` with this error, by the resume
+    that came too late (lazy expiry) or by the interrupt's delayed job (active expiry).
+
+    Args:
+        message: the reason.
+        run_id: the run.
+        step: the interrupt's step path.
+        deadline: the deadline, in epoch seconds on the runtime clock (docs/testing.md,
+            "The clock").
+
+    Attributes:
+        deadline: as given.
+        failure: the run's final ``Failure`` when the rollback ran in the caller, else
+            ``None``.
+    """
+
+    retryable = False
+
+    def __init__(
+        self, message: str, *, run_id: str = "", step: str = "", deadline: float | None = None
+    ) -> None:
+        super().__init__(message, run_id=run_id, step=step)
+        self.deadline = deadline
+        self.failure: Any = None
+
+
+class InterruptCorrelationError(InterruptError):
+    """An interrupt's correlation id cannot be used (docs/run-control.md, "Interrupts"): it
+    is not a non-blank string of at most 255 characters, or another paused run holds it. The
+    interrupt step fails (it is not retried) and the run is rolled back.
+
+    Args:
+        message: the reason.
+        run_id: the run that reached the interrupt.
+        step: the interrupt's step path.
+        field: ``"correlation_id"``.
+
+    Attributes:
+        field: as given.
+    """
+
+    retryable = False
+
+    def __init__(
+        self, message: str, *, run_id: str = "", step: str = "", field: str = "correlation_id"
+    ) -> None:
+        super().__init__(message, run_id=run_id, step=step)
         self.field = field
 
 
@@ -467,6 +709,35 @@ class SecretKeyError(DeserializationError):
 class AbandonedRunError(ReactorError):
     """The failure stored under a run id whose claimer died between claiming its idempotency
     key and storing the run (docs/run-control.md, "Idempotency keys")."""
+
+
+class QuarantineRestoreError(ReactorError):
+    """A quarantined run cannot be restored (docs/run-control.md, "Restoring a quarantined
+    run"): the original record it keeps still does not decode here (a codec type this process
+    does not register, a secret key it is not configured with, a document that is corrupt),
+    or only a prefix of it was kept. Nothing is written: the run stays quarantined.
+
+    Args:
+        message: the reason, naming the run and the field.
+        run_id: the quarantined run.
+        field: what cannot be used: ``"original_document"`` (the kept text: truncated, not a
+            stored run of this id, or still undecodable) or ``"original_status"`` (not a run
+            status).
+        reason: the decode error of the kept text, ``"<ErrorClass>: <message>"`` (``""`` when
+            the text was not decoded at all).
+
+    Attributes:
+        run_id, field, reason: as given.
+    """
+
+    def __init__(
+        self, message: str, *, run_id: str = "", field: str = "original_document",
+        reason: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.field = field
+        self.reason = reason
 
 
 class ScanCursorError(StorageError):

@@ -2,8 +2,9 @@
 (docs/architecture.md, "Layers").
 
 They add what needs the engine on top of the declarations in :mod:`reactor.dsl`: a reactor's
-``run``/``execute``/``find``/``undo``/``retry`` and a step's direct calls. The declaration
-layer never imports the engine; this module sits above both.
+``run``/``execute``/``find``/``undo``/``retry``/``resume``/``cancel`` and a step's direct
+calls. The
+declaration layer never imports the engine; this module sits above both.
 
     class Payment(Reactor, name="payments.payment"):
         amount = Input(Decimal, gt=0)
@@ -21,10 +22,11 @@ from reactor.config import Runtime
 from reactor.dsl.definition import ReactorDefinition
 from reactor.dsl.reactor import BaseReactor
 from reactor.dsl.step import BaseStep
-from reactor.engine import api, coordination, idempotency, invoke, retry_run
+from reactor.engine import api, cancel_run, coordination, idempotency, invoke, retry_run
+from reactor.engine import resume as resuming
 from reactor.engine.dispatch import DispatchHandle
 from reactor.errors import InputValidationError
-from reactor.model.results import Failure, Result, Success
+from reactor.model.results import Failure, Paused, Result, Success
 from reactor.model.run_view import RunView
 from reactor.model.step_context import StepContext
 
@@ -47,7 +49,7 @@ class Reactor(BaseReactor, abstract=True):
     @classmethod
     def run(
         cls, *, idempotency_key: str | None = None, **inputs: Any
-    ) -> Success | Failure | DispatchHandle:
+    ) -> Success | Failure | Paused | DispatchHandle:
         """Run the reactor with ``inputs`` (docs/concepts.md; docs/workers.md with ``background``).
 
         Args:
@@ -62,6 +64,8 @@ class Reactor(BaseReactor, abstract=True):
         Returns:
             ``Success`` (value: the ``returns`` step's value, or all results), ``Halt`` (a
             ``Success`` subclass) or ``Failure``; ``result.run_id`` is the stored run's id.
+            A run that reaches an ``interrupt`` returns ``Paused`` (stored ``paused``, waiting
+            for :meth:`resume`: docs/run-control.md, "Interrupts").
             A reactor with ``background`` returns a
             :class:`~reactor.engine.dispatch.DispatchHandle` once the run was handed to a
             worker (or its final result when the run already finished, e.g. on the inline
@@ -83,7 +87,7 @@ class Reactor(BaseReactor, abstract=True):
         runtime: Runtime | None = None,
         sleep: Callable[[float], None] | None = None,
         idempotency_key: str | None = None,
-    ) -> Success | Failure | DispatchHandle:
+    ) -> Success | Failure | Paused | DispatchHandle:
         """Run the reactor with an inputs mapping and optional per-run hooks.
 
         Args:
@@ -142,7 +146,9 @@ class Reactor(BaseReactor, abstract=True):
 
         Compensates a step whose compensate was cut off, then undoes every completed step
         newest first; the run ends ``cancelled`` (undo rolls back, then cancels: docs/concepts.md,
-        "Stored runs"). A failed run (already rolled back) is left as is.
+        "Stored runs"). A failed run (already rolled back) is left as is; so is a cancelled
+        one, except a run cancelled with ``rollback=False``, whose kept work is undone
+        (docs/run-control.md, "Cancel").
 
         Returns:
             ``Success(None)`` when everything was rolled back, else ``Failure(UndoError)``
@@ -162,7 +168,7 @@ class Reactor(BaseReactor, abstract=True):
         run_id: str,
         *,
         runtime: Runtime | None = None,
-    ) -> Success | Failure | DispatchHandle:
+    ) -> Success | Failure | Paused | DispatchHandle:
         """Run a failed (or cancelled) run again, as a new run with the same inputs.
 
         The inputs are the old run's stored ones, ``redact=True`` values decrypted with the
@@ -186,6 +192,111 @@ class Reactor(BaseReactor, abstract=True):
         """
         return retry_run.retry(_own_definition(cls), run_id,
                                runtime=runtime)
+
+
+    @classmethod
+    def resume(
+        cls,
+        run_id: str | None = None,
+        *,
+        correlation_id: str | None = None,
+        payload: Any = None,
+        step: str | None = None,
+        resume: resuming.ResumeMode = "inline",
+        runtime: Runtime | None = None,
+    ) -> Success | Failure | Paused | DispatchHandle:
+        """Resume a run paused at an interrupt with ``payload`` (docs/run-control.md,
+        "Interrupts").
+
+        The payload is checked against the interrupt's ``schema``; a valid one claims the
+        interrupt (exactly one of concurrent resumes wins), becomes the interrupt step's
+        result, and the run continues. ``Reactor.resume`` on the base class accepts a run of
+        any registered reactor.
+
+        Args:
+            run_id: the paused run's id (``result.run_id`` of the ``Paused``); or give
+                ``correlation_id`` instead (exactly one of the two).
+            correlation_id: the correlation id the interrupt registered.
+            payload: the outside input (a mapping for a ``schema``, or any storable value).
+            step: the interrupt's step path the caller means (``"approval"``, or
+                ``"review.approval"`` inside a composed child); ``None``: whichever the run
+                waits at.
+            resume: ``"inline"`` (default) continues the run in this call; ``"background"``
+                hands it to a worker (a ``run`` job) and returns a ``DispatchHandle``.
+            runtime: the runtime to use (default: ``reactor.config.current()``).
+
+        Returns:
+            The continued run's result, like :meth:`run`: ``Success``, ``Halt``, ``Failure``,
+            a ``Paused`` at its next interrupt, or a ``DispatchHandle``.
+
+        Raises:
+            InterruptArgumentError: neither or both of ``run_id``/``correlation_id``, a blank
+                ``step`` or an unknown ``resume`` mode (``exc.field``).
+            RunNotFoundError: no stored run ``run_id`` belongs to this reactor.
+            InterruptNotFoundError: unknown correlation id, the run is not paused, or it is
+                paused at another step.
+            InterruptAlreadyResumedError: another resume (or the expiry) decided the
+                interrupt first; this payload was not applied.
+            InterruptPayloadError: the payload does not match the schema (``field_errors``;
+                one attempt counted); ``exhausted=True``: it was the last allowed attempt and
+                the run was rolled back and stored ``failed`` (``exc.failure``).
+            InterruptExpiredError: the interrupt's timeout had passed; the run was rolled back
+                and stored ``failed`` (``exc.failure``).
+        """
+        return resuming.resume(
+            _own_definition(cls), run_id=run_id, correlation_id=correlation_id,
+            payload=payload, step=step, mode=resume, runtime=runtime,
+        )
+
+    @classmethod
+    def cancel(
+        cls,
+        run_id: str,
+        *,
+        reason: str | None = None,
+        rollback: bool = True,
+        runtime: Runtime | None = None,
+    ) -> Success | Failure | Paused | DispatchHandle:
+        """Cancel a run that has not finished: it stops at its next step boundary, wherever
+        it runs, is rolled back and is stored ``cancelled`` (docs/run-control.md, "Cancel").
+
+        A running run notices the request at a step boundary, reading it at most every
+        ``cancel_check_interval`` seconds (default 1; docs/run-control.md, "Cancel"): the
+        step whose body started is compensated, every completed step is undone once. A
+        queued, parked or paused run is cancelled by this call, under the run's liveness
+        lock. Holds the run keeps (locks, semaphore leases, ordered-lock tickets) are
+        released. Cancelling twice is idempotent: the first request stands and nothing is
+        rolled back twice.
+        ``Reactor.cancel`` on the base class accepts a run of any registered reactor.
+
+        Args:
+            run_id: the run's id (a top-level run).
+            reason: why (at most 1,000 characters), stored and shown in
+                ``Reactor.find(run_id).cancel`` and in the ``Failure``; ``None``: none.
+            rollback: ``True`` (default) rolls the run back; ``False`` keeps its completed
+                work (``Reactor.undo(run_id)`` can roll it back later).
+            runtime: the runtime to use (default: ``reactor.config.current()``).
+
+        Returns:
+            The ``Failure`` of :class:`~reactor.errors.RunCancelledError` (``run_id`` set,
+            ``rollback_failures`` for undos that did not complete) when the run was cancelled
+            by this call, or by an earlier one; a
+            :class:`~reactor.engine.dispatch.DispatchHandle` when the execution that owns the
+            run finishes the cancel at its next step boundary (``handle.wait()`` returns the
+            outcome: that ``Failure``, or the run's own result when it finished before).
+
+        Raises:
+            CancelArgumentError: a blank ``run_id``, a ``reason`` that is not a string of at
+                most 1,000 characters, or a ``rollback`` that is not a ``bool``
+                (``exc.field``).
+            RunNotFoundError: no stored run with this id belongs to this reactor.
+            RunFinishedError: the run is ``completed``, ``halted``, ``failed`` or ``aborted``
+                (``exc.status``; a ``RunStateError``): undo it with :meth:`undo` instead.
+            RunStateError: the run is a map element, or it is rolling back after a failure.
+        """
+        return cancel_run.cancel(
+            _own_definition(cls), run_id, reason=reason, rollback=rollback, runtime=runtime,
+        )
 
 
 class Step(BaseStep):

@@ -3,17 +3,69 @@
 Usage: ``python scripts/secantus_launcher.py HOST PORT``
 
 Why a launcher: the ``secantusd-py`` CLI of secantusdb 0.7.0b3 ignores ``ttl_sweep_seconds``, and
-the tests want the TTL monitor to sweep every second. Storage is
-in memory, so nothing is left on disk. SecantusDB is a test-only dependency (GPL-2.0): it is
-never imported by the ``reactor`` package.
+the tests want the TTL monitor to sweep often, so that it races the adapter's own expiry checks
+while a test runs (docs/adapters/mongodb.md). Storage is in memory, so nothing is left on disk.
+SecantusDB is a test-only dependency (GPL-2.0): it is never imported by the ``reactor`` package.
+
+The TTL monitor (:func:`install_tiered_ttl_sweep`): every second it sweeps each collection
+written in the last :data:`RECENT_SECONDS`; every :data:`FULL_SWEEP_SECONDS` it sweeps every
+collection, as mongod's own monitor does (once a minute). SecantusDB's stock sweeper walks every
+collection every second: each test namespaces its collections with a fresh prefix and none is
+dropped, so over a run the stock sweep grows to thousands of collections a second and takes a
+whole core, mostly re-reading collections of tests that finished long ago.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
+import time
 from types import FrameType
+from typing import Any
+
+#: Seconds a collection stays in the every-second sweep after its last write.
+RECENT_SECONDS = 120.0
+#: Seconds between two sweeps of every collection (mongod's TTL monitor period).
+FULL_SWEEP_SECONDS = 60.0
+
+
+def install_tiered_ttl_sweep(storage_cls: Any) -> None:
+    """Makes ``storage_cls.prune_ttl_all_collections`` (what SecantusDB's sweeper thread calls
+    every ``ttl_sweep_seconds``) sweep only recently written collections, and every collection
+    each :data:`FULL_SWEEP_SECONDS`. Writes are noted through ``_write_index_entries``, which
+    every insert, update and upsert of a document of an indexed collection goes through (each
+    collection with a TTL index is indexed)."""
+    full_sweep = storage_cls.prune_ttl_all_collections
+    write_index_entries = storage_cls._write_index_entries
+    written: dict[tuple[str, str], float] = {}
+    guard = threading.Lock()
+    next_full = [time.monotonic() + FULL_SWEEP_SECONDS]
+
+    def noting_writes(self: Any, db: str, coll: str, *args: Any, **kwargs: Any) -> Any:
+        written[(db, coll)] = time.monotonic()
+        return write_index_entries(self, db, coll, *args, **kwargs)
+
+    def tiered_sweep(self: Any, *, now: Any = None) -> int:
+        started = time.monotonic()
+        if started >= next_full[0]:
+            next_full[0] = started + FULL_SWEEP_SECONDS
+            return int(full_sweep(self, now=now))
+        with guard:
+            for namespace, last in list(written.items()):
+                if started - last > RECENT_SECONDS:
+                    del written[namespace]  # a later write puts it back
+            recent = list(written)
+        total = 0
+        for db, coll in recent:
+            # a collection dropped meanwhile: skipped, as the stock sweep does
+            with contextlib.suppress(Exception):
+                total += self.prune_ttl(db, coll, now=now)
+        return total
+
+    storage_cls._write_index_entries = noting_writes
+    storage_cls.prune_ttl_all_collections = tiered_sweep
 
 
 def main(argv: list[str]) -> int:
@@ -23,7 +75,9 @@ def main(argv: list[str]) -> int:
         return 2
     host, port = argv[0], int(argv[1])
     from secantus import SecantusDBServer  # type: ignore[import-untyped]
+    from secantus.storage import Storage  # type: ignore[import-untyped]
 
+    install_tiered_ttl_sweep(Storage)
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:

@@ -35,7 +35,7 @@ moves a member to a later expiry, so a run present for a whole pass is listed in
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from redis.cluster import RedisCluster
@@ -46,17 +46,20 @@ from reactor.model.records import (
     ContextDelta,
     ContextRecord,
     Fence,
+    LockClaim,
     RunPage,
     RunSummary,
     ScanPage,
 )
 from reactor.model.status import RunStatus
-from reactor.ports.serialization import decode_page_cursor, encode_page_cursor, page_key
+from reactor.ports.run_pages import RunPageFilter, collect_page
+from reactor.ports.serialization import page_key
 from reactor_redis._base import Client, RedisScripts, _source, storage_errors, ttl_arg
 from reactor_redis._scan import BUDGET, IndexTrimmer, sharded_scan
 from reactor_redis.keys import SHARDS, Keys, shard_of
+from reactor_redis.locks import RETENTION_ARG
 
-__all__ = ["RedisContextStore"]
+__all__ = ["RedisContextStore", "RedisLockingContextStore"]
 
 _KNOWN: tuple[str, ...] = tuple(s.value for s in RunStatus)
 _OTHER = "~other"
@@ -154,14 +157,29 @@ class RedisContextStore:
                 ``max_document_bytes`` (nothing written).
             StorageError: Redis failed.
         """
-        keys, args = self._save_call(record, fence)
+        self._save(record, fence)
+
+    def _save(
+        self, record: ContextRecord, fence: Fence | None,
+        lock: tuple[str, str, str, Any, str | None] | None = None,
+    ) -> int:
+        """:meth:`save`, with ``lock`` as :meth:`_save_call` takes it.
+
+        Returns:
+            The script's reply: 1, or the new token of a ``'take'`` (0: held, nothing
+            written).
+        """
+        keys, args = self._save_call(record, fence, lock)
         with storage_errors("context save"):
             reply = self._scripts("context_save", keys, args)
-        if isinstance(reply, list):  # {0, stored token}: refused, nothing written
-            assert fence is not None
+        if isinstance(reply, list):
+            if reply[0] == "held":  # 'take' of a lock another owner holds: nothing written
+                return 0
+            assert fence is not None  # {0, stored token}: refused, nothing written
             raise StaleWriterError.refused(
                 record.context_id, key=fence.key, token=fence.token, stored_token=int(reply[1])
             )
+        return int(reply)
 
     def save_many(self, records: Sequence[ContextRecord]) -> None:
         """Unfenced :meth:`save` of each record, all sent in one pipeline (one round trip).
@@ -212,9 +230,13 @@ class RedisContextStore:
         return list(pipe.execute(raise_on_error=False))
 
     def _save_call(
-        self, record: ContextRecord, fence: Fence | None
+        self, record: ContextRecord, fence: Fence | None,
+        lock: tuple[str, str, str, Any, str | None] | None = None,
     ) -> tuple[list[str], list[Any]]:
-        """The ``context_save`` keys and arguments that write ``record`` (:meth:`save`).
+        """The ``context_save`` keys and arguments that write ``record`` (:meth:`save`);
+        ``lock``: ``(op, lock key, owner, ttl_us, channel or None)`` to take (``'take'``) or
+        release (``'drop'``, then publish the status on the signal channel) a lock in the
+        same script.
 
         Raises:
             ContextTooLargeError: the record exceeds ``max_document_bytes``.
@@ -249,7 +271,15 @@ class RedisContextStore:
             self._keys.context_pages(shard),
             self._keys.context_segments(record.context_id),
         ]
+        lock_args: list[Any] = ["", "", "", "", ""]
+        if lock is not None:
+            op, lock_key, owner, ttl_us, announce = lock
+            keys.append(self._keys.lock(lock_key))
+            lock_args = [
+                op, owner, ttl_us, RETENTION_ARG, self._keys.channel(announce) if announce else "",
+            ]
         args: list[Any] = [
+            *lock_args,
             self._ttl,
             self._keys.context_index_prefix(shard),
             _index(record),
@@ -290,29 +320,39 @@ class RedisContextStore:
                 ``max_document_bytes`` (nothing written).
             StorageError: Redis failed.
         """
+        return self._append(delta, fence, release=False)
+
+    def _append(
+        self, delta: ContextDelta, fence: Fence | None, *, release: bool,
+        announce: str | None = None,
+    ) -> bool:
+        """:meth:`append`; ``release``: also release ``fence``'s lock once appended (and
+        publish the status on the signal channel ``announce`` when given)."""
         context_id = delta.context_id
         shard = shard_of(context_id)
         bucket = _bucket(delta.status)
+        keys = [self._keys.context(context_id), self._keys.context_segments(context_id)]
+        args: list[Any] = [
+            self._ttl,
+            self._keys.context_index_prefix(shard),
+            context_id,
+            "" if fence is None else str(fence.token),
+            delta.base,
+            delta.position - 1,
+            delta.segment,
+            len(delta.segment.encode("utf-8")),
+            "" if self._max is None else self._max,
+            delta.status,
+            repr(float(delta.updated_at)),
+            bucket,
+            _CHILD + bucket,
+        ]
+        if release and fence is not None:
+            keys.append(self._keys.lock(fence.key))
+            args += [fence.owner, RETENTION_ARG,
+                     self._keys.channel(announce) if announce else ""]
         with storage_errors("context append"):
-            reply = self._scripts(
-                "context_append",
-                [self._keys.context(context_id), self._keys.context_segments(context_id)],
-                [
-                    self._ttl,
-                    self._keys.context_index_prefix(shard),
-                    context_id,
-                    "" if fence is None else str(fence.token),
-                    delta.base,
-                    delta.position - 1,
-                    delta.segment,
-                    len(delta.segment.encode("utf-8")),
-                    "" if self._max is None else self._max,
-                    delta.status,
-                    repr(float(delta.updated_at)),
-                    bucket,
-                    _CHILD + bucket,
-                ],
-            )
+            reply = self._scripts("context_append", keys, args)
         if isinstance(reply, list):
             if reply[0] == "fence":  # refused by a newer holder, nothing written
                 assert fence is not None
@@ -341,26 +381,7 @@ class RedisContextStore:
             pipe.hgetall(self._keys.context(context_id))
             pipe.lrange(self._keys.context_segments(context_id), 0, -1)
             found, listed = pipe.execute()
-        if not found or "id" not in found:
-            return None
-        count = int(found.get("_count", 0))
-        if len(listed) < count:
-            raise DeserializationError(
-                f"stored run {context_id!r} has {len(listed)} of its {count} segments"
-            )
-        return ContextRecord(
-            context_id=found["id"],
-            reactor=found["reactor"],
-            status=found["status"],
-            document=found["document"],
-            created_at=float(found["created_at"]),
-            updated_at=float(found["updated_at"]),
-            parent_context_id=found.get("parent"),
-            root_context_id=found.get("root"),
-            dispatched_child=found.get("child") == "1",
-            base=found.get("base", ""),
-            segments=tuple(listed[:count]),
-        )
+        return _record_of(context_id, found, listed)
 
     def delete(self, context_id: str) -> bool:
         """Delete a context with its segment list and index entries (one script).
@@ -452,28 +473,190 @@ class RedisContextStore:
         with storage_errors("context scan"):
             return sharded_scan(names, limit, cursor, fetch, rows_of)
 
-    def page(self, *, cursor: str | None = None, limit: int = 50) -> RunPage:
-        """List top-level runs newest first (``created_at``, then id) with keyset paging.
+    def page(
+        self,
+        *,
+        cursor: str | None = None,
+        limit: int = 50,
+        statuses: Collection[str] | None = None,
+        reactor: str | None = None,
+        created_from: float | None = None,
+        created_to: float | None = None,
+    ) -> RunPage:
+        """List top-level runs newest first (``created_at``, then id) with keyset paging; the
+        filters follow docs/protocol.md, "Filtered pages".
+
+        The sixteen shards' page sets are merged lazily: each shard is read a chunk at a time
+        (one ``context_page`` script per chunk, which also drops stale entries), so a filtered
+        page reads about as many rows as it examines.
 
         Raises:
-            ValueError: the cursor is malformed or ``limit`` is below 1.
+            ValueError: the cursor or a filter is malformed, or ``limit`` is below 1.
         """
-        if limit < 1:
-            raise ValueError(f"page limit must be >= 1, got {limit!r}")
-        after = "" if cursor is None else decode_page_cursor(cursor)
-        found: list[tuple[str, RunSummary]] = []
-        with storage_errors("context page"):
-            for shard in range(SHARDS):
-                flat: list[str] = self._scripts(
-                    "context_page",
-                    [self._keys.context_pages(shard)],
-                    [self._keys.context_record_prefix(shard), after, limit + 1],
-                )
-                for i in range(0, len(flat), 8):
-                    found.append((flat[i], _summary(flat[i + 1 : i + 8])))
-        rows = heapq.nsmallest(limit + 1, found, key=lambda item: item[0])
-        page = rows[:limit]
-        return RunPage(
-            runs=tuple(summary for _key, summary in page),
-            next_cursor=encode_page_cursor(page[-1][0]) if len(rows) > limit else None,
+        run_filter = RunPageFilter.of(
+            statuses=statuses, reactor=reactor, created_from=created_from, created_to=created_to
         )
+        with storage_errors("context page"):
+            return collect_page(
+                self._page_entries, lambda _key, row: row, cursor=cursor, limit=limit,
+                run_filter=run_filter,
+            )
+
+    def _shard_page(self, shard: int, after: str, count: int) -> list[tuple[str, RunSummary]]:
+        """Up to ``count`` live entries of one shard's page set strictly after ``after``."""
+        flat: list[str] = self._scripts(
+            "context_page",
+            [self._keys.context_pages(shard)],
+            [self._keys.context_record_prefix(shard), after, count],
+        )
+        return [(flat[i], _summary(flat[i + 1 : i + 8])) for i in range(0, len(flat), 8)]
+
+    def _page_entries(
+        self, after: str | None, chunk: int
+    ) -> Iterator[tuple[str, RunSummary]]:
+        """Every shard's entries after ``after``, merged in key order, read ``chunk`` per
+        shard at a time."""
+        buffers: list[list[tuple[str, RunSummary]]] = []
+        done: list[bool] = []
+        heads: list[tuple[str, int]] = []
+        for shard in range(SHARDS):
+            rows = self._shard_page(shard, after or "", chunk)
+            rows.reverse()  # pop() from the end gives the smallest key
+            buffers.append(rows)
+            done.append(len(rows) < chunk)
+            if rows:
+                heapq.heappush(heads, (rows[-1][0], shard))
+        while heads:
+            key, shard = heapq.heappop(heads)
+            buffer = buffers[shard]
+            entry = buffer.pop()
+            if not buffer and not done[shard]:
+                refill = self._shard_page(shard, key, chunk)
+                refill.reverse()
+                buffer.extend(refill)
+                done[shard] = len(refill) < chunk
+            if buffer:
+                heapq.heappush(heads, (buffer[-1][0], shard))
+            yield entry
+
+
+class RedisLockingContextStore(RedisContextStore):
+    """A :class:`RedisContextStore` that also takes and releases a run's liveness lock inside
+    its context scripts, one round trip each
+    (:class:`~reactor.ports.capabilities.LocksWithContexts`; docs/protocol.md, "Optional fast
+    paths"): ``context_save`` acquires the lock first and fences the save with the new token
+    (``save_taking``) or releases it after writing (``save_releasing``),
+    ``context_append`` releases it once the segment is appended (``append_releasing``) and
+    ``context_take`` acquires it and reads the record (``load_taking``). The lock operations
+    are :data:`lock.lua`'s own (``_common.lua``'s ``lock_call``), on the lock store's keys.
+
+    Used on a single Redis server only: on a cluster the lock hash ``P:lock:<key>`` and the
+    record live on different slots, which one script cannot touch, so a cluster storage keeps
+    the plain :class:`RedisContextStore` (the engine makes the compositions).
+    """
+
+    def save_taking(self, record: ContextRecord, claim: LockClaim) -> int:
+        """Take ``claim`` and, only when granted, save ``record`` fenced with the new token,
+        in one script (:meth:`reactor.ports.capabilities.LocksWithContexts.save_taking`).
+
+        Returns:
+            The new fencing token; 0 when another owner holds the lock (nothing written).
+
+        Raises:
+            ContextTooLargeError: the record exceeds ``max_document_bytes`` (nothing sent).
+            StorageError: Redis failed.
+        """
+        return self._save(
+            record, None, ("take", claim.key, claim.owner, ttl_arg(claim.ttl), None)
+        )
+
+    def load_taking(
+        self, context_id: str, claim: LockClaim
+    ) -> tuple[int, ContextRecord | None]:
+        """Take ``claim`` and, only when granted, read the record, in one script
+        (:meth:`reactor.ports.capabilities.LocksWithContexts.load_taking`).
+
+        Returns:
+            ``(token, record or None)``; ``(0, None)`` when another owner holds the lock.
+
+        Raises:
+            DeserializationError: the list holds fewer segments than the record counts (the
+                lock is released again first).
+            StorageError: Redis failed.
+        """
+        lock_key = self._keys.lock(claim.key)
+        with storage_errors("context load"):
+            reply = self._scripts(
+                "context_take",
+                [lock_key, self._keys.context(context_id),
+                 self._keys.context_segments(context_id)],
+                [claim.owner, ttl_arg(claim.ttl), RETENTION_ARG],
+            )
+        token = int(reply[0])
+        if not token:
+            return 0, None
+        flat = reply[1]
+        found = dict(zip(flat[::2], flat[1::2], strict=True))
+        try:
+            return token, _record_of(context_id, found, reply[2])
+        except DeserializationError:
+            with storage_errors("lock release"):
+                self._scripts("lock", [lock_key], ["release", claim.owner, RETENTION_ARG])
+            raise
+
+    def append_releasing(
+        self, delta: ContextDelta, fence: Fence, *, announce: str | None = None
+    ) -> bool:
+        """:meth:`append` fenced with ``fence`` and, once appended, the release of its lock
+        and the ``PUBLISH`` of the status on signal channel ``announce`` (when given), in one
+        script (:meth:`reactor.ports.capabilities.LocksWithContexts.append_releasing`).
+
+        Returns:
+            As :meth:`append` (``False``: nothing written, nothing released).
+
+        Raises:
+            StaleWriterError, ContextTooLargeError, StorageError: as :meth:`append`.
+        """
+        return self._append(delta, fence, release=True, announce=announce)
+
+    def save_releasing(
+        self, record: ContextRecord, fence: Fence, *, announce: str | None = None
+    ) -> None:
+        """:meth:`save` fenced with ``fence``, then the release of its lock and the
+        ``PUBLISH`` of the status on ``announce`` (when given), in one script
+        (:meth:`reactor.ports.capabilities.LocksWithContexts.save_releasing`).
+
+        Raises:
+            StaleWriterError, ContextTooLargeError, StorageError: as :meth:`save`.
+        """
+        self._save(record, fence, ("drop", fence.key, fence.owner, "", announce))
+
+
+def _record_of(
+    context_id: str, found: dict[str, str], listed: Sequence[str]
+) -> ContextRecord | None:
+    """The record read as a hash and a segment list (``None``: absent or expired).
+
+    Raises:
+        DeserializationError: the list holds fewer segments than the record counts.
+    """
+    if not found or "id" not in found:
+        return None
+    count = int(found.get("_count", 0))
+    if len(listed) < count:
+        raise DeserializationError(
+            f"stored run {context_id!r} has {len(listed)} of its {count} segments"
+        )
+    return ContextRecord(
+        context_id=found["id"],
+        reactor=found["reactor"],
+        status=found["status"],
+        document=found["document"],
+        created_at=float(found["created_at"]),
+        updated_at=float(found["updated_at"]),
+        parent_context_id=found.get("parent"),
+        root_context_id=found.get("root"),
+        dispatched_child=found.get("child") == "1",
+        base=found.get("base", ""),
+        segments=tuple(listed[:count]),
+    )

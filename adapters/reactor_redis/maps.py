@@ -22,7 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from reactor.model.records import ElementStart, MapMetadata, ScanPage
+from redis.cluster import RedisCluster
+
+from reactor.model.records import ElementStart, Fence, MapMetadata, ScanPage
 from reactor.ports.serialization import (
     decode_scan_cursor,
     encode_scan_cursor,
@@ -31,6 +33,7 @@ from reactor.ports.serialization import (
 )
 from reactor_redis._base import Client, RedisScripts, storage_errors, ttl_arg
 from reactor_redis.keys import Keys
+from reactor_redis.locks import RETENTION_ARG
 
 __all__ = ["RedisMapStore", "scan_index"]
 
@@ -49,11 +52,11 @@ class MapScript:
     def __init__(self, scripts: RedisScripts, keys: Keys, context_ttl: float | None) -> None:
         self._scripts = scripts
         self._keys = keys
-        self._ttl = ttl_arg(context_ttl)
+        self.ttl = ttl_arg(context_ttl)
 
     def __call__(self, map_id: str, op: str, *args: Any) -> Any:
         """Run operation ``op`` on ``map_id`` (raises redis errors; callers wrap them)."""
-        return self._scripts("map", self._keys.map_keys(map_id), [self._ttl, op, *args])
+        return self._scripts("map", self._keys.map_keys(map_id), [self.ttl, op, *args])
 
 
 def _int(value: str | None) -> int | None:
@@ -242,10 +245,46 @@ class RedisMapStore:
             ValueError: ``index`` is negative.
             StorageError: Redis failed.
         """
+        return self._settle(map_id, index, value, failed_context, None)
+
+    def settle_releasing(
+        self, map_id: str, index: int, value: str, *, failed_context: str | None = None,
+        fence: Fence,
+    ) -> int:
+        """:meth:`settle_element`, then the release of the element's lock ``fence.key`` held
+        by ``fence.owner``, in one ``map.lua`` call
+        (:meth:`reactor.ports.capabilities.SettlesAndReleases.settle_releasing`); on a cluster,
+        where the lock hash is on another slot than the map, the release follows as a
+        ``lock.lua`` call of its own.
+
+        Returns:
+            The counter after the decrement.
+
+        Raises:
+            ValueError: ``index`` is negative.
+            StorageError: Redis failed.
+        """
+        if not isinstance(self._client, RedisCluster):
+            return self._settle(map_id, index, value, failed_context, fence)
+        remaining = self._settle(map_id, index, value, failed_context, None)
+        with storage_errors("lock release"):
+            self._scripts("lock", [self._keys.lock(fence.key)],
+                          ["release", fence.owner, RETENTION_ARG])
+        return remaining
+
+    def _settle(
+        self, map_id: str, index: int, value: str, failed_context: str | None,
+        fence: Fence | None,
+    ) -> int:
+        """One ``map.lua`` settle; given ``fence``, releasing its lock in the same script."""
         _check_index(index)
-        extra = () if failed_context is None else (failed_context,)
+        keys = self._keys.map_keys(map_id)
+        args: list[Any] = [self._run.ttl, "settle", int(index), value, failed_context or ""]
+        if fence is not None:
+            keys.append(self._keys.lock(fence.key))
+            args += [fence.owner, RETENTION_ARG]
         with storage_errors("map element settle"):
-            return int(self._run(map_id, "settle", int(index), value, *extra))
+            return int(self._scripts("map", keys, args))
 
     def results_page(self, map_id: str, *, offset: int, limit: int) -> list[tuple[int, str]]:
         """Present slots among indexes ``offset .. offset+limit-1``, in index order."""

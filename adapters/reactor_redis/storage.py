@@ -10,12 +10,14 @@ and TTL a script decides reads the server's ``TIME`` inside the script itself.
 
 from __future__ import annotations
 
+from redis.cluster import RedisCluster
+
 from reactor.model.status import RunStatus
 from reactor.ports.clock import CalibratedClock
 from reactor.ports.storage import Capabilities
 from reactor_redis._base import Client, RedisScripts, close_client, storage_errors
 from reactor_redis.claims import RedisClaimStore
-from reactor_redis.contexts import RedisContextStore
+from reactor_redis.contexts import RedisContextStore, RedisLockingContextStore
 from reactor_redis.keys import SHARDS, Keys
 from reactor_redis.locks import RedisLockStore
 from reactor_redis.map_rollbacks import RedisMapRollbackStore
@@ -67,7 +69,14 @@ class RedisStorage:
         self._closed = False
         scripts = RedisScripts(client)
         keys = self.keys
-        self.contexts = RedisContextStore(client, scripts, keys, context_ttl=context_ttl)
+        # One script may touch the lock and the record only on a single server (the lock hash
+        # and the record live on different cluster slots).
+        contexts = (
+            RedisContextStore if isinstance(client, RedisCluster) else RedisLockingContextStore
+        )
+        self.contexts: RedisContextStore = contexts(
+            client, scripts, keys, context_ttl=context_ttl
+        )
         self.step_results = RedisStepResultStore(client, scripts, keys, context_ttl=context_ttl)
         self.maps = RedisMapStore(client, scripts, keys, context_ttl=context_ttl)
         self.map_rollbacks = RedisMapRollbackStore(client, scripts, keys, context_ttl=context_ttl)

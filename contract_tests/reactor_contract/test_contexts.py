@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, cast
 
 import pytest
 
+from reactor.engine import fast_paths
 from reactor.errors import ContextTooLargeError, LockLost, StaleWriterError
-from reactor.model.records import ContextDelta, ContextRecord, Fence
+from reactor.model.records import ContextDelta, ContextRecord, Fence, LockClaim
+from reactor.ports.capabilities import LocksWithContexts
 from reactor.ports.storage import Storage
 from reactor_contract._support import (
     CONTEXT_TTL,
@@ -132,6 +135,104 @@ class ContextsContract:
         storage.contexts.save(context())
         with pytest.raises(ValueError):
             storage.contexts.page(cursor="%%% not a cursor %%%")
+
+    # ---- filtered pages (docs/protocol.md, "Filtered pages") --------------------------------
+
+    def _walk_pages(self, storage: Storage, limit: int, **filters: Any) -> list[str]:
+        """Every run id a filtered page walk lists, following the cursors to the end."""
+        listed: list[str] = []
+        cursor: str | None = None
+        for _ in range(200):
+            page = storage.contexts.page(cursor=cursor, limit=limit, **filters)
+            assert len(page.runs) <= limit
+            listed.extend(r.context_id for r in page.runs)
+            cursor = page.next_cursor
+            if cursor is None:
+                return listed
+        raise AssertionError("the filtered page walk did not end")
+
+    def test_a_status_filter_lists_only_those_runs_newest_first(
+        self, storage: Storage
+    ) -> None:
+        base = 1_700_100_000.0
+        runs = [context(created_at=base + i, status="failed" if i % 3 == 0 else "completed")
+                for i in range(10)]
+        for record in runs:
+            storage.contexts.save(record)
+        failed = [r.context_id for r in reversed(runs) if r.status == "failed"]
+        assert self._walk_pages(storage, 2, statuses=["failed"]) == failed
+        first = storage.contexts.page(limit=10, statuses=["failed", "completed"])
+        assert [r.context_id for r in first.runs] == [r.context_id for r in reversed(runs)]
+        assert storage.contexts.page(statuses=["halted"]).runs == ()
+
+    def test_a_status_filter_follows_status_changes(self, storage: Storage) -> None:
+        record = context(status="running")
+        storage.contexts.save(record)
+        storage.contexts.save(dataclasses.replace(record, status="failed"))
+        assert storage.contexts.page(statuses=["running"]).runs == ()
+        (row,) = storage.contexts.page(statuses=["failed"]).runs
+        assert (row.context_id, row.status) == (record.context_id, "failed")
+
+    def test_a_reactor_filter_lists_only_that_reactors_runs(self, storage: Storage) -> None:
+        base = 1_700_200_000.0
+        runs = [context(created_at=base + i, reactor="billing" if i % 2 else "orders")
+                for i in range(6)]
+        for record in runs:
+            storage.contexts.save(record)
+        billing = [r.context_id for r in reversed(runs) if r.reactor == "billing"]
+        assert self._walk_pages(storage, 2, reactor="billing") == billing
+        rows = storage.contexts.page(reactor="orders", statuses=["running"]).runs
+        assert {r.reactor for r in rows} == {"orders"} and len(rows) == 3
+
+    def test_a_time_range_lists_runs_created_in_it(self, storage: Storage) -> None:
+        base = 1_700_300_000.0
+        runs = [context(created_at=base + i) for i in range(8)]
+        for record in runs:
+            storage.contexts.save(record)
+        inside = [r.context_id for r in reversed(runs[2:6])]  # created_from inclusive, to not
+        assert self._walk_pages(
+            storage, 3, created_from=base + 2, created_to=base + 6
+        ) == inside
+        page = storage.contexts.page(limit=10, created_from=base + 2, created_to=base + 6)
+        assert [r.context_id for r in page.runs] == inside and page.next_cursor is None
+        newest = storage.contexts.page(limit=1, created_to=base + 6)
+        assert [r.context_id for r in newest.runs] == [runs[5].context_id]
+        assert storage.contexts.page(created_from=base + 100).runs == ()
+
+    def test_filters_combine_and_skip_map_elements(self, storage: Storage) -> None:
+        base = 1_700_400_000.0
+        keep = context(created_at=base + 1, reactor="orders", status="failed")
+        storage.contexts.save(keep)
+        storage.contexts.save(context(created_at=base + 2, reactor="billing", status="failed"))
+        storage.contexts.save(context(created_at=base + 3, reactor="orders", status="completed"))
+        storage.contexts.save(context(created_at=base + 1.5, reactor="orders", status="failed",
+                                      parent=keep.context_id))
+        rows = storage.contexts.page(
+            statuses=["failed"], reactor="orders", created_from=base, created_to=base + 10
+        ).runs
+        assert [r.context_id for r in rows] == [keep.context_id]
+
+    def test_a_filtered_walk_lists_every_match_once_across_a_long_index(
+        self, storage: Storage
+    ) -> None:
+        base = 1_700_500_000.0
+        runs = [context(created_at=base + i * 0.001,
+                        status="failed" if i in (3, 300, 599) else "completed")
+                for i in range(600)]  # more than a filtered page examines (500)
+        for record in runs:
+            storage.contexts.save(record)
+        wanted = [r.context_id for r in reversed(runs) if r.status == "failed"]
+        # a page examines a bounded number of entries: early pages may be short, even empty,
+        # and still carry a cursor; the walk still lists each match once, in order
+        assert self._walk_pages(storage, 50, statuses=["failed"]) == wanted
+
+    def test_a_malformed_filter_raises_value_error(self, storage: Storage) -> None:
+        with pytest.raises(ValueError):
+            storage.contexts.page(statuses="failed")
+        with pytest.raises(ValueError):
+            storage.contexts.page(created_from=float("nan"))
+        with pytest.raises(ValueError):
+            storage.contexts.page(cursor="%%% not a cursor %%%", statuses=["failed"])
 
     def test_save_stamps_retention_to_context_ttl(self, storage: Storage, probe: Probe) -> None:
         record = context()
@@ -394,6 +495,113 @@ class ContextsContract:
         with pytest.raises(ValueError):
             storage.contexts.scan(cursor="%%% not a cursor %%%")
 
+    # The lock-with-record fast paths (docs/protocol.md, "Optional fast paths"), called through
+    # reactor.engine.fast_paths: the store's own methods where it declares LocksWithContexts,
+    # the composition otherwise ("composed": the same storage seen without them). Both must
+    # leave the lock and the record in the same state.
+
+    @pytest.mark.parametrize("view", ["native", "composed"])
+    def test_save_taking_takes_a_free_lock_and_fences_the_save_with_its_token(
+        self, storage: Storage, view: str
+    ) -> None:
+        store = _view(storage, view)
+        record = dataclasses.replace(context(), base="b1")
+        claim = LockClaim(key=f"async:{record.context_id}", owner=uid("owner"), ttl=30.0)
+        token = fast_paths.save_taking(store, record, claim)
+        assert token >= 1
+        assert storage.contexts.load(record.context_id) == record
+        info = storage.locks.info(claim.key)
+        assert info is not None and info.owner == claim.owner
+        assert info.token == token, "the save is fenced with the token the lock was taken with"
+        with pytest.raises(StaleWriterError):
+            storage.contexts.save(record, fence=Fence(claim.key, claim.owner, token - 1))
+
+    @pytest.mark.parametrize("view", ["native", "composed"])
+    def test_save_taking_a_held_lock_writes_nothing(self, storage: Storage, view: str) -> None:
+        store = _view(storage, view)
+        record = dataclasses.replace(context(), base="b1")
+        key = f"async:{record.context_id}"
+        assert storage.locks.acquire(key, "holder", 30.0)
+        assert fast_paths.save_taking(store, record, LockClaim(key, uid("owner"), 30.0)) == 0
+        assert storage.contexts.load(record.context_id) is None
+        info = storage.locks.info(key)
+        assert info is not None and info.owner == "holder"
+
+    @pytest.mark.parametrize("view", ["native", "composed"])
+    def test_load_taking_reads_the_record_only_with_the_lock(
+        self, storage: Storage, view: str
+    ) -> None:
+        store = _view(storage, view)
+        record = dataclasses.replace(context(), base="b1", segments=('{"s":1}',))
+        storage.contexts.save(record)
+        key = f"async:{record.context_id}"
+        assert storage.locks.acquire(key, "holder", 30.0)
+        assert fast_paths.load_taking(store, record.context_id, LockClaim(key, "me", 30.0)) == (
+            0, None,
+        )
+        assert storage.locks.release(key, "holder")
+        token, loaded = fast_paths.load_taking(
+            store, record.context_id, LockClaim(key, "me", 30.0)
+        )
+        assert token >= 1 and loaded == record
+        info = storage.locks.info(key)
+        assert info is not None and info.owner == "me" and info.token == token
+        absent = uid("absent")
+        token, loaded = fast_paths.load_taking(
+            store, absent, LockClaim(f"async:{absent}", "me", 30.0)
+        )
+        assert token >= 1 and loaded is None, "an absent record still takes the lock"
+
+    @pytest.mark.parametrize("view", ["native", "composed"])
+    def test_append_releasing_releases_only_what_it_appended(
+        self, storage: Storage, view: str
+    ) -> None:
+        store = _view(storage, view)
+        record = dataclasses.replace(context(), base="b1")
+        key = f"async:{record.context_id}"
+        token = fast_paths.save_taking(store, record, LockClaim(key, "me", 30.0))
+        fence = Fence(key, "me", token)
+        other_base = dataclasses.replace(_delta(record, 1, '{"a":1}'), base="other")
+        assert not fast_paths.append_releasing(store, other_base, fence)
+        info = storage.locks.info(key)
+        assert info is not None and info.owner == "me", "nothing appended: the lock stays held"
+        assert fast_paths.append_releasing(
+            store, _delta(record, 1, '{"a":1}', status="completed"), fence
+        )
+        assert storage.locks.info(key) is None, "appended: the lock is released"
+        loaded = storage.contexts.load(record.context_id)
+        assert loaded is not None and loaded.segments == ('{"a":1}',)
+        assert loaded.status == "completed"
+
+    @pytest.mark.parametrize("view", ["native", "composed"])
+    def test_a_stale_releasing_write_is_refused_and_releases_nothing(
+        self, storage: Storage, view: str
+    ) -> None:
+        store = _view(storage, view)
+        record = dataclasses.replace(context(), base="b1")
+        key = f"async:{record.context_id}"
+        old = fast_paths.save_taking(store, record, LockClaim(key, "old", 1.0))
+        storage.locks.release(key, "old")
+        newer = fast_paths.load_taking(store, record.context_id, LockClaim(key, "new", 30.0))[0]
+        storage.contexts.save(record, fence=Fence(key, "new", newer))
+        with pytest.raises(StaleWriterError):
+            fast_paths.append_releasing(store, _delta(record, 1, '{"x":1}'), Fence(key, "old", old))
+        with pytest.raises(StaleWriterError):
+            fast_paths.save_releasing(store, record, Fence(key, "old", old))
+        info = storage.locks.info(key)
+        assert info is not None and info.owner == "new", "the newer holder keeps its lock"
+
+    @pytest.mark.parametrize("view", ["native", "composed"])
+    def test_save_releasing_saves_then_releases(self, storage: Storage, view: str) -> None:
+        store = _view(storage, view)
+        record = dataclasses.replace(context(), base="b1")
+        key = f"async:{record.context_id}"
+        token = fast_paths.save_taking(store, record, LockClaim(key, "me", 30.0))
+        final = dataclasses.replace(record, status="failed", base="b2", updated_at=1.7e9 + 5)
+        fast_paths.save_releasing(store, final, Fence(key, "me", token))
+        assert storage.contexts.load(record.context_id) == final
+        assert storage.locks.info(key) is None
+
 
 def _delta(
     record: ContextRecord,
@@ -423,3 +631,36 @@ def _fence(record: ContextRecord, token: int) -> Fence:
 
 class TestContexts(ContextsContract):
     """The contexts contract against ``--reactor-storage``."""
+
+
+class _ContextsOnly:
+    """``contexts`` seen without its lock fast paths (the calls they stand for only)."""
+
+    def __init__(self, contexts: object) -> None:
+        self._contexts = contexts
+
+    def __getattr__(self, name: str) -> Any:
+        if name in {"save_taking", "load_taking", "append_releasing", "save_releasing"}:
+            raise AttributeError(name)
+        return getattr(self._contexts, name)
+
+
+class _Composed:
+    """``storage`` whose context store lacks the lock fast paths, so
+    :mod:`reactor.engine.fast_paths` makes the composition on the same backend."""
+
+    def __init__(self, storage: Storage) -> None:
+        self._storage = storage
+        self.contexts = _ContextsOnly(storage.contexts)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)
+
+
+def _view(storage: Storage, view: str) -> Storage:
+    """``storage`` itself (``"native"``) or seen without its lock fast paths."""
+    if view == "native":
+        return storage
+    composed = _Composed(storage)
+    assert not isinstance(composed.contexts, LocksWithContexts)
+    return cast(Storage, composed)

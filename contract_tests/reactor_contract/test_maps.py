@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from reactor.engine import fast_paths
-from reactor.model.records import ElementStart, MapMetadata
-from reactor.ports.capabilities import BeginsAndSettlesElements
+from reactor.model.records import ElementStart, Fence, MapMetadata
+from reactor.ports.capabilities import BeginsAndSettlesElements, SettlesAndReleases
 from reactor.ports.storage import MapStore, Storage
 from reactor_contract._support import (
     CONTEXT_TTL,
@@ -387,6 +387,34 @@ class MapsContract:
         for member in ("counter", "slot:1"):
             assert_ttl(probe.ttl("map", map_id, member), CONTEXT_TTL)
 
+    @pytest.mark.parametrize("view", ["native", "composed"])
+    def test_settle_releasing_settles_then_releases_only_the_owners_lock(
+        self, storage: Storage, view: str
+    ) -> None:
+        store: Storage = storage
+        if view == "composed":  # the storage's maps seen without settle_releasing
+            store = cast(Storage, _WithMaps(storage, _Composed(storage.maps)))
+            assert not isinstance(store.maps, SettlesAndReleases)
+        meta = map_metadata(count=2)
+        map_id = meta.map_id
+        storage.maps.init(meta)
+        mine, theirs = f"map_element:{map_id}:0", f"map_element:{map_id}:1"
+        token = storage.locks.acquire(mine, "me", 30.0)
+        assert fast_paths.settle_releasing(
+            store, map_id, 0, '"a"', failed_context="ctx-0", fence=Fence(mine, "me", token)
+        ) == 1
+        assert storage.maps.failed_context(map_id) == "ctx-0"
+        assert storage.maps.result_slots(map_id, [0]) == ['"a"']
+        assert storage.locks.info(mine) is None, "settled: the element's lock is released"
+        assert storage.locks.acquire(theirs, "other", 30.0)
+        stranger = Fence(theirs, "me", 1)
+        assert fast_paths.settle_releasing(store, map_id, 1, '"b"', fence=stranger) == 0
+        info = storage.locks.info(theirs)
+        assert info is not None and info.owner == "other", "another owner's lock stays"
+        assert info.expires_at is not None and info.expires_at <= storage.now() + 31.0, (
+            "the map's re-stamp never extends the lock"
+        )
+
     def test_element_fast_paths_equal_their_composition(self, storage: Storage) -> None:
         # A store that declares BeginsAndSettlesElements runs its own methods on one map and
         # the composition on another; on a store without them both maps take the composition.
@@ -420,3 +448,14 @@ class MapsContract:
 
 class TestMaps(MapsContract):
     """The maps contract against ``--reactor-storage``."""
+
+
+class _WithMaps:
+    """``storage`` with another map store (the composition view of a test)."""
+
+    def __init__(self, storage: Storage, maps: object) -> None:
+        self._storage = storage
+        self.maps = maps
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)

@@ -13,7 +13,7 @@ import re
 from decimal import Decimal
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictBool, field_serializer
 
 __all__ = [
     "CURRENCIES",
@@ -25,6 +25,7 @@ __all__ = [
     "Money",
     "Order",
     "PaymentMethod",
+    "ReviewDecision",
     "order_sequence",
 ]
 
@@ -166,3 +167,20 @@ class Order(_Frozen):
     def card_token(self) -> str:
         """Returns the raw card token, for handing to the ledger only."""
         return self.payment.token.get_secret_value()
+
+
+class ReviewDecision(_Frozen):
+    """A reviewer's answer to the ``manual_review`` interrupt of a large order: the payload
+    ``FulfilWithReview.resume`` must bring (the interrupt's ``schema``; docs/run-control.md,
+    "Interrupts").
+
+    Attributes:
+        approved: ``true`` ships the order; ``false`` fails the run, which then refunds the
+            payment and releases the stock. Strict: ``"yes"`` or ``1`` are refused.
+        reviewer: who decided (1..80 characters).
+        note: an optional reason (at most 500 characters), shown in the rejection message.
+    """
+
+    approved: StrictBool
+    reviewer: str = Field(min_length=1, max_length=80)
+    note: str | None = Field(default=None, max_length=500)

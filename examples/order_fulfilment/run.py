@@ -1,20 +1,29 @@
-"""The demo runner: process the dataset, summarise, show one failed run, verify invariants.
+"""The demo runner: process the dataset, review the large orders, summarise, show one failed
+run, verify invariants.
 
-``python -m examples.order_fulfilment [--limit N] [--orders PATH] [--show ORDER_ID] [--workers N]``
-(what ``./scripts/demo`` runs) processes the orders one after another — sequentially, so which
-order runs out of stock is the same on every run (no seed, no clock) — then prints:
+``python -m examples.order_fulfilment [--limit N] [--orders PATH] [--show ORDER_ID] [--workers N]
+[--review-threshold AMOUNT|off]`` (what ``./scripts/demo`` runs) processes the orders one after
+another — sequentially, so which order runs out of stock is the same on every run (no seed, no
+clock). Orders whose total is above the review threshold
+(:data:`~examples.order_fulfilment.saga.REVIEW_THRESHOLD`) run
+:class:`~examples.order_fulfilment.saga.FulfilWithReview` and pause at its ``manual_review``
+interrupt; once every order was processed, the demo plays the reviewer
+(:func:`review_paused`, :func:`demo_reviewer`): it resumes each paused run by its correlation id,
+approving most and rejecting bulk orders (the rejected run fails and is rolled back), and sends
+one malformed payload first to show it refused and counted. Then it prints:
 
-1. a summary table (completed, failed and fully rolled back, rollback failures, elapsed
-   seconds) and the breakdown of failure reasons;
-2. the stored trace of one failed run, read back with ``Fulfil.find(run_id)``;
-3. the invariant check over the fake services' final state (see :func:`check_invariants`).
+1. a summary table (completed, failed and fully rolled back, rollback failures, reviews,
+   elapsed seconds) and the breakdown of failure reasons;
+2. the manual reviews, and the service audit log of a rejected order (the saga's undo);
+3. the stored trace of one failed run, read back with ``Fulfil.find(run_id)``;
+4. the invariant check over the fake services' final state (see :func:`check_invariants`).
 
 With ``--workers N`` the runs move to background workers instead: every order runs
 :class:`~examples.order_fulfilment.saga_workers.FulfilInWorkers` (``Background(all=True)``, the
 payment capture as an ``async_step``) on the embedded memory storage and a local router served
 by ``N`` in-process :class:`reactor.jobs.worker.Worker` threads. All orders are submitted, then
 awaited; which order runs out of stock then depends on the workers' interleaving, and the same
-invariant check must hold.
+invariant check must hold. The worker variant has no manual review.
 
 The exit code is 0 when every invariant holds, 1 when one is violated, 2 on bad arguments.
 """
@@ -36,24 +45,40 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
-from reactor import DispatchHandle, Failure, Halt, Reactor, ReactorError, Worker, config
+from reactor import (
+    DispatchHandle,
+    Failure,
+    Halt,
+    InterruptPayloadError,
+    Paused,
+    Reactor,
+    ReactorError,
+    Worker,
+    config,
+)
 from reactor.memory import LocalRouter, MemoryStorage
 
-from .models import Order
-from .saga import Fulfil
+from .models import Order, ReviewDecision
+from .saga import REVIEW_THRESHOLD, Fulfil, FulfilWithReview, needs_review, review_correlation_id
 from .services import ORDERS_PATH, SERVICES, ServiceError, Services
 
 __all__ = [
+    "BULK_UNITS",
+    "REVIEWER",
     "DemoReport",
     "Outcome",
+    "Review",
     "check_invariants",
+    "demo_reviewer",
     "failure_reason",
     "load_orders",
     "main",
     "process_orders",
     "process_orders_in_workers",
+    "render_reviews",
     "render_run",
     "render_summary",
+    "review_paused",
     "run_demo",
     "scheduled_retry_delays",
 ]
@@ -61,6 +86,7 @@ __all__ = [
 #: Failure reasons in display order (``ServiceError.code`` values).
 REASONS: tuple[str, ...] = (
     "invalid_order", "out_of_stock", "card_declined", "undeliverable_address", "carrier_outage",
+    "review_rejected",
 )
 
 #: ``exception_class`` suffixes -> reason, for failures whose error is only a message string
@@ -71,7 +97,14 @@ _CLASS_REASONS: dict[str, str] = {
     "CardDeclined": "card_declined",
     "Undeliverable": "undeliverable_address",
     "CarrierUnavailable": "carrier_outage",
+    "ReviewRejected": "review_rejected",
 }
+
+#: Who the demo's reviewer is (:func:`demo_reviewer`).
+REVIEWER = "ops.lena"
+
+#: The demo's reviewer rejects an order holding this many units (or more) of one SKU.
+BULK_UNITS = 3
 
 
 @dataclass(frozen=True)
@@ -80,21 +113,52 @@ class Outcome:
 
     Attributes:
         order_id: the order.
-        run_id: the stored run's id (for ``Fulfil.find``).
-        status: ``"completed"``, ``"failed"`` or ``"halted"``.
+        run_id: the stored run's id (for ``Fulfil.find``, or ``FulfilWithReview.find`` when
+            ``reviewed``).
+        status: ``"completed"``, ``"failed"``, ``"halted"``, or ``"paused"`` (waiting at its
+            manual review: only until :func:`review_paused` resumed it).
         reason: for a failure, its :data:`REASONS` code (or ``"other"``); else ``None``.
-        step: the step that failed, if any.
+        step: the step that failed, or the interrupt a paused run waits at.
         message: the failure message (``""`` on success).
         rollback_failures: one ``"step kind: message"`` line per undo/compensate that failed.
+        reviewed: the order ran :class:`~examples.order_fulfilment.saga.FulfilWithReview`
+            (its total is above the review threshold).
     """
 
     order_id: str
     run_id: str | None
-    status: Literal["completed", "failed", "halted"]
+    status: Literal["completed", "failed", "halted", "paused"]
     reason: str | None = None
     step: str | None = None
     message: str = ""
     rollback_failures: tuple[str, ...] = ()
+    reviewed: bool = False
+
+
+@dataclass(frozen=True)
+class Review:
+    """One manual review the demo gave (:func:`review_paused`).
+
+    Attributes:
+        order_id: the reviewed order.
+        run_id: its paused (then resumed) run.
+        total: the order total, in ``currency``.
+        currency: the order currency.
+        decision: the payload that was accepted.
+        refused: the fields named by the malformed payloads refused before it (empty when
+            none was sent).
+        attempts: malformed payloads the interrupt counted (``InterruptPayloadError.attempts``).
+        status: the run's status after the resume (``"completed"`` or ``"failed"``).
+    """
+
+    order_id: str
+    run_id: str
+    total: Decimal
+    currency: str
+    decision: ReviewDecision
+    refused: tuple[str, ...] = ()
+    attempts: int = 0
+    status: str = ""
 
 
 @dataclass
@@ -111,6 +175,8 @@ class DemoReport:
         workers: worker threads the runs ran in (0 = synchronously, in the caller).
         worker_retry_delays: every retry delay (seconds) scheduled in worker mode (a retry
             re-enqueues the run with its delay), read from the runs' traces.
+        reviews: the manual reviews given, in order (:func:`review_paused`).
+        review_threshold: the amount above which orders were reviewed (``None``: none was).
     """
 
     orders: list[Order]
@@ -120,11 +186,15 @@ class DemoReport:
     retry_sleeps: list[float] = field(default_factory=list)
     workers: int = 0
     worker_retry_delays: list[float] = field(default_factory=list)
+    reviews: list[Review] = field(default_factory=list)
+    review_threshold: Decimal | None = None
 
     def counts(self) -> Counter[str]:
-        """``{"completed": n, "failed": n, "halted": n, "rollback_failures": n}``."""
+        """``{"completed": n, "failed": n, "halted": n, "paused": n, "rollback_failures": n,
+        "reviewed": n}`` (``reviewed``: reviews given)."""
         counts: Counter[str] = Counter(o.status for o in self.outcomes)
         counts["rollback_failures"] = sum(len(o.rollback_failures) for o in self.outcomes)
+        counts["reviewed"] = len(self.reviews)
         return counts
 
     def reasons(self) -> Counter[str]:
@@ -205,7 +275,7 @@ def failure_reason(failure: Failure) -> str:
     return "other"
 
 
-def _outcome(order: Order, outcome: Any) -> Outcome:
+def _outcome(order: Order, outcome: Any, *, reviewed: bool = False) -> Outcome:
     """Turns a run result into an :class:`Outcome`."""
     run_id = getattr(outcome, "run_id", None)
     if isinstance(outcome, Failure):
@@ -219,16 +289,23 @@ def _outcome(order: Order, outcome: Any) -> Outcome:
             rollback_failures=tuple(
                 f"{rf.step} {rf.kind}: {rf.message}" for rf in outcome.rollback_failures
             ),
+            reviewed=reviewed,
         )
+    if isinstance(outcome, Paused):
+        return Outcome(order.id, run_id, "paused", step=outcome.step, reviewed=reviewed)
     if isinstance(outcome, Halt):
-        return Outcome(order.id, run_id, "halted", message=str(outcome.reason))
-    return Outcome(order.id, run_id, "completed")
+        return Outcome(order.id, run_id, "halted", message=str(outcome.reason),
+                       reviewed=reviewed)
+    return Outcome(order.id, run_id, "completed", reviewed=reviewed)
 
 
 def process_orders(
-    orders: Iterable[Order], *, sleep: Callable[[float], None] | None = None
+    orders: Iterable[Order], *, sleep: Callable[[float], None] | None = None,
+    review_threshold: Decimal | None = REVIEW_THRESHOLD,
 ) -> list[Outcome]:
-    """Runs the :class:`~examples.order_fulfilment.saga.Fulfil` saga once per order.
+    """Runs the fulfilment saga once per order: :class:`~examples.order_fulfilment.saga.Fulfil`,
+    or :class:`~examples.order_fulfilment.saga.FulfilWithReview` for an order whose total is
+    above ``review_threshold`` (its run pauses at ``manual_review``: outcome ``"paused"``).
 
     The services must be installed in :data:`SERVICES` first. Orders run one after another.
 
@@ -237,6 +314,7 @@ def process_orders(
         sleep: the function retry back-offs sleep with (seconds); ``None`` = the runtime
             clock's (``reactor.configure(clock=...)``; the system clock by default: real
             sleeping).
+        review_threshold: review orders above this total (order currency); ``None``: none.
 
     Returns:
         One :class:`Outcome` per order, in order.
@@ -244,8 +322,89 @@ def process_orders(
     outcomes = []
     for order in orders:
         inputs = {"order": order, "card_token": order.card_token()}
-        outcomes.append(_outcome(order, Fulfil.execute(inputs, sleep=sleep)))
+        reviewed = needs_review(order, review_threshold)
+        reactor_cls: type[Reactor] = FulfilWithReview if reviewed else Fulfil
+        outcomes.append(_outcome(order, reactor_cls.execute(inputs, sleep=sleep),
+                                 reviewed=reviewed))
     return outcomes
+
+
+def demo_reviewer(order: Order) -> ReviewDecision:
+    """The demo's stand-in for a human reviewer: rejects bulk orders, approves the rest.
+
+    Args:
+        order: a paused order.
+
+    Returns:
+        A rejection when a line holds :data:`BULK_UNITS` or more units of one SKU (a reseller
+        pattern), else an approval; both signed by :data:`REVIEWER`.
+    """
+    bulk = next((line for line in order.lines if line.quantity >= BULK_UNITS), None)
+    if bulk is not None:
+        return ReviewDecision(approved=False, reviewer=REVIEWER,
+                              note=f"bulk: {bulk.quantity} x {bulk.sku}")
+    return ReviewDecision(approved=True, reviewer=REVIEWER, note="customer verified")
+
+
+#: The malformed payload :func:`review_paused` sends first (a form that lost its reviewer
+#: and sent ``approved`` as text): refused, and counted as one attempt.
+_MALFORMED_REVIEW: dict[str, Any] = {"approved": "yes"}
+
+
+def review_paused(
+    orders: Sequence[Order], outcomes: Sequence[Outcome], *,
+    reviewer: Callable[[Order], ReviewDecision] = demo_reviewer, malformed_first: bool = True,
+) -> tuple[list[Outcome], list[Review]]:
+    """Resumes every run paused at its manual review with the reviewer's decision.
+
+    Each run is named by its correlation id (``review:<order id>``), as a review tool that
+    never saw the run id would, and resumed in this thread: an approval runs the rest of the
+    saga (shipping, confirmation), a rejection fails ``apply_review`` and rolls the run back.
+    A resumed run's retry back-offs wait on the runtime clock (``reactor.configure(clock=...)``).
+    The services must be installed in :data:`SERVICES`.
+
+    Args:
+        orders: the orders (as given to :func:`process_orders`).
+        outcomes: their outcomes; the ``"paused"`` ones are reviewed.
+        reviewer: decides each paused order (default :func:`demo_reviewer`).
+        malformed_first: send one malformed payload before the first decision, to show it is
+            refused (the run stays paused; one attempt counted).
+
+    Returns:
+        ``(outcomes, reviews)``: the outcomes with every reviewed order's final one, and one
+        :class:`Review` per resumed run, in order.
+
+    Raises:
+        ReactorError: a resume failed for another reason than the decision (e.g. the review
+            expired: ``InterruptExpiredError``).
+    """
+    by_id = {order.id: order for order in orders}
+    final: list[Outcome] = []
+    reviews: list[Review] = []
+    for outcome in outcomes:
+        if outcome.status != "paused":
+            final.append(outcome)
+            continue
+        order = by_id[outcome.order_id]
+        correlation_id = review_correlation_id(order.id)
+        refused: tuple[str, ...] = ()
+        attempts = 0
+        if malformed_first and not reviews:
+            try:
+                FulfilWithReview.resume(correlation_id=correlation_id,
+                                        payload=_MALFORMED_REVIEW, step="manual_review")
+            except InterruptPayloadError as exc:
+                refused, attempts = tuple(sorted(exc.field_errors)), exc.attempts
+        decision = reviewer(order)
+        done = FulfilWithReview.resume(
+            correlation_id=correlation_id, payload=decision.model_dump(mode="json"),
+            step="manual_review",
+        )
+        after = _outcome(order, done, reviewed=True)
+        final.append(after)
+        reviews.append(Review(order.id, outcome.run_id or "", order.total, order.currency,
+                              decision, refused, attempts, after.status))
+    return final, reviews
 
 
 #: Park delay of the worker demo (seconds, plus up to as much jitter): a reader waiting for
@@ -306,6 +465,7 @@ def check_invariants(
     orders: Sequence[Order], outcomes: Sequence[Outcome], services: Services,
     *, initial_stock: dict[str, int] | None = None, reactor_cls: type[Reactor] = Fulfil,
     extra_attempts: Mapping[str, int] | None = None,
+    review_threshold: Decimal | None = None, reviews: Sequence[Review] = (),
 ) -> list[str]:
     """Verifies the fake services' final state against the outcomes.
 
@@ -318,16 +478,28 @@ def check_invariants(
     totals, the audit log holds no card token, and carrier-outage orders were tried exactly
     ``SHIPMENT_RETRIES.max_attempts`` times (plus at most their ``extra_attempts``).
 
+    Manual review (see :func:`review_paused`): no run is left paused; an order ran with review
+    exactly when its total is above ``review_threshold``; every reviewed order that completed
+    was approved (its stored ``manual_review`` result is an approving
+    :class:`~examples.order_fulfilment.models.ReviewDecision`, and its run paused there first);
+    every rejected order stored the rejection, and its audit log shows the saga undid its work
+    (its capture refunded, every reservation released); each :class:`Review` matches its
+    order's final outcome.
+
     Args:
         orders: the orders processed.
         outcomes: their outcomes (same order).
         services: the services they ran against.
         initial_stock: ``{sku: on_hand}`` at the start (default: the catalog's ``on_hand``).
-        reactor_cls: the reactor the runs belong to (read back with ``reactor_cls.find``).
+        reactor_cls: the reactor the runs without review belong to (read back with
+            ``reactor_cls.find``); reviewed runs are read with ``FulfilWithReview.find``.
         extra_attempts: ``{order_id: n}``, booking attempts an order may have on top of
             ``max_attempts`` because ``n`` of its attempts ran in a job execution that did not
             end cleanly (a killed worker: step bodies run at least once across crashes). The
             chaos soak (:mod:`.soak`) passes it; default none.
+        review_threshold: the threshold the orders ran with (``None``: no order may have been
+            reviewed).
+        reviews: the reviews given (:func:`review_paused`).
 
     Returns:
         Human-readable violations; empty when every invariant holds.
@@ -338,9 +510,13 @@ def check_invariants(
                                     services.mailer)
     problems: list[str] = []
     expected_captured: dict[str, Decimal] = {}
+    review_of = {review.order_id: review for review in reviews}
 
     for order, out in zip(orders, outcomes, strict=True):
         oid = order.id
+        problems.extend(_review_problems(order, out, review_of.get(oid), review_threshold,
+                                         services))
+        cls = FulfilWithReview if out.reviewed else reactor_cls
         reservations = inv.reservations(oid)
         captures = ledger.captures(oid)
         auths = ledger.authorizations(oid)
@@ -363,7 +539,7 @@ def check_invariants(
                 problems.append(f"{oid}: carrier tried {carrier.attempts(oid)} times, expected "
                                 f"{expected}")
             if out.run_id is not None:
-                view = reactor_cls.find(out.run_id)
+                view = cls.find(out.run_id)
                 if view.status != "failed" or view.undo_stack:
                     problems.append(f"{oid}: stored run is {view.status} with undo stack "
                                     f"{list(view.undo_stack)}")
@@ -407,6 +583,50 @@ def check_invariants(
         if any(token in text for token in tokens):
             problems.append(f"audit event {event.seq} contains a card token")
             break
+    unknown = set(review_of) - {order.id for order in orders}
+    if unknown:
+        problems.append(f"reviews of orders not processed: {sorted(unknown)}")
+    return problems
+
+
+def _review_problems(
+    order: Order, out: Outcome, review: Review | None, threshold: Decimal | None,
+    services: Services,
+) -> list[str]:
+    """The manual-review invariants of one order (see :func:`check_invariants`)."""
+    oid = order.id
+    problems: list[str] = []
+    if out.status == "paused":
+        problems.append(f"{oid} is still paused at {out.step}")
+    above = needs_review(order, threshold)
+    if out.reviewed != above:
+        problems.append(f"{oid} (total {order.total} {order.currency}) ran "
+                        f"{'with' if out.reviewed else 'without'} manual review, threshold "
+                        f"{threshold}")
+    if review is not None and (not out.reviewed or review.status != out.status):
+        problems.append(f"{oid}: review says {review.status}, outcome is {out.status}"
+                        f"{'' if out.reviewed else ' without review'}")
+    if not out.reviewed or out.run_id is None:
+        return problems
+    view = FulfilWithReview.find(out.run_id)
+    stored = view.results.get("manual_review")
+    paused = any(e.type == "paused" and e.step == "manual_review" for e in view.trace)
+    if out.status == "completed":
+        if review is None or not isinstance(stored, ReviewDecision) or not stored.approved:
+            problems.append(f"{oid} completed without an approved manual review "
+                            f"(stored: {stored!r})")
+        if not paused:
+            problems.append(f"{oid} completed but its run never paused for review")
+    if out.reason == "review_rejected":
+        if review is None or not isinstance(stored, ReviewDecision) or stored.approved:
+            problems.append(f"{oid} failed as rejected without a stored rejection "
+                            f"(stored: {stored!r})")
+        actions = [e.action for e in services.audit.events(oid)]
+        lines = len(order.lines)
+        if (actions.count("capture"), actions.count("refund")) != (1, 1) or (
+                actions.count("reserve") != lines or actions.count("release") != lines):
+            problems.append(f"{oid} was rejected but its audit log does not show the capture "
+                            f"refunded and {lines} reservation(s) released: {actions}")
     return problems
 
 
@@ -429,8 +649,10 @@ class _RecordingSleep:
 
 
 def run_demo(orders: Sequence[Order], services: Services, *, real_sleep: bool = True,
-             workers: int = 0) -> DemoReport:
-    """Installs ``services``, processes ``orders`` and checks the invariants.
+             workers: int = 0, review_threshold: Decimal | None = REVIEW_THRESHOLD,
+             reviewer: Callable[[Order], ReviewDecision] = demo_reviewer) -> DemoReport:
+    """Installs ``services``, processes ``orders``, reviews the paused ones and checks the
+    invariants.
 
     Args:
         orders: the orders to process.
@@ -439,12 +661,18 @@ def run_demo(orders: Sequence[Order], services: Services, *, real_sleep: bool = 
             mode only: in workers a retry re-enqueues the run with its delay).
         workers: 0 runs :class:`~examples.order_fulfilment.saga.Fulfil` synchronously; ``N``
             runs the worker variant in ``N`` worker threads
-            (:func:`process_orders_in_workers`).
+            (:func:`process_orders_in_workers`; no manual review there).
+        review_threshold: orders above this total (order currency) pause for a manual review,
+            given by ``reviewer`` once every order was processed (:func:`review_paused`);
+            ``None``: no review. Ignored with ``workers``.
+        reviewer: decides each review (default :func:`demo_reviewer`).
 
     Returns:
         The :class:`DemoReport`.
     """
     sleep = _RecordingSleep(real_sleep)
+    reviews: list[Review] = []
+    threshold = None if workers else review_threshold
     with SERVICES.use(services):
         started = time.perf_counter()
         if workers:
@@ -453,13 +681,16 @@ def run_demo(orders: Sequence[Order], services: Services, *, real_sleep: bool = 
             outcomes = process_orders_in_workers(orders, workers=workers)
             reactor_cls: type[Reactor] = FulfilInWorkers
         else:
-            outcomes = process_orders(orders, sleep=sleep)
+            outcomes = process_orders(orders, sleep=sleep, review_threshold=threshold)
+            outcomes, reviews = review_paused(orders, outcomes, reviewer=reviewer)
             reactor_cls = Fulfil
         elapsed = time.perf_counter() - started
-        violations = check_invariants(orders, outcomes, services, reactor_cls=reactor_cls)
+        violations = check_invariants(orders, outcomes, services, reactor_cls=reactor_cls,
+                                      review_threshold=threshold, reviews=reviews)
     delays = scheduled_retry_delays(outcomes, reactor_cls) if workers else []
     return DemoReport(list(orders), outcomes, elapsed, violations, sleep.delays,
-                      workers=workers, worker_retry_delays=delays)
+                      workers=workers, worker_retry_delays=delays, reviews=reviews,
+                      review_threshold=threshold)
 
 
 _RETRY_DETAIL = re.compile(r"retrying in ([0-9.eE+-]+)s")
@@ -508,8 +739,15 @@ def render_summary(console: Console, report: DemoReport) -> None:
                     str(sum(1 for o in report.outcomes
                             if o.status == "failed" and not o.rollback_failures)))
     summary.add_row("rollback failures", str(counts["rollback_failures"]))
+    if report.review_threshold is not None:
+        approved = sum(1 for r in report.reviews if r.decision.approved)
+        summary.add_row(f"paused for manual review (total > {report.review_threshold})",
+                        f"{len(report.reviews)} ({approved} approved, "
+                        f"{len(report.reviews) - approved} rejected)")
     if counts["halted"]:
         summary.add_row("halted", str(counts["halted"]))
+    if counts["paused"]:
+        summary.add_row("still paused", str(counts["paused"]))
     if report.workers:
         summary.add_row("retry delays scheduled in workers (s)",
                         f"{sum(report.worker_retry_delays):.2f}")
@@ -534,6 +772,58 @@ def render_summary(console: Console, report: DemoReport) -> None:
         breakdown.add_row(reason, steps, str(len(failed)), share,
                           failed[0].order_id if failed else "-")
     console.print(breakdown)
+
+
+def render_reviews(console: Console, report: DemoReport, services: Services) -> None:
+    """Prints the manual reviews and the service audit log of the first rejected order.
+
+    Args:
+        console: where to print.
+        report: the demo's report (its :attr:`DemoReport.reviews`).
+        services: the services the orders ran against (for the undo each rejection caused).
+    """
+    if not report.reviews:
+        return
+    table = Table(title=f"Manual review of orders above {report.review_threshold} (resumed "
+                        "by correlation id review:<order>)", show_header=True)
+    for column in ("order", "total", "decision", "reviewer", "note", "run",
+                   "undone by the rollback"):
+        table.add_column(column, no_wrap=column != "note")
+    for review in report.reviews:
+        undone = "-"
+        if not review.decision.approved:
+            actions = [e.action for e in services.audit.events(review.order_id)]
+            later = actions[actions.index("capture") + 1:] if "capture" in actions else []
+            undone = ", ".join(f"{a} x{later.count(a)}" if later.count(a) > 1 else a
+                               for a in dict.fromkeys(later)) or "-"
+        table.add_row(review.order_id, f"{review.total} {review.currency}",
+                      "approved" if review.decision.approved else "rejected",
+                      review.decision.reviewer, review.decision.note or "", review.status,
+                      undone)
+    console.print(table)
+    for review in report.reviews:
+        if review.refused:
+            malformed = json.dumps(_MALFORMED_REVIEW)
+            console.print(f"{review.order_id}: the malformed payload {malformed} sent "
+                          f"first was refused (invalid: {', '.join(review.refused)}); attempt "
+                          f"{review.attempts} was counted and the run stayed paused.")
+    rejected = next((r for r in report.reviews if not r.decision.approved), None)
+    if rejected is not None:
+        console.print(f"[bold]{rejected.order_id}[/bold] was rejected at its review: the run "
+                      "failed at apply_review and the saga undid its work, newest first "
+                      "(refund the capture, void the authorization, release the stock):")
+        _render_audit(console, services, rejected.order_id)
+
+
+def _render_audit(console: Console, services: Services, order_id: str) -> None:
+    """Prints the service audit log of one order."""
+    audit = Table(title=f"Service audit log of {order_id}", show_header=True)
+    for col in ("#", "service", "action", "ref", "detail"):
+        audit.add_column(col)
+    for event in services.audit.events(order_id):
+        detail = ", ".join(f"{k}={v}" for k, v in event.detail.items())
+        audit.add_row(str(event.seq), event.service, event.action, event.ref, detail)
+    console.print(audit)
 
 
 def render_run(console: Console, run_id: str, services: Services | None = None,
@@ -580,13 +870,7 @@ def render_run(console: Console, run_id: str, services: Services | None = None,
                       (e.detail or "")[:70])
     console.print(trace)
     if services is not None and isinstance(order_id, str):
-        audit = Table(title=f"Service audit log of {order_id}", show_header=True)
-        for col in ("#", "service", "action", "ref", "detail"):
-            audit.add_column(col)
-        for event in services.audit.events(order_id):
-            detail = ", ".join(f"{k}={v}" for k, v in event.detail.items())
-            audit.add_row(str(event.seq), event.service, event.action, event.ref, detail)
-        console.print(audit)
+        _render_audit(console, services, order_id)
 
 
 def _pick_failed(report: DemoReport, order_id: str | None) -> Outcome | None:
@@ -626,6 +910,10 @@ def main(
     parser.add_argument("--workers", type=int, default=0, metavar="N",
                         help="run every order in background workers (N worker threads, payment "
                              "capture as an async_step) instead of synchronously")
+    parser.add_argument("--review-threshold", type=_threshold, default=REVIEW_THRESHOLD,
+                        metavar="AMOUNT",
+                        help=f"orders above this total pause for a manual review (default "
+                             f"{REVIEW_THRESHOLD}; 'off': none; synchronous mode only)")
     args = parser.parse_args(argv)
     if console is None:
         console = Console()
@@ -642,11 +930,13 @@ def main(
         return 2
     services = Services.create()
     try:
-        report = run_demo(orders, services, real_sleep=real_sleep, workers=args.workers)
+        report = run_demo(orders, services, real_sleep=real_sleep, workers=args.workers,
+                          review_threshold=args.review_threshold)
     except ReactorError as exc:
         console.print(f"[red]the engine raised {type(exc).__name__}: {exc}[/red]")
         return 1
     render_summary(console, report)
+    render_reviews(console, report, services)
     shown = _pick_failed(report, args.show)
     if shown is not None and shown.run_id is not None:
         if args.workers:
@@ -654,7 +944,8 @@ def main(
 
             render_run(console, shown.run_id, services, reactor_cls=FulfilInWorkers)
         else:
-            render_run(console, shown.run_id, services)
+            render_run(console, shown.run_id, services,
+                       reactor_cls=FulfilWithReview if shown.reviewed else Fulfil)
     elif args.show is not None:
         console.print(f"[yellow]no run for order {args.show}[/yellow]")
     if report.violations:
@@ -662,10 +953,38 @@ def main(
         for line in report.violations[:25]:
             console.print(f"  - {line}")
         return 1
+    reviewed = (
+        f" Every order above {report.review_threshold} ran with a manual review: the "
+        f"{sum(1 for r in report.reviews if r.decision.approved)} approved shipped, the "
+        f"{sum(1 for r in report.reviews if not r.decision.approved)} rejected were refunded "
+        "and their stock released; no run is left paused."
+        if report.review_threshold is not None else ""
+    )
     console.print(
         f"[green bold]Invariants hold[/green bold] for {len(orders)} orders: every failed "
         "order left no stock reserved, no money captured, no shipment and no e-mail; every "
         "completed order holds exactly its reservations, one capture, one shipment and one "
-        "e-mail; stock and money are conserved."
+        f"e-mail; stock and money are conserved.{reviewed}"
     )
     return 0
+
+
+def _threshold(text: str) -> Decimal | None:
+    """Parses ``--review-threshold``: a non-negative amount, or ``off``/``none``.
+
+    Raises:
+        argparse.ArgumentTypeError: anything else.
+    """
+    if text.strip().lower() in ("off", "none"):
+        return None
+    try:
+        amount = Decimal(text)
+    except ArithmeticError:
+        raise argparse.ArgumentTypeError(
+            f"--review-threshold: {text!r} is not an amount (e.g. 400 or 250.50) or 'off'"
+        ) from None
+    if not amount.is_finite() or amount < 0:
+        raise argparse.ArgumentTypeError(
+            f"--review-threshold: {text!r} must be a finite amount of at least 0"
+        )
+    return amount

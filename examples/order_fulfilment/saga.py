@@ -7,6 +7,21 @@ Structure (each arrow is a dependency; on a failure, completed steps are undone 
                           └──> book_shipment (function step, 3 attempts)
                                  └──> send_confirmation
 
+Orders whose total is above the review threshold (:data:`REVIEW_THRESHOLD` by default; the
+runner chooses the reactor with :func:`needs_review`) run :class:`FulfilWithReview`, the same
+saga with a manual review between payment and shipping::
+
+    ... payment ──> manual_review (interrupt: the run pauses until a reviewer resumes it)
+                      └──> apply_review (a rejection fails here) ──> book_shipment ──> ...
+
+``manual_review`` is an ``interrupt`` (docs/run-control.md, "Interrupts"): the run is stored
+``paused`` with the correlation id ``review:<order id>`` until
+``FulfilWithReview.resume(correlation_id=..., payload={"approved", "reviewer", "note"})``
+brings a :class:`~examples.order_fulfilment.models.ReviewDecision`. An approval ships the order;
+a rejection fails ``apply_review`` with :class:`ReviewRejected`, and the rollback refunds the
+capture, voids the authorization and releases the stock. A review not given within
+:data:`REVIEW_TIMEOUT` seconds expires (the next resume fails and rolls back the run).
+
 Every step that changes a fake service has a real ``undo`` (release the reservation, refund the
 capture, void the authorization, cancel the shipment, recall the e-mail) and a ``compensate``
 that cleans up anything its own failed attempt may have left behind (looked up by the
@@ -24,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 from reactor import (
     Input,
@@ -36,40 +51,103 @@ from reactor import (
     element,
     fail,
     input,
+    interrupt,
     map_step,
     result,
     step,
 )
 
-from .models import Order
+from .models import Order, ReviewDecision
 from .services import SERVICES, ServiceError
 
 __all__ = [
+    "REVIEW_MAX_ATTEMPTS",
+    "REVIEW_THRESHOLD",
+    "REVIEW_TIMEOUT",
     "SHIPMENT_RETRIES",
+    "ApplyReview",
     "Authorize",
     "Capture",
     "Fulfil",
+    "FulfilWithReview",
     "InvalidOrder",
     "Payment",
     "ReserveLine",
     "ReserveStock",
+    "ReviewRejected",
     "SendConfirmation",
     "ValidateOrder",
+    "book_shipment",
+    "book_shipment_step",
+    "cancel_failed_booking",
+    "cancel_shipment",
+    "needs_review",
+    "review_correlation_id",
 ]
 
 if not codec.is_registered(Order):
     # The stored run keeps the order; the codec writes it with model_dump(mode="json"), in
     # which the card token is masked (see models.PaymentMethod).
     codec.register_model(Order, tag="examples.order_fulfilment.Order")
+if not codec.is_registered(ReviewDecision):
+    # The resumed review is stored as the manual_review step's result.
+    codec.register_model(ReviewDecision, tag="examples.order_fulfilment.ReviewDecision")
 
 #: Retry policy of ``book_shipment``: 3 attempts, 0.01 s then 0.02 s apart.
 SHIPMENT_RETRIES = Retries(max_attempts=3, backoff="exponential", base_delay=0.01)
+
+
+#: Orders whose ``total`` is above this amount (in the order's own currency: the demo does not
+#: convert) pause for a manual review (:class:`FulfilWithReview`). The runner's
+#: ``--review-threshold`` overrides it.
+REVIEW_THRESHOLD: Final = Decimal("400.00")
+
+#: Seconds a large order may wait for its review (12 hours, below the default ``context_ttl``
+#: of a day, which a paused run must outlive: docs/run-control.md, "Interrupts"). A review
+#: sent later fails the run and rolls it back (lazy expiry).
+REVIEW_TIMEOUT: Final = 12 * 3600.0
+
+#: Malformed review payloads accepted before the run fails and is rolled back.
+REVIEW_MAX_ATTEMPTS: Final = 3
 
 
 class InvalidOrder(ServiceError):
     """The order cannot be fulfilled as placed (a validation rule failed; permanent)."""
 
     code = "invalid_order"
+
+
+class ReviewRejected(ServiceError):
+    """A reviewer rejected a large order at its manual review (permanent: the run fails and
+    is rolled back)."""
+
+    code = "review_rejected"
+
+
+def needs_review(order: Order, threshold: Decimal | None = REVIEW_THRESHOLD) -> bool:
+    """Whether ``order`` is reviewed by hand before it ships.
+
+    Args:
+        order: the order.
+        threshold: the amount its ``total`` must exceed (in the order's currency), or
+            ``None`` to review nothing.
+
+    Returns:
+        ``True`` when ``order.total > threshold``: run it as :class:`FulfilWithReview`.
+    """
+    return threshold is not None and order.total > threshold
+
+
+def review_correlation_id(order_id: str) -> str:
+    """The correlation id a large order's ``manual_review`` interrupt registers.
+
+    Args:
+        order_id: the order's id (``"ORD-000135"``).
+
+    Returns:
+        ``"review:<order id>"``, which a reviewer passes to ``FulfilWithReview.resume``.
+    """
+    return f"review:{order_id}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -278,6 +356,99 @@ class SendConfirmation(Step):
 
 
 # --------------------------------------------------------------------------------------------
+# shipment
+# --------------------------------------------------------------------------------------------
+
+
+def book_shipment(inputs: Any, ctx: Any) -> dict[str, Any]:
+    """Books the parcel with the carrier (retried on outages, not on a rejected address).
+
+    Args:
+        inputs: the step inputs ``order`` (an :class:`Order`) and ``parcels``.
+        ctx: the step context (unused).
+
+    Returns:
+        ``{"id", "tracking_number"}``.
+
+    Raises:
+        CarrierUnavailable: the carrier is down (retried by :data:`SHIPMENT_RETRIES`).
+        Undeliverable: the carrier does not serve the address (permanent).
+    """
+    order: Order = inputs.order
+    shipment = SERVICES.get().carrier.book(order.id, order.shipping_address, inputs.parcels)
+    return {"id": shipment.id, "tracking_number": shipment.tracking_number}
+
+
+def cancel_shipment(result: Mapping[str, Any], inputs: Any, ctx: Any) -> bool:
+    """Undo of ``book_shipment``: cancels the booked shipment (a no-op if it is already
+    cancelled).
+
+    Returns:
+        Whether a shipment was cancelled now.
+    """
+    return SERVICES.get().carrier.cancel(result["id"])
+
+
+def cancel_failed_booking(error: Any, inputs: Any, ctx: Any) -> bool:
+    """Compensate of ``book_shipment``: cancels any shipment a failed booking attempt left
+    for this order.
+
+    Returns:
+        Whether a shipment was cancelled now.
+    """
+    return SERVICES.get().carrier.cancel_for(inputs.order.id)
+
+
+def book_shipment_step(after: str) -> Any:
+    """Declares the ``book_shipment`` step (with its undo, compensate and retries), run once
+    step ``after`` completed.
+
+    Args:
+        after: the step shipping waits for (``"payment"`` in :class:`Fulfil`,
+            ``"apply_review"`` in :class:`FulfilWithReview`).
+
+    Returns:
+        The step declaration, to assign as ``book_shipment`` in a reactor class.
+    """
+    spec = step(book_shipment, order=input("order"), parcels=result("validate", "parcels"),
+                wait_for=[after], retries=SHIPMENT_RETRIES)
+    spec.undo(cancel_shipment)
+    spec.compensate(cancel_failed_booking)
+    return spec
+
+
+# --------------------------------------------------------------------------------------------
+# manual review
+# --------------------------------------------------------------------------------------------
+
+
+class ApplyReview(Step):
+    """Enforces the reviewer's decision: an approval passes, a rejection fails the run.
+
+    No side effects, so nothing to undo or compensate: a rejection's rollback is the earlier
+    steps' undos (refund, void, release).
+
+    Returns:
+        ``{"reviewer", "note"}`` of an approval.
+
+    Raises (as the step's failure, not retried):
+        ReviewRejected: the reviewer rejected the order (the message names the reviewer and
+            the note).
+    """
+
+    order_id = Input(str, min_length=1)
+    decision = Input(ReviewDecision)
+
+    def run(self) -> dict[str, Any]:
+        """Passes an approval on; fails a rejection."""
+        decision: ReviewDecision = self.inputs.decision
+        if not decision.approved:
+            fail(ReviewRejected(f"{self.inputs.order_id}: rejected by {decision.reviewer}: "
+                                f"{decision.note or 'no reason given'}"), retryable=False)
+        return {"reviewer": decision.reviewer, "note": decision.note}
+
+
+# --------------------------------------------------------------------------------------------
 # the saga
 # --------------------------------------------------------------------------------------------
 
@@ -312,29 +483,34 @@ class Fulfil(Reactor, name="order_fulfilment.fulfil"):
         wait_for=["reserve"],
     )
 
-    @step(order=input("order"), parcels=result("validate", "parcels"), wait_for=["payment"],
-          retries=SHIPMENT_RETRIES)
-    def book_shipment(inputs: Any, ctx: Any) -> dict[str, Any]:
-        """Books the parcel with the carrier (retried on outages, not on a rejected address).
-
-        Returns:
-            ``{"id", "tracking_number"}``.
-        """
-        order: Order = inputs.order
-        shipment = SERVICES.get().carrier.book(order.id, order.shipping_address, inputs.parcels)
-        return {"id": shipment.id, "tracking_number": shipment.tracking_number}
-
-    @book_shipment.undo
-    def cancel_shipment(result: Mapping[str, Any], inputs: Any, ctx: Any) -> bool:
-        """Cancels the booked shipment (a no-op if it is already cancelled)."""
-        return SERVICES.get().carrier.cancel(result["id"])
-
-    @book_shipment.compensate
-    def cancel_failed_booking(error: Any, inputs: Any, ctx: Any) -> bool:
-        """Cancels any shipment a failed booking attempt left for this order."""
-        return SERVICES.get().carrier.cancel_for(inputs.order.id)
-
+    book_shipment = book_shipment_step(after="payment")
     send_confirmation = step(SendConfirmation, order=input("order"),
                              shipment=result("book_shipment"), payment=result("payment"))
 
     returns = "send_confirmation"
+
+
+class FulfilWithReview(Fulfil, name="order_fulfilment.fulfil_reviewed"):
+    """:class:`Fulfil` for a large order: a manual review between payment and shipping (see
+    the module docstring; docs/run-control.md, "Interrupts").
+
+    Inherits every step of :class:`Fulfil` and adds ``manual_review`` (an interrupt: the run
+    pauses, stored ``paused``, correlation id ``review:<order id>``, payload schema
+    :class:`~examples.order_fulfilment.models.ReviewDecision`, :data:`REVIEW_TIMEOUT` seconds,
+    :data:`REVIEW_MAX_ATTEMPTS` malformed payloads) and ``apply_review`` (a rejection fails
+    it); ``book_shipment`` waits for ``apply_review``.
+
+    Inputs, returns: as :class:`Fulfil`. Resume with
+    ``FulfilWithReview.resume(correlation_id=review_correlation_id(order.id), payload=...)``.
+    """
+
+    manual_review = interrupt(
+        wait_for="payment",
+        correlation_id=input("order", "id", transform=review_correlation_id),
+        schema=ReviewDecision,
+        max_attempts=REVIEW_MAX_ATTEMPTS,
+        timeout=REVIEW_TIMEOUT,
+    )
+    apply_review = step(ApplyReview, order_id=input("order", "id"),
+                        decision=result("manual_review"))
+    book_shipment = book_shipment_step(after="apply_review")

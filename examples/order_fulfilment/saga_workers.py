@@ -45,7 +45,7 @@ from reactor import (
 )
 
 from .models import Order
-from .saga import SHIPMENT_RETRIES, Authorize, Fulfil, ReserveLine, SendConfirmation
+from .saga import Authorize, Fulfil, ReserveLine, SendConfirmation, book_shipment_step
 from .services import SERVICES
 
 __all__ = ["RESERVE_BATCH_SIZE", "CaptureUnit", "FulfilInWorkers"]
@@ -53,9 +53,6 @@ __all__ = ["RESERVE_BATCH_SIZE", "CaptureUnit", "FulfilInWorkers"]
 #: Reservation element jobs enqueued per throw by the fan-out ``reserve`` map (small, so an
 #: order with several lines shows the batch chain: the line ending a throw enqueues the next).
 RESERVE_BATCH_SIZE = 2
-
-_BOOK = Fulfil.definition.steps["book_shipment"]
-
 
 class CaptureUnit(Step):
     """Takes the authorized money, as an async unit (no ``undo``: a unit is never undone).
@@ -71,15 +68,6 @@ class CaptureUnit(Step):
         cap = SERVICES.get().ledger.capture(self.inputs.authorization)
         return {"id": cap.id, "authorization_id": cap.authorization_id, "amount": cap.amount,
                 "currency": cap.currency}
-
-
-def _book_shipment() -> object:
-    spec = step(_BOOK.function, order=input("order"), parcels=result("validate", "parcels"),
-                wait_for=["authorize"], retries=SHIPMENT_RETRIES)
-    assert _BOOK.undo_function is not None and _BOOK.compensate_function is not None
-    spec.undo(_BOOK.undo_function)
-    spec.compensate(_BOOK.compensate_function)
-    return spec
 
 
 class FulfilInWorkers(Reactor, name="order_fulfilment.fulfil_workers"):
@@ -113,7 +101,7 @@ class FulfilInWorkers(Reactor, name="order_fulfilment.fulfil_workers"):
         card_token=input("card_token"),
         wait_for=["reserve"],
     )
-    book_shipment = _book_shipment()
+    book_shipment = book_shipment_step(after="authorize")
     capture = async_step(CaptureUnit, authorization=result("authorize", "id"),
                          wait_for=["book_shipment"])
     send_confirmation = step(SendConfirmation, order=input("order"),

@@ -2,7 +2,8 @@
 
 One module per command group: :mod:`.worker` (``reactor worker``), :mod:`.sweep`
 (``reactor sweep``), :mod:`.runs` (``reactor runs list|show``), :mod:`.contract`
-(``reactor contract``), :mod:`.info` (``reactor info``), :mod:`.ping` (``reactor ping``);
+(``reactor contract``), :mod:`.info` (``reactor info``), :mod:`.ping` (``reactor ping``),
+:mod:`.dashboard` (``reactor dashboard``, docs/dashboard.md);
 :mod:`._common` holds the app, consoles, shared options and the output conventions (errors on
 stderr; exit 0 ok, 1 failure, 2 usage or configuration). ``reactor --version`` prints the
 installed ``reactor-saga`` version. Adapters add command groups through the ``reactor.cli``
@@ -17,7 +18,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from reactor.cli import contract, dead_letters, info, ping, runs, sweep, worker
+from reactor.cli import contract, dashboard, dead_letters, info, ping, runs, sweep, worker
 from reactor.cli._common import (
     DISTRIBUTION,
     EXIT_FAILURE,
@@ -37,6 +38,7 @@ __all__ = [
     "DISTRIBUTION",
     "app",
     "contract",
+    "dashboard",
     "dead_letters",
     "info",
     "main",

@@ -1,5 +1,10 @@
 """``reactor runs list`` and ``reactor runs show ID``: read stored runs, secrets masked;
-``reactor runs retry ID``: run a failed run again (docs/run-control.md, "Retrying a failed run").
+``reactor runs retry ID``: run a failed run again (docs/run-control.md, "Retrying a failed run");
+``reactor runs resume ID --payload JSON``: resume a run paused at an interrupt
+(docs/run-control.md, "Interrupts"); ``reactor runs cancel ID``: stop a run and roll it back
+(docs/run-control.md, "Cancel"); ``reactor runs undo ID``: roll back a finished or aborted run
+(docs/run-control.md, "Undoing a run"); ``reactor runs restore ID``: put a quarantined run back
+once it decodes (docs/run-control.md, "Restoring a quarantined run").
 
 Both commands read the stored documents as they are and mask them with
 :func:`reactor.model.masking.mask_document` (docs/security.md, "What each view shows"): no key
@@ -35,21 +40,33 @@ from reactor.cli._common import (
     err_console,
     fail,
 )
+from reactor.engine import quarantine as quarantining
+from reactor.engine.env import make_env
 from reactor.errors import (
+    CancelArgumentError,
     DeserializationError,
+    InterruptAlreadyResumedError,
+    InterruptArgumentError,
+    InterruptError,
+    InterruptPayloadError,
+    QuarantineRestoreError,
     ReactorError,
     RunNotFoundError,
     RunStateError,
     UnknownReactorError,
 )
 from reactor.facade import Reactor
-from reactor.model import checkpoints
+from reactor.model import checkpoints, codec
 from reactor.model.masking import mask_document
 from reactor.model.records import RunSummary
+from reactor.model.results import Failure
 from reactor.model.status import RunStatus
 from reactor.model.text import printable
 
-__all__ = ["parse_since", "runs_app", "runs_list", "runs_retry", "runs_show"]
+__all__ = [
+    "parse_since", "runs_app", "runs_cancel", "runs_list", "runs_restore", "runs_resume",
+    "runs_retry", "runs_show", "runs_undo",
+]
 
 runs_app = typer.Typer(help="Inspect stored runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
@@ -222,6 +239,10 @@ def runs_show(
         shown["document_error"] = f"the stored document is not readable: {exc}"
     if isinstance(document, dict):
         shown["document"] = mask_document(document)
+        private = shown["document"].get("private_data")
+        pending = private.get("interrupt") if isinstance(private, dict) else None
+        if isinstance(pending, dict):  # a paused run: what it waits for (docs/run-control.md)
+            shown["interrupt"] = pending
     else:
         shown["document"] = None
         shown.setdefault("document_error", "the stored document is not a JSON object")
@@ -275,3 +296,242 @@ def runs_retry(
         typer.echo(f"{printable(new_id)}\t{printable(status)}")
     if status in (RunStatus.FAILED.value, RunStatus.CANCELLED.value, RunStatus.ABORTED.value):
         raise typer.Exit(EXIT_FAILURE)
+
+
+@runs_app.command("resume")
+def runs_resume(
+    payload: Annotated[
+        str, typer.Option("--payload", help="The interrupt's payload, as JSON text (required).")
+    ],
+    run_id: Annotated[
+        str | None, typer.Argument(help="The paused run (or give --correlation-id).")
+    ] = None,
+    step: Annotated[
+        str | None,
+        typer.Option("--step", help="The interrupt's step path the run must be paused at."),
+    ] = None,
+    correlation_id: Annotated[
+        str | None,
+        typer.Option("--correlation-id", help="Name the run by its interrupt's correlation id."),
+    ] = None,
+    background: Annotated[
+        bool, typer.Option("--background", help="Continue the run in a worker (a run job).")
+    ] = False,
+    storage: StorageOpt = None,
+    router: RouterOpt = None,
+    import_: ImportOpt = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object: {run_id, status, step}.")
+    ] = False,
+    setting: SettingOpt = None,
+) -> None:
+    """Resume a run paused at an interrupt with a JSON payload.
+
+    Prints the run's id and its status after the resume (tab-separated, or --json). Pass
+    --import for the module that defines the run's reactor, --router when the run continues in
+    a worker (--background), and the secret keys the run was sealed with
+    (REACTOR_SECRET_KEYS). Exit code 0 when the run completed, halted, paused again or was
+    handed to a worker; 1 when it failed, the payload is invalid (the fields are named), the
+    interrupt expired or was already resumed, the run or correlation id is unknown, or a
+    backend failed; 2 for a usage or configuration error (a --payload that is not JSON, neither
+    or both of RUN_ID and --correlation-id, a reactor no --import registers).
+    """
+    try:
+        value = codec.parse_json(payload)
+    except DeserializationError as exc:
+        fail(f"--payload is not JSON: {exc}", EXIT_USAGE)
+    _import_modules(import_ or [])
+    runtime = _runtime(storage, router, setting)
+    try:
+        outcome = Reactor.resume(
+            run_id, correlation_id=correlation_id, payload=value, step=step,
+            resume="background" if background else "inline", runtime=runtime,
+        )
+    except UnknownReactorError as exc:
+        fail(f"{exc}; pass --import MODULE for the module that defines it", EXIT_USAGE)
+    except InterruptArgumentError as exc:
+        fail(str(exc), EXIT_USAGE)
+    except (InterruptError, InterruptPayloadError, RunNotFoundError) as exc:
+        kind = "already resumed" if isinstance(exc, InterruptAlreadyResumedError) else (
+            type(exc).__name__)
+        fail(f"{kind}: {exc}", EXIT_FAILURE)
+    except ReactorError as exc:
+        fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE)
+    resumed_id = outcome.run_id or ""
+    try:
+        record = runtime.storage.contexts.load(resumed_id) if resumed_id else None
+    except ReactorError as exc:
+        fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE)
+    status = record.status if record is not None else "unknown"
+    paused_at = getattr(outcome, "step", None) if status == RunStatus.PAUSED.value else None
+    if as_json:
+        typer.echo(json.dumps({"run_id": resumed_id, "status": status, "step": paused_at}))
+    else:
+        typer.echo(f"{printable(resumed_id)}\t{printable(status)}")
+    if status in (RunStatus.FAILED.value, RunStatus.CANCELLED.value, RunStatus.ABORTED.value):
+        raise typer.Exit(EXIT_FAILURE)
+
+
+@runs_app.command("cancel")
+def runs_cancel(
+    run_id: str,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why (stored and shown with the run).")
+    ] = None,
+    rollback: Annotated[
+        bool,
+        typer.Option("--rollback/--no-rollback",
+                     help="Roll the run back (default), or keep its completed work."),
+    ] = True,
+    storage: StorageOpt = None,
+    router: RouterOpt = None,
+    import_: ImportOpt = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json",
+                     help="Print one JSON object: {run_id, status, reason, rollback, pending}."),
+    ] = False,
+    setting: SettingOpt = None,
+) -> None:
+    """Cancel a run that has not finished: stop it at its next step boundary and roll it back.
+
+    Prints the run's id and status, tab-separated (or --json); the status is "cancelled", or
+    the run's current one with "pending" when the execution that owns the run carries the
+    cancel out at its next step boundary. Pass --import for the module that defines the
+    run's reactor (its undos run here when nothing else executes the run) and the secret keys
+    the run was sealed with (REACTOR_SECRET_KEYS). Exit code 0 when the run is cancelled or the
+    cancel is pending; 1 when the run does not exist, already finished, is a map element, some
+    undo or compensate failed (counted on stderr), or a backend failed; 2 for a usage or
+    configuration error (a --reason over 1,000 characters, a reactor no --import registers).
+    """
+    _import_modules(import_ or [])
+    runtime = _runtime(storage, router, setting)
+    try:
+        outcome = Reactor.cancel(run_id, reason=reason, rollback=rollback, runtime=runtime)
+    except UnknownReactorError as exc:
+        fail(f"{exc}; pass --import MODULE for the module that defines it", EXIT_USAGE)
+    except CancelArgumentError as exc:
+        fail(str(exc), EXIT_USAGE)
+    except (RunNotFoundError, RunStateError) as exc:
+        fail(str(exc), EXIT_FAILURE)
+    except ReactorError as exc:
+        fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE)
+    pending = not isinstance(outcome, Failure)
+    failures = list(outcome.rollback_failures) if isinstance(outcome, Failure) else []
+    try:
+        view = Reactor.find(run_id, runtime=runtime)
+    except ReactorError as exc:
+        fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE)
+    status = view.status.value
+    if view.cancel is not None:  # the request that stands (a second cancel keeps the first)
+        reason, rollback = view.cancel.reason, view.cancel.rollback
+    if as_json:
+        typer.echo(json.dumps({"run_id": run_id, "status": status, "reason": reason,
+                               "rollback": rollback, "pending": pending}))
+    else:
+        typer.echo(f"{printable(run_id)}\t{printable(status)}" + ("\tpending" if pending else ""))
+    if failures:
+        fail(f"the run is cancelled, but {len(failures)} undo/compensate call(s) did not "
+             "complete: see 'reactor runs show'", EXIT_FAILURE)
+
+
+def _failure_rows(outcome: Failure) -> list[dict[str, Any]]:
+    """The rollback failures of an incomplete undo, as JSON objects."""
+    return [{"step": rf.step, "kind": rf.kind, "reason": rf.reason, "message": rf.message}
+            for rf in outcome.rollback_failures]
+
+
+@runs_app.command("undo")
+def runs_undo(
+    run_id: str,
+    storage: StorageOpt = None,
+    router: RouterOpt = None,
+    import_: ImportOpt = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print one JSON object: {run_id, status, rollback_failures}."),
+    ] = False,
+    setting: SettingOpt = None,
+) -> None:
+    """Roll back a finished or aborted run: undo its completed steps, newest first.
+
+    A completed or halted run is undone and ends cancelled; an aborted run's rollback is
+    finished (it keeps its undo stack for this); a failed or cancelled run with nothing left to
+    roll back is left as it is. Prints the run's id and its status afterwards (tab-separated,
+    or --json). Pass --import for the module that defines the run's reactor, --router for a
+    run with a fan-out map, and the secret keys the run was sealed with (REACTOR_SECRET_KEYS).
+    Exit code 0 when everything was rolled back (or nothing was left to roll back); 1 when the
+    run does not exist, cannot be undone (pending, running, paused, rolling back), an undo or
+    compensate failed (each named on stderr), or a backend failed; 2 for a usage or
+    configuration error (a reactor no --import registers).
+    """
+    _import_modules(import_ or [])
+    runtime = _runtime(storage, router, setting)
+    try:
+        outcome = Reactor.undo(run_id, runtime=runtime)
+    except UnknownReactorError as exc:
+        fail(f"{exc}; pass --import MODULE for the module that defines it", EXIT_USAGE)
+    except (RunNotFoundError, RunStateError) as exc:
+        fail(str(exc), EXIT_FAILURE)
+    except ReactorError as exc:
+        fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE)
+    try:
+        record = runtime.storage.contexts.load(run_id)
+    except ReactorError as exc:
+        fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE)
+    status = record.status if record is not None else "unknown"
+    failures = _failure_rows(outcome) if isinstance(outcome, Failure) else []
+    if as_json:
+        typer.echo(json.dumps({"run_id": run_id, "status": status,
+                               "rollback_failures": failures}))
+    else:
+        typer.echo(f"{printable(run_id)}\t{printable(status)}")
+    if isinstance(outcome, Failure):
+        for row in failures:
+            err_console.print(
+                Text(printable(f"  {row['step']} {row['kind']} ({row['reason']}): "
+                               f"{row['message']}")), soft_wrap=True)
+        fail(f"{outcome.message}: the run is {status}; see 'reactor runs show'", EXIT_FAILURE)
+
+
+@runs_app.command("restore")
+def runs_restore(
+    run_id: str,
+    storage: StorageOpt = None,
+    import_: ImportOpt = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json",
+                     help="Print one JSON object: {run_id, reactor, status, segments, reason}."),
+    ] = False,
+    setting: SettingOpt = None,
+) -> None:
+    """Put a quarantined run's original record back, once it decodes again.
+
+    For a run a worker quarantined (stored failed because its document did not decode: an
+    unregistered codec type, a secret key not configured) after the cause was fixed. The
+    original base and segments are stored again with their original status, only when they
+    now decode here: pass --import for the module that defines the run's reactor (it registers
+    its types) and the secret keys it was sealed with (REACTOR_SECRET_KEYS). A restored running
+    run is continued by the next run sweep. Prints the run's id and restored status
+    (tab-separated, or --json). Exit code 0 when restored; 1 when the run does not exist, is not
+    quarantined, is a map element, still does not decode (the reason on stderr; nothing is
+    written), is locked, or a backend failed; 2 for a usage or configuration error (a reactor
+    no --import registers).
+    """
+    _import_modules(import_ or [])
+    runtime = _runtime(storage, None, setting)
+    try:
+        restored = quarantining.restore(make_env(runtime), run_id)
+    except UnknownReactorError as exc:
+        fail(f"{exc}; pass --import MODULE for the module that defines it", EXIT_USAGE)
+    except (RunNotFoundError, RunStateError, QuarantineRestoreError) as exc:
+        fail(str(exc), EXIT_FAILURE)
+    except ReactorError as exc:
+        fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE)
+    if as_json:
+        typer.echo(json.dumps({"run_id": restored.run_id, "reactor": restored.reactor,
+                               "status": restored.status.value,
+                               "segments": restored.segments, "reason": restored.reason}))
+    else:
+        typer.echo(f"{printable(restored.run_id)}\t{printable(restored.status.value)}")

@@ -3,7 +3,9 @@ workers").
 
 Exit codes: 0 after a clean drain, 1 when jobs were still running at ``--drain-timeout``, 2 for
 a usage or configuration error (one line on stderr). The worker logs one line per run outcome
-(``event=run_finished``, :mod:`reactor.jobs.handlers.run`).
+(``event=run_finished``, :mod:`reactor.jobs.handlers.run`); ``--log-format json`` makes every
+record a JSON line with the run id, step and trace ids (docs/observability.md, "Structured
+logs").
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import typer
 
 from reactor import config
 from reactor.cli._common import (
+    EXIT_USAGE,
     ImportOpt,
     LogLevelOpt,
     RouterOpt,
@@ -24,8 +27,11 @@ from reactor.cli._common import (
     _refuse_router_without_storage,
     _runtime,
     app,
+    fail,
 )
+from reactor.errors import ConfigurationError
 from reactor.jobs.worker import Worker
+from reactor.observability.logging import configure_json_logs
 
 __all__ = ["worker"]
 
@@ -47,11 +53,27 @@ def worker(
         int, typer.Option(help="Deliveries of a failing job before it is dead-lettered.", min=1)
     ] = 5,
     log_level: LogLevelOpt = "INFO",
+    log_format: Annotated[
+        str,
+        typer.Option(
+            "--log-format",
+            help="text (default: one line per record) or json (one JSON object per line, with "
+            "the run id, step and trace ids; docs/observability.md).",
+        ),
+    ] = "text",
 ) -> None:
     """Consume the router and run jobs until SIGTERM/SIGINT, then finish in-flight jobs."""
 
     _refuse_router_without_storage(storage, router)
-    _configure_logging(log_level)
+    if log_format == "json":
+        try:
+            configure_json_logs(log_level)
+        except ConfigurationError as exc:
+            fail(f"bad --log-level {log_level!r}: {exc}", EXIT_USAGE)
+    elif log_format == "text":
+        _configure_logging(log_level)
+    else:
+        fail(f"bad --log-format {log_format!r}: expected text or json", EXIT_USAGE)
     _import_modules(import_ or [])
     runtime = _runtime(storage, router, setting)
     runner = Worker(

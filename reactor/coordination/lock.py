@@ -160,6 +160,39 @@ class Lock:
         self._start_extender(started)
         return True
 
+    def monotonic(self) -> float:
+        """The holder's clock (seconds): read it right before a request that may grant the
+        lock, and pass the reading to :meth:`adopt`."""
+        return self._monotonic()
+
+    def adopt(self, token: int, started: float) -> None:
+        """Hold the lock as granted by another request than :meth:`try_acquire` (a context
+        store that took it together with a record: docs/protocol.md, "Optional fast paths"),
+        exactly as a successful :meth:`try_acquire` started at ``started`` would; starts the
+        extender.
+
+        Args:
+            token: the fencing token the request returned (>= 1).
+            started: :meth:`monotonic` read before the request was sent.
+
+        Raises:
+            ValueError: ``token`` is below 1.
+        """
+        if token < 1:
+            raise ValueError(f"an adopted lock's token is >= 1, got {token!r}")
+        self.token = int(token)
+        self._lost = None
+        self._deadline = (
+            None if self.ttl is None else started + holder_lease(self.ttl, self.skew)
+        )
+        self._start_extender(started)
+
+    def released_elsewhere(self) -> None:
+        """Stop the extender of a hold another request released (a context store's final
+        write that released it: docs/protocol.md, "Optional fast paths"); nothing is sent."""
+        self._stop_extender()
+        self._deadline = None
+
     def acquire(self) -> Lock:
         """Take the lock, retrying with a jittered backoff for up to ``wait`` seconds.
 

@@ -7,6 +7,7 @@ the two base classes here with what needs the engine; nothing in this package im
 
 from __future__ import annotations
 
+from reactor.dsl.async_reactor import async_reactor
 from reactor.dsl.async_step import async_step
 from reactor.dsl.coordination import (
     with_lock,
@@ -15,7 +16,7 @@ from reactor.dsl.coordination import (
     with_rate_limit,
     with_semaphore,
 )
-from reactor.dsl.declarations import StepSpec, compose, map_step, step
+from reactor.dsl.declarations import StepSpec, compose, interrupt, map_step, step
 from reactor.dsl.definition import ReactorDefinition
 from reactor.dsl.fan_out import FanOut
 from reactor.dsl.inputs import Input, Inputs
@@ -33,10 +34,12 @@ __all__ = [
     "ReactorDefinition",
     "Retries",
     "StepSpec",
+    "async_reactor",
     "async_step",
     "compose",
     "element",
     "input",
+    "interrupt",
     "map_step",
     "result",
     "step",

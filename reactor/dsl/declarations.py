@@ -1,5 +1,5 @@
-"""Step declarations: ``step``, ``compose`` and ``map_step`` (docs/concepts.md, "Reactors and
-steps").
+"""Step declarations: ``step``, ``compose``, ``map_step`` and ``interrupt`` (docs/concepts.md,
+"Reactors and steps"; docs/run-control.md, "Interrupts").
 
 Each returns a :class:`StepSpec` that is assigned to a class attribute of a ``Reactor``; the
 attribute name becomes the step name. ``step`` also works as a decorator for function steps,
@@ -20,14 +20,16 @@ from typing import Any, Literal, overload
 
 from reactor.dsl.coordination import Coordination, merge_coordination, normalize_coordination
 from reactor.dsl.fan_out import FanOut
+from reactor.dsl.interrupt import DEFAULT_MAX_ATTEMPTS, InterruptDecl
 from reactor.dsl.retries import Retries
 from reactor.dsl.step import BaseStep
 from reactor.dsl.templates import Template, ValueRef
 from reactor.errors import DefinitionError
+from reactor.model.interrupt_claim import MAX_CORRELATION_ID_LENGTH
 
-__all__ = ["StepKind", "StepSpec", "compose", "map_step", "step"]
+__all__ = ["StepKind", "StepSpec", "compose", "interrupt", "map_step", "step"]
 
-StepKind = Literal["step", "compose", "map", "async_step"]
+StepKind = Literal["step", "compose", "map", "async_step", "async_reactor", "interrupt"]
 
 #: ``fn(inputs, ctx)`` for a function step's ``run``.
 RunFunction = Callable[..., Any]
@@ -62,8 +64,11 @@ class StepSpec:
     """One declared step (the internal representation shared by every declaration style).
 
     Attributes:
-        kind: ``"step"`` (leaf), ``"compose"`` (child reactor), ``"map"`` (inline map) or
-            ``"async_step"`` (a leaf run as its own job; :mod:`reactor.dsl.async_step`).
+        kind: ``"step"`` (leaf), ``"compose"`` (child reactor), ``"map"`` (inline map),
+            ``"async_step"`` (a leaf run as its own job; :mod:`reactor.dsl.async_step`),
+            ``"async_reactor"`` (a child reactor run as its own background run;
+            :mod:`reactor.dsl.async_reactor`) or
+            ``"interrupt"`` (a pause for outside input; :mod:`reactor.dsl.interrupt`).
         arguments: argument name -> template (after wiring by name, in a bound copy).
         wait_for: extra dependencies that pass no data.
         retries: the step-level retry policy (leaf steps only).
@@ -71,7 +76,8 @@ class StepSpec:
         function: the ``run`` function of a function step.
         undo_function: ``fn(result, inputs, ctx)`` of a function step.
         compensate_function: ``fn(error, inputs, ctx)`` of a function step.
-        target: the child reactor class (compose) or element reactor class (map).
+        target: the child reactor class (compose, async_reactor) or element reactor class
+            (map).
         source: the map's source template.
         atomic: map only: stop and roll back on the first failed element (default) or collect.
         fan_out: map only: run the elements as background jobs (:class:`FanOut`), or ``None``
@@ -79,6 +85,8 @@ class StepSpec:
         coordination: leaf steps only: the effective step-level coordination (the Step
             class's declarations plus ``step(..., coordination=)``; see
             :mod:`reactor.dsl.coordination`).
+        interrupt: interrupt steps only: the interrupt's options (its correlation id is the
+            argument ``"correlation_id"``, when declared).
         name: the step name (the attribute name; set when the reactor class is created).
     """
 
@@ -95,6 +103,7 @@ class StepSpec:
     atomic: bool = True
     fan_out: FanOut | None = None
     coordination: tuple[Coordination, ...] = ()
+    interrupt: InterruptDecl | None = None
     name: str = ""
 
     def undo(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -147,6 +156,8 @@ class StepSpec:
     @property
     def label(self) -> str:
         """A human-readable description of the implementation (for messages)."""
+        if self.kind == "interrupt":
+            return "interrupt"
         if self.step_class is not None:
             return self.step_class.__qualname__
         if self.function is not None:
@@ -358,4 +369,70 @@ def map_step(
         source=source,
         atomic=bool(atomic),
         fan_out=FanOut.coerce(fan_out),
+    )
+
+
+def interrupt(
+    *,
+    wait_for: str | Iterable[str] | None = None,
+    correlation_id: Any = None,
+    schema: Any = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    timeout: float | None = None,
+    expiry: Literal["lazy", "active"] | None = None,
+) -> StepSpec:
+    """Declare an interrupt: the run pauses here until ``Reactor.resume`` brings a payload,
+    which becomes this step's result (docs/run-control.md, "Interrupts").
+
+    Reaching the step stores the run ``paused`` (the caller gets a
+    :class:`~reactor.model.results.Paused`), releases the run's liveness lock and its
+    reactor-level coordination holds, and registers the correlation id. An interrupt has no
+    body, no undo and no compensate: a rollback passes over it. A reactor with an interrupt can
+    be composed (the root pauses; the step path is ``"<compose step>.<interrupt>"``) but cannot
+    be a map element.
+
+    Args:
+        wait_for: step names the interrupt comes after (dependencies that pass no data, as on
+            ``step``); steps its ``correlation_id`` reads with ``result()`` are dependencies
+            too.
+        correlation_id: how a resume may name the paused run instead of its id: a template
+            (``input("order_id", transform=lambda v: f"order:{v}")``, ``result("reserve",
+            "id")``) or a literal string, resolved when the run reaches the interrupt; it must
+            be a non-blank string of at most 255 characters, held by no other paused run.
+            ``None``: resume by run id only.
+        schema: a pydantic model class the payload must validate against (the step's result
+            is the model instance); ``None`` accepts any storable value.
+        max_attempts: invalid payloads accepted before the run fails (>= 1, default 3); the
+            payload that reaches it fails and rolls back the run.
+        timeout: seconds the run may stay paused here (positive), or ``None`` for no timeout.
+        expiry: ``"lazy"`` (default with a timeout: a resume after the deadline fails and
+            rolls back the run) or ``"active"`` (also a delayed job does it at the deadline,
+            if the run is still paused).
+
+    Returns:
+        A :class:`StepSpec` of kind ``"interrupt"``.
+
+    Raises:
+        DefinitionError: an invalid option (see :class:`~reactor.dsl.interrupt.InterruptDecl`).
+    """
+    options = InterruptDecl(
+        schema=schema, max_attempts=max_attempts, timeout=timeout, expiry=expiry
+    )
+    arguments: dict[str, Template] = {}
+    if correlation_id is not None:
+        if not isinstance(correlation_id, Template | str):
+            raise DefinitionError(
+                "interrupt(correlation_id=...) must be a template (input(...), result(...)) "
+                f"or a string, got {correlation_id!r}"
+            )
+        if isinstance(correlation_id, str) and not (
+            correlation_id.strip() and len(correlation_id) <= MAX_CORRELATION_ID_LENGTH
+        ):
+            raise DefinitionError(
+                "interrupt(correlation_id=...): a literal correlation id must be a non-blank "
+                f"string of at most {MAX_CORRELATION_ID_LENGTH} characters"
+            )
+        arguments["correlation_id"] = _as_template("correlation_id", correlation_id)
+    return StepSpec(
+        kind="interrupt", arguments=arguments, wait_for=_names(wait_for), interrupt=options
     )

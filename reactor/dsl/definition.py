@@ -12,7 +12,9 @@ errors"; ruby_reactor's ``validate_definition!``) and raises
 * a required input left unwired (wiring by name: a declared input with no argument takes the
   reactor input of the same name);
 * a dependency cycle;
-* ``returns`` naming no step, or naming an ``async_step``.
+* ``returns`` naming no step, or naming an ``async_step``;
+* a ``map_step`` whose element reactor (or a child it composes) declares an ``interrupt``
+  (docs/run-control.md, "Interrupts": a map element cannot pause).
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ __all__ = ["RESERVED_STEP_NAMES", "ReactorDefinition", "attach_background", "bui
 #: Step names that would shadow ``Reactor`` class attributes.
 RESERVED_STEP_NAMES: frozenset[str] = frozenset(
     {
-        "run", "execute", "find", "undo", "definition", "reactor_name", "returns", "mro",
-        "coordination", "background",
+        "run", "execute", "find", "undo", "cancel", "definition", "reactor_name", "returns",
+        "mro", "coordination", "background",
     }
 )
 
@@ -82,14 +84,48 @@ class ReactorDefinition:
 
     def register_codec_types(self) -> None:
         """Register with the codec every model/enum/dataclass input type of this reactor, its
-        step classes and its children (lazily, at the first run: a user's own registration made
-        at import time wins)."""
+        step classes, its interrupt payload schemas and its children (lazily, at the first run:
+        a user's own registration made at import time wins)."""
         self.contract.register_codec_types()
         for spec in self.steps.values():
             if spec.step_class is not None:
                 spec.step_class.contract.register_codec_types()
+            if spec.interrupt is not None:
+                spec.interrupt.register_codec_types()
         for child in self.children.values():
             child.register_codec_types()
+
+    def interrupt_paths(self) -> tuple[str, ...]:
+        """The step paths of every interrupt this reactor can pause at, in declaration order:
+        its own interrupt steps (``"approval"``) and those of the children it composes,
+        prefixed with the compose step's name (``"review.approval"``; docs/run-control.md,
+        "Interrupts")."""
+        paths: list[str] = []
+        for name, spec in self.steps.items():
+            if spec.kind == "interrupt":
+                paths.append(name)
+            elif spec.kind == "compose":
+                paths.extend(f"{name}.{p}" for p in self.children[name].interrupt_paths())
+        return tuple(paths)
+
+    def find_interrupt(self, path: str) -> tuple[ReactorDefinition, StepSpec] | None:
+        """The interrupt at step path ``path`` (see :meth:`interrupt_paths`).
+
+        Args:
+            path: ``"<step>"`` or ``"<compose step>.<...>.<step>"``.
+
+        Returns:
+            ``(definition of the reactor declaring it, its spec)``, or ``None`` when no
+            interrupt has that path.
+        """
+        head, _, rest = path.partition(".")
+        spec = self.steps.get(head)
+        if spec is None:
+            return None
+        if not rest:
+            return (self, spec) if spec.kind == "interrupt" else None
+        child = self.children.get(head) if spec.kind == "compose" else None
+        return None if child is None else child.find_interrupt(rest)
 
     def redact_arguments(self, step: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """``arguments`` with the step's secret arguments replaced by ``"[REDACTED]"``
@@ -196,6 +232,13 @@ def _check_templates(
                 raise DefinitionError(
                     f"{where}: input({template.name!r}) names no declared reactor input"
                 )
+            if (spec.kind, arg) == ("interrupt", "correlation_id") and (
+                template.name in reactor_inputs.redacted
+            ):
+                raise DefinitionError(
+                    f"{where}: a correlation id is stored and shown in clear; it cannot be "
+                    f"built from redact=True input {template.name!r}"
+                )
         elif isinstance(template, ElementRef) and (
             spec.kind != "map" or template.map_step != name or arg == "source"
         ):
@@ -279,6 +322,14 @@ def build_definition(
         if spec.target is not None:
             children[step_name] = spec.target.definition
             secret |= spec.target.definition.contract.redacted
+            paused = spec.target.definition.interrupt_paths() if spec.kind == "map" else ()
+            if paused:
+                raise DefinitionError(
+                    f"{owner}.{step_name}: the element reactor {spec.label} can pause at "
+                    f"interrupt {paused[0]!r}, but a map element cannot pause: move the "
+                    "interrupt to the reactor that declares the map (docs/run-control.md, "
+                    "\"Interrupts\")"
+                )
         redacted[step_name] = frozenset(secret)
     _check_cycles(owner, dependencies)
     if returns is not None and (not isinstance(returns, str) or returns not in names):

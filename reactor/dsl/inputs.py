@@ -206,8 +206,8 @@ STEP_RESERVED_INPUT_NAMES: frozenset[str] = frozenset(
 #: Input names a ``Reactor`` may not declare (they clash with ``Reactor`` attributes).
 REACTOR_RESERVED_INPUT_NAMES: frozenset[str] = frozenset(
     {
-        "to_dict", "run", "execute", "find", "undo", "retry", "idempotency_key", "definition",
-        "reactor_name", "returns", "coordination",
+        "to_dict", "run", "execute", "find", "undo", "retry", "cancel", "idempotency_key",
+        "definition", "reactor_name", "returns", "coordination",
     }
 )
 

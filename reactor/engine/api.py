@@ -16,7 +16,15 @@ from typing import Any
 from reactor import registry
 from reactor.config import Runtime
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import background, executor, fan_out, liveness, rollback, secret_policy
+from reactor.engine import (
+    background,
+    executor,
+    fan_out,
+    liveness,
+    observe,
+    rollback,
+    secret_policy,
+)
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.dispatch import DispatchHandle
 from reactor.engine.env import Env, make_env
@@ -27,7 +35,7 @@ from reactor.engine.start import launch
 from reactor.engine.state import RunState
 from reactor.errors import RunNotFoundError, RunStateError, StorageError, UndoError
 from reactor.model.context import Context, new_context_id
-from reactor.model.results import Failure, Success
+from reactor.model.results import Failure, Paused, Success
 from reactor.model.run_links import RunLinks
 from reactor.model.run_view import RunView
 from reactor.model.status import RunStatus
@@ -48,7 +56,7 @@ def run(
     context_id: str | None = None,
     links: RunLinks | None = None,
     hold: Liveness | None = None,
-) -> Success | Failure | DispatchHandle:
+) -> Success | Failure | Paused | DispatchHandle:
     """Run a reactor; the result carries ``run_id``.
 
     ``context_id``, ``links`` and ``hold`` serve run control (docs/run-control.md): the
@@ -65,7 +73,9 @@ def run(
     :class:`~reactor.engine.dispatch.DispatchHandle` (or the final result if the run already
     finished, e.g. on the inline router). A fan-out map (:mod:`reactor.engine.fan_out`) is a
     hand-off point too: the run is saved, its elements dispatched, and the caller gets a
-    ``DispatchHandle`` (or the final result when everything already ran inline).
+    ``DispatchHandle`` (or the final result when everything already ran inline). A run that
+    reaches an interrupt is stored ``paused`` and returns a
+    :class:`~reactor.model.results.Paused` (docs/run-control.md, "Interrupts").
 
     Raises:
         ConfigurationError: the reactor has ``redact=True`` values, the backend is not
@@ -113,7 +123,8 @@ def run(
                 )
             except background.HandOff as handoff:  # save, enqueue, then release the lock
                 state = handoff.state
-                return background.dispatch(env, state.ctx, state.checkpoint, mode=handoff.mode)
+                with observe.continued(handoff):  # its job joins the run's trace
+                    return background.dispatch(env, state.ctx, state.checkpoint, mode=handoff.mode)
             except fan_out.MapDispatched as dispatched:  # saved before dispatch: no save here
                 return fan_out.caller_result(env, dispatched)
     except StorageError as exc:
@@ -210,28 +221,31 @@ def undo(
             status=ctx.status.value,
         )
     pending = bool(ctx.rollback and ctx.rollback.get("compensate_pending"))
-    if ctx.status is RunStatus.CANCELLED or (
-        ctx.status is RunStatus.FAILED and not ctx.undo_stack and not pending
+    # A run cancelled with rollback=False keeps its undo stack: undo rolls it back now
+    # (docs/run-control.md, "Cancel"); any other cancelled run has nothing left to undo.
+    if ctx.status in (RunStatus.CANCELLED, RunStatus.FAILED) and not ctx.undo_stack and (
+        not pending
     ):
         return Success(None, run_id=run_id)
     if definition is None:
         definition = registry.get(ctx.reactor).definition
     assert definition is not None
     state = RunState(definition, ctx, env, Checkpointer(env, ctx))
-    try:
-        failures = rollback.finish(state, roll_back_fan_out=roll_back_fan_out)
-    except INTERRUPTIONS:
-        ctx.status = RunStatus.ABORTED
+    with observe.run(env, ctx, "undo"):  # docs/observability.md, "Middleware"
         try:
-            state.checkpoint.save()
-        except Exception:
-            pass
-        raise
-    ctx.rollback = None
-    ctx.current_step = None
-    if ctx.status is not RunStatus.FAILED:
-        ctx.status = RunStatus.CANCELLED
-    state.checkpoint.save()
+            failures = rollback.finish(state, roll_back_fan_out=roll_back_fan_out)
+        except INTERRUPTIONS:
+            ctx.status = RunStatus.ABORTED
+            try:
+                state.checkpoint.save()
+            except Exception:
+                pass
+            raise
+        ctx.rollback = None
+        ctx.current_step = None
+        if ctx.status is not RunStatus.FAILED:
+            ctx.status = RunStatus.CANCELLED
+        state.checkpoint.save()
     if failures:
         return Failure(
             UndoError(f"rollback of run {run_id!r} is incomplete: {len(failures)} failure(s)"),

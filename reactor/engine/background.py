@@ -31,7 +31,7 @@ from typing import Any
 
 from reactor.dsl.background import Background
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import coordination, executor
+from reactor.engine import coordination, executor, observe
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.coordination import is_admitted, mark_admitted  # re-exported (docs/workers.md)
 from reactor.engine.dispatch import DispatchHandle, stored_result
@@ -43,9 +43,10 @@ from reactor.engine.state import RunState
 from reactor.errors import ContextTooLargeError, EncodeError, InputValidationError
 from reactor.model.context import Context
 from reactor.model.engine_state import EngineState, HandOffMode
-from reactor.model.results import Failure, Success
+from reactor.model.results import Failure, Paused, Success
 from reactor.model.run_links import RunLinks
 from reactor.model.status import RunStatus
+from reactor.ports.capabilities import RunsJobsInline
 from reactor.ports.payloads import RunPayload, job
 
 __all__ = [
@@ -118,7 +119,7 @@ def trigger(
 def dispatch(
     env: Env, ctx: Context, checkpoint: Checkpointer, *, mode: HandOffMode,
     after_save: Callable[[], None] | None = None,
-) -> DispatchHandle | Success | Failure:
+) -> DispatchHandle | Success | Failure | Paused:
     """Save ``ctx`` as ``running``, then enqueue its ``run`` job (persist before enqueue).
 
     Args:
@@ -131,8 +132,10 @@ def dispatch(
             to wait for it: docs/run-control.md).
 
     Returns:
-        A :class:`DispatchHandle`; or the run's final result when the job already ran (the
-        inline router runs it synchronously inside ``enqueue``).
+        A :class:`DispatchHandle`; or the run's final result when the job already ran: a
+        router that runs jobs inside ``enqueue`` (:class:`~reactor.ports.capabilities.
+        RunsJobsInline`, ``inline://``) ran it there (a ``Paused`` when it stopped at an
+        interrupt). Any other router only queued it (the handle's ``wait`` reads the outcome).
 
     Raises:
         EncodeError, ContextTooLargeError: the context cannot be stored (nothing enqueued).
@@ -148,9 +151,10 @@ def dispatch(
     job_id = env.runtime.router.enqueue(
         job(RunPayload(context_id=ctx.context_id, reactor=ctx.reactor))
     )
-    stored = load_context(env, ctx.context_id)
-    if stored is not None and (result := stored_result(stored)) is not None:
-        return result
+    if isinstance(env.runtime.router, RunsJobsInline):  # the job ran inside enqueue
+        stored = load_context(env, ctx.context_id)
+        if stored is not None and (result := stored_result(stored)) is not None:
+            return result
     return DispatchHandle(
         run_id=ctx.context_id,
         job_id=job_id,
@@ -168,7 +172,7 @@ def start_all(
     context_id: str,
     links: RunLinks | None = None,
     hold: Liveness | None = None,
-) -> DispatchHandle | Success | Failure:
+) -> DispatchHandle | Success | Failure | Paused:
     """Store a ``Background(all=True)`` run with its raw inputs and enqueue it.
 
     Input validation happens in the worker.
@@ -202,20 +206,21 @@ def start_all(
         Checkpointer(env, ctx) if hold is None
         else FencedCheckpointer(env, ctx, hold)
     )
-    try:
-        return dispatch(
-            env, ctx, checkpoint, mode="all",
-            after_save=None if hold is None else hold.release,
-        )
-    except (EncodeError, ContextTooLargeError) as exc:
-        shown = {name: "<unstorable>" for name in ctx.inputs}
-        failure = Failure(exc, retryable=False, reactor_name=definition.name, inputs=shown)
-        ctx.inputs = shown
-        ctx.engine_state = replace(ctx.engine_state, validate_inputs=False)
-        ctx.status = RunStatus.FAILED
-        ctx.failure = failure
-        checkpoint.save()
-        return failure.with_run_id(context_id)
+    with observe.run(env, ctx, "start", started=True):  # docs/observability.md
+        try:
+            return dispatch(
+                env, ctx, checkpoint, mode="all",
+                after_save=None if hold is None else hold.release,
+            )
+        except (EncodeError, ContextTooLargeError) as exc:
+            shown = {name: "<unstorable>" for name in ctx.inputs}
+            failure = Failure(exc, retryable=False, reactor_name=definition.name, inputs=shown)
+            ctx.inputs = shown
+            ctx.engine_state = replace(ctx.engine_state, validate_inputs=False)
+            ctx.status = RunStatus.FAILED
+            ctx.failure = failure
+            checkpoint.save()
+            return failure.with_run_id(context_id)
 
 
 def _raise_retry_later(state: RunState) -> Callable[[float], None]:
@@ -227,7 +232,7 @@ def _raise_retry_later(state: RunState) -> Callable[[float], None]:
 
 def continue_run(
     definition: ReactorDefinition, ctx: Context, env: Env, liveness: Liveness
-) -> Success | Failure:
+) -> Success | Failure | Paused:
     """Continue a stored ``running`` run inside a worker (the ``run`` job).
 
     Validates the inputs first for ``all=True`` runs (an invalid input stores the run
@@ -242,7 +247,9 @@ def continue_run(
         liveness: the execution's hold on ``async:<id>``.
 
     Returns:
-        The run's final result (``Success``, ``Halt`` or ``Failure``), already saved.
+        The run's final result (``Success``, ``Halt`` or ``Failure``), already saved; or
+        ``Paused`` when it stopped at an interrupt (saved ``paused``: the job ends, and
+        ``Reactor.resume`` continues the run; docs/run-control.md, "Interrupts").
 
     Raises:
         RetryLater: a step retry is due after a delay (the context was saved).
@@ -252,21 +259,22 @@ def continue_run(
     checkpoint = FencedCheckpointer(env, ctx, liveness)
     state = RunState(definition, ctx, env, checkpoint)
     state.retry_wait = _raise_retry_later(state)
-    try:
-        if ctx.engine_state.validate_inputs:
-            raw = dict(ctx.inputs)
-            try:
-                ctx.inputs = definition.contract.validate(raw)
-            except InputValidationError as exc:
+    with observe.run(env, ctx, "worker"):  # docs/observability.md, "Middleware"
+        try:
+            if ctx.engine_state.validate_inputs:
+                raw = dict(ctx.inputs)
+                try:
+                    ctx.inputs = definition.contract.validate(raw)
+                except InputValidationError as exc:
+                    ctx.engine_state = replace(ctx.engine_state, validate_inputs=False)
+                    return invalid_inputs(ctx, checkpoint, definition, raw, exc)
                 ctx.engine_state = replace(ctx.engine_state, validate_inputs=False)
-                return invalid_inputs(ctx, checkpoint, definition, raw, exc)
-            ctx.engine_state = replace(ctx.engine_state, validate_inputs=False)
-        if ctx.rollback is not None:
-            return executor.conclude_failure(state)
-        return executor.execute(state)
-    except (RetryLater, Park) as pause:
-        if isinstance(pause, Park) and pause.step is not None:
-            mark_admitted(ctx)  # a step-level park: the reactor-level gates were passed
-        ctx.status = RunStatus.RUNNING
-        checkpoint.save()
-        raise
+            if ctx.rollback is not None:
+                return executor.conclude_failure(state)
+            return executor.execute(state)
+        except (RetryLater, Park) as pause:
+            if isinstance(pause, Park) and pause.step is not None:
+                mark_admitted(ctx)  # a step-level park: the reactor-level gates were passed
+            ctx.status = RunStatus.RUNNING
+            checkpoint.save()
+            raise

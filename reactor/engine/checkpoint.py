@@ -29,7 +29,14 @@ from reactor.model import checkpoints, codec
 from reactor.model.context import Context
 from reactor.model.records import ContextDelta, ContextRecord, Fence
 
-__all__ = ["Checkpointer", "load_context", "new_base_id", "size_limit", "whole_record"]
+__all__ = [
+    "Checkpointer",
+    "decode_context",
+    "load_context",
+    "new_base_id",
+    "size_limit",
+    "whole_record",
+]
 
 
 class Checkpointer:
@@ -105,9 +112,9 @@ class Checkpointer:
         """Store one segment; ``False`` when a full save is needed instead."""
         ctx = self.context
         persisted = ctx.persisted
-        store = self.env.storage.contexts
-        append = getattr(store, "append", None)
-        if persisted is None or not persisted.base or append is None:
+        if persisted is None or not persisted.base or not hasattr(
+            self.env.storage.contexts, "append"
+        ):
             return False
         delta = checkpoints.DeltaDocument(ctx, seal)
         text = codec.encode_document(delta.document)
@@ -123,23 +130,45 @@ class Checkpointer:
             updated_at=ctx.updated_at,
             segment=text,
         )
-        fence = self.fence()
-        appended = append(record) if fence is None else append(record, fence=fence)
+        appended = self.write_segment(record)
         if appended:
             delta.written(size)
-        return bool(appended)
+        return appended
 
     def _save_whole(self, seal: Callable[[Any], Any] | None) -> None:
         ctx = self.context
         record = whole_record(self.env, ctx, seal)
+        self.write_whole(record)
+        checkpoints.mark_persisted(
+            ctx, base=record.base, position=0, size=len(record.document.encode("utf-8"))
+        )
+
+    def write_segment(self, delta: ContextDelta) -> bool:
+        """Send one incremental checkpoint (``ContextStore.append``, fenced with
+        :meth:`fence` when it gives one); a subclass may send it with a lock operation.
+
+        Returns:
+            Whether it was appended (``False``: a full save is needed).
+
+        Raises:
+            StaleWriterError, ContextTooLargeError, StorageError: as ``append``.
+        """
+        fence = self.fence()
+        store = self.env.storage.contexts
+        return bool(store.append(delta) if fence is None else store.append(delta, fence=fence))
+
+    def write_whole(self, record: ContextRecord) -> None:
+        """Send one full save (``ContextStore.save``, fenced with :meth:`fence` when it gives
+        one); a subclass may send it with a lock operation.
+
+        Raises:
+            StaleWriterError, ContextTooLargeError, StorageError: as ``save``.
+        """
         fence = self.fence()
         if fence is None:  # the one-argument call: stores written before fences keep working
             self.env.storage.contexts.save(record)
         else:
             self.env.storage.contexts.save(record, fence=fence)
-        checkpoints.mark_persisted(
-            ctx, base=record.base, position=0, size=len(record.document.encode("utf-8"))
-        )
 
 
 def whole_record(
@@ -167,6 +196,8 @@ def whole_record(
         updated_at=ctx.updated_at,
         parent_context_id=ctx.parent_context_id,
         root_context_id=ctx.root_context_id,
+        # an async_reactor child: a parent, no map (docs/run-control.md, "async_reactor")
+        dispatched_child=ctx.parent_context_id is not None and ctx.map_metadata is None,
         base=new_base_id(),
     )
 
@@ -208,6 +239,26 @@ def load_context(env: Env, context_id: str, *, open_secrets: bool = True) -> Con
     record = env.storage.contexts.load(context_id)
     if record is None:
         return None
+    return decode_context(env, record, open_secrets=open_secrets)
+
+
+def decode_context(env: Env, record: ContextRecord, *, open_secrets: bool = True) -> Context:
+    """Decode a loaded record (:func:`load_context` without the load: a record read together
+    with its lock, docs/protocol.md, "Optional fast paths").
+
+    Args:
+        env: the execution environment.
+        record: the stored record.
+        open_secrets: as in :func:`load_context`.
+
+    Returns:
+        The context; appended to by its next checkpoint unless it is a sealed reader's view or
+        was sealed with a retired key.
+
+    Raises:
+        DeserializationError, SchemaVersionError, SecretKeyError: as :func:`load_context`.
+    """
+    context_id = record.context_id
     try:
         ctx = Context.from_document(checkpoints.stored_document(record))
         resealed = open_secrets and secret_policy.open_context_to_write(env, ctx)

@@ -6,7 +6,10 @@ The child runs in the same process with its own context, embedded in the parent'
 back before the parent sees the ``Failure``: the parent's compensate of the compose step is then
 a no-op, and the child's rollback failures are flattened into the parent's, prefixed with the
 compose step's name. A completed child puts the compose step on the parent's undo stack;
-undoing it replays the child's undo stack (:mod:`reactor.engine.rollback`).
+undoing it replays the child's undo stack (:mod:`reactor.engine.rollback`). A child that
+reaches an interrupt pauses, and the parent pauses with it: the interrupt's step path is the
+compose step's name, a dot, then the child's path (docs/run-control.md, "Interrupts"); the
+resumed parent resumes the ``paused`` child like any embedded child.
 
 **Resume.** When the parent re-enters a compose step whose child is already embedded (a worker
 resuming the run after a crash, a park, a retry delay or a hand-off), the embedded child is
@@ -38,7 +41,7 @@ from reactor.engine.state import Executor, InFlight, RunState
 from reactor.engine.step_runner import StepOutcome
 from reactor.errors import ArgumentResolutionError, InputValidationError
 from reactor.model.context import Context, new_context_id
-from reactor.model.results import Failure, Halt, Success
+from reactor.model.results import Failure, Halt, Paused, Success
 from reactor.model.status import RunStatus
 
 __all__ = ["run_compose"]
@@ -58,8 +61,9 @@ def run_compose(state: RunState, spec: StepSpec, executor: Executor) -> StepOutc
 
     Returns:
         The step's outcome: the child's ``Success``/``Halt`` with an undo entry replaying the
-        child's undo stack, or its ``Failure`` (already rolled back, its rollback failures
-        prefixed with the compose step's name).
+        child's undo stack, its ``Failure`` (already rolled back, its rollback failures
+        prefixed with the compose step's name), or its ``Paused`` (the child is embedded
+        ``paused``; the parent pauses too).
 
     Raises:
         KeyboardInterrupt, SystemExit, ...: an interruption, after storing the child
@@ -91,13 +95,26 @@ def run_compose(state: RunState, spec: StepSpec, executor: Executor) -> StepOutc
         created_at=state.now(),
     )
     ctx.composed_contexts[name] = child
-    result = executor.execute(
-        RunState(child_definition, child, state.env, state.checkpoint, holds=state.holds)
-    )
+    result = executor.execute(_child_state(state, name, child_definition, child))
     return _outcome(name, inputs, result)
 
 
-def _outcome(name: str, inputs: dict[str, Any], result: Success | Failure) -> StepOutcome:
+def _child_state(
+    state: RunState, name: str, definition: ReactorDefinition, child: Context
+) -> RunState:
+    """The execution state of the child embedded at compose step ``name``: saved with the
+    parent's record, under the parent's holds, its step paths prefixed with ``name.``."""
+    return RunState(
+        definition, child, state.env, state.checkpoint, holds=state.holds,
+        path_prefix=f"{state.path_prefix}{name}.",
+    )
+
+
+def _outcome(
+    name: str, inputs: dict[str, Any], result: Success | Failure | Paused
+) -> StepOutcome:
+    if isinstance(result, Paused):  # the child waits at an interrupt: so does the parent
+        return StepOutcome(result, inputs, body_started=True)
     entry = {"step": name, "kind": "compose", "arguments": inputs, "result": None}
     if isinstance(result, Failure):
         flattened = [f.nested(name) for f in result.rollback_failures]
@@ -139,13 +156,13 @@ def _resume(
             f"composed child {child.context_id} was rolled back (cancelled)",
             retryable=False, reactor_name=child.reactor,
         ))
-    child_state = RunState(definition, child, state.env, state.checkpoint, holds=state.holds)
+    child_state = _child_state(state, name, definition, child)
     if child.rollback is not None and child.failure is None:
         child.rollback = None  # an interruption of forward work: resume like a crash
     if child.rollback is not None:  # a crash (or interruption) cut the child's rollback off
         child.status = RunStatus.RUNNING
         try:
-            result: Success | Failure = executor.conclude_failure(child_state)
+            result: Success | Failure | Paused = executor.conclude_failure(child_state)
         except INTERRUPTIONS as exc:
             executor.abort(child_state, exc)
             raise

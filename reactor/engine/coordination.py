@@ -8,9 +8,10 @@ gate, period fast check, (inputs are already validated by ``launch``), rate limi
 execution only: ``EngineState.rate_limit_charged``), lock, semaphore, period re-check under
 the lock, then the steps (``EngineState.admitted`` is set first); a plain ``Success`` marks
 the period; then the semaphore and the lock are released, and the ordered cursor advances when
-the run ended terminal (completed, failed or halted). Step level (:class:`StepCoordination`,
-around every attempt of the body): ordered gate, period fast check, lock, semaphore, period
-re-check, rate limit **last** (a park never spends a slot); released in reverse.
+the run ended terminal (completed, failed, halted or cancelled). Step level
+(:class:`StepCoordination`, around every attempt of the body): ordered gate, period fast check,
+lock, semaphore, period re-check, rate limit **last** (a park never spends a slot); released
+in reverse.
 
 **Owners.** A lock's owner is the root context id, so a run re-enters its own locks across its
 compose tree (counted by the store). A semaphore slot is one lease per holder token (a fresh
@@ -87,9 +88,18 @@ from reactor.errors import (
     SemaphoreAcquisitionError,
     UnknownRateLimitError,
 )
+from reactor.middleware import NO_HOOKS, Hooks, LockWaitEvent
 from reactor.model.engine_state import EngineState, KeyedTicket, ParkedHold, Waiting
 from reactor.model.records import OrderedTicket
-from reactor.model.results import Failure, Halt, Result, RollbackFailure, Skipped, Success
+from reactor.model.results import (
+    Failure,
+    Halt,
+    Paused,
+    Result,
+    RollbackFailure,
+    Skipped,
+    Success,
+)
 from reactor.model.status import RunStatus
 from reactor.model.step_context import Hold
 
@@ -123,7 +133,9 @@ log = logging.getLogger("reactor.coordination")
 #: The ``EngineState.parked_holds`` (and ``Waiting.scope``) scope of reactor-level holds.
 REACTOR_SCOPE = "@reactor"
 
-_TERMINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.HALTED)
+#: Run statuses after which the reactor-level ordered cursor advances (``cancelled``: a cancel
+#: noticed at a step boundary, docs/run-control.md, "Cancel"; it never poisons a strict chain).
+_TERMINAL = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.HALTED, RunStatus.CANCELLED)
 
 
 def is_admitted(ctx: Context) -> bool:
@@ -280,6 +292,8 @@ class _Unit:
         on_ticket: called with ``(scope, ticket)`` when a step-level ordered ticket is newly
             assigned (see ``RunState.on_ordered_ticket``).
         step: the step name for a ``Park`` (``None`` at reactor level).
+        hooks: the runtime's middleware, told how long a synchronous execution waited for a
+            lock or semaphore (docs/observability.md, "Metrics").
     """
 
     def __init__(
@@ -298,8 +312,10 @@ class _Unit:
         context_id: str | None,
         step: str | None,
         on_ticket: Callable[[str, KeyedTicket], None] | None = None,
+        hooks: Hooks = NO_HOOKS,
     ) -> None:
         self.storage = storage
+        self.hooks = hooks
         self.clock = clock
         self.on_ticket = on_ticket
         self.settings = settings
@@ -395,7 +411,7 @@ class _Unit:
             clock=self.clock, skew=_skew(self.storage),
         ))
         if entry is None or not lock.reattach():
-            lock.acquire()
+            self._acquire("lock", lock.acquire)
         self.held.append(_Hold(key, lock))
 
     def _take_semaphore(self, decl: SemaphoreDecl) -> None:
@@ -410,8 +426,25 @@ class _Unit:
             clock=self.clock, skew=_skew(self.storage),
         ))
         if entry is None or not semaphore.reattach():
-            semaphore.acquire()
+            self._acquire("semaphore", semaphore.acquire)
         self.held.append(_Hold(key, semaphore))
+
+    def _acquire(self, primitive: str, acquire: Callable[[], object]) -> None:
+        """``acquire()``, telling the middleware how long a synchronous wait took."""
+        if not self.hooks.middleware or self.mode == "worker":  # a worker parks, never waits
+            acquire()
+            return
+        started = self.clock.monotonic()
+        acquired = False
+        try:
+            acquire()
+            acquired = True
+        finally:
+            self.hooks.lock_wait(LockWaitEvent(
+                primitive=primitive, scope=self.scope,
+                seconds=max(self.clock.monotonic() - started, 0.0), acquired=acquired,
+                run_id=self.context_id,
+            ))
 
     def _hit_rate_limit(self, decl: RateLimitDecl) -> None:
         RateLimit(self.storage.rate_limits, self._key(decl), decl.resolve_windows()).hit()
@@ -645,10 +678,10 @@ _STEP_ORDER = ("ordered", "period", "lock", "semaphore", "period_recheck", "rate
 
 def run_coordinated(
     state: RunState,
-    body: Callable[[RunState], Success | Failure],
+    body: Callable[[RunState], Success | Failure | Paused],
     *,
     roll_back: Callable[[RunState], list[RollbackFailure]],
-) -> Success | Failure:
+) -> Success | Failure | Paused:
     """Run ``body(state)`` (the executor) inside the reactor's coordination.
 
     See the module docstring for the order. A ``Park`` raised by the coordination itself or by
@@ -666,7 +699,9 @@ def run_coordinated(
     Returns:
         The body's result, or the ``Halt``/``Failure`` the coordination produced instead (the
         context is then stored ``halted``/``failed``; a run with completed steps, e.g. a
-        re-entry after a hand-off, is rolled back first).
+        re-entry after a hand-off, is rolled back first). A ``Paused`` body (an interrupt:
+        docs/run-control.md, "Interrupts") releases the holds like a hand-off: a resume
+        takes them again.
 
     Raises:
         Park: in a worker, on contention.
@@ -685,7 +720,7 @@ def run_coordinated(
         owner=_root_id(ctx),
         mode="worker" if env.in_worker else "sync", scope=REACTOR_SCOPE,
         default_key=state.definition.name, inputs=ctx.inputs, target=ctx,
-        context_id=ctx.context_id, step=None,
+        context_id=ctx.context_id, step=None, hooks=env.runtime.hooks,
     )
     first_run = not ctx.engine_state.admitted
     try:
@@ -829,7 +864,7 @@ class StepCoordination:
             mode="worker" if env.in_worker else "sync", scope=self.spec.name,
             default_key=step_default_key(state.definition.name, self.spec),
             inputs=arguments, target=ctx, context_id=ctx.context_id,
-            step=self.spec.name, on_ticket=state.on_ordered_ticket,
+            step=self.spec.name, on_ticket=state.on_ordered_ticket, hooks=env.runtime.hooks,
         )
         # A retry attempt finds the first attempt's ticket in the engine state (same place
         # in line).

@@ -28,7 +28,7 @@ from reactor.errors import (
 )
 from reactor.model.context import Context
 from reactor.model.keys import run_completion_channel
-from reactor.model.results import Failure, Halt, Success
+from reactor.model.results import Failure, Halt, Paused, Success
 from reactor.model.status import RunStatus
 from reactor.ports.capabilities import KnowsConsumers
 from reactor.ports.storage import Storage, Subscription
@@ -42,8 +42,8 @@ MIN_POLL = 0.05
 MAX_POLL = 5.0
 
 
-def stored_result(ctx: Context) -> Success | Failure | None:
-    """The final result of a stored run, rebuilt from its context.
+def stored_result(ctx: Context) -> Success | Failure | Paused | None:
+    """The final result of a stored run (or its pause), rebuilt from its context.
 
     Args:
         ctx: the stored context.
@@ -51,8 +51,12 @@ def stored_result(ctx: Context) -> Success | Failure | None:
     Returns:
         ``Success`` (the ``returns`` step's value, or all results) for ``completed``; ``Halt``
         (reason and step from the trace's ``halt`` entry) for ``halted``; the stored
-        ``Failure`` for ``failed``; a ``Failure(RunStateError)`` for ``cancelled`` and
-        ``aborted``; ``None`` while the run is not finished. Every result carries ``run_id``.
+        ``Failure`` for ``failed``; for ``cancelled``, the stored ``Failure`` of
+        :class:`~reactor.errors.RunCancelledError` of a run ``Reactor.cancel`` stopped
+        (docs/run-control.md, "Cancel"); a ``Failure(RunStateError)`` for ``aborted`` and for
+        a run ``Reactor.undo`` cancelled; ``Paused`` for a run ``paused`` at an interrupt
+        (it waits for ``Reactor.resume``: docs/run-control.md, "Interrupts"); ``None`` while
+        the run is not finished. Every result carries ``run_id``.
     """
     run_id = ctx.context_id
     status = ctx.status
@@ -76,6 +80,17 @@ def stored_result(ctx: Context) -> Success | Failure | None:
             return ctx.failure.with_run_id(run_id)
         return Failure("the run failed", retryable=False, reactor_name=ctx.reactor,
                        run_id=run_id)
+    pending = ctx.engine_state.interrupt
+    if status is RunStatus.PAUSED and pending is not None:
+        return Paused(
+            step=pending.step, correlation_id=pending.correlation_id, timeout=pending.timeout,
+            deadline=pending.deadline, expiry=pending.expiry,
+            max_attempts=pending.max_attempts, attempts=pending.attempts, run_id=run_id,
+        )
+    if status is RunStatus.CANCELLED and ctx.engine_state.cancel is not None and (
+        ctx.failure is not None
+    ):
+        return ctx.failure.with_run_id(run_id)
     if status in (RunStatus.CANCELLED, RunStatus.ABORTED):
         error = RunStateError(
             f"run {run_id!r} is {status.value}", run_id=run_id, status=status.value
@@ -116,8 +131,9 @@ def wait_for_run(
     *,
     monotonic: Callable[[], float] | None = None,
     sleep: Callable[[float], None] | None = None,
-) -> Success | Failure:
-    """Block until stored run ``run_id`` is finished and return its result.
+) -> Success | Failure | Paused:
+    """Block until stored run ``run_id`` is finished (or paused at an interrupt) and return
+    its result.
 
     Args:
         runtime: the runtime whose storage holds the run.
@@ -241,9 +257,11 @@ class DispatchHandle:
             raise RunNotFoundError(f"no stored run {self.run_id!r}", run_id=self.run_id)
         return ctx.status
 
-    def wait(self, timeout: float | None = None) -> Success | Failure:
+    def wait(self, timeout: float | None = None) -> Success | Failure | Paused:
         """Wait for the run to finish and return its result (``Success``, ``Halt`` or
-        ``Failure``), re-checking the stored record on every signal and poll.
+        ``Failure``; ``Paused`` when it stopped at an interrupt and waits for
+        ``Reactor.resume``: docs/run-control.md, "Interrupts"), re-checking the stored record
+        on every signal and poll.
 
         Args:
             timeout: seconds; ``None`` = ``settings.async_wait_timeout`` (default 30 s).

@@ -6,11 +6,22 @@ batch. After each step:
 * ``Success`` — the value is recorded, the step is pushed on the undo stack, checkpoint;
 * ``Skipped`` — the value is recorded (it flows to dependants), no undo entry, checkpoint;
 * ``Halt`` — the run stops without rollback, status ``halted``;
+* ``Paused`` — an ``interrupt`` step (directly, or inside a composed child) waits for a resume:
+  the run is stored ``paused`` (:mod:`reactor.engine.interrupts`; docs/run-control.md,
+  "Interrupts"); a resumed interrupt's payload is recorded like a ``Skipped`` value (no undo
+  entry), traced ``resumed``;
 * an ``async_step`` is dispatched as its own job and counts as complete for scheduling only
   (:mod:`reactor.engine.async_dispatch`); it is never recorded nor pushed on the undo stack;
+* an ``async_reactor`` step starts its child as a run of its own and waits (or parks) for
+  its result, recorded like a compose step's (:mod:`reactor.engine.async_reactor`);
 * ``Failure`` — the step is compensated if its body started, every completed step is undone
   newest first (:mod:`reactor.engine.rollback`), status ``failed``; a failing compensate turns
   the final error into :class:`~reactor.errors.CompensationError`.
+
+A root run checks for a cancel request before a continued execution starts and at every step
+boundary, before a ``Success`` or a ``Paused`` is recorded (:mod:`reactor.engine.cancel`;
+docs/run-control.md, "Cancel"): the run then stops there, rolls back and is stored
+``cancelled``.
 
 Interruptions (``KeyboardInterrupt``, ``SystemExit``, ...) store the context as ``aborted``
 with its remaining undo stack (and the step in flight as "compensate pending" when its body had
@@ -27,11 +38,22 @@ rollback gets :func:`reactor.engine.map_rollback.roll_back_fan_out` for fan-out 
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import async_dispatch, async_step, coordination, fan_out, rollback
+from reactor.engine import (
+    async_dispatch,
+    async_reactor,
+    async_step,
+    cancel,
+    coordination,
+    fan_out,
+    interrupts,
+    observe,
+    rollback,
+)
 from reactor.engine.compose import run_compose
 from reactor.engine.inline_map import run_map
 from reactor.engine.invoke import INTERRUPTIONS, trimmed_traceback
@@ -43,6 +65,7 @@ from reactor.model import codec
 from reactor.model.results import (
     Failure,
     Halt,
+    Paused,
     RollbackFailure,
     Skipped,
     Success,
@@ -64,17 +87,35 @@ def _run_step(state: RunState, spec: StepSpec) -> StepOutcome:
         if fan_out.fans_out(state, spec):  # a hand-off point (docs/fan_out.md)
             return fan_out.run_fan_out(state, spec)
         return run_map(state, spec, execute=execute)
+    if spec.kind == "interrupt":
+        return interrupts.reach(state, spec)
+    if spec.kind == "async_reactor":  # a child run of its own (docs/run-control.md)
+        return async_reactor.run_async_reactor(state, spec)
     return run_leaf(state, spec)
 
 
-def execute(state: RunState) -> Success | Failure:
+def _observed_step(state: RunState, spec: StepSpec) -> StepOutcome:
+    """:func:`_run_step` in a middleware step scope (docs/observability.md, "Middleware") for
+    a compose, map or interrupt step; a leaf step has one scope per attempt (step_runner)."""
+    if spec.kind == "step":
+        return _run_step(state, spec)
+    with observe.step(state, spec.name, kind=spec.kind) as seen:
+        outcome = _run_step(state, spec)
+        seen.done(outcome.result)
+        return outcome
+
+
+def execute(state: RunState) -> Success | Failure | Paused:
     """Run every remaining step of ``state.ctx`` and return the run's result.
 
     The context's inputs must already be validated. Steps with a recorded result are treated as
     complete (so a resumed context continues where it stopped).
 
     Returns:
-        ``Success`` (the ``returns`` value or all results), ``Halt`` or ``Failure``.
+        ``Success`` (the ``returns`` value or all results), ``Halt``, ``Failure``, or
+        ``Paused`` when the run stopped at an interrupt (stored ``paused``); a ``Failure`` of
+        :class:`~reactor.errors.RunCancelledError` when a cancel request stopped it (stored
+        ``cancelled``: docs/run-control.md, "Cancel").
 
     Raises:
         KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, CancelledError: after storing
@@ -82,6 +123,9 @@ def execute(state: RunState) -> Success | Failure:
     """
     try:
         with async_step.reading(state.env):
+            cancelled = cancel.at_start(state)  # a stored run continuing: one claims read
+            if cancelled is not None:
+                return cancelled
             return coordination.run_coordinated(state, _execute, roll_back=_roll_back_completed)
     except INTERRUPTIONS as exc:
         abort(state, exc)
@@ -134,12 +178,17 @@ class _Schedule:
         return sorted(self.pending, key=self._order.__getitem__)
 
 
-def _execute(state: RunState) -> Success | Failure:
+def _execute(state: RunState) -> Success | Failure | Paused:
     ctx = state.ctx
     definition = state.definition
+    stored_running = _stored_running(state)
     ctx.status = RunStatus.RUNNING
     try:
-        state.checkpoint.save()
+        if stored_running:  # nothing to store before the first step: its checkpoint will
+            if ctx.persisted is not None and ctx.inputs is not ctx.persisted.inputs:
+                codec.dumps(ctx.inputs)  # ...carry inputs validated since: encodable?
+        else:
+            state.checkpoint.save()
     except (EncodeError, ContextTooLargeError) as exc:
         return _unstorable_inputs(state, exc)
     schedule = _Schedule(definition, set(ctx.intermediate_results)
@@ -160,13 +209,20 @@ def _execute(state: RunState) -> Success | Failure:
                     return _fail(state, spec, StepOutcome(refused, {}, body_started=False))
                 schedule.done(name)
                 continue
-            outcome = _run_step(state, spec)
+            outcome = _observed_step(state, spec)
             lost = state.lost_hold()
             if lost is not None:  # the run's own lock/lease/turn lapsed while the step ran
                 outcome = replace(
                     outcome, result=coordination.hold_lost(state, name, outcome.result, lost)
                 )
             result = outcome.result
+            request = cancel.at_boundary(state, result)  # a root run: one claims read
+            if request is not None:
+                return cancel.stop_at_boundary(
+                    state, spec, outcome, request, record=partial(_record, state, spec, outcome)
+                )
+            if isinstance(result, Paused):
+                return interrupts.pause(state, name, result)
             if isinstance(result, Halt):
                 return _halt(state, name, result, outcome)
             if isinstance(result, Failure):
@@ -184,6 +240,19 @@ def _execute(state: RunState) -> Success | Failure:
         ctx.current_step = None
         state.checkpoint.save()
     return Success(_run_value(state))
+
+
+def _stored_running(state: RunState) -> bool:
+    """Whether the run is already stored ``running`` exactly as loaded (a worker continuing
+    it), with no reactor-level coordination whose admission the start checkpoint records: the
+    start checkpoint would store nothing a crash before the first step's could lose (the
+    next execution validates the inputs again), so it is skipped."""
+    ctx = state.ctx
+    return (
+        ctx.status is RunStatus.RUNNING
+        and ctx.persisted is not None
+        and not state.definition.coordination
+    )
 
 
 def _run_value(state: RunState) -> Any:
@@ -225,6 +294,8 @@ def _record(
     pushed = False
     if isinstance(result, Skipped):
         state.trace("skipped", name)
+    elif spec.kind == "interrupt":  # the resumed payload: nothing to undo
+        state.trace("resumed", name)
     else:
         entry = outcome.undo_entry or {
             "step": name, "kind": spec.kind, "arguments": outcome.arguments,
@@ -317,11 +388,16 @@ def conclude_failure(state: RunState) -> Failure:
     by a crash (``ctx.rollback`` set while the status is still ``running``): the pending
     compensate runs, then every entry left on the undo stack is undone, newest first.
 
+    A root run whose rollback a cancel started (``EngineState.cancel``) is finished as a
+    cancel instead (:func:`reactor.engine.cancel.conclude`: stored ``cancelled``).
+
     Returns:
         The run's final ``Failure`` (with ``rollback_failures``; a failed compensate turns the
         error into :class:`~reactor.errors.CompensationError`).
     """
     ctx = state.ctx
+    if ctx.engine_state.cancel is not None and cancel.is_root(state):
+        return cancel.conclude(state)
     failure = ctx.failure or Failure(
         "the run failed while rolling back", retryable=False, reactor_name=ctx.reactor
     )

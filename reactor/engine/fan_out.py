@@ -57,7 +57,7 @@ from reactor.model import codec
 from reactor.model.context import Context
 from reactor.model.engine_state import EngineState
 from reactor.model.records import ContextRecord, MapMetadata
-from reactor.model.results import Failure, Halt, Success
+from reactor.model.results import Failure, Halt, Paused, Success
 from reactor.model.status import RunStatus
 from reactor.ports.payloads import MapCollectPayload, MapElementPayload, job
 
@@ -292,12 +292,15 @@ def _stopper(env: Env, map_id: str) -> tuple[int, Failure | Halt] | None:
     return -1, Failure(message, retryable=False)
 
 
-def caller_result(env: Env, dispatched: MapDispatched) -> DispatchHandle | Success | Failure:
+def caller_result(
+    env: Env, dispatched: MapDispatched
+) -> DispatchHandle | Success | Failure | Paused:
     """What a synchronous caller returns once its run handed off at a fan-out map.
 
     Returns:
         The run's final result when it already finished (the inline router runs every job
-        before ``enqueue`` returns), else a :class:`DispatchHandle` to wait on.
+        before ``enqueue`` returns) or its ``Paused`` when it stopped at an interrupt after
+        the map, else a :class:`DispatchHandle` to wait on.
     """
     stored = load_context(env, dispatched.context_id)
     if stored is not None and (result := stored_result(stored)) is not None:

@@ -8,18 +8,33 @@ one (the generic stores and any adapter written without them).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
-from reactor.model.records import ContextRecord, ElementStart
+from reactor.model.records import ContextDelta, ContextRecord, ElementStart, Fence, LockClaim
 from reactor.ports.capabilities import (
     BeginsAndSettlesElements,
     EnqueuesMany,
+    LocksWithContexts,
     SavesContextsTogether,
+    SettlesAndReleases,
 )
 from reactor.ports.router import Job, JobSink
-from reactor.ports.storage import ContextStore, MapStore
+from reactor.ports.storage import ContextStore, MapStore, Storage
 
-__all__ = ["begin_element", "enqueue_all", "save_all", "settle_element"]
+T = TypeVar("T")
+
+__all__ = [
+    "append_releasing",
+    "begin_element",
+    "enqueue_all",
+    "load_taking",
+    "save_all",
+    "save_releasing",
+    "save_taking",
+    "settle_element",
+    "settle_releasing",
+]
 
 
 def save_all(contexts: ContextStore, records: Sequence[ContextRecord]) -> None:
@@ -93,3 +108,147 @@ def settle_element(
         maps.set_failed_context(map_id, failed_context)
     maps.put_result(map_id, index, value)
     return maps.add_to_counter(map_id, -1)
+
+
+def settle_releasing(
+    storage: Storage, map_id: str, index: int, value: str, *,
+    failed_context: str | None = None, fence: Fence,
+) -> int:
+    """``settle_releasing`` of a :class:`~reactor.ports.capabilities.SettlesAndReleases` map
+    store, else its composition: :func:`settle_element`, then the release of ``fence.key``
+    (an element job's last two writes: docs/fan_out.md).
+
+    Returns:
+        The counter after the decrement.
+
+    Raises:
+        ValueError: ``index`` is negative.
+        StorageError: the backend failed.
+    """
+    maps = storage.maps
+    if isinstance(maps, SettlesAndReleases):
+        return maps.settle_releasing(
+            map_id, index, value, failed_context=failed_context, fence=fence
+        )
+    remaining = settle_element(maps, map_id, index, value, failed_context=failed_context)
+    _release_quietly(storage, fence.key, fence.owner)
+    return remaining
+
+
+def save_taking(storage: Storage, record: ContextRecord, claim: LockClaim) -> int:
+    """``save_taking`` of a :class:`~reactor.ports.capabilities.LocksWithContexts` context
+    store, else its composition: acquire, then save fenced with the new token (the lock
+    released again when the save raises).
+
+    Returns:
+        The fencing token of the hold taken (the record written), or 0 when another owner
+        holds the lock (nothing written).
+
+    Raises:
+        ContextTooLargeError, StorageError: as ``ContextStore.save`` (the lock not held).
+    """
+    contexts = storage.contexts
+    if isinstance(contexts, LocksWithContexts):
+        return contexts.save_taking(record, claim)
+    return _under_claim(
+        storage, claim,
+        lambda token: contexts.save(record, fence=Fence(claim.key, claim.owner, token)),
+    )[0]
+
+
+def load_taking(
+    storage: Storage, context_id: str, claim: LockClaim
+) -> tuple[int, ContextRecord | None]:
+    """``load_taking`` of a :class:`~reactor.ports.capabilities.LocksWithContexts` context
+    store, else its composition: acquire, then load (the lock released again when the load
+    raises).
+
+    Returns:
+        ``(token, record or None)`` when the lock was taken, ``(0, None)`` when another owner
+        holds it.
+
+    Raises:
+        DeserializationError, StorageError: as ``ContextStore.load`` (the lock not held).
+    """
+    contexts = storage.contexts
+    if isinstance(contexts, LocksWithContexts):
+        return contexts.load_taking(context_id, claim)
+    return _under_claim(storage, claim, lambda _token: contexts.load(context_id))
+
+
+def _under_claim(
+    storage: Storage, claim: LockClaim, then: Callable[[int], T]
+) -> tuple[int, T | None]:
+    """Acquire ``claim``; only when granted, ``then(token)`` (the lock released again when it
+    raises). ``(token, what it returned)``, or ``(0, None)`` when another owner holds it."""
+    token = int(storage.locks.acquire(claim.key, claim.owner, claim.ttl))
+    if not token:
+        return 0, None
+    try:
+        return token, then(token)
+    except BaseException:
+        _release_quietly(storage, claim.key, claim.owner)
+        raise
+
+
+def append_releasing(
+    storage: Storage, delta: ContextDelta, fence: Fence, *, announce: str | None = None
+) -> bool:
+    """``append_releasing`` of a :class:`~reactor.ports.capabilities.LocksWithContexts`
+    context store, else its composition: a fenced append, then (when it appended) the
+    release of ``fence.key`` and, given ``announce``, the publication of ``delta.status`` on
+    that signals channel (best effort, when the storage has signals).
+
+    Returns:
+        Whether the segment was appended (``False``: nothing written, the lock still held).
+
+    Raises:
+        StaleWriterError, ContextTooLargeError, StorageError: as ``ContextStore.append``.
+    """
+    contexts = storage.contexts
+    if isinstance(contexts, LocksWithContexts):
+        return contexts.append_releasing(delta, fence, announce=announce)
+    if not contexts.append(delta, fence=fence):
+        return False
+    _release_quietly(storage, fence.key, fence.owner)
+    _publish_quietly(storage, announce, delta.status)
+    return True
+
+
+def save_releasing(
+    storage: Storage, record: ContextRecord, fence: Fence, *, announce: str | None = None
+) -> None:
+    """``save_releasing`` of a :class:`~reactor.ports.capabilities.LocksWithContexts` context
+    store, else its composition: a fenced save, then the release of ``fence.key`` and the
+    announcement (as :func:`append_releasing`).
+
+    Raises:
+        StaleWriterError, ContextTooLargeError, StorageError: as ``ContextStore.save``.
+    """
+    contexts = storage.contexts
+    if isinstance(contexts, LocksWithContexts):
+        contexts.save_releasing(record, fence, announce=announce)
+        return
+    contexts.save(record, fence=fence)
+    _release_quietly(storage, fence.key, fence.owner)
+    _publish_quietly(storage, announce, record.status)
+
+
+def _publish_quietly(storage: Storage, channel: str | None, message: str) -> None:
+    """Publish ``message`` on ``channel`` when given and the storage has signals; signals only
+    shorten waits, so a failure is ignored (waiters re-read the record)."""
+    signals = storage.signals
+    if channel is None or signals is None or not storage.capabilities.signals:
+        return
+    try:
+        signals.publish(channel, message)
+    except Exception:
+        pass
+
+
+def _release_quietly(storage: Storage, key: str, owner: str) -> None:
+    """Release ``key`` held by ``owner``; a failure only leaves it to lapse with its TTL."""
+    try:
+        storage.locks.release(key, owner)
+    except Exception:
+        pass

@@ -52,7 +52,7 @@ from reactor.errors import (
     InputValidationError,
 )
 from reactor.model.context import Context, new_context_id
-from reactor.model.results import Failure, Success
+from reactor.model.results import Failure, Paused, Success
 from reactor.model.run_links import RunLinks
 from reactor.model.status import RunStatus
 
@@ -108,7 +108,7 @@ def run_once(
     runtime: Runtime | None = None,
     sleep: Callable[[float], None] | None = None,
     monotonic: Callable[[], float] | None = None,
-) -> Success | Failure | DispatchHandle:
+) -> Success | Failure | Paused | DispatchHandle:
     """Run ``definition`` at most once per idempotency key (see the module docstring).
 
     Args:
@@ -124,7 +124,8 @@ def run_once(
         The run's result (this caller ran it), or the outcome of the run holding the key, or
         a :class:`~reactor.engine.dispatch.DispatchHandle` for that run while it is not
         finished (at once for a background reactor; after ``async_wait_timeout`` seconds of
-        waiting for a synchronous one). Every answer carries the same ``run_id``.
+        waiting for a synchronous one), or its ``Paused`` while it waits at an interrupt
+        (docs/run-control.md, "Interrupts"). Every answer carries the same ``run_id``.
 
     Raises:
         IdempotencyKeyError: the key is invalid (nothing is claimed or stored).
@@ -172,7 +173,7 @@ def _answer(
     holder: str,
     deadline: float,
     monotonic: Callable[[], float],
-) -> Success | Failure | DispatchHandle | None:
+) -> Success | Failure | Paused | DispatchHandle | None:
     """The answer of a caller who lost the claim to run ``holder``; ``None`` when the key was
     freed meanwhile (claim again)."""
     while True:
@@ -186,7 +187,8 @@ def _answer(
             continue
         outcome = stored_result(ctx)
         if outcome is not None:
-            if env.now() - ctx.created_at >= key_ttl(env):
+            # a paused run is still in progress: it keeps its key
+            if not isinstance(outcome, Paused) and env.now() - ctx.created_at >= key_ttl(env):
                 env.storage.claims.release_idempotency_key(definition.name, key, holder)
                 return None
             return outcome

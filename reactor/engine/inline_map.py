@@ -33,7 +33,7 @@ from reactor.engine.start import launch
 from reactor.engine.state import Execute, InFlight, RunState
 from reactor.engine.step_runner import StepOutcome
 from reactor.errors import ArgumentResolutionError
-from reactor.model.results import Failure, Halt, MapResults, Success
+from reactor.model.results import Failure, Halt, MapResults, Paused, Success
 
 __all__ = ["run_map"]
 
@@ -113,6 +113,8 @@ def run_map(state: RunState, spec: StepSpec, *, execute: Execute) -> StepOutcome
                     "parent_reactor": state.definition.name,
                 },
             )
+            # A map element never pauses: its reactor declares no interrupt (definition check).
+            assert not isinstance(outcome, Paused)
             if isinstance(outcome, Halt):
                 # The halted element keeps the steps it completed: Reactor.undo reaches them.
                 completed.append((index, element_id))

@@ -26,7 +26,7 @@ from reactor.dsl.step import BaseStep
 from reactor.engine.parks import Park
 from reactor.errors import InputValidationError, UndeclaredInputError
 from reactor.model import signals
-from reactor.model.results import Failure, Result, Skipped, Success
+from reactor.model.results import Failure, Paused, Result, Skipped, Success
 from reactor.model.step_context import StepContext
 
 __all__ = [
@@ -102,6 +102,11 @@ def failure_from_exception(exc: BaseException) -> Failure:
 
 
 def _as_result(returned: Any) -> Result:
+    if isinstance(returned, Paused):  # only an interrupt step pauses a run
+        return Failure(TypeError(
+            "a step cannot return Paused: declare an interrupt step to pause the run "
+            "(docs/run-control.md, \"Interrupts\")"
+        ), retryable=False)
     return returned if isinstance(returned, Result) else Success(returned)
 
 

@@ -18,14 +18,24 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from reactor.coordination.lock import Lock
+from reactor.engine import fast_paths
 from reactor.engine.checkpoint import Checkpointer
 from reactor.engine.env import Env
 from reactor.errors import LockAcquisitionError, LockLost
 from reactor.model.context import Context
 from reactor.model.keys import run_liveness_key
-from reactor.model.records import Fence
+from reactor.model.records import ContextDelta, ContextRecord, Fence, LockClaim
+from reactor.model.status import TERMINAL_STATUSES
 
-__all__ = ["FencedCheckpointer", "Liveness", "held", "held_here", "liveness_lock", "take"]
+__all__ = [
+    "FencedCheckpointer",
+    "Liveness",
+    "held",
+    "held_here",
+    "liveness_lock",
+    "take",
+    "take_loading",
+]
 
 _local = threading.local()
 
@@ -51,11 +61,54 @@ class Liveness:
             thread owns the lock and releases it).
     """
 
-    def __init__(self, context_id: str, lock: Lock | None) -> None:
+    def __init__(
+        self, context_id: str, lock: Lock | None, *, pending: bool = False,
+        release_with_final_save: bool = False,
+    ) -> None:
         self.context_id = context_id
         self.lock = lock
+        self.pending = pending and lock is not None
+        self.release_with_final_save = release_with_final_save
+        #: The signal channel the releasing final save publishes the run's status on (the
+        #: run's completion), ``None``: none; :attr:`announced` tells whether it did.
+        self.announce: str | None = None
+        self.announced = False
         if lock is not None:
             _held_ids().add(context_id)
+
+    def claim(self) -> LockClaim:
+        """The lock a :attr:`pending` hold takes with the run's first save.
+
+        Raises:
+            AssertionError: the hold has no lock handle.
+        """
+        lock = self.lock
+        assert lock is not None
+        return LockClaim(key=lock.key, owner=lock.owner, ttl=lock.ttl)
+
+    def adopt(self, token: int, started: float) -> None:
+        """A :attr:`pending` hold was taken by a write that returned ``token`` (the request
+        started at ``started``, the lock's :meth:`~reactor.coordination.lock.Lock.monotonic`
+        reading); the lock is now held and auto-extended."""
+        lock = self.lock
+        assert lock is not None
+        lock.adopt(token, started)
+        self.pending = False
+
+    def forgo(self) -> None:
+        """Give up a :attr:`pending` hold without taking it (another owner holds the lock, or
+        the run's only save is its final one); its saves are unfenced from now on."""
+        self.pending = False
+        self.lock = None
+        _held_ids().discard(self.context_id)
+
+    def released_with_write(self) -> None:
+        """The run's final write released the lock in the same request (docs/protocol.md,
+        "Optional fast paths"): stop extending it; :meth:`release` is a no-op from now on."""
+        lock, self.lock = self.lock, None
+        _held_ids().discard(self.context_id)
+        if lock is not None:
+            lock.released_elsewhere()
 
     def check(self) -> None:
         """Fence a write: raise unless this execution still owns the lock.
@@ -65,7 +118,7 @@ class Liveness:
                 another execution may own the run now; the caller must stop without writing.
         """
         lock = self.lock
-        if lock is None:
+        if lock is None or self.pending:
             return
         if lock.lost is not None:
             raise lock.lost
@@ -81,7 +134,7 @@ class Liveness:
             released hold (or a lock whose store reported no token), whose saves are unfenced.
         """
         lock = self.lock
-        if lock is None or lock.token < 1:
+        if lock is None or self.pending or lock.token < 1:
             return None
         return Fence(key=lock.key, owner=lock.owner, token=lock.token)
 
@@ -91,6 +144,9 @@ class Liveness:
         if lock is None:
             return
         _held_ids().discard(self.context_id)
+        if self.pending:  # never taken
+            self.pending = False
+            return
         try:
             lock.release()
         except Exception:  # the lock lapses with its TTL anyway
@@ -108,6 +164,9 @@ class Liveness:
         if lock is None:
             return
         _held_ids().discard(self.context_id)
+        if self.pending:  # never taken: nothing to keep
+            self.pending = False
+            return
         lock.detach()
         try:
             if not lock.extend(max(seconds, 0.001)):
@@ -168,17 +227,69 @@ def take(env: Env, context_id: str, *, wait: float = 0.0) -> Liveness | None:
 def held(env: Env, context_id: str) -> Iterator[Liveness]:
     """Hold ``async:<context_id>`` for the duration of a synchronous execution.
 
-    A fresh run id is never contended; if it somehow is, the run proceeds without the lock
-    (the sweeper only ever re-dispatches, and a duplicate meets the live record).
+    The lock is taken with the run's first save, in one request where the store can
+    (:func:`reactor.engine.fast_paths.save_taking`: nothing can sweep a run before it is
+    stored), and released with its final save. A fresh run id is never contended; if it
+    somehow is, the run proceeds without the lock (the sweeper only ever re-dispatches, and a
+    duplicate meets the live record).
 
     Yields:
         The hold (released on exit, after the execution's final save).
     """
-    hold = take(env, context_id) or Liveness(context_id, None)
+    if held_here(context_id):
+        hold = Liveness(context_id, None)
+    else:
+        hold = Liveness(
+            context_id, liveness_lock(env, run_liveness_key(context_id)), pending=True,
+            release_with_final_save=True,
+        )
     try:
         yield hold
     finally:
         hold.release()
+
+
+def take_loading(
+    env: Env, context_id: str, *, wait: float = 0.0
+) -> tuple[Liveness | None, ContextRecord | None]:
+    """Take ``async:<context_id>`` and load the run in one request where the store can
+    (:func:`reactor.engine.fast_paths.load_taking`); a contended lock is then waited for as
+    :func:`take` waits, and the run loaded after.
+
+    Args:
+        env: the execution environment.
+        context_id: the run.
+        wait: seconds to keep polling a held lock (0 = one try).
+
+    Returns:
+        ``(hold, record or None)``; ``(None, None)`` when another owner holds the lock. The
+        hold releases the lock with the run's final save.
+
+    Raises:
+        DeserializationError: the stored record is unreadable (the lock is not held).
+        StorageError: the backend failed (the lock is not held).
+    """
+    if held_here(context_id):
+        return Liveness(context_id, None), env.storage.contexts.load(context_id)
+    lock = liveness_lock(env, run_liveness_key(context_id), wait=wait)
+    started = lock.monotonic()
+    token, record = fast_paths.load_taking(
+        env.storage, context_id, LockClaim(key=lock.key, owner=lock.owner, ttl=lock.ttl)
+    )
+    if token:
+        lock.adopt(token, started)
+        return Liveness(context_id, lock, release_with_final_save=True), record
+    if wait <= 0:
+        return None, None
+    hold = take(env, context_id, wait=wait)
+    if hold is None:
+        return None, None
+    hold.release_with_final_save = True
+    try:
+        return hold, env.storage.contexts.load(context_id)
+    except BaseException:
+        hold.release()
+        raise
 
 
 class FencedCheckpointer(Checkpointer):
@@ -204,6 +315,57 @@ class FencedCheckpointer(Checkpointer):
         """The hold's fence (:meth:`Liveness.fence`): the store refuses the save atomically
         once a newer holder of the lock saved the record."""
         return self.liveness.fence()
+
+    def write_whole(self, record: ContextRecord) -> None:
+        """A full save: the one that takes a :attr:`Liveness.pending` hold (when the run goes
+        on after it), or the final one that releases a hold with
+        :attr:`Liveness.release_with_final_save`, each in one request where the store can
+        (:mod:`reactor.engine.fast_paths`); else fenced as :meth:`Checkpointer.write_whole`.
+        """
+        live, storage = self.liveness, self.env.storage
+        lock = live.lock
+        if lock is not None and live.pending:
+            if self._final():  # the run's only save: nothing to guard after it
+                live.forgo()
+                storage.contexts.save(record)
+                return
+            started = lock.monotonic()
+            token = fast_paths.save_taking(storage, record, live.claim())
+            if token:
+                live.adopt(token, started)
+                return
+            live.forgo()  # another owner holds it: proceed unlocked (see :func:`held`)
+            storage.contexts.save(record)
+            return
+        fence = live.fence()
+        if fence is not None and self._releases():
+            fast_paths.save_releasing(storage, record, fence, announce=live.announce)
+            live.released_with_write()
+            live.announced = live.announce is not None
+            return
+        super().write_whole(record)
+
+    def write_segment(self, delta: ContextDelta) -> bool:
+        """An incremental checkpoint; the final one releases a hold with
+        :attr:`Liveness.release_with_final_save` (and publishes on :attr:`Liveness.announce`)
+        in the same request where the store can."""
+        live = self.liveness
+        fence = live.fence()
+        if fence is not None and self._releases():
+            appended = fast_paths.append_releasing(
+                self.env.storage, delta, fence, announce=live.announce
+            )
+            if appended:
+                live.released_with_write()
+                live.announced = live.announce is not None
+            return appended
+        return super().write_segment(delta)
+
+    def _final(self) -> bool:
+        return self.context.status in TERMINAL_STATUSES
+
+    def _releases(self) -> bool:
+        return self.liveness.release_with_final_save and self._final()
 
     def save(self, *, force: bool = True) -> None:
         """Save fenced with the hold's token (see :meth:`Checkpointer.save`), after the local

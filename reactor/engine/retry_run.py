@@ -43,7 +43,7 @@ from reactor.errors import (
     RunStateError,
 )
 from reactor.model.context import Context, new_context_id
-from reactor.model.results import Failure, Success, exception_class_name
+from reactor.model.results import Failure, Paused, Success, exception_class_name
 from reactor.model.run_links import RunLinks
 from reactor.model.status import RunStatus
 
@@ -63,7 +63,7 @@ def retry(
     *,
     runtime: Runtime | None = None,
     sleep: Callable[[float], None] | None = None,
-) -> Success | Failure | DispatchHandle:
+) -> Success | Failure | Paused | DispatchHandle:
     """Start a new run with the inputs of failed run ``run_id`` (see the module docstring).
 
     Args:
@@ -126,6 +126,11 @@ def _check_retryable(ctx: Context) -> None:
         raise RunStateError(
             f"run {run_id!r} is {status.value}; only a failed or cancelled run can be retried "
             f"({hint})", run_id=run_id, status=status.value,
+        )
+    if status is RunStatus.CANCELLED and ctx.undo_stack:  # cancelled with rollback=False
+        raise RunStateError(
+            f"run {run_id!r} was cancelled without rollback and its completed work stands; "
+            "undo it first (Reactor.undo) to run it again", run_id=run_id, status=status.value,
         )
     failure = ctx.failure
     if failure is not None and (

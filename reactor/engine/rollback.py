@@ -11,8 +11,9 @@
 Compose and map steps roll back their children: a composed child's undo stack is replayed
 (its failures flattened with the compose step's name as prefix); each completed map element's
 stored context is loaded and its undo stack replayed, highest index first (failures carry
-``map_step`` and ``element_index``). "Compensating" a compose or map that was cut off by an
-interruption is the same work as undoing it.
+``map_step`` and ``element_index``); an ``async_reactor`` step's child run is loaded and its
+undo stack replayed (docs/run-control.md, "async_reactor"). "Compensating" a compose or map
+that was cut off by an interruption is the same work as undoing it.
 
 A fan-out map is rolled back by :mod:`reactor.engine.map_rollback` (docs/fan_out.md,
 "Rollback"), whose element rollback replays each element's undo stack with
@@ -27,7 +28,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import coordination, invoke
+from reactor.engine import coordination, invoke, observe
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.env import Env
 from reactor.engine.state import RunState
@@ -117,6 +118,13 @@ def finish(state: RunState, *, roll_back_fan_out: FanOutRollback) -> list[Rollba
         reactor.engine.map_rollback.RollbackHandedOff: a fan-out map's distributed rollback
             is not settled yet (the entries left are undone when the owner resumes).
     """
+    with observe.rollback(state) as seen:  # docs/observability.md, "Middleware"
+        failures = _finish(state, roll_back_fan_out)
+        seen.done(failures)
+        return failures
+
+
+def _finish(state: RunState, roll_back_fan_out: FanOutRollback) -> list[RollbackFailure]:
     ctx = state.ctx
     if ctx.rollback is None:
         begin(state, step=None, kind=None, arguments=None, compensate_pending=False)
@@ -166,7 +174,11 @@ def _compensate(
         if unavailable is not None:  # skipped, the rollback goes on
             state.trace("compensate_failure", step, detail=unavailable.message)
             return [unavailable]
-        invocation = invoke.call_compensate(spec, arguments, failure, state.step_context(step))
+        with observe.step(state, step, "compensate", arguments=arguments) as seen:
+            invocation = invoke.call_compensate(
+                spec, arguments, failure, state.step_context(step)
+            )
+            seen.done(invocation.result)
     if isinstance(invocation.result, Failure):
         state.trace("compensate_failure", step, detail=invocation.result.message)
         return [_failure_of(step, "compensate", invocation)]
@@ -186,6 +198,8 @@ def _undo(
         return [_unknown_step(step, "undo")]
     if spec.kind == "compose":
         return _undo_compose(state, step, roll_back_fan_out)
+    if spec.kind == "async_reactor":
+        return _undo_async_reactor(state, step, entry, roll_back_fan_out)
     if spec.kind == "map" and entry.get("fan_out"):  # distributed or chunked
         failures = roll_back_fan_out(state, step, str(entry.get("map_id")), kind="undo")
         state.trace("undo_failure" if failures else "undo", step)
@@ -203,9 +217,11 @@ def _undo(
         if unavailable is not None:  # skipped, the rollback goes on
             state.trace("undo_failure", step, detail=unavailable.message)
             return [unavailable]
-        invocation = invoke.call_undo(
-            spec, arguments, entry.get("result"), state.step_context(step)
-        )
+        with observe.step(state, step, "undo", arguments=arguments) as seen:
+            invocation = invoke.call_undo(
+                spec, arguments, entry.get("result"), state.step_context(step)
+            )
+            seen.done(invocation.result)
     if isinstance(invocation.result, Failure):
         state.trace("undo_failure", step, detail=invocation.result.message)
         return [_failure_of(step, "undo", invocation)]
@@ -223,6 +239,30 @@ def _undo_compose(
     failures = roll_back_child(child_state, roll_back_fan_out=roll_back_fan_out)
     state.trace("undo_failure" if failures else "undo", step)
     return [f.nested(step) for f in failures]
+
+
+def _undo_async_reactor(
+    state: RunState, step: str, entry: dict[str, Any], roll_back_fan_out: FanOutRollback
+) -> list[RollbackFailure]:
+    """Undo a completed ``async_reactor`` step: replay its child run's stored undo stack
+    (docs/run-control.md, "async_reactor"). A child already rolled back (``cancelled``,
+    ``failed``) has nothing left to undo, so the child is undone once."""
+    child_id = str(entry.get("child_run_id"))
+    try:
+        child = load_context(state.env, child_id)
+    except DeserializationError as exc:
+        return [_child_unavailable(step, f"stored child run unreadable: {exc}")]
+    if child is None:
+        return [_child_unavailable(step, f"child run {child_id} not found")]
+    failures: list[RollbackFailure] = []
+    if child.status in _ROLLED_BACK_STATUSES:
+        child_state = RunState(
+            state.definition.children[step], child, state.env, Checkpointer(state.env, child)
+        )
+        undone = roll_back_child(child_state, roll_back_fan_out=roll_back_fan_out)
+        failures = [f.nested(step) for f in undone]
+    state.trace("undo_failure" if failures else "undo", step)
+    return failures
 
 
 def roll_back_child(
@@ -339,6 +379,10 @@ def _unknown_step(step: str, kind: str) -> RollbackFailure:
         reason="unknown_step",
         message=f"step {step!r} is not declared by this reactor (definition changed?)",
     )
+
+
+def _child_unavailable(step: str, message: str) -> RollbackFailure:
+    return RollbackFailure(step=step, kind="undo", reason="context_unavailable", message=message)
 
 
 def _unavailable(map_step: str, index: int, message: str) -> RollbackFailure:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from reactor.dsl.definition import ReactorDefinition
+from reactor.engine import observe
 from reactor.engine.checkpoint import Checkpointer
 from reactor.engine.env import Env
 from reactor.engine.liveness import FencedCheckpointer, Liveness
@@ -21,7 +22,7 @@ from reactor.engine.state import Execute, RunState
 from reactor.errors import EncodeError, InputValidationError
 from reactor.model.context import Context, new_context_id
 from reactor.model.engine_state import EngineState
-from reactor.model.results import Failure, Success
+from reactor.model.results import Failure, Paused, Success
 from reactor.model.run_links import RunLinks
 from reactor.model.status import RunStatus
 
@@ -41,7 +42,7 @@ def launch(
     hold: Liveness | None = None,
     secret_inputs: Iterable[str] = (),
     links: RunLinks | None = None,
-) -> tuple[Context, Success | Failure]:
+) -> tuple[Context, Success | Failure | Paused]:
     """Create, validate and execute one stored run (a top-level run or a map element).
 
     Args:
@@ -65,7 +66,8 @@ def launch(
             ``retried_from``: docs/run-control.md); ``None``: none.
 
     Returns:
-        ``(context, result)``; the result has no ``run_id`` yet.
+        ``(context, result)``; the result has no ``run_id`` yet (``Paused`` when the run
+        stopped at an interrupt: docs/run-control.md, "Interrupts").
 
     Raises:
         Whatever ``execute`` raises (interruptions after storing the run ``aborted``, the
@@ -86,12 +88,13 @@ def launch(
         Checkpointer(env, ctx) if hold is None
         else FencedCheckpointer(env, ctx, hold)
     )
-    try:
-        ctx.inputs = contract.validate(inputs)
-    except InputValidationError as exc:
-        return ctx, invalid_inputs(ctx, checkpoint, definition, inputs, exc)
-    state = RunState(definition, ctx, env, checkpoint, hand_off=hand_off)
-    return ctx, execute(state)
+    with observe.run(env, ctx, "start" if parent is None else "element", started=True):
+        try:
+            ctx.inputs = contract.validate(inputs)
+        except InputValidationError as exc:
+            return ctx, invalid_inputs(ctx, checkpoint, definition, inputs, exc)
+        state = RunState(definition, ctx, env, checkpoint, hand_off=hand_off)
+        return ctx, execute(state)
 
 
 def invalid_inputs(

@@ -13,7 +13,7 @@ from reactor.engine.env import Env
 from reactor.errors import LockLost
 from reactor.model.context import Context
 from reactor.model.engine_state import KeyedTicket
-from reactor.model.results import Failure, Success
+from reactor.model.results import Failure, Paused, Success
 from reactor.model.step_context import Hold, StepContext
 
 __all__ = ["Execute", "Executor", "InFlight", "RunState"]
@@ -66,6 +66,12 @@ class RunState:
             step may run under it; an ``async_step`` unit persists it on its record there, so
             a unit recovered after a crash keeps its place in line (``docs/coordination.md``,
             "Ordered locks in workers"). ``None``: the ticket lives in the context only.
+        path_prefix: what this context's step names are prefixed with to make the step paths
+            of its interrupts: ``""`` for a root run, ``"<compose step>."`` for a composed
+            child (nested children add their own; docs/run-control.md, "Interrupts").
+        cancel_checked_at: the runtime clock's ``monotonic()`` when this execution last read
+            its cancel request (or started): the next boundary reads it again only
+            ``cancel_check_interval`` seconds later (docs/run-control.md, "Cancel").
     """
 
     definition: ReactorDefinition
@@ -79,6 +85,8 @@ class RunState:
     holds: tuple[Hold, ...] = ()
     step_holds: tuple[Hold, ...] = ()
     on_ordered_ticket: Callable[[str, KeyedTicket], None] | None = None
+    path_prefix: str = ""
+    cancel_checked_at: float | None = None
 
     def lost_hold(self) -> LockLost | None:
         """The first reactor-level hold that is lost, else ``None`` (no I/O)."""
@@ -115,10 +123,11 @@ class RunState:
         )
 
 
-#: Runs every remaining step of a context and returns the run's result: the signature of
+#: Runs every remaining step of a context and returns the run's result (``Paused`` when it
+#: stopped at an interrupt: docs/run-control.md, "Interrupts"): the signature of
 #: :func:`reactor.engine.executor.execute`, passed down to the code that starts a run of its
 #: own from inside the executor (an inline map element, docs/concepts.md, "Inline map").
-Execute = Callable[[RunState], Success | Failure]
+Execute = Callable[[RunState], Success | Failure | Paused]
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.retries import NO_RETRIES, Retries
-from reactor.engine import invoke
+from reactor.engine import invoke, observe
 from reactor.engine.arguments import resolve_arguments
 from reactor.engine.coordination import StepCoordination
 from reactor.engine.retries import attempt_with_retries
@@ -68,7 +68,7 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
     state.in_flight = in_flight
     coordination = StepCoordination.for_step(state, spec)
 
-    def attempt(n: int) -> Result:
+    def run_attempt(n: int) -> Result:
         args = arguments
         if spec.step_class is not None:
             try:
@@ -82,6 +82,12 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
             return invoke.call_run(spec, args, state.step_context(name, attempt=n)).result
 
         return body() if coordination is None else coordination.attempt(args, body)
+
+    def attempt(n: int) -> Result:  # one middleware step scope per attempt
+        with observe.step(state, name, kind=spec.kind, attempt=n, arguments=arguments) as seen:
+            result = run_attempt(n)
+            seen.done(result)
+            return result
 
     def on_retry(failed_attempt: int, delay: float, failure: Failure) -> None:
         attempts = ctx.retry_context.setdefault("attempts", {})

@@ -71,6 +71,7 @@ from reactor.model.records import (
 )
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.ports.documents import DocumentStore
+from reactor.ports.run_pages import RunPageFilter, collect_page
 from reactor.ports.serialization import (
     decode_page_cursor,
     encode_page_cursor,
@@ -541,41 +542,57 @@ class DocumentContextStore:
             self._contexts.documents, CONTEXTS, indexes, limit=limit, cursor=cursor, decode=decode
         )
 
-    def page(self, *, cursor: str | None = None, limit: int = 50) -> RunPage:
+    def page(
+        self,
+        *,
+        cursor: str | None = None,
+        limit: int = 50,
+        statuses: Collection[str] | None = None,
+        reactor: str | None = None,
+        created_from: float | None = None,
+        created_to: float | None = None,
+    ) -> RunPage:
         """List top-level runs newest first (by ``created_at``, then id) with keyset paging.
 
         Every top-level run (no parent) appears exactly once across pages; dispatched
-        children and map elements are not listed.
+        children and map elements are not listed. The filters follow docs/protocol.md,
+        "Filtered pages" (:func:`reactor.ports.run_pages.collect_page`).
 
         Args:
             cursor: ``None`` for the first page, else the previous page's ``next_cursor``.
             limit: rows per page (>= 1).
+            statuses: only runs in one of these statuses.
+            reactor: only runs of this registered reactor name.
+            created_from: only runs created at or after these epoch seconds.
+            created_to: only runs created before these epoch seconds.
 
         Returns:
             The page; ``next_cursor`` is ``None`` on the last page.
 
         Raises:
-            ValueError: ``cursor`` is malformed or ``limit`` is below 1.
+            ValueError: ``cursor`` or a filter is malformed, or ``limit`` is below 1.
             StorageError: the document store returned a key that is not strictly after the
                 cursor (its ``after`` is broken: paging on would never end).
         """
-        if limit < 1:
-            raise ValueError(f"page limit must be >= 1, got {limit!r}")
-        after = None if cursor is None else decode_page_cursor(cursor)
-        found = self._pages.documents.scan(CONTEXT_PAGES, after=after, limit=limit + 1)
-        if found:
-            require_after(CONTEXT_PAGES, after, found[0][0])
-        rows = found[:limit]
-        more = len(found) > limit
-        runs = []
-        for key, value in rows:
-            summary = self._verified(key, value)
-            if summary is not None:
-                runs.append(summary)
-        return RunPage(
-            runs=tuple(runs),
-            next_cursor=encode_page_cursor(rows[-1][0]) if more else None,
+        run_filter = RunPageFilter.of(
+            statuses=statuses, reactor=reactor, created_from=created_from, created_to=created_to
         )
+        return collect_page(
+            self._page_entries, self._verified, cursor=cursor, limit=limit, run_filter=run_filter
+        )
+
+    def _page_entries(
+        self, after: str | None, chunk: int
+    ) -> Iterator[tuple[str, Mapping[str, Any]]]:
+        """The page index from ``after`` on, ``chunk`` summaries per document-store scan."""
+        while True:
+            found = self._pages.documents.scan(CONTEXT_PAGES, after=after, limit=chunk)
+            if found:
+                require_after(CONTEXT_PAGES, after, found[0][0])
+            yield from found
+            if len(found) < chunk:
+                return
+            after = found[-1][0]
 
     def _verified(self, key: str, value: Mapping[str, Any]) -> RunSummary | None:
         """The listing row of page summary ``value`` (stored under ``key``), checked against

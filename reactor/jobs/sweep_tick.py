@@ -22,6 +22,7 @@ from reactor.config import Runtime
 from reactor.engine.env import make_env
 from reactor.engine.fan_out import dispatch_batch
 from reactor.engine.waiting import waiting_on
+from reactor.jobs import observe
 from reactor.jobs.sweepers import (
     DispatchLease,
     MapSweepCounts,
@@ -129,6 +130,13 @@ def run_sweeps(runtime: Runtime, *, limit: int | None = None) -> TickCounts:
         )
     except Exception as exc:
         _sweeper_failed("maps", exc)
+    if runtime.hooks.middleware:  # docs/observability.md, "Metrics"
+        observe.swept(runtime, {
+            "runs": runs.redispatched if runs else 0,
+            "steps": steps.redispatched if steps else 0,
+            "maps": maps.redispatched + maps.recollected + maps.batches if maps else 0,
+            "map_rollbacks": (maps.rollback_redispatched + maps.rollback_batches) if maps else 0,
+        }, sum(c.errors for c in (runs, steps, maps) if c is not None))
     return TickCounts(runs, steps, maps)
 
 

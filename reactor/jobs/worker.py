@@ -33,6 +33,7 @@ from reactor.config import Runtime
 from reactor.coordination._heartbeat import Heartbeat
 from reactor.engine import secret_policy
 from reactor.errors import DeserializationError, UnknownReactorError
+from reactor.jobs import observe
 from reactor.jobs.handlers import HANDLERS, JobContext, dispatch_job
 from reactor.jobs.sweep_tick import schedule_next
 from reactor.model.text import escaping_logger
@@ -385,6 +386,7 @@ class Worker:
         )
         self._safe(self.runtime.router.dead_letter, delivery, reason)
         self.jobs_dead_lettered += 1
+        observe.dead_lettered(self.runtime, job, reason)
 
     def _failed(self, delivery: Delivery, exc: Exception) -> None:
         job = delivery.job

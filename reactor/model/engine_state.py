@@ -37,6 +37,12 @@ stored key                field                        stored value
 ``quarantine``            ``quarantine``               ``{"reason", "original_status",
                                                        "original_document"}``, plus
                                                        ``"original_truncated": true``
+``interrupt``             ``interrupt``                ``{"step", "correlation_id",
+                                                       "paused_at", "timeout",
+                                                       "deadline", "expiry",
+                                                       "max_attempts", "attempts"}``
+``cancel``                ``cancel``                   ``{"reason", "rollback",
+                                                       "requested_at"}``
 ========================  ===========================  =================================
 
 A fact at its default (``False``, ``None``, empty) is not written; a stored ``null`` reads as
@@ -80,6 +86,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from reactor.errors import DeserializationError
+from reactor.model import codec
 from reactor.model.records import OrderedTicket
 from reactor.model.run_links import RunLinks
 
@@ -87,11 +94,14 @@ __all__ = [
     "QUARANTINE_KEY",
     "STORED_KEYS",
     "AsyncStepRef",
+    "CancelRequest",
     "EngineState",
     "HandOffMode",
     "HoldPrimitive",
+    "InterruptExpiry",
     "KeyedTicket",
     "ParkedHold",
+    "PendingInterrupt",
     "Quarantine",
     "Waiting",
     "WaitingPrimitive",
@@ -104,6 +114,8 @@ HandOffMode = Literal["all", "after", "before"]
 WaitingPrimitive = Literal["lock", "semaphore", "rate_limit", "ordered_lock", "async_step"]
 #: The primitives whose holds a park detaches and keeps (docs/coordination.md, "Contention").
 HoldPrimitive = Literal["lock", "semaphore"]
+#: How an interrupt's timeout is enforced (docs/run-control.md, "Interrupts").
+InterruptExpiry = Literal["lazy", "active"]
 
 #: The stored ``private_data`` key of :attr:`EngineState.quarantine` (the masking of views
 #: hides the original text kept under it: :func:`reactor.model.masking.mask_document`).
@@ -309,6 +321,105 @@ class Quarantine:
         return _read(_QUARANTINE, value, path)
 
 
+@dataclass(frozen=True)
+class PendingInterrupt:
+    """The interrupt a ``paused`` run waits at (docs/run-control.md, "Interrupts"). Stored
+    on the root run as ``{"step", "correlation_id", "paused_at", "timeout", "deadline",
+    "expiry", "max_attempts", "attempts"}``.
+
+    Attributes:
+        step: the interrupt's step path (``"approval"``, or ``"review.approval"`` inside the
+            child composed by step ``review``).
+        correlation_id: the id a resume may name instead of the run id, or ``None``.
+        paused_at: epoch seconds on the runtime clock when the run paused.
+        timeout: seconds the interrupt waits, or ``None`` (no timeout).
+        deadline: ``paused_at + timeout`` (epoch seconds, runtime clock), or ``None``.
+        expiry: ``"lazy"`` or ``"active"``; ``None`` without a timeout.
+        max_attempts: invalid payloads accepted before the run fails (>= 1).
+        attempts: invalid payloads counted so far, as last recorded on the run (the claims
+            store's counter is authoritative: docs/protocol.md, "Claims").
+    """
+
+    step: StrictStr
+    correlation_id: StrictStr | None = None
+    paused_at: _Seconds = 0.0
+    timeout: _Seconds | None = None
+    deadline: _Seconds | None = None
+    expiry: InterruptExpiry | None = None
+    max_attempts: StrictInt = 1
+    attempts: StrictInt = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (every field, ``null`` where unset)."""
+        return {
+            "step": self.step, "correlation_id": self.correlation_id,
+            "paused_at": self.paused_at, "timeout": self.timeout, "deadline": self.deadline,
+            "expiry": self.expiry, "max_attempts": self.max_attempts,
+            "attempts": self.attempts,
+        }
+
+    @classmethod
+    def from_json(cls, value: Any, path: str = "interrupt") -> PendingInterrupt:
+        """Read the stored form (``path``: where it sits, for the error message).
+
+        Raises:
+            DeserializationError: the value is malformed (the message names the field).
+        """
+        return _read(_INTERRUPT, value, path)
+
+
+@dataclass(frozen=True)
+class CancelRequest:
+    """A request to cancel a run (docs/run-control.md, "Cancel"): the claim
+    ``Reactor.cancel`` makes in the claims store (its text is :meth:`encode`), and, once a
+    cancel started, the record kept on the root run. Stored on the run as ``{"reason",
+    "rollback", "requested_at"}``.
+
+    Attributes:
+        reason: why the run was cancelled (the caller's text, shown in views), or ``None``.
+        rollback: whether the run's completed work is rolled back (``False``: it is kept).
+        requested_at: epoch seconds on the runtime clock when the cancel was requested.
+    """
+
+    reason: StrictStr | None = None
+    rollback: StrictBool = True
+    requested_at: _Seconds = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (every field, ``null`` where unset)."""
+        return {"reason": self.reason, "rollback": self.rollback,
+                "requested_at": self.requested_at}
+
+    @classmethod
+    def from_json(cls, value: Any, path: str = "cancel") -> CancelRequest:
+        """Read the stored form (``path``: where it sits, for the error message).
+
+        Raises:
+            DeserializationError: the value is malformed (the message names the field).
+        """
+        return _read(_CANCEL, value, path)
+
+    def encode(self) -> str:
+        """The claim's text for ``ClaimStore.claim_interrupt_resume`` (codec JSON)."""
+        return codec.dumps(self.to_json())
+
+    @classmethod
+    def decode(cls, text: str) -> CancelRequest:
+        """Read a claim's text back.
+
+        Args:
+            text: what :meth:`encode` wrote.
+
+        Returns:
+            The request.
+
+        Raises:
+            DeserializationError: the text is not a request this version wrote (the message
+                names the field).
+        """
+        return cls.from_json(codec.loads(text), "cancel claim")
+
+
 # ------------------------------------------------------------------------------ stored shape
 #
 # What pydantic validates a stored value against. KeyedTicket, AsyncStepRef and Quarantine are
@@ -380,6 +491,8 @@ class _StoredState(BaseModel):
     retried_from: StrictStr | None = None
     retries: _List[StrictStr] | None = None
     quarantine: Quarantine | None = None
+    interrupt: PendingInterrupt | None = None
+    cancel: CancelRequest | None = None
 
 
 #: Every ``private_data`` key :class:`EngineState` reads as a typed field (any other key is
@@ -393,6 +506,8 @@ _HOLD: Final = TypeAdapter(_Hold)
 _WAITING: Final = TypeAdapter(_Waiting)
 _ASYNC_STEP: Final = TypeAdapter(AsyncStepRef)
 _QUARANTINE: Final = TypeAdapter(Quarantine)
+_INTERRUPT: Final = TypeAdapter(PendingInterrupt)
+_CANCEL: Final = TypeAdapter(CancelRequest)
 
 
 @dataclass(frozen=True)
@@ -422,6 +537,10 @@ class EngineState:
             runs"), or ``None``.
         links: the run-control links (docs/run-control.md).
         quarantine: set on a quarantine document only (:mod:`reactor.engine.quarantine`).
+        interrupt: the interrupt a ``paused`` run waits at (docs/run-control.md,
+            "Interrupts"), else ``None``.
+        cancel: set once a cancel of the run started (docs/run-control.md, "Cancel"): the
+            request it carries out; else ``None``.
         extra: stored ``private_data`` keys this version does not know, kept as read and
             written back unchanged (never one of :data:`STORED_KEYS`).
 
@@ -441,6 +560,8 @@ class EngineState:
     handed_off: HandOffMode | None = None
     links: RunLinks = field(default_factory=RunLinks)
     quarantine: Quarantine | None = None
+    interrupt: PendingInterrupt | None = None
+    cancel: CancelRequest | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -538,6 +659,8 @@ class EngineState:
             "retried_from": links.retried_from,
             "retries": list(links.retries) or None,
             QUARANTINE_KEY: None if self.quarantine is None else self.quarantine.to_json(),
+            "interrupt": None if self.interrupt is None else self.interrupt.to_json(),
+            "cancel": None if self.cancel is None else self.cancel.to_json(),
         }
         return {**{k: v for k, v in stored.items() if v is not None}, **self.extra}
 
@@ -574,6 +697,8 @@ class EngineState:
                 stored.idempotency_key, stored.retried_from, tuple(stored.retries or ())
             ),
             quarantine=stored.quarantine,
+            interrupt=stored.interrupt,
+            cancel=stored.cancel,
             extra=stored.model_extra or {},
         )
 

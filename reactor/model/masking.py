@@ -31,6 +31,7 @@ __all__ = [
     "mask_document_text",
     "mask_job_body",
     "mask_mapping",
+    "mask_text",
     "mask_value",
 ]
 
@@ -88,6 +89,29 @@ def mask_mapping(values: Mapping[str, Any], redacted: Iterable[str]) -> dict[str
     """
     secret = set(redacted)
     return {k: (REDACTED if k in secret else mask_value(v)) for k, v in values.items()}
+
+
+def mask_text(text: str, secrets: Iterable[Any]) -> str:
+    """``text`` (an error message) with the text of every secret value in it shown as
+    ``"[REDACTED]"`` (docs/security.md, "What each view shows"): what a message may echo of an
+    input or argument declared ``redact=True`` never reaches a log or a trace.
+
+    Args:
+        text: the text to show.
+        secrets: the secret values (``None``, empty texts and sealed values, whose plain text
+            user code never saw, are skipped); longer texts are replaced first.
+
+    Returns:
+        The masked text (``text`` itself when no secret occurs in it).
+    """
+    forms = sorted(
+        {str(v) for v in secrets if v is not None and not is_secret(v)} - {""},
+        key=len, reverse=True,
+    )
+    for form in forms:
+        if form in text:
+            text = text.replace(form, REDACTED)
+    return text
 
 
 def _names(value: Any, fallback: Iterable[str]) -> list[str]:

@@ -22,6 +22,7 @@ __all__ = [
     "ContextRecord",
     "ElementStart",
     "Fence",
+    "LockClaim",
     "LockInfo",
     "MapMetadata",
     "MapRollbackMetadata",
@@ -147,6 +148,22 @@ class Fence:
     def __post_init__(self) -> None:
         if isinstance(self.token, bool) or not isinstance(self.token, int) or self.token < 1:
             raise ValueError(f"a fence token is an int >= 1, got {self.token!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class LockClaim:
+    """A lock to take together with a record (docs/protocol.md, "Optional fast paths"): the
+    arguments of ``LockStore.acquire``.
+
+    Attributes:
+        key: the lock key (``async:<run id>``, a map element's lock key).
+        owner: the owner token taking it.
+        ttl: seconds until it lapses unless extended; ``None`` = never.
+    """
+
+    key: str
+    owner: str
+    ttl: float | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,12 @@ Semantics (docs/concepts.md, "Results and signals"):
 * ``Halt(reason)`` — stop the run cleanly, keep partial progress, no rollback (status ``halted``).
 * ``Skipped(value)`` — this one step had nothing to do; ``value`` flows to dependants like a
   ``Success`` value, and the step is never undone.
+* ``Paused(step, ...)`` — the run reached an interrupt and waits for ``Reactor.resume``
+  (status ``paused``; docs/run-control.md, "Interrupts"). Neither a success nor a failure.
 
 ``Halt`` and ``Skipped`` are subclasses of ``Success`` (``.success`` is ``True`` for both), so
-when pattern matching, test ``Halt``/``Skipped`` before ``Success``.
+when pattern matching, test ``Halt``/``Skipped`` before ``Success``. ``Paused`` is its own
+branch (``.success`` and ``.failed`` are both ``False``, ``.paused`` is ``True``).
 
 All result types are immutable and are registered with :mod:`reactor.model.codec` so they
 round-trip through stored contexts. A stored ``Failure`` keeps its error as the message string
@@ -30,6 +33,7 @@ __all__ = [
     "Failure",
     "Halt",
     "MapResults",
+    "Paused",
     "Result",
     "RollbackFailure",
     "Skipped",
@@ -71,8 +75,9 @@ class Result:
 
     @property
     def success(self) -> bool:
-        """``True`` for ``Success``, ``Halt`` and ``Skipped``; ``False`` for ``Failure``."""
-        return not isinstance(self, Failure)
+        """``True`` for ``Success``, ``Halt`` and ``Skipped``; ``False`` for ``Failure`` and
+        ``Paused``."""
+        return isinstance(self, Success)
 
     @property
     def failed(self) -> bool:
@@ -88,6 +93,11 @@ class Result:
     def skipped(self) -> bool:
         """``True`` only for ``Skipped``."""
         return isinstance(self, Skipped)
+
+    @property
+    def paused(self) -> bool:
+        """``True`` only for ``Paused`` (the run waits at an interrupt)."""
+        return isinstance(self, Paused)
 
     def with_run_id(self: _R, run_id: str | None) -> _R:
         """Return a copy of this result carrying ``run_id``."""
@@ -146,6 +156,45 @@ class Skipped(Success):
     def __init__(self, value: Any = None, *, run_id: str | None = None) -> None:
         object.__setattr__(self, "value", value)
         object.__setattr__(self, "run_id", run_id)
+
+
+@dataclass(frozen=True)
+class Paused(Result):
+    """A run stopped at an interrupt, waiting for outside input (docs/run-control.md,
+    "Interrupts").
+
+    Returned by ``Reactor.run`` (and ``Reactor.resume``, ``DispatchHandle.wait``) when the run
+    reached an ``interrupt`` step: the run is stored ``paused`` and continues only through
+    ``Reactor.resume`` (by ``run_id`` or ``correlation_id``). Not a success and not a failure:
+    ``.success`` and ``.failed`` are ``False``, ``.paused`` is ``True``.
+
+    Attributes:
+        step: the interrupt's step path (``"approval"``; inside a composed child the compose
+            step's name first, ``"review.approval"``).
+        correlation_id: the id a resume may name instead of the run id, or ``None``.
+        timeout: seconds the interrupt waits before it expires, or ``None`` (no timeout).
+        deadline: when it expires, in epoch seconds on the runtime clock (docs/testing.md,
+            "The clock"), or ``None``.
+        expiry: ``"lazy"`` (a resume after the deadline fails the run) or ``"active"`` (a
+            delayed job also fails it at the deadline); ``None`` without a timeout.
+        max_attempts: invalid payloads accepted before the run fails.
+        attempts: invalid payloads counted so far.
+        run_id: see :class:`Result`.
+    """
+
+    step: str
+    correlation_id: str | None = None
+    timeout: float | None = None
+    deadline: float | None = None
+    expiry: Literal["lazy", "active"] | None = None
+    max_attempts: int = 1
+    attempts: int = 0
+    run_id: str | None = field(default=None, kw_only=True, compare=False)
+
+    @property
+    def status(self) -> str:
+        """``"paused"``: the stored run's status (``reactor.RunStatus.PAUSED``)."""
+        return "paused"
 
 
 @dataclass(frozen=True)

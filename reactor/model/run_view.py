@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reactor.model.context import Context
+from reactor.model.engine_state import CancelRequest, PendingInterrupt
 from reactor.model.masking import mask_value
 from reactor.model.results import Failure
 from reactor.model.status import RunStatus
@@ -27,7 +28,9 @@ class TraceEntry:
 
     Attributes:
         type: ``run``, ``failed``, ``retry``, ``compensate``, ``compensate_failure``,
-            ``undo``, ``undo_failure``, ``halt`` or ``skipped``.
+            ``undo``, ``undo_failure``, ``halt``, ``skipped``, ``paused`` or ``resumed``
+            (an interrupt: docs/run-control.md, "Interrupts"), or ``cancelled`` (a cancel
+            took effect: docs/run-control.md, "Cancel").
         step: the step name.
         at: epoch seconds (storage clock).
         attempt: the attempt number for ``run``/``failed``/``retry`` entries.
@@ -80,6 +83,13 @@ class RunView:
         retried_from: the run this run retries (``Reactor.retry``), if any.
         retries: the runs started by ``Reactor.retry`` of this run, oldest first
             (docs/run-control.md, "Retrying a failed run").
+        interrupt: for a ``paused`` run, the interrupt it waits at (step path, correlation
+            id, timeout and deadline, attempts; docs/run-control.md, "Interrupts"); else
+            ``None``.
+        cancel: for a run cancelled (or being cancelled) by ``Reactor.cancel``, the request:
+            its ``reason``, whether the work was rolled back (``rollback``) and when it was
+            requested (``requested_at``, epoch seconds; docs/run-control.md, "Cancel"); else
+            ``None``.
     """
 
     run_id: str
@@ -100,6 +110,8 @@ class RunView:
     idempotency_key: str | None = None
     retried_from: str | None = None
     retries: tuple[str, ...] = ()
+    interrupt: PendingInterrupt | None = None
+    cancel: CancelRequest | None = None
 
     @classmethod
     def from_context(cls, ctx: Context) -> RunView:
@@ -137,4 +149,6 @@ class RunView:
             idempotency_key=links.idempotency_key,
             retried_from=links.retried_from,
             retries=links.retries,
+            interrupt=ctx.engine_state.interrupt,
+            cancel=ctx.engine_state.cancel,
         )

@@ -17,7 +17,11 @@ with ``isinstance`` instead of probing for concrete adapter classes or undeclare
 * :class:`SavesContextsTogether`: a context store that saves several new records in one
   request (a fan-out batch's pending elements);
 * :class:`BeginsAndSettlesElements`: a map store that reads what an element job needs, and
-  settles the element, in one request each.
+  settles the element, in one request each;
+* :class:`SettlesAndReleases`: a map store that settles an element and releases the
+  element's lock in one request;
+* :class:`LocksWithContexts`: a context store that takes a run's liveness lock with the run's
+  first save or its load, and releases it with the run's final write, in one request each.
 
 A router without a capability is still a complete router: the core simply skips what the
 capability enables (docs/protocol.md, "Routers").
@@ -28,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import ClassVar, Literal, Protocol, runtime_checkable
 
-from reactor.model.records import ContextRecord, ElementStart
+from reactor.model.records import ContextDelta, ContextRecord, ElementStart, Fence, LockClaim
 from reactor.ports.router import Job
 
 __all__ = [
@@ -38,8 +42,10 @@ __all__ = [
     "InProcess",
     "JobHandler",
     "KnowsConsumers",
+    "LocksWithContexts",
     "RunsJobsInline",
     "SavesContextsTogether",
+    "SettlesAndReleases",
     "in_process",
 ]
 
@@ -221,6 +227,107 @@ class BeginsAndSettlesElements(Protocol):
         (docs/protocol.md, "Optional fast paths"), in this order: :meth:`set_failed_context`
         of ``failed_context`` when given (first wins), :meth:`put_result` of slot ``index``,
         :meth:`add_to_counter` ``-1``.
+
+        Returns:
+            The counter after the decrement.
+
+        Raises:
+            ValueError: ``index`` is negative.
+            StorageError: the backend failed.
+        """
+        ...
+
+
+@runtime_checkable
+class LocksWithContexts(Protocol):
+    """A context store that writes or reads a record and takes or releases the lock guarding
+    it in one request (docs/protocol.md, "Optional fast paths").
+
+    Each method is exactly the composition :mod:`reactor.engine.fast_paths` makes without it,
+    made atomic: the lock operations are ``LockStore.acquire``/``release`` of the same
+    storage, with the same fencing tokens (docs/coordination.md, "Fencing tokens"). An adapter
+    that cannot do one in one request (e.g. the lock and the record live on different Redis
+    Cluster slots) makes the composition itself. Declared by the Redis storage's context
+    store.
+    """
+
+    def save_taking(self, record: ContextRecord, claim: LockClaim) -> int:
+        """Take ``claim`` and, only when granted, save ``record`` fenced with the new token.
+
+        Args:
+            record: the run's first whole save.
+            claim: the lock to take.
+
+        Returns:
+            The fencing token (>= 1) of the hold now taken, the record written; 0 when another
+            owner holds the lock (nothing written).
+
+        Raises:
+            ContextTooLargeError, StorageError: as ``ContextStore.save``; the lock is then not
+                held (taken and released again if it was).
+        """
+        ...
+
+    def load_taking(
+        self, context_id: str, claim: LockClaim
+    ) -> tuple[int, ContextRecord | None]:
+        """Take ``claim`` and, only when granted, load the record ``context_id``.
+
+        Returns:
+            ``(token, record or None)`` when the lock was taken; ``(0, None)`` when another
+            owner holds it (nothing read).
+
+        Raises:
+            DeserializationError, StorageError: as ``ContextStore.load``; the lock is then not
+                held (taken and released again if it was).
+        """
+        ...
+
+    def append_releasing(
+        self, delta: ContextDelta, fence: Fence, *, announce: str | None = None
+    ) -> bool:
+        """``ContextStore.append(delta, fence=fence)`` and, only when it appended, release the
+        lock ``fence.key`` held by ``fence.owner`` and, given ``announce``, publish
+        ``delta.status`` on that signals channel (as ``Storage.signals.publish``; a run's
+        completion: docs/architecture.md, "Execution invariants").
+
+        Returns:
+            As ``append`` (``False``: nothing written, the lock still held).
+
+        Raises:
+            StaleWriterError, ContextTooLargeError, StorageError: as ``append`` (nothing
+                released).
+        """
+        ...
+
+    def save_releasing(
+        self, record: ContextRecord, fence: Fence, *, announce: str | None = None
+    ) -> None:
+        """``ContextStore.save(record, fence=fence)``, then release the lock ``fence.key``
+        held by ``fence.owner`` and, given ``announce``, publish ``record.status`` on that
+        signals channel (as :meth:`append_releasing`).
+
+        Raises:
+            StaleWriterError, ContextTooLargeError, StorageError: as ``save`` (nothing
+                released).
+        """
+        ...
+
+
+@runtime_checkable
+class SettlesAndReleases(Protocol):
+    """A map store that settles an element and releases the element's lock in one request
+    (docs/protocol.md, "Optional fast paths"): exactly ``settle_element`` (of
+    :mod:`reactor.engine.fast_paths`) followed by ``LockStore.release`` of the same storage.
+    Declared by the Redis storage's map store.
+    """
+
+    def settle_releasing(
+        self, map_id: str, index: int, value: str, *, failed_context: str | None = None,
+        fence: Fence,
+    ) -> int:
+        """Settle element ``index`` (the failed context first when given, then the slot, then
+        the counter - 1), then release the lock ``fence.key`` held by ``fence.owner``.
 
         Returns:
             The counter after the decrement.

@@ -3,19 +3,38 @@ on receipt.
 
 A payload that fails validation is a poison job: the worker dead-letters it with the
 validation message as the reason instead of crash-looping (docs/workers.md, "Hostile input").
+
+Every payload may carry a :class:`TraceContext` (``trace``): the W3C trace context of the span
+that enqueued it, so the job joins its trace (docs/observability.md, "Propagation"). It is
+optional: a job without one (enqueued by an older version, or with no tracing middleware) runs
+exactly as before, and a malformed one is dropped with a warning naming the field, never the
+job. :func:`job` stamps it from the :func:`stamping` source active in the enqueuing context.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from contextvars import ContextVar, Token
 from typing import Any, ClassVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
 
 from reactor.errors import DeserializationError
+from reactor.model.text import escaping_logger
 from reactor.ports.router import Job
 
 __all__ = [
     "PAYLOAD_TYPES",
+    "InterruptTimeoutPayload",
     "MapCollectPayload",
     "MapElementPayload",
     "MapElementRollbackPayload",
@@ -23,16 +42,121 @@ __all__ = [
     "RunPayload",
     "StepPayload",
     "SweepPayload",
+    "TraceContext",
+    "TraceSource",
+    "current_stamp",
     "job",
     "parse_payload",
+    "stamping",
 ]
+
+log = escaping_logger("reactor.worker")
+
+#: A W3C ``traceparent``: version (not ``ff``), 32-hex trace id, 16-hex parent id, 2-hex flags;
+#: a later version may append fields after a ``-``.
+_TRACEPARENT = re.compile(r"^(?!ff)[0-9a-f]{2}-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}"
+                          r"-[0-9a-f]{2}(-[\x21-\x7e]*)?$")
+
+
+class TraceContext(BaseModel):
+    """The W3C trace context a job carries (docs/observability.md, "Propagation").
+
+    Attributes:
+        traceparent: the ``traceparent`` header of the span that enqueued the job.
+        tracestate: the ``tracestate`` header (vendor data), ``""`` when none; at most 512
+            printable ASCII characters.
+        link: ``True`` when the job's span must *link* to this context instead of continuing
+            its trace (a sweeper's re-dispatch: docs/observability.md, "Spans").
+        enqueued_at: epoch seconds (the enqueuer's clock) when the job was built, for the
+            queue lag; ``None`` when unknown.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    traceparent: str = Field(max_length=256)
+    tracestate: str = Field("", max_length=512, pattern=r"^[\x20-\x7e]*$")
+    link: bool = False
+    enqueued_at: float | None = Field(None, ge=0, allow_inf_nan=False)
+
+    @field_validator("traceparent")
+    @classmethod
+    def _w3c_traceparent(cls, value: str) -> str:
+        """``version-traceid-parentid-flags`` in lower-case hex, ids not all zeros."""
+        if not _TRACEPARENT.match(value):
+            raise ValueError(
+                "must be a W3C traceparent: 2-hex version (not ff), 32-hex trace id and "
+                "16-hex parent id (not all zeros), 2-hex flags"
+            )
+        return value
+
+
+#: What :func:`job` calls to get the trace context of a job built now (``None``: none).
+TraceSource = Callable[[], TraceContext | None]
+
+_TRACE_SOURCE: ContextVar[TraceSource | None] = ContextVar("reactor_job_trace", default=None)
+
+
+def current_stamp() -> TraceContext | None:
+    """The trace context :func:`job` would stamp on a job built here and now (``None``: none),
+    for code that enqueues after the stamping span ended (docs/observability.md,
+    "Propagation")."""
+    source = _TRACE_SOURCE.get()
+    return source() if source is not None else None
+
+
+class stamping:  # noqa: N801 - used as a function: ``with stamping(source):``
+    """Make :func:`job` stamp every job built in this context (thread or task) with
+    ``source()`` until the block ends (a tracing middleware sets it around its spans:
+    docs/observability.md, "Propagation").
+
+    Args:
+        source: returns the trace context to carry, or ``None``; ``None`` stops stamping.
+    """
+
+    __slots__ = ("_source", "_token")
+
+    def __init__(self, source: TraceSource | None) -> None:
+        self._source = source
+        self._token: Token[TraceSource | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _TRACE_SOURCE.set(self._source)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _TRACE_SOURCE.reset(self._token)
+            self._token = None
 
 
 class Payload(BaseModel):
-    """Base of every job payload: frozen, unknown fields ignored (forward compatibility)."""
+    """Base of every job payload: frozen, unknown fields ignored (forward compatibility).
+
+    Attributes:
+        trace: the trace context the job carries (optional; docs/observability.md,
+            "Propagation"). A malformed one is dropped (logged once per job, naming the
+            field) and the job runs untraced.
+    """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
     kind: ClassVar[str] = ""
+    trace: TraceContext | None = None
+
+    @field_validator("trace", mode="wrap")
+    @classmethod
+    def _drop_malformed_trace(
+        cls, value: Any, handler: ValidatorFunctionWrapHandler
+    ) -> TraceContext | None:
+        """Tracing metadata never costs a job: a malformed ``trace`` reads as absent."""
+        try:
+            parsed: TraceContext | None = handler(value)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"trace.{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}"
+                for err in exc.errors()
+            )
+            log.warning("event=job_trace_dropped kind=%s reason=%s", cls.kind, problems)
+            return None
+        return parsed
 
 
 class RunPayload(Payload):
@@ -124,6 +248,26 @@ class SweepPayload(Payload):
     window: int = Field(0, ge=0)
 
 
+class InterruptTimeoutPayload(Payload):
+    """Expire a paused interrupt at its deadline (docs/run-control.md, "Interrupts": active
+    expiry). Enqueued with a delay when the run pauses; a run no longer paused there is left
+    alone.
+
+    Attributes:
+        context_id: the paused root run.
+        reactor: its registered reactor name.
+        step: the interrupt's step path.
+        deadline: the deadline, in epoch seconds on the runtime clock (a job delivered early
+            is re-enqueued for the rest).
+    """
+
+    kind: ClassVar[str] = "interrupt_timeout"
+    context_id: str = Field(min_length=1)
+    reactor: str = Field(min_length=1)
+    step: str = Field(min_length=1)
+    deadline: float = Field(allow_inf_nan=False)
+
+
 #: Payload model per job kind.
 PAYLOAD_TYPES: dict[str, type[Payload]] = {
     cls.kind: cls
@@ -134,6 +278,7 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
         MapCollectPayload,
         MapElementRollbackPayload,
         SweepPayload,
+        InterruptTimeoutPayload,
     )
 }
 
@@ -141,11 +286,24 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
 def job(payload: Payload, **envelope: Any) -> Job:
     """Wrap a payload in a :class:`reactor.ports.Job` of the matching kind.
 
+    The payload's ``trace`` is the :func:`stamping` source's (the enqueuing span's,
+    docs/observability.md, "Propagation") when one is active here, else the one the payload
+    already carries (a re-enqueued payload keeps its trace through an untraced process); a
+    payload without either has no ``trace`` key at all, so its body is what it was before
+    tracing existed.
+
     Args:
         payload: the typed payload.
         **envelope: extra :class:`Job` fields (``attempt``, ``not_before``, ``id``).
     """
-    return Job(kind=payload.kind, payload=payload.model_dump(mode="json"), **envelope)
+    body = payload.model_dump(mode="json", exclude={"trace"})
+    source = _TRACE_SOURCE.get()
+    trace = source() if source is not None else None
+    if trace is None:
+        trace = payload.trace
+    if trace is not None:
+        body["trace"] = trace.model_dump(mode="json")
+    return Job(kind=payload.kind, payload=body, **envelope)
 
 
 def parse_payload(job: Job) -> Payload:

@@ -64,7 +64,10 @@ __all__ = [
     "Router",
 ]
 
-JobKind = Literal["run", "step", "map_element", "map_collect", "map_element_rollback", "sweep"]
+JobKind = Literal[
+    "run", "step", "map_element", "map_collect", "map_element_rollback", "sweep",
+    "interrupt_timeout",
+]
 
 #: Every job kind a worker knows.
 JOB_KINDS: frozenset[str] = frozenset(get_args(JobKind))

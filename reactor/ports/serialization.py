@@ -40,6 +40,7 @@ __all__ = [
     "encode_page_cursor",
     "encode_scan_cursor",
     "page_key",
+    "page_key_bound",
     "record_from_dict",
     "record_from_json",
     "record_to_dict",
@@ -245,6 +246,23 @@ def page_key(created_at: float, context_id: str) -> str:
     """
     micros = min(max(round(created_at * 1_000_000), 0), _MAX_MICROS)
     return f"{_MAX_MICROS - micros:017d}:{context_id}"
+
+
+def page_key_bound(created_at: float) -> str:
+    """The string just above every page key (:func:`page_key`) of a run created at
+    ``created_at``, for range-bounded run pages (docs/protocol.md#contexts).
+
+    Keys of runs created later sort below it, keys of runs created earlier above it, and
+    keys of runs created in the same microsecond below it (``":"`` sorts before ``";"``).
+
+    Args:
+        created_at: epoch seconds (rounded and clamped like :func:`page_key`).
+
+    Returns:
+        ``"<10**17 - 1 - created_at µs, 17 digits>;"``.
+    """
+    micros = min(max(round(created_at * 1_000_000), 0), _MAX_MICROS)
+    return f"{_MAX_MICROS - micros:017d};"
 
 
 def encode_page_cursor(key: str) -> str:

@@ -187,15 +187,34 @@ class ContextStore(Protocol):
         """
         ...
 
-    def page(self, *, cursor: str | None = None, limit: int = 50) -> RunPage:
+    def page(
+        self,
+        *,
+        cursor: str | None = None,
+        limit: int = 50,
+        statuses: Collection[str] | None = None,
+        reactor: str | None = None,
+        created_from: float | None = None,
+        created_to: float | None = None,
+    ) -> RunPage:
         """List top-level runs newest first for dashboards; every run appears once across pages.
+
+        The filters are optional (docs/protocol.md, "Filtered pages"): the time range bounds
+        the walk over the page index; a status or reactor filter skips rows, and one call
+        then examines a bounded number of index entries, so a page may hold fewer rows than
+        ``limit`` (even none) and still carry a cursor. :func:`reactor.ports.run_pages.
+        collect_page` implements the rules for any store.
 
         Args:
             cursor: ``None`` for the first page, else the previous page's ``next_cursor``.
             limit: rows per page (>= 1).
+            statuses: only runs in one of these statuses (``None``: all).
+            reactor: only runs of this registered reactor name (``None``: all).
+            created_from: only runs created at or after these epoch seconds.
+            created_to: only runs created before these epoch seconds.
 
         Raises:
-            ValueError: the cursor is malformed.
+            ValueError: the cursor or a filter is malformed.
         """
         ...
 

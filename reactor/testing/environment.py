@@ -13,7 +13,7 @@ sleeping. The ``reactor_env`` pytest fixture (:mod:`reactor.testing.plugin`) is 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from types import TracebackType
 from typing import Any, cast
 
@@ -26,6 +26,7 @@ from reactor.facade import Reactor
 from reactor.jobs.sweep_tick import run_sweeps
 from reactor.memory.routers import InlineRouter, LocalRouter
 from reactor.memory.storage import MemoryStorage
+from reactor.middleware import Middleware
 from reactor.ports.router import DeadLetter
 from reactor.ports.storage import Storage
 from reactor.testing.clock import DEFAULT_START, TestClock
@@ -57,6 +58,9 @@ class TestEnvironment:
             synchronous run reads an ``async_step``'s result); only delayed jobs wait for the
             clock (docs/testing.md, "Queued or inline jobs").
         start: the clock's start, in epoch seconds.
+        middleware: the :class:`reactor.middleware.Middleware` the runtime runs, in order
+            (e.g. an ``OpenTelemetryMiddleware`` on an in-memory exporter;
+            docs/observability.md, "Middleware").
         **settings: engine settings (:class:`reactor.Settings` fields, durations in seconds).
             ``REACTOR_*`` environment variables are *not* read: a test sees the same settings
             on every machine.
@@ -69,7 +73,7 @@ class TestEnvironment:
     __test__ = False  # not a pytest test class, whatever module imports it
 
     def __init__(self, *, jobs: JobMode = "queued", start: float = DEFAULT_START,
-                 **settings: Any) -> None:
+                 middleware: Sequence[Middleware] = (), **settings: Any) -> None:
         if jobs not in ("queued", "inline"):
             raise ValueError(f"jobs must be 'queued' or 'inline', got {jobs!r}")
         try:
@@ -85,7 +89,8 @@ class TestEnvironment:
         self.storage = MemoryStorage(context_ttl=self.settings.context_ttl, clock=self.clock)
         storage = cast(Storage, self.storage)  # a MemorySignalStore is a SignalStore
         self.runtime = Runtime(storage=storage, router=self._driver.router,
-                               settings=self.settings, clock=self.clock)
+                               settings=self.settings, clock=self.clock,
+                               middleware=tuple(middleware))
         self._driver.bind(self.runtime)
         self._step_faults = StepFaults()
         self._storage_faults = StorageFaults(storage)

@@ -40,14 +40,15 @@ class PendingJob:
 
     Attributes:
         kind: the job kind (``run``, ``step``, ``map_element``, ``map_collect``,
-            ``map_element_rollback``, ``sweep``).
+            ``map_element_rollback``, ``sweep``, ``interrupt_timeout``).
         job_id: the job's id.
         due_at: when it becomes due, in epoch seconds on the environment's clock.
         due_in: seconds from now until it is due (``0`` when it is due now).
         attempt: how many times this job chain was re-enqueued (parks, retries).
         reactor: the registered reactor name the job names, when it names one.
         run_id: the run the job works on (the owner run for ``step`` jobs), when it names one.
-        step: the step of a ``step`` job, else ``None``.
+        step: the step of a ``step`` job (the interrupt's step path of an
+            ``interrupt_timeout`` job), else ``None``.
         map_id: the fan-out map of a map job, else ``None``.
         payload: the job's whole payload (identities only).
     """
@@ -83,7 +84,7 @@ class PendingJob:
             attempt=job.attempt,
             reactor=text("reactor"),
             run_id=text("context_id", "root_context_id"),
-            step=text("step_name"),
+            step=text("step_name", "step"),
             map_id=text("map_id"),
             payload=payload,
         )

@@ -694,8 +694,8 @@ LUA_PATCHES: dict[str, LuaPatch] = {
         "if not live then return 0 end",
         "lock.lua: release and extend skip the owner check (anyone frees anyone's lock)"),
     "redis_lock_ttl_in_milliseconds": LuaPatch(
-        "lock", "  local x = -1\n  if ttl >= 0 then x = now + ttl end\n  if live then",
-        "  local x = -1\n  if ttl >= 0 then x = now + ttl / 1000 end\n  if live then",
+        "lock", "    local x = -1\n    if ttl >= 0 then x = now + ttl end\n    if live then",
+        "    local x = -1\n    if ttl >= 0 then x = now + ttl / 1000 end\n    if live then",
         "lock.lua: acquire reads the microsecond TTL as milliseconds (locks lapse 1000x early)"),
     "redis_semaphore_keeps_expired_holders": LuaPatch(
         "semaphore", "redis.call('ZREMRANGEBYSCORE', holders, '-inf', us(now))\n", "",
@@ -725,6 +725,13 @@ LUA_PATCHES: dict[str, LuaPatch] = {
         "claim", "  if cur ~= ARGV[3] then return 0 end\n  return redis.call('DEL', key)",
         "  return redis.call('DEL', key)",
         "claim.lua: release deletes the key without comparing the holder"),
+    "redis_save_taking_unfenced": LuaPatch(
+        "context_save", "  fence = us(granted)\n", "",
+        "context_save.lua: a save that takes the lock is not fenced with the token it took"),
+    "redis_settle_releases_any_owner": LuaPatch(
+        "map", "if KEYS[15] then lock_call(KEYS[15], 'release', ARGV[6], ARGV[7]) end",
+        "if KEYS[15] then redis.call('DEL', KEYS[15]) end",
+        "map.lua: settle releases the element lock whoever holds it"),
     "redis_router_ack_skips_receipt_check": LuaPatch(
         "router",
         "  if not current(ARGV[2], ARGV[3], ARGV[4] or '') then return 0 end\n  return ack(",
@@ -937,8 +944,9 @@ BACKEND_STORAGES: dict[str, str] = {
     "control_mongomock": "mongomock",
     "control_dynamodb": "dynamodb",
 }
-LUA_PATCHES["control_redis"] = LuaPatch("lock", "local key, op = KEYS[1], ARGV[1]",
-                                        "local key, op = KEYS[1], ARGV[1]", "no bug (control)")
+LUA_PATCHES["control_redis"] = LuaPatch(
+    "lock", "return lock_call(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])",
+    "return lock_call(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])", "no bug (control)")
 
 
 def _backend_storage(name: str, prefix: str, ttl: float) -> Any:
@@ -1120,6 +1128,10 @@ MUTANTS: tuple[Mutant, ...] = (
             ("redis_rollback_failed_counted_before_check", "map_rollbacks", "map_rollbacks",
              "storage", "changes no counter", None),
             ("redis_claim_release_without_compare", "claims", "claims", "storage", None, None),
+            ("redis_save_taking_unfenced", "contexts", "contexts", "storage", None,
+             "save_taking"),
+            ("redis_settle_releases_any_owner", "maps", "maps", "storage", None,
+             "settle_releasing"),
             ("redis_router_ack_skips_receipt_check", "routers", "routers", "router", None,
              "stale_receipt"),
             ("redis_router_retry_resets_count", "routers", "routers", "router", None, "retry"),

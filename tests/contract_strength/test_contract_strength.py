@@ -12,14 +12,17 @@ The ``mutant`` URL scheme exists only inside those subprocesses: a throw-away ``
 declares its entry points (:func:`reactor_mutants.write_entry_points`), and the subprocess's
 ``PYTHONPATH`` holds it and this directory. A control run of the unbroken ``mutant://none``
 proves the harness itself passes, so a "killed" mutant is never an artefact of the harness.
+
+Each run is a pytest session in a process of its own, forked from a server that has already
+imported pytest, reactor and the backends' libraries (:mod:`forkserver`): a fresh interpreter
+would spend most of each short run importing them.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,18 +30,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.contract_strength.forkserver import ForkServer
 from tests.contract_strength.reactor_mutants import CONTROLS, MUTANTS, Mutant, write_entry_points
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 #: Seconds one mutant's run may take before the runner calls it a hang.
 RUN_TIMEOUT = 120.0
 #: The contract suite's own per-test timeout inside those runs.
 TEST_TIMEOUT = "20"
 #: The test service each backend's mutants run against (tests/services.py), if any.
 SERVICES = {"redis": "redis", "dynamodb": "moto"}
-#: Mutant runs in flight at once. Each is a pytest subprocess that spends most of its time
-#: starting up; two at a time use both cores of the CI machine and halve this module's time.
+#: Mutant runs in flight at once (two use both cores of the CI machine).
 PARALLEL_RUNS = 2
 
 
@@ -46,6 +48,26 @@ PARALLEL_RUNS = 2
 def entry_points(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory declaring the ``mutant`` scheme's entry points."""
     return write_entry_points(tmp_path_factory.mktemp("mutant-entry-points"))
+
+
+def suite_env(entry_points: Path) -> dict[str, str]:
+    """The environment of every run: this one, with the ``mutant`` scheme on the path."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(HERE), str(entry_points), *filter(None, [env.get("PYTHONPATH")])]
+    )
+    return env
+
+
+@pytest.fixture(scope="module")
+def forks(entry_points: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+    """The fork server the runs start from (stopped, with any run left, after the module)."""
+    server = ForkServer(suite_env(entry_points),
+                        tmp_path_factory.mktemp("forkserver") / "server.log")
+    try:
+        yield server
+    finally:
+        server.close()
 
 
 def backend_env(backend: str | None, service_url: Callable[[str], str]) -> dict[str, str]:
@@ -59,40 +81,40 @@ def backend_env(backend: str | None, service_url: Callable[[str], str]) -> dict[
 
 
 def run_suite(
-    entry_points: Path, modules: tuple[str, ...], storage: str, router: str | None, *extra: str,
+    forks: ForkServer, modules: tuple[str, ...], storage: str, router: str | None, *extra: str,
     env_extra: dict[str, str] | None = None,
 ) -> tuple[int, str, float]:
-    """Run the contract modules against the mutant URLs; ``(exit code, output, seconds)``."""
-    env = dict(os.environ)
-    env.update(env_extra or {})
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(HERE), str(entry_points), *filter(None, [env.get("PYTHONPATH")])]
-    )
-    command = [
-        sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-W",
-        "ignore::pytest.PytestUnraisableExceptionWarning", "--pyargs", *modules,
+    """Run the contract modules against the mutant URLs, ``pytest ARGS`` in a process of its
+    own; ``(exit code, output, seconds)``."""
+    env = {**forks.env, **(env_extra or {})}
+    # Preloaded modules cannot be assertion-rewritten in the forked session (forkserver.py).
+    args = [
+        "-x", "-q", "-p", "no:cacheprovider", "-W",
+        "ignore::pytest.PytestUnraisableExceptionWarning", "-W",
+        "ignore::pytest.PytestAssertRewriteWarning", "--pyargs", *modules,
         f"--reactor-storage={storage}", f"--reactor-test-timeout={TEST_TIMEOUT}", *extra,
     ]
     if router is not None:
-        command.append(f"--reactor-router={router}")
-    started = time.monotonic()
-    done = subprocess.run(
-        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT
-    )
-    return done.returncode, done.stdout + done.stderr, time.monotonic() - started
+        args.append(f"--reactor-router={router}")
+    with tempfile.TemporaryDirectory(prefix="mutant-run-") as scratch:
+        output = Path(scratch) / "output.txt"
+        started = time.monotonic()
+        code = forks.run(args, env=env, output=output, timeout=RUN_TIMEOUT)
+        seconds = time.monotonic() - started
+        return code, output.read_text(errors="replace"), seconds
 
 
-def test_the_unbroken_adapter_passes_through_the_harness(entry_points: Path) -> None:
+def test_the_unbroken_adapter_passes_through_the_harness(forks: ForkServer) -> None:
     """Control: ``mutant://none`` passes every storage module the mutants run (and the router
     wiring), so every failure below is the mutant's, never the harness's."""
     storage_modules = sorted({m for x in MUTANTS if x.kind == "storage" for m in x.modules})
-    code, output, _ = run_suite(entry_points, tuple(storage_modules), "mutant://none", None)
+    code, output, _ = run_suite(forks, tuple(storage_modules), "mutant://none", None)
     assert code == 0, output[-4000:]
     assert "documents" in output and "FAIL" not in output
     # The router selections pass on the real local:// router in every contract run; here only
     # the scheme's wiring (factory, probe, URL options) is checked, to keep the run short.
     code, output, _ = run_suite(
-        entry_points, ("reactor_contract.test_routers",), "mutant://none", "mutant://none",
+        forks, ("reactor_contract.test_routers",), "mutant://none", "mutant://none",
         "-k", "round_trip or max_jobs or never_delivers_before_the_delay",
     )
     assert code == 0 and "3 passed" in output, output[-4000:]
@@ -100,7 +122,7 @@ def test_the_unbroken_adapter_passes_through_the_harness(entry_points: Path) -> 
 
 @pytest.mark.parametrize("backend", sorted(CONTROLS))
 def test_the_unbroken_backend_builders_pass_through_the_harness(
-    entry_points: Path, service_url: Callable[[str], str], backend: str
+    forks: ForkServer, service_url: Callable[[str], str], backend: str
 ) -> None:
     """Control for the backend mutants: each backend's unbroken builder (the real adapter, built
     as its mutants are) passes every module its mutants run, so a kill is the mutant's bug."""
@@ -108,22 +130,22 @@ def test_the_unbroken_backend_builders_pass_through_the_harness(
     mutants = [m for m in MUTANTS if m.backend == backend]
     storage_modules = sorted({m for x in mutants if x.kind == "storage" for m in x.modules})
     env = backend_env(backend, service_url)
-    code, output, _ = run_suite(entry_points, tuple(storage_modules), storage, None,
+    code, output, _ = run_suite(forks, tuple(storage_modules), storage, None,
                                 env_extra=env)
     assert code == 0 and "FAIL" not in output, output[-4000:]
     if router is not None:
         code, output, _ = run_suite(
-            entry_points, ("reactor_contract.test_routers",), "mutant://none", router,
+            forks, ("reactor_contract.test_routers",), "mutant://none", router,
             "-k", "stale_receipt or retry", env_extra=env,
         )
         assert code == 0 and "FAIL" not in output, output[-4000:]
 
 
-def test_a_hanging_adapter_fails_within_the_per_test_timeout(entry_points: Path) -> None:
+def test_a_hanging_adapter_fails_within_the_per_test_timeout(forks: ForkServer) -> None:
     """``--reactor-test-timeout``: a scan that never returns fails its test, naming it and the
     likely causes, and the traceback shows where it was stuck."""
     code, output, seconds = run_suite(
-        entry_points, ("reactor_contract.test_documents",), "mutant://scan_hangs", None,
+        forks, ("reactor_contract.test_documents",), "mutant://scan_hangs", None,
         "-k", "ascending_order or round_trips", "--reactor-test-timeout=1",
     )
     assert code == 1, output[-4000:]
@@ -134,12 +156,12 @@ def test_a_hanging_adapter_fails_within_the_per_test_timeout(entry_points: Path)
 
 
 def test_a_slow_adapter_import_does_not_count_against_the_per_test_timeout(
-    entry_points: Path,
+    forks: ForkServer,
 ) -> None:
     """The adapter's module is imported before any test's timer starts: an import that takes
     longer than ``--reactor-test-timeout`` (boto3 on a cold disk) is slow, not stuck."""
     code, output, _ = run_suite(
-        entry_points, ("reactor_contract.test_documents",), "mutant://none", None,
+        forks, ("reactor_contract.test_documents",), "mutant://none", None,
         "-k", "round_trips", "--reactor-test-timeout=1",
         env_extra={"REACTOR_MUTANTS_IMPORT_DELAY": "1.5"},
     )
@@ -148,14 +170,14 @@ def test_a_slow_adapter_import_does_not_count_against_the_per_test_timeout(
 
 
 def test_an_adapter_cannot_mark_a_concern_not_applicable(
-    entry_points: Path, tmp_path: Path
+    forks: ForkServer, tmp_path: Path
 ) -> None:
     """Only the suite marks a concern ``n/a`` (``documents`` on a storage without a
     ``DocumentStore``): claims skipped with a forged "not applicable:" reason fail the verdict,
     they do not vanish from it (docs/contract-suite.md, "Verdicts")."""
     report = tmp_path / "verdict.json"
     code, output, _ = run_suite(
-        entry_points, ("reactor_contract.test_claims",), "mutant://claims_not_applicable", None,
+        forks, ("reactor_contract.test_claims",), "mutant://claims_not_applicable", None,
         f"--reactor-json={report}",
     )
     assert code == 1, output[-4000:]
@@ -164,14 +186,14 @@ def test_an_adapter_cannot_mark_a_concern_not_applicable(
 
 
 def test_a_skipped_mandatory_concern_fails_the_verdict(
-    entry_points: Path, tmp_path: Path
+    forks: ForkServer, tmp_path: Path
 ) -> None:
     """Capability honesty: an adapter whose probe skips the locks tests ("capability: locks
     not supported") is not certified with a gap, it fails (exit 1) with the teaching line; the
     unbroken adapter is certified on the same run."""
     report = tmp_path / "verdict.json"
     code, output, _ = run_suite(
-        entry_points, ("reactor_contract.test_locks",), "mutant://declares_no_locks", None,
+        forks, ("reactor_contract.test_locks",), "mutant://declares_no_locks", None,
         f"--reactor-json={report}",
     )
     assert code == 1, output[-4000:]
@@ -179,7 +201,7 @@ def test_a_skipped_mandatory_concern_fails_the_verdict(
     verdict = json.loads(report.read_text())
     assert verdict["verdict"] == "failed" and verdict["concerns"]["locks"]["verdict"] == "FAIL"
     code, output, _ = run_suite(
-        entry_points, ("reactor_contract.test_locks",), "mutant://none", None,
+        forks, ("reactor_contract.test_locks",), "mutant://none", None,
         f"--reactor-json={report}",
     )
     assert code == 0 and "verdict: certified" in output, output[-4000:]
@@ -196,23 +218,23 @@ def test_the_mutants_cover_every_concern_with_a_bug_class() -> None:
 
 
 def _run_mutant(
-    entry_points: Path, mutant: Mutant, env_extra: dict[str, str]
+    forks: ForkServer, mutant: Mutant, env_extra: dict[str, str]
 ) -> tuple[int, str, float]:
     url = f"mutant://{mutant.name}"
     storage, router = (url, None) if mutant.kind == "storage" else ("mutant://none", url)
     extra = ("-k", mutant.select) if mutant.select else ()
-    return run_suite(entry_points, mutant.modules, storage, router, *extra, env_extra=env_extra)
+    return run_suite(forks, mutant.modules, storage, router, *extra, env_extra=env_extra)
 
 
 @pytest.fixture(scope="module")
 def mutant_runs(
-    entry_points: Path, service_url: Callable[[str], str]
+    forks: ForkServer, service_url: Callable[[str], str]
 ) -> Iterator[dict[str, Future[tuple[int, str, float]]]]:
     """Every mutant's run, started :data:`PARALLEL_RUNS` at a time as soon as the first
     mutant test asks; each test waits for its own. The verdicts do not depend on the order."""
     with ThreadPoolExecutor(PARALLEL_RUNS, thread_name_prefix="mutant") as pool:
         runs = {
-            m.name: pool.submit(_run_mutant, entry_points, m,
+            m.name: pool.submit(_run_mutant, forks, m,
                                 backend_env(m.backend, service_url))
             for m in MUTANTS
         }

@@ -212,6 +212,33 @@ def test_a_corrupt_map_element_settles_as_a_failure_naming_it(rt: Runtime) -> No
     assert counts.redispatched == 0 and counts.errors == 0
 
 
+def test_a_duplicate_delivery_of_a_settled_element_leaves_its_context_alone(
+    rt: Runtime,
+) -> None:
+    # A settled element's context keeps its undo stack for the map's rollback: a duplicate
+    # delivery finds the slot stored before it decodes anything, so a context this worker
+    # cannot read (a codec type it lacks) is left as it is, not quarantined.
+    from reactor.engine.fan_out import element_context_id
+    from reactor.ports.payloads import MapElementPayload, job
+
+    handle = Owner.run(items=[1, 2])
+    assert isinstance(handle, DispatchHandle)
+    (meta,) = rt.storage.maps.scan()
+    worker = Worker(rt, liveness_wait=0.0)
+    worker.run_pending()
+    assert handle.wait(timeout=1).success
+    element_id = element_context_id(meta.map_id, 0)
+    _corrupt(rt, element_id)
+    slots = rt.storage.maps.result_slots(meta.map_id, [0, 1])
+    counter = rt.storage.maps.counter(meta.map_id)
+    rt.router.enqueue(job(MapElementPayload(map_id=meta.map_id, index=0)))
+    worker.run_pending()
+    record = rt.storage.contexts.load(element_id)
+    assert record is not None and record.document == CORRUPT and record.status == "running"
+    assert rt.storage.maps.result_slots(meta.map_id, [0, 1]) == slots
+    assert rt.storage.maps.counter(meta.map_id) == counter
+
+
 def test_a_map_whose_owner_is_corrupt_settles_instead_of_looping(rt: Runtime) -> None:
     handle = Owner.run(items=[1, 2])
     assert isinstance(handle, DispatchHandle)

@@ -44,9 +44,9 @@ from reactor.memory import LocalRouter, ManualClock, MemoryStorage
 from reactor.model.context import new_context_id
 from reactor.model.secrets import ENV_VAR, generate_key
 from reactor.model.status import RunStatus
+from tests.backends import BACKENDS, backend_urls
 
 SECRET = "tok_visa_SECRET_4242"
-BACKENDS = ["memory", "redis", "mongomock", "mongodb", "dynamodb"]
 
 _lock = threading.Lock()
 bodies: list[str] = []  # one entry per step body execution
@@ -109,21 +109,8 @@ class Queued(Reactor, name="test_run_control.queued"):
 def _configure(name: str, service_url: Callable[[str], str], token: str) -> Runtime:
     if name == "memory":
         return config.configure(storage=MemoryStorage(), router=LocalRouter())
-    if name == "redis":
-        url = f"{service_url('redis')}?prefix={token}"
-        return config.configure(storage=url, router=url)
-    if name == "mongomock":
-        url = f"mongomock://runcontrol/reactor?prefix={token}_"
-        return config.configure(storage=url, router=url)
-    if name == "mongodb":
-        url = f"{service_url('mongodb_wire')}&prefix={token}_"
-        return config.configure(storage=url, router=url)
-    moto = service_url("moto")
-    return config.configure(
-        storage=f"dynamodb://reactor-runcontrol?region=us-east-1&endpoint_url={moto}"
-        f"&prefix={token}&clock_skew_budget=0.25",
-        router=f"sqs://runcontrol?region=us-east-1&endpoint_url={moto}&prefix={token}",
-    )
+    storage, router = backend_urls(name, service_url, token, area="runcontrol")
+    return config.configure(storage=storage, router=router)
 
 
 @pytest.fixture
@@ -392,7 +379,8 @@ def test_the_examples_of_docs_run_control_run_as_written() -> None:
     root = Path(__file__).resolve().parents[2]
     blocks = re.findall(r"```python\n(.*?)```", (root / "docs" / "run-control.md").read_text(),
                         re.DOTALL)
-    assert len(blocks) == 2
+    # idempotency keys, retry, interrupts, interrupt timeouts, cancel, async_reactor
+    assert len(blocks) == 6
     for block in blocks:
         done = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True,
                               timeout=120, check=False, cwd=root)

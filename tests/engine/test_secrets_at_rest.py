@@ -44,9 +44,9 @@ from reactor.model.results import Failure
 from reactor.model.secrets import ENV_VAR, generate_key
 from reactor.model.status import RunStatus
 from reactor.ports.router import Job
+from tests.backends import BACKENDS, backend_urls
 
 SECRET = "tok_visa_SECRET_4242"
-BACKENDS = ["memory", "redis", "mongomock", "mongodb", "dynamodb"]
 REAL_BACKENDS = BACKENDS[1:]
 DRIVER_LOGGERS = ("reactor", "pymongo", "botocore", "redis")
 
@@ -119,24 +119,6 @@ class Secretive(Reactor, name="test_secrets_at_rest.secretive"):
 
 
 # ------------------------------------------------------------------------------ backends
-
-
-def _urls(name: str, service_url: Callable[[str], str], token: str) -> tuple[str, str]:
-    if name == "redis":
-        url = f"{service_url('redis')}?prefix={token}"
-        return url, url
-    if name == "mongomock":
-        url = f"mongomock://secrets/reactor?prefix={token}_"
-        return url, url
-    if name == "mongodb":
-        url = f"{service_url('mongodb_wire')}&prefix={token}_"
-        return url, url
-    moto = service_url("moto")
-    return (
-        f"dynamodb://reactor-secrets?region=us-east-1&endpoint_url={moto}&prefix={token}"
-        "&clock_skew_budget=0.25",
-        f"sqs://secrets?region=us-east-1&endpoint_url={moto}&prefix={token}",
-    )
 
 
 @dataclass
@@ -215,7 +197,7 @@ def _configure(name: str, service_url: Callable[[str], str], token: str,
                **settings: Any) -> Runtime:
     if name == "memory":
         return config.configure(storage=MemoryStorage(), router=LocalRouter(), **settings)
-    storage, router = _urls(name, service_url, token)
+    storage, router = backend_urls(name, service_url, token, area="secrets")
     return config.configure(storage=storage, router=router, **settings)
 
 

@@ -1,9 +1,11 @@
 """End-to-end tests of the order fulfilment demo (examples/order_fulfilment/).
 
-The saga runs on the first 150 committed orders, which hold every failure reason. Expected
-outcomes come from an independent oracle (:func:`_predict`) that replays the dataset against
-the catalog and the fake services' published rules without reactor, and are also pinned as
-numbers so a change to the dataset is noticed.
+The saga runs on the first 150 committed orders, which hold every failure reason and both
+decisions of the manual review. Expected outcomes come from an independent oracle
+(:func:`_predict`) that replays the dataset against the catalog, the fake services' published
+rules and the demo reviewer's rule without reactor, and are also pinned as numbers so a change
+to the dataset is noticed. The review itself is tested order by order in
+``test_order_fulfilment_review.py``.
 """
 
 from __future__ import annotations
@@ -20,14 +22,22 @@ from rich.console import Console
 from examples.order_fulfilment import generate_orders
 from examples.order_fulfilment.models import Order
 from examples.order_fulfilment.run import (
+    BULK_UNITS,
+    REVIEWER,
     DemoReport,
+    Outcome,
     check_invariants,
     load_orders,
     main,
     render_run,
     run_demo,
 )
-from examples.order_fulfilment.saga import SHIPMENT_RETRIES, Fulfil
+from examples.order_fulfilment.saga import (
+    REVIEW_THRESHOLD,
+    SHIPMENT_RETRIES,
+    Fulfil,
+    FulfilWithReview,
+)
 from examples.order_fulfilment.services import (
     CARRIER_OUTAGE_WINDOWS,
     DECLINED_CARD_TOKENS,
@@ -43,20 +53,28 @@ SUBSET = 150
 
 #: The outcome counts of the first 150 orders (pinned; the oracle must agree).
 EXPECTED_SUBSET = {
-    "completed": 136,
+    "completed": 134,
     "invalid_order": 1,
     "out_of_stock": 2,
     "card_declined": 3,
     "undeliverable_address": 4,
     "carrier_outage": 4,
+    "review_rejected": 2,
 }
+
+#: The orders of the subset paused for review, and the demo reviewer's decision (pinned).
+EXPECTED_REVIEWS = {"ORD-000027": True, "ORD-000033": True, "ORD-000111": False,
+                    "ORD-000135": False}
 
 
 def _predict(orders: list[Order]) -> dict[str, str]:
     """Predicts each order's outcome from the data alone (no reactor, no fake services).
 
-    Mirrors the saga's order of checks: validation, stock (units held only by completed
-    orders), card, carrier outage (checked before the address), address.
+    Mirrors the saga's order of checks: validation, stock, card, then — for an order above the
+    review threshold — the review (rejected when a line holds ``BULK_UNITS`` or more units),
+    carrier outage (checked before the address), address. Units are held by completed orders,
+    and by every order that reached its review: the reviews are given after all orders ran, so
+    a rejected (or later failing) reviewed order holds its stock meanwhile.
     """
     catalog = load_catalog()
     free = {sku: item.on_hand for sku, item in catalog.items()}
@@ -64,20 +82,30 @@ def _predict(orders: list[Order]) -> dict[str, str]:
     for order in orders:
         seq = order.sequence
         address = (order.shipping_address.country, order.shipping_address.postal_code)
+        reviewed = order.total > REVIEW_THRESHOLD
         if any(catalog[line.sku].discontinued for line in order.lines):
             fate[order.id] = "invalid_order"
-        elif any(free[line.sku] < line.quantity for line in order.lines):
+            continue
+        if any(free[line.sku] < line.quantity for line in order.lines):
             fate[order.id] = "out_of_stock"
-        elif order.card_token() in DECLINED_CARD_TOKENS:
+            continue
+        if order.card_token() in DECLINED_CARD_TOKENS:
             fate[order.id] = "card_declined"
+            continue
+        if reviewed:
+            for line in order.lines:
+                free[line.sku] -= line.quantity
+        if reviewed and any(line.quantity >= BULK_UNITS for line in order.lines):
+            fate[order.id] = "review_rejected"
         elif any(lo <= seq <= hi for lo, hi in CARRIER_OUTAGE_WINDOWS):
             fate[order.id] = "carrier_outage"
         elif address in UNDELIVERABLE_POSTAL_CODES:
             fate[order.id] = "undeliverable_address"
         else:
             fate[order.id] = "completed"
-            for line in order.lines:
-                free[line.sku] -= line.quantity
+            if not reviewed:
+                for line in order.lines:
+                    free[line.sku] -= line.quantity
     return fate
 
 
@@ -170,6 +198,46 @@ def test_failed_steps_are_the_expected_ones(report: tuple[DemoReport, Services])
     assert steps["carrier_outage"] == "book_shipment"
     assert steps["undeliverable_address"] == "book_shipment"
     assert steps["card_declined"] is not None and steps["card_declined"].startswith("payment")
+    assert steps["review_rejected"] == "apply_review"
+
+
+def test_the_large_orders_were_reviewed_as_the_oracle_says(
+    subset: list[Order], report: tuple[DemoReport, Services]
+) -> None:
+    demo, _ = report
+    assert demo.review_threshold == REVIEW_THRESHOLD
+    assert {r.order_id: r.decision.approved for r in demo.reviews} == EXPECTED_REVIEWS
+    assert all(r.decision.reviewer == REVIEWER for r in demo.reviews)
+    outcome = {o.order_id: o for o in demo.outcomes}
+    for review in demo.reviews:
+        assert outcome[review.order_id].reviewed
+        assert review.status == ("completed" if review.decision.approved else "failed")
+        view = FulfilWithReview.find(review.run_id)
+        assert view.results["manual_review"] == review.decision
+        assert [e.type for e in view.trace if e.step == "manual_review"][:1] == ["paused"]
+    # only orders above the threshold ran with a review (131 and 136 ran out of stock first)
+    assert {o.order_id for o in demo.outcomes if o.reviewed} == {
+        o.id for o in subset if o.total > REVIEW_THRESHOLD}
+    assert "paused" not in demo.counts()
+    # the first review met a malformed payload first: refused, counted, then decided
+    first = demo.reviews[0]
+    assert first.refused == ("approved", "reviewer") and first.attempts == 1
+    assert all(not r.refused for r in demo.reviews[1:])
+
+
+def test_a_rejected_review_refunds_and_releases_what_the_run_took(
+    subset: list[Order], report: tuple[DemoReport, Services]
+) -> None:
+    demo, services = report
+    rejected = next(r for r in demo.reviews if not r.decision.approved)
+    order = next(o for o in subset if o.id == rejected.order_id)
+    actions = [(e.service, e.action) for e in services.audit.events(order.id)]
+    capture = actions.index(("ledger", "capture"))
+    assert actions[capture + 1:] == [("ledger", "refund"), ("ledger", "void.noop")] + [
+        ("inventory", "release")] * len(order.lines)
+    assert services.inventory.reservations(order.id) == []
+    assert services.ledger.captures(order.id) == []
+    assert services.carrier.attempts(order.id) == 0  # never reached the carrier
 
 
 def test_carrier_outage_exhausts_retries_with_backoff(
@@ -283,7 +351,31 @@ def test_invariant_checker_reports_leftover_effects(
         finally:
             services.inventory.release(leaked.id)
     assert any(order.id in p and "reservation" in p for p in problems)
-    assert check_invariants(subset, demo.outcomes, services) == []
+    assert check_invariants(subset, demo.outcomes, services,
+                            review_threshold=demo.review_threshold, reviews=demo.reviews) == []
+
+
+def test_invariant_checker_reports_review_violations(
+    subset: list[Order], report: tuple[DemoReport, Services]
+) -> None:
+    demo, services = report
+
+    def problems(outcomes: list[Outcome]) -> list[str]:
+        return check_invariants(subset, outcomes, services,
+                                review_threshold=demo.review_threshold, reviews=demo.reviews)
+
+    assert problems(demo.outcomes) == []
+    big = next(i for i, o in enumerate(demo.outcomes) if o.reviewed and o.status == "completed")
+    skipped = list(demo.outcomes)
+    skipped[big] = Outcome(demo.outcomes[big].order_id, None, "completed")  # ran unreviewed
+    assert any("without manual review" in p for p in problems(skipped))
+    left = list(demo.outcomes)
+    left[big] = Outcome(demo.outcomes[big].order_id, None, "paused", step="manual_review",
+                        reviewed=True)
+    assert any("still paused at manual_review" in p for p in problems(left))
+    # without the threshold, a reviewed outcome is itself a violation
+    assert any("ran with manual review" in p
+               for p in check_invariants(subset, demo.outcomes, services))
 
 
 def test_the_outcome_is_deterministic(subset: list[Order],
@@ -308,6 +400,28 @@ def test_main_prints_summary_trace_and_passes_the_invariants() -> None:
     assert "Invariants hold" in text
     assert "[REDACTED]" in text
     assert "the caller (synchronous)" in text and "in-process retry sleep (s)" in text
+    # the first 70 orders hold two above the threshold: paused, then approved
+    assert "Manual review of orders above 400.00" in text
+    assert "ORD-000027" in text and "ORD-000033" in text and "approved" in text
+    assert "malformed payload" in text and "ran with a manual review" in text
+
+
+def test_main_reviews_per_the_threshold_option() -> None:
+    out = io.StringIO()
+    code = main(["--limit", "150", "--review-threshold", "500"],
+                console=Console(file=out, width=160), real_sleep=False)
+    text = out.getvalue()
+    assert code == 0, text
+    assert "Manual review of orders above 500" in text
+    assert "ORD-000135" in text and "rejected" in text and "Service audit log of ORD-000135" in text
+    out = io.StringIO()
+    assert main(["--limit", "40", "--review-threshold", "off"],
+                console=Console(file=out, width=160), real_sleep=False) == 0
+    assert "Manual review" not in out.getvalue()
+    for bad in ("cheap", "-1", "nan"):
+        with pytest.raises(SystemExit) as info:
+            main(["--review-threshold", bad], console=Console(file=io.StringIO()))
+        assert info.value.code == 2
 
 
 def test_main_rejects_a_bad_limit_and_a_missing_file(tmp_path: Path) -> None:

@@ -12,6 +12,12 @@
   ``context_unavailable`` with its index, never silently skipped.
 
 Workers run one handler thread each, so a kill cuts off exactly the job that blocked.
+
+DynamoDB + SQS on moto answers each call in tens of milliseconds, so the full scenarios take
+minutes there: they are soak tests, and by default they run scaled down (:data:`SMOKE`: the
+same knobs on a map of two throws instead of four, failing in the second throw, with the kill
+and the undo failure in the first). ``REACTOR_TEST_LONG=1`` runs the full scenarios there too
+(docs/testing.md, "Running reactor's own suite").
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import os
 import signal
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,7 +35,7 @@ from reactor import DispatchHandle, Failure, RollbackFailure, config
 from reactor.config import Runtime
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from tests.kill.conftest import Backend, WorkerProcesses, wait_until
-from tests.kill.map_checks import assert_atomic_137, undo_failure
+from tests.kill.map_checks import assert_atomic_failure, undo_failure
 from tests.kill.map_reactors import MapOwner, inputs
 from tests.kill.reactors import entries
 
@@ -38,14 +45,44 @@ SETTINGS: dict[str, object] = {
 }
 IMPORT = ("--import", "tests.kill.map_reactors")
 
-#: Every real adapter; DynamoDB + SQS on moto takes over 30 s per scenario: a soak test.
-#: Seconds each wait may take, per backend (moto answers each call in tens of ms: a scenario
-#: there takes about 3 minutes).
+#: Seconds each wait may take, per backend (moto answers each call in tens of ms: a full
+#: scenario there takes about 3 minutes).
 WAIT = {"redis": 180.0, "mongodb": 180.0, "dynamodb": 600.0}
+#: Every real adapter; DynamoDB + SQS on moto is a soak test (its pytest timeout covers both of
+#: a scenario's waits).
 BACKENDS = pytest.mark.parametrize(
-    "backend", ["redis", "mongodb", pytest.param("dynamodb", marks=pytest.mark.soak)],
+    "backend",
+    ["redis", "mongodb", pytest.param(
+        "dynamodb", marks=[pytest.mark.soak, pytest.mark.timeout(2 * WAIT["dynamodb"] + 60)])],
     indirect=True,
 )
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The knobs of both scenarios (``map_reactors.inputs``); maps throw 50 elements at a time."""
+
+    count: int  # elements of the atomic map
+    fail_at: int  # its element that fails
+    block_undo_at: int  # the element whose undo blocks until its worker is killed
+    undo_fail_at: int  # the element whose undo raises
+    completed_count: int  # elements of the completed map undone after a later step fails
+    completed_undo_fail_at: int
+    expire_at: int  # its element whose context is deleted before the rollback
+
+
+FULL = Scenario(count=200, fail_at=137, block_undo_at=100, undo_fail_at=5,
+                completed_count=80, completed_undo_fail_at=7, expire_at=42)
+#: Two throws instead of four (DynamoDB's soak smoke).
+SMOKE = Scenario(count=80, fail_at=57, block_undo_at=30, undo_fail_at=5,
+                 completed_count=60, completed_undo_fail_at=7, expire_at=42)
+
+
+def scenario(backend: Backend) -> Scenario:
+    """The full scenario, but on DynamoDB only with ``REACTOR_TEST_LONG=1``."""
+    if backend.name == "dynamodb" and os.environ.get("REACTOR_TEST_LONG") != "1":
+        return SMOKE
+    return FULL
 
 
 @pytest.fixture
@@ -66,17 +103,19 @@ def _blocked_pid(log: Path) -> int | None:
 
 
 @BACKENDS
-def test_atomic_failure_at_137_with_a_worker_killed_mid_rollback(
+def test_atomic_failure_in_a_later_throw_with_a_worker_killed_mid_rollback(
     backend: Backend, caller: Runtime, workers: WorkerProcesses, tmp_path: Path
 ) -> None:
     log, block = tmp_path / "map.log", tmp_path / "block"
     block.touch()
-    handle = MapOwner.run(**inputs(str(log), str(block), fail_at=137, undo_fail_at=5,
-                                   block_undo_at=100))
+    knobs = scenario(backend)
+    handle = MapOwner.run(**inputs(str(log), str(block), count=knobs.count,
+                                   fail_at=knobs.fail_at, undo_fail_at=knobs.undo_fail_at,
+                                   block_undo_at=knobs.block_undo_at))
     assert isinstance(handle, DispatchHandle)
     procs = [workers.start(backend, *IMPORT, settings=SETTINGS) for _ in range(2)]
     wait_until(lambda: _blocked_pid(log) is not None, WAIT[backend.name],
-               "element 100's undo to block",
+               f"element {knobs.block_undo_at}'s undo to block",
                workers.logs)
     victim = next(p for p in procs if p.pid == _blocked_pid(log))
     sweeper = workers.start(backend, *IMPORT, "--sweep", settings=SETTINGS)
@@ -87,7 +126,9 @@ def test_atomic_failure_at_137_with_a_worker_killed_mid_rollback(
                "the run to finish",
                workers.logs)
     result = handle.wait(timeout=5)
-    assert_atomic_137(result, str(log), reruns=frozenset({100}))
+    assert_atomic_failure(result, str(log), fail_at=knobs.fail_at,
+                          undo_fail_at=knobs.undo_fail_at,
+                          reruns=frozenset({knobs.block_undo_at}))
     assert MapOwner.find(handle.run_id, runtime=caller).status is RunStatus.FAILED
     for proc in [*procs, sweeper]:
         if proc is not victim:
@@ -100,8 +141,11 @@ def test_undo_of_a_completed_map_reports_expired_and_failed_elements(
     backend: Backend, caller: Runtime, workers: WorkerProcesses, tmp_path: Path
 ) -> None:
     log = tmp_path / "map.log"
-    handle = MapOwner.run(**inputs(str(log), count=80, fail_after=True, undo_fail_at=7,
-                                   expire_at=42))
+    knobs = scenario(backend)
+    count, undo_fails, expired = (knobs.completed_count, knobs.completed_undo_fail_at,
+                                  knobs.expire_at)
+    handle = MapOwner.run(**inputs(str(log), count=count, fail_after=True,
+                                   undo_fail_at=undo_fails, expire_at=expired))
     assert isinstance(handle, DispatchHandle)
     for _ in range(2):
         workers.start(backend, *IMPORT, settings=SETTINGS)
@@ -112,12 +156,12 @@ def test_undo_of_a_completed_map_reports_expired_and_failed_elements(
     assert isinstance(result, Failure) and result.step_name == "after", result
     assert result.rollback_failures == [
         RollbackFailure(step="m", kind="undo", reason="context_unavailable",
-                        message="map element 42 context expired", map_step="m",
-                        element_index=42),
-        undo_failure(7),
+                        message=f"map element {expired} context expired", map_step="m",
+                        element_index=expired),
+        undo_failure(undo_fails),
     ]
     lines = Counter(entries(str(log)))
-    assert all(lines[f"done:{i}"] == 1 for i in range(80))
-    assert all(lines[f"undo-done:{i}"] == 1 for i in range(80) if i not in (7, 42))
-    assert lines["undo-start:42"] == 0 and lines["undo-start:7"] == 1
+    assert all(lines[f"done:{i}"] == 1 for i in range(count))
+    assert all(lines[f"undo-done:{i}"] == 1 for i in range(count) if i not in (undo_fails, expired))
+    assert lines[f"undo-start:{expired}"] == 0 and lines[f"undo-start:{undo_fails}"] == 1
     assert os.path.exists(log)

@@ -20,9 +20,11 @@ from reactor.model.context import Context
 from reactor.model.engine_state import (
     STORED_KEYS,
     AsyncStepRef,
+    CancelRequest,
     EngineState,
     KeyedTicket,
     ParkedHold,
+    PendingInterrupt,
     Quarantine,
     Waiting,
 )
@@ -71,8 +73,12 @@ OLD_PRIVATE_DATA: dict[str, Any] = {
 }
 
 
+#: Keys added since the typed state (an older version keeps them in its unknown keys).
+NEW_KEYS = frozenset({"interrupt", "cancel"})  # docs/run-control.md, "Interrupts", "Cancel"
+
+
 def test_every_key_the_old_code_wrote_loads_into_its_typed_field() -> None:
-    assert set(OLD_PRIVATE_DATA) == STORED_KEYS
+    assert set(OLD_PRIVATE_DATA) == STORED_KEYS - NEW_KEYS
     state = EngineState.from_json(json.loads(json.dumps(OLD_PRIVATE_DATA)))
     assert state == EngineState(
         admitted=True,
@@ -116,6 +122,36 @@ def test_every_stored_document_of_the_old_version_reads_and_writes_back_unchange
     original = stored["retried_original"]["private_data"]["retries"]
     retried = Context.from_document(codec.decode_document(json.dumps(stored["retried_original"])))
     assert retried.engine_state.links.retries == tuple(original)
+
+
+def test_a_cancel_request_round_trips_and_reads_as_a_claim() -> None:
+    stored = {"cancel": {"reason": "ops", "rollback": False, "requested_at": 1700000000}}
+    state = EngineState.from_json(stored)
+    assert state.cancel == CancelRequest("ops", False, 1700000000.0)
+    assert state.to_json() == stored
+    assert CancelRequest.decode(state.cancel.encode()) == state.cancel
+    assert EngineState.from_json({"cancel": {}}).cancel == CancelRequest()
+    with pytest.raises(DeserializationError, match=r"'private_data\.cancel\.rollback'"):
+        EngineState.from_json({"cancel": {"rollback": "no"}})
+    with pytest.raises(DeserializationError, match="'cancel claim' must be an object"):
+        CancelRequest.decode("[1]")
+
+
+def test_a_pending_interrupt_round_trips_every_field() -> None:
+    stored = {"interrupt": {
+        "step": "review.approval", "correlation_id": "refund:o-1", "paused_at": 1700000000,
+        "timeout": 60, "deadline": 1700000060.5, "expiry": "active", "max_attempts": 3,
+        "attempts": 1,
+    }}
+    state = EngineState.from_json(stored)
+    assert state.interrupt == PendingInterrupt(
+        "review.approval", "refund:o-1", 1700000000.0, 60.0, 1700000060.5, "active", 3, 1
+    )
+    assert state.to_json() == stored
+    bare = EngineState.from_json({"interrupt": {"step": "approval"}})
+    assert bare.interrupt == PendingInterrupt("approval")
+    view = RunView.from_context(Context(context_id="r", reactor="x", engine_state=state))
+    assert view.interrupt == state.interrupt
 
 
 def test_defaults_are_not_written_and_a_stored_null_reads_as_the_default() -> None:
@@ -173,6 +209,11 @@ def test_extra_never_shadows_a_typed_field() -> None:
     ({"retries": "run-2"}, "private_data.retries"),
     ({"retries": ["run-2", 3]}, "private_data.retries[1]"),
     ({"quarantine": {"reason": "r", "original_status": "running"}}, "private_data.quarantine"),
+    ({"interrupt": {"correlation_id": "c"}}, "private_data.interrupt"),
+    ({"interrupt": {"step": 3}}, "private_data.interrupt.step"),
+    ({"interrupt": {"step": "a", "expiry": "eager"}}, "private_data.interrupt.expiry"),
+    ({"interrupt": {"step": "a", "max_attempts": "3"}}, "private_data.interrupt.max_attempts"),
+    ({"interrupt": {"step": "a", "deadline": True}}, "private_data.interrupt.deadline"),
     ({"quarantine": {"reason": "r", "original_status": "running", "original_document": "{",
                      "original_truncated": "yes"}}, "private_data.quarantine.original_truncated"),
 ])

@@ -5,7 +5,10 @@
 -- KEYS[1] record hash, KEYS[2] segment list. ARGV: ttl_us, index prefix, context id, fence
 -- token ('' = unfenced), base, segments expected before this one (position - 1), segment,
 -- segment UTF-8 bytes, byte limit ('' = unbounded), status, updated_at, the index of the
--- new status for a top-level run, the one for a dispatched child ('' = none).
+-- new status for a top-level run, the one for a dispatched child ('' = none); then, to release
+-- the run's liveness lock KEYS[3] once the segment is written (docs/protocol.md, "Optional
+-- fast paths"), the lock owner and retention_us, and a signal channel ('' = none) to publish
+-- the new status on once released (a run's completion).
 -- Returns 1 when appended; 0 when nothing was written because the record is absent, has
 -- another base or segment count (or lost segments); {'fence', stored token} when a fenced
 -- append is refused; {'size', stored bytes with the segment} when over the limit.
@@ -57,4 +60,8 @@ else
   redis.call('PERSIST', segs)
 end
 if idx ~= '' then redis.call('ZADD', prefix .. idx, score, id) end
+if ARGV[14] then
+  lock_call(KEYS[3], 'release', ARGV[14], ARGV[15])
+  if ARGV[16] ~= '' then redis.call('PUBLISH', ARGV[16], status) end
+end
 return 1

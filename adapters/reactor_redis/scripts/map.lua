@@ -4,7 +4,8 @@
 -- nothing: then it is a pure read).
 -- KEYS: 1 metadata 2 counter 3 offset 4 failed 5 owner_signal 6 results 7 elements
 --       8 rb:metadata 9 rb:offset 10 rb:outcomes 11 rb:indexes 12 rb:handed_off
---       13 rb:signal 14 rb:failed
+--       13 rb:signal 14 rb:failed; 'settle' only: 15 the element's lock hash to release
+--       (never re-stamped: it is not the map's)
 local ttl, op = tonumber(ARGV[1]), ARGV[2]
 local result
 if op == 'init' then
@@ -42,12 +43,15 @@ elseif op == 'begin' then  -- ARGV[3] index, [4] element context id (absent: non
     return {meta, stored, failed, -1}  -- read only: nothing written, nothing re-stamped
   end
   result = {meta, stored, failed, redis.call('RPUSH', KEYS[7], ARGV[4]) - 1}
-elseif op == 'settle' then  -- ARGV[3] index, [4] value, [5] failed context (absent: none)
+elseif op == 'settle' then  -- ARGV[3] index, [4] value, [5] failed context ('': none),
+  -- [6] lock owner, [7] lock retention_us (absent: no lock)
   -- One element settled, in the order of its calls: the failed context (first wins), the
-  -- slot, the counter - 1. Returns the counter.
-  if ARGV[5] ~= nil then redis.call('SET', KEYS[4], ARGV[5], 'NX') end
+  -- slot, the counter - 1; then the element's lock KEYS[15] released when given
+  -- (docs/protocol.md, "Optional fast paths"). Returns the counter.
+  if ARGV[5] ~= nil and ARGV[5] ~= '' then redis.call('SET', KEYS[4], ARGV[5], 'NX') end
   redis.call('HSET', KEYS[6], ARGV[3], ARGV[4])
   result = redis.call('INCRBY', KEYS[2], -1)
+  if KEYS[15] then lock_call(KEYS[15], 'release', ARGV[6], ARGV[7]) end
 elseif op == 'rb_start' then
   local existing = redis.call('GET', KEYS[8])
   if existing then return {0, existing} end
@@ -70,5 +74,5 @@ elseif op == 'rb_signal' then
 else
   return redis.error_reply('unknown map op ' .. op)
 end
-restamp_all(ttl)
+restamp_all(ttl, 14)
 return result

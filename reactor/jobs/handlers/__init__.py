@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from reactor.config import Runtime
 from reactor.errors import DeserializationError, UnknownReactorError
+from reactor.jobs import observe
+from reactor.jobs.handlers.interrupt_timeout import handle_interrupt_timeout
 from reactor.jobs.handlers.map_collect import handle_map_collect
 from reactor.jobs.handlers.map_element import handle_map_element
 from reactor.jobs.handlers.map_element_rollback import handle_map_element_rollback
@@ -42,6 +44,7 @@ HANDLERS: dict[str, Handler] = {
     "map_element": handle_map_element,
     "map_collect": handle_map_collect,
     "map_element_rollback": handle_map_element_rollback,
+    "interrupt_timeout": handle_interrupt_timeout,
 }
 
 
@@ -56,7 +59,9 @@ def dispatch_job(jc: JobContext) -> None:
     handler = HANDLERS.get(jc.job.kind)
     if handler is None:
         raise DeserializationError(f"unknown job kind {jc.job.kind!r}")
-    handler(jc, parse_payload(jc.job))
+    payload = parse_payload(jc.job)
+    with observe.job(jc, payload):  # docs/observability.md, "Middleware"
+        handler(jc, payload)
 
 
 def bind_inline(runtime: Runtime) -> None:

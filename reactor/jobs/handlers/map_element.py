@@ -3,7 +3,8 @@ docs/architecture.md, "Job kinds").
 
 1. Take the element's liveness lock ``map_element:<map>:<index>`` (auto-extended); a live
    holder means a duplicate delivery: drop this one. The inline router skips the lock.
-2. Load the element's context (stored pending by the dispatcher). An unreadable element (or
+2. Load the element's context (stored pending by the dispatcher), in one request with the
+   lock where the store can (docs/protocol.md, "Optional fast paths"). An unreadable element (or
    owner) context is quarantined — stored ``failed`` with its text and the reason
    (:mod:`reactor.engine.quarantine`) — and the element settles as a failure carrying that
    reason, so no sweep re-dispatches it.
@@ -18,8 +19,8 @@ docs/architecture.md, "Job kinds").
 4. Settle (one request where the store can: ``settle_element``): an atomic failure or a halt
    records the element as the map's failed context (first wins), the slot is stored by index
    (a re-run overwrites, never duplicates) and the counter decremented; then the lock is
-   released, the element that ends a batch dispatches the next one, and the job that brings
-   the counter to 0 enqueues the collector.
+   released (in the same request where the store can), the element that ends a batch
+   dispatches the next one, and the job that brings the counter to 0 enqueues the collector.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import executor, fast_paths
-from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine import executor, fast_paths, observe
+from reactor.engine.checkpoint import Checkpointer, decode_context, load_context
 from reactor.engine.dispatch import publish_completion, stored_result
 from reactor.engine.env import Env, make_env
 from reactor.engine.fan_out import (
@@ -53,8 +54,8 @@ from reactor.errors import (
 from reactor.jobs.job_context import JobContext
 from reactor.model.context import Context
 from reactor.model.keys import map_element_key
-from reactor.model.records import MapMetadata
-from reactor.model.results import Failure, Halt, Success
+from reactor.model.records import ContextRecord, LockClaim, MapMetadata
+from reactor.model.results import Failure, Halt, Paused, Success
 from reactor.model.status import RunStatus
 from reactor.model.text import escaping_logger
 from reactor.ports.payloads import MapElementPayload
@@ -77,15 +78,25 @@ def handle_map_element(jc: JobContext, payload: MapElementPayload) -> None:
     map_id, index = payload.map_id, payload.index
     hold: Liveness | None = None
     element_id = element_context_id(map_id, index)
+    loaded: ContextRecord | _Reload | None = _RELOAD
     if not jc.inline:
         lock = liveness_lock(env, map_element_key(map_id, index))
-        if not lock.try_acquire():
+        started = lock.monotonic()
+        try:  # the lock and the element's context in one request where the store can
+            token, loaded = fast_paths.load_taking(
+                env.storage, element_id, LockClaim(key=lock.key, owner=lock.owner, ttl=lock.ttl)
+            )
+            if token:
+                lock.adopt(token, started)
+        except DeserializationError:  # unreadable: take the lock alone; _load quarantines it
+            token, loaded = (lock.token if lock.try_acquire() else 0), _RELOAD
+        if not token:
             log.info("event=map_element_busy map_id=%s index=%d (a live job holds it)",
                      map_id, index)
             return
         hold = Liveness(element_id, lock)
     try:
-        outcome = _settle(env, payload, hold)
+        outcome = _settle(env, payload, hold, loaded)
     except LockLost as exc:
         log.warning("event=map_element_lock_lost map_id=%s index=%d error=%s",
                     map_id, index, exc)
@@ -104,8 +115,16 @@ def handle_map_element(jc: JobContext, payload: MapElementPayload) -> None:
         enqueue_collector(env, map_id)
 
 
+class _Reload:
+    """The element's context was not read with its lock: :func:`_load` reads it."""
+
+
+_RELOAD = _Reload()
+
+
 def _settle(
-    env: Env, payload: MapElementPayload, hold: Liveness | None
+    env: Env, payload: MapElementPayload, hold: Liveness | None,
+    loaded: ContextRecord | _Reload | None = _RELOAD,
 ) -> tuple[MapMetadata, int] | None:
     """Run (or skip, or re-read) the element and settle it: its slot stored and the counter
     decremented in one request where the store can (:mod:`reactor.engine.fast_paths`).
@@ -119,11 +138,21 @@ def _settle(
     element_id = element_context_id(map_id, index)
     result: ElementResult | None = None
     unreadable: _Unreadable | None = None
-    try:
-        ctx = _load(env, element_id)
-    except _Unreadable as error:  # quarantined: the element fails with the reason
-        ctx, unreadable = None, error
-    fresh = ctx is not None and ctx.status is RunStatus.PENDING
+    broken: DeserializationError | None = None
+    if isinstance(loaded, _Reload):
+        try:
+            loaded = env.storage.contexts.load(element_id)
+        except DeserializationError as exc:  # decided below, once the slot is known unsettled
+            loaded, broken = None, exc
+    ctx: Context | None = None
+    decoded = False
+    # A settled element's context is never decoded (so never quarantined): its undo stack
+    # belongs to the map's rollback. Only a pending one is read before the begin, which
+    # appends it to the element index when the map goes on.
+    fresh = loaded is not None and loaded.status == RunStatus.PENDING.value
+    if fresh:
+        ctx, unreadable = _decoded(env, element_id, loaded, None)
+        decoded, fresh = True, ctx is not None
     start = fast_paths.begin_element(maps, map_id, index, element_id if fresh else None)
     meta = start.metadata
     if meta is None:
@@ -137,6 +166,8 @@ def _settle(
         if maps.count_results(map_id) >= meta.count:
             enqueue_collector(env, map_id)
         return None
+    if not decoded and (loaded is not None or broken is not None):
+        ctx, unreadable = _decoded(env, element_id, loaded, broken)
     definition = element_definition(meta)
     atomic = meta.atomic if payload.atomic is None else payload.atomic
     if ctx is None and unreadable is None:
@@ -158,16 +189,28 @@ def _settle(
             result = run_element(env, definition, ctx, hold)
         # else: the map stopped before this element started (skipped)
     elif element_is_stopped_status(ctx):
-        result = stored_result(ctx)
+        stored = stored_result(ctx)
+        assert not isinstance(stored, Paused)  # a map element never pauses
+        result = stored
     else:
         result = run_element(env, definition, ctx, hold)
     failed = result is not None and (
         isinstance(result, Halt) or (isinstance(result, Failure) and atomic)
     )
-    remaining = fast_paths.settle_element(  # the failed context before the slot: the owner
-        maps, map_id, index, encode_slot(result),  # reads it when it sees every slot
-        failed_context=element_id if failed else None,
-    )
+    # the failed context before the slot: the owner reads it when it sees every slot
+    fence = None if hold is None else hold.fence()
+    if fence is None:
+        remaining = fast_paths.settle_element(
+            maps, map_id, index, encode_slot(result),
+            failed_context=element_id if failed else None,
+        )
+    else:  # the element's last write releases its lock, in one request where the store can
+        remaining = fast_paths.settle_releasing(
+            env.storage, map_id, index, encode_slot(result),
+            failed_context=element_id if failed else None, fence=fence,
+        )
+        assert hold is not None
+        hold.released_with_write()
     log.info("event=map_element_settled map_id=%s index=%d outcome=%s", map_id, index,
              "skipped" if result is None else type(result).__name__.lower())
     return meta, remaining
@@ -201,8 +244,26 @@ def _materialize(env: Env, meta: MapMetadata, index: int) -> None:
         raise _Unreadable(exc) from exc
 
 
+def _decoded(
+    env: Env, element_id: str, record: ContextRecord | None,
+    broken: DeserializationError | None,
+) -> tuple[Context | None, _Unreadable | None]:
+    """Decode the element's loaded ``record`` (``broken``: its load already failed):
+    ``(context, None)``, or ``(None, the error)`` once an unreadable one was quarantined."""
+    try:
+        if broken is not None:
+            raise broken
+        return (None if record is None else decode_context(env, record)), None
+    except DeserializationError as exc:
+        try:
+            return _quarantined(env, element_id, exc), None
+        except _Unreadable as error:
+            return None, error
+
+
 def _load(env: Env, element_id: str) -> Context | None:
-    """Load the element context; an unreadable one is quarantined (``reactor.engine.quarantine``).
+    """Load the element context; an unreadable one is quarantined
+    (``reactor.engine.quarantine``).
 
     Raises:
         _Unreadable: the element context, or (through ``materialize``) its owner, is unreadable.
@@ -210,10 +271,20 @@ def _load(env: Env, element_id: str) -> Context | None:
     try:
         return load_context(env, element_id)
     except DeserializationError as exc:
-        log.warning("event=map_element_unreadable context_id=%s error=%s", element_id, exc)
-        if quarantine(env, element_id, exc) is None:  # readable after all, or raises
-            return load_context(env, element_id)
-        raise _Unreadable(exc) from exc
+        return _quarantined(env, element_id, exc)
+
+
+def _quarantined(env: Env, element_id: str, exc: DeserializationError) -> Context | None:
+    """Quarantine the unreadable element context ``element_id`` (stored ``failed`` with its
+    text and the reason); its context when it turned out readable after all.
+
+    Raises:
+        _Unreadable: it was quarantined.
+    """
+    log.warning("event=map_element_unreadable context_id=%s error=%s", element_id, exc)
+    if quarantine(env, element_id, exc) is None:  # readable after all, or raises
+        return load_context(env, element_id)
+    raise _Unreadable(exc) from exc
 
 
 def run_element(
@@ -233,6 +304,13 @@ def run_element(
     Raises:
         LockLost: the element lock lapsed (nothing more was written).
     """
+    with observe.run(env, ctx, "element", started=ctx.status is RunStatus.PENDING):
+        return _run_element(env, definition, ctx, hold)
+
+
+def _run_element(
+    env: Env, definition: ReactorDefinition, ctx: Context, hold: Liveness | None
+) -> ElementResult:
     checkpoint: Checkpointer = (
         Checkpointer(env, ctx) if hold is None else FencedCheckpointer(env, ctx, hold)
     )
@@ -259,4 +337,6 @@ def run_element(
     result = (
         executor.conclude_failure(state) if ctx.rollback is not None else executor.execute(state)
     )
+    # A map element never pauses: its reactor declares no interrupt (definition check).
+    assert not isinstance(result, Paused)
     return result.with_run_id(ctx.context_id)

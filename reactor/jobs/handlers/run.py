@@ -2,8 +2,9 @@
 
 1. Resolve the reactor by **registered name** (an unknown name is a poison job).
 2. Take the run's liveness lock ``async:<id>`` with a fresh owner, **before reading** the
-   context (polling up to ``JobContext.liveness_wait``); a live holder means another execution
-   owns the run: re-enqueue with a short delay (uncapped, not counted as a snooze).
+   context (in one request with the read where the store can: docs/protocol.md, "Optional
+   fast paths"; polling up to ``JobContext.liveness_wait``); a live holder means another
+   execution owns the run: re-enqueue with a short delay (uncapped, not counted as a snooze).
 3. Load the context; an unreadable one is quarantined (stored ``failed`` with its original
    text and the reason, :mod:`reactor.engine.quarantine`) and the job dead-lettered once;
    nothing stored, a terminal run or a run that is not ``running`` (or
@@ -16,8 +17,9 @@
    elements (:class:`~reactor.engine.fan_out.MapDispatched`) or a map rollback still in flight
    (:class:`~reactor.engine.map_rollback.RollbackHandedOff`, saved ``rolling_back`` here) ends
    the job: the collector or the last rollback job resumes the run.
-5. Save before releasing the lock, then publish the completion channel (docs/architecture.md,
-   "Execution invariants").
+5. Save before releasing the lock (the final save releases it, in the same request where the
+   store can), then publish the completion channel (docs/architecture.md, "Execution
+   invariants").
 
 Retries with backoff and parks give the thread back: the context is saved, the liveness lock is
 kept (not extended) for the delay as a "parked until" stamp so the sweeper leaves the run alone,
@@ -33,7 +35,7 @@ from dataclasses import replace
 
 from reactor import registry
 from reactor.engine import background, fan_out, liveness, map_rollback
-from reactor.engine.checkpoint import load_context
+from reactor.engine.checkpoint import decode_context, load_context
 from reactor.engine.dispatch import publish_completion
 from reactor.engine.env import Env, make_env
 from reactor.engine.parks import Park
@@ -41,7 +43,7 @@ from reactor.engine.quarantine import quarantine
 from reactor.errors import DeserializationError, LockLost, SnoozeLimitError
 from reactor.jobs.job_context import JobContext
 from reactor.model.context import Context
-from reactor.model.keys import run_liveness_key
+from reactor.model.keys import run_completion_channel, run_liveness_key
 from reactor.model.results import Failure
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.model.text import escaping_logger
@@ -87,7 +89,12 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
     # In a worker, contention and async waits park instead of blocking (docs/architecture.md,
     # "Execution invariants"); inline, the job runs nested in its caller, which waits.
     env = replace(make_env(jc.runtime), in_worker=not jc.inline)
-    hold = liveness.take(env, payload.context_id, wait=0.0 if jc.inline else jc.liveness_wait)
+    wait = 0.0 if jc.inline else jc.liveness_wait
+    reload = False
+    try:  # the lock and the run in one request where the store can
+        hold, record = liveness.take_loading(env, payload.context_id, wait=wait)
+    except DeserializationError:  # unreadable: take the lock alone; the load below quarantines
+        hold, record, reload = liveness.take(env, payload.context_id, wait=wait), None, True
     if hold is None:
         delay = contention_delay(env, payload.context_id)
         log.info(
@@ -95,10 +102,15 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
         )
         jc.requeue(payload, delay)
         return
+    if env.storage.capabilities.signals:  # the final save announces the completion
+        hold.announce = run_completion_channel(payload.context_id)
     finished: Context | None = None
     try:
         try:
-            ctx = load_context(env, payload.context_id)
+            if reload:
+                ctx = load_context(env, payload.context_id)
+            else:
+                ctx = None if record is None else decode_context(env, record)
         except DeserializationError as exc:  # unreadable: store it failed, dead-letter once
             finished = quarantine(env, payload.context_id, exc)
             if finished is not None:
@@ -150,16 +162,20 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
         hold.release()  # after the final save (no-op when paused: the hold was handed over)
         if finished is not None and finished.status in TERMINAL_STATUSES:
             log_run_outcome(finished)
-            publish_completion(env.storage, finished)
+            if not hold.announced:  # the final save did not publish it
+                publish_completion(env.storage, finished)
+        elif finished is not None and finished.status is RunStatus.PAUSED:
+            log_run_outcome(finished)  # an outcome too: it waits for Reactor.resume
 
 
 def log_run_outcome(ctx: Context) -> None:
-    """Log one INFO line for a run this job left terminal (docs/workers.md, "Running workers"):
+    """Log one INFO line for a run this job left terminal or paused (docs/workers.md,
+    "Running workers"):
     ``event=run_finished run_id=... reactor=... status=... duration=...`` with the duration in
     seconds from the run's creation to its final save (the store's clock).
 
     Args:
-        ctx: the run, after its terminal save.
+        ctx: the run, after its terminal (or paused) save.
     """
     duration = max(ctx.updated_at - ctx.created_at, 0.0) if ctx.created_at else 0.0
     log.info(

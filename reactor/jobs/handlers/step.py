@@ -21,9 +21,10 @@ docs/architecture.md, "Job kinds").
 6. Contention **parks**: the record is stamped ``parked_until = now + delay + grace``, ``waiting``
    and ``contention_attempts``; the unit's own park state — detached holds, ordered-lock ticket,
    attempts used (the parked attempt given back) — is saved in ``record.data`` and restored on
-   the redelivery; the job is re-enqueued with the delay and ``contention_attempts + 1``. Parks
-   are capped by ``lock_snooze_max_attempts`` (ordered-lock and async waits are not): at the cap
-   the unit completes with a non-retryable
+   the redelivery, with, for views, when the unit first started and what it waits on
+   (docs/protocol.md#step-results); the job is re-enqueued with the delay and
+   ``contention_attempts + 1``. Parks are capped by ``lock_snooze_max_attempts`` (ordered-lock
+   and async waits are not): at the cap the unit completes with a non-retryable
    :class:`~reactor.errors.SnoozeLimitError` failure, its parked holds released and its
    ordered-lock place given up.
 7. A final ``Failure`` whose body started runs the unit's own ``compensate`` once, recorded on
@@ -43,7 +44,7 @@ from reactor import registry
 from reactor.coordination.ordered_lock import OrderedLock
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import async_step, invoke
+from reactor.engine import async_step, invoke, observe
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.dispatch import publish_completion
 from reactor.engine.env import Env, make_env
@@ -72,6 +73,11 @@ DATA_TICKET = "ordered_lock"
 DATA_HOLDS = "parked_holds"
 DATA_ATTEMPTS = "attempts"
 DATA_COMPENSATION = "compensation"
+#: When the unit first started running (epoch seconds), for views: dashboards merge the unit's
+#: run into its parent's trace by it (docs/dashboard.md, "Run page").
+DATA_STARTED = "started_at"
+#: What a parked unit waits on: ``{"scope", "primitive", "key"}``, for views.
+DATA_WAITING = "waiting"
 
 
 def unit_owner(step_context_id: str, step_name: str) -> str:
@@ -109,6 +115,7 @@ class _Unit:
         self.context_id = payload.step_context_id
         self.step = payload.step_name
         self.record: StepResultRecord | None = None
+        self.started_at: float | None = None
 
     # -------------------------------------------------------------- records
 
@@ -182,6 +189,8 @@ class _Unit:
             self.fail(f"{definition.name} has no async_step {self.step!r}")
             return
         self._restore(ctx)
+        started = self.record.data.get(DATA_STARTED) if self.record is not None else None
+        self.started_at = started if isinstance(started, int | float) else self.env.now()
         state = RunState(
             definition, ctx, self.env, _NoWrite(self.env, root),
             coordination_owner=unit_owner(self.context_id, self.step),
@@ -235,11 +244,14 @@ class _Unit:
         ticket = ctx.engine_state.step_ordered_tickets.get(self.step)
         holds = ctx.engine_state.parked_holds.get(self.step)
         attempts = ctx.retry_context.get("attempts", {}).get(self.step)
+        waiting = ctx.engine_state.waiting
         return {
             DATA_TICKET: ticket.to_json() if ticket is not None else None,
             DATA_HOLDS: [hold.to_json() for hold in holds] if holds else None,
             # attempts that failed before the park; the parked attempt is given back
             DATA_ATTEMPTS: attempts if isinstance(attempts, int) else None,
+            DATA_STARTED: self.started_at,
+            DATA_WAITING: waiting.to_json() if waiting is not None else None,
         }
 
     def _park(self, state: RunState, definition: ReactorDefinition, park: Park) -> None:
@@ -300,15 +312,19 @@ class _Unit:
         ctx = state.ctx
         data: dict[str, Any] = {
             DATA_ATTEMPTS: ctx.retry_context.get("attempts", {}).get(self.step),
+            DATA_STARTED: self.started_at,
         }
         if isinstance(result, Failure):
             result = replace(result, step_name=self.step, reactor_name=state.definition.name,
                              inputs=state.definition.redact_arguments(self.step,
                                                                       outcome.arguments))
             if outcome.body_started and invoke.has_compensate(spec):
-                compensation = invoke.call_compensate(
-                    spec, outcome.arguments, result, state.step_context(self.step)
-                ).result
+                with observe.step(state, self.step, "compensate", kind=spec.kind,
+                                  arguments=outcome.arguments) as seen:
+                    compensation = invoke.call_compensate(
+                        spec, outcome.arguments, result, state.step_context(self.step)
+                    ).result
+                    seen.done(compensation)
                 data[DATA_COMPENSATION] = (
                     {"status": "failed", "message": compensation.message}
                     if isinstance(compensation, Failure) else {"status": "completed"}

@@ -7,7 +7,12 @@ Each fast path must leave exactly the state of the composition of required calls
 * ``RedisContextStore.save_many``: one pipeline of ``context_save`` scripts;
 * ``RedisRouter.enqueue_many``: one script call for the whole batch;
 * ``RedisRouter.receive``: one ``receive`` script call when a job is due (promote, reclaim and
-  a non-blocking read together).
+  a non-blocking read together);
+* ``RedisLockingContextStore.save_taking`` / ``load_taking`` / ``append_releasing`` /
+  ``save_releasing`` and ``RedisMapStore.settle_releasing``: one script call each on a single
+  server, lock and record together (the final write also publishes the completion signal); on
+  the cluster the lock lives on another slot, so the context store lacks them and the engine
+  composes them (the contract suite checks both give the same state).
 
 The native call runs in one namespace and the composition in another on the same server, on
 the same ids, and the raw keys of both are compared. Round trips are counted like
@@ -17,6 +22,7 @@ included). Every test runs on the scripts/test standalone Redis and on its 3-mas
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -28,11 +34,13 @@ from reactor_contract._support import context, map_metadata, uid
 
 from reactor.engine import fast_paths
 from reactor.errors import ContextTooLargeError, EncodeError, StorageError
-from reactor.model.records import ContextRecord
+from reactor.model.records import ContextDelta, ContextRecord, Fence, LockClaim
 from reactor.ports.capabilities import (
     BeginsAndSettlesElements,
     EnqueuesMany,
+    LocksWithContexts,
     SavesContextsTogether,
+    SettlesAndReleases,
 )
 from reactor.ports.router import MAX_ENVELOPE_BYTES, Job
 from tests.adapters.redis.round_trips import RoundTrips
@@ -408,3 +416,95 @@ def test_a_waiting_receive_still_gets_a_job_enqueued_meanwhile(router: Any) -> N
     finally:
         timer.join()
     assert [d.job for d in got] == [job]
+
+
+# ------------------------------------------------------------------ locks with records
+
+
+def test_lock_and_record_travel_together_on_a_single_server_only(
+    pair: tuple[Any, Any], url: str
+) -> None:
+    storage = pair[0]
+    single = "cluster" not in url
+    assert isinstance(storage.contexts, LocksWithContexts) is single
+    assert isinstance(storage.maps, SettlesAndReleases)
+
+
+def test_each_lock_with_record_call_is_one_round_trip(
+    pair: tuple[Any, Any], url: str, trips: RoundTrips
+) -> None:
+    storage = pair[0]
+    expected = 2 if "cluster" in url else 1  # the cluster composes: lock, then record
+    _lock_and_record_calls(storage)  # connections made, scripts loaded: then count
+    record = dataclasses.replace(context(uid("run")), base="b1")
+    key = f"async:{record.context_id}"
+    claim = LockClaim(key, "me", 30.0)
+    token = 0
+
+    def take() -> None:
+        nonlocal token
+        token = fast_paths.save_taking(storage, record, claim)
+
+    assert trips.of(take) == expected and token >= 1
+    fence = Fence(key, "me", token)
+    delta = ContextDelta(record.context_id, "b1", 1, "completed", 1.7e9 + 1, '{"a":1}')
+    assert trips.of(lambda: fast_paths.append_releasing(storage, delta, fence)) == expected
+    assert storage.locks.info(key) is None
+    got: list[Any] = []
+    assert trips.of(
+        lambda: got.append(fast_paths.load_taking(storage, record.context_id, claim))
+    ) == expected
+    token, loaded = got[0]
+    assert loaded is not None and loaded.segments == ('{"a":1}',)
+    assert trips.of(
+        lambda: fast_paths.save_releasing(storage, record, Fence(key, "me", token))
+    ) == expected
+    assert storage.locks.info(key) is None
+    meta = map_metadata(count=1)
+    storage.maps.init(meta)
+    element_key = f"map_element:{meta.map_id}:0"
+    element_token = storage.locks.acquire(element_key, "me", 30.0)
+    assert trips.of(lambda: fast_paths.settle_releasing(
+        storage, meta.map_id, 0, '"v"', fence=Fence(element_key, "me", element_token)
+    )) == expected
+    assert storage.locks.info(element_key) is None
+
+
+def _lock_and_record_calls(storage: Any) -> None:
+    """Each lock-with-record call once, on a throw-away run and map."""
+    record = dataclasses.replace(context(uid("warm")), base="b1")
+    key = f"async:{record.context_id}"
+    token = fast_paths.save_taking(storage, record, LockClaim(key, "w", 30.0))
+    delta = ContextDelta(record.context_id, "b1", 1, "running", 1.7e9, "{}")
+    fast_paths.append_releasing(storage, delta, Fence(key, "w", token))
+    token = fast_paths.load_taking(storage, record.context_id, LockClaim(key, "w", 30.0))[0]
+    fast_paths.save_releasing(storage, record, Fence(key, "w", token))
+    meta = map_metadata(count=1)
+    storage.maps.init(meta)
+    element = f"map_element:{meta.map_id}:0"
+    token = storage.locks.acquire(element, "w", 30.0)
+    fast_paths.settle_releasing(storage, meta.map_id, 0, '"w"', fence=Fence(element, "w", token))
+
+
+@pytest.mark.parametrize("final", ["append", "save"])
+def test_the_releasing_final_write_publishes_the_status(
+    pair: tuple[Any, Any], final: str
+) -> None:
+    storage = pair[0]
+    record = dataclasses.replace(context(uid("run")), base="b1")
+    key = f"async:{record.context_id}"
+    token = fast_paths.save_taking(storage, record, LockClaim(key, "me", 30.0))
+    channel = f"run:{record.context_id}:done"
+    subscription = storage.signals.subscribe(channel)
+    try:
+        if final == "append":
+            delta = ContextDelta(record.context_id, "b1", 1, "completed", 1.7e9 + 1, "{}")
+            assert fast_paths.append_releasing(
+                storage, delta, Fence(key, "me", token), announce=channel
+            )
+        else:
+            done = dataclasses.replace(record, status="failed")
+            fast_paths.save_releasing(storage, done, Fence(key, "me", token), announce=channel)
+        assert subscription.get(5.0) == ("completed" if final == "append" else "failed")
+    finally:
+        subscription.close()

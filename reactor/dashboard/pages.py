@@ -1,0 +1,365 @@
+"""The HTML pages: server-rendered Jinja2 templates with htmx (docs/dashboard.md, "Pages").
+
+* ``/runs``: the runs table with its filters; the rows refresh themselves (htmx polling of
+  ``/runs/rows``), so statuses are live.
+* ``/runs/{id}``: the run page: status (live while the run is unfinished), the step graph as
+  inline SVG coloured by state, the timeline of the trace, the coordination panel (live),
+  map summaries with their drill-down (``/runs/{id}/maps/{step}``), composed children, the
+  failure and its rollback, and the action buttons.
+* ``/queues``: the queue overview and the dead letters with requeue and purge.
+* ``/login``: trades the token for a session cookie; every action form then carries the
+  session's CSRF token (:mod:`reactor.dashboard.security`).
+
+Every value comes from the same builders as the JSON API, so a page never shows anything the
+API would not (secrets masked, no traceback); Jinja2 escapes all of it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import Annotated, Any
+from urllib.parse import parse_qs, urlencode
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from reactor.dashboard import actions
+from reactor.dashboard.errors import BadRequest, DashboardError, NotFound
+from reactor.dashboard.graph import STATES, layout
+from reactor.dashboard.listing import DEFAULT_LIMIT, MAX_LIMIT, RunQuery, list_runs
+from reactor.dashboard.maps import OUTCOMES, element_page, map_refs
+from reactor.dashboard.queues import dead_letter_page, queue_overview
+from reactor.dashboard.run_detail import run_detail
+from reactor.dashboard.security import CSRF_FIELD, SESSION_COOKIE
+from reactor.dashboard.state import DashboardState, base_path, credentials, state
+from reactor.dashboard.stored import StoredRun, check_id
+from reactor.model.status import TERMINAL_STATUSES, RunStatus
+
+__all__ = ["MAX_FORM_BYTES", "pages", "template_globals"]
+
+pages = APIRouter(include_in_schema=False)
+
+#: The largest form body accepted (an interrupt payload included).
+MAX_FORM_BYTES = 64 * 1024
+#: Seconds between two refreshes of a live part of a page.
+POLL_SECONDS = 2
+
+
+def _stamp(epoch: Any) -> str:
+    if not isinstance(epoch, int | float):
+        return ""
+    whole = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(epoch))
+    return f"{whole}.{int((epoch % 1) * 1000):03d}"
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+def _terminal(status: Any) -> bool:
+    return str(status) in {s.value for s in TERMINAL_STATUSES}
+
+
+def template_globals() -> dict[str, Any]:
+    """The helpers every template may call."""
+    return {
+        "stamp": _stamp,
+        "pretty": _pretty,
+        "terminal": _terminal,
+        "node_states": STATES,
+        "run_statuses": [s.value for s in RunStatus],
+        "outcomes": OUTCOMES,
+        "poll_seconds": POLL_SECONDS,
+        "csrf_field": CSRF_FIELD,
+    }
+
+
+def _context(request: Request, dashboard: DashboardState, **values: Any) -> dict[str, Any]:
+    session = request.cookies.get(SESSION_COOKIE)
+    guard = dashboard.guard
+    return {
+        "base": base_path(request),
+        "title": dashboard.title,
+        "read_only": not guard.actions_enabled,
+        "signed_in": guard.signed_in(session),
+        "csrf": guard.csrf_token(session) or "",
+        "notice": request.query_params.get("notice"),
+        "problem": request.query_params.get("problem"),
+        **values,
+    }
+
+
+def _render(request: Request, name: str, status_code: int = 200, **values: Any) -> Response:
+    dashboard = state(request)
+    return dashboard.templates.TemplateResponse(
+        request, name, _context(request, dashboard, **values), status_code=status_code,
+    )
+
+
+def _redirect(request: Request, path: str, **params: str) -> RedirectResponse:
+    query = urlencode({k: v for k, v in params.items() if v})
+    return RedirectResponse(f"{base_path(request)}{path}{'?' + query if query else ''}",
+                            status_code=303)
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """An ``application/x-www-form-urlencoded`` body (the last value of each field).
+
+    Raises:
+        BadRequest: the body is too large or not a form.
+    """
+    kind = request.headers.get("content-type", "").split(";")[0].strip()
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise BadRequest("the form is too large", code="too_large")
+    if body and kind != "application/x-www-form-urlencoded":
+        raise BadRequest("expected a form", code="bad_request")
+    try:
+        fields = parse_qs(body.decode("utf-8"), keep_blank_values=True)
+    except UnicodeDecodeError:
+        raise BadRequest("the form is not UTF-8", code="bad_request") from None
+    return {k: v[-1] for k, v in fields.items()}
+
+
+def _query(request: Request) -> RunQuery:
+    params = request.query_params
+    try:
+        limit = int(params.get("limit") or DEFAULT_LIMIT)
+    except ValueError:
+        raise BadRequest("limit must be a number", code="bad_filter") from None
+    return RunQuery.parse(
+        status=params.getlist("status") or None, reactor=params.get("reactor"),
+        created_from=params.get("from"), created_to=params.get("to"),
+        cursor=params.get("cursor"), limit=min(max(limit, 1), MAX_LIMIT),
+    )
+
+
+# ---- runs -------------------------------------------------------------------------------------
+
+
+@pages.get("/")
+def index(request: Request) -> Response:
+    """The runs page."""
+    return _redirect(request, "/runs")
+
+
+@pages.get("/runs")
+def runs_page(request: Request) -> Response:
+    """The runs table with its filters."""
+    params = request.query_params
+    filters = {"status": params.get("status", ""), "reactor": params.get("reactor", ""),
+               "from": params.get("from", ""), "to": params.get("to", "")}
+    try:
+        query = _query(request)
+        listing = list_runs(state(request).runtime.storage, query)
+    except DashboardError as exc:
+        return _render(request, "runs.html", exc.status, filters=filters, listing=None,
+                       rows_query="", error=exc.body())
+    rows_query = urlencode({k: v for k, v in {**filters, "limit": str(query.limit),
+                                              "cursor": query.cursor or ""}.items() if v})
+    return _render(request, "runs.html", filters=filters, listing=listing,
+                   rows_query=rows_query, error=None,
+                   next_query=urlencode({**{k: v for k, v in filters.items() if v},
+                                         "cursor": listing["next_cursor"]})
+                   if listing["next_cursor"] else None)
+
+
+@pages.get("/runs/rows")
+def runs_rows(request: Request) -> Response:
+    """The table body of ``/runs`` (polled by htmx for live statuses)."""
+    query = _query(request)
+    listing = list_runs(state(request).runtime.storage, query)
+    return _render(request, "_runs_rows.html", listing=listing,
+                   rows_query=request.url.query)
+
+
+def _run_page_values(request: Request, run_id: str) -> dict[str, Any]:
+    dashboard = state(request)
+    stored = StoredRun.load(dashboard.runtime, run_id)
+    detail = run_detail(stored)
+    detail["actions"] = actions.available(stored, dashboard.guard)
+    graph = detail.get("graph")
+    drawings: list[dict[str, Any]] = []
+    if graph is not None:
+        drawings.append({"title": None, "layout": layout(graph)})
+        for node in graph["nodes"]:
+            children = node.get("children")
+            if children:
+                title = (f"{node['name']} (map of {children['reactor']}: each element is a run "
+                         "of its own, see the map below)" if node["kind"] == "map"
+                         else f"{node['name']} (compose: {children['reactor']})")
+                drawings.append({"title": title, "layout": layout(children)})
+    return {"run": detail, "drawings": drawings}
+
+
+@pages.get("/runs/{run_id}")
+def run_page(request: Request, run_id: Annotated[str, Path(max_length=200)]) -> Response:
+    """One run: graph, timeline, coordination, maps, children, failure, actions."""
+    return _render(request, "run.html", **_run_page_values(request, run_id))
+
+
+@pages.get("/runs/{run_id}/live")
+def run_live(request: Request, run_id: Annotated[str, Path(max_length=200)]) -> Response:
+    """The live part of the run page (status, graph, timeline), polled while unfinished."""
+    return _render(request, "_run_live.html", **_run_page_values(request, run_id))
+
+
+@pages.get("/runs/{run_id}/coordination")
+def run_coordination(
+    request: Request, run_id: Annotated[str, Path(max_length=200)]
+) -> Response:
+    """The coordination panel of the run page (polled while the run is unfinished)."""
+    detail = run_detail(StoredRun.load(state(request).runtime, run_id))
+    return _render(request, "_coordination.html", run=detail)
+
+
+@pages.get("/runs/{run_id}/maps/{step}")
+def map_page(
+    request: Request,
+    run_id: Annotated[str, Path(max_length=200)],
+    step: Annotated[str, Path(max_length=200)],
+    outcome: Annotated[str | None, Query(max_length=20)] = None,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+) -> Response:
+    """A map step's elements, one outcome at a time."""
+    if outcome is not None and outcome not in OUTCOMES:
+        raise BadRequest(f"outcome must be one of {', '.join(OUTCOMES)}", code="bad_filter")
+    stored = StoredRun.load(state(request).runtime, run_id)
+    ref = map_refs(stored.document or {}).get(check_id(step, "step name"))
+    if ref is None:
+        raise NotFound(f"run {run_id!r} has no started map step {step!r}", code="map_not_found")
+    page = element_page(state(request).runtime.storage, ref, outcome=outcome, offset=offset,
+                        limit=DEFAULT_LIMIT)
+    detail = run_detail(stored)
+    summary = next((m for m in detail.get("maps", []) if m["step"] == step), None)
+    return _render(request, "map.html", run=detail, step=step, summary=summary, page=page,
+                   outcome=outcome, offset=offset)
+
+
+# ---- actions ----------------------------------------------------------------------------------
+
+
+def _act(dashboard: DashboardState, action: str, run_id: str,
+         form: Mapping[str, str]) -> dict[str, Any]:
+    runtime = dashboard.runtime
+    if action == "retry":
+        return actions.retry(runtime, run_id)
+    if action == "undo":
+        return actions.undo(runtime, run_id)
+    if action == "cancel":
+        return actions.cancel(runtime, run_id, form.get("reason") or None,
+                              form.get("rollback", "on") not in ("", "off", "false", "0"))
+    if action == "resume":
+        payload = actions.parse_payload(form.get("payload") or "null")
+        return actions.resume(runtime, run_id, payload, form.get("step") or None)
+    raise NotFound(f"no action {action!r}", code="not_found")
+
+
+@pages.post("/runs/{run_id}/actions/{action}")
+async def run_action(
+    request: Request,
+    run_id: Annotated[str, Path(max_length=200)],
+    action: Annotated[str, Path(max_length=20)],
+) -> Response:
+    """A run page's action button: checks the session and CSRF token, acts, then shows the
+    run it acted on (the new run, for a retry) with a notice, or the refusal."""
+    dashboard = state(request)
+    form = await _form(request)
+    dashboard.guard.check(credentials(request, form.get(CSRF_FIELD, "")))
+    check_id(run_id)
+    try:
+        done = await run_in_threadpool(_act, dashboard, action, run_id, form)
+    except DashboardError as exc:
+        if isinstance(exc, NotFound) and exc.code == "not_found":
+            raise
+        return _redirect(request, f"/runs/{run_id}", problem=f"{action}: {exc.message}")
+    target = done.get("run_id") or run_id
+    note = f"{action}: run {target} is {done.get('status')}"
+    if action == "retry":
+        note = f"retry: new run {target} ({done.get('status')}), retried from {run_id}"
+    return _redirect(request, f"/runs/{target}", notice=note)
+
+
+# ---- queues -----------------------------------------------------------------------------------
+
+
+@pages.get("/queues")
+def queues_page(
+    request: Request, cursor: Annotated[str | None, Query(max_length=200)] = None
+) -> Response:
+    """Queue counts and dead letters."""
+    router = state(request).runtime.router
+    return _render(request, "queues.html", overview=queue_overview(router),
+                   letters=dead_letter_page(router, cursor, DEFAULT_LIMIT))
+
+
+@pages.post("/dead-letters/{letter_id}/requeue")
+async def requeue_form(
+    request: Request, letter_id: Annotated[str, Path(max_length=200)]
+) -> Response:
+    """Requeue one dead letter (form)."""
+    dashboard = state(request)
+    form = await _form(request)
+    dashboard.guard.check(credentials(request, form.get(CSRF_FIELD, "")))
+    try:
+        done = await run_in_threadpool(actions.requeue, dashboard.runtime.router, letter_id)
+    except DashboardError as exc:
+        return _redirect(request, "/queues", problem=f"requeue: {exc.message}")
+    return _redirect(request, "/queues", notice=f"requeued as job {done['job_id']}")
+
+
+@pages.post("/dead-letters/purge")
+async def purge_form(request: Request) -> Response:
+    """Purge every dead letter (form)."""
+    dashboard = state(request)
+    form = await _form(request)
+    dashboard.guard.check(credentials(request, form.get(CSRF_FIELD, "")))
+    try:
+        done = await run_in_threadpool(actions.purge, dashboard.runtime.router, None)
+    except DashboardError as exc:
+        return _redirect(request, "/queues", problem=f"purge: {exc.message}")
+    return _redirect(request, "/queues", notice=f"purged {done['purged']} dead letters")
+
+
+# ---- session ----------------------------------------------------------------------------------
+
+
+@pages.get("/login")
+def login_page(request: Request) -> Response:
+    """The token form."""
+    return _render(request, "login.html", next=_next(request.query_params.get("next")))
+
+
+def _next(value: str | None) -> str:
+    """A local path to return to (never another site)."""
+    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
+        return "/runs"
+    return value
+
+
+@pages.post("/login")
+async def login(request: Request) -> Response:
+    """Trade the token for a session cookie (HttpOnly, SameSite=Strict)."""
+    dashboard = state(request)
+    form = await _form(request)
+    session = dashboard.guard.open_session(form.get("token", ""))
+    if session is None:
+        problem = ("the dashboard is read-only" if not dashboard.guard.actions_enabled
+                   else "that is not the token")
+        return _render(request, "login.html", 401, next=_next(form.get("next")),
+                       login_problem=problem)
+    response = _redirect(request, _next(form.get("next")), notice="signed in")
+    response.set_cookie(SESSION_COOKIE, session, httponly=True, samesite="strict",
+                        secure=request.url.scheme == "https", path=base_path(request) or "/")
+    return response
+
+
+@pages.post("/logout")
+async def logout(request: Request) -> Response:
+    """End the session."""
+    response = _redirect(request, "/runs", notice="signed out")
+    response.delete_cookie(SESSION_COOKIE, path=base_path(request) or "/")
+    return response

@@ -1,0 +1,236 @@
+"""The run detail: everything the run page and ``GET /api/runs/{id}`` show about one run
+(docs/dashboard.md, "Run page").
+
+Built from the masked stored document (:class:`~reactor.dashboard.stored.StoredRun`) plus the
+records the run points at:
+
+* status, ids, times, run-control links, masked inputs and results (a map step's result is
+  replaced by its summary: counts, the first successes and failures, each with its index and
+  run id);
+* the step graph with dependencies and nested structure (:mod:`reactor.dashboard.graph`);
+* the execution trace, with the runs of ``async_step`` units merged in by their start time,
+  and the attempts per step, units included (:mod:`reactor.dashboard.async_units`);
+* the undo stack (masked arguments), the failure with its rollback failures (no traceback),
+  the compensation still pending for an aborted or interrupted rollback, the pending interrupt
+  of a paused run, the background hand-off point of the reactor;
+* composed children hydrated one level down (their own trace with their units merged, their
+  undo stack, results and failure; their children by reference only);
+* the coordination view (:mod:`reactor.dashboard.coordination_view`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from reactor.dashboard.async_units import merge_runs, unit_attempts, unit_views
+from reactor.dashboard.coordination_view import build_coordination
+from reactor.dashboard.graph import step_graph
+from reactor.dashboard.maps import map_refs, map_summary
+from reactor.dashboard.stored import StoredRun, engine_state_of
+from reactor.dashboard.values import display, failure_view, rollback_failure_view
+from reactor.errors import StorageError
+from reactor.model.engine_state import EngineState
+from reactor.ports.storage import Storage
+
+__all__ = ["child_view", "document_view", "run_detail", "trace_view"]
+
+
+def _list(document: Mapping[str, Any], key: str) -> list[Any]:
+    value = document.get(key)
+    return value if isinstance(value, list) else []
+
+
+def _map(document: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = document.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def trace_view(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Trace entries as shown (bounded values; ``background`` marks a merged unit run)."""
+    shown = []
+    for entry in entries:
+        at = entry.get("at")
+        item = {
+            "type": display(entry.get("type")),
+            "step": display(entry.get("step")),
+            "at": float(at) if isinstance(at, int | float) else None,
+            "attempt": entry.get("attempt") if isinstance(entry.get("attempt"), int) else None,
+            "detail": display(entry.get("detail")),
+        }
+        if entry.get("background"):
+            item["background"] = True
+        for extra in ("primitive", "key"):
+            if extra in entry:
+                item[extra] = display(entry.get(extra))
+        shown.append(item)
+    return shown
+
+
+def _undo_stack(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    shown = []
+    for entry in _list(document, "undo_stack"):
+        if not isinstance(entry, Mapping):
+            continue
+        elements = entry.get("elements")
+        shown.append({
+            "step": display(entry.get("step")),
+            "kind": display(entry.get("kind")),
+            "arguments": display(entry.get("arguments") or {}),
+            "elements": len(elements) if isinstance(elements, list) else None,
+        })
+    return shown
+
+
+def _pending_compensation(document: Mapping[str, Any]) -> dict[str, Any] | None:
+    rollback = document.get("rollback")
+    if not isinstance(rollback, Mapping):
+        return None
+    failures = rollback.get("failures")
+    return {
+        "step": display(rollback.get("step")),
+        "kind": display(rollback.get("kind")),
+        "compensate_pending": bool(rollback.get("compensate_pending")),
+        "arguments": display(rollback.get("arguments") or {}),
+        "failures": [rollback_failure_view(f) for f in failures]
+        if isinstance(failures, list) else [],
+    }
+
+
+def _results(document: Mapping[str, Any], maps: Mapping[str, Any]) -> dict[str, Any]:
+    shown: dict[str, Any] = {}
+    for name, value in _map(document, "intermediate_results").items():
+        shown[str(name)] = {"map": maps[name]} if name in maps else display(value)
+    return shown
+
+
+def _interrupt(engine_state: EngineState) -> dict[str, Any] | None:
+    pending = engine_state.interrupt
+    return None if pending is None else pending.to_json()
+
+
+def _cancel(engine_state: EngineState) -> dict[str, Any] | None:
+    """The cancel request kept on a run once its cancel started (docs/run-control.md)."""
+    request: Any = getattr(engine_state, "cancel", None)
+    to_json = getattr(request, "to_json", None)
+    return display(to_json()) if callable(to_json) else None
+
+
+def _links(engine_state: EngineState) -> dict[str, Any]:
+    links = engine_state.links
+    return {
+        "idempotency_key": links.idempotency_key,
+        "retried_from": links.retried_from,
+        "retries": list(links.retries),
+    }
+
+
+def document_view(
+    storage: Storage, document: Mapping[str, Any], context_id: str, *, sample: int = 10
+) -> dict[str, Any]:
+    """The parts of a run's detail read from its document (shared by a run and its composed
+    children).
+
+    Returns:
+        ``{"status", "inputs", "results", "maps", "trace", "attempts", "async_steps",
+        "undo_stack", "failure", "pending_compensation", "current_step", "interrupt",
+        "cancel", "quarantine", "map_element", "handed_off", "links"}``.
+    """
+    engine_state = engine_state_of(dict(document))
+    try:
+        units = unit_views(storage, context_id, engine_state)
+    except StorageError:
+        units = {}
+    maps = {name: map_summary(storage, name, ref, sample)
+            for name, ref in map_refs(document).items()}
+    retry = _map(document, "retry_context")
+    attempts = retry.get("attempts") if isinstance(retry.get("attempts"), Mapping) else {}
+    quarantine = engine_state.quarantine
+    metadata = document.get("map_metadata")
+    return {
+        "status": display(document.get("status")),
+        "inputs": display(_map(document, "inputs")),
+        "results": _results(document, maps),
+        "maps": list(maps.values()),
+        "trace": trace_view(merge_runs(
+            [e for e in _list(document, "execution_trace") if isinstance(e, Mapping)], units
+        )),
+        "attempts": unit_attempts(attempts or {}, units),
+        "async_steps": units,
+        "undo_stack": _undo_stack(document),
+        "failure": failure_view(document.get("failure")),
+        "pending_compensation": _pending_compensation(document),
+        "current_step": display(document.get("current_step")),
+        "interrupt": _interrupt(engine_state),
+        "cancel": _cancel(engine_state),
+        "quarantine": None if quarantine is None else {
+            "reason": quarantine.reason, "original_status": quarantine.original_status,
+        },
+        "map_element": display(metadata) if isinstance(metadata, Mapping) else None,
+        "handed_off": engine_state.handed_off,
+        "links": _links(engine_state),
+    }
+
+
+def child_view(storage: Storage, step: str, child: Mapping[str, Any]) -> dict[str, Any]:
+    """A composed child embedded in its parent's document, hydrated one level: its own view,
+    and its own children by reference only."""
+    context_id = str(child.get("context_id", ""))
+    view = document_view(storage, child, context_id, sample=5)
+    nested = {}
+    for name, value in _map(child, "composed_contexts").items():
+        if isinstance(value, Mapping) and value.get("type") == "compose":
+            inner = value.get("context")
+            if isinstance(inner, Mapping):
+                nested[str(name)] = {"run_id": display(inner.get("context_id")),
+                                     "reactor": display(inner.get("reactor")),
+                                     "status": display(inner.get("status"))}
+    return {
+        "step": step,
+        "run_id": context_id,
+        "reactor": display(child.get("reactor")),
+        **view,
+        "children": nested,
+    }
+
+
+def run_detail(stored: StoredRun) -> dict[str, Any]:
+    """Everything shown about one run (see the module docstring); no secret, no traceback."""
+    record = stored.record
+    storage = stored.runtime.storage
+    detail: dict[str, Any] = {
+        "run_id": record.context_id,
+        "reactor": record.reactor,
+        "status": record.status,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "parent_run_id": record.parent_context_id,
+        "root_run_id": record.root_context_id,
+        "document_error": stored.document_error,
+        "definition_error": stored.definition_error,
+    }
+    document = stored.document
+    if document is None:
+        detail.update({"graph": None, "coordination": None, "children": {}, "trace": [],
+                       "maps": [], "async_steps": {}, "undo_stack": []})
+        return detail
+    view = document_view(storage, document, record.context_id)
+    detail.update(view)
+    detail["status"] = record.status  # the record's status is the listing's (and current)
+    children = {}
+    for name, value in _map(document, "composed_contexts").items():
+        if isinstance(value, Mapping) and value.get("type") == "compose":
+            inner = value.get("context")
+            if isinstance(inner, Mapping):
+                children[str(name)] = child_view(storage, str(name), inner)
+    detail["children"] = children
+    definition = stored.definition
+    background = definition.background if definition is not None else None
+    detail["background_handoff"] = None if background is None else {
+        "mode": background.mode, "step": background.step,
+    }
+    detail["graph"] = None if definition is None else step_graph(
+        definition, document, stored.engine_state, view["async_steps"]
+    )
+    detail["coordination"] = build_coordination(stored, view["async_steps"])
+    return detail

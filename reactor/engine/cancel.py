@@ -1,0 +1,548 @@
+"""Cancelling a run where it executes: the cancel request, noticing it at a step boundary, and
+carrying it out (docs/run-control.md, "Cancel").
+
+**The request.** ``Reactor.cancel`` (:mod:`reactor.engine.cancel_run`) records a
+:class:`~reactor.model.engine_state.CancelRequest` (``reason``, ``rollback``,
+``requested_at``) as a first-writer-wins claim of the root run in the claims store, under the
+reserved step path :data:`CANCEL_CLAIM_PATH` (``ClaimStore.claim_interrupt_resume``: one Lua
+script on Redis, a conditional write on the document stores; no interrupt step can have this
+path, a step name being an identifier). The claim is durable and atomic on every backend, and
+the first request wins: a second cancel finds it and changes nothing.
+
+**Noticing it.** An executing root run reads the claim with one
+``ClaimStore.interrupt_resumes`` request:
+
+* :func:`at_start`: when an execution continues a stored run (a worker's ``run`` job, an
+  inline resume), before it takes its reactor-level coordination;
+* :func:`at_boundary`: after each step's body returned a ``Success`` (or reached an
+  interrupt), before its result is recorded. A step that failed or halted ends the run as it
+  would have (a failure rolls back, a halt keeps the progress).
+
+Composed children and map elements are not checked: their root is, at its own boundaries.
+
+**Carrying it out** (:func:`stop`, then :func:`conclude`). The request is kept on the run
+(``EngineState.cancel``, saved with the rollback intent so a crash resumes the cancel, never
+the run). With ``rollback=True`` the step in flight is compensated when its body started (the
+step whose boundary noticed the cancel, a composed child or a map cut off, a leaf step
+waiting for a retry), then every completed step is undone once, newest first, as after a
+failure (:mod:`reactor.engine.rollback`; a fan-out map's elements through
+:mod:`reactor.engine.map_rollback`). With ``rollback=False`` nothing is rolled back: a step
+that completed at the boundary is recorded, the undo stack is kept (``Reactor.undo`` rolls it
+back later). Either way the holds the run keeps on its record are released (parked locks and
+semaphore leases; ordered-lock tickets are advanced without poisoning a strict chain), a
+paused run's correlation id is freed, and the run is stored ``cancelled`` with a ``Failure``
+of :class:`~reactor.errors.RunCancelledError` carrying the reason and the rollback failures.
+A fan-out map in flight stops dispatching (its pending elements skip themselves); while
+elements still run, the run waits for the map to settle (:func:`hold_for_map`) and its
+resumed execution rolls the elements back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from reactor.dsl.coordination import Coordination, OrderedLockDecl
+from reactor.dsl.declarations import StepSpec
+from reactor.dsl.definition import ReactorDefinition
+from reactor.engine import rollback
+from reactor.engine.arguments import resolve_arguments
+from reactor.engine.env import Env
+from reactor.engine.fan_out import MapDispatched, is_fan_out_ref
+from reactor.engine.map_rollback import roll_back_fan_out
+from reactor.engine.state import InFlight, RunState
+from reactor.engine.step_runner import StepOutcome
+from reactor.errors import (
+    ArgumentResolutionError,
+    ContextTooLargeError,
+    DeserializationError,
+    EncodeError,
+    RunCancelledError,
+)
+from reactor.model.context import Context
+from reactor.model.engine_state import CancelRequest
+from reactor.model.results import Failure, Halt, Paused, Result, RollbackFailure, Success
+from reactor.model.status import RunStatus
+
+__all__ = [
+    "CANCEL_CLAIM_PATH",
+    "at_boundary",
+    "at_start",
+    "cancelled_failure",
+    "claim",
+    "conclude",
+    "hold_for_map",
+    "is_root",
+    "requested",
+    "stop",
+    "stop_at_boundary",
+    "stored_in_flight",
+]
+
+log = logging.getLogger("reactor.cancel")
+
+#: The reserved step path of a run's cancel claim in the claims store.
+CANCEL_CLAIM_PATH = "@cancel"
+
+#: Seconds an ordered-lock ``first_failed`` marker would live when the declaration is gone.
+_DEFAULT_ORDERED_TTL = 86400.0
+
+#: Statuses of an embedded child that the cancel ends (it will never continue).
+_UNFINISHED = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED)
+
+
+# ------------------------------------------------------------------------------ the request
+
+
+def requested(env: Env, run_id: str) -> CancelRequest | None:
+    """The cancel request recorded for root run ``run_id``, if any (one claims-store read).
+
+    Args:
+        env: the execution environment.
+        run_id: the root run.
+
+    Returns:
+        The request; ``None`` when nobody asked to cancel the run. An unreadable claim (a
+        newer version's) counts as a request with the defaults (rolled back, no reason):
+        someone asked to stop the run.
+
+    Raises:
+        StorageError: the claims store failed.
+    """
+    text = env.storage.claims.interrupt_resumes(run_id, [CANCEL_CLAIM_PATH]).get(
+        CANCEL_CLAIM_PATH
+    )
+    if text is None:
+        return None
+    try:
+        return CancelRequest.decode(text)
+    except DeserializationError as exc:
+        log.warning("event=cancel_claim_unreadable run_id=%s error=%s", run_id, exc)
+        return CancelRequest()
+
+
+def claim(env: Env, run_id: str, request: CancelRequest) -> CancelRequest:
+    """Record ``request`` for root run ``run_id``, first writer wins.
+
+    Args:
+        env: the execution environment.
+        run_id: the root run.
+        request: this caller's request.
+
+    Returns:
+        The request that stands: ``request`` when this call recorded it, else the earlier
+        one (a second cancel changes nothing).
+
+    Raises:
+        StorageError: the claims store failed.
+    """
+    if env.storage.claims.claim_interrupt_resume(run_id, CANCEL_CLAIM_PATH, request.encode()):
+        return request
+    return requested(env, run_id) or request
+
+
+def is_root(state: RunState) -> bool:
+    """Whether ``state`` executes a root run (its own stored record, neither a composed child
+    nor a map element): only a root notices a cancel request."""
+    ctx = state.ctx
+    return (
+        state.checkpoint.context is ctx and ctx.map_metadata is None
+        and ctx.parent_context_id is None
+    )
+
+
+def cancelled_failure(
+    ctx: Context, request: CancelRequest, failures: list[RollbackFailure]
+) -> Failure:
+    """The ``Failure`` a cancelled run ends with (without ``run_id``).
+
+    Args:
+        ctx: the run.
+        request: the cancel carried out.
+        failures: the rollback failures (undos and compensates that did not complete).
+
+    Returns:
+        A non-retryable ``Failure`` of :class:`~reactor.errors.RunCancelledError`.
+    """
+    because = f": {request.reason}" if request.reason else ""
+    kept = "" if request.rollback else " (its completed work was kept: rollback=False)"
+    error = RunCancelledError(
+        f"run {ctx.context_id!r} was cancelled{because}{kept}", ctx.context_id,
+        reason=request.reason, rolled_back=request.rollback,
+    )
+    return Failure(error, retryable=False, reactor_name=ctx.reactor,
+                   rollback_failures=list(failures))
+
+
+# ------------------------------------------------------------------------------ noticing it
+
+
+def at_start(state: RunState) -> Failure | None:
+    """Check for a cancel request before an execution continues a stored root run.
+
+    Called by :func:`reactor.engine.executor.execute` before the reactor-level coordination:
+    a run that was parked, queued or paused when the cancel came is cancelled without taking
+    its holds again. A fresh run (not stored ``running`` yet) is not checked: nobody can have
+    asked to cancel it before its first boundary.
+
+    Args:
+        state: the execution (any context; only a root run stored ``running`` is checked).
+
+    Returns:
+        The cancelled run's ``Failure`` (the run is stored ``cancelled``), or ``None`` when
+        no cancel was requested: execute the run.
+
+    Raises:
+        MapDispatched: a fan-out map in flight must settle first (see :func:`hold_for_map`).
+        RollbackHandedOff: the rollback of a fan-out map was handed to element jobs (in a
+            worker).
+        StorageError, LockLost: a backend failed, or the run is not this execution's any more.
+    """
+    ctx = state.ctx
+    state.cancel_checked_at = state.env.clock.monotonic()  # the boundaries' interval starts
+    if ctx.status is not RunStatus.RUNNING or not is_root(state) or not _came_back(ctx):
+        return None
+    request = requested(state.env, ctx.context_id)
+    if request is None:
+        return None
+    in_flight = stored_in_flight(state)
+    if hold_for_map(state, request, in_flight):
+        assert in_flight is not None
+        ref = ctx.composed_contexts[in_flight.step]
+        assert isinstance(ref, Mapping)
+        raise MapDispatched(ctx.context_id, ctx.reactor, in_flight.step, str(ref["map_id"]))
+    log.info("event=cancel_noticed run_id=%s at=start", ctx.context_id)
+    return stop(state, request, in_flight=in_flight, coordinated=False)
+
+
+def _came_back(ctx: Context) -> bool:
+    """Whether a stored run comes back from a park or a retry delay (its job kept the run's
+    lock as a stamp meanwhile, so a canceller could only leave the request) or from a step
+    that left it (a fan-out map, a composed child: a cancel during it waits for it). Any other
+    stored run was cancellable directly, or its live execution reads the request at its
+    boundaries; judged from the stored run alone, no request."""
+    engine = ctx.engine_state
+    return bool(
+        engine.waiting is not None or engine.parked_holds or ctx.retry_context
+        or any(name not in ctx.intermediate_results for name in ctx.composed_contexts)
+    )
+
+
+def at_boundary(state: RunState, result: Result) -> CancelRequest | None:
+    """Check for a cancel request at a step boundary: after a step's body returned, before
+    its result is recorded.
+
+    Args:
+        state: the execution (only a root run is checked).
+        result: the step's result; only a ``Success`` (a ``Skipped`` too, never a ``Halt``)
+            or a ``Paused`` is checked: a failure or a halt ends the run as it would have.
+
+    Returns:
+        The request to carry out (:func:`stop_at_boundary`), or ``None``: go on.
+
+    Raises:
+        StorageError: the claims store failed.
+    """
+    if isinstance(result, Halt | Failure) or not isinstance(result, Success | Paused):
+        return None
+    if not is_root(state):
+        return None
+    now = state.env.clock.monotonic()
+    last = state.cancel_checked_at
+    if last is not None and now - last < state.env.settings.cancel_check_interval:
+        return None  # read less than cancel_check_interval ago (or the execution started)
+    state.cancel_checked_at = now
+    return requested(state.env, state.ctx.context_id)
+
+
+def stop_at_boundary(
+    state: RunState,
+    spec: StepSpec,
+    outcome: StepOutcome,
+    request: CancelRequest,
+    *,
+    record: Callable[[], object],
+) -> Failure:
+    """Cancel the run at the boundary after step ``spec`` (see :func:`at_boundary`).
+
+    With ``rollback=True`` the step is treated as cut off: not recorded, compensated when its
+    body started (a compose step or a map rolls its children back), then the completed steps
+    are undone. With ``rollback=False`` a step that completed is recorded first (``record``,
+    the executor's own recording), and nothing is rolled back.
+
+    Args:
+        state: the root run's execution (inside its reactor-level coordination, which
+            releases those holds and advances its ordered ticket when the run ends).
+        spec: the step that just returned.
+        outcome: what it returned (a ``Success`` or a ``Paused``).
+        request: the cancel request.
+        record: records the completed step and checkpoints (the executor's ``_record``).
+
+    Returns:
+        The cancelled run's ``Failure`` (stored ``cancelled``).
+
+    Raises:
+        RollbackHandedOff: a fan-out map's rollback was handed to element jobs (in a worker;
+            the resumed run finishes the cancel: :func:`conclude`).
+        StorageError, LockLost: a backend failed, or the run is not this execution's any more.
+    """
+    result = outcome.result
+    log.info("event=cancel_noticed run_id=%s at=%s", state.ctx.context_id, spec.name)
+    if isinstance(result, Paused) and result.correlation_id is not None:
+        _release_correlation(state.env, state.ctx.context_id, result.correlation_id)
+    if not request.rollback and isinstance(result, Success):
+        record()  # an unstorable value is not recorded: nothing is rolled back either way
+        return stop(state, request, in_flight=None, coordinated=True)
+    in_flight = None
+    if spec.kind in ("step", "compose", "map"):
+        in_flight = InFlight(spec.name, spec.kind, dict(outcome.arguments),
+                             body_started=outcome.body_started)
+    return stop(state, request, in_flight=in_flight, coordinated=True)
+
+
+# ------------------------------------------------------------------------------ what is in flight
+
+
+def stored_in_flight(state: RunState) -> InFlight | None:
+    """The step of a stored run whose body started and whose result is not recorded, judged
+    from the stored run alone (its execution is not live).
+
+    A composed child embedded (a paused child, one cut off by a crash), a map whose
+    elements were recorded (inline) or dispatched (fan-out), or the leaf step at
+    ``current_step`` after a failed attempt (waiting for a retry). A leaf step that a crash
+    cut off on its first attempt leaves no trace: it is not compensated.
+
+    Args:
+        state: the run (``state.ctx`` as loaded).
+
+    Returns:
+        The step in flight (``body_started`` true), or ``None``.
+    """
+    ctx = state.ctx
+    attempts = ctx.retry_context.get("attempts", {})
+    for name, spec in state.definition.steps.items():
+        if name in ctx.intermediate_results:
+            continue
+        embedded = ctx.composed_contexts.get(name)
+        if spec.kind in ("compose", "map") and embedded is not None:
+            arguments = dict(embedded.inputs) if isinstance(embedded, Context) else {}
+            return InFlight(name, spec.kind, arguments, body_started=True)
+        if spec.kind == "step" and name == ctx.current_step and isinstance(
+            attempts, Mapping
+        ) and attempts.get(name):
+            return InFlight(name, "step", _arguments(spec, ctx), body_started=True)
+    return None
+
+
+def _arguments(spec: StepSpec, ctx: Context) -> dict[str, Any]:
+    """A leaf step's arguments resolved again from the stored run (for its compensate),
+    ``{}`` when they cannot be."""
+    try:
+        return resolve_arguments(spec, ctx)
+    except ArgumentResolutionError:
+        return {}
+
+
+def _fan_out_ref(state: RunState, in_flight: InFlight | None) -> Mapping[str, Any] | None:
+    """The fan-out map reference of the step in flight, when it is a fan-out map."""
+    if in_flight is None or in_flight.kind != "map":
+        return None
+    ref = state.ctx.composed_contexts.get(in_flight.step)
+    return ref if is_fan_out_ref(ref) else None
+
+
+def hold_for_map(state: RunState, request: CancelRequest, in_flight: InFlight | None) -> bool:
+    """Stop a fan-out map in flight; tell whether the cancel must wait for it to settle.
+
+    When the step in flight is a fan-out map whose elements have not all settled, the map
+    stops dispatching (its failed-context claim is taken: pending elements skip themselves,
+    undispatched ones settle as skipped; docs/fan_out.md, "What happens"). With
+    ``rollback=True`` the request is then kept on the run (saved) and the cancel waits: the
+    map's collector resumes the run once every element settled, and that execution rolls
+    the elements back (:func:`at_start`). Elements still running cannot be rolled back
+    before they finish.
+
+    Args:
+        state: the root run (its execution or its canceller, holding its liveness lock).
+        request: the cancel request.
+        in_flight: the step in flight (:func:`stored_in_flight`).
+
+    Returns:
+        ``True`` when the run waits for the map (nothing more to do now), else ``False``.
+
+    Raises:
+        StorageError, LockLost: a backend failed, or the run is not this holder's any more.
+    """
+    ref = _fan_out_ref(state, in_flight)
+    if ref is None:
+        return False
+    maps = state.env.storage.maps
+    map_id, count = str(ref["map_id"]), int(ref.get("count") or 0)
+    if maps.metadata(map_id) is None or maps.count_results(map_id) >= count:
+        return False
+    ctx = state.ctx
+    maps.set_failed_context(map_id, f"cancel:{ctx.context_id}")
+    log.info("event=cancel_stopped_map run_id=%s map_id=%s", ctx.context_id, map_id)
+    if not request.rollback:
+        return False
+    ctx.engine_state = replace(ctx.engine_state, cancel=request)
+    state.checkpoint.save()
+    return True
+
+
+# ------------------------------------------------------------------------------ carrying it out
+
+
+def stop(
+    state: RunState, request: CancelRequest, *, in_flight: InFlight | None, coordinated: bool
+) -> Failure:
+    """Carry out ``request`` on the root run of ``state``: record it, roll back (when asked),
+    release the stored holds and store the run ``cancelled`` (see the module docstring).
+
+    Args:
+        state: the root run, held by this execution (its liveness lock).
+        request: the cancel request.
+        in_flight: the step cut off (compensated when its body started), or ``None``.
+        coordinated: ``True`` inside the run's reactor-level coordination (which releases
+            those holds itself); ``False`` for a stored run (its parked holds and tickets are
+            released here).
+
+    Returns:
+        The cancelled run's ``Failure`` (without ``run_id``), already saved.
+
+    Raises:
+        RollbackHandedOff: a fan-out map's rollback was handed to element jobs (in a worker).
+        StorageError, LockLost: a backend failed, or the run is not this execution's any more.
+    """
+    ctx = state.ctx
+    state.in_flight = None
+    pending = ctx.engine_state.interrupt
+    if pending is not None and pending.correlation_id is not None:
+        _release_correlation(state.env, ctx.context_id, pending.correlation_id)
+    ctx.engine_state = replace(ctx.engine_state, cancel=request, interrupt=None, waiting=None)
+    step = in_flight.step if in_flight is not None else None
+    state.trace("cancelled", step, detail=request.reason)
+    ctx.failure = cancelled_failure(ctx, request, [])  # what a compensate is handed
+    if request.rollback:
+        started = in_flight is not None and in_flight.body_started
+        # From here on a crash leaves a ``running`` run with its rollback intent: the run
+        # sweeper hands it to a worker, which finishes the cancel (conclude_failure, conclude).
+        ctx.status = RunStatus.RUNNING
+        rollback.begin(
+            state,
+            step=step,
+            kind=in_flight.kind if in_flight is not None else None,
+            arguments=in_flight.arguments if in_flight is not None else None,
+            compensate_pending=started,
+        )
+        try:  # the rollback intent survives a crash: the run is then cancelled, not resumed
+            state.checkpoint.save()
+        except (EncodeError, ContextTooLargeError):
+            pass  # the final save reports it; the rollback must run regardless
+    return conclude(state, coordinated=coordinated)
+
+
+def conclude(state: RunState, *, coordinated: bool = False) -> Failure:
+    """Finish a cancel whose request is kept on the run (``EngineState.cancel``): the
+    rollback recorded (if any), the stored holds, then the ``cancelled`` status.
+
+    Called by :func:`stop`, and by :func:`reactor.engine.executor.conclude_failure` when a
+    worker resumes a run whose cancel rollback was handed to map element jobs or cut off by
+    a crash.
+
+    Args:
+        state: the root run, held by this execution.
+        coordinated: see :func:`stop`.
+
+    Returns:
+        The cancelled run's ``Failure`` (without ``run_id``), already saved.
+
+    Raises:
+        RollbackHandedOff: a fan-out map's rollback was handed to element jobs (in a worker).
+        StorageError, LockLost: a backend failed, or the run is not this execution's any more.
+    """
+    ctx = state.ctx
+    request = ctx.engine_state.cancel or CancelRequest()
+    failures: list[RollbackFailure] = []
+    if ctx.rollback is not None:
+        failures = rollback.finish(state, roll_back_fan_out=roll_back_fan_out)
+    if not coordinated:
+        _release_stored_holds(state.env, state.definition, ctx)
+    _end_children(ctx)
+    ctx.rollback = None
+    ctx.status = RunStatus.CANCELLED
+    ctx.current_step = None
+    failure = cancelled_failure(ctx, request, failures)
+    ctx.failure = failure
+    state.checkpoint.save()
+    log.info("event=run_cancelled run_id=%s rolled_back=%s rollback_failures=%d",
+             ctx.context_id, request.rollback, len(failures))
+    return failure
+
+
+def _end_children(ctx: Context) -> None:
+    """Mark embedded children that will never continue (``running``/``pending``/``paused``)
+    ``cancelled``, recursively."""
+    for child in ctx.composed_contexts.values():
+        if isinstance(child, Context):
+            if child.status in _UNFINISHED:
+                child.status = RunStatus.CANCELLED
+                child.current_step = None
+            _end_children(child)
+
+
+def _release_correlation(env: Env, run_id: str, correlation_id: str) -> None:
+    """Free a correlation id the cancelled run registered (best effort: a stale mapping is
+    detected and replaced when the id is used again; docs/run-control.md, "Interrupts")."""
+    try:
+        env.storage.claims.release_correlation_id(correlation_id)
+    except Exception as exc:
+        log.warning("event=correlation_not_released run_id=%s error=%s", run_id, exc)
+
+
+def _release_stored_holds(env: Env, definition: ReactorDefinition, ctx: Context) -> None:
+    """Release what the stored run (and its embedded children) keeps between executions:
+    parked locks and semaphore leases are released, ordered-lock tickets advanced (without
+    poisoning a strict chain; docs/coordination.md, "Contention"). Best effort: a refused
+    or failed release only lets the hold lapse with its TTL (logged)."""
+    state = ctx.engine_state
+    storage = env.storage
+    for scope, holds in state.parked_holds.items():
+        for hold in holds:
+            try:
+                if hold.primitive == "lock":
+                    storage.locks.release(hold.key, hold.holder)
+                else:
+                    storage.semaphores.release(hold.key, hold.holder)
+            except Exception as exc:
+                log.warning("event=cancel_release_failed run_id=%s scope=%s key=%s error=%s",
+                            ctx.context_id, scope, hold.key, exc)
+    tickets = [(state.ordered_ticket, definition.coordination)] if state.ordered_ticket else []
+    for step, ticket in state.step_ordered_tickets.items():
+        spec = definition.steps.get(step)
+        tickets.append((ticket, spec.coordination if spec is not None else ()))
+    for keyed, decls in tickets:
+        assert keyed is not None
+        try:
+            storage.ordered_locks.advance(
+                keyed.key, keyed.ticket, failed=False, ttl=_ordered_ttl(decls)
+            )
+        except Exception as exc:
+            log.warning("event=cancel_release_failed run_id=%s key=%s error=%s",
+                        ctx.context_id, keyed.key, exc)
+    ctx.engine_state = replace(
+        state, parked_holds={}, ordered_ticket=None, step_ordered_tickets={}, waiting=None,
+    )
+    for name, child in ctx.composed_contexts.items():
+        if isinstance(child, Context) and name in definition.children:
+            _release_stored_holds(env, definition.children[name], child)
+
+
+def _ordered_ttl(decls: tuple[Coordination, ...]) -> float:
+    """The ``ttl`` of the ordered-lock declaration among ``decls`` (seconds)."""
+    for decl in decls:
+        if isinstance(decl, OrderedLockDecl):
+            return float(decl.ttl)
+    return _DEFAULT_ORDERED_TTL

@@ -1,0 +1,274 @@
+"""``Reactor.cancel(run_id)``: stop a run that has not finished, roll it back and store it
+``cancelled`` (docs/run-control.md, "Cancel").
+
+1. The arguments are checked and the run is read (sealed). A map element is refused (cancel
+   its top-level run), a finished run (``completed``, ``halted``, ``failed``, ``aborted``)
+   raises :class:`~reactor.errors.RunFinishedError`, a run already ``cancelled`` by a cancel
+   gives its stored outcome again (idempotent: nothing runs twice).
+2. The request is claimed (:func:`reactor.engine.cancel.claim`, first writer wins: a second
+   cancel keeps the first one's ``reason`` and ``rollback``).
+3. The canceller tries the run's liveness lock ``async:<id>`` (once; for a paused run, whose
+   lock is only ever held briefly, again for up to ``context_lock_ttl`` seconds while it stays
+   paused):
+
+   * **held**: an execution owns the run (a caller, a worker, a parked or retry-delayed job
+     keeping its lock): it notices the request at its next step boundary, or when its job is
+     delivered again, and carries the cancel out. The call returns a
+     :class:`~reactor.engine.dispatch.DispatchHandle` (``job_id`` ``""``) whose ``wait()``
+     returns the run's outcome.
+   * **taken**: nobody executes the run (it is queued for a worker, paused at an interrupt,
+     waiting for a fan-out map, parked past its stamp, or its worker died): the canceller
+     cancels it here, under the lock (so it never races a worker, which finds the lock held
+     and comes back later to a ``cancelled`` run), running the undos and compensates in this
+     process (:func:`reactor.engine.cancel.stop`), and returns the ``Failure`` of
+     :class:`~reactor.errors.RunCancelledError`. A fan-out map whose elements are still
+     running only stops dispatching: the run waits for it to settle and its resumed
+     execution rolls it back (a ``DispatchHandle`` again).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from reactor import registry
+from reactor.config import Runtime
+from reactor.dsl.definition import ReactorDefinition
+from reactor.engine import api, liveness
+from reactor.engine import cancel as cancelling
+from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine.dispatch import DispatchHandle, publish_completion, stored_result
+from reactor.engine.env import Env, make_env
+from reactor.engine.liveness import Liveness
+from reactor.engine.state import RunState
+from reactor.errors import (
+    CancelArgumentError,
+    RunFinishedError,
+    RunNotFoundError,
+    RunStateError,
+)
+from reactor.model.context import Context
+from reactor.model.engine_state import CancelRequest
+from reactor.model.records import Fence
+from reactor.model.results import Failure, Paused, Success
+from reactor.model.status import RunStatus
+
+__all__ = ["MAX_REASON_LENGTH", "cancel"]
+
+log = logging.getLogger("reactor.cancel")
+
+#: The longest ``reason``, in characters.
+MAX_REASON_LENGTH = 1000
+#: Bounds of the poll interval while a paused run's lock is briefly held, in seconds.
+MIN_LOCK_POLL = 0.05
+MAX_LOCK_POLL = 1.0
+
+_FINISHED = frozenset(
+    {RunStatus.COMPLETED, RunStatus.HALTED, RunStatus.FAILED, RunStatus.ABORTED}
+)
+
+
+def cancel(
+    definition: ReactorDefinition | None,
+    run_id: str,
+    *,
+    reason: str | None = None,
+    rollback: bool = True,
+    runtime: Runtime | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> Success | Failure | Paused | DispatchHandle:
+    """Cancel run ``run_id`` (see the module docstring).
+
+    Args:
+        definition: the reactor the run must belong to; ``None``: any registered reactor.
+        run_id: the run (a top-level run).
+        reason: why, shown in ``RunView.cancel`` and the ``Failure`` (at most
+            :data:`MAX_REASON_LENGTH` characters); ``None``: no reason.
+        rollback: ``True`` (default): compensate the step in flight and undo the completed
+            steps; ``False``: keep the completed work (``Reactor.undo`` can roll it back later).
+        runtime: the runtime (default ``reactor.config.current()``).
+        sleep: the waits of the undos run here (as for :func:`reactor.engine.api.run`).
+
+    Returns:
+        The ``Failure`` of :class:`~reactor.errors.RunCancelledError` (``run_id`` set, its
+        ``rollback_failures`` listing undos or compensates that did not complete) when the
+        run was cancelled by this call or before; a :class:`DispatchHandle` when the execution
+        that owns the run finishes the cancel (its ``wait()`` returns the outcome: that
+        ``Failure``, or the run's own end when it finished or failed before it noticed).
+
+    Raises:
+        CancelArgumentError: an unusable argument (``exc.field``); nothing read or claimed.
+        RunNotFoundError: no stored run ``run_id`` (of this reactor).
+        RunFinishedError: the run is ``completed``, ``halted``, ``failed`` or ``aborted``
+            (``exc.status``); nothing changed.
+        RunStateError: the run is a map element, or it is rolling back after a failure
+            (``exc.status``); nothing changed.
+        UnknownReactorError: the run's reactor is not registered in this process.
+        SecretKeyError: the run's sealed values cannot be opened with the configured keys.
+        StorageError, LockLost: a backend failed, or the lock lapsed while cancelling (the
+            request stays claimed: the run's next execution carries it out).
+    """
+    _check_arguments(run_id, reason, rollback)
+    env = make_env(runtime, sleep)
+    ctx = api.load_run(definition, run_id, env, open_secrets=False)
+    done = _settled(ctx)
+    if done is not None:
+        return done
+    if definition is None:
+        definition = registry.get(ctx.reactor).definition
+    definition.register_codec_types()
+    request = cancelling.claim(env, run_id, CancelRequest(reason, rollback, env.clock.now()))
+    hold = _take(env, run_id, paused=ctx.status is RunStatus.PAUSED)
+    if hold is None or hold.lock is None:  # None: an execution owns it (re-entrant: ours)
+        if hold is not None:
+            hold.release()
+        log.info("event=cancel_requested run_id=%s (the execution that owns it stops it)",
+                 run_id)
+        return _handle(env, ctx)
+    try:
+        return _cancel_here(env, definition, run_id, request, hold)
+    finally:
+        hold.release()  # after the final save
+
+
+def _take(env: Env, run_id: str, *, paused: bool) -> Liveness | None:
+    """Take the run's liveness lock: one try, or for a paused run (whose lock is only held
+    briefly: a resume being applied, an expiry, an attempt count) retries for up to
+    ``context_lock_ttl`` seconds on the runtime clock, as long as the run stays paused (a
+    resume that continues the run keeps the lock: its execution then carries the cancel out).
+
+    Returns:
+        The hold, or ``None`` when an execution owns the run.
+    """
+    hold = liveness.take(env, run_id)
+    if hold is not None or not paused:
+        return hold
+    clock = env.clock
+    deadline = clock.monotonic() + float(env.settings.context_lock_ttl)
+    pause = MIN_LOCK_POLL
+    while clock.monotonic() < deadline:
+        clock.sleep(pause)
+        pause = min(pause * 2, MAX_LOCK_POLL)
+        hold = liveness.take(env, run_id)
+        if hold is not None:
+            return hold
+        stored = load_context(env, run_id, open_secrets=False)
+        if stored is None or stored.status is not RunStatus.PAUSED:
+            return None
+    return None
+
+
+def _check_arguments(run_id: object, reason: object, rollback: object) -> None:
+    """Refuse unusable arguments before anything is read.
+
+    Raises:
+        CancelArgumentError: naming the argument.
+    """
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise CancelArgumentError(
+            f"cancel(run_id=...) must be a non-blank string, got {type(run_id).__name__}",
+            field="run_id",
+        )
+    if reason is not None and not isinstance(reason, str):
+        raise CancelArgumentError(
+            f"cancel(reason=...) must be a string or None, got {type(reason).__name__}",
+            field="reason",
+        )
+    if isinstance(reason, str) and len(reason) > MAX_REASON_LENGTH:
+        raise CancelArgumentError(
+            f"cancel(reason=...) is {len(reason)} characters, over {MAX_REASON_LENGTH}",
+            field="reason",
+        )
+    if not isinstance(rollback, bool):
+        raise CancelArgumentError(
+            f"cancel(rollback=...) must be True or False, got {type(rollback).__name__}",
+            field="rollback",
+        )
+
+
+def _settled(ctx: Context) -> Failure | None:
+    """The outcome of a run a cancel has nothing to do for, or ``None`` (go on).
+
+    Raises:
+        RunStateError: a map element, or a run rolling back after a failure.
+        RunFinishedError: a finished run.
+    """
+    run_id, status = ctx.context_id, ctx.status
+    if ctx.parent_context_id is not None:
+        raise RunStateError(
+            f"run {run_id!r} is a map element of run {ctx.parent_context_id!r}; cancel the "
+            "top-level run instead", run_id=run_id, status=status.value,
+        )
+    if status is RunStatus.CANCELLED:
+        stored = stored_result(ctx)
+        assert isinstance(stored, Failure)
+        return stored
+    if status in _FINISHED:
+        hint = "finish its rollback with Reactor.undo" if status is RunStatus.ABORTED else (
+            "roll it back with Reactor.undo" if status is not RunStatus.FAILED
+            else "it was already rolled back")
+        raise RunFinishedError(
+            f"run {run_id!r} is {status.value}; only an unfinished run can be cancelled "
+            f"({hint})", run_id=run_id, status=status.value,
+        )
+    cancelling = ctx.engine_state.cancel is not None
+    if (status is RunStatus.ROLLING_BACK or ctx.rollback is not None) and not cancelling:
+        raise RunStateError(
+            f"run {run_id!r} is rolling back after a failure; it ends failed",
+            run_id=run_id, status=status.value,
+        )
+    return None
+
+
+def _handle(env: Env, ctx: Context) -> DispatchHandle:
+    """The handle of a run whose cancel another execution finishes."""
+    return DispatchHandle(
+        run_id=ctx.context_id, job_id="", reactor=ctx.reactor,
+        results=dict(ctx.intermediate_results), runtime=env.runtime,
+    )
+
+
+class _HolderCheckpointer(Checkpointer):
+    """Saves of the canceller: fenced with its liveness hold, and not a worker's (a fan-out
+    map is rolled back in this process, never handed to element jobs: docs/fan_out.md,
+    "Rollback").
+
+    Args:
+        env: the execution environment.
+        record_context: the run.
+        hold: the canceller's hold on ``async:<id>``.
+    """
+
+    def __init__(self, env: Env, record_context: Context, hold: Liveness) -> None:
+        super().__init__(env, record_context)
+        self.hold = hold
+
+    def fence(self) -> Fence | None:
+        """The hold's fence: the store refuses the save once a newer holder saved."""
+        return self.hold.fence()
+
+
+def _cancel_here(
+    env: Env, definition: ReactorDefinition, run_id: str, request: CancelRequest,
+    hold: Liveness,
+) -> Failure | DispatchHandle:
+    """Cancel the run under its liveness lock, in this process (see the module docstring)."""
+    ctx = load_context(env, run_id)  # secrets opened: the undos and compensates run here
+    if ctx is None:
+        raise RunNotFoundError(f"no stored run {run_id!r}", run_id=run_id)
+    done = _settled(ctx)  # it may have finished while the lock was taken
+    if done is not None:
+        return done
+    if ctx.status is RunStatus.ROLLING_BACK:  # a cancel's map rollback runs in element jobs
+        return _handle(env, ctx)
+    state = RunState(definition, ctx, env, _HolderCheckpointer(env, ctx, hold))
+    if ctx.rollback is not None:  # a cancel's rollback cut off (its worker died): finish it
+        failure = cancelling.conclude(state)
+    else:
+        in_flight = cancelling.stored_in_flight(state)
+        if cancelling.hold_for_map(state, request, in_flight):
+            log.info("event=cancel_waits_for_map run_id=%s", run_id)
+            return _handle(env, ctx)
+        failure = cancelling.stop(state, request, in_flight=in_flight, coordinated=False)
+    publish_completion(env.storage, ctx)
+    return failure.with_run_id(run_id)

@@ -1,0 +1,75 @@
+"""What whole runs cost on Redis in round trips (docs/adapters/redis.md, "Round trips").
+
+A run's liveness lock travels with its records (docs/protocol.md, "Optional fast paths"): a
+synchronous run of N steps costs exactly its N + 1 checkpoints (the first save takes the lock,
+the final one releases it); a worker run costs its checkpoints plus the job's receive, the
+lock-with-load and the ack (the final checkpoint releases the lock and publishes the
+completion). Counted on the client like benchmarks/_roundtrips.py (one send = one round trip).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from reactor import Background, Input, Reactor, config, input, step
+from reactor.jobs.worker import Worker
+from reactor.model.status import RunStatus
+from tests.adapters.redis.round_trips import RoundTrips
+
+pytestmark = pytest.mark.redis
+
+
+class Three(Reactor, name="test_run_round_trips.three"):
+    returns = "c"
+    n = Input(int)
+
+    @step(n=input("n"))
+    def a(inputs: Any, ctx: Any) -> int:
+        return int(inputs.n) + 1
+
+    @step(after="a")
+    def b(inputs: Any, ctx: Any) -> int:
+        return int(ctx.results["a"]) + 1
+
+    @step(after="b")
+    def c(inputs: Any, ctx: Any) -> int:
+        return int(ctx.results["b"]) + 1
+
+
+class QueuedThree(Three, name="test_run_round_trips.queued_three"):
+    background = Background(all=True)
+
+
+@pytest.fixture
+def redis_url(service_url: Callable[[str], str]) -> Iterator[str]:
+    yield f"{service_url('redis')}?prefix=rt{uuid.uuid4().hex[:8]}"
+    config.reset()
+
+
+def test_a_sync_run_costs_one_round_trip_per_checkpoint(
+    redis_url: str, trips: RoundTrips
+) -> None:
+    config.configure(storage=redis_url, router="inline://")
+    Three.run(n=0)  # connections made, scripts loaded
+    result: list[Any] = []
+    assert trips.of(lambda: result.append(Three.run(n=1))) == 4  # the start + 3 steps
+    assert result[0].value == 4
+
+
+def test_a_worker_run_costs_its_checkpoints_and_three_requests(
+    redis_url: str, trips: RoundTrips
+) -> None:
+    runtime = config.configure(storage=redis_url, router=redis_url)
+    worker = Worker(runtime, liveness_wait=0.0)
+    QueuedThree.run(n=0)
+    assert worker.run_pending() == 1  # connections made, scripts loaded
+    handle: list[Any] = []
+    assert trips.of(lambda: handle.append(QueuedThree.run(n=1))) == 2  # save, enqueue
+    # receive + lock-with-load + 3 checkpoints (the last releases and announces) + ack, and
+    # the empty receive that ends run_pending
+    assert trips.of(lambda: worker.run_pending()) == 1 + 1 + 3 + 1 + 1
+    assert QueuedThree.find(handle[0].run_id).status is RunStatus.COMPLETED

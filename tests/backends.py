@@ -1,0 +1,48 @@
+"""The backends the every-backend engine tests run on (docs/testing.md).
+
+One place builds the storage and router URLs of a backend in a fresh namespace, so every
+such test runs on the same servers that ``scripts/test`` starts: the standalone Redis, the
+MongoDB wire server, mongomock, and DynamoDB + SQS on moto's server (memory needs no URL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+__all__ = ["BACKENDS", "backend_urls"]
+
+#: Every backend an engine guarantee is tested on.
+BACKENDS = ("memory", "redis", "mongomock", "mongodb", "dynamodb")
+
+
+def backend_urls(
+    name: str, service_url: Callable[[str], str], token: str, *, area: str = "tests"
+) -> tuple[str, str]:
+    """``(storage URL, router URL)`` of backend ``name`` in namespace ``token``.
+
+    Args:
+        name: one of :data:`BACKENDS` but ``"memory"``.
+        service_url: the ``service_url`` fixture (tests/conftest.py).
+        token: the namespace (a URL ``prefix``), fresh per test.
+        area: names the mongomock database, the DynamoDB table and the SQS queue.
+
+    Raises:
+        ValueError: ``name`` is ``"memory"`` or unknown.
+    """
+    if name == "redis":
+        url = f"{service_url('redis')}?prefix={token}"
+        return url, url
+    if name == "mongomock":
+        url = f"mongomock://{area}/reactor?prefix={token}_"
+        return url, url
+    if name == "mongodb":
+        url = f"{service_url('mongodb_wire')}&prefix={token}_"
+        return url, url
+    if name == "dynamodb":
+        moto = service_url("moto")
+        return (
+            f"dynamodb://reactor-{area}?region=us-east-1&endpoint_url={moto}&prefix={token}"
+            "&clock_skew_budget=0.25",
+            f"sqs://{area}?region=us-east-1&endpoint_url={moto}&prefix={token}",
+        )
+    raise ValueError(f"no URLs for backend {name!r}")
