@@ -52,6 +52,10 @@ def _names(wait_for: str | Iterable[str] | None) -> tuple[str, ...]:
         return ()
     if isinstance(wait_for, str):
         return (wait_for,)
+    if not isinstance(wait_for, Iterable):
+        raise DefinitionError(
+            f"wait_for must be a step name or names, got {type(wait_for).__name__}"
+        )
     names = tuple(wait_for)
     for n in names:
         if not isinstance(n, str):

@@ -54,7 +54,7 @@ from reactor.errors import (
 )
 from reactor.model.context import Context
 from reactor.model.engine_state import PendingInterrupt
-from reactor.model.interrupt_claim import InterruptClaim
+from reactor.model.interrupt_claim import MAX_CORRELATION_ID_LENGTH, InterruptClaim
 from reactor.model.keys import run_liveness_key
 from reactor.model.results import Failure, Paused, Success
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
@@ -219,6 +219,12 @@ def _check_arguments(
                 f"resume({name}=...) must be a non-blank string, got {type(given).__name__}",
                 field=name,
             )
+    if correlation_id is not None and len(correlation_id) > MAX_CORRELATION_ID_LENGTH:
+        raise InterruptArgumentError(
+            f"resume(correlation_id=...) is {len(correlation_id)} characters, over "
+            f"{MAX_CORRELATION_ID_LENGTH}: no interrupt registers such an id",
+            field="correlation_id",
+        )
     if mode not in RESUME_MODES:
         raise InterruptArgumentError(
             f"resume(resume=...) must be 'inline' or 'background', got {mode!r}",

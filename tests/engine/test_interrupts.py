@@ -538,6 +538,14 @@ def test_a_bad_literal_correlation_id_is_refused_at_declaration(literal: str) ->
         interrupt(correlation_id=literal)
 
 
+def test_hostile_resume_and_declaration_arguments_get_typed_errors(memory: Backend) -> None:
+    with pytest.raises(InterruptArgumentError) as too_long:
+        Refund.resume(correlation_id="x" * 100_000, payload={})
+    assert too_long.value.field == "correlation_id" and "x" * 300 not in str(too_long.value)
+    with pytest.raises(DefinitionError, match="wait_for must be a step name"):
+        interrupt(wait_for=5)  # type: ignore[arg-type]
+
+
 def test_a_payload_too_large_to_store_is_refused_and_the_run_stays_paused(
     memory: Backend,
 ) -> None:

@@ -147,8 +147,10 @@ def test_undo_of_a_completed_map_reports_expired_and_failed_elements(
     handle = MapOwner.run(**inputs(str(log), count=count, fail_after=True,
                                    undo_fail_at=undo_fails, expire_at=expired))
     assert isinstance(handle, DispatchHandle)
-    for _ in range(2):
-        workers.start(backend, *IMPORT, settings=SETTINGS)
+    # one of the two workers sweeps, as a deployment does: on a loaded machine an element's
+    # 4 s lease can lapse between two renewals, and only a sweep re-dispatches that element
+    for sweep in (("--sweep",), ()):
+        workers.start(backend, *IMPORT, *sweep, settings=SETTINGS)
     wait_until(lambda: handle.status() in TERMINAL_STATUSES, WAIT[backend.name],
                "the run to finish",
                workers.logs)
