@@ -39,4 +39,4 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'reactor.observability' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+    return getattr(importlib.import_module(home), name)  # safe: only the fixed _HOMES table
