@@ -72,3 +72,14 @@ def test_the_contract_extra_installs_what_the_suite_runs_on() -> None:
     assert sorted(re.split(r"[<>=!~ ]", dep)[0] for dep in extra) == ["hypothesis", "pytest"]
     doc = " ".join((ROOT / "docs" / "contract-suite.md").read_text().split())
     assert "pip install 'reactor-saga[contract]'" in doc or "pip install -e '.[contract]'" in doc
+
+
+def test_readme_masking_claim_matches_the_security_page() -> None:
+    """The dashboard masks redacted values, not every value: exception messages are shown as
+    raised (docs/security.md, "What each view shows")."""
+    text = " ".join(README.read_text().split())
+    assert "every value masked" not in text
+    assert "redacted values are masked" in text
+    assert 'docs/security.md, "What each view shows"' in text
+    security = " ".join((ROOT / "docs" / "security.md").read_text().split())
+    assert "**as raised**: not masked" in security
