@@ -12,8 +12,9 @@ the first request wins: a second cancel finds it and changes nothing.
 **Noticing it.** An executing root run reads the claim with one
 ``ClaimStore.interrupt_resumes`` request:
 
-* :func:`at_start`: when an execution continues a stored run (a worker's ``run`` job, an
-  inline resume), before it takes its reactor-level coordination;
+* :func:`at_start`: whenever an execution continues a stored run (any worker's ``run`` job,
+  including one the run sweeper re-dispatched after the owning worker died; an inline
+  resume), before it takes its reactor-level coordination and before any further step;
 * :func:`at_boundary`: after each step's body returned a ``Success`` (or reached an
   interrupt), before its result is recorded. A step that failed or halted ends the run as it
   would have (a failure rolls back, a halt keeps the progress).
@@ -182,10 +183,14 @@ def cancelled_failure(
 def at_start(state: RunState) -> Failure | None:
     """Check for a cancel request before an execution continues a stored root run.
 
-    Called by :func:`reactor.engine.executor.execute` before the reactor-level coordination:
-    a run that was parked, queued or paused when the cancel came is cancelled without taking
-    its holds again. A fresh run (not stored ``running`` yet) is not checked: nobody can have
-    asked to cancel it before its first boundary.
+    Called by :func:`reactor.engine.executor.execute` before the reactor-level coordination,
+    for every execution that continues a stored root run (a worker's ``run`` job, whether
+    handed off, re-dispatched by the run sweeper after its worker died, resumed by a map's
+    collector or coming back from a park; an inline resume): a request accepted while an
+    earlier execution owned the run (which may have died before its next boundary read it)
+    is carried out before any further step runs and without taking the run's holds again.
+    A fresh run (not stored yet) is not checked: nobody can have asked to cancel it. The
+    cost is one claims-store read per execution, not per step.
 
     Args:
         state: the execution (any context; only a root run stored ``running`` is checked).
@@ -202,7 +207,7 @@ def at_start(state: RunState) -> Failure | None:
     """
     ctx = state.ctx
     state.cancel_checked_at = state.env.clock.monotonic()  # the boundaries' interval starts
-    if ctx.status is not RunStatus.RUNNING or not is_root(state) or not _came_back(ctx):
+    if ctx.status is not RunStatus.RUNNING or not is_root(state) or ctx.persisted is None:
         return None
     request = requested(state.env, ctx.context_id)
     if request is None:
@@ -215,19 +220,6 @@ def at_start(state: RunState) -> Failure | None:
         raise MapDispatched(ctx.context_id, ctx.reactor, in_flight.step, str(ref["map_id"]))
     log.info("event=cancel_noticed run_id=%s at=start", ctx.context_id)
     return stop(state, request, in_flight=in_flight, coordinated=False)
-
-
-def _came_back(ctx: Context) -> bool:
-    """Whether a stored run comes back from a park or a retry delay (its job kept the run's
-    lock as a stamp meanwhile, so a canceller could only leave the request) or from a step
-    that left it (a fan-out map, a composed child: a cancel during it waits for it). Any other
-    stored run was cancellable directly, or its live execution reads the request at its
-    boundaries; judged from the stored run alone, no request."""
-    engine = ctx.engine_state
-    return bool(
-        engine.waiting is not None or engine.parked_holds or ctx.retry_context
-        or any(name not in ctx.intermediate_results for name in ctx.composed_contexts)
-    )
 
 
 def at_boundary(state: RunState, result: Result) -> CancelRequest | None:

@@ -1,0 +1,129 @@
+"""Crash recovery of cancels and maps (docs/run-control.md, "Cancel"; docs/fan_out.md,
+"Recovery"), on every backend, with deterministic fault hooks instead of killed processes
+(tests/kill holds the real-process variants).
+
+* A cancel accepted while a worker executes the run (its liveness lock held: the call
+  returns a ``DispatchHandle``) is carried out by whichever execution continues the run, even
+  when the worker that owned it dies before its next step boundary reads the request: the
+  recovering worker rolls the run back and stores it ``cancelled``; no further step runs.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from reactor import DispatchHandle, Failure, config
+from reactor.config import Runtime
+from reactor.engine import checkpoint
+from reactor.jobs.sweep_tick import run_sweeps
+from reactor.jobs.worker import Worker
+from reactor.memory import LocalRouter, MemoryStorage
+from reactor.model.secrets import ENV_VAR, generate_key
+from reactor.model.status import TERMINAL_STATUSES, RunStatus
+from reactor.testing import TestClock
+from tests.backends import BACKENDS, backend_urls
+from tests.engine.crash_reactors import Trio, journal
+
+CANCELLED = "reactor.errors.RunCancelledError"
+
+
+class WorkerDied(BaseException):
+    """Raised by a fault hook where a worker process would die: not an interruption the
+    engine stores (``KeyboardInterrupt``...), nor a step failure (it is raised by engine code,
+    outside any step body), so it unwinds the worker's job as a kill would (the job's lock is
+    released by its ``finally``, as a dead worker's lapses with its TTL)."""
+
+
+class Backend:
+    """One configured backend: its runtime and the clock the runtime runs on."""
+
+    def __init__(self, name: str, runtime: Runtime, clock: TestClock) -> None:
+        self.name = name
+        self.runtime = runtime
+        self.clock = clock
+
+    def recover_until(self, done: Callable[[], bool], seconds: float = 60.0) -> None:
+        """Run due jobs, and sweep for lost runs between rounds, until ``done()`` (at most
+        ``seconds`` of real time: a remote router's delays are real time)."""
+        worker = Worker(self.runtime, liveness_wait=0.0)
+        deadline = time.monotonic() + seconds
+        while not done():
+            worker.run_pending()
+            if done():
+                return
+            run_sweeps(self.runtime)
+            assert time.monotonic() < deadline, "the run was never recovered"
+            time.sleep(0.05)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(
+    request: pytest.FixtureRequest, service_url: Callable[[str], str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[Backend]:
+    monkeypatch.setenv(ENV_VAR, generate_key())
+    clock = TestClock(time.time())
+    name = request.param
+    if name == "memory":  # cancel_check_interval stays 1 s: the clock never moves, so no
+        runtime = config.configure(  # step boundary after the start reads the request
+            storage=MemoryStorage(clock=clock), router=LocalRouter(clock=clock), clock=clock
+        )
+    else:
+        storage_url, router_url = backend_urls(
+            name, service_url, f"cr{uuid.uuid4().hex[:10]}", area="crash"
+        )
+        runtime = config.configure(storage=storage_url, router=router_url, clock=clock)
+    journal.clear()
+    yield Backend(name, runtime, clock)
+    config.reset()
+
+
+def _order() -> str:
+    return f"o-{uuid.uuid4().hex[:8]}"
+
+
+def _terminal(run_id: str) -> Callable[[], bool]:
+    return lambda: Trio.find(run_id).status in TERMINAL_STATUSES
+
+
+def test_a_cancel_accepted_before_its_worker_died_is_carried_out_by_the_recovery(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    order = _order()
+    handle = Trio.run(order_id=order)
+    assert isinstance(handle, DispatchHandle)
+    run_id = handle.run_id
+    accepted: list[Any] = []
+    save = checkpoint.Checkpointer.save
+
+    def dies_after_b(self: checkpoint.Checkpointer, *, force: bool = True) -> None:
+        save(self, force=force)
+        ctx = self.context
+        if ctx.context_id == run_id and "b" in ctx.intermediate_results and not accepted:
+            # b's checkpoint is stored; the worker still owns the run: the cancel is only
+            # recorded. Then the worker dies before c's boundary would read the request.
+            accepted.append(Trio.cancel(run_id, reason="customer left"))
+            raise WorkerDied
+
+    monkeypatch.setattr(checkpoint.Checkpointer, "save", dies_after_b)
+    with pytest.raises(WorkerDied):
+        Worker(backend.runtime, liveness_wait=0.0).run_pending()
+    monkeypatch.setattr(checkpoint.Checkpointer, "save", save)
+    assert isinstance(accepted[0], DispatchHandle)  # accepted: the owner carries it out
+    assert Trio.find(run_id).status is RunStatus.RUNNING
+
+    backend.recover_until(_terminal(run_id))
+    view = Trio.find(run_id)
+    assert view.status is RunStatus.CANCELLED, view.status
+    # c never ran; every completed step was undone exactly once, newest first
+    assert journal == [f"run:a:{order}", f"run:b:{order}", f"undo:b:{order}",
+                       f"undo:a:{order}"]
+    assert view.cancel is not None and view.cancel.reason == "customer left"
+    outcome = accepted[0].wait(10)
+    assert isinstance(outcome, Failure) and outcome.exception_class == CANCELLED
+    assert "customer left" in outcome.message
