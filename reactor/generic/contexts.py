@@ -106,6 +106,10 @@ _COUNT, _LAST, _BYTES = "_count", "_last", "_bytes"
 #: with (each is rewritten when within half of ``context_ttl`` of it).
 OLDEST_PIECE_FIELD = _OLDEST = "_oldest"
 PAGE_UNTIL_FIELD = _PAGE_UNTIL = "_page_until"
+#: Page-summary field: ``True`` on the summary of a finished run written to expire with its
+#: head. Summaries of finished runs written before it was (with no expiry, or one that
+#: outlived the run) lack it, and the listing checks them against their run once.
+EXPIRES_WITH_RUN_FIELD = _WITH_RUN = "_with_run"
 #: Loads retried when a piece vanished because a whole save replaced the chain meanwhile.
 _LOAD_ATTEMPTS = 3
 #: Record fields kept in pieces, not in the head.
@@ -150,8 +154,11 @@ def _stored_fence(value: Mapping[str, Any] | None) -> int:
 
 def _page_summary(context: Mapping[str, Any]) -> dict[str, Any]:
     """The :data:`CONTEXT_PAGES` document of a stored context head: the fields of
-    :class:`RunSummary`."""
-    return {k: v for k, v in context.items() if k in _SUMMARY_FIELDS}
+    :class:`RunSummary`, marked :data:`EXPIRES_WITH_RUN_FIELD` when the run is finished."""
+    summary = {k: v for k, v in context.items() if k in _SUMMARY_FIELDS}
+    if summary.get("status") in TERMINAL_STATUSES:
+        summary[_WITH_RUN] = True
+    return summary
 
 
 def _summary(value: Mapping[str, Any]) -> RunSummary:
@@ -223,6 +230,8 @@ class DocumentContextStore:
             _OLDEST: self._outliving(),
         })
         index = _scan_index(value)
+        head: dict[str, Any] = {}  # the head as finally written (its page expiry stamped)
+        page_due = [False]
 
         def write(
             previous: Mapping[str, Any] | None,
@@ -234,7 +243,9 @@ class DocumentContextStore:
             new = dict(value)
             if token:
                 new[FENCE_FIELD] = token
-            self._stamp_page(previous, new)
+            page_due[0] = self._stamp_page(previous, new)
+            head.clear()
+            head.update(new)
             return new, index, (previous, -1)
 
         previous, refused_by = self._contexts.update(record.context_id, write)
@@ -252,7 +263,7 @@ class DocumentContextStore:
                 _base_prefix(record.context_id, str(previous.get("base") or "")),
                 keep=set(written),
             )
-        self._write_page(previous, value)
+        self._write_page(previous, head, due=page_due[0])
 
     def append(self, delta: ContextDelta, *, fence: Fence | None = None) -> bool:
         """Append one incremental checkpoint (:meth:`reactor.ports.ContextStore.append`).
@@ -319,8 +330,7 @@ class DocumentContextStore:
                 expires_at=self._contexts.expiry(),
                 index=_scan_index(new),
             ):
-                if page_due:
-                    self._write_page(head, new)
+                self._write_page(head, new, due=page_due)
                 return True
         raise self._contexts.contention(delta.context_id)
 
@@ -455,11 +465,19 @@ class DocumentContextStore:
         summary would expire within half of ``context_ttl`` (a summary is not re-stamped by
         every write). Stamps the summary's new expiry into ``head`` (or carries the old one).
 
+        A summary of a run that is not finished outlives its head (twice ``context_ttl``, so
+        the listing never misses a live run between renewals); the summary of a finished run
+        expires with its head (the head's own expiry), so it never lists a run that ``load``
+        no longer returns (docs/workers.md, "Run listings after a crash").
+
         Returns:
             Whether :meth:`_write_page` must write the summary.
         """
         if head.get("parent_context_id") is not None:
             return False
+        if head.get("status") in TERMINAL_STATUSES:
+            head[_PAGE_UNTIL] = self._contexts.expiry()
+            return True
         due = (
             previous is None
             or previous.get("parent_context_id") is not None
@@ -474,9 +492,11 @@ class DocumentContextStore:
         head[_PAGE_UNTIL] = self._outliving() if due else until
         return due
 
-    def _write_page(self, previous: Mapping[str, Any] | None, head: Mapping[str, Any]) -> None:
+    def _write_page(
+        self, previous: Mapping[str, Any] | None, head: Mapping[str, Any], *, due: bool
+    ) -> None:
         """Move the page summary of a top-level run when its key changed and write it when
-        :meth:`_stamp_page` decided so (``head[_PAGE_UNTIL]`` is the new expiry)."""
+        :meth:`_stamp_page` decided so (``due``; ``head[_PAGE_UNTIL]`` is the new expiry)."""
         context_id = str(head["context_id"])
         new_key = (
             page_key(float(head["created_at"]), context_id)
@@ -490,9 +510,7 @@ class DocumentContextStore:
         )
         if old_key is not None and old_key != new_key:
             self._pages.delete(old_key)
-        if new_key is not None and (
-            previous is None or previous.get(_PAGE_UNTIL) != head.get(_PAGE_UNTIL)
-        ):
+        if new_key is not None and (due or old_key != new_key):
             self._pages.put(new_key, _page_summary(head), expires_at=head.get(_PAGE_UNTIL))
 
     def scan(
@@ -599,17 +617,27 @@ class DocumentContextStore:
         its context when the summary is not terminal (docs/workers.md, "Run listings after a
         crash").
 
-        A terminal summary is final and shown as stored. Any other is shown with its context's
-        own values (a summary is written only when the status changes, so its ``updated_at``
-        lags); when the status differs too, the writer died between its context write and
-        its summary write, and the summary is repaired -- by a compare-and-set that only ever
-        moves it forward (a newer summary written meanwhile is kept). A summary whose context
-        is gone (expired or deleted) is dropped and removed. Returns ``None`` for a dropped row.
+        A terminal summary written to expire with its run is final and shown as stored; one
+        written before that rule (no :data:`EXPIRES_WITH_RUN_FIELD`) is checked once: dropped
+        when its run is gone, else rewritten to expire with it. Any other is shown with its
+        context's own values (a summary is written only when the status changes, so its
+        ``updated_at`` lags); when the status differs too, the writer died between its context
+        write and its summary write, and the summary is repaired -- by a compare-and-set that
+        only ever moves it forward (a newer summary written meanwhile is kept). A summary whose
+        context is gone (expired or deleted) is dropped and removed. Returns ``None`` for a
+        dropped row.
         """
         summary = _summary(value)
-        if summary.status in TERMINAL_STATUSES:
+        if summary.status in TERMINAL_STATUSES and value.get(_WITH_RUN) is True:
             return summary
         context = self._contexts.get(summary.context_id)
+        if summary.status in TERMINAL_STATUSES and context is not None:
+            # an older summary of a live finished run: from now on it expires with the run
+            self._pages.update(key, lambda stored: (
+                (None, None, None) if stored is None or stored.get(_WITH_RUN) is True
+                else ({**stored, _WITH_RUN: True}, None, None)
+            ))  # re-stamped to context_ttl from now: it outlives its run by less than that
+            return summary
         if context is None:
             self._pages.delete(
                 key, when=lambda stored: stored.get("updated_at") == value.get("updated_at")

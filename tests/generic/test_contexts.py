@@ -24,6 +24,7 @@ from reactor.generic.storage import GenericStorage
 from reactor.memory import ManualClock, MemoryDocumentStore, MemoryProbe, MemoryStorage
 from reactor.model.records import ContextDelta, Fence
 from reactor.ports import Capabilities, ContextRecord, StepResultRecord
+from reactor.ports.serialization import record_to_dict
 
 TTL = 100.0
 
@@ -481,3 +482,59 @@ def test_loads_never_read_through_a_secondary_index(clock: ManualClock) -> None:
     loaded = storage.contexts.load("consistent")
     assert loaded is not None and loaded.segments == ('"1"', '"2"')
     assert storage.contexts.delete("consistent")
+
+
+@pytest.mark.parametrize("how", ["whole saves", "appends"])
+def test_a_finished_runs_summary_expires_with_its_run(
+    storage: MemoryStorage, clock: ManualClock, how: str
+) -> None:
+    """A run finished by a whole save (e.g. one refused by input validation) or by an append
+    leaves no summary behind once its context expired (docs/workers.md, "Run listings after a
+    crash"): the listing never shows a run that ``load`` does not return."""
+    rec = dataclasses.replace(record("done", created_at=clock()), base="b")
+    storage.contexts.save(rec)
+    clock.advance(1)
+    if how == "whole saves":
+        storage.contexts.save(dataclasses.replace(rec, status="failed"))
+    else:
+        assert storage.contexts.append(ContextDelta(
+            context_id="done", base="b", position=1, status="failed", updated_at=clock(),
+            segment="{}",
+        ))
+    key = context_page_key(rec.created_at, "done")
+    stored = storage.documents.raw(CONTEXT_PAGES, key)
+    assert stored is not None and stored.value["status"] == "failed"  # written, not repaired
+    assert [r.status for r in storage.contexts.page().runs] == ["failed"]
+    clock.advance(TTL + 1)
+    assert storage.contexts.load("done") is None
+    assert storage.contexts.page().runs == ()
+    assert storage.documents.read(CONTEXT_PAGES, key).value is None  # expired, not hidden
+
+
+def test_a_run_stored_finished_by_its_first_save_gets_a_summary_that_expires(
+    storage: MemoryStorage, clock: ManualClock
+) -> None:
+    storage.contexts.save(record("refused", status="failed", created_at=clock()))
+    clock.advance(10 * TTL)
+    assert storage.contexts.load("refused") is None
+    assert storage.contexts.page().runs == ()
+
+
+def test_a_finished_summary_written_without_expiry_is_checked_against_its_run(
+    storage: MemoryStorage, clock: ManualClock
+) -> None:
+    """Summaries an older release wrote for finished runs (no expiry, no marker) are checked
+    once against their run: dropped when it is gone, else kept and from then on expiring."""
+    storage.contexts.save(record("live", status="completed", created_at=clock()))
+    for run_id, created_at in (("live", clock()), ("gone", clock() + 1)):
+        key = context_page_key(created_at, run_id)
+        old = {**record_to_dict(record(run_id, status="completed", created_at=created_at))}
+        summary = {k: old[k] for k in ("context_id", "reactor", "status", "created_at",
+                                        "updated_at", "parent_context_id")}
+        stored = storage.documents.read(CONTEXT_PAGES, key)
+        storage.documents.write(CONTEXT_PAGES, key, summary, expected_version=stored.version,
+                                expires_at=None)
+    assert [r.context_id for r in storage.contexts.page().runs] == ["live"]
+    assert storage.documents.raw(CONTEXT_PAGES, context_page_key(clock() + 1, "gone")) is None
+    clock.advance(TTL + 1)  # the live run expires; its summary now expires with it
+    assert storage.contexts.page().runs == ()
