@@ -65,7 +65,7 @@ from reactor.model.text import printable
 
 __all__ = [
     "parse_since", "runs_app", "runs_cancel", "runs_list", "runs_restore", "runs_resume",
-    "runs_retry", "runs_show", "runs_undo",
+    "runs_retry", "runs_show", "runs_undo", "terminal_json",
 ]
 
 runs_app = typer.Typer(help="Inspect stored runs.", no_args_is_help=True)
@@ -250,7 +250,26 @@ def runs_show(
     if as_json:
         typer.echo(text)
     else:  # escaped in JSON's own syntax (still valid JSON), highlighted, never markup
-        console.print(JSONHighlighter()(Text(printable(text, as_json=True))), soft_wrap=True)
+        console.print(JSONHighlighter()(Text(terminal_json(text))), soft_wrap=True)
+
+
+def terminal_json(text: str) -> str:
+    """Indented JSON text made safe for a terminal, its layout kept.
+
+    ``json.dumps`` escapes the C0 controls inside strings (a ``\\n`` in a value is written
+    ``\\n``), so every raw line feed in ``text`` is the indentation's; what it leaves raw in a
+    value (DEL, C1 controls, bidi overrides and other format characters, line and paragraph
+    separators, lone surrogates) is escaped in JSON's own syntax, line by line, with
+    :func:`reactor.model.text.printable` (docs/workers.md, "Dead letters"). The result still
+    parses as the same JSON.
+
+    Args:
+        text: the output of ``json.dumps(..., ensure_ascii=False, indent=...)``.
+
+    Returns:
+        ``text`` with its line feeds kept and every other unsafe character escaped.
+    """
+    return "\n".join(printable(line, as_json=True) for line in text.split("\n"))
 
 
 @runs_app.command("retry")
