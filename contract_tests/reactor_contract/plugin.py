@@ -50,9 +50,15 @@ __all__ = [
     "NOT_APPLICABLE",
     "NOT_APPLICABLE_CONCERNS",
     "NOT_RUN",
-    "OPTIONAL_IN_MANDATORY",
+    "NO_SIZE_LIMIT",
+    "RUN_FIRST",
+    "SERVER_CLOCK",
+    "STRONGER",
+    "STRONGER_THAN_PREMISE",
+    "UNCARRIABLE_BODY",
     "ConformanceReport",
     "add_query",
+    "is_stronger",
     "open_router",
     "open_storage",
     "router_url_for_test",
@@ -88,11 +94,48 @@ T = TypeVar("T")
 #: ``n/a``, e.g. ``documents`` on a storage not built on a ``DocumentStore``), not a gap.
 NOT_APPLICABLE = "not applicable:"
 
+#: The reason category of a test skipped because the adapter is *stronger* than the test's
+#: premise (the premise cannot arise on it: no size limit to exceed, no client clock to skew, no
+#: producer able to send the body). Such a skip is not a gap: the row stays ``ok`` and the run
+#: ``certified`` (docs/contract-suite.md, "Verdicts"). Only the suite's own reasons of this
+#: category count, in the concerns :data:`STRONGER_THAN_PREMISE` names.
+STRONGER = f"{NOT_APPLICABLE} stronger than the premise:"
+#: A storage that declares no document size limit: no context can be too large to save.
+NO_SIZE_LIMIT = (
+    f"{STRONGER} no document size limit (Capabilities.max_document_bytes is None), so no "
+    "document is too large"
+)
+#: A storage whose clock is the server's: no client's clock can be skewed against it.
+SERVER_CLOCK = (
+    f"{STRONGER} server clock (Capabilities.clock is 'server'), which clients cannot skew"
+)
+#: A transport that cannot carry a poison body at all (SQS: non-UTF-8 bytes), so no producer
+#: can send it; the probe's ``UnsupportedBody`` message follows the colon.
+UNCARRIABLE_BODY = f"{STRONGER} the transport cannot carry this body, so no producer can send it:"
+
+#: ``{concern: reasons}``: the stronger-than-the-premise skips the suite issues, by concern.
+#: A skip counts as "stronger" only when its reason starts with one listed for its concern;
+#: the same words anywhere else (an adapter's own skip) are a gap, or a failure in a mandatory
+#: concern.
+STRONGER_THAN_PREMISE: dict[str, tuple[str, ...]] = {
+    "documents": (NO_SIZE_LIMIT,),
+    "contexts": (NO_SIZE_LIMIT,),
+    "rate_limits": (SERVER_CLOCK,),
+    "routers": (UNCARRIABLE_BODY,),
+    "dead_letters": (UNCARRIABLE_BODY,),
+}
+
+#: Concerns collected first, in this order, whatever the module order: the ``DocumentStore``
+#: primitive every generic sub-store rests on, then the storage's surface, so ``-x`` stops at
+#: the root cause instead of at a symptom in a higher concern (docs/contract-suite.md).
+RUN_FIRST: tuple[str, ...] = ("documents", "surface")
+
 #: Concerns every adapter must pass: everything the engine relies on. A skip in one is a
-#: failure (docs/contract-suite.md, "Verdicts"). Optional: ``signals`` (a declared capability),
-#: ``documents`` (only storages built on a ``DocumentStore``), and the router rows ``routers``
-#: and ``dead_letters`` (a transport may not carry every body; dead-letter administration is a
-#: capability).
+#: failure (docs/contract-suite.md, "Verdicts"), unless it is one of the suite's own
+#: :data:`STRONGER_THAN_PREMISE` skips. Optional: ``signals`` (a declared capability),
+#: ``documents`` (only storages built on a ``DocumentStore``), the router rows ``routers`` and
+#: ``dead_letters`` (a transport may not carry every body; dead-letter administration is a
+#: capability) and ``cleanup`` (a probe that can empty its namespace).
 MANDATORY_CONCERNS: frozenset[str] = frozenset(
     {
         "surface", "contexts", "step_results", "maps", "map_rollbacks", "claims", "locks",
@@ -101,11 +144,18 @@ MANDATORY_CONCERNS: frozenset[str] = frozenset(
     }
 )
 
-#: Skip reasons a mandatory concern may show: single tests of an optional capability.
-OPTIONAL_IN_MANDATORY: tuple[str, ...] = (
-    "capability: no document size limit",
-    "capability: server clock",
-)
+
+def is_stronger(concern: str, reason: str) -> bool:
+    """Whether a skip of a ``concern`` test with ``reason`` is one of the suite's own
+    "stronger than the premise" skips (:data:`STRONGER_THAN_PREMISE`): not a gap.
+
+    Args:
+        concern: the conformance-table row.
+        reason: the skip reason, without pytest's ``"Skipped: "``.
+    """
+    starts = STRONGER_THAN_PREMISE.get(concern, ())
+    return bool(starts) and reason.startswith(starts)
+
 
 #: The only concerns that may be ``n/a``: the suite itself decides they do not apply (an
 #: adapter's own "not applicable" skip anywhere else is a gap, or a failure when mandatory).
@@ -229,10 +279,25 @@ def _import_adapters(config: pytest.Config) -> None:
 
 @dataclass
 class _Row:
+    """Counts of one concern: ``skipped`` are the skips that are not ``not_applicable`` (gaps,
+    "not run", or mistakes); ``reasons`` and ``na_reasons`` count each reason of either kind."""
+
     passed: int = 0
     failed: int = 0
     skipped: int = 0
+    not_applicable: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
+    na_reasons: dict[str, int] = field(default_factory=dict)
+
+
+def _not_applicable(concern: str, reason: str | None) -> bool:
+    """Whether a skip is the suite's own "does not apply" (a whole ``n/a`` concern, or a test
+    whose premise the adapter is stronger than): never a gap."""
+    if not reason:
+        return False
+    if concern in NOT_APPLICABLE_CONCERNS and reason.startswith(NOT_APPLICABLE):
+        return True
+    return is_stronger(concern, reason)
 
 
 class ConformanceReport:
@@ -249,7 +314,8 @@ class ConformanceReport:
         self._deselected = False
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """Remember which collected tests belong to which concern."""
+        """Remember which collected tests belong to which concern, and move the
+        :data:`RUN_FIRST` concerns to the front (a stable sort: the rest keep their order)."""
         for item in items:
             cls = getattr(item, "cls", None)
             concern = getattr(cls, "reactor_concern", None) if cls is not None else None
@@ -257,6 +323,8 @@ class ConformanceReport:
                 concern = getattr(getattr(item, "module", None), "reactor_concern", None)
             if isinstance(concern, str):
                 self.concern_of[item.nodeid] = concern
+        first = {name: i for i, name in enumerate(RUN_FIRST)}
+        items.sort(key=lambda item: first.get(self.concern_of.get(item.nodeid, ""), len(first)))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Fold one phase report of a contract test into its final outcome."""
@@ -282,11 +350,15 @@ class ConformanceReport:
         concerns = sorted(ran, key=lambda c: (order.get(c, len(order)), c))
         rows = {concern: _Row() for concern in concerns}
         for nodeid, (outcome, reason) in self.outcome.items():
-            row = rows[self.concern_of[nodeid]]
+            concern = self.concern_of[nodeid]
+            row = rows[concern]
             if outcome == "passed":
                 row.passed += 1
             elif outcome == "failed":
                 row.failed += 1
+            elif reason and _not_applicable(concern, reason):
+                row.not_applicable += 1
+                row.na_reasons[reason] = row.na_reasons.get(reason, 0) + 1
             else:
                 row.skipped += 1
                 if reason:
@@ -294,34 +366,32 @@ class ConformanceReport:
         return rows
 
     def row_verdicts(self) -> dict[str, tuple[str, list[str]]]:
-        """``{concern: (verdict, problems)}``: ``ok``, ``gaps`` (declared skips), ``n/a``,
-        ``not run`` (its option was not given) or ``FAIL`` (a failure, or a skip in a
-        mandatory concern, each problem a teaching line; docs/contract-suite.md, "Verdicts")."""
+        """``{concern: (verdict, problems)}``: ``ok`` (passed, apart from tests the adapter is
+        stronger than), ``gaps`` (declared skips), ``n/a`` (nothing applied), ``not run`` (its
+        option was not given) or ``FAIL`` (a failure, or a skip in a mandatory concern, each
+        problem a teaching line; docs/contract-suite.md, "Verdicts")."""
         out: dict[str, tuple[str, list[str]]] = {}
         for concern, row in self.rows().items():
             problems: list[str] = []
             reasons = list(row.reasons)
-            if row.skipped and not reasons:
-                reasons = ["(no reason given)"]
+            if row.skipped > sum(row.reasons.values()):
+                reasons.append("(no reason given)")
             if concern in MANDATORY_CONCERNS:
                 for reason in reasons:
-                    if reason in NOT_RUN or reason.startswith(OPTIONAL_IN_MANDATORY):
+                    if reason in NOT_RUN:
                         continue
                     problems.append(
                         f"{concern}: a mandatory concern cannot be skipped, and "
                         f"{row.reasons.get(reason, row.skipped)} test(s) skipped with "
                         f"{reason!r} (likely mistake: declaring a capability absent or "
                         "skipping in a probe or a subclass; every concern but signals, "
-                        "documents, routers and dead_letters is required of every adapter; see "
-                        f'{_VERDICTS})'
+                        "documents, routers, dead_letters and cleanup is required of every "
+                        f"adapter; see {_VERDICTS})"
                     )
             if row.failed or problems:
                 verdict = "FAIL"
             elif not row.skipped:
-                verdict = "ok"
-            elif (concern in NOT_APPLICABLE_CONCERNS and not row.passed
-                  and all(r.startswith(NOT_APPLICABLE) for r in reasons)):
-                verdict = "n/a"
+                verdict = "n/a" if row.not_applicable and not row.passed else "ok"
             elif all(r in NOT_RUN for r in reasons) and not row.passed:
                 verdict = "not run"
             else:
@@ -332,9 +402,11 @@ class ConformanceReport:
     def verdict(self) -> dict[str, Any]:
         """The run's verdict as plain data (what ``--reactor-json`` writes).
 
-        ``verdict`` is ``"certified"`` (every concern that ran passed, nothing skipped but
-        ``n/a`` rows), ``"certified with declared gaps"`` (optional capabilities skipped, listed
-        in ``gaps``) or ``"failed"`` (``failures`` says why).
+        ``verdict`` is ``"certified"`` (every concern that ran passed; the only skips are
+        ``not_applicable``: a concern that does not apply, or a test whose premise the adapter
+        is stronger than), ``"certified with declared gaps"`` (optional capabilities missing,
+        listed in ``gaps``) or ``"failed"`` (``failures`` says why). ``not_applicable`` lists
+        the skips that are not gaps.
         """
         rows, verdicts = self.rows(), self.row_verdicts()
         failures = [p for _, problems in verdicts.values() for p in problems]
@@ -348,11 +420,16 @@ class ConformanceReport:
                     f"a contract module skipped or deselected; see {_VERDICTS})"
                 )
         gaps = [
-            f"{concern}: {reason} ({count} test{'s' if count != 1 else ''})"
+            f"{concern}: {reason} ({_tests(count)})"
             for concern, row in rows.items()
             if verdicts[concern][0] == "gaps"
             for reason, count in sorted(row.reasons.items())
-            if reason not in NOT_RUN and not reason.startswith(NOT_APPLICABLE)
+            if reason not in NOT_RUN
+        ]
+        not_applicable = [
+            f"{concern}: {reason} ({_tests(count)})"
+            for concern, row in rows.items()
+            for reason, count in sorted(row.na_reasons.items())
         ]
         status = "failed" if failures else ("certified with declared gaps" if gaps else
                                             "certified")
@@ -362,14 +439,17 @@ class ConformanceReport:
             "verdict": status,
             "failures": failures,
             "gaps": gaps,
+            "not_applicable": not_applicable,
             "concerns": {
                 concern: {
                     "passed": row.passed,
                     "failed": row.failed,
                     "skipped": row.skipped,
+                    "not_applicable": row.not_applicable,
                     "verdict": verdicts[concern][0],
                     "mandatory": concern in MANDATORY_CONCERNS,
                     "skip_reasons": dict(sorted(row.reasons.items())),
+                    "not_applicable_reasons": dict(sorted(row.na_reasons.items())),
                 }
                 for concern, row in rows.items()
             },
@@ -377,6 +457,7 @@ class ConformanceReport:
                 "passed": sum(r.passed for r in rows.values()),
                 "failed": sum(r.failed for r in rows.values()),
                 "skipped": sum(r.skipped for r in rows.values()),
+                "not_applicable": sum(r.not_applicable for r in rows.values()),
             },
         }
 
@@ -411,8 +492,8 @@ class ConformanceReport:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        """Print the table: one row per concern, passed/failed/skipped, then skip reasons and
-        the verdict."""
+        """Print the table: one row per concern, passed/failed/skipped/not applicable, then the
+        skip reasons (gaps apart from the not-applicable ones) and the verdict."""
         rows = self.rows()
         if not rows:
             return
@@ -421,19 +502,22 @@ class ConformanceReport:
         tr.write_sep("=", "reactor contract conformance")
         tr.write_line(f"storage: {self.config.getoption('reactor_storage') or '-'}")
         tr.write_line(f"router:  {self.config.getoption('reactor_router') or '-'}")
-        tr.write_line(f"{'concern':<16}{'passed':>8}{'failed':>8}{'skipped':>9}  verdict")
+        tr.write_line(f"{'concern':<16}{'passed':>8}{'failed':>8}{'skipped':>9}{'n/a':>6}  verdict")
         total = _Row()
         for concern, row in rows.items():
             verdict = verdicts[concern][0]
             tr.write_line(
-                f"{concern:<16}{row.passed:>8}{row.failed:>8}{row.skipped:>9}  {verdict}",
+                f"{concern:<16}{row.passed:>8}{row.failed:>8}{row.skipped:>9}"
+                f"{row.not_applicable:>6}  {verdict}",
                 red=verdict == "FAIL",
                 green=verdict == "ok",
             )
             total.passed += row.passed
             total.failed += row.failed
             total.skipped += row.skipped
-        tr.write_line(f"{'total':<16}{total.passed:>8}{total.failed:>8}{total.skipped:>9}")
+            total.not_applicable += row.not_applicable
+        tr.write_line(f"{'total':<16}{total.passed:>8}{total.failed:>8}{total.skipped:>9}"
+                      f"{total.not_applicable:>6}")
         reasons = [
             (concern, reason, count)
             for concern, row in rows.items()
@@ -442,9 +526,13 @@ class ConformanceReport:
         if reasons:
             tr.write_line("skipped, with reasons:")
             for concern, reason, count in reasons:
-                plural = "s" if count != 1 else ""
-                tr.write_line(f"  {concern}: {reason} ({count} test{plural})")
+                tr.write_line(f"  {concern}: {reason} ({_tests(count)})")
         summary = self.verdict()
+        if summary["not_applicable"]:
+            tr.write_line("not applicable (the concern does not apply, or the adapter is "
+                          "stronger than the test's premise; not gaps):")
+            for line in summary["not_applicable"]:
+                tr.write_line(f"  {line}")
         if summary["verdict"] == "failed":
             tr.write_line("verdict: FAILED", red=True)
             for line in summary["failures"]:
@@ -455,6 +543,10 @@ class ConformanceReport:
                 tr.write_line(f"  {line}")
         else:
             tr.write_line("verdict: certified", green=True)
+
+
+def _tests(count: int) -> str:
+    return f"{count} test{'s' if count != 1 else ''}"
 
 
 # -- fixtures --------------------------------------------------------------------------------

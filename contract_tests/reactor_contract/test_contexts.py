@@ -21,6 +21,7 @@ from reactor_contract._support import (
     uid,
     walk_scan,
 )
+from reactor_contract.plugin import NO_SIZE_LIMIT
 from reactor_contract.probe import Probe
 
 __all__ = ["ContextsContract"]
@@ -322,7 +323,7 @@ class ContextsContract:
     def test_a_context_over_the_document_limit_is_refused(self, storage: Storage) -> None:
         limit = storage.capabilities.max_document_bytes
         if limit is None:
-            pytest.skip("capability: no document size limit (max_document_bytes is None)")
+            pytest.skip(NO_SIZE_LIMIT)
         record = context(document='"' + "x" * (limit + 1) + '"')
         with pytest.raises(ContextTooLargeError):
             storage.contexts.save(record)
@@ -437,7 +438,7 @@ class ContextsContract:
     def test_an_append_past_the_document_limit_is_refused(self, storage: Storage) -> None:
         limit = storage.capabilities.max_document_bytes
         if limit is None:
-            pytest.skip("capability: no document size limit (max_document_bytes is None)")
+            pytest.skip(NO_SIZE_LIMIT)
         record = dataclasses.replace(context(status="running"), base="b1")
         storage.contexts.save(record)
         big = '"' + "x" * (limit - len(record.document)) + '"'

@@ -17,6 +17,7 @@ import pytest
 from reactor.errors import DeserializationError
 from reactor.ports.router import DeadLetter, DeadLetterAdmin, Delivery, Job, Router
 from reactor_contract._support import eventually, uid
+from reactor_contract.plugin import UNCARRIABLE_BODY
 from reactor_contract.probe import RouterProbe, UnsupportedBody
 
 __all__ = ["NO_ADMIN", "DeadLettersContract"]
@@ -67,7 +68,7 @@ def _inject(probe: RouterProbe, body: str | bytes) -> None:
     try:
         probe.inject_raw(body)
     except UnsupportedBody as exc:
-        pytest.skip(f"this router's transport cannot carry the body: {exc}")
+        pytest.skip(f"{UNCARRIABLE_BODY} {exc}")
 
 
 class DeadLettersContract:

@@ -26,7 +26,7 @@ from reactor.errors import ContextTooLargeError, StorageError
 from reactor.ports.documents import DocumentStore
 from reactor.ports.storage import Storage
 from reactor_contract._support import HOUR, uid
-from reactor_contract.plugin import NOT_APPLICABLE
+from reactor_contract.plugin import NO_SIZE_LIMIT, NOT_APPLICABLE
 from reactor_contract.probe import ClockProbe, Probe
 from reactor_contract.test_concurrency import race
 
@@ -559,7 +559,7 @@ class DocumentsContract:
     ) -> None:
         limit = storage.capabilities.max_document_bytes
         if limit is None:
-            pytest.skip("capability: no document size limit (max_document_bytes is None)")
+            pytest.skip(NO_SIZE_LIMIT)
         key = uid("big")
         with pytest.raises((ContextTooLargeError, StorageError)):
             documents.write(

@@ -22,14 +22,15 @@ from reactor.memory.clock import ManualClock
 from reactor.model.records import RateDecision, RateWindow
 from reactor.ports.storage import Storage
 from reactor_contract._support import HOUR, uid
+from reactor_contract.plugin import SERVER_CLOCK
 from reactor_contract.probe import ClockProbe, Probe
 
 __all__ = ["SERVER_CLOCK", "UNSKEWABLE", "RateLimitsContract", "fastest_clock_decisions"]
 
 #: A window so long that ``floor(now / seconds)`` is constant for decades.
 EON = 1e9
-#: Skip reasons listed in the conformance table.
-SERVER_CLOCK = "capability: server clock (Capabilities.clock is 'server'), clients cannot skew"
+#: Skip reason listed in the conformance table as a gap (:data:`SERVER_CLOCK`, from the plugin,
+#: is not one: a server clock is stronger than the skew test's premise).
 UNSKEWABLE = "capability: the probe cannot inject a clock (no ClockProbe.with_clock result)"
 #: The skew scenario: 1 admission per 4 s, clients at +0.9 s and -0.9 s (inside the 1 s budget)
 #: taking turns every 0.25 s for 40 s of true time.

@@ -20,7 +20,7 @@ from reactor.errors import EncodeError, RouterError
 from reactor.ports.capabilities import EnqueuesMany
 from reactor.ports.router import MAX_ENVELOPE_BYTES, DeadLetter, Delivery, Job, Router
 from reactor_contract._support import SUITE_DOC, eventually, teach, uid
-from reactor_contract.plugin import open_router
+from reactor_contract.plugin import UNCARRIABLE_BODY, open_router
 from reactor_contract.probe import RouterProbe, UnsupportedBody
 
 __all__ = ["RoutersContract"]
@@ -114,7 +114,7 @@ def _inject(probe: RouterProbe, body: str | bytes) -> None:
     try:
         probe.inject_raw(body)
     except UnsupportedBody as exc:
-        pytest.skip(f"this router's transport cannot carry the body: {exc}")
+        pytest.skip(f"{UNCARRIABLE_BODY} {exc}")
 
 
 def _raw(body: str | bytes) -> bytes:
