@@ -38,15 +38,17 @@ from dataclasses import dataclass
 from reactor.coordination.lock import Lock
 from reactor.dsl.definition import ReactorDefinition
 from reactor.dsl.fan_out import DEFAULT_BATCH_SIZE, ROLLBACK_CHUNK
-from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine import fast_paths
+from reactor.engine.checkpoint import Checkpointer, decode_context, load_context
 from reactor.engine.env import Env
 from reactor.engine.liveness import FencedCheckpointer, Liveness, liveness_lock
 from reactor.engine.rollback import roll_back_child
 from reactor.engine.state import RunState
 from reactor.errors import DeserializationError, LockAcquisitionError
 from reactor.model import codec
+from reactor.model.context import Context
 from reactor.model.keys import map_element_key
-from reactor.model.records import MapRollbackMetadata, RollbackOutcome
+from reactor.model.records import ContextRecord, LockClaim, MapRollbackMetadata, RollbackOutcome
 from reactor.model.results import RollbackFailure
 from reactor.model.status import RunStatus
 from reactor.ports.payloads import MapElementRollbackPayload, RunPayload, job
@@ -174,15 +176,23 @@ def roll_back_element(
     *,
     use_lock: bool = True,
     wait: float = 0.0,
+    position: int | None = None,
 ) -> RollbackOutcome | Contended:
     """Roll back one map element: replay its undo stack under its ``map_element:`` lock.
 
-    Seed 004 ``ElementRollback.call``: a completed (or halted, or aborted) element is undone,
-    its context saved after every undone entry; a failed element already rolled itself back and
-    an element that never ran did nothing (``not_needed``); a missing context is
-    ``context_unavailable``. The undo stack is replayed by
-    :func:`reactor.engine.rollback.roll_back_child`, given :func:`roll_back_fan_out` for a
-    fan-out map inside the element (docs/fan_out.md, "Rollback").
+    A completed (or halted, or aborted) element is undone, its context saved after every
+    undone entry; a failed element already rolled itself back and an element that never ran
+    did nothing (``not_needed``); a missing context is ``context_unavailable``. The undo stack
+    is replayed by :func:`reactor.engine.rollback.roll_back_child`, given
+    :func:`roll_back_fan_out` for a fan-out map inside the element (docs/fan_out.md,
+    "Rollback").
+
+    The rule of every job that replays an undo stack (docs/protocol.md, "Rollback jobs: lock
+    before read"): the element's lock is taken **before** the context whose undo stack is
+    replayed is read (together with it, in one request where the store can), and the
+    position's stored outcome is checked again under the lock. A first read without the lock
+    only names the lock (the element's index); its undo stack is never replayed, so a
+    duplicate job that waited for the lock sees what the job before it undid and saved.
 
     Args:
         env: the environment.
@@ -192,32 +202,58 @@ def roll_back_element(
         definition: the element reactor's definition.
         use_lock: take the element's lock (``False`` on the inline router).
         wait: seconds to wait for a held lock.
+        position: the rollback position this job settles; its outcome, when one is stored by
+            the time the lock is held, is returned as is (nothing replayed). ``None``: an
+            in-process rollback (no outcomes).
 
     Returns:
-        The outcome to store, or :class:`Contended` when the lock is held by a live job.
+        The outcome to store (or the one already stored), or :class:`Contended` when the lock
+        is held by a live job.
+
+    Raises:
+        StorageError: a backend failed (the lock, if taken, is released).
     """
     if element_id is None:
         return unavailable(step)
-    try:
-        ctx = load_context(env, element_id)
-    except DeserializationError:
-        ctx = None
+    ctx = _load_element(env, element_id)  # names the lock only: never replayed when locked
     if ctx is None:
         return unavailable(step)
     raw_index = (ctx.map_metadata or {}).get("index")
     index = raw_index if isinstance(raw_index, int) else -1
-    lock: Lock | None = None
+    hold: Liveness | None = None
+    record: ContextRecord | None = None
     if use_lock:
         lock = liveness_lock(env, map_element_key(map_id, index), wait=wait)
         try:
             if wait > 0:
                 lock.acquire()
-            elif not lock.try_acquire():
-                return Contended(index)
+                record = _load_record(env, element_id, lock)
+            else:
+                started = lock.monotonic()
+                token, record = fast_paths.load_taking(
+                    env.storage, element_id,
+                    LockClaim(key=lock.key, owner=lock.owner, ttl=lock.ttl),
+                )
+                if not token:
+                    return Contended(index)
+                lock.adopt(token, started)
         except LockAcquisitionError:
             return Contended(index)
-    hold = Liveness(element_id, lock) if lock is not None else None
+        except DeserializationError:
+            return unavailable(step)  # the lock is not held (released by the load)
+        hold = Liveness(element_id, lock)
     try:
+        if hold is not None:
+            if position is not None:
+                stored = env.storage.map_rollbacks.outcome(map_id, position)
+                if stored is not None:  # a duplicate job settled it while this one waited
+                    return stored
+            try:
+                ctx = None if record is None else decode_context(env, record)
+            except DeserializationError:
+                ctx = None
+            if ctx is None:
+                return unavailable(step)
         needs = ctx.status in _UNDOABLE or (
             ctx.status is RunStatus.RUNNING and bool(ctx.undo_stack or ctx.rollback)
         )
@@ -236,6 +272,28 @@ def roll_back_element(
     finally:
         if hold is not None:
             hold.release()  # never raises; the lock lapses with its TTL anyway
+
+
+def _load_element(env: Env, element_id: str) -> Context | None:
+    """The element's stored context; ``None`` when it is missing or unreadable."""
+    try:
+        return load_context(env, element_id)
+    except DeserializationError:
+        return None
+
+
+def _load_record(env: Env, element_id: str, lock: Lock) -> ContextRecord | None:
+    """Read the element's record under its lock, just taken; the lock is released again
+    when the read raises.
+
+    Raises:
+        DeserializationError, StorageError: as ``ContextStore.load`` (the lock released).
+    """
+    try:
+        return env.storage.contexts.load(element_id)
+    except BaseException:
+        lock.release()
+        raise
 
 
 # ------------------------------------------------------------------------------ owner side

@@ -4,8 +4,12 @@ map's element index (docs/fan_out.md, "Rollback"; docs/architecture.md, "Job kin
 1. No rollback metadata, or the position already has an outcome: nothing to do.
 2. The element context id is read at the position, counted from the tail of the first
    ``total`` entries of the element index (later appends never shift it).
-3. :func:`reactor.engine.map_rollback.roll_back_element` takes the element's lock and replays
-   its undo stack, saving after each entry. A lock held by a live job re-queues this job
+3. :func:`reactor.engine.map_rollback.roll_back_element` takes the element's lock, **then**
+   reads the element's context (in one request where the store can) and checks the
+   position's outcome again: a duplicate of this job (the map sweeper re-enqueues a position
+   whose job is merely queued) that ran while this one waited settled it, and its saves are
+   what this job reads (docs/protocol.md, "Rollback jobs: lock before read"). Then it replays
+   the undo stack, saving after each entry. A lock held by a live job re-queues this job
    (``attempt + 1``, a park delay) up to ``lock_snooze_max_attempts`` times; then the element is
    reported ``element_in_flight``.
 4. The outcome is stored first-wins; the position that ends a batch claims the next batch; and
@@ -59,7 +63,7 @@ def handle_map_element_rollback(jc: JobContext, payload: MapElementRollbackPaylo
     )
     outcome = roll_back_element(
         env, meta.map_id, ids[0] if ids else None, meta.step_name, definition,
-        use_lock=not jc.inline,
+        use_lock=not jc.inline, position=payload.position,
     )
     if isinstance(outcome, Contended):
         limit = env.settings.lock_snooze_max_attempts
