@@ -17,11 +17,13 @@ from reactor.model.records import (
 
 __all__ = [
     "ADAPTER_DOC",
+    "CLOCK_TOLERANCE",
     "CONTEXT_TTL",
     "HOUR",
     "SUITE_DOC",
     "TTL_SLACK",
     "assert_ttl",
+    "clock_offset_diagnosis",
     "context",
     "eventually",
     "map_metadata",
@@ -62,6 +64,48 @@ def teach(concern: str, rule: str, mistake: str, where: str) -> str:
         ``"<concern>: <rule> (likely mistake: <mistake>; see <where>)"``.
     """
     return f"{concern}: {rule} (likely mistake: {mistake}; see {where})"
+
+
+#: How far an adapter's ``now()`` may be from this process's ``time.time()``, in seconds (a
+#: server clock on another host may drift; a clock in milliseconds, or local time read as UTC,
+#: is off by far more).
+CLOCK_TOLERANCE = 120.0
+#: A time zone's offset from UTC is a whole number of quarter hours (UTC+5:45, UTC-3:30...).
+QUARTER_HOUR = 900.0
+
+
+def clock_offset_diagnosis(now: float, reference: float, tolerance: float) -> str:
+    """What an adapter clock reading ``now`` when ``time.time()`` read ``reference`` most
+    likely means, for a failure message of the clock checks (docs/writing-an-adapter.md,
+    "Scans, expiry and the clock").
+
+    Args:
+        now: the adapter's ``now()``, supposedly epoch seconds.
+        reference: this process's ``time.time()`` at about the same moment, epoch seconds.
+        tolerance: how far from a whole number of quarter hours still counts as one, seconds.
+
+    Returns:
+        For an offset within ``tolerance`` of a non-zero whole number of quarter hours:
+        ``"off by -2 h 00 min, a whole number of quarter hours: local time (UTC+02:00) read
+        as UTC ..."``; for a ratio near 1000: milliseconds; otherwise a plain description.
+    """
+    offset = now - reference
+    if reference > 0 and 500 < now / reference < 2000:
+        return f"x{now / reference:.4g}: a clock in milliseconds instead of seconds"
+    quarters = round(offset / QUARTER_HOUR)
+    if quarters and abs(offset - quarters * QUARTER_HOUR) <= tolerance:
+        minutes = abs(quarters) * 15
+        sign = "-" if offset < 0 else "+"
+        zone = "+" if offset < 0 else "-"  # a clock behind UTC is a zone east of it, read as UTC
+        return (
+            f"off by {sign}{minutes // 60} h {minutes % 60:02d} min, a whole number of quarter "
+            f"hours: local time of a UTC{zone}{minutes // 60:02d}:{minutes % 60:02d} zone "
+            "handled as UTC, or UTC handled as local time (likely mistake: a naive datetime "
+            "(datetime.now(), datetime.utcnow()) turned into epoch seconds with .timestamp() "
+            "or time.mktime, or a server clock read in its time zone; use time.time() or an "
+            "aware datetime in UTC)"
+        )
+    return f"off by {offset:+.3f} s"
 
 
 def uid(prefix: str = "k") -> str:

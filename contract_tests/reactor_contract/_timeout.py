@@ -30,7 +30,9 @@ import pytest
 __all__ = ["DEFAULT_TEST_TIMEOUT", "LIKELY_CAUSES", "ContractTimeout"]
 
 #: Seconds a contract test may take, setup and teardown included (router tests wait at most a
-#: few visibility windows of 1 s; the slowest storage test takes about 3 s on memory://).
+#: few visibility windows of 1 s; the slowest storage test takes about 3 s on memory://). A
+#: slow backend takes a larger ``--reactor-test-timeout`` (scripts/test gives the Python test
+#: servers, SecantusDB and moto, 240 s).
 DEFAULT_TEST_TIMEOUT = 60.0
 
 #: What usually makes a contract test hang, in the order worth checking.
@@ -60,10 +62,11 @@ class ContractTimeout:
         causes = "\n".join(f"  - {cause}" for cause in LIKELY_CAUSES)
         return (
             f"reactor contract: {nodeid} did not finish its {phase} within {self.seconds:g}s "
-            f"(--reactor-test-timeout). No contract test waits that long, so the adapter is "
-            f"stuck. Likely causes:\n{causes}\n"
-            "The traceback shows where it was stuck (docs/contract-suite.md, "
-            '"Per-test timeout").'
+            f"(--reactor-test-timeout). No contract test waits that long on a responsive "
+            f"backend, so the adapter is stuck. Likely causes:\n{causes}\n"
+            "The traceback shows where it was stuck. If it was only slow (a test server "
+            "written in Python, a loaded machine, a remote database), give a larger "
+            "--reactor-test-timeout (docs/contract-suite.md, \"Per-test timeout\")."
         )
 
     def _remaining(self, item: pytest.Item) -> float:

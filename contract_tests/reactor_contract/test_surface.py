@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,8 +26,11 @@ from reactor.ports.storage import (
     Storage,
 )
 from reactor_contract._support import (
+    ADAPTER_DOC,
+    CLOCK_TOLERANCE,
     HOUR,
     SUITE_DOC,
+    clock_offset_diagnosis,
     context,
     map_metadata,
     step_result,
@@ -93,10 +97,18 @@ class SurfaceContract:
             assert storage.signals is None
 
     def test_clock_is_epoch_seconds_and_never_runs_backwards(self, storage: Storage) -> None:
+        before = time.time()
         first = storage.now()
         second = storage.now()
         assert isinstance(first, float)
         assert math.isfinite(first) and first > 1_600_000_000.0
+        assert abs(first - before) <= CLOCK_TOLERANCE, teach(
+            "surface",
+            f"now() is epoch seconds (UTC) within {CLOCK_TOLERANCE:g}s of time.time(); got "
+            f"{first!r} at {before:.3f} ({clock_offset_diagnosis(first, before, CLOCK_TOLERANCE)})",
+            "a clock in milliseconds, a monotonic clock, or local time instead of UTC",
+            f'{ADAPTER_DOC}, "Scans, expiry and the clock"',
+        )
         assert second >= first
 
     def test_close_is_idempotent(self, storage: Storage) -> None:
