@@ -48,6 +48,7 @@ __all__ = [
     "InterruptPayloadError",
     "LockAcquisitionError",
     "LockLost",
+    "MapElementsArgumentError",
     "OrderedLockWaitError",
     "QuarantineRestoreError",
     "RateLimitExceeded",
@@ -415,6 +416,26 @@ class CancelArgumentError(ReactorError, ValueError):
     Args:
         message: the reason; it names the argument.
         field: the offending argument's name (``"run_id"``, ``"reason"`` or ``"rollback"``).
+
+    Attributes:
+        field: as given.
+    """
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class MapElementsArgumentError(ReactorError, ValueError):
+    """``RunView.map_elements`` (or :func:`reactor.runs.map_element_page`) was called with an
+    unusable argument (docs/fan_out.md, "Listing a map's elements"): a ``step`` that names no
+    map step the run started, an unknown ``outcome``, a negative ``offset`` or a ``limit``
+    outside 1..1000, or a view not read from storage. Nothing was read.
+
+    Args:
+        message: the reason; it names the argument.
+        field: the offending argument's name (``"step"``, ``"outcome"``, ``"offset"``,
+            ``"limit"`` or ``"view"``).
 
     Attributes:
         field: as given.

@@ -169,7 +169,10 @@ def test_ports_export_exactly_the_protocol_names() -> None:
 
 def test_runs_and_codec_export_the_run_views_and_the_type_registration() -> None:
     assert sorted(reactor.runs.__all__) == [
-        "DispatchHandle", "RunStatus", "RunView", "TERMINAL_STATUSES", "TraceEntry",
+        "DispatchHandle", "MAP_OUTCOMES", "MAX_ELEMENT_PAGE", "MapElement", "MapElementPage",
+        "MapElementsArgumentError", "MapInfo", "MapOutcome", "RunStatus", "RunView",
+        "TERMINAL_STATUSES", "TraceEntry", "iter_map_elements", "map_element_page",
+        "map_infos",
     ]
     assert sorted(reactor.codec.__all__) == [
         "EncodeError", "is_registered", "register", "register_dataclass", "register_enum",

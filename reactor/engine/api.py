@@ -30,6 +30,7 @@ from reactor.engine.dispatch import DispatchHandle
 from reactor.engine.env import Env, make_env
 from reactor.engine.invoke import INTERRUPTIONS
 from reactor.engine.liveness import Liveness
+from reactor.engine.map_elements import element_reader
 from reactor.engine.map_rollback import roll_back_fan_out
 from reactor.engine.start import launch
 from reactor.engine.state import RunState
@@ -201,7 +202,9 @@ def find(
 ) -> RunView:
     """Load a stored run as a :class:`RunView` (``definition=None``: any reactor); its secrets
     are not decrypted (they show as ``"[REDACTED]"``), so no key is needed."""
-    return RunView.from_context(load_run(definition, run_id, make_env(runtime), open_secrets=False))
+    env = make_env(runtime)
+    ctx = load_run(definition, run_id, env, open_secrets=False)
+    return RunView.from_context(ctx, element_reader(env.storage))  # docs/fan_out.md
 
 
 def undo(

@@ -5,21 +5,171 @@ context as stored, without decrypting anything, and masked with
 :mod:`reactor.model.masking` — inputs named in the stored ``redacted`` list and every sealed
 value read ``"[REDACTED]"``, trace entries carry no arguments, and ``Failure.inputs`` is
 masked too.
+
+A view also names the element runs of the map steps its run started (``maps``, and
+:meth:`RunView.map_elements` to page through them: docs/fan_out.md, "Listing a map's
+elements"); the reading itself is the storage-side :func:`reactor.runs.map_element_page`, which
+the view is given when :meth:`reactor.Reactor.find` builds it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Literal
 
+from reactor.errors import MapElementsArgumentError
 from reactor.model.context import Context
 from reactor.model.engine_state import CancelRequest, PendingInterrupt
 from reactor.model.masking import mask_value
 from reactor.model.results import Failure
 from reactor.model.status import RunStatus
 
-__all__ = ["RunView", "TraceEntry"]
+__all__ = [
+    "MAP_OUTCOMES",
+    "MAX_ELEMENT_PAGE",
+    "ElementReader",
+    "MapElement",
+    "MapElementPage",
+    "MapInfo",
+    "MapOutcome",
+    "RunView",
+    "TraceEntry",
+    "check_element_query",
+    "map_infos",
+]
+
+MapOutcome = Literal["succeeded", "failed", "halted", "undone", "skipped", "pending"]
+#: Every map element outcome, in display order (docs/fan_out.md, "Listing a map's elements"):
+#: ``undone`` is an inline map's element rolled back after it completed (a fan-out map's slots
+#: keep the outcome the element settled with); ``pending`` has not settled yet.
+MAP_OUTCOMES: Final[tuple[MapOutcome, ...]] = (
+    "succeeded", "failed", "halted", "undone", "skipped", "pending",
+)
+#: The most elements one page returns.
+MAX_ELEMENT_PAGE: Final = 1000
+
+
+@dataclass(frozen=True)
+class MapInfo:
+    """A map step a run started, as its stored ``map_ref`` names it (docs/protocol.md,
+    "Maps").
+
+    Attributes:
+        map_id: the map's id.
+        fan_out: ``True`` for a fan-out map (elements run as worker jobs; their run ids are
+            derived from ``map_id`` and the index), ``False`` for an inline map.
+        count: the number of elements of a fan-out map; for an inline map the elements started
+            so far.
+        elements: an inline map's started elements, index -> element run id (empty for a
+            fan-out map).
+    """
+
+    map_id: str
+    fan_out: bool
+    count: int
+    elements: Mapping[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_ref(cls, ref: Mapping[str, Any]) -> MapInfo | None:
+        """Read a stored ``map_ref`` (raw JSON or as loaded).
+
+        Returns:
+            The info, or ``None`` when ``ref`` is not a readable ``map_ref``.
+        """
+        map_id = ref.get("map_id")
+        if ref.get("type") != "map_ref" or not isinstance(map_id, str):
+            return None
+        if ref.get("fan_out"):
+            count = ref.get("count")
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                count = 0
+            return cls(map_id=map_id, fan_out=True, count=count)
+        raw = ref.get("elements")
+        elements = {
+            int(k): str(v) for k, v in (raw.items() if isinstance(raw, Mapping) else ())
+            if str(k).isdigit() and isinstance(v, str) and v
+        }
+        return cls(map_id=map_id, fan_out=False, count=len(elements),
+                   elements=dict(sorted(elements.items())))
+
+
+def map_infos(composed: Mapping[str, Any]) -> dict[str, MapInfo]:
+    """Map step name -> :class:`MapInfo` for every map step in a run's ``composed_contexts``
+    (raw JSON or a loaded ``Context``'s); other entries (composed children) are left out."""
+    found: dict[str, MapInfo] = {}
+    for name, ref in composed.items():
+        if isinstance(ref, Mapping) and (info := MapInfo.from_ref(ref)) is not None:
+            found[str(name)] = info
+    return found
+
+
+@dataclass(frozen=True)
+class MapElement:
+    """One element of a map step (docs/fan_out.md, "Listing a map's elements").
+
+    Attributes:
+        index: the element's index in the map's source.
+        run_id: the element's own run id (``Reactor.find`` reads it), or ``None`` for an
+            element that never started (``skipped``).
+        outcome: one of :data:`MAP_OUTCOMES`.
+        error: for a ``failed`` element, its failure's message (secret values masked; the
+            message itself is as raised: docs/security.md, "What each view shows"), else
+            ``None``.
+    """
+
+    index: int
+    run_id: str | None
+    outcome: MapOutcome
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class MapElementPage:
+    """One page of a map step's elements.
+
+    Attributes:
+        elements: the elements, in index order.
+        next_offset: the ``offset`` of the next page, or ``None`` when this is the last one.
+    """
+
+    elements: tuple[MapElement, ...]
+    next_offset: int | None
+
+
+#: What reads a page of a map's elements from storage: ``(info, outcome, offset, limit)``.
+ElementReader = Callable[[MapInfo, "MapOutcome | None", int, int], MapElementPage]
+
+
+def check_element_query(outcome: str | None, offset: int, limit: int) -> MapOutcome | None:
+    """Check the arguments of an element page.
+
+    Args:
+        outcome: one of :data:`MAP_OUTCOMES`, or ``None`` (every element).
+        offset: matching elements to skip (>= 0).
+        limit: elements to return (1 .. :data:`MAX_ELEMENT_PAGE`).
+
+    Returns:
+        ``outcome``, typed.
+
+    Raises:
+        MapElementsArgumentError: an argument is unusable (``field`` names it).
+    """
+    if outcome is not None and outcome not in MAP_OUTCOMES:
+        raise MapElementsArgumentError(
+            f"outcome must be one of {', '.join(MAP_OUTCOMES)} or None, got {outcome!r}",
+            field="outcome",
+        )
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise MapElementsArgumentError(f"offset must be an int >= 0, got {offset!r}",
+                                       field="offset")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not (
+        1 <= limit <= MAX_ELEMENT_PAGE
+    ):
+        raise MapElementsArgumentError(
+            f"limit must be an int in 1..{MAX_ELEMENT_PAGE}, got {limit!r}", field="limit"
+        )
+    return outcome  # narrowed by the membership test above
 
 
 @dataclass(frozen=True)
@@ -90,6 +240,8 @@ class RunView:
             its ``reason``, whether the work was rolled back (``rollback``) and when it was
             requested (``requested_at``, epoch seconds; docs/run-control.md, "Cancel"); else
             ``None``.
+        maps: map step name -> :class:`MapInfo`, for every map step the run started (its
+            elements: :meth:`map_elements`).
     """
 
     run_id: str
@@ -112,20 +264,62 @@ class RunView:
     retries: tuple[str, ...] = ()
     interrupt: PendingInterrupt | None = None
     cancel: CancelRequest | None = None
+    maps: Mapping[str, MapInfo] = field(default_factory=dict)
+    element_reader: ElementReader | None = field(default=None, compare=False, repr=False)
+
+    def map_elements(
+        self, step: str, *, outcome: str | None = None, offset: int = 0, limit: int = 100
+    ) -> MapElementPage:
+        """One page of the elements of map step ``step`` (docs/fan_out.md, "Listing a map's
+        elements"), read from storage now.
+
+        Args:
+            step: a map step this run started (a key of :attr:`maps`).
+            outcome: only elements of this outcome (one of :data:`MAP_OUTCOMES`); ``None``:
+                every element.
+            offset: matching elements to skip (>= 0).
+            limit: elements to return (1 .. :data:`MAX_ELEMENT_PAGE`, default 100).
+
+        Returns:
+            The page: each element's index, run id, outcome and (failed) error, in index
+            order, and the ``next_offset`` to pass for the next page (``None``: last page).
+
+        Raises:
+            MapElementsArgumentError: ``step`` is no map step of this run, or another argument
+                is unusable, or the view was built without storage (``field="view"``: use
+                ``Reactor.find``).
+            StorageError: the backend failed.
+        """
+        typed = check_element_query(outcome, offset, limit)
+        info = self.maps.get(step) if isinstance(step, str) else None
+        if info is None:
+            started = ", ".join(sorted(self.maps)) or "none"
+            raise MapElementsArgumentError(
+                f"run {self.run_id!r} has no started map step {step!r} (started: {started})",
+                field="step",
+            )
+        if self.element_reader is None:
+            raise MapElementsArgumentError(
+                "this RunView was built without storage; read it with Reactor.find to list "
+                "map elements", field="view",
+            )
+        return self.element_reader(info, typed, offset, limit)
 
     @classmethod
-    def from_context(cls, ctx: Context) -> RunView:
+    def from_context(cls, ctx: Context, elements: ElementReader | None = None) -> RunView:
         """Build the masked view of ``ctx`` (composed children become nested views in
         ``children``).
 
         Args:
             ctx: a context as loaded (sealed values and clear ones are both masked).
+            elements: reads map elements from the run's storage, for :meth:`map_elements`
+                (``Reactor.find`` passes one); ``None``: the view cannot list them.
 
         Returns:
             The view; no secret of ``ctx`` appears in it.
         """
         children = {
-            name: cls.from_context(value)
+            name: cls.from_context(value, elements)
             for name, value in ctx.composed_contexts.items()
             if isinstance(value, Context)
         }
@@ -151,4 +345,6 @@ class RunView:
             retries=links.retries,
             interrupt=ctx.engine_state.interrupt,
             cancel=ctx.engine_state.cancel,
+            maps=map_infos(ctx.composed_contexts),
+            element_reader=elements,
         )
