@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, overload
 
+from reactor.dsl.callables import check_function_hook
 from reactor.dsl.coordination import Coordination, merge_coordination, normalize_coordination
 from reactor.dsl.fan_out import FanOut
 from reactor.dsl.interrupt import DEFAULT_MAX_ATTEMPTS, InterruptDecl
@@ -127,6 +128,7 @@ class StepSpec:
             )
         self._check_function_hook("undo", self.undo_function)
         _check_sync(fn, "undo")
+        check_function_hook(fn, "undo", f"step {self.label!r}")
         self.undo_function = fn
         return fn
 
@@ -141,6 +143,7 @@ class StepSpec:
         """
         self._check_function_hook("compensate", self.compensate_function)
         _check_sync(fn, "compensate")
+        check_function_hook(fn, "compensate", f"step {self.label!r}")
         self.compensate_function = fn
         return fn
 
@@ -183,6 +186,7 @@ class _StepDecorator:
         if isinstance(fn, type) or not callable(fn):
             raise DefinitionError(f"@step(...) decorates a function, got {fn!r}")
         _check_sync(fn, "step")
+        check_function_hook(fn, "run", f"step {getattr(fn, '__qualname__', fn)!r}")
         return StepSpec(
             kind="step", arguments=self._arguments, wait_for=self._wait_for,
             retries=self._retries, function=fn,
@@ -262,6 +266,7 @@ def step(
     if callable(impl):
         _check_sync(impl, "step")
         label = f"step {getattr(impl, '__qualname__', impl)!r}"
+        check_function_hook(impl, "run", label)
         return StepSpec(kind="step", arguments=args, wait_for=deps, retries=retries,
                         function=impl, coordination=normalize_coordination(coordination, label))
     raise DefinitionError(f"step() takes a Step subclass or a function, got {impl!r}")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, ClassVar
 
+from reactor.dsl.callables import check_step_class
 from reactor.dsl.coordination import Coordination, normalize_coordination
 from reactor.dsl.inputs import (
     STEP_RESERVED_INPUT_NAMES,
@@ -98,6 +99,7 @@ class BaseStep:
                     f"{cls.__qualname__}.{hook} is async: the synchronous engine runs plain "
                     "methods only"
                 )
+        check_step_class(cls, ("run", "undo", "compensate"))
         retries = cls.__dict__.get("retries")
         if retries is not None and not isinstance(retries, Retries):
             raise DefinitionError(f"{cls.__qualname__}.retries must be a Retries(...)")

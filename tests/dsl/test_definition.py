@@ -160,14 +160,18 @@ def test_declaration_argument_types_are_checked() -> None:
         step(_noop, retries=3)  # type: ignore[arg-type]
 
 
+def _noop_undo(result: Any, inputs: Any, ctx: Any) -> None:
+    return None
+
+
 def test_undo_decorator_only_on_function_steps() -> None:
     spec = step(Needs, amount=1)
     with pytest.raises(DefinitionError, match="function steps only"):
         spec.undo(_noop)
     fn_spec = step(_noop)
-    fn_spec.undo(_noop)
+    fn_spec.undo(_noop_undo)
     with pytest.raises(DefinitionError, match="already has"):
-        fn_spec.undo(_noop)
+        fn_spec.undo(_noop_undo)
 
 
 def test_invalid_input_constraints() -> None:
