@@ -19,7 +19,7 @@ errors"; ruby_reactor's ``validate_definition!``) and raises
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -29,6 +29,7 @@ from reactor.dsl.declarations import StepSpec
 from reactor.dsl.inputs import InputContract
 from reactor.dsl.templates import ElementRef, InputRef, ResultRef, Template
 from reactor.errors import DefinitionError
+from reactor.model import codec
 from reactor.model.masking import mask_mapping
 
 __all__ = ["RESERVED_STEP_NAMES", "ReactorDefinition", "attach_background", "build_definition"]
@@ -84,8 +85,10 @@ class ReactorDefinition:
 
     def register_codec_types(self) -> None:
         """Register with the codec every model/enum/dataclass input type of this reactor, its
-        step classes, its interrupt payload schemas and its children (lazily, at the first run:
-        a user's own registration made at import time wins)."""
+        step classes (async units included), its interrupt payload schemas and its composed
+        children and map elements (lazily, at the first run or when a stored value first
+        needs one: a user's own registration made at import time wins; docs/concepts.md,
+        "Decisions")."""
         self.contract.register_codec_types()
         for spec in self.steps.values():
             if spec.step_class is not None:
@@ -94,6 +97,27 @@ class ReactorDefinition:
                 spec.interrupt.register_codec_types()
         for child in self.children.values():
             child.register_codec_types()
+
+    def codec_types(self) -> Iterator[type[Any]]:
+        """Yield every type :meth:`register_codec_types` registers (repeats possible)."""
+        yield from self.contract.codec_types()
+        for spec in self.steps.values():
+            if spec.step_class is not None:
+                yield from spec.step_class.contract.codec_types()
+            if spec.interrupt is not None:
+                yield from spec.interrupt.codec_types()
+        for child in self.children.values():
+            yield from child.codec_types()
+
+    def register_codec_types_on_demand(self) -> None:
+        """Make every type this reactor can store readable by this process before its first
+        run: the default tag of each type of :meth:`codec_types` is announced with
+        :func:`reactor.model.codec.register_on_demand`, so decoding a stored value that
+        carries it (``Reactor.find``/``undo``/``retry``, the CLI, the dashboard, a worker)
+        runs :meth:`register_codec_types` first. Called when the reactor class is created
+        (docs/concepts.md, "Decisions")."""
+        for tag in dict.fromkeys(codec.default_tag(tp) for tp in self.codec_types()):
+            codec.register_on_demand(tag, self.register_codec_types)
 
     def interrupt_paths(self) -> tuple[str, ...]:
         """The step paths of every interrupt this reactor can pause at, in declaration order:

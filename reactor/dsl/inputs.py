@@ -132,29 +132,41 @@ class Input:
         return adapter.validate_python(value)
 
 
+def codec_types(tp: Any) -> Iterator[type[Any]]:
+    """Yield the pydantic models, enums and dataclasses named by ``tp`` (the types
+    :func:`register_codec_types` registers), walking the arguments of a generic alias
+    (``list[Order]``, ``Order | None``) first."""
+    for arg in get_args(tp):
+        yield from codec_types(arg)
+    if isinstance(tp, type) and (
+        issubclass(tp, BaseModel | Enum) or dataclasses.is_dataclass(tp)
+    ):
+        yield tp
+
+
 def register_codec_types(tp: Any) -> None:
     """Register with the codec the pydantic models, enums and dataclasses named by ``tp``.
 
     Validated inputs are stored in the run's context, so an ``Input(Order)`` whose ``Order`` is
     a pydantic model must round-trip through :mod:`reactor.model.codec`. Types already
     registered (or whose default tag is taken) are left alone. Called lazily, on a contract's
-    first validation, so a user's own ``codec.register_model(Order, tag=...)`` made at import
-    time wins. ``tp`` may be a generic alias (``list[Order]``, ``Order | None``): its
-    arguments are walked too.
+    first validation (or when a stored value needs the type: ``codec.register_on_demand``), so
+    a user's own ``codec.register_model(Order, tag=...)`` made at import time wins
+    (docs/concepts.md, "Decisions"). ``tp`` may be a generic alias (``list[Order]``,
+    ``Order | None``): its arguments are walked too.
     """
-    for arg in get_args(tp):
-        register_codec_types(arg)
-    if not isinstance(tp, type) or codec.is_registered(tp):
-        return
-    try:
-        if issubclass(tp, BaseModel):
-            codec.register_model(tp)
-        elif issubclass(tp, Enum):
-            codec.register_enum(tp)
-        elif dataclasses.is_dataclass(tp):
-            codec.register_dataclass(tp)
-    except (TypeError, ValueError):
-        return  # the user registers it under their own tag
+    for found in codec_types(tp):
+        if codec.is_registered(found):
+            continue
+        try:
+            if issubclass(found, BaseModel):
+                codec.register_model(found)
+            elif issubclass(found, Enum):
+                codec.register_enum(found)
+            else:
+                codec.register_dataclass(found)
+        except (TypeError, ValueError):
+            continue  # the user registers it under their own tag
 
 
 #: ``Field`` keywords an ``Input`` accepts as constraints (``default``/``description`` are
@@ -291,6 +303,12 @@ class InputContract:
                 f"invalid inputs for {where}: {fields}", field_errors=errors, step_name=step_name
             )
         return out
+
+    def codec_types(self) -> Iterator[type[Any]]:
+        """Yield the models, enums and dataclasses the declared input types name (see
+        :func:`codec_types`)."""
+        for decl in self.inputs.values():
+            yield from codec_types(decl.type)
 
     def register_codec_types(self) -> None:
         """Register the declared input types with the codec (once; see

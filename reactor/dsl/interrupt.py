@@ -25,12 +25,13 @@ This module holds the declaration's options and the payload check a resume runs
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from reactor.dsl.inputs import register_codec_types
+from reactor.dsl.inputs import codec_types, register_codec_types
 from reactor.errors import DefinitionError, EncodeError
 from reactor.model import codec
 
@@ -101,6 +102,12 @@ class InterruptDecl:
             object.__setattr__(self, "expiry", "lazy")
         if timeout is not None:
             object.__setattr__(self, "timeout", float(timeout))
+
+    def codec_types(self) -> Iterator[type[Any]]:
+        """Yield the payload schema's codec types (:func:`reactor.dsl.inputs.codec_types`):
+        the resumed payload is stored as the step's result."""
+        if self.schema is not None:
+            yield from codec_types(self.schema)
 
     def register_codec_types(self) -> None:
         """Register the payload schema with the codec (the resumed payload is stored as the

@@ -89,3 +89,5 @@ class BaseReactor:
         )
         cls.definition = attach_background(cls.definition, cls.background, cls.__qualname__)
         registry.register(reactor_name, cls)
+        # a process that only reads this reactor's runs can decode every type they hold
+        cls.definition.register_codec_types_on_demand()

@@ -98,6 +98,7 @@ __all__ = [
     "check_depth",
     "decode",
     "decode_document",
+    "default_tag",
     "dumps",
     "encode",
     "encode_document",
@@ -108,6 +109,7 @@ __all__ = [
     "register_dataclass",
     "register_enum",
     "register_model",
+    "register_on_demand",
     "registered_tag",
     "unregister",
 ]
@@ -178,10 +180,45 @@ _NATIVE_TYPES: Final[tuple[type[Any], ...]] = (
 _lock = threading.Lock()
 _by_class: dict[type[Any], _Entry] = {}
 _by_tag: dict[str, _Entry] = {}
+# tag -> the callbacks that register the type stored under it (register_on_demand)
+_on_demand: dict[str, list[Callable[[], object]]] = {}
 
 
-def _default_tag(cls: type[Any]) -> str:
+def default_tag(cls: type[Any]) -> str:
+    """The tag ``register_enum``/``register_model``/``register_dataclass`` use when given none:
+    ``f"{cls.__module__}.{cls.__qualname__}"``."""
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def register_on_demand(tag: str, registrar: Callable[[], object]) -> None:
+    """Declares how to register the type stored under ``tag`` when a decode first meets it.
+
+    Reactor definitions register the types they can store lazily, at their first run, so a
+    registration of the user's own made before that wins (docs/concepts.md, "Decisions"). A
+    process that only *reads* runs (``Reactor.find``, ``undo``, ``retry``, the CLI, the
+    dashboard) never runs the reactor first; the definition therefore announces here, when
+    its class is created, the default tag of every type it can store. Decoding an unknown
+    ``tag`` calls its registrars once (outside the codec's lock) and looks the tag up again.
+    Nothing is imported: the registrars belong to code this process already imported
+    (docs/architecture.md, "Execution invariants").
+
+    Args:
+        tag: the tag a stored value of the type carries (usually :func:`default_tag`).
+        registrar: called with no arguments; registers the type (or leaves it to a
+            registration of the user's own). What it returns is ignored.
+    """
+    with _lock:
+        _on_demand.setdefault(tag, []).append(registrar)
+
+
+def _register_on_demand(tag: str) -> _Entry | None:
+    """Run the on-demand registrars of ``tag`` (an unknown tag met by a decode), then return
+    its entry, or ``None`` when it is still unknown."""
+    with _lock:
+        registrars = _on_demand.pop(tag, [])
+    for registrar in registrars:
+        registrar()
+    return _by_tag.get(tag)
 
 
 def _add(entry: _Entry) -> None:
@@ -266,7 +303,7 @@ def register_enum(enum_cls: type[E], tag: str | None = None) -> type[E]:
     """
     if not (isinstance(enum_cls, type) and issubclass(enum_cls, Enum)):
         raise TypeError(f"register_enum needs an Enum class, got {enum_cls!r}")
-    _add(_Entry(enum_cls, tag or _default_tag(enum_cls), "enum", lambda m: m.value, enum_cls))
+    _add(_Entry(enum_cls, tag or default_tag(enum_cls), "enum", lambda m: m.value, enum_cls))
     return enum_cls
 
 
@@ -292,7 +329,7 @@ def register_model(model_cls: type[M], tag: str | None = None) -> type[M]:
     _add(
         _Entry(
             model_cls,
-            tag or _default_tag(model_cls),
+            tag or default_tag(model_cls),
             "model",
             lambda m: m.model_dump(mode="json", by_alias=True, round_trip=True),
             model_cls.model_validate,
@@ -330,7 +367,7 @@ def register_dataclass(dataclass_cls: type[T], tag: str | None = None) -> type[T
             raise TypeError(f"expected an object of fields, got {type(data).__name__}")
         return dataclass_cls(**data)
 
-    _add(_Entry(dataclass_cls, tag or _default_tag(dataclass_cls), "dataclass", to_json, from_json))
+    _add(_Entry(dataclass_cls, tag or default_tag(dataclass_cls), "dataclass", to_json, from_json))
     return dataclass_cls
 
 
@@ -874,7 +911,7 @@ def _decode(value: Any, path: str, depth: int) -> Any:
     try:
         if tag in _BUILTIN_TAGS:
             return _decode_builtin(tag, payload, value, path, level)
-        entry = _by_tag.get(tag)
+        entry = _by_tag.get(tag) or _register_on_demand(tag)
         if entry is None:
             _bad(f"unknown codec tag {tag!r} (is its type registered in this process?)", path)
         if entry.kind == "model":
