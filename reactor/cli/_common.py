@@ -33,6 +33,7 @@ __all__ = [
     "EXIT_FAILURE",
     "EXIT_OK",
     "EXIT_USAGE",
+    "IMPORT_HINT",
     "ImportOpt",
     "LogLevelOpt",
     "QuietLogLevelOpt",
@@ -230,6 +231,10 @@ def _configure_logging(log_level: str) -> None:
         fail(f"bad --log-level {log_level!r}: expected DEBUG, INFO, WARNING or ERROR", EXIT_USAGE)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
+
+#: What every command says after an :class:`~reactor.errors.UnknownReactorError` (a stored run
+#: names a reactor no ``--import`` registered; exit code :data:`EXIT_USAGE`).
+IMPORT_HINT = "pass --import MODULE for the module that defines it"
 
 #: ``--import MODULE`` (repeatable): modules to import so their reactors register.
 ImportOpt = Annotated[
