@@ -7,6 +7,13 @@ nothing is loaded from a CDN, the dashboard works offline). Mount it in your own
     from reactor.dashboard import create_app
     app.mount("/reactor", create_app(runtime=runtime, token=os.environ["DASHBOARD_TOKEN"]))
 
+In front of every route (:class:`_Gate`): a ``Host`` header the dashboard does not answer to
+is refused (400 ``bad_host``: DNS rebinding); a body larger than ``max_body_bytes`` is refused
+by its ``Content-Length`` (413 ``too_large``) and a streamed (chunked) one is cut off there,
+never read whole; and a request that acts (any method but GET, HEAD and OPTIONS, except the
+sign-in and sign-out forms) must bring the token or an open session before one byte of its
+body is read (docs/dashboard.md, "Security").
+
 Every error is answered as ``{"error": code, "message": ...}`` (an error page for browser
 pages): typed dashboard errors with their status, request validation errors as 422 naming the
 fields (never echoing their values), unknown routes as 404, a storage or router failure as 503
@@ -17,33 +24,68 @@ exception is logged, never sent.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
 from starlette.exceptions import HTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reactor.config import Runtime
 from reactor.dashboard.api import api
-from reactor.dashboard.errors import DashboardError
-from reactor.dashboard.pages import pages, template_globals
-from reactor.dashboard.security import Guard
-from reactor.dashboard.state import STATE_KEY, TEMPLATES_DIR, DashboardState, base_path
+from reactor.dashboard.errors import BadRequest, DashboardError, PayloadTooLarge
+from reactor.dashboard.pages import Shown, pages, template_globals
+from reactor.dashboard.security import Clock, Guard, SessionPolicy
+from reactor.dashboard.security import allowed_hosts as _allowed_hosts
+from reactor.dashboard.state import (
+    STATE_KEY,
+    TEMPLATES_DIR,
+    DashboardState,
+    base_path,
+    credentials,
+)
 from reactor.errors import RouterError, StorageError
 from reactor.model.text import printable
 
-__all__ = ["STATIC_DIR", "create_app"]
+__all__ = ["MAX_BODY_BYTES", "STATIC_DIR", "create_app", "shown"]
 
 log = logging.getLogger("reactor.dashboard")
 
 #: The package's static files (``htmx.min.js``, ``dashboard.css``).
 STATIC_DIR = Path(__file__).parent / "static"
 
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+#: The largest request body read, in bytes (an action's JSON, a form).
+MAX_BODY_BYTES: Final = 1024 * 1024
+#: Methods that only read: every other one acts and must authenticate first.
+_SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
+#: Forms that take no credentials up front: sign-in carries the token in its body, sign-out
+#: checks its session and CSRF token itself.
+_OPEN_FORMS: Final = frozenset({"/login", "/logout"})
+_HOST_OK: Final = "reactor_dashboard_host_ok"
+
+_HTTP_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed",
+               413: "too_large"}
+
+
+def shown(value: Any) -> Any:
+    """Every ``{{ value }}`` of the templates goes through this before HTML escaping: text is
+    passed through :func:`reactor.model.text.printable`, the CLI's one rule, so a control
+    character or a bidi override (U+202E) in a run id, a reactor name, a message or a value
+    is shown as an escape (``\\u202e``) and can neither reorder nor hide what the page says
+    (docs/dashboard.md, "Security"). Markup (a macro's output) and :class:`Shown` text
+    (already escaped) pass unchanged."""
+    if isinstance(value, str) and not isinstance(value, Markup | Shown):
+        return printable(value)
+    return value
 
 
 def _wants_html(request: Request) -> bool:
@@ -62,7 +104,9 @@ def _error_response(request: Request, status: int, body: dict[str, Any]) -> Resp
 
 async def _dashboard_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, DashboardError)
-    return _error_response(request, exc.status, exc.body())
+    response = _error_response(request, exc.status, exc.body())
+    response.headers.update(exc.headers)
+    return response
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
@@ -82,7 +126,7 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = _HTTP_CODES.get(exc.status_code, "http_error")
-    body = {"error": code, "message": str(exc.detail) if exc.status_code != 404
+    body = {"error": code, "message": printable(str(exc.detail)) if exc.status_code != 404
             else "no such page or endpoint"}
     response = _error_response(request, exc.status_code, body)
     if exc.headers:
@@ -102,12 +146,84 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return _error_response(request, 500, {"error": "internal", "message": "internal error"})
 
 
+class _Gate:
+    """The checks in front of every route (see the module docstring): ``Host``, body size,
+    authentication before the body."""
+
+    def __init__(self, app: ASGIApp, *, hosts: Sequence[str], max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+        async def passed(scope: Scope, receive: Receive, send: Send) -> None:
+            scope[_HOST_OK] = True
+
+        self._hosts = TrustedHostMiddleware(passed, allowed_hosts=list(hosts),
+                                            www_redirect=False)
+
+    async def _host_allowed(self, scope: Scope) -> bool:
+        async def nothing() -> Message:
+            return {"type": "http.disconnect"}
+
+        async def discard(message: Message) -> None:
+            return None
+
+        probe = dict(scope)
+        await self._hosts(probe, nothing, discard)
+        return bool(probe.get(_HOST_OK))
+
+    def _check(self, request: Request) -> None:
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or len(length) > 18):
+            raise BadRequest("the Content-Length header is not a number", code="bad_request")
+        if length is not None and int(length) > self.max_body_bytes:
+            raise PayloadTooLarge(f"the body is larger than {self.max_body_bytes} bytes")
+        path = request.url.path[len(base_path(request)):]
+        if request.method not in _SAFE_METHODS and path not in _OPEN_FORMS and any(
+            route.matches(request.scope)[0] is Match.FULL for route in request.app.routes
+        ):  # an action route: no route (404) or no such method (405) reads no body either
+            dashboard: DashboardState = getattr(request.app.state, STATE_KEY)
+            dashboard.guard.authenticate(credentials(request))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        try:
+            if not await self._host_allowed(scope):
+                raise BadRequest("this dashboard does not answer to that Host header "
+                                 "(see --allowed-host)", code="bad_host")
+            self._check(request)
+        except DashboardError as exc:
+            response = _error_response(request, exc.status, exc.body())
+            response.headers.update(exc.headers)
+            await response(scope, receive, send)
+            return
+        limit = self.max_body_bytes
+        received = 0
+
+        async def capped() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise HTTPException(413, f"the body is larger than {limit} bytes")
+            return message
+
+        await self.app(scope, capped, send)
+
+
 def create_app(
     runtime: Runtime | None = None,
     *,
     token: str | None = None,
     read_only: bool | None = None,
     title: str = "reactor",
+    allowed_hosts: Sequence[str] | None = None,
+    sessions: SessionPolicy | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    clock: Clock = time.monotonic,
 ) -> FastAPI:
     """Build the dashboard's ASGI app.
 
@@ -120,18 +236,34 @@ def create_app(
         read_only: ``None`` (default): read-only exactly when there is no token; ``True``
             disables actions even with a token.
         title: shown in the page header.
+        allowed_hosts: the ``Host`` names answered (host names, IP addresses,
+            ``*.example.com`` patterns, no port); any other is refused with 400 ``bad_host``
+            (DNS rebinding). ``None`` (default): this host's loopback names only (``127.0.0.1``,
+            ``localhost``, ``[::1]``); mounted behind a proxy, name what its clients use;
+            ``["*"]`` turns the check off (not recommended). :func:`serve` adds the bound
+            address itself.
+        sessions: how long browser sessions live (default :class:`SessionPolicy`: 30 minutes
+            idle, 12 hours at most).
+        max_body_bytes: the largest request body read, in bytes (default 1 MiB); a larger
+            one is refused with 413 before it is read.
+        clock: the monotonic clock, in seconds, of sessions and the sign-in throttle
+            (tests inject one).
 
     Returns:
         The app; ``/`` serves the runs page, ``/api`` the JSON API, ``/api/openapi.json``
         its schema.
 
     Raises:
-        ConfigurationError: ``read_only=False`` without a token, or a token shorter than 8
-            characters (docs/dashboard.md, "Security").
+        ConfigurationError: ``read_only=False`` without a token, a token shorter than 8
+            characters, a session lifetime that is not positive, or an allowed host that is
+            not a host name (docs/dashboard.md, "Security").
     """
-    guard = Guard.of(token, read_only)
+    guard = Guard.of(token, read_only, sessions=sessions, clock=clock)
+    hosts = _allowed_hosts(None, tuple(allowed_hosts)) if allowed_hosts is not None \
+        else _allowed_hosts(None)
     templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
     templates.env.globals.update(template_globals())
+    templates.env.finalize = shown
     app = FastAPI(
         title=f"{title} dashboard",
         description="The reactor operator dashboard's JSON API (docs/dashboard.md).",
@@ -150,6 +282,7 @@ def create_app(
     app.include_router(api)
     app.include_router(pages)
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
+    app.add_middleware(_Gate, hosts=hosts, max_body_bytes=max_body_bytes)
 
     @app.middleware("http")
     async def _headers(request: Request, call_next: Any) -> Response:

@@ -20,6 +20,8 @@ __all__ = [
     "DashboardError",
     "Forbidden",
     "NotFound",
+    "PayloadTooLarge",
+    "TooManyAttempts",
     "Unauthorized",
 ]
 
@@ -45,13 +47,19 @@ class DashboardError(Exception):
         self.code = code or self.default_code
         self.details = dict(details or {})
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """Extra response headers (e.g. ``Retry-After``); none by default."""
+        return {}
+
     def body(self) -> dict[str, Any]:
         """The JSON body: ``{"error": code, "message": message, **details}``."""
         return {"error": self.code, "message": self.message, **self.details}
 
 
 class BadRequest(DashboardError):
-    """400: a malformed id, cursor, filter or body."""
+    """400: a malformed id, cursor, filter or body, or a ``Host`` header this dashboard does
+    not answer to (``bad_host``: docs/dashboard.md, "Security")."""
 
     status = 400
     default_code = "bad_request"
@@ -79,6 +87,14 @@ class NotFound(DashboardError):
     default_code = "not_found"
 
 
+class PayloadTooLarge(DashboardError):
+    """413: a request body larger than the dashboard reads (refused by its
+    ``Content-Length`` before it is read; a streamed one is cut off at the limit)."""
+
+    status = 413
+    default_code = "too_large"
+
+
 class ActionRefused(DashboardError):
     """409: the action does not apply to the run as it is (e.g. retrying a completed run),
     or the dashboard process cannot perform it (the reactor is not imported)."""
@@ -100,3 +116,25 @@ class BackendUnavailable(DashboardError):
 
     status = 503
     default_code = "backend_unavailable"
+
+
+class TooManyAttempts(DashboardError):
+    """429: this client address failed to sign in (or sent a wrong bearer token) too often
+    recently (docs/dashboard.md, "Security").
+
+    Attributes:
+        retry_after: whole seconds until the address may try again (the ``Retry-After``
+            header and the body's ``retry_after``).
+    """
+
+    status = 429
+    default_code = "too_many_attempts"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message, details={"retry_after": retry_after})
+        self.retry_after = retry_after
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """``Retry-After``: the seconds to wait."""
+        return {"Retry-After": str(self.retry_after)}

@@ -4,9 +4,10 @@ coloured by what the stored run says happened to it (docs/dashboard.md, "Run pag
 A node's ``state`` is read from the run's (masked) document only: its trace, results, failure,
 current step, pending interrupt and ``waiting`` marker, plus the Step Result Records of its
 ``async_step`` units. A ``compose`` step nests the child reactor's graph coloured by the child's
-embedded run; a ``map`` step nests the element reactor's structure (each element is a run of
-its own: see the map summary). :func:`layout` places the nodes in dependency columns for the
-inline SVG of the run page.
+embedded run; a ``map`` step nests the element reactor's structure, every node of it in the state
+``element`` (not ``pending``: each element is a run of its own with its own states, counted in
+the map summary and shown on the element's own run page). :func:`layout` places the nodes in
+dependency columns for the inline SVG of the run page.
 """
 
 from __future__ import annotations
@@ -19,13 +20,23 @@ from reactor.dsl.declarations import StepSpec
 from reactor.dsl.definition import ReactorDefinition
 from reactor.model.engine_state import EngineState
 
-__all__ = ["NODE_HEIGHT", "NODE_WIDTH", "STATES", "layout", "step_graph", "step_state"]
+__all__ = [
+    "ELEMENT_STATE",
+    "NODE_HEIGHT",
+    "NODE_WIDTH",
+    "STATES",
+    "layout",
+    "step_graph",
+    "step_state",
+]
 
 #: Every node state, in the order the legend shows them.
 STATES: tuple[str, ...] = (
     "pending", "running", "waiting", "dispatched", "paused", "completed", "skipped", "halted",
     "failed", "compensated", "undone", "rollback_failed",
 )
+#: The state of every node of a map step's element structure: it is no one run's state.
+ELEMENT_STATE = "element"
 #: Size of a node in the run page's SVG, in pixels.
 NODE_WIDTH = 170
 NODE_HEIGHT = 46
@@ -117,9 +128,20 @@ def step_graph(
     async_records: Mapping[str, Mapping[str, Any]] | None = None,
     *,
     depth: int = 0,
+    template_state: str = "pending",
 ) -> dict[str, Any]:
     """The graph of ``definition``'s steps, coloured by ``document`` (``None``: a template:
-    every node ``pending``).
+    every node in ``template_state``).
+
+    Args:
+        definition: the reactor's definition.
+        document: the run's masked document, or ``None``.
+        engine_state: the run's engine state.
+        async_records: the Step Result Records of its async steps, by step name.
+        depth: the nesting level (compose and map children are drawn down to
+            :data:`MAX_NESTING`).
+        template_state: the state of every node when ``document`` is ``None``: ``pending``
+            for a step not reached, :data:`ELEMENT_STATE` for a map's element structure.
 
     Returns:
         ``{"reactor", "nodes": [...], "background"}``; each node is ``{"name", "kind",
@@ -132,16 +154,19 @@ def step_graph(
         record = (async_records or {}).get(name)
         state = (
             step_state(name, spec, document, engine_state, record)
-            if document is not None else "pending"
+            if document is not None else template_state
         )
         children: dict[str, Any] | None = None
         child_definition = definition.children.get(name)
         if child_definition is not None and depth < MAX_NESTING:
             child_document = _child_document(document, name) if document is not None else None
+            is_map = spec.kind == "map"
             children = step_graph(
-                child_definition, child_document if spec.kind == "compose" else None,
+                child_definition, None if is_map else child_document,
                 engine_state_of(dict(child_document) if child_document is not None else None),
                 depth=depth + 1,
+                template_state=ELEMENT_STATE if is_map
+                else template_state if document is None else "pending",
             )
         nodes.append({
             "name": name,

@@ -8,10 +8,17 @@
   failure and its rollback, and the action buttons.
 * ``/queues``: the queue overview and the dead letters with requeue and purge.
 * ``/login``: trades the token for a session cookie; every action form then carries the
-  session's CSRF token (:mod:`reactor.dashboard.security`).
+  session's CSRF token (:mod:`reactor.dashboard.security`); ``/logout`` (a POST with that
+  token) ends the session in the server.
+
+The message bars show only fixed texts: ``?notice=<code>`` and ``?problem=<code>`` are looked
+up in :data:`NOTICES` and :data:`PROBLEMS` (an unknown code shows nothing), and a refused
+action renders its page with the server's own message — nothing a link carries is ever
+printed (docs/dashboard.md, "Security").
 
 Every value comes from the same builders as the JSON API, so a page never shows anything the
-API would not (secrets masked, no traceback); Jinja2 escapes all of it.
+API would not (secrets masked, no traceback); Jinja2 escapes all of it, after
+:func:`reactor.dashboard.app.shown` has escaped its control and bidi characters.
 """
 
 from __future__ import annotations
@@ -37,8 +44,9 @@ from reactor.dashboard.security import CSRF_FIELD, SESSION_COOKIE
 from reactor.dashboard.state import DashboardState, base_path, credentials, state
 from reactor.dashboard.stored import StoredRun, check_id
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
+from reactor.model.text import printable
 
-__all__ = ["MAX_FORM_BYTES", "pages", "template_globals"]
+__all__ = ["MAX_FORM_BYTES", "NOTICES", "PROBLEMS", "Shown", "pages", "template_globals"]
 
 pages = APIRouter(include_in_schema=False)
 
@@ -46,6 +54,32 @@ pages = APIRouter(include_in_schema=False)
 MAX_FORM_BYTES = 64 * 1024
 #: Seconds between two refreshes of a live part of a page.
 POLL_SECONDS = 2
+
+#: The only texts ``?notice=<code>`` shows (docs/dashboard.md, "Security").
+NOTICES: Mapping[str, str] = {
+    "signed_in": "signed in",
+    "signed_out": "signed out",
+    "retried": "retry: new run started; the run it retried is linked under “retried from”",
+    "undone": "undo: requested; the run's status is below",
+    "cancelled": "cancel: requested; the run's status is below",
+    "resumed": "resume: the run goes on; its status is below",
+    "requeued": "requeued: the job is back on the queue",
+    "purged": "dead letters purged",
+}
+#: The only texts ``?problem=<code>`` shows.
+PROBLEMS: Mapping[str, str] = {
+    "session_ended": "the session ended (signed out, expired, or the dashboard restarted): "
+                     "sign in again",
+}
+_ACTION_NOTICES = {"retry": "retried", "undo": "undone", "cancel": "cancelled",
+                   "resume": "resumed"}
+
+
+class Shown(str):
+    """Text already made safe to show (:func:`reactor.dashboard.app.shown` leaves it as it
+    is); Jinja2 still HTML-escapes it."""
+
+    __slots__ = ()
 
 
 def _stamp(epoch: Any) -> str:
@@ -55,8 +89,11 @@ def _stamp(epoch: Any) -> str:
     return f"{whole}.{int((epoch % 1) * 1000):03d}"
 
 
-def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+def _pretty(value: Any) -> Shown:
+    """``value`` as indented JSON, each line escaped by the CLI's rule in JSON's syntax
+    (a bidi override shows as ``\\u202e``; the indentation's line breaks stay)."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    return Shown("\n".join(printable(line, as_json=True) for line in text.split("\n")))
 
 
 def _terminal(status: Any) -> bool:
@@ -86,8 +123,8 @@ def _context(request: Request, dashboard: DashboardState, **values: Any) -> dict
         "read_only": not guard.actions_enabled,
         "signed_in": guard.signed_in(session),
         "csrf": guard.csrf_token(session) or "",
-        "notice": request.query_params.get("notice"),
-        "problem": request.query_params.get("problem"),
+        "notice": NOTICES.get(request.query_params.get("notice") or ""),
+        "problem": PROBLEMS.get(request.query_params.get("problem") or ""),
         **values,
     }
 
@@ -267,23 +304,36 @@ async def run_action(
     """A run page's action button: checks the session and CSRF token, acts, then shows the
     run it acted on (the new run, for a retry) with a notice, or the refusal."""
     dashboard = state(request)
+    dashboard.guard.authenticate(credentials(request))  # before the body is read
     form = await _form(request)
     dashboard.guard.check(credentials(request, form.get(CSRF_FIELD, "")))
     check_id(run_id)
+    if action not in _ACTION_NOTICES:
+        raise NotFound(f"no action {printable(action)!r}", code="not_found")
     try:
         done = await run_in_threadpool(_act, dashboard, action, run_id, form)
     except DashboardError as exc:
         if isinstance(exc, NotFound) and exc.code == "not_found":
             raise
-        return _redirect(request, f"/runs/{run_id}", problem=f"{action}: {exc.message}")
+        values = await run_in_threadpool(_run_page_values, request, run_id)
+        return _render(request, "run.html", exc.status, problem=f"{action}: {exc.message}",
+                       **values)
     target = done.get("run_id") or run_id
-    note = f"{action}: run {target} is {done.get('status')}"
-    if action == "retry":
-        note = f"retry: new run {target} ({done.get('status')}), retried from {run_id}"
-    return _redirect(request, f"/runs/{target}", notice=note)
+    return _redirect(request, f"/runs/{target}", notice=_ACTION_NOTICES[action])
 
 
 # ---- queues -----------------------------------------------------------------------------------
+
+
+def _queues_values(request: Request, cursor: str | None) -> dict[str, Any]:
+    router = state(request).runtime.router
+    return {"overview": queue_overview(router),
+            "letters": dead_letter_page(router, cursor, DEFAULT_LIMIT)}
+
+
+async def _queues_problem(request: Request, status: int, problem: str) -> Response:
+    values = await run_in_threadpool(_queues_values, request, None)
+    return _render(request, "queues.html", status, problem=problem, **values)
 
 
 @pages.get("/queues")
@@ -291,9 +341,7 @@ def queues_page(
     request: Request, cursor: Annotated[str | None, Query(max_length=200)] = None
 ) -> Response:
     """Queue counts and dead letters."""
-    router = state(request).runtime.router
-    return _render(request, "queues.html", overview=queue_overview(router),
-                   letters=dead_letter_page(router, cursor, DEFAULT_LIMIT))
+    return _render(request, "queues.html", **_queues_values(request, cursor))
 
 
 @pages.post("/dead-letters/{letter_id}/requeue")
@@ -302,26 +350,28 @@ async def requeue_form(
 ) -> Response:
     """Requeue one dead letter (form)."""
     dashboard = state(request)
+    dashboard.guard.authenticate(credentials(request))  # before the body is read
     form = await _form(request)
     dashboard.guard.check(credentials(request, form.get(CSRF_FIELD, "")))
     try:
-        done = await run_in_threadpool(actions.requeue, dashboard.runtime.router, letter_id)
+        await run_in_threadpool(actions.requeue, dashboard.runtime.router, letter_id)
     except DashboardError as exc:
-        return _redirect(request, "/queues", problem=f"requeue: {exc.message}")
-    return _redirect(request, "/queues", notice=f"requeued as job {done['job_id']}")
+        return await _queues_problem(request, exc.status, f"requeue: {exc.message}")
+    return _redirect(request, "/queues", notice="requeued")
 
 
 @pages.post("/dead-letters/purge")
 async def purge_form(request: Request) -> Response:
     """Purge every dead letter (form)."""
     dashboard = state(request)
+    dashboard.guard.authenticate(credentials(request))  # before the body is read
     form = await _form(request)
     dashboard.guard.check(credentials(request, form.get(CSRF_FIELD, "")))
     try:
-        done = await run_in_threadpool(actions.purge, dashboard.runtime.router, None)
+        await run_in_threadpool(actions.purge, dashboard.runtime.router, None)
     except DashboardError as exc:
-        return _redirect(request, "/queues", problem=f"purge: {exc.message}")
-    return _redirect(request, "/queues", notice=f"purged {done['purged']} dead letters")
+        return await _queues_problem(request, exc.status, f"purge: {exc.message}")
+    return _redirect(request, "/queues", notice="purged")
 
 
 # ---- session ----------------------------------------------------------------------------------
@@ -342,16 +392,18 @@ def _next(value: str | None) -> str:
 
 @pages.post("/login")
 async def login(request: Request) -> Response:
-    """Trade the token for a session cookie (HttpOnly, SameSite=Strict)."""
+    """Trade the token for a session cookie (HttpOnly, SameSite=Strict); failures are
+    throttled per client address (429 with ``Retry-After``)."""
     dashboard = state(request)
     form = await _form(request)
-    session = dashboard.guard.open_session(form.get("token", ""))
+    session = dashboard.guard.open_session(form.get("token", ""),
+                                           credentials(request).client)
     if session is None:
         problem = ("the dashboard is read-only" if not dashboard.guard.actions_enabled
                    else "that is not the token")
         return _render(request, "login.html", 401, next=_next(form.get("next")),
                        login_problem=problem)
-    response = _redirect(request, _next(form.get("next")), notice="signed in")
+    response = _redirect(request, _next(form.get("next")), notice="signed_in")
     response.set_cookie(SESSION_COOKIE, session, httponly=True, samesite="strict",
                         secure=request.url.scheme == "https", path=base_path(request) or "/")
     return response
@@ -359,7 +411,18 @@ async def login(request: Request) -> Response:
 
 @pages.post("/logout")
 async def logout(request: Request) -> Response:
-    """End the session."""
-    response = _redirect(request, "/runs", notice="signed out")
+    """End the session in the server (its cookie is refused from then on) and drop the
+    cookie; a signed-in session must send its CSRF token.
+
+    Raises:
+        Forbidden: a signed-in session without its CSRF token (``bad_csrf``).
+    """
+    dashboard = state(request)
+    form = await _form(request)
+    session = request.cookies.get(SESSION_COOKIE)
+    if dashboard.guard.signed_in(session):
+        dashboard.guard.check(credentials(request, form.get(CSRF_FIELD, "")))
+        dashboard.guard.end_session(session)
+    response = _redirect(request, "/runs", notice="signed_out")
     response.delete_cookie(SESSION_COOKIE, path=base_path(request) or "/")
     return response

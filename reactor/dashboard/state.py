@@ -64,9 +64,11 @@ def base_path(request: Request) -> str:
 
 def credentials(request: Request, csrf: str | None = None) -> Credentials:
     """What ``request`` brings to act: bearer header, session cookie, CSRF token (the form's
-    field ``csrf``, else the ``X-CSRF-Token`` header)."""
+    field ``csrf``, else the ``X-CSRF-Token`` header), and the client address failed attempts
+    are counted against."""
     return Credentials(
         authorization=request.headers.get("authorization"),
         session=request.cookies.get(SESSION_COOKIE),
         csrf=csrf if csrf is not None else request.headers.get(CSRF_HEADER),
+        client=request.client.host if request.client is not None else None,
     )
