@@ -86,7 +86,10 @@ def _run_step(state: RunState, spec: StepSpec) -> StepOutcome:
     if spec.kind == "map":
         if fan_out.fans_out(state, spec):  # a hand-off point (docs/fan_out.md)
             return fan_out.run_fan_out(state, spec)
-        return run_map(state, spec, execute=execute)
+        return run_map(
+            state, spec,
+            executor=Executor(execute=execute, conclude_failure=conclude_failure, abort=abort),
+        )
     if spec.kind == "interrupt":
         return interrupts.reach(state, spec)
     if spec.kind == "async_reactor":  # a child run of its own (docs/run-control.md)

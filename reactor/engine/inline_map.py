@@ -16,6 +16,24 @@ can still be rolled back.
 
 A completed map is pushed on the undo stack with its completed elements; undoing it replays each
 element's undo stack (:func:`reactor.engine.rollback.roll_back_elements`).
+
+**Re-execution** (docs/workers.md, "Maps resume"). When the map step runs again with its
+``map_ref`` already stored in the parent (a worker recovering the run after a crash inside
+the map, at any nesting depth: a composed child's map is saved with its root), the step
+**adopts** the stored map id and the element ids it names, never a fresh one, so the
+elements that ran before the crash are resumed or rolled back, not leaked. Each named
+element is read back like a composed child (:mod:`reactor.engine.compose`):
+
+* ``completed`` — its stored value, nothing runs again;
+* ``failed`` — its stored ``Failure`` (it rolled itself back);
+* ``halted`` — its stored halt;
+* ``cancelled`` — a ``Failure`` (an undo rolled it back);
+* ``running``/``pending``/``aborted`` — continued from its own checkpoint (completed element
+  steps are not run again), or its rollback a crash cut off is finished;
+* not stored (a crash between the parent's save naming it and the element's first save) —
+  started under the same id.
+
+Elements the stored reference does not name yet run as usual, under the same map id.
 """
 
 from __future__ import annotations
@@ -26,16 +44,21 @@ from dataclasses import replace
 from typing import Any
 
 from reactor.dsl.declarations import StepSpec
+from reactor.dsl.definition import ReactorDefinition
 from reactor.engine.arguments import resolve, resolve_arguments
+from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine.invoke import INTERRUPTIONS
 from reactor.engine.map_rollback import roll_back_fan_out
 from reactor.engine.rollback import roll_back_elements
 from reactor.engine.start import launch
-from reactor.engine.state import Execute, InFlight, RunState
+from reactor.engine.state import Executor, InFlight, RunState
 from reactor.engine.step_runner import StepOutcome
-from reactor.errors import ArgumentResolutionError
+from reactor.errors import ArgumentResolutionError, DeserializationError
+from reactor.model.context import Context
 from reactor.model.results import Failure, Halt, MapResults, Paused, Success
+from reactor.model.status import RunStatus
 
-__all__ = ["run_map"]
+__all__ = ["is_inline_ref", "run_map"]
 
 
 def _elements(source: Any) -> list[Any]:
@@ -46,15 +69,84 @@ def _elements(source: Any) -> list[Any]:
     return list(source)
 
 
-def run_map(state: RunState, spec: StepSpec, *, execute: Execute) -> StepOutcome:
-    """Run map step ``spec`` over its source's elements (see the module docstring).
+def is_inline_ref(ref: object) -> bool:
+    """Whether ``ref`` (a parent's ``composed_contexts`` entry) is a stored inline map
+    reference (``{"type": "map_ref", "map_id", "elements"}``, not a fan-out one)."""
+    return (
+        isinstance(ref, Mapping) and ref.get("type") == "map_ref" and not ref.get("fan_out")
+        and isinstance(ref.get("map_id"), str)
+    )
+
+
+def _stored_element(state: RunState, element_id: str) -> Context | None:
+    """The element's stored context (``None``: never stored, or unreadable: started again
+    under the same id).
+
+    Raises:
+        StorageError: the backend failed.
+    """
+    try:
+        return load_context(state.env, element_id)
+    except DeserializationError:
+        return None
+
+
+def _resume_element(
+    state: RunState, definition: ReactorDefinition, element: Context, executor: Executor
+) -> Success | Failure | Halt:
+    """The outcome of an element the stored map reference names (see "Re-execution")."""
+    status = element.status
+    if status is RunStatus.COMPLETED:
+        value: Any = (
+            element.intermediate_results.get(definition.returns)
+            if definition.returns is not None
+            else dict(element.intermediate_results)
+        )
+        return Success(value)
+    if status is RunStatus.HALTED:
+        return _stored_halt(element)
+    if status is RunStatus.FAILED:
+        return element.failure or Failure(
+            "the map element failed", retryable=False, reactor_name=element.reactor
+        )
+    if status is RunStatus.CANCELLED:
+        return Failure(f"map element {element.context_id} was rolled back (cancelled)",
+                       retryable=False, reactor_name=element.reactor)
+    element_state = RunState(definition, element, state.env, Checkpointer(state.env, element))
+    if element.rollback is not None and element.failure is None:
+        element.rollback = None  # an interruption of forward work: resume like a crash
+    if element.rollback is not None:  # a crash cut the element's own rollback off
+        element.status = RunStatus.RUNNING
+        try:
+            return executor.conclude_failure(element_state)
+        except INTERRUPTIONS as exc:
+            executor.abort(element_state, exc)
+            raise
+    element.status = RunStatus.RUNNING
+    result = executor.execute(element_state)
+    assert not isinstance(result, Paused)  # a map element never pauses
+    return result
+
+
+def _stored_halt(element: Context) -> Halt:
+    """The ``Halt`` a halted element returned, rebuilt from its trace (reason and step)."""
+    for entry in reversed(element.execution_trace):
+        if entry.get("type") == "halt":
+            return Halt(entry.get("detail"), step_name=entry.get("step"))
+    return Halt(None)
+
+
+def run_map(state: RunState, spec: StepSpec, *, executor: Executor) -> StepOutcome:
+    """Run map step ``spec`` over its source's elements (see the module docstring); a map
+    re-executed with its reference stored adopts it ("Re-execution" above).
 
     Args:
         state: the run owning the map step.
         spec: the map step (it has a ``source``).
-        execute: runs each element's steps (the executor passes its own
-            :func:`reactor.engine.executor.execute`: an element is a run of its own, started
-            with :func:`reactor.engine.start.launch`).
+        executor: the executor's entry points (it passes its own): ``execute`` runs each
+            element's steps (an element is a run of its own, started with
+            :func:`reactor.engine.start.launch`), ``conclude_failure`` and ``abort`` finish
+            or store an adopted element whose rollback a crash cut off.
 
     Returns:
         The step's outcome: ``Success`` (a list of values, or ``MapResults`` when not
@@ -74,8 +166,14 @@ def run_map(state: RunState, spec: StepSpec, *, execute: Execute) -> StepOutcome
         items = _elements(resolve(spec.source, ctx))
     except ArgumentResolutionError as exc:
         return StepOutcome(Failure(exc, retryable=False), {}, body_started=False)
-    map_id = uuid.uuid4().hex
-    ref: dict[str, Any] = {"type": "map_ref", "map_id": map_id, "elements": {}}
+    stored = ctx.composed_contexts.get(name)
+    if is_inline_ref(stored):  # re-executed: adopt the map and the elements it names
+        assert isinstance(stored, Mapping)
+        map_id = str(stored["map_id"])
+        known = {str(k): str(v) for k, v in dict(stored.get("elements") or {}).items()}
+    else:
+        map_id, known = uuid.uuid4().hex, {}
+    ref: dict[str, Any] = {"type": "map_ref", "map_id": map_id, "elements": dict(known)}
     ctx.composed_contexts[name] = ref
     in_flight = InFlight(step=name, kind="map", arguments={"map_id": map_id})
     state.in_flight = in_flight
@@ -94,25 +192,34 @@ def run_map(state: RunState, spec: StepSpec, *, execute: Execute) -> StepOutcome
         except ArgumentResolutionError as exc:
             element_result: Success | Failure = Failure(exc, retryable=False)
         else:
-            element_id = str(uuid.uuid4())
-            ref["elements"][str(index)] = element_id
             in_flight.body_started = True
-            state.checkpoint.save()
-            element_ctx, outcome = launch(
-                element_definition,
-                arguments,
-                state.env,
-                execute=execute,
-                context_id=element_id,
-                parent=ctx,
-                secret_inputs=state.definition.child_redacted(name, ctx.redacted),
-                map_metadata={
-                    "map_step": name,
-                    "map_id": map_id,
-                    "index": index,
-                    "parent_reactor": state.definition.name,
-                },
-            )
+            element_id = known.get(str(index))
+            adopted = None if element_id is None else _stored_element(state, element_id)
+            outcome: Success | Failure | Halt | Paused
+            if adopted is not None:
+                assert element_id is not None
+                element_ctx = adopted
+                outcome = _resume_element(state, element_definition, adopted, executor)
+            else:
+                if element_id is None:
+                    element_id = str(uuid.uuid4())
+                    ref["elements"][str(index)] = element_id
+                    state.checkpoint.save()  # named before it starts (a crash adopts it)
+                element_ctx, outcome = launch(
+                    element_definition,
+                    arguments,
+                    state.env,
+                    execute=executor.execute,
+                    context_id=element_id,
+                    parent=ctx,
+                    secret_inputs=state.definition.child_redacted(name, ctx.redacted),
+                    map_metadata={
+                        "map_step": name,
+                        "map_id": map_id,
+                        "index": index,
+                        "parent_reactor": state.definition.name,
+                    },
+                )
             # A map element never pauses: its reactor declares no interrupt (definition check).
             assert not isinstance(outcome, Paused)
             if isinstance(outcome, Halt):

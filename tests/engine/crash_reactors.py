@@ -1,5 +1,5 @@
 """Reactors for the crash-recovery tests of ``tests/engine/test_crash_recovery.py``
-(docs/run-control.md, "Cancel"; docs/fan_out.md, "Recovery").
+(docs/run-control.md, "Cancel"; docs/workers.md, "Maps resume").
 
 Every step body and undo appends to :data:`journal` (``"<what>:<step>:<order>"``), so a test
 counts exactly how many times each side effect ran.
@@ -10,9 +10,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from reactor import Background, Input, Reactor, input, step
+from reactor import Background, Input, Reactor, compose, element, input, map_step, step
 
-__all__ = ["Trio", "journal", "record"]
+__all__ = ["FlatShipment", "Packing", "Parcel", "Shipment", "Trio", "journal", "record"]
 
 _lock = threading.Lock()
 #: What ran, in order (step bodies and undos).
@@ -48,3 +48,73 @@ class Trio(Reactor, name="tests.crash.trio"):
     a = _step("a")
     b = _step("b", wait_for="a")
     c = _step("c", wait_for="b")
+
+
+class Parcel(Reactor, name="tests.crash.parcel"):
+    """A map element: ``pack`` logs ``run:pack<n>:<order>``, its undo ``undo:pack<n>:<order>``."""
+
+    order_id = Input(str)
+    n = Input(int)
+
+    @step(order_id=input("order_id"), n=input("n"))
+    def pack(inputs: Any, ctx: Any) -> int:
+        record(f"run:pack{inputs.n}:{inputs.order_id}")
+        return int(inputs.n)
+
+    @pack.undo
+    def unpack(value: Any, inputs: Any, ctx: Any) -> None:
+        record(f"undo:pack{inputs.n}:{inputs.order_id}")
+
+    returns = "pack"
+
+
+class Packing(Reactor, name="tests.crash.packing"):
+    """A composed child: ``prep``, then an inline map of :class:`Parcel` elements, one per
+    item."""
+
+    order_id = Input(str)
+    items = Input(list)
+    prep = _step("prep")
+    parcels = map_step(Parcel, source=input("items"),
+                       args={"order_id": input("order_id"), "n": element("parcels")},
+                       wait_for="prep")
+
+
+class Shipment(Reactor, name="tests.crash.shipment"):
+    """``open``, the composed :class:`Packing` (its inline map inside), then ``ship``, which
+    fails when ``fail_ship`` is set (the whole run is then rolled back); run by a worker."""
+
+    order_id = Input(str)
+    fail_ship = Input(bool)
+    items = Input(list)
+    background = Background(all=True)
+    open = _step("open")
+    packing = compose(Packing, order_id=input("order_id"), items=input("items"),
+                      wait_for="open")
+
+    @step(order_id=input("order_id"), fail_ship=input("fail_ship"), wait_for="packing")
+    def ship(inputs: Any, ctx: Any) -> str:
+        record(f"run:ship:{inputs.order_id}")
+        if inputs.fail_ship:
+            raise RuntimeError("the carrier refused the shipment")
+        return "shipped"
+
+
+class FlatShipment(Reactor, name="tests.crash.flat_shipment"):
+    """:class:`Shipment` with the inline map at the top level (no composed child)."""
+
+    order_id = Input(str)
+    fail_ship = Input(bool)
+    items = Input(list)
+    background = Background(all=True)
+    open = _step("open")
+    parcels = map_step(Parcel, source=input("items"),
+                       args={"order_id": input("order_id"), "n": element("parcels")},
+                       wait_for="open")
+
+    @step(order_id=input("order_id"), fail_ship=input("fail_ship"), wait_for="parcels")
+    def ship(inputs: Any, ctx: Any) -> str:
+        record(f"run:ship:{inputs.order_id}")
+        if inputs.fail_ship:
+            raise RuntimeError("the carrier refused the shipment")
+        return "shipped"

@@ -1,11 +1,15 @@
-"""Crash recovery of cancels and maps (docs/run-control.md, "Cancel"; docs/fan_out.md,
-"Recovery"), on every backend, with deterministic fault hooks instead of killed processes
+"""Crash recovery of cancels and maps (docs/run-control.md, "Cancel"; docs/workers.md,
+"Maps resume"), on every backend, with deterministic fault hooks instead of killed processes
 (tests/kill holds the real-process variants).
 
 * A cancel accepted while a worker executes the run (its liveness lock held: the call
   returns a ``DispatchHandle``) is carried out by whichever execution continues the run, even
   when the worker that owned it dies before its next step boundary reads the request: the
   recovering worker rolls the run back and stores it ``cancelled``; no further step runs.
+* A worker that dies inside an inline map (inside a composed child, or at the top level)
+  leaves the map's reference naming the elements that ran: the recovered execution adopts it,
+  so each completed element's step runs once (the element in flight at least once) and, when
+  a later step fails, every completed element is undone exactly once (none is leaked).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from reactor.model.secrets import ENV_VAR, generate_key
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.testing import TestClock
 from tests.backends import BACKENDS, backend_urls
-from tests.engine.crash_reactors import Trio, journal
+from tests.engine.crash_reactors import FlatShipment, Shipment, Trio, journal
 
 CANCELLED = "reactor.errors.RunCancelledError"
 
@@ -83,6 +87,19 @@ def backend(
     config.reset()
 
 
+@pytest.fixture
+def memory(monkeypatch: pytest.MonkeyPatch) -> Iterator[Backend]:
+    """The in-memory backend alone (variants every backend does not need to repeat)."""
+    monkeypatch.setenv(ENV_VAR, generate_key())
+    clock = TestClock(time.time())
+    runtime = config.configure(
+        storage=MemoryStorage(clock=clock), router=LocalRouter(clock=clock), clock=clock
+    )
+    journal.clear()
+    yield Backend("memory", runtime, clock)
+    config.reset()
+
+
 def _order() -> str:
     return f"o-{uuid.uuid4().hex[:8]}"
 
@@ -127,3 +144,58 @@ def test_a_cancel_accepted_before_its_worker_died_is_carried_out_by_the_recovery
     outcome = accepted[0].wait(10)
     assert isinstance(outcome, Failure) and outcome.exception_class == CANCELLED
     assert "customer left" in outcome.message
+
+
+def test_a_worker_dying_inside_an_inline_map_in_a_child_leaks_no_element(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _die_inside_an_inline_map(backend, monkeypatch, Shipment, fail_ship=True)
+
+
+@pytest.mark.parametrize(("reactor", "fail_ship"), [
+    (Shipment, False), (FlatShipment, True), (FlatShipment, False),
+], ids=["in-child-completed", "top-level-rolled-back", "top-level-completed"])
+def test_a_worker_dying_inside_an_inline_map_resumes_it_on_memory(
+    memory: Backend, monkeypatch: pytest.MonkeyPatch, reactor: Any, fail_ship: bool
+) -> None:
+    _die_inside_an_inline_map(memory, monkeypatch, reactor, fail_ship=fail_ship)
+
+
+def _die_inside_an_inline_map(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch, reactor: Any, *, fail_ship: bool
+) -> None:
+    """Kill the worker (:class:`WorkerDied`) right after element 2 of 4 stored its
+    completion, recover the run, and count every element's step and undo."""
+    order = _order()
+    handle = reactor.run(order_id=order, fail_ship=fail_ship, items=[0, 1, 2, 3])
+    assert isinstance(handle, DispatchHandle)
+    run_id = handle.run_id
+    save = checkpoint.Checkpointer.save
+    died: list[str] = []
+
+    def dies_after_element_2(self: checkpoint.Checkpointer, *, force: bool = True) -> None:
+        save(self, force=force)
+        ctx = self.context
+        if (not died and ctx.root_context_id == run_id and ctx.map_metadata is not None
+                and ctx.map_metadata.get("index") == 2 and "pack" in ctx.intermediate_results):
+            died.append(ctx.context_id)  # element 2 completed and stored; element 3 never
+            raise WorkerDied             # started: the worker dies here
+
+    monkeypatch.setattr(checkpoint.Checkpointer, "save", dies_after_element_2)
+    with pytest.raises(WorkerDied):
+        Worker(backend.runtime, liveness_wait=0.0).run_pending()
+    monkeypatch.setattr(checkpoint.Checkpointer, "save", save)
+    assert died and reactor.find(run_id).status is RunStatus.RUNNING
+
+    backend.recover_until(lambda: reactor.find(run_id).status in TERMINAL_STATUSES)
+    view = reactor.find(run_id)
+    ran = {n: journal.count(f"run:pack{n}:{order}") for n in range(4)}
+    assert ran == dict.fromkeys(range(4), 1), journal  # no element ran twice
+    undone = {n: journal.count(f"undo:pack{n}:{order}") for n in range(4)}
+    if fail_ship:
+        assert view.status is RunStatus.FAILED, view.status
+        assert undone == dict.fromkeys(range(4), 1), journal  # each undone exactly once
+        assert journal[-1] == f"undo:open:{order}"
+    else:
+        assert view.status is RunStatus.COMPLETED, view.status
+        assert undone == dict.fromkeys(range(4), 0), journal
