@@ -4,6 +4,7 @@ bad token is a usage error, and a non-loopback bind is warned about."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,3 +66,59 @@ def test_binding_beyond_this_host_is_warned_about(served: list[dict[str, Any]]) 
     out = runner.invoke(cli.app, ["dashboard", "--storage", "memory://", "--host", "0.0.0.0"])
     assert out.exit_code == 0, out.output
     assert "reads need no token" in " ".join(out.output.split())
+
+
+def test_the_token_comes_from_a_file_or_the_environment(
+    served: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("REACTOR_DASHBOARD_TOKEN", raising=False)
+    path = tmp_path / "token"
+    path.write_text("a-token-from-a-file\n", encoding="utf-8")
+    out = runner.invoke(cli.app, ["dashboard", "--storage", "memory://", "--token-file",
+                                  str(path)])
+    assert out.exit_code == 0, out.output
+    assert served[-1]["token"] == "a-token-from-a-file" and "warning" not in out.output
+    assert "a-token-from-a-file" not in out.output
+
+    monkeypatch.setenv("REACTOR_DASHBOARD_TOKEN", "a-token-from-the-env")
+    out = runner.invoke(cli.app, ["dashboard", "--storage", "memory://"])
+    assert out.exit_code == 0, out.output
+    assert served[-1]["token"] == "a-token-from-the-env" and "warning" not in out.output
+
+
+def test_a_token_on_the_command_line_is_warned_about(served: list[dict[str, Any]]) -> None:
+    out = runner.invoke(cli.app, ["dashboard", "--storage", "memory://", "--token",
+                                  "a-long-token"])
+    assert out.exit_code == 0, out.output
+    assert "--token-file" in " ".join(out.output.split())
+    assert "a-long-token" not in out.output
+
+
+def test_token_file_errors_are_usage_errors(
+    served: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    empty = tmp_path / "empty"
+    empty.write_text("\n", encoding="utf-8")
+    for args, message in (
+        (["--token-file", str(tmp_path / "missing")], "cannot read it"),
+        (["--token-file", str(empty)], "the file is empty"),
+        (["--token-file", str(empty), "--token", "a-long-token"], "not both"),
+    ):
+        out = runner.invoke(cli.app, ["dashboard", "--storage", "memory://", *args])
+        assert out.exit_code == 2 and message in " ".join(out.output.split()), out.output
+    assert served == []
+
+
+def test_allowed_hosts_and_session_lifetimes_reach_the_server(
+    served: list[dict[str, Any]]
+) -> None:
+    out = runner.invoke(cli.app, ["dashboard", "--storage", "memory://", "--allowed-host",
+                                  "dash.example.com", "--allowed-host", "*.ops.example",
+                                  "--session-idle", "60", "--session-max-age", "600"])
+    assert out.exit_code == 0, out.output
+    (call,) = served
+    assert call["hosts"] == ("dash.example.com", "*.ops.example")
+    assert (call["sessions"].idle_seconds, call["sessions"].max_age_seconds) == (60, 600)
+    out = runner.invoke(cli.app, ["dashboard", "--storage", "memory://", "--allowed-host",
+                                  "bad host/x"])
+    assert out.exit_code == 2 and "allowed host" in out.output
