@@ -28,9 +28,10 @@ from examples.order_fulfilment.services import SERVICES, Services
 from reactor import Worker, config
 from reactor.config import Runtime
 from reactor.dashboard import DashboardServer, start_dashboard
+from reactor.dashboard.security import SESSION_COOKIE
 from reactor.memory import LocalRouter, MemoryStorage
 from tests.dashboard.conftest import TOKEN
-from tests.dashboard.reactors import HOLDING, HoldPick, Picker, Review
+from tests.dashboard.reactors import HOLDING, HoldPick, Picker, Review, Shop
 
 CHROMIUM = Path("/usr/bin/chromium")
 #: Orders of the demo's dataset to run: the first 70 hold declined cards, undeliverable
@@ -219,3 +220,55 @@ def test_a_blocked_run_goes_on_live_once_the_lock_is_free(scene: Scene, page: An
     expect(page.locator("#run-status")).to_have_text("failed")
     expect(page.locator("#coordination tr.coord-row[data-step='notify']")).to_contain_text(
         "tests-dashboard-unregistered")
+
+
+def test_a_link_cannot_put_words_in_the_message_bars(scene: Scene, page: Any) -> None:
+    from playwright.sync_api import expect  # deferred: only these tests need it
+
+    failures: list[str] = []
+    page.on("response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 400
+            else None)
+    spoof = "Session expired: sign in again at https://evil.example/login"
+    page.goto(f"{scene.server.url}/runs?notice={spoof}&problem={spoof}")
+    expect(page.locator("#runs-table")).to_be_visible()
+    expect(page.locator("#notice")).to_have_count(0)
+    expect(page.locator("#problem")).to_have_count(0)
+    assert "evil.example" not in page.content()
+    icon = page.locator("link[rel=icon]").get_attribute("href")
+    assert icon is not None and page.request.get(f"{scene.server.url}{icon}").ok
+    assert failures == []  # no favicon 404 either
+
+
+def test_a_bidi_override_in_a_run_is_shown_escaped(scene: Scene, page: Any) -> None:
+    from playwright.sync_api import expect  # deferred: only these tests need it
+
+    spoofed = "order-\u202etxt.exe"
+    done = Shop.run(order_id=spoofed, items=["a", "b"], card_token="card-secret",
+                    idempotency_key=f"key-{spoofed}")
+    page.goto(f"{scene.server.url}/runs/{done.run_id}")
+    expect(page.locator("#run-status")).to_have_text("completed")
+    key = page.locator("dd", has_text="key-order-")
+    expect(key).to_have_text("key-order-\\u202etxt.exe")
+    assert "\u202e" not in page.locator("main").inner_text()
+    graph = page.locator("#graph")  # a finished run: its map's element structure is no state
+    expect(graph.locator("g.node[data-step='reserve']").first).to_have_attribute(
+        "data-state", "completed")
+    expect(graph.locator("g.node[data-state='element']").first).to_be_visible()
+    expect(graph.locator("g.node[data-state='pending']")).to_have_count(0)
+
+
+def test_signing_out_ends_the_session(scene: Scene, page: Any) -> None:
+    from playwright.sync_api import expect  # deferred: only these tests need it
+
+    page.goto(f"{scene.server.url}/login?next=/runs")
+    page.fill("#token", TOKEN)
+    page.click("#sign-in")
+    expect(page.locator("#notice")).to_have_text("signed in")
+    cookie = next(c for c in page.context.cookies() if c["name"] == SESSION_COOKIE)
+    page.click("#sign-out")
+    expect(page.locator("#notice")).to_have_text("signed out")
+    expect(page.locator("#login-link")).to_be_visible()
+    page.context.add_cookies([cookie])  # the old cookie, replayed
+    page.goto(f"{scene.server.url}/runs")
+    expect(page.locator("#login-link")).to_be_visible()
+    expect(page.locator("#sign-out")).to_have_count(0)
