@@ -180,7 +180,9 @@ _NATIVE_TYPES: Final[tuple[type[Any], ...]] = (
 _lock = threading.Lock()
 _by_class: dict[type[Any], _Entry] = {}
 _by_tag: dict[str, _Entry] = {}
-# tag -> the callbacks that register the type stored under it (register_on_demand)
+# tag -> the callbacks that register the type stored under it (register_on_demand); the
+# re-entrant lock is held while they run (they take _lock themselves)
+_on_demand_lock = threading.RLock()
 _on_demand: dict[str, list[Callable[[], object]]] = {}
 
 
@@ -198,7 +200,7 @@ def register_on_demand(tag: str, registrar: Callable[[], object]) -> None:
     process that only *reads* runs (``Reactor.find``, ``undo``, ``retry``, the CLI, the
     dashboard) never runs the reactor first; the definition therefore announces here, when
     its class is created, the default tag of every type it can store. Decoding an unknown
-    ``tag`` calls its registrars once (outside the codec's lock) and looks the tag up again.
+    ``tag`` calls its registrars once and looks the tag up again.
     Nothing is imported: the registrars belong to code this process already imported
     (docs/architecture.md, "Execution invariants").
 
@@ -207,18 +209,18 @@ def register_on_demand(tag: str, registrar: Callable[[], object]) -> None:
         registrar: called with no arguments; registers the type (or leaves it to a
             registration of the user's own). What it returns is ignored.
     """
-    with _lock:
+    with _on_demand_lock:
         _on_demand.setdefault(tag, []).append(registrar)
 
 
 def _register_on_demand(tag: str) -> _Entry | None:
     """Run the on-demand registrars of ``tag`` (an unknown tag met by a decode), then return
-    its entry, or ``None`` when it is still unknown."""
-    with _lock:
-        registrars = _on_demand.pop(tag, [])
-    for registrar in registrars:
-        registrar()
-    return _by_tag.get(tag)
+    its entry, or ``None`` when it is still unknown. A decode of the same tag in another
+    thread waits for the registration instead of finding the tag unknown meanwhile."""
+    with _on_demand_lock:
+        for registrar in _on_demand.pop(tag, []):
+            registrar()
+        return _by_tag.get(tag)
 
 
 def _add(entry: _Entry) -> None:
