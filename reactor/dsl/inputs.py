@@ -19,7 +19,7 @@ import inspect
 import keyword
 from collections.abc import Iterable, Iterator, Mapping
 from enum import Enum
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, get_args, get_type_hints
 
 from pydantic import (
     BaseModel,
@@ -132,16 +132,43 @@ class Input:
         return adapter.validate_python(value)
 
 
-def codec_types(tp: Any) -> Iterator[type[Any]]:
+def codec_types(tp: Any, _seen: set[Any] | None = None) -> Iterator[type[Any]]:
     """Yield the pydantic models, enums and dataclasses named by ``tp`` (the types
-    :func:`register_codec_types` registers), walking the arguments of a generic alias
-    (``list[Order]``, ``Order | None``) first."""
+    :func:`register_codec_types` registers), each once, walking the arguments of a generic
+    alias (``list[Order]``, ``Order | None``) first.
+
+    A dataclass is stored field by field, each field's value encoded on its own, so the types
+    its fields name (an enum, another dataclass, a model, through containers) are walked too
+    (a dataclass that refers to itself is walked once). A pydantic model is stored as its
+    JSON dump, so its fields need nothing.
+    """
+    seen: set[Any] = set() if _seen is None else _seen
+    try:
+        if tp in seen:
+            return
+        seen.add(tp)
+    except TypeError:  # an unhashable annotation (e.g. a Literal of a list) names no type
+        return
     for arg in get_args(tp):
-        yield from codec_types(arg)
-    if isinstance(tp, type) and (
-        issubclass(tp, BaseModel | Enum) or dataclasses.is_dataclass(tp)
-    ):
+        yield from codec_types(arg, seen)
+    if not isinstance(tp, type):
+        return
+    if dataclasses.is_dataclass(tp):
+        for field_type in _field_types(tp):
+            yield from codec_types(field_type, seen)
         yield tp
+    elif issubclass(tp, BaseModel | Enum):
+        yield tp
+
+
+def _field_types(cls: type[Any]) -> list[Any]:
+    """The annotated types of a dataclass's ``init`` fields (the ones the codec stores),
+    string annotations resolved where they can be; an unresolvable one is skipped."""
+    try:
+        hints = get_type_hints(cls)
+    except Exception:  # an annotation naming what is not importable here: use the raw ones
+        hints = {}
+    return [hints.get(f.name, f.type) for f in dataclasses.fields(cls) if f.init]
 
 
 def register_codec_types(tp: Any) -> None:
