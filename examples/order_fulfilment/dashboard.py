@@ -3,9 +3,12 @@
 ``python -m examples.order_fulfilment.dashboard [--host H] [--port N] [--token T] [demo
 options]`` runs the demo exactly as ``python -m examples.order_fulfilment`` does (every other
 option is the demo's: ``--limit 150``, ``--workers 2``...), then serves the operator dashboard
-(docs/dashboard.md) in the same process, on the runs the demo left in the embedded memory
-storage, until Ctrl-C. The runs live only in this process's memory, which is why the dashboard
-runs here rather than as ``reactor dashboard``.
+(docs/dashboard.md) in the same process, on the runs the demo left in its storage, until
+Ctrl-C. By default that is the embedded memory storage: the runs live only in this process's
+memory, which is why the dashboard runs here rather than as ``reactor dashboard`` (with
+``REACTOR_STORAGE_URL`` set, ``reactor dashboard`` can show them too). Each order's run page
+has the coordination panel of the demo's carrier semaphore, each ``reserve`` element's the
+lock of its SKU (docs/dashboard.md, "Coordination view").
 
 A fresh set of fake services is installed after the demo, so a failed order retried from the
 dashboard runs again (a declined card still declines). Without ``--token`` the dashboard is

@@ -20,8 +20,10 @@ one malformed payload first to show it refused and counted. Then it prints:
 
 With ``--workers N`` the runs move to background workers instead: every order runs
 :class:`~examples.order_fulfilment.saga_workers.FulfilInWorkers` (``Background(all=True)``, the
-payment capture as an ``async_step``) on the embedded memory storage and a local router served
-by ``N`` in-process :class:`reactor.jobs.worker.Worker` threads. All orders are submitted, then
+payment capture as an ``async_step``) on the storage and router ``REACTOR_STORAGE_URL`` and
+``REACTOR_ROUTER_URL`` name (default: the embedded memory storage and a local router; see
+:func:`worker_runtime`), served by ``N`` in-process :class:`reactor.jobs.worker.Worker`
+threads. All orders are submitted, then
 awaited; which order runs out of stock then depends on the workers' interleaving, and the same
 invariant check must hold. The worker variant has no manual review.
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import time
 from collections import Counter
@@ -56,6 +59,7 @@ from reactor import (
     Worker,
     config,
 )
+from reactor.config import Runtime
 from reactor.memory import LocalRouter, MemoryStorage
 
 from .models import Order, ReviewDecision
@@ -81,6 +85,7 @@ __all__ = [
     "review_paused",
     "run_demo",
     "scheduled_retry_delays",
+    "worker_runtime",
 ]
 
 #: Failure reasons in display order (``ServiceError.code`` values).
@@ -412,16 +417,44 @@ def review_paused(
 WORKER_PARK_DELAY = 0.05
 
 
+def worker_runtime() -> Runtime:
+    """Configure the process-wide runtime of the worker demo (``--workers N``).
+
+    The storage is ``REACTOR_STORAGE_URL`` when set (e.g. ``redis://localhost:6379/0`` or the
+    example adapter's ``sqlite:///tmp/demo.db``), else a fresh embedded memory storage; the
+    router is ``REACTOR_ROUTER_URL`` when set, else a local router. A ``local://`` router is
+    built here, without embedded workers: the demo's own :class:`~reactor.jobs.worker.Worker`
+    threads serve it. Parks come back after :data:`WORKER_PARK_DELAY` seconds (plus jitter).
+
+    Returns:
+        The configured runtime.
+
+    Raises:
+        ConfigurationError: a URL names no installed adapter or is malformed.
+        StorageError, RouterError: the backend cannot be reached.
+    """
+    storage_url = os.environ.get(config.STORAGE_URL_ENV) or None
+    router_url = os.environ.get(config.ROUTER_URL_ENV) or None
+    own_router = router_url is None or router_url.startswith("local://")
+    return config.configure(
+        storage=storage_url if storage_url else MemoryStorage(),
+        router=LocalRouter() if own_router else router_url,
+        lock_snooze_base_delay=WORKER_PARK_DELAY, lock_snooze_jitter=WORKER_PARK_DELAY,
+    )
+
+
 def process_orders_in_workers(
     orders: Sequence[Order], *, workers: int = 2, timeout: float = 120.0
 ) -> list[Outcome]:
     """Runs :class:`~examples.order_fulfilment.saga_workers.FulfilInWorkers` per order in
     background workers and waits for every run.
 
-    Configures the process-wide runtime: a fresh embedded memory storage and a local router
+    Configures the process-wide runtime (:func:`worker_runtime`: ``REACTOR_STORAGE_URL`` and
+    ``REACTOR_ROUTER_URL`` when set, else a fresh embedded memory storage and a local router),
     served by ``workers`` in-process :class:`~reactor.jobs.worker.Worker` threads (left
     configured afterwards, so the runs can be read back with ``FulfilInWorkers.find``). The
-    services must be installed in :data:`SERVICES` first.
+    services must be installed in :data:`SERVICES` first: they live in this process, so the
+    workers are this process's threads whatever the backend.
 
     Args:
         orders: the orders (all submitted first, then awaited in order).
@@ -436,10 +469,7 @@ def process_orders_in_workers(
     """
     from .saga_workers import FulfilInWorkers
 
-    runtime = config.configure(
-        storage=MemoryStorage(), router=LocalRouter(),
-        lock_snooze_base_delay=WORKER_PARK_DELAY, lock_snooze_jitter=WORKER_PARK_DELAY,
-    )
+    runtime = worker_runtime()
     worker = Worker(runtime, threads=workers, poll_seconds=0.05)
     worker.start()
     try:

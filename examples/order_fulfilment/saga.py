@@ -2,10 +2,18 @@
 
 Structure (each arrow is a dependency; on a failure, completed steps are undone newest first)::
 
-    validate ──> reserve (map: ReserveLine per line item, atomic)
+    validate ──> reserve (map: ReserveLine per line item, atomic; lock per SKU)
                    └──> payment (compose: Payment = authorize ──> capture)
-                          └──> book_shipment (function step, 3 attempts)
+                          └──> book_shipment (function step, 3 attempts; carrier semaphore)
                                  └──> send_confirmation
+
+**Coordination** (docs/coordination.md): each line's ``ReserveStock`` runs under the lock
+``sku:<SKU>`` (:data:`SKU_LOCK`: one reservation of a SKU at a time, as a warehouse bin would
+allow), and every ``book_shipment`` attempt holds one of :data:`CARRIER_SLOTS` leases of the
+semaphore ``carrier`` (:data:`CARRIER_SEMAPHORE`: the carrier's API takes that many bookings at
+once). Synchronous runs never contend; in workers a held lock or a full semaphore parks the unit
+(docs/coordination.md, "Contention"). The dashboard's coordination panel shows them on an order's
+run page (the semaphore) and on each ``reserve`` element's (the lock).
 
 Orders whose total is above the review threshold (:data:`REVIEW_THRESHOLD` by default; the
 runner chooses the reactor with :func:`needs_review`) run :class:`FulfilWithReview`, the same
@@ -55,16 +63,21 @@ from reactor import (
     map_step,
     result,
     step,
+    with_lock,
+    with_semaphore,
 )
 
 from .models import Order, ReviewDecision
 from .services import SERVICES, ServiceError
 
 __all__ = [
+    "CARRIER_SEMAPHORE",
+    "CARRIER_SLOTS",
     "REVIEW_MAX_ATTEMPTS",
     "REVIEW_THRESHOLD",
     "REVIEW_TIMEOUT",
     "SHIPMENT_RETRIES",
+    "SKU_LOCK",
     "ApplyReview",
     "Authorize",
     "Capture",
@@ -92,6 +105,17 @@ if not codec.is_registered(Order):
 if not codec.is_registered(ReviewDecision):
     # The resumed review is stored as the manual_review step's result.
     codec.register_model(ReviewDecision, tag="examples.order_fulfilment.ReviewDecision")
+
+#: Bookings the carrier's API takes at once: the limit of :data:`CARRIER_SEMAPHORE`.
+CARRIER_SLOTS: Final = 4
+
+#: ``book_shipment``'s coordination: one lease of the semaphore ``carrier`` per attempt
+#: (a synchronous caller waits up to 5 s for one; a worker parks).
+CARRIER_SEMAPHORE: Final = with_semaphore(key="carrier", limit=CARRIER_SLOTS, wait=5, lease=30)
+
+#: ``ReserveStock``'s coordination: the lock ``sku:<SKU>`` while a line's units are reserved
+#: (a synchronous caller waits up to 5 s for it; a worker parks).
+SKU_LOCK: Final = with_lock(key=lambda inputs: f"sku:{inputs.sku}", ttl=30, wait=5)
 
 #: Retry policy of ``book_shipment``: 3 attempts, 0.01 s then 0.02 s apart.
 SHIPMENT_RETRIES = Retries(max_attempts=3, backoff="exponential", base_delay=0.01)
@@ -213,7 +237,8 @@ class ValidateOrder(Step):
 
 
 class ReserveStock(Step):
-    """Holds the units of one line item in the warehouse.
+    """Holds the units of one line item in the warehouse, under the lock ``sku:<SKU>``
+    (:data:`SKU_LOCK`).
 
     Returns:
         ``{"reservation_id", "sku", "quantity"}``.
@@ -225,6 +250,7 @@ class ReserveStock(Step):
     order_id = Input(str, min_length=1)
     sku = Input(str, min_length=1)
     quantity = Input(int, gt=0)
+    coordination = (SKU_LOCK,)
 
     def run(self) -> dict[str, Any]:
         """Reserves ``quantity`` units of ``sku`` for ``order_id``."""
@@ -400,8 +426,8 @@ def cancel_failed_booking(error: Any, inputs: Any, ctx: Any) -> bool:
 
 
 def book_shipment_step(after: str) -> Any:
-    """Declares the ``book_shipment`` step (with its undo, compensate and retries), run once
-    step ``after`` completed.
+    """Declares the ``book_shipment`` step (with its undo, compensate, retries and the carrier
+    semaphore :data:`CARRIER_SEMAPHORE`), run once step ``after`` completed.
 
     Args:
         after: the step shipping waits for (``"payment"`` in :class:`Fulfil`,
@@ -411,7 +437,7 @@ def book_shipment_step(after: str) -> Any:
         The step declaration, to assign as ``book_shipment`` in a reactor class.
     """
     spec = step(book_shipment, order=input("order"), parcels=result("validate", "parcels"),
-                wait_for=[after], retries=SHIPMENT_RETRIES)
+                wait_for=[after], retries=SHIPMENT_RETRIES, coordination=CARRIER_SEMAPHORE)
     spec.undo(cancel_shipment)
     spec.compensate(cancel_failed_booking)
     return spec
