@@ -8,6 +8,12 @@ the ``service_url`` fixture::
 
 A missing service fails the test (``pytest.fail``) with a message naming ``scripts/test``; it is
 never skipped, in CI or elsewhere.
+
+The suite is hermetic: before any test module is imported, every ``REACTOR_*`` variable that is
+not one of the suite's own knobs (``REACTOR_TEST_*``, ``tests.services.SUITE_VARIABLES``) is
+removed from this process's environment, so neither the tests nor the worker processes they
+start see a developer's ``REACTOR_STORAGE_URL``, ``REACTOR_SECRET_KEYS`` or ``REACTOR_<SETTING>``
+(docs/testing.md, "Running reactor's own suite").
 """
 
 from __future__ import annotations
@@ -18,8 +24,11 @@ from collections.abc import Callable
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.services import ServiceUnavailable, mongodb_urls
+from tests.services import ServiceUnavailable, clear_user_configuration, mongodb_urls
 from tests.services import service_url as _service_url
+
+# A developer's reactor configuration never reaches a test (nor a process a test starts).
+clear_user_configuration()
 
 # The suite only ever talks to moto: never let a developer's real AWS identity leak in.
 os.environ.update(

@@ -13,17 +13,31 @@ logic behind it, importable from tests and plugins (``from tests.services import
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from urllib.parse import urlsplit
 
 __all__ = [
     "SERVICES",
+    "SUITE_PREFIX",
+    "SUITE_VARIABLES",
     "ServiceUnavailable",
+    "clear_user_configuration",
     "cluster_startup_node",
+    "is_suite_variable",
     "mongodb_urls",
     "service_url",
     "services_required",
 ]
+
+#: The prefix of the suite's own knobs (service URLs, ``REACTOR_TEST_JOBS``, ...): kept.
+SUITE_PREFIX = "REACTOR_TEST_"
+
+#: The suite's other own variables, kept too: ``REACTOR_SKIP_INSTALL`` (scripts/_setup.sh),
+#: ``REACTOR_REQUIRE_SERVICES`` (this module) and ``REACTOR_SCREENSHOTS_DIR`` (where the
+#: dashboard's browser tests put their pictures). ``scripts/test`` keeps the same list.
+SUITE_VARIABLES: frozenset[str] = frozenset(
+    {"REACTOR_SKIP_INSTALL", "REACTOR_REQUIRE_SERVICES", "REACTOR_SCREENSHOTS_DIR"}
+)
 
 SERVICES: Mapping[str, str] = {
     "redis": "REACTOR_TEST_REDIS_URL",
@@ -54,6 +68,44 @@ class ServiceUnavailable(LookupError):
         super().__init__(message)
         self.name = name
         self.variable = variable
+
+
+def is_suite_variable(name: str) -> bool:
+    """Tells whether environment variable ``name`` is one of the suite's own knobs.
+
+    Args:
+        name: an environment variable's name.
+
+    Returns:
+        True for ``REACTOR_TEST_*`` and :data:`SUITE_VARIABLES`; False for every other
+        ``REACTOR_*`` name (a user's reactor configuration) and for names outside ``REACTOR_``.
+    """
+    return name.startswith(SUITE_PREFIX) or name in SUITE_VARIABLES
+
+
+def clear_user_configuration(environ: MutableMapping[str, str] | None = None) -> list[str]:
+    """Removes every ``REACTOR_*`` variable that is not one of the suite's own knobs.
+
+    The suite is hermetic (docs/testing.md, "Running reactor's own suite"): reactor reads its
+    configuration from ``REACTOR_STORAGE_URL``, ``REACTOR_ROUTER_URL``, ``REACTOR_SECRET_KEYS``,
+    ``REACTOR_MIDDLEWARE`` and ``REACTOR_<SETTING>`` (docs/workers.md, "Running workers"), so
+    a developer's shell must not reach the tests, nor the worker processes they start (which
+    inherit this process's environment). ``tests/conftest.py`` calls it before any test runs;
+    ``scripts/test`` does the same in shell before it runs anything.
+
+    Args:
+        environ: the environment to clean, in place (default ``os.environ``).
+
+    Returns:
+        The names removed, sorted.
+    """
+    env = os.environ if environ is None else environ
+    removed = sorted(
+        name for name in env if name.startswith("REACTOR_") and not is_suite_variable(name)
+    )
+    for name in removed:
+        del env[name]
+    return removed
 
 
 def services_required(environ: Mapping[str, str] | None = None) -> bool:
