@@ -53,13 +53,15 @@ from typing import Any
 
 from reactor.engine.env import Env, wait_for_signal
 from reactor.engine.parks import Park, park_delay
-from reactor.errors import AsyncWaitTimeoutError
-from reactor.model import codec
+from reactor.errors import AsyncWaitTimeoutError, DeserializationError
+from reactor.model import checkpoints, codec
 from reactor.model.context import Context
 from reactor.model.engine_state import Waiting
-from reactor.model.keys import step_completion_channel
+from reactor.model.keys import run_liveness_key, step_completion_channel
 from reactor.model.records import StepResultRecord
 from reactor.model.results import Failure, Halt, Result, Success
+from reactor.model.status import RunStatus
+from reactor.ports.payloads import RunPayload, job
 from reactor.ports.storage import Storage, Subscription
 
 __all__ = [
@@ -72,6 +74,7 @@ __all__ = [
     "reader_park_delay",
     "reader_value",
     "reading",
+    "resume_parked_owner",
     "wait_for_record",
 ]
 
@@ -254,3 +257,49 @@ def read_result(ctx: Context, step: str) -> Any:
     if waiting is not None and waiting.primitive == "async_step":
         ctx.engine_state = replace(ctx.engine_state, waiting=None)
     return reader_value(outcome_of(record))
+
+
+def resume_parked_owner(env: Env, root_context_id: str, reactor: str) -> bool:
+    """After a unit completed in a worker: resume its owner when the owner is parked on a
+    unit and nobody holds it (docs/workers.md, "Async steps (`async_step`)").
+
+    A reader parked in a worker keeps its run's liveness lock as a stamp until its ``run``
+    job comes back; if that job was lost, the stamp lapsed and only a sweep would move the
+    run again, one dispatch lease later (a completion signal reaches no process). So the
+    unit's handler, once its terminal record is stored, enqueues the owner's ``run`` job
+    itself when the stored root is ``running``, parked on an ``async_step`` (its ``waiting``
+    note) and its ``async:<id>`` lock is free. A live stamp or a running execution holds the
+    lock: its own job comes back, nothing is enqueued. An extra job meets the run's lock or
+    its new state and does nothing harmful (docs/architecture.md, "Execution invariants").
+    Costs one lock read per completed unit, plus one run read when the lock is free.
+
+    Args:
+        env: the unit's environment (in a worker).
+        root_context_id: the root run owning the unit.
+        reactor: the root's registered reactor name.
+
+    Returns:
+        Whether the owner's ``run`` job was enqueued.
+
+    Raises:
+        StorageError, RouterError: a backend failed (the unit's record is already stored:
+            the run sweeper still recovers the run).
+    """
+    storage = env.storage
+    if storage.locks.held(run_liveness_key(root_context_id)):
+        return False
+    record = storage.contexts.load(root_context_id)
+    if record is None:
+        return False
+    try:
+        root = Context.from_document(checkpoints.stored_document(record))
+    except DeserializationError:
+        return False  # the run handler quarantines it when its job comes
+    waiting = root.engine_state.waiting
+    if root.status is not RunStatus.RUNNING or waiting is None or (
+        waiting.primitive != "async_step"
+    ):
+        return False
+    env.runtime.router.enqueue(job(RunPayload(context_id=root_context_id, reactor=reactor)))
+    log.info("event=async_owner_resumed run_id=%s unit=%s", root_context_id, waiting.key)
+    return True

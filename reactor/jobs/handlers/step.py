@@ -33,6 +33,9 @@ docs/architecture.md, "Job kinds").
    non-retryable: the body never runs again for it.
 8. The terminal ``completed`` record (``outcome`` = codec JSON of the ``Success``/``Halt``/
    ``Failure``) is written **before** the completion signal (durable record before signal).
+9. Then, the unit's lock released, an owner parked on a unit whose liveness lock is free (its
+   ``run`` job was lost: nobody hears the signal) is resumed by enqueueing its ``run`` job
+   (:func:`reactor.engine.async_step.resume_parked_owner`).
 """
 
 from __future__ import annotations
@@ -116,6 +119,8 @@ class _Unit:
         self.step = payload.step_name
         self.record: StepResultRecord | None = None
         self.started_at: float | None = None
+        #: This delivery stored the unit's terminal record.
+        self.completed_now = False
 
     # -------------------------------------------------------------- records
 
@@ -138,6 +143,7 @@ class _Unit:
         )
         storage.step_results.put(record)  # durable record first, then the signal
         self.record = record
+        self.completed_now = True
         log.info("event=async_step_completed context_id=%s step=%s outcome=%s",
                  self.context_id, self.step, type(result).__name__)
         signals = storage.signals
@@ -358,3 +364,5 @@ def handle_step(jc: JobContext, payload: StepPayload) -> None:
             lock.release()
         except Exception:  # the lock lapses with its TTL
             pass
+    if unit.completed_now:  # a parked owner whose own job was lost moves now, not a sweep later
+        async_step.resume_parked_owner(env, payload.root_context_id, payload.reactor)
