@@ -1,7 +1,10 @@
 """The shared heartbeat scheduler (reactor/coordination/_heartbeat.py).
 
 Every wait below is on an event another thread sets, with a generous timeout that only bounds a
-failing test; no assertion depends on how long something takes.
+failing test; no assertion depends on how long something takes. A lease's deadline is kept on
+an injected clock (:class:`LeaseClock`) wherever the outcome would otherwise depend on how soon
+the scheduler's threads get the CPU: on a loaded machine a real 0.3 s lease can lapse before
+its first renewal (docs/coordination.md, "Renewal and loss").
 """
 
 from __future__ import annotations
@@ -39,6 +42,26 @@ class Counter:
     def reached(self, n: int) -> bool:
         with self._cond:
             return self._cond.wait_for(lambda: self.calls >= n, timeout=TIMEOUT)
+
+
+def holds(predicate: Callable[[], bool]) -> bool:
+    """Wait until ``predicate`` holds (it turns true on another thread); False after TIMEOUT."""
+    done = threading.Event()
+    for _ in range(int(TIMEOUT / 0.001)):
+        if predicate():
+            return True
+        done.wait(0.001)
+    return predicate()
+
+
+class LeaseClock:
+    """The clock a lease's deadline is kept on, moved only by the test (thread-safe reads)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def scheduler_ran_more_cycles() -> None:
@@ -168,6 +191,8 @@ def test_stop_during_a_renew_that_loses_the_lease_suppresses_on_lost() -> None:
     beat = Heartbeat("t", TICK, renew, lambda: lost.append(True)).start()
     assert entered.wait(TIMEOUT)
     stopper = run_in_thread(beat.stop)
+    # release the renew only once stop() has marked the beat stopped (it then waits for it)
+    assert holds(lambda: beat._stopped)
     release.set()
     stopper.join(TIMEOUT)
     scheduler_ran_more_cycles()
@@ -355,13 +380,17 @@ def test_retry_delays_never_outlast_the_lease() -> None:
 
 def test_a_renew_hung_past_the_deadline_is_reported_at_the_deadline() -> None:
     entered, release, lost = threading.Event(), threading.Event(), threading.Event()
+    clock = LeaseClock()
 
     def hung() -> bool:
+        clock.now = 0.3  # the lease's deadline passes while this call hangs
         entered.set()
         release.wait(TIMEOUT)
         return True
 
-    beat = Heartbeat("hung", 0.05, hung, lost.set, lease=0.3).start()
+    # the deadline is on ``clock``: however late the scheduler gets to the first renewal, the
+    # lease is still held when the renew call starts
+    beat = Heartbeat("hung", 0.05, hung, lost.set, lease=0.3, clock=clock).start()
     try:
         assert entered.wait(TIMEOUT)
         assert lost.wait(TIMEOUT), "on_lost must fire at the deadline"
@@ -373,15 +402,30 @@ def test_a_renew_hung_past_the_deadline_is_reported_at_the_deadline() -> None:
 
 
 def test_a_healthy_short_lease_is_never_lost() -> None:
+    lease = 0.3
+    interval = renewal.renew_interval(lease)
+    clock = LeaseClock()
     renew = Counter()
     lost: list[bool] = []
-    beat = Heartbeat("short", renewal.renew_interval(0.3), renew, lambda: lost.append(True),
-                     lease=0.3).start()
+    starts: list[float] = []
+
+    def on_time() -> bool:
+        # every renewal comes exactly one interval after the last on the lease's clock, however
+        # late the real scheduler thread runs on a loaded machine
+        starts.append(clock.now)
+        clock.now += interval
+        return renew()
+
+    beat = Heartbeat("short", interval, on_time, lambda: lost.append(True), lease=lease,
+                     clock=clock).start()
     try:
         assert renew.reached(6)  # two whole leases of renewals
         assert not beat.expired() and lost == []
     finally:
         beat.stop()
+    assert starts[:6] == pytest.approx([i * interval for i in range(6)])
+    # the deadline moved on with each renewal (the one stop() cut short may not count)
+    assert beat.deadline is not None and beat.deadline >= starts[4] + lease - 1e-9
 
 
 def test_lease_validation_and_polling_backoff() -> None:
