@@ -51,7 +51,7 @@ from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import rollback
 from reactor.engine.arguments import resolve_arguments
 from reactor.engine.env import Env
-from reactor.engine.fan_out import MapDispatched, is_fan_out_ref
+from reactor.engine.fan_out import CANCEL_CLAIM_PATH, MapDispatched, is_fan_out_ref
 from reactor.engine.map_rollback import roll_back_fan_out
 from reactor.engine.state import InFlight, RunState
 from reactor.engine.step_runner import StepOutcome
@@ -84,8 +84,6 @@ __all__ = [
 
 log = logging.getLogger("reactor.cancel")
 
-#: The reserved step path of a run's cancel claim in the claims store.
-CANCEL_CLAIM_PATH = "@cancel"
 
 #: Seconds an ordered-lock ``first_failed`` marker would live when the declaration is gone.
 _DEFAULT_ORDERED_TTL = 86400.0

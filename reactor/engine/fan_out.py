@@ -62,6 +62,7 @@ from reactor.model.status import RunStatus
 from reactor.ports.payloads import MapCollectPayload, MapElementPayload, job
 
 __all__ = [
+    "CANCEL_CLAIM_PATH",
     "MapDispatched",
     "caller_result",
     "dispatch_batch",
@@ -72,11 +73,16 @@ __all__ = [
     "is_fan_out_ref",
     "load_parent",
     "materialize",
+    "owner_cancel_requested",
     "run_fan_out",
     "settle_skipped",
 ]
 
 log = logging.getLogger("reactor.map")
+
+#: The reserved step path of a root run's cancel request in the claims store
+#: (re-exported by :mod:`reactor.engine.cancel`, which records and carries it out).
+CANCEL_CLAIM_PATH = "@cancel"
 
 #: ``MapMetadata.extra`` key: compose step names from the owner record to the map's context.
 PATH = "path"
@@ -461,6 +467,10 @@ def dispatch_batch(
     Mirrors ``Map::Dispatcher``: the reservation is ``advance_offset`` (atomic), so concurrent
     claimers get disjoint ranges. When the map has already stopped (a failed context is
     recorded), the claimed range and every index after it are settled as skipped instead.
+    A cancel request of the owner (docs/run-control.md, "Cancel"), read once per throw, stops
+    the map the same way: a cancel accepted while the owner's execution was dispatching the
+    map (and never noticed, or died) lets no further throw run; the owner, resumed by the
+    collector once the running elements settled, rolls back what ran.
 
     Args:
         env: the environment (storage and router).
@@ -480,7 +490,13 @@ def dispatch_batch(
     claimed = range(stop - size, min(stop, meta.count))
     if not claimed:
         return claimed
-    if maps.failed_context(meta.map_id) is not None:
+    stopped = maps.failed_context(meta.map_id) is not None
+    if not stopped and owner_cancel_requested(env, meta.owner_context_id):
+        maps.set_failed_context(meta.map_id, f"cancel:{meta.owner_context_id}")
+        log.info("event=cancel_stopped_map run_id=%s map_id=%s at=batch",
+                 meta.owner_context_id, meta.map_id)
+        stopped = True
+    if stopped:
         rest_stop = maps.advance_offset(meta.map_id, meta.count)
         rest = range(rest_stop - meta.count, min(rest_stop, meta.count))
         settle_skipped(env, meta, [*claimed, *rest])
@@ -491,6 +507,17 @@ def dispatch_batch(
         for index in ready
     ])
     return claimed
+
+
+def owner_cancel_requested(env: Env, owner_context_id: str) -> bool:
+    """Whether a cancel request stands for root run ``owner_context_id`` (one claims-store
+    read of its :data:`CANCEL_CLAIM_PATH` claim; docs/run-control.md, "Cancel").
+
+    Raises:
+        StorageError: the claims store failed.
+    """
+    claims = env.storage.claims.interrupt_resumes(owner_context_id, [CANCEL_CLAIM_PATH])
+    return claims.get(CANCEL_CLAIM_PATH) is not None
 
 
 def element_definition(meta: MapMetadata) -> ReactorDefinition:

@@ -10,6 +10,9 @@
   leaves the map's reference naming the elements that ran: the recovered execution adopts it,
   so each completed element's step runs once (the element in flight at least once) and, when
   a later step fails, every completed element is undone exactly once (none is leaked).
+* A fan-out map dispatched by an owner whose cancel request stands (accepted while the owner
+  executed, never noticed by it) runs no further throw: the element that ends a throw reads
+  the request and stops the map; the owner, resumed by the collector, rolls back what ran.
 """
 
 from __future__ import annotations
@@ -23,14 +26,18 @@ import pytest
 
 from reactor import DispatchHandle, Failure, config
 from reactor.config import Runtime
-from reactor.engine import checkpoint
+from reactor.engine import cancel, checkpoint
+from reactor.engine.env import make_env
 from reactor.jobs.sweep_tick import run_sweeps
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, MemoryStorage
+from reactor.model.engine_state import CancelRequest
 from reactor.model.secrets import ENV_VAR, generate_key
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.testing import TestClock
 from tests.backends import BACKENDS, backend_urls
+from tests.engine import cancel_reactors
+from tests.engine.cancel_reactors import Fan
 from tests.engine.crash_reactors import FlatShipment, Shipment, Trio, journal
 
 CANCELLED = "reactor.errors.RunCancelledError"
@@ -199,3 +206,26 @@ def _die_inside_an_inline_map(
     else:
         assert view.status is RunStatus.COMPLETED, view.status
         assert undone == dict.fromkeys(range(4), 0), journal
+
+
+def test_a_fan_out_map_whose_owner_has_a_pending_cancel_dispatches_no_further_throw(
+    backend: Backend,
+) -> None:
+    order = _order()
+    cancel_reactors.events.clear()
+    handle = Fan.run(order_id=order)  # six elements, two per throw: the first throw is queued
+    assert isinstance(handle, DispatchHandle)
+    env = make_env(backend.runtime)
+    # the request stands, as one accepted while the owner executed and never noticed
+    cancel.claim(env, handle.run_id, CancelRequest("stop", True, env.clock.now()))
+    backend.recover_until(lambda: Fan.find(handle.run_id).status in TERMINAL_STATUSES)
+
+    events = cancel_reactors.events
+    ran = sorted(e for e in events if e.startswith("run:item"))
+    assert ran == [f"run:item0:{order}", f"run:item1:{order}"], events  # the first throw only
+    undone = sorted(e for e in events if e.startswith("undo:item"))
+    assert undone == [f"undo:item0:{order}", f"undo:item1:{order}"], events  # each once
+    assert events[-1] == f"undo:prepare:{order}"
+    view = Fan.find(handle.run_id)
+    assert view.status is RunStatus.CANCELLED and view.cancel is not None
+    assert view.cancel.reason == "stop"
