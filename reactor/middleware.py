@@ -111,6 +111,10 @@ class RunEvent:
         error_message: set at the end: its message, secrets masked.
         detail: set at the end: what suspended the segment (e.g. ``"Park"``), else ``None``.
         duration: set at the end: seconds the segment took in this process.
+        resumed_from: for a segment continuing a run resumed from an interrupt in the caller
+            (``origin="resume"``), the trace context of the span that paused it, when the
+            pause was traced (a tracing middleware links to it: docs/observability.md,
+            "Resumed runs"); else ``None``.
     """
 
     run_id: str
@@ -128,6 +132,7 @@ class RunEvent:
     error_message: str | None = None
     detail: str | None = None
     duration: float = 0.0
+    resumed_from: TraceContext | None = None
 
 
 @dataclass(slots=True)

@@ -48,7 +48,7 @@ from reactor.model.engine_state import PendingInterrupt
 from reactor.model.interrupt_claim import MAX_CORRELATION_ID_LENGTH, InterruptClaim
 from reactor.model.results import Failure, Paused, Success
 from reactor.model.status import RunStatus
-from reactor.ports.payloads import InterruptTimeoutPayload, job
+from reactor.ports.payloads import InterruptTimeoutPayload, current_stamp, job
 
 __all__ = ["MAX_CORRELATION_ID_LENGTH", "claim_failure", "pause", "reach", "root_id"]
 
@@ -209,6 +209,7 @@ def pause(state: RunState, step: str, paused: Paused) -> Paused:
     if state.checkpoint.context is not ctx:  # a composed child: the root pauses in turn
         return paused
     env = state.env
+    pausing = current_stamp()  # the tracing middleware's span, if any: the resume links to it
     ctx.engine_state = replace(ctx.engine_state, interrupt=PendingInterrupt(
         step=paused.step,
         correlation_id=paused.correlation_id,
@@ -217,6 +218,8 @@ def pause(state: RunState, step: str, paused: Paused) -> Paused:
         deadline=paused.deadline,
         expiry=paused.expiry,
         max_attempts=paused.max_attempts,
+        traceparent=None if pausing is None else pausing.traceparent,
+        tracestate=None if pausing is None else (pausing.tracestate or None),
     ))
     state.checkpoint.save()
     if paused.expiry == "active" and paused.deadline is not None:

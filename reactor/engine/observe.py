@@ -148,7 +148,8 @@ class _RunScope:
 
     __slots__ = ("_ctx", "_hooks", "_scope")
 
-    def __init__(self, hooks: Hooks, ctx: Context, origin: RunOrigin, started: bool) -> None:
+    def __init__(self, hooks: Hooks, ctx: Context, origin: RunOrigin, started: bool,
+                 resumed_from: TraceContext | None = None) -> None:
         self._hooks = hooks
         self._ctx = ctx
         meta = ctx.map_metadata or {}
@@ -159,7 +160,7 @@ class _RunScope:
             parent_run_id=ctx.parent_context_id,
             map_step=meta.get("map_step") if isinstance(meta.get("map_step"), str) else None,
             element_index=index if isinstance(index, int) else None,
-            started=started, status_before=ctx.status.value,
+            started=started, status_before=ctx.status.value, resumed_from=resumed_from,
         ))
 
     def __enter__(self) -> _RunScope:
@@ -205,7 +206,8 @@ class _RunScope:
 
 
 def run(
-    env: Env, ctx: Context, origin: RunOrigin, *, started: bool = False
+    env: Env, ctx: Context, origin: RunOrigin, *, started: bool = False,
+    resumed_from: TraceContext | None = None,
 ) -> _RunScope | NullScope:
     """The scope of one execution segment of run ``ctx`` (docs/observability.md,
     "Middleware"): enter it before the run's work and leave it when the segment ends.
@@ -215,6 +217,8 @@ def run(
         ctx: the run's context (its status at the end is the outcome).
         origin: where the segment started.
         started: the segment creates the run (counted once as started).
+        resumed_from: for a run resumed from an interrupt, the trace context of the span
+            that paused it (docs/observability.md, "Resumed runs").
 
     Returns:
         The scope (:data:`NULL` without middleware).
@@ -222,7 +226,7 @@ def run(
     hooks = env.runtime.hooks
     if not hooks.active:
         return NULL
-    return _RunScope(hooks, ctx, origin, started)
+    return _RunScope(hooks, ctx, origin, started, resumed_from)
 
 
 def continued(suspension: BaseException) -> stamping | NullScope:

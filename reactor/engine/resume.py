@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -59,7 +60,7 @@ from reactor.model.keys import run_liveness_key
 from reactor.model.results import Failure, Paused, Success
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.ports.capabilities import RunsJobsInline
-from reactor.ports.payloads import RunPayload, job
+from reactor.ports.payloads import RunPayload, TraceContext, current_stamp, job, stamping
 
 __all__ = ["RESUME_MODES", "ResumeMode", "expire_due", "resume"]
 
@@ -436,18 +437,53 @@ def _apply(
             "decided and the next resume or expiry applies it", key=run_liveness_key(run_id),
         )
     try:
-        ctx = _unpause(env, run_id, path, hold, open_secrets=mode == "inline")
+        ctx, pending = _unpause(env, run_id, path, hold, open_secrets=mode == "inline")
         observe.resumed(env, ctx, path, mode)
+        paused = _pausing_trace(env, pending)
         if mode == "background":
             hold.release()
-            return _hand_to_worker(env, ctx)
-        return _continue_here(definition, ctx, env, hold)
+            return _hand_to_worker(env, ctx, paused)
+        return _continue_here(definition, ctx, env, hold, paused)
     finally:
         hold.release()
 
 
-def _unpause(env: Env, run_id: str, path: str, hold: Liveness, *, open_secrets: bool) -> Context:
+def _pausing_trace(env: Env, pending: PendingInterrupt) -> TraceContext | None:
+    """The trace context of the span that paused the run, as a resume carries it: the
+    resumed run's spans link to it (docs/observability.md, "Resumed runs"); ``None`` when the
+    pause was not traced or its stored context is not a W3C one (then nothing is linked)."""
+    if pending.traceparent is None:
+        return None
+    try:
+        return TraceContext(
+            traceparent=pending.traceparent, tracestate=pending.tracestate or "", link=True,
+            enqueued_at=max(env.clock.now(), 0.0), resumed_from=pending.traceparent,
+        )
+    except ValueError as exc:  # pydantic's ValidationError: a stored value was altered
+        log.warning("event=interrupt_trace_ignored step=%s error=%s", pending.step,
+                    str(exc).splitlines()[0])
+        return None
+
+
+def _resume_stamping(paused: TraceContext | None) -> stamping | nullcontext[None]:
+    """Stamp the resumed run's job so its span links to the pausing span: it continues the
+    caller's trace when a span is current here, else starts one of its own."""
+    if paused is None:
+        return nullcontext()
+    caller = current_stamp()
+    carried = paused if caller is None else caller.model_copy(
+        update={"resumed_from": paused.traceparent}
+    )
+    return stamping(lambda: carried)
+
+
+def _unpause(
+    env: Env, run_id: str, path: str, hold: Liveness, *, open_secrets: bool
+) -> tuple[Context, PendingInterrupt]:
     """Store the run ``running`` without its pending interrupt and free its correlation id.
+
+    Returns:
+        The run as stored now, and the interrupt it was paused at.
 
     Raises:
         InterruptAlreadyResumedError: the run is not paused at ``path`` any more.
@@ -469,13 +505,18 @@ def _unpause(env: Env, run_id: str, path: str, hold: Liveness, *, open_secrets: 
             env.storage.claims.release_correlation_id(pending.correlation_id)
         except Exception as exc:  # a stale mapping is detected and replaced when reused
             log.warning("event=correlation_not_released run_id=%s error=%s", run_id, exc)
-    return ctx
+    return ctx, pending
 
 
-def _hand_to_worker(env: Env, ctx: Context) -> Success | Failure | Paused | DispatchHandle:
-    """Enqueue the ``run`` job of a run stored ``running`` (persist before enqueue)."""
+def _hand_to_worker(
+    env: Env, ctx: Context, paused: TraceContext | None = None
+) -> Success | Failure | Paused | DispatchHandle:
+    """Enqueue the ``run`` job of a run stored ``running`` (persist before enqueue); with
+    ``paused``, its span links to the span that paused the run."""
     router = env.runtime.router
-    job_id = router.enqueue(job(RunPayload(context_id=ctx.context_id, reactor=ctx.reactor)))
+    with _resume_stamping(paused):
+        job_id = router.enqueue(job(RunPayload(context_id=ctx.context_id,
+                                               reactor=ctx.reactor)))
     if isinstance(router, RunsJobsInline):  # the job ran inside enqueue
         stored = load_context(env, ctx.context_id, open_secrets=False)
         if stored is not None and (result := stored_result(stored)) is not None:
@@ -487,11 +528,14 @@ def _hand_to_worker(env: Env, ctx: Context) -> Success | Failure | Paused | Disp
 
 
 def _continue_here(
-    definition: ReactorDefinition, ctx: Context, env: Env, hold: Liveness
+    definition: ReactorDefinition, ctx: Context, env: Env, hold: Liveness,
+    paused: TraceContext | None,
 ) -> Success | Failure | Paused | DispatchHandle:
-    """Run the rest of the run in the caller (as :func:`reactor.engine.api.run` does)."""
+    """Run the rest of the run in the caller (as :func:`reactor.engine.api.run` does); its
+    span links to the one that paused it (``paused``: docs/observability.md, "Resumed
+    runs")."""
     state = RunState(definition, ctx, env, FencedCheckpointer(env, ctx, hold))
-    with observe.run(env, ctx, "resume"):  # docs/observability.md, "Middleware"
+    with observe.run(env, ctx, "resume", resumed_from=paused):
         try:
             result = executor.execute(state)
         except fan_out.MapDispatched as dispatched:  # saved before dispatch
@@ -521,12 +565,12 @@ def _recover(env: Env, run_id: str, path: str) -> None:
         if hold is None:
             return
         try:
-            ctx = _unpause(env, run_id, path, hold, open_secrets=False)
+            ctx, pending = _unpause(env, run_id, path, hold, open_secrets=False)
         except InterruptAlreadyResumedError:
             return
         finally:
             hold.release()
-        _hand_to_worker(env, ctx)
+        _hand_to_worker(env, ctx, _pausing_trace(env, pending))
         log.warning("event=interrupt_claim_recovered run_id=%s step=%s action=%s",
                     run_id, path, claim.action)
     except Exception as exc:

@@ -325,7 +325,8 @@ class Quarantine:
 class PendingInterrupt:
     """The interrupt a ``paused`` run waits at (docs/run-control.md, "Interrupts"). Stored
     on the root run as ``{"step", "correlation_id", "paused_at", "timeout", "deadline",
-    "expiry", "max_attempts", "attempts"}``.
+    "expiry", "max_attempts", "attempts"}``, plus ``"traceparent"``/``"tracestate"`` when the
+    pause was traced.
 
     Attributes:
         step: the interrupt's step path (``"approval"``, or ``"review.approval"`` inside the
@@ -338,6 +339,11 @@ class PendingInterrupt:
         max_attempts: invalid payloads accepted before the run fails (>= 1).
         attempts: invalid payloads counted so far, as last recorded on the run (the claims
             store's counter is authoritative: docs/protocol.md, "Claims").
+        traceparent: the W3C ``traceparent`` of the span that paused the run, when a tracing
+            middleware was active (the resumed run's spans link to it: docs/observability.md,
+            "Resumed runs"); else ``None``. Stored only when set.
+        tracestate: that span's ``tracestate`` (vendor data), or ``None``; stored only when
+            set.
     """
 
     step: StrictStr
@@ -348,15 +354,23 @@ class PendingInterrupt:
     expiry: InterruptExpiry | None = None
     max_attempts: StrictInt = 1
     attempts: StrictInt = 0
+    traceparent: StrictStr | None = None
+    tracestate: StrictStr | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The stored form (every field, ``null`` where unset)."""
-        return {
+        """The stored form (every field, ``null`` where unset; the trace fields only when
+        set, so an untraced interrupt is stored as before they existed)."""
+        stored: dict[str, Any] = {
             "step": self.step, "correlation_id": self.correlation_id,
             "paused_at": self.paused_at, "timeout": self.timeout, "deadline": self.deadline,
             "expiry": self.expiry, "max_attempts": self.max_attempts,
             "attempts": self.attempts,
         }
+        if self.traceparent is not None:
+            stored["traceparent"] = self.traceparent
+        if self.tracestate is not None:
+            stored["tracestate"] = self.tracestate
+        return stored
 
     @classmethod
     def from_json(cls, value: Any, path: str = "interrupt") -> PendingInterrupt:

@@ -19,7 +19,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from reactor.ports.payloads import TraceContext, TraceSource
 
-__all__ = ["LINKING", "PARENTING", "current_trace_context", "parent_of"]
+__all__ = ["LINKING", "PARENTING", "current_trace_context", "parent_of", "resume_links"]
 
 _W3C = TraceContextTextMapPropagator()
 
@@ -75,23 +75,55 @@ PARENTING: TraceSource = _parenting
 LINKING: TraceSource = _linking
 
 
+def _extract(traceparent: str, tracestate: str = "") -> tuple[Context, trace.SpanContext]:
+    """The OpenTelemetry context of a W3C trace context, and its span context."""
+    carrier = {"traceparent": traceparent}
+    if tracestate:
+        carrier["tracestate"] = tracestate
+    extracted = _W3C.extract(carrier, context=Context())
+    return extracted, trace.get_current_span(extracted).get_span_context()
+
+
+def _resume_link(traceparent: str, tracestate: str = "") -> list[trace.Link]:
+    span_context = _extract(traceparent, tracestate)[1]
+    if not span_context.is_valid:
+        return []
+    return [trace.Link(span_context, {"reactor.link.reason": "resume"})]
+
+
+def resume_links(paused: TraceContext | None) -> list[trace.Link]:
+    """The span link of a run segment resumed from an interrupt in the caller: to the span
+    that paused the run (``reactor.link.reason=resume``; docs/observability.md, "Resumed
+    runs").
+
+    Args:
+        paused: the pausing span's trace context, or ``None`` (the pause was not traced).
+
+    Returns:
+        The link, or none.
+    """
+    if paused is None:
+        return []
+    return _resume_link(paused.traceparent, paused.tracestate)
+
+
 def parent_of(carried: TraceContext | None) -> tuple[Context | None, list[trace.Link]]:
     """Where a job's span starts, from the trace context it carries.
 
     Returns:
         ``(context, links)``: the context to start the span in (``None``: the current one,
-        e.g. no trace carried) and the links to add (a ``link`` context starts a new trace
-        linked to the carried span).
+        e.g. no trace carried) and the links to add: a ``link`` context starts a new trace
+        linked to the carried span (``redispatch``, or ``resume`` when the carried span is
+        the one that paused the run), and a ``resumed_from`` adds a ``resume`` link to the
+        span that paused the run this job resumes (docs/observability.md, "Resumed runs").
     """
     if carried is None:
         return None, []
-    carrier = {"traceparent": carried.traceparent}
-    if carried.tracestate:
-        carrier["tracestate"] = carried.tracestate
-    extracted = _W3C.extract(carrier, context=Context())
-    span_context = trace.get_current_span(extracted).get_span_context()
+    extracted, span_context = _extract(carried.traceparent, carried.tracestate)
     if not span_context.is_valid:
         return None, []
+    resumed = carried.resumed_from
     if carried.link:
-        return Context(), [trace.Link(span_context, {"reactor.link.reason": "redispatch"})]
-    return extracted, []
+        reason = "resume" if resumed == carried.traceparent else "redispatch"
+        return Context(), [trace.Link(span_context, {"reactor.link.reason": reason})]
+    return extracted, _resume_link(resumed) if resumed else []

@@ -30,7 +30,7 @@ from reactor.middleware import (
     RunEvent,
     StepEvent,
 )
-from reactor.observability.propagation import LINKING, PARENTING, parent_of
+from reactor.observability.propagation import LINKING, PARENTING, parent_of, resume_links
 from reactor.ports.payloads import TraceSource, stamping
 
 __all__ = [
@@ -231,8 +231,11 @@ class Tracing:
         )
 
     def run(self, event: RunEvent) -> _SpanScope:
-        """The span of one run segment: ``run <reactor>``."""
-        return _RunSpan(self._start(f"run {event.reactor}", _run_attributes(event)), event)
+        """The span of one run segment: ``run <reactor>``; a segment resumed from an
+        interrupt links to the span that paused the run (docs/observability.md, "Resumed
+        runs")."""
+        return _RunSpan(self._start(f"run {event.reactor}", _run_attributes(event),
+                                    links=resume_links(event.resumed_from)), event)
 
     def step(self, event: StepEvent) -> _SpanScope:
         """The span of one step attempt: ``step|undo|compensate <step>``."""

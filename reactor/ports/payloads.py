@@ -69,6 +69,9 @@ class TraceContext(BaseModel):
             its trace (a sweeper's re-dispatch: docs/observability.md, "Spans").
         enqueued_at: epoch seconds (the enqueuer's clock) when the job was built, for the
             queue lag; ``None`` when unknown.
+        resumed_from: the ``traceparent`` of the span that paused the run this job resumes
+            (``Reactor.resume`` handing the run to a worker): the job's span links to it
+            (docs/observability.md, "Resumed runs"); ``None`` otherwise.
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -77,12 +80,13 @@ class TraceContext(BaseModel):
     tracestate: str = Field("", max_length=512, pattern=r"^[\x20-\x7e]*$")
     link: bool = False
     enqueued_at: float | None = Field(None, ge=0, allow_inf_nan=False)
+    resumed_from: str | None = Field(None, max_length=256)
 
-    @field_validator("traceparent")
+    @field_validator("traceparent", "resumed_from")
     @classmethod
-    def _w3c_traceparent(cls, value: str) -> str:
+    def _w3c_traceparent(cls, value: str | None) -> str | None:
         """``version-traceid-parentid-flags`` in lower-case hex, ids not all zeros."""
-        if not _TRACEPARENT.match(value):
+        if value is not None and not _TRACEPARENT.match(value):
             raise ValueError(
                 "must be a W3C traceparent: 2-hex version (not ff), 32-hex trace id and "
                 "16-hex parent id (not all zeros), 2-hex flags"
@@ -302,7 +306,10 @@ def job(payload: Payload, **envelope: Any) -> Job:
     if trace is None:
         trace = payload.trace
     if trace is not None:
-        body["trace"] = trace.model_dump(mode="json")
+        # ``resumed_from`` only when set: other traced bodies keep their shape
+        body["trace"] = trace.model_dump(
+            mode="json", exclude=None if trace.resumed_from else {"resumed_from"}
+        )
     return Job(kind=payload.kind, payload=body, **envelope)
 
 

@@ -14,6 +14,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Tracer
 
 from reactor import config
 from reactor.config import Runtime
@@ -29,6 +30,11 @@ class Telemetry:
     exporter: InMemorySpanExporter
     reader: InMemoryMetricReader
     middleware: OpenTelemetryMiddleware
+    provider: TracerProvider
+
+    def tracer(self) -> Tracer:
+        """A tracer of the same provider, for spans the test itself starts (a caller's)."""
+        return self.provider.get_tracer("tests.observability")
 
     def spans(self) -> list[ReadableSpan]:
         """Every finished span so far."""
@@ -65,7 +71,7 @@ def telemetry() -> Iterator[Telemetry]:
     meter_provider = MeterProvider(metric_readers=[reader])
     yield Telemetry(exporter, reader, OpenTelemetryMiddleware(
         tracer_provider=tracer_provider, meter_provider=meter_provider,
-    ))
+    ), tracer_provider)
     meter_provider.shutdown()
     tracer_provider.shutdown()
 
