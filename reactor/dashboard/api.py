@@ -46,12 +46,14 @@ __all__ = ["ERROR_RESPONSES", "api"]
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorBody, "description": text}
     for code, text in (
-        (400, "malformed id, cursor, filter or body"),
+        (400, "malformed id, cursor, filter or body, or a Host header not answered"),
         (401, "an action without a valid token or session"),
         (403, "read-only dashboard, or a missing CSRF token"),
         (404, "no such run, map step or dead letter"),
         (409, "the action does not apply to the run as it is"),
+        (413, "the body is larger than the dashboard reads"),
         (422, "the request or the interrupt payload is invalid"),
+        (429, "too many failed tokens from this address (Retry-After)"),
         (503, "the storage or the router failed"),
     )
 }

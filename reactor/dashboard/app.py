@@ -28,10 +28,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlencode, urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
@@ -42,8 +43,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reactor.config import Runtime
 from reactor.dashboard.api import api
-from reactor.dashboard.errors import BadRequest, DashboardError, PayloadTooLarge
-from reactor.dashboard.pages import Shown, pages, template_globals
+from reactor.dashboard.errors import BadRequest, DashboardError, PayloadTooLarge, Unauthorized
+from reactor.dashboard.pages import Shown, pages, safe_next, template_globals
 from reactor.dashboard.security import Clock, Guard, SessionPolicy
 from reactor.dashboard.security import allowed_hosts as _allowed_hosts
 from reactor.dashboard.state import (
@@ -146,6 +147,20 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return _error_response(request, 500, {"error": "internal", "message": "internal error"})
 
 
+def _refusal(request: Request, exc: DashboardError) -> Response:
+    """The gate's answer: a browser form whose session is gone is sent to sign in again (back
+    to the page it came from), anything else gets the error."""
+    if isinstance(exc, Unauthorized) and exc.code == "unauthorized" and _wants_html(request):
+        base = base_path(request)
+        came_from = urlsplit(request.headers.get("referer", "")).path
+        back = came_from[len(base):] if came_from.startswith(base + "/") else None
+        query = urlencode({"next": safe_next(back), "problem": "session_ended"})
+        return RedirectResponse(f"{base}/login?{query}", status_code=303)
+    response = _error_response(request, exc.status, exc.body())
+    response.headers.update(exc.headers)
+    return response
+
+
 class _Gate:
     """The checks in front of every route (see the module docstring): ``Host``, body size,
     authentication before the body."""
@@ -195,8 +210,7 @@ class _Gate:
                                  "(see --allowed-host)", code="bad_host")
             self._check(request)
         except DashboardError as exc:
-            response = _error_response(request, exc.status, exc.body())
-            response.headers.update(exc.headers)
+            response = _refusal(request, exc)
             await response(scope, receive, send)
             return
         limit = self.max_body_bytes

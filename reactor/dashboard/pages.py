@@ -46,7 +46,15 @@ from reactor.dashboard.stored import StoredRun, check_id
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.model.text import printable
 
-__all__ = ["MAX_FORM_BYTES", "NOTICES", "PROBLEMS", "Shown", "pages", "template_globals"]
+__all__ = [
+    "MAX_FORM_BYTES",
+    "NOTICES",
+    "PROBLEMS",
+    "Shown",
+    "pages",
+    "safe_next",
+    "template_globals",
+]
 
 pages = APIRouter(include_in_schema=False)
 
@@ -380,11 +388,12 @@ async def purge_form(request: Request) -> Response:
 @pages.get("/login")
 def login_page(request: Request) -> Response:
     """The token form."""
-    return _render(request, "login.html", next=_next(request.query_params.get("next")))
+    return _render(request, "login.html", next=safe_next(request.query_params.get("next")))
 
 
-def _next(value: str | None) -> str:
-    """A local path to return to (never another site)."""
+def safe_next(value: str | None) -> str:
+    """``value`` if it is a local path to return to after signing in, else ``/runs`` (never
+    another site)."""
     if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
         return "/runs"
     return value
@@ -401,11 +410,12 @@ async def login(request: Request) -> Response:
     if session is None:
         problem = ("the dashboard is read-only" if not dashboard.guard.actions_enabled
                    else "that is not the token")
-        return _render(request, "login.html", 401, next=_next(form.get("next")),
+        return _render(request, "login.html", 401, next=safe_next(form.get("next")),
                        login_problem=problem)
-    response = _redirect(request, _next(form.get("next")), notice="signed_in")
+    response = _redirect(request, safe_next(form.get("next")), notice="signed_in")
     response.set_cookie(SESSION_COOKIE, session, httponly=True, samesite="strict",
-                        secure=request.url.scheme == "https", path=base_path(request) or "/")
+                        secure=request.url.scheme == "https", path=base_path(request) or "/",
+                        max_age=int(dashboard.guard.sessions.policy.max_age_seconds))
     return response
 
 

@@ -189,6 +189,14 @@ def test_logout_ends_the_session_in_the_server(memory: Runtime, api: Api) -> Non
                               data={"csrf_token": csrf})
         assert refused.status_code == 401 and refused.json()["error"] == "unauthorized"
         assert "sign out" not in replay.get(f"/runs/{paused.run_id}").text
+        page = f"{api.server.url}/runs/{paused.run_id}"
+        browser = replay.post(f"/runs/{paused.run_id}/actions/cancel",
+                              data={"csrf_token": csrf},
+                              headers={"accept": "text/html", "referer": page})
+        assert browser.status_code == 303  # a browser is sent to sign in again
+        login = browser.headers["location"]
+        assert login == (f"/login?next=%2Fruns%2F{paused.run_id}&problem=session_ended")
+        assert "the session ended" in replay.get(login).text
 
 
 def test_sessions_expire_when_idle_and_at_their_maximum_age(
