@@ -10,6 +10,7 @@ the contract suite: it needs the ``reactor_contract`` package.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from reactor_contract.generic_probe import GenericProbe
 from reactor_contract.probe import Probe, RouterProbe, UnsupportedBody
@@ -20,7 +21,7 @@ from reactor_dynamodb.documents import DynamoDocumentStore
 from reactor_dynamodb.router import SQSRouter
 from reactor_dynamodb.storage import DynamoStorage
 
-__all__ = ["SQSRouterProbe", "probe_for", "router_probe_for"]
+__all__ = ["DynamoCleanup", "SQSRouterProbe", "probe_for", "router_probe_for"]
 
 
 def probe_for(storage: Storage) -> Probe:
@@ -50,7 +51,63 @@ def probe_for(storage: Storage) -> Probe:
         )
         return DynamoStorage(twin, context_ttl=context_ttl)
 
-    return GenericProbe(documents, clocked=clocked)
+    return GenericProbe(documents, clocked=clocked, cleanup=DynamoCleanup(documents))
+
+
+class DynamoCleanup:
+    """Empties and lists one namespace of a shared table: the items whose ``pk`` starts with
+    the store's prefix (the contract suite's ``CleanupProbe``, docs/contract-suite.md,
+    "Cleanup: nothing left behind"). The table itself is the user's and stays.
+
+    It reads with a table ``Scan`` filtered on the prefix: a test-suite tool, never used by
+    the adapter.
+
+    Args:
+        documents: the store whose namespace it empties; its prefix must not be empty.
+
+    Raises:
+        ValueError: the store has no prefix (that would be the whole table).
+    """
+
+    def __init__(self, documents: DynamoDocumentStore) -> None:
+        if not documents.prefix:
+            raise ValueError("DynamoCleanup needs a prefixed store (it deletes by prefix)")
+        self.documents = documents
+
+    def _keys(self) -> list[dict[str, Any]]:
+        docs = self.documents
+        request: dict[str, Any] = {
+            "TableName": docs.table,
+            "FilterExpression": "begins_with(pk, :p)",
+            "ExpressionAttributeValues": {":p": {"S": docs.prefix}},
+            "ProjectionExpression": "pk, sk",
+            "ConsistentRead": True,
+        }
+        keys: list[dict[str, Any]] = []
+        while True:
+            page = docs.client.scan(**request)
+            keys += page.get("Items", [])
+            if "LastEvaluatedKey" not in page:
+                return keys
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def leftovers(self) -> list[str]:
+        """``"<pk>/<sk>"`` of every item of the namespace, sorted."""
+        return sorted(f"{k['pk']['S']}/{k['sk']['S']}" for k in self._keys())
+
+    def purge_namespace(self) -> int:
+        """Delete every item of the namespace, expired ones included (``BatchWriteItem``, 25
+        at a time, unprocessed items sent again); returns the count."""
+        keys = self._keys()
+        table = self.documents.table
+        for start in range(0, len(keys), 25):
+            pending: dict[str, Any] = {
+                table: [{"DeleteRequest": {"Key": key}} for key in keys[start : start + 25]]
+            }
+            while pending:
+                reply = self.documents.client.batch_write_item(RequestItems=pending)
+                pending = reply.get("UnprocessedItems") or {}
+        return len(keys)
 
 
 class SQSRouterProbe:
@@ -76,6 +133,23 @@ class SQSRouterProbe:
             except UnicodeDecodeError as exc:
                 raise UnsupportedBody(f"SQS message bodies are Unicode text: {exc}") from exc
         self.router.enqueue_raw(body)
+
+    def purge_namespace(self) -> int:
+        """Delete the router's queue and its dead-letter queue; returns how many existed."""
+        deleted = 0
+        for url in (self.router.queue_url, self.router.dlq_url):
+            try:
+                self.router.client.delete_queue(QueueUrl=url)
+                deleted += 1
+            except self.router.client.exceptions.QueueDoesNotExist:
+                pass
+        return deleted
+
+    def leftovers(self) -> list[str]:
+        """The names of the router's queues that still exist (``<name>``, ``<name>-dlq``)."""
+        reply = self.router.client.list_queues(QueueNamePrefix=self.router.name)
+        names = [url.rsplit("/", 1)[-1] for url in reply.get("QueueUrls", [])]
+        return sorted(n for n in names if n in (self.router.name, self.router.dlq_name))
 
 
 def router_probe_for(router: Router) -> RouterProbe:

@@ -10,6 +10,7 @@ the contract suite: it needs the ``reactor_contract`` package.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from reactor_contract.generic_probe import GenericProbe
 from reactor_contract.probe import Probe, RouterProbe
@@ -20,7 +21,7 @@ from reactor_mongodb.documents import MongoDocumentStore
 from reactor_mongodb.router import MongoRouter
 from reactor_mongodb.storage import MongoStorage
 
-__all__ = ["MongoRouterProbe", "probe_for", "router_probe_for"]
+__all__ = ["MongoCleanup", "MongoRouterProbe", "probe_for", "router_probe_for"]
 
 
 def probe_for(storage: Storage) -> Probe:
@@ -53,7 +54,41 @@ def probe_for(storage: Storage) -> Probe:
         )
         return MongoStorage(twin, context_ttl=context_ttl)
 
-    return GenericProbe(documents, clocked=clocked)
+    cleanup = MongoCleanup(documents.database, documents.prefix)
+    return GenericProbe(documents, clocked=clocked, cleanup=cleanup)
+
+
+class MongoCleanup:
+    """Empties and lists one namespace: the collections whose names start with ``prefix``
+    (documents, signals, a router's jobs and dead letters), dropped with their indexes
+    (the contract suite's ``CleanupProbe``, docs/contract-suite.md, "Cleanup: nothing left
+    behind").
+
+    Args:
+        database: the pymongo (or mongomock) database.
+        prefix: the namespace's collection-name prefix; an empty one is refused.
+
+    Raises:
+        ValueError: ``prefix`` is empty (that would be the whole database).
+    """
+
+    def __init__(self, database: Any, prefix: str) -> None:
+        if not prefix:
+            raise ValueError("MongoCleanup needs a non-empty prefix (it drops collections)")
+        self.database = database
+        self.prefix = prefix
+
+    def leftovers(self) -> list[str]:
+        """The namespace's collection names, sorted."""
+        return sorted(n for n in self.database.list_collection_names()
+                      if n.startswith(self.prefix))
+
+    def purge_namespace(self) -> int:
+        """Drop every collection of the namespace; returns how many were dropped."""
+        names = self.leftovers()
+        for name in names:
+            self.database.drop_collection(name)
+        return len(names)
 
 
 class MongoRouterProbe:
@@ -70,6 +105,18 @@ class MongoRouterProbe:
         """Queue ``body`` as a message, due now, without validating it (bytes are stored as
         BSON binary, byte for byte)."""
         self.router.enqueue_raw(body)
+
+    def _cleanup(self) -> MongoCleanup:
+        jobs = self.router.jobs
+        return MongoCleanup(jobs.database, jobs.name.removesuffix("jobs"))
+
+    def purge_namespace(self) -> int:
+        """Drop the router's collections (``<prefix>jobs``, ``<prefix>dead_letters``)."""
+        return self._cleanup().purge_namespace()
+
+    def leftovers(self) -> list[str]:
+        """The router prefix's collection names, sorted."""
+        return self._cleanup().leftovers()
 
 
 def router_probe_for(router: Router) -> RouterProbe:

@@ -55,6 +55,24 @@ def _split(key: str) -> tuple[str, str]:
     return head, tail
 
 
+def _glob_escape(text: str) -> str:
+    """``text`` as a literal in a Redis ``SCAN MATCH`` pattern."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def _namespace_keys(client: Client, prefix: str) -> list[str]:
+    """Every key under ``<prefix>:``, on every primary of a cluster, sorted."""
+    pattern = _glob_escape(f"{prefix}:") + "*"
+    return sorted({k if isinstance(k, str) else k.decode() for k in client.scan_iter(
+        match=pattern, count=1000)})
+
+
+def _purge_keys(client: Client, prefix: str) -> int:
+    """Delete every key under ``<prefix>:`` (one ``UNLINK`` per key: a cluster's keys of one
+    namespace live in many slots); returns how many were deleted."""
+    return sum(int(client.unlink(key)) for key in _namespace_keys(client, prefix))
+
+
 class RedisProbe:
     """A :class:`reactor_contract.probe.Probe` for :class:`RedisStorage`.
 
@@ -107,6 +125,16 @@ class RedisProbe:
         if concern == "ordered_lock":
             return [k.ordered_lock(key), k.ordered_timers(key)]
         raise KeyError(f"unknown probe concern {concern!r}")
+
+    # CleanupProbe ----------------------------------------------------------------------------
+    def purge_namespace(self) -> int:
+        """Delete every key of the storage's prefix (``<prefix>:*``), fence tombstones and
+        indexes included (docs/contract-suite.md, "Cleanup: nothing left behind")."""
+        return _purge_keys(self._client, self._keys.prefix)
+
+    def leftovers(self) -> list[str]:
+        """Every key still under ``<prefix>:``, sorted."""
+        return _namespace_keys(self._client, self._keys.prefix)
 
     def _now_us(self) -> int:
         seconds, micros = self._client.time()
@@ -289,6 +317,19 @@ class RedisRouterProbe:
         """Append ``body`` (text or any bytes, stored byte for byte) to the queue's stream
         unvalidated."""
         self._router.inject_raw(body)
+
+    def _prefix(self) -> str:
+        stream: str = self._router._keys[0]  # "<prefix>:{q:<name>}:stream"
+        return stream[: stream.index(":{q:")]
+
+    def purge_namespace(self) -> int:
+        """Delete every key of the router's prefix: its queue's stream, delayed set, leases
+        and dead letters (docs/contract-suite.md, "Cleanup: nothing left behind")."""
+        return _purge_keys(self._router.client, self._prefix())
+
+    def leftovers(self) -> list[str]:
+        """Every key still under the router's prefix, sorted."""
+        return _namespace_keys(self._router.client, self._prefix())
 
 
 def probe_for(storage: RedisStorage) -> RedisProbe:

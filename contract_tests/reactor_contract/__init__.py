@@ -8,7 +8,7 @@ Or subclass its contract classes (``reactor_contract.test_locks.LocksContract``,
 test suite and provide the ``storage``/``probe`` (``router``/``router_probe``) fixtures.
 
 Public names: the probe protocols (:class:`Probe`, :class:`RouterProbe`, and the optional
-:class:`ClockProbe` capability), the generic probe for adapters built on
+:class:`ClockProbe` and :class:`CleanupProbe` capabilities), the generic probe for adapters built on
 :class:`reactor.generic.storage.GenericStorage` (:class:`GenericProbe`,
 :class:`DocumentBackdoor`), the probe loaders, and :data:`CONCERNS`.
 """
@@ -22,6 +22,7 @@ from reactor_contract.probe import (
     FENCE,
     PROBE_GROUP,
     ROUTER_PROBE_GROUP,
+    CleanupProbe,
     ClockProbe,
     Probe,
     ProbeNotFound,
@@ -35,6 +36,7 @@ __all__ = [
     "FENCE",
     "PROBE_GROUP",
     "ROUTER_PROBE_GROUP",
+    "CleanupProbe",
     "ClockProbe",
     "DocumentBackdoor",
     "GenericProbe",

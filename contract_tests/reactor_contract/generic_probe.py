@@ -57,7 +57,7 @@ from reactor.ports.storage import Storage
 from reactor_contract.model_expiry import ORDERED_FIELDS, shift_expiry
 from reactor_contract.probe import CONCERNS, FENCE
 
-__all__ = ["DocumentBackdoor", "GenericProbe", "RawDocumentLike"]
+__all__ = ["DocumentBackdoor", "GenericProbe", "NamespaceCleanup", "RawDocumentLike"]
 
 _MAP_STATE_MEMBERS = ("offset", "failed", "owner_signal", "elements")
 
@@ -97,6 +97,22 @@ class DocumentBackdoor(Protocol):
 
     def set_expiry(self, collection: str, key: str, expires_at: float | None) -> bool:
         """Overwrite a stored document's expiry in place; ``False`` when nothing is stored."""
+        ...
+
+
+@runtime_checkable
+class NamespaceCleanup(Protocol):
+    """Deleting and listing everything a document store keeps under its namespace (its
+    prefix), for :class:`reactor_contract.probe.CleanupProbe` (docs/contract-suite.md,
+    "Cleanup: nothing left behind")."""
+
+    def purge_namespace(self) -> int:
+        """Delete every document (expired ones included) and every backend object of the
+        namespace; returns how many were deleted."""
+        ...
+
+    def leftovers(self) -> list[str]:
+        """Names of what the namespace still holds, sorted; ``[]`` after a purge."""
         ...
 
 
@@ -144,6 +160,9 @@ class GenericProbe:
             storage of the adapter over the same records whose clock is the given
             ``() -> epoch seconds`` callable (``None``: :meth:`with_clock` returns ``None``;
             docs/coordination.md#clock-skew).
+        cleanup: the optional :class:`reactor_contract.probe.CleanupProbe` capability: empties
+            and lists the namespace; defaults to the backdoor when it has ``purge_namespace``
+            and ``leftovers`` (``None`` otherwise: :meth:`purge_namespace` returns ``None``).
 
     Raises:
         TypeError: no backdoor was given and ``documents`` has none.
@@ -155,8 +174,15 @@ class GenericProbe:
         backdoor: DocumentBackdoor | None = None,
         *,
         clocked: Callable[[Callable[[], float]], Storage | None] | None = None,
+        cleanup: NamespaceCleanup | None = None,
     ) -> None:
         self._clocked = clocked
+        if cleanup is None:
+            for candidate in (backdoor, documents):
+                if isinstance(candidate, NamespaceCleanup):
+                    cleanup = candidate
+                    break
+        self._cleanup = cleanup
         if backdoor is None:
             if not isinstance(documents, DocumentBackdoor):
                 raise TypeError(
@@ -283,6 +309,15 @@ class GenericProbe:
             :class:`reactor_contract.probe.ClockProbe`; docs/coordination.md#clock-skew).
         """
         return None if self._clocked is None else self._clocked(clock)
+
+    def purge_namespace(self) -> int | None:
+        """Delete everything of the probed storage's namespace (``cleanup``), or ``None``
+        without a ``cleanup`` (see :class:`reactor_contract.probe.CleanupProbe`)."""
+        return None if self._cleanup is None else self._cleanup.purge_namespace()
+
+    def leftovers(self) -> list[str] | None:
+        """What the namespace still holds (``cleanup``), or ``None`` without a ``cleanup``."""
+        return None if self._cleanup is None else self._cleanup.leftovers()
 
     def raw(self, concern: str, key: str) -> object | None:
         """``{"<collection>/<key>": stored document}`` for every stored document, or ``None``."""

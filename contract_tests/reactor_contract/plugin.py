@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import parse_qsl, quote, urlsplit
 
 import pytest
@@ -45,6 +45,7 @@ from reactor_contract._timeout import DEFAULT_TEST_TIMEOUT, ContractTimeout
 from reactor_contract.probe import Probe, RouterProbe, load_probe, load_router_probe
 
 __all__ = [
+    "CLEANUP",
     "CONCERN_ORDER",
     "MANDATORY_CONCERNS",
     "NOT_APPLICABLE",
@@ -56,11 +57,14 @@ __all__ = [
     "STRONGER",
     "STRONGER_THAN_PREMISE",
     "UNCARRIABLE_BODY",
+    "CleanupTally",
     "ConformanceReport",
+    "NamespaceJanitor",
     "add_query",
     "is_stronger",
     "open_router",
     "open_storage",
+    "purge_live",
     "router_url_for_test",
     "storage_url_for_test",
 ]
@@ -86,6 +90,7 @@ CONCERN_ORDER: tuple[str, ...] = (
     "model",
     "concurrency",
     "sweeps",
+    "cleanup",
 )
 
 T = TypeVar("T")
@@ -260,6 +265,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(ConformanceReport(config), "reactor-contract-conformance")
         timeout = ContractTimeout(config.getoption("reactor_test_timeout"))
         config.pluginmanager.register(timeout, "reactor-contract-timeout")
+        config.pluginmanager.register(NamespaceJanitor(), "reactor-contract-cleanup")
         _import_adapters(config)
 
 
@@ -392,8 +398,8 @@ class ConformanceReport:
                 verdict = "FAIL"
             elif not row.skipped:
                 verdict = "n/a" if row.not_applicable and not row.passed else "ok"
-            elif all(r in NOT_RUN for r in reasons) and not row.passed:
-                verdict = "not run"
+            elif all(r in NOT_RUN for r in reasons):
+                verdict = "ok" if row.passed else "not run"
             else:
                 verdict = "gaps"
             out[concern] = (verdict, problems)
@@ -452,6 +458,12 @@ class ConformanceReport:
                     "not_applicable_reasons": dict(sorted(row.na_reasons.items())),
                 }
                 for concern, row in rows.items()
+            },
+            "cleanup": {
+                "namespaces_purged": CLEANUP.purged,
+                "records_deleted": CLEANUP.records,
+                "namespaces_left_unpurged": CLEANUP.unsupported + len(CLEANUP.errors),
+                "errors": list(CLEANUP.errors),
             },
             "totals": {
                 "passed": sum(r.passed for r in rows.values()),
@@ -533,6 +545,14 @@ class ConformanceReport:
                           "stronger than the test's premise; not gaps):")
             for line in summary["not_applicable"]:
                 tr.write_line(f"  {line}")
+        left = CLEANUP.unsupported + len(CLEANUP.errors)
+        tr.write_line(
+            f"cleanup: {CLEANUP.purged} namespaces emptied ({CLEANUP.records} records deleted)"
+            + (f", {left} left behind (see the cleanup row)" if left else ", nothing left behind"),
+            yellow=bool(left),
+        )
+        for line in CLEANUP.errors[:10]:
+            tr.write_line(f"  {line}", yellow=True)
         if summary["verdict"] == "failed":
             tr.write_line("verdict: FAILED", red=True)
             for line in summary["failures"]:
@@ -547,6 +567,111 @@ class ConformanceReport:
 
 def _tests(count: int) -> str:
     return f"{count} test{'s' if count != 1 else ''}"
+
+
+# -- cleanup: nothing left behind ------------------------------------------------------------
+
+#: ``{prefixed URL: (kind, URL as given, id of the object)}`` of the namespaces opened
+#: (:func:`open_storage`, :func:`open_router`) and not purged yet; :class:`NamespaceJanitor`
+#: empties them after each test (docs/contract-suite.md, "Cleanup: nothing left behind").
+_OPENED: dict[str, tuple[str, str, int]] = {}
+
+
+@dataclass
+class CleanupTally:
+    """What the run's cleanup did: namespaces purged, records deleted, namespaces a probe
+    could not purge (no :class:`reactor_contract.probe.CleanupProbe`), and errors."""
+
+    purged: int = 0
+    records: int = 0
+    unsupported: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+#: The cleanup of this process's run (printed under the conformance table).
+CLEANUP = CleanupTally()
+
+
+def _purge(kind: str, url: str, built: object) -> bool:
+    """Purge ``built``'s namespace through its probe; ``False`` when the probe cannot."""
+    from reactor_contract.probe import CleanupProbe
+
+    probe: object = (
+        load_probe(url, cast(Storage, built)) if kind == "storage"
+        else load_router_probe(url, cast(Router, built))
+    )
+    deleted = probe.purge_namespace() if isinstance(probe, CleanupProbe) else None
+    if deleted is None:
+        CLEANUP.unsupported += 1
+        return False
+    CLEANUP.purged += 1
+    CLEANUP.records += deleted
+    return True
+
+
+def purge_live(kind: str, url: str, built: Storage | Router) -> None:
+    """Empty the namespace of a storage or router the suite opened, through its probe, while
+    it is still open; forget the namespace. A failure (e.g. the test closed it) leaves the
+    namespace to :class:`NamespaceJanitor`, which opens it again after the test.
+
+    Args:
+        kind: ``"storage"`` or ``"router"``.
+        url: the URL the suite was given (``--reactor-storage`` / ``--reactor-router``).
+        built: what :func:`open_storage` / :func:`open_router` returned for it.
+    """
+    for prefixed, (opened_kind, opened_url, opened_id) in list(_OPENED.items()):
+        if (opened_kind, opened_url, opened_id) == (kind, url, id(built)):
+            try:
+                _purge(kind, url, built)
+            except Exception:
+                return  # the janitor tries again on a fresh object
+            _OPENED.pop(prefixed, None)
+            return
+
+
+class NamespaceJanitor:
+    """A pytest plugin object: after each test (its fixtures torn down), empties every
+    namespace the test opened that is still there, on a fresh storage or router of the
+    namespace's URL, through the probe's :class:`reactor_contract.probe.CleanupProbe`
+    (docs/contract-suite.md, "Cleanup: nothing left behind"). Errors are counted in
+    :data:`CLEANUP`, never blamed on the test."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, Any, Any]:
+        """Let the test's fixtures tear down, then purge what is left."""
+        try:
+            return (yield)
+        finally:
+            self.sweep()
+
+    def sweep(self) -> None:
+        """Purge every namespace still recorded in ``_OPENED``."""
+        from reactor.config import router_from_url, storage_from_url
+
+        for prefixed, (kind, url, _) in list(_OPENED.items()):
+            _OPENED.pop(prefixed, None)
+            if _PREFIX_SUPPORT.get(urlsplit(url).scheme.lower()) is False:
+                continue  # an in-process adapter: the namespace died with its object
+            build = storage_from_url if kind == "storage" else router_from_url
+            settings = _adapter_settings()
+            if kind == "router":
+                settings.pop("visibility_timeout", None)
+            try:
+                built = build(prefixed, **settings)
+            except Exception as exc:
+                CLEANUP.errors.append(f"{kind} {prefixed}: cannot reopen it: {exc!r}")
+                continue
+            try:
+                _purge(kind, url, built)
+            except Exception as exc:
+                CLEANUP.errors.append(f"{kind} {prefixed}: purge_namespace failed: {exc!r}")
+            finally:
+                try:
+                    built.close()
+                except Exception:  # closing after a purge is best effort
+                    pass
 
 
 # -- fixtures --------------------------------------------------------------------------------
@@ -600,12 +725,10 @@ def open_storage(url: str, token: str | None = None) -> Storage:
     """
     from reactor.config import storage_from_url
 
-    return _build(
-        storage_from_url,
-        url,
-        storage_url_for_test(url, token or _token()),
-        _adapter_settings(),
-    )
+    prefixed = storage_url_for_test(url, token or _token())
+    built = _build(storage_from_url, url, prefixed, _adapter_settings())
+    _OPENED.setdefault(prefixed, ("storage", url, id(built)))
+    return built
 
 
 def open_router(url: str, token: str | None = None) -> Router:
@@ -615,12 +738,11 @@ def open_router(url: str, token: str | None = None) -> Router:
 
     settings = _adapter_settings()
     settings.pop("visibility_timeout", None)
-    return _build(
-        router_from_url,
-        add_query(url, visibility_timeout=TEST_VISIBILITY_TIMEOUT),
-        router_url_for_test(url, token or _token()),
-        settings,
-    )
+    prefixed = router_url_for_test(url, token or _token())
+    built = _build(router_from_url, add_query(url, visibility_timeout=TEST_VISIBILITY_TIMEOUT),
+                   prefixed, settings)
+    _OPENED.setdefault(prefixed, ("router", url, id(built)))
+    return built
 
 
 @pytest.fixture
@@ -639,7 +761,10 @@ def storage(reactor_storage_url: str) -> Iterator[Storage]:
     try:
         yield built
     finally:
-        built.close()
+        try:
+            purge_live("storage", reactor_storage_url, built)
+        finally:
+            built.close()
 
 
 @pytest.fixture
@@ -664,7 +789,10 @@ def router(reactor_router_url: str) -> Iterator[Router]:
     try:
         yield built
     finally:
-        built.close()
+        try:
+            purge_live("router", reactor_router_url, built)
+        finally:
+            built.close()
 
 
 @pytest.fixture

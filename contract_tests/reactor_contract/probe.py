@@ -55,6 +55,7 @@ __all__ = [
     "FENCE",
     "PROBE_GROUP",
     "ROUTER_PROBE_GROUP",
+    "CleanupProbe",
     "ClockProbe",
     "Probe",
     "ProbeNotFound",
@@ -194,6 +195,41 @@ class ClockProbe(Protocol):
             whose ``now()`` is ``clock()``, or ``None`` when the adapter cannot inject a clock
             (it reads a server clock, or its records cannot be shared). The caller closes it;
             closing it leaves the probed storage usable.
+        """
+        ...
+
+
+@runtime_checkable
+class CleanupProbe(Protocol):
+    """An optional probe capability: empty the namespace of the probed storage (router).
+
+    The suite gives every test a namespace of its own (a ``?prefix=``); when the test ends it
+    calls :meth:`purge_namespace` on the probe of every storage and router it opened, so a run
+    leaves nothing behind (docs/contract-suite.md, "Cleanup: nothing left behind"). Storage
+    probes and router probes offer it alike. A probe without it, or whose methods return
+    ``None``, leaves the namespace as it is and the ``cleanup`` row shows a gap. In-process
+    adapters, whose records die with the object, may return ``0`` and ``[]``.
+    """
+
+    def purge_namespace(self) -> int | None:
+        """Delete everything stored under the probed object's namespace: every record of every
+        concern, expired and retained ones (fence tombstones) included, and every backend
+        object the namespace alone uses (a queue, a collection, an index entry). Nothing
+        outside the namespace is touched, and a second call finds nothing to delete.
+
+        Returns:
+            How many records (keys, rows, items, collections or queues) were deleted, or
+            ``None`` when this probe cannot purge.
+        """
+        ...
+
+    def leftovers(self) -> list[str] | None:
+        """The names of everything still stored under the namespace (expired and retained
+        records included), e.g. ``["rc1a2b:lock:k"]``; ``[]`` after a purge.
+
+        Returns:
+            Backend names (keys, ``"collection/key"``, queue names), sorted, or ``None`` when
+            this probe cannot tell.
         """
         ...
 

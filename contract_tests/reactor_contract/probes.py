@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 
 from reactor.generic.router import GenericRouter
-from reactor.memory import LocalRouter, MemoryStorage
+from reactor.memory import LocalRouter, MemoryDocumentStore, MemoryStorage
 from reactor.ports.router import Router
 from reactor.ports.storage import Storage
 from reactor_contract.generic_probe import GenericProbe
@@ -21,6 +21,7 @@ from reactor_contract.probe import Probe, RouterProbe, UnsupportedBody
 __all__ = [
     "GenericRouterProbe",
     "LocalRouterProbe",
+    "MemoryCleanup",
     "generic_router_probe",
     "memory_probe",
     "memory_router_probe",
@@ -44,7 +45,33 @@ def memory_probe(storage: Storage) -> Probe:
         """A ``MemoryStorage`` on a view of the same documents judged by ``clock``."""
         return MemoryStorage(context_ttl=context_ttl, documents=documents.with_clock(clock))
 
-    return GenericProbe(documents, clocked=clocked)
+    return GenericProbe(documents, clocked=clocked, cleanup=MemoryCleanup(documents))
+
+
+class MemoryCleanup:
+    """:class:`reactor_contract.generic_probe.NamespaceCleanup` of a memory document store:
+    its namespace is the whole store (each ``MemoryStorage`` owns its documents).
+
+    Args:
+        documents: the store to empty and list.
+    """
+
+    def __init__(self, documents: MemoryDocumentStore) -> None:
+        self.documents = documents
+
+    def leftovers(self) -> list[str]:
+        """``"<collection>/<key>"`` of every stored document, expired ones included."""
+        return [
+            f"{collection}/{key}"
+            for collection in self.documents.collections()
+            for key in self.documents.keys(collection)
+        ]
+
+    def purge_namespace(self) -> int:
+        """Drop every document; returns how many there were."""
+        count = len(self.leftovers())
+        self.documents.clear()
+        return count
 
 
 class LocalRouterProbe:
@@ -60,6 +87,14 @@ class LocalRouterProbe:
     def inject_raw(self, body: str | bytes) -> None:
         """Queue ``body`` (text or any bytes) as a message, visible now, without validating it."""
         self.router.enqueue_raw(body)
+
+    def purge_namespace(self) -> int:
+        """Nothing to delete: the router's queue lives in this object and dies with it."""
+        return 0
+
+    def leftovers(self) -> list[str]:
+        """Nothing outside the process: ``[]``."""
+        return []
 
 
 def memory_router_probe(router: Router) -> RouterProbe:
@@ -98,6 +133,14 @@ class GenericRouterProbe:
             if isinstance(body, str):
                 raise
             raise UnsupportedBody(f"the queue primitive refused a bytes body: {exc}") from exc
+
+    def purge_namespace(self) -> int:
+        """Nothing to delete: the in-memory primitive lives in this process and dies with it."""
+        return 0
+
+    def leftovers(self) -> list[str]:
+        """Nothing outside the process: ``[]``."""
+        return []
 
 
 def generic_router_probe(router: Router) -> RouterProbe:

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from reactor_contract import GenericProbe, Probe
 
 from reactor.ports.storage import Storage
+from reactor_sqlite.documents import SQLiteDocumentStore
 from reactor_sqlite.storage import SQLiteStorage
 
-__all__ = ["probe_for"]
+__all__ = ["SQLiteCleanup", "probe_for"]
 
 
 def probe_for(storage: Storage) -> Probe:
@@ -39,5 +40,39 @@ def probe_for(storage: Storage) -> Probe:
             return None
         return SQLiteStorage(path, prefix=prefix, context_ttl=context_ttl, clock=clock)
 
-    probe: Probe = GenericProbe(storage.documents, clocked=clocked)
+    probe: Probe = GenericProbe(storage.documents, clocked=clocked,
+                                cleanup=SQLiteCleanup(storage.documents))
     return probe
+
+
+class SQLiteCleanup:
+    """Empties and lists one store's namespace: the rows whose collection starts with
+    ``"<prefix>:"`` (the contract suite's ``CleanupProbe``, docs/contract-suite.md, "Cleanup:
+    nothing left behind"). Runs its statements on the store's connection, after the test.
+
+    Args:
+        documents: the store whose namespace it empties.
+    """
+
+    def __init__(self, documents: SQLiteDocumentStore) -> None:
+        self.documents = documents
+
+    def _like(self) -> str:
+        prefix = self.documents.prefix + ":"
+        return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+    def purge_namespace(self) -> int:
+        """Delete every row of the namespace, expired ones included; returns the count."""
+        cursor = self.documents.connection.execute(
+            "DELETE FROM documents WHERE collection LIKE ? ESCAPE '\\'", (self._like(),)
+        )
+        return int(cursor.rowcount)
+
+    def leftovers(self) -> list[str]:
+        """``"<collection>/<key>"`` of every row still in the namespace, sorted."""
+        rows = self.documents.connection.execute(
+            "SELECT collection, key FROM documents WHERE collection LIKE ? ESCAPE '\\' "
+            "ORDER BY collection, key",
+            (self._like(),),
+        ).fetchall()
+        return [f"{collection}/{key}" for collection, key in rows]
