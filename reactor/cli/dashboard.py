@@ -102,7 +102,11 @@ def dashboard(
     """Serve the operator dashboard (web UI and JSON API) until interrupted."""
     try:
         from reactor.dashboard import server as server_module  # deferred: optional extra
-        from reactor.dashboard.security import Guard, SessionPolicy, allowed_hosts
+        from reactor.dashboard.security import (  # deferred: optional extra
+            Guard,
+            SessionPolicy,
+            allowed_hosts,
+        )
     except ImportError as exc:
         fail(f"reactor dashboard needs the dashboard extra "
              f"(pip install 'reactor-saga[dashboard]'): {exc}", EXIT_USAGE)
