@@ -19,7 +19,6 @@ import sys
 import tempfile
 from collections.abc import Sequence
 
-from reactor import config
 from reactor.errors import ConfigurationError
 
 try:
@@ -173,7 +172,11 @@ def validate_urls(storage_url: str | None, router_url: str | None) -> str | None
     """Build (and close) the storage and the router once through :mod:`reactor.config`.
 
     A URL with an unknown scheme, a missing optional dependency or a bad option is reported
-    before pytest starts, instead of failing every contract test with the same traceback.
+    before pytest starts, instead of failing every contract test with the same traceback. Each
+    is built in a namespace of the suite's own (a ``?prefix=``), emptied through its probe
+    before it is closed, so the check leaves nothing behind either (no queue or collection
+    created under the URL's own namespace; docs/contract-suite.md, "Cleanup: nothing left
+    behind").
 
     Args:
         storage_url: the storage URL, or ``None``.
@@ -182,8 +185,9 @@ def validate_urls(storage_url: str | None, router_url: str | None) -> str | None
     Returns:
         ``None`` when both build, else a one-line description of the first problem.
     """
-    builders = (("storage", storage_url, config.storage_from_url),
-                ("router", router_url, config.router_from_url))
+    from reactor_contract.plugin import forget_namespaces, open_router, open_storage, purge_live
+
+    builders = (("storage", storage_url, open_storage), ("router", router_url, open_router))
     for role, url, build in builders:
         if not url:
             continue
@@ -192,7 +196,13 @@ def validate_urls(storage_url: str | None, router_url: str | None) -> str | None
         except ConfigurationError as exc:
             return f"bad {role} URL {url!r}: {exc}"
         try:
-            adapter.close()
-        except Exception:  # closing a probe connection is best effort
+            purge_live(role, url, adapter)
+        except Exception:  # no probe for the scheme: the contract tests will say so
             pass
+        finally:
+            forget_namespaces()
+            try:
+                adapter.close()
+            except Exception:  # closing a probe connection is best effort
+                pass
     return None

@@ -61,6 +61,7 @@ __all__ = [
     "ConformanceReport",
     "NamespaceJanitor",
     "add_query",
+    "forget_namespaces",
     "is_stronger",
     "open_router",
     "open_storage",
@@ -627,6 +628,12 @@ def purge_live(kind: str, url: str, built: Storage | Router) -> None:
                 return  # the janitor tries again on a fresh object
             _OPENED.pop(prefixed, None)
             return
+
+
+def forget_namespaces() -> None:
+    """Forget every namespace recorded by :func:`open_storage` / :func:`open_router` and not
+    purged yet (a caller that empties them itself, or knows they hold nothing)."""
+    _OPENED.clear()
 
 
 class NamespaceJanitor:
