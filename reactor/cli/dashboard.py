@@ -131,6 +131,9 @@ def dashboard(
     if host not in _LOOPBACK:
         warn(f"binding {host}: anyone who reaches it can read every run (reads need no "
              "token); put it behind your own authentication")
+    if host in ("0.0.0.0", "::") and not hosts:
+        warn(f"binding {host}: only requests for this host's loopback names are answered; "
+             "add --allowed-host for each name or address clients use")
     mode = "read-only" if read_only or not token else "actions enabled (token required)"
     err_console.print(
         f"reactor dashboard on http://{host}:{port} ({mode}); storage "

@@ -122,3 +122,13 @@ def test_allowed_hosts_and_session_lifetimes_reach_the_server(
     out = runner.invoke(cli.app, ["dashboard", "--storage", "memory://", "--allowed-host",
                                   "bad host/x"])
     assert out.exit_code == 2 and "allowed host" in out.output
+
+
+def test_a_wildcard_bind_without_allowed_hosts_is_warned_about(
+    served: list[dict[str, Any]]
+) -> None:
+    out = runner.invoke(cli.app, ["dashboard", "--storage", "memory://", "--host", "0.0.0.0"])
+    assert out.exit_code == 0 and "--allowed-host" in " ".join(out.output.split())
+    out = runner.invoke(cli.app, ["dashboard", "--storage", "memory://", "--host", "0.0.0.0",
+                                  "--allowed-host", "dash.example.com"])
+    assert "--allowed-host" not in " ".join(out.output.split())

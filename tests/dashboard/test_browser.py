@@ -272,3 +272,22 @@ def test_signing_out_ends_the_session(scene: Scene, page: Any) -> None:
     page.goto(f"{scene.server.url}/runs")
     expect(page.locator("#login-link")).to_be_visible()
     expect(page.locator("#sign-out")).to_have_count(0)
+
+
+def test_a_name_rebound_to_the_dashboard_reads_nothing(scene: Scene, browser: Any) -> None:
+    # a second chromium that resolves rebound.test to 127.0.0.1, as after a DNS rebinding
+    rebinding = browser.browser_type.launch(
+        executable_path=str(CHROMIUM),
+        args=["--no-sandbox", "--disable-gpu",
+              "--host-resolver-rules=MAP rebound.test 127.0.0.1"])
+    try:
+        page = rebinding.new_page()
+        rebound = page.goto(f"http://rebound.test:{scene.server.port}/runs")
+        assert rebound is not None and rebound.status == 400
+        assert "bad_host" in page.content() and scene.failed_order_run not in page.content()
+        api = page.goto(f"http://rebound.test:{scene.server.port}/api/runs")
+        assert api is not None and api.status == 400 and api.json()["error"] == "bad_host"
+        own = page.goto(f"http://localhost:{scene.server.port}/runs")
+        assert own is not None and own.status == 200
+    finally:
+        rebinding.close()
