@@ -13,8 +13,8 @@ Jinja2). One concept per module:
   :mod:`.coordination_view`, :mod:`.queues` — what is shown, from the masked stored runs
   (:mod:`.stored`, :mod:`.values`);
 * :mod:`.actions` — retry, undo, cancel, resume, requeue, purge;
-* :mod:`.security` — the token, the session and its CSRF token; :mod:`.errors` — the typed
-  HTTP errors.
+* :mod:`.security` — the token, the sessions and their CSRF tokens, the throttle on failed
+  tokens, the ``Host`` names answered; :mod:`.errors` — the typed HTTP errors.
 """
 
 from __future__ import annotations
