@@ -24,7 +24,10 @@ Fixtures (function-scoped, a fresh namespace per test):
 
 At the end of a run with the options, a conformance table (one row per concern) is printed,
 and every test is bounded by ``--reactor-test-timeout`` seconds (default 60;
-:mod:`reactor_contract._timeout`), so a broken adapter fails instead of hanging the run.
+:mod:`reactor_contract._timeout`), so a broken adapter fails instead of hanging the run. The
+``documents`` and ``surface`` tests run first (:data:`RUN_FIRST`), and after each test the
+namespaces it opened are emptied through the probes (:class:`NamespaceJanitor`;
+docs/contract-suite.md, "Cleanup: nothing left behind").
 """
 
 from __future__ import annotations

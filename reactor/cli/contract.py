@@ -30,8 +30,10 @@ def contract(
 ) -> None:
     r"""Run the shared contract suite against an adapter; extra arguments go to pytest.
 
-    Exit status: 0 certified, 6 certified with declared gaps (listed under the table), 1
-    failed (docs/contract-suite.md, "Verdicts"). Needs the contract extra,
+    Exit status: 0 certified, 6 certified with declared gaps (missing capabilities, listed
+    under the table; a test skipped because the adapter is stronger than its premise is not
+    a gap), 1 failed (docs/contract-suite.md, "Verdicts"). The run deletes what it wrote
+    (docs/contract-suite.md, "Cleanup: nothing left behind"). Needs the contract extra,
     reactor-saga\[contract] (pytest, hypothesis).
     """
     try:

@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 #: Tests that write into every concern, with their fence tombstones, and the ones an adapter
 #: may be stronger than (size limits, clock skew, bodies a transport cannot carry).
 SELECTION = (
@@ -78,15 +80,17 @@ def test_a_sqlite_run_leaves_no_row_behind(tmp_path: Path) -> None:
     assert left == [], f"{len(left)} rows left behind, e.g. {left[:5]}"
 
 
+@pytest.mark.parametrize("service", ["redis", "redis_cluster"])
 def test_the_redis_adapter_is_certified_and_leaves_no_key_behind(
-    tmp_path: Path, service_url: Callable[[str], str]
+    tmp_path: Path, service_url: Callable[[str], str], service: str
 ) -> None:
     """The flagship is stronger than some tests' premises (no size limit, a server clock):
     those are not gaps, so the verdict is "certified" (exit 0), and every key the run wrote
-    under its prefix is gone."""
+    under its prefix is gone, on every primary of a cluster too."""
     import redis
+    from redis.cluster import RedisCluster
 
-    base = service_url("redis")
+    base = service_url(service)
     prefix = f"cleanup-{uuid.uuid4().hex[:8]}"
     url = f"{base}{'&' if '?' in base else '?'}prefix={prefix}"
     code, verdict, output = run_contract(tmp_path, url, url)
@@ -97,7 +101,11 @@ def test_the_redis_adapter_is_certified_and_leaves_no_key_behind(
     assert any("stronger than the premise: server clock" in line
                for line in verdict["not_applicable"]), verdict["not_applicable"]
     _assert_clean_run(verdict, output)
-    client = redis.Redis.from_url(base)
+    client: Any
+    if service == "redis_cluster":
+        client = RedisCluster.from_url(base.replace("redis+cluster://", "redis://"))
+    else:
+        client = redis.Redis.from_url(base)
     try:
         left = list(client.scan_iter(match=f"{prefix}*", count=1000))
     finally:
