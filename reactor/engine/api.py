@@ -214,15 +214,50 @@ def undo(
     runtime: Runtime | None = None,
     sleep: Callable[[float], None] | None = None,
 ) -> Success | Failure:
-    """Roll back a stored run (see ``Reactor.undo``)."""
+    """Roll back a stored run (see ``Reactor.undo``).
+
+    The run's liveness lock ``async:<id>`` is taken **before** the run whose undo stack is
+    replayed is read, and held until its final save (docs/protocol.md, "Rollback jobs: lock
+    before read"): a second undo of the same run waits for the first (up to
+    ``context_lock_ttl`` seconds), then reads what it undid, so no undo runs twice.
+
+    Raises:
+        RunNotFoundError, DeserializationError: as :func:`load_run`.
+        RunStateError: the run is not finished, or another execution held it for longer than
+            ``context_lock_ttl`` seconds (``exc.status``: its stored status).
+        StorageError: a backend failed.
+    """
     env = make_env(runtime, sleep)
-    ctx = load_run(definition, run_id, env)
+    ctx = load_run(definition, run_id, env)  # an unknown or unfinished run takes no lock
+    _refuse_unfinished(ctx, run_id)
+    hold = liveness.take(env, run_id, wait=env.settings.context_lock_ttl)
+    if hold is None:
+        raise RunStateError(
+            f"run {run_id!r} is held by another execution (its liveness lock); try again",
+            run_id=run_id, status=ctx.status.value,
+        )
+    try:
+        ctx = load_run(definition, run_id, env)  # under the lock: what an earlier undo left
+        _refuse_unfinished(ctx, run_id)
+        return _undo_held(definition, run_id, ctx, env)
+    finally:
+        hold.release()  # after the final save
+
+
+def _refuse_unfinished(ctx: Context, run_id: str) -> None:
+    """Raise :class:`RunStateError` for a run ``Reactor.undo`` must not touch."""
     if ctx.status in _UNDO_REFUSED:
         raise RunStateError(
             f"run {run_id!r} is {ctx.status.value}; only a finished or aborted run can be undone",
             run_id=run_id,
             status=ctx.status.value,
         )
+
+
+def _undo_held(
+    definition: ReactorDefinition | None, run_id: str, ctx: Context, env: Env
+) -> Success | Failure:
+    """The rollback of :func:`undo`, under the run's liveness lock."""
     pending = bool(ctx.rollback and ctx.rollback.get("compensate_pending"))
     # A run cancelled with rollback=False keeps its undo stack: undo rolls it back now
     # (docs/run-control.md, "Cancel"); any other cancelled run has nothing left to undo.

@@ -13,10 +13,13 @@
 * A fan-out map dispatched by an owner whose cancel request stands (accepted while the owner
   executed, never noticed by it) runs no further throw: the element that ends a throw reads
   the request and stops the map; the owner, resumed by the collector, rolls back what ran.
+* Two ``Reactor.undo`` calls of one run at once undo each step once: the undo stack is read
+  under the run's liveness lock (docs/protocol.md, "Rollback jobs: lock before read").
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,7 +29,7 @@ import pytest
 
 from reactor import DispatchHandle, Failure, config
 from reactor.config import Runtime
-from reactor.engine import cancel, checkpoint
+from reactor.engine import api, cancel, checkpoint, liveness
 from reactor.engine.env import make_env
 from reactor.jobs.sweep_tick import run_sweeps
 from reactor.jobs.worker import Worker
@@ -229,3 +232,52 @@ def test_a_fan_out_map_whose_owner_has_a_pending_cancel_dispatches_no_further_th
     view = Fan.find(handle.run_id)
     assert view.status is RunStatus.CANCELLED and view.cancel is not None
     assert view.cancel.reason == "stop"
+
+
+def test_two_undos_of_one_run_at_once_undo_each_step_once(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Trio runs synchronously here: the run completes in this process (inline router). The
+    # system clock: the second undo really waits for the first's lock (a server-side TTL).
+    config.configure(storage=backend.runtime.storage, router="inline://")
+    order = _order()
+    done = Trio.run(order_id=order)
+    assert done.success and done.run_id is not None
+    run_id = done.run_id
+    load_run, take = api.load_run, liveness.take
+    second_started = threading.Event()  # the second undo finished, or waits for the lock
+    outcomes: list[Any] = []
+
+    def second() -> None:
+        try:
+            outcomes.append(Trio.undo(run_id))
+        finally:
+            second_started.set()
+
+    def contending(env: Any, context_id: str, *, wait: float = 0.0) -> Any:
+        if threading.current_thread().name == "second-undo":
+            second_started.set()  # it is about to wait for the first undo's lock
+        return take(env, context_id, wait=wait)
+
+    def stale_read(*args: Any, **kwargs: Any) -> Any:
+        ctx = load_run(*args, **kwargs)
+        if threading.current_thread().name != "second-undo" and not outcomes and (
+            not getattr(stale_read, "fired", False)
+        ):
+            stale_read.fired = True  # type: ignore[attr-defined]
+            # the first undo has read the run; the second one starts now and runs as far
+            # as it can before the first goes on
+            racer = threading.Thread(target=second, name="second-undo", daemon=True)
+            racer.start()
+            assert second_started.wait(30)
+            stale_read.racer = racer  # type: ignore[attr-defined]
+        return ctx
+
+    monkeypatch.setattr(api, "load_run", stale_read)
+    monkeypatch.setattr(liveness, "take", contending)
+    first = Trio.undo(run_id)
+    stale_read.racer.join(30)  # type: ignore[attr-defined]
+    assert first.success and outcomes and outcomes[0].success
+    for name in "abc":  # every completed step undone exactly once
+        assert journal.count(f"undo:{name}:{order}") == 1, journal
+    assert Trio.find(run_id).status is RunStatus.CANCELLED
