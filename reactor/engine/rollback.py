@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import coordination, invoke, observe
+from reactor.engine import coordination, invoke, liveness, observe
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.env import Env
 from reactor.engine.state import RunState
@@ -246,21 +246,31 @@ def _undo_async_reactor(
 ) -> list[RollbackFailure]:
     """Undo a completed ``async_reactor`` step: replay its child run's stored undo stack
     (docs/run-control.md, "async_reactor"). A child already rolled back (``cancelled``,
-    ``failed``) has nothing left to undo, so the child is undone once."""
+    ``failed``) has nothing left to undo, so the child is undone once: its liveness lock is
+    taken before its undo stack is read and held until its last save (docs/protocol.md,
+    "Rollback jobs: lock before read"), so a ``Reactor.undo`` of the child racing this
+    rollback never replays the same entries."""
     child_id = str(entry.get("child_run_id"))
+    env = state.env
+    hold = liveness.take(env, child_id, wait=env.settings.context_lock_ttl)
+    if hold is None:
+        return [_child_unavailable(step, f"child run {child_id} is held by another execution")]
     try:
-        child = load_context(state.env, child_id)
-    except DeserializationError as exc:
-        return [_child_unavailable(step, f"stored child run unreadable: {exc}")]
-    if child is None:
-        return [_child_unavailable(step, f"child run {child_id} not found")]
-    failures: list[RollbackFailure] = []
-    if child.status in _ROLLED_BACK_STATUSES:
-        child_state = RunState(
-            state.definition.children[step], child, state.env, Checkpointer(state.env, child)
-        )
-        undone = roll_back_child(child_state, roll_back_fan_out=roll_back_fan_out)
-        failures = [f.nested(step) for f in undone]
+        try:
+            child = load_context(env, child_id)
+        except DeserializationError as exc:
+            return [_child_unavailable(step, f"stored child run unreadable: {exc}")]
+        if child is None:
+            return [_child_unavailable(step, f"child run {child_id} not found")]
+        failures: list[RollbackFailure] = []
+        if child.status in _ROLLED_BACK_STATUSES:
+            child_state = RunState(
+                state.definition.children[step], child, env, Checkpointer(env, child)
+            )
+            undone = roll_back_child(child_state, roll_back_fan_out=roll_back_fan_out)
+            failures = [f.nested(step) for f in undone]
+    finally:
+        hold.release()  # after the child's last save
     state.trace("undo_failure" if failures else "undo", step)
     return failures
 

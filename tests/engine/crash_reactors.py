@@ -10,9 +10,21 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from reactor import Background, Input, Reactor, compose, element, input, map_step, step
+from reactor import (
+    Background,
+    Input,
+    Reactor,
+    async_reactor,
+    compose,
+    element,
+    input,
+    map_step,
+    step,
+)
 
-__all__ = ["FlatShipment", "Packing", "Parcel", "Shipment", "Trio", "journal", "record"]
+__all__ = [
+    "FlatShipment", "Leg", "Packing", "Parcel", "Shipment", "Trio", "Trip", "journal", "record",
+]
 
 _lock = threading.Lock()
 #: What ran, in order (step bodies and undos).
@@ -118,3 +130,19 @@ class FlatShipment(Reactor, name="tests.crash.flat_shipment"):
         if inputs.fail_ship:
             raise RuntimeError("the carrier refused the shipment")
         return "shipped"
+
+
+class Leg(Reactor, name="tests.crash.leg"):
+    """An ``async_reactor`` child: ``book`` logs ``run:leg:<order>``, its undo
+    ``undo:leg:<order>``."""
+
+    order_id = Input(str)
+    book = _step("leg")
+
+
+class Trip(Reactor, name="tests.crash.trip"):
+    """``hotel``, then the :class:`Leg` child run of its own (``async_reactor``)."""
+
+    order_id = Input(str)
+    hotel = _step("hotel")
+    leg = async_reactor(Leg, args={"order_id": input("order_id")}, wait_for="hotel")

@@ -14,7 +14,8 @@
   executed, never noticed by it) runs no further throw: the element that ends a throw reads
   the request and stops the map; the owner, resumed by the collector, rolls back what ran.
 * Two ``Reactor.undo`` calls of one run at once undo each step once: the undo stack is read
-  under the run's liveness lock (docs/protocol.md, "Rollback jobs: lock before read").
+  under the run's liveness lock (docs/protocol.md, "Rollback jobs: lock before read"); so is
+  an ``async_reactor`` child's, when its parent's rollback races an undo of the child.
 """
 
 from __future__ import annotations
@@ -29,19 +30,21 @@ import pytest
 
 from reactor import DispatchHandle, Failure, config
 from reactor.config import Runtime
-from reactor.engine import api, cancel, checkpoint, liveness
+from reactor.engine import api, cancel, checkpoint, liveness, rollback
+from reactor.engine.async_reactor import child_run_id
 from reactor.engine.env import make_env
 from reactor.jobs.sweep_tick import run_sweeps
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, MemoryStorage
 from reactor.model.engine_state import CancelRequest
+from reactor.model.keys import run_liveness_key
 from reactor.model.secrets import ENV_VAR, generate_key
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.testing import TestClock
 from tests.backends import BACKENDS, backend_urls
 from tests.engine import cancel_reactors
 from tests.engine.cancel_reactors import Fan
-from tests.engine.crash_reactors import FlatShipment, Shipment, Trio, journal
+from tests.engine.crash_reactors import FlatShipment, Leg, Shipment, Trio, Trip, journal
 
 CANCELLED = "reactor.errors.RunCancelledError"
 
@@ -255,7 +258,9 @@ def test_two_undos_of_one_run_at_once_undo_each_step_once(
             second_started.set()
 
     def contending(env: Any, context_id: str, *, wait: float = 0.0) -> Any:
-        if threading.current_thread().name == "second-undo":
+        if threading.current_thread().name == "second-undo" and env.storage.locks.held(
+            run_liveness_key(context_id)
+        ):
             second_started.set()  # it is about to wait for the first undo's lock
         return take(env, context_id, wait=wait)
 
@@ -281,3 +286,45 @@ def test_two_undos_of_one_run_at_once_undo_each_step_once(
     for name in "abc":  # every completed step undone exactly once
         assert journal.count(f"undo:{name}:{order}") == 1, journal
     assert Trio.find(run_id).status is RunStatus.CANCELLED
+
+
+def test_a_parent_rollback_racing_an_undo_of_its_async_child_undoes_the_child_once(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # inline router: the child runs nested in the caller, so the parent completes here
+    config.configure(storage=backend.runtime.storage, router="inline://")
+    order = _order()
+    done = Trip.run(order_id=order)
+    assert done.success and done.run_id is not None
+    child_id = child_run_id(done.run_id, "leg")
+    load, take = rollback.load_context, liveness.take
+    racer_waits = threading.Event()  # the child's undo finished, or waits for its lock
+    racers: list[threading.Thread] = []
+
+    def child_undo() -> None:
+        try:
+            Leg.undo(child_id)
+        finally:
+            racer_waits.set()
+
+    def contending(env: Any, context_id: str, *, wait: float = 0.0) -> Any:
+        if threading.current_thread().name == "child-undo" and env.storage.locks.held(
+            run_liveness_key(context_id)
+        ):
+            racer_waits.set()  # about to wait for the parent rollback's hold on the child
+        return take(env, context_id, wait=wait)
+
+    def stale_read(env: Any, context_id: str, **kwargs: Any) -> Any:
+        ctx = load(env, context_id, **kwargs)
+        if context_id == child_id and not racers:  # the parent's rollback read the child
+            racers.append(threading.Thread(target=child_undo, name="child-undo", daemon=True))
+            racers[0].start()
+            assert racer_waits.wait(30)
+        return ctx
+
+    monkeypatch.setattr(rollback, "load_context", stale_read)
+    monkeypatch.setattr(liveness, "take", contending)
+    assert Trip.undo(done.run_id).success
+    racers[0].join(30)
+    assert journal.count(f"undo:leg:{order}") == 1, journal  # the child undone once
+    assert journal.count(f"undo:hotel:{order}") == 1, journal
