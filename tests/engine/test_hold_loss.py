@@ -2,12 +2,15 @@
 recorded as if it held it (docs/coordination.md, "Renewal and loss"); steps see their holds and
 fencing tokens ("Holds", "Fencing tokens").
 
-The renewer runs on real time (1 s leases, the minimum); each body waits on the hold's own state
-(``ctx.hold_lost``), bounded by a timeout only a failing test reaches.
+The renewer runs on real time (1 s leases, the minimum, where the hold is meant to be lost);
+each body waits on the hold's own state (``ctx.hold_lost``) or on counted renewals, bounded by a
+timeout only a failing test reaches. A hold that must be kept has a lease long enough that a
+renewal coming late on a loaded machine (or from a slow test server) still lands in time.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -34,20 +37,49 @@ from reactor.model.results import Failure, Success
 from reactor.model.status import RunStatus
 from reactor.ports.storage import Storage
 
-TIMEOUT = 10.0
+TIMEOUT = 60.0
 
 
 class FaultyExtends:
     """A lock or semaphore sub-store whose ``extend`` raises for keys not starting with
-    ``async:`` (the run's own liveness lock stays healthy)."""
+    ``async:`` (the run's own liveness lock stays healthy); with ``armed``, only once that
+    event is set (so the outage starts where the test says, not at the first renewal)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, armed: threading.Event | None = None) -> None:
         self._inner = inner
+        self._armed = armed
 
     def extend(self, key: str, *args: Any) -> bool:
-        if not key.startswith("async:"):
+        armed = self._armed is None or self._armed.is_set()
+        if armed and not key.startswith("async:"):
             raise StorageError(f"injected outage extending {key}")
         return bool(self._inner.extend(key, *args))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class CountedExtends:
+    """A lock sub-store counting the successful ``extend`` calls of one key (a probe)."""
+
+    def __init__(self, inner: Any, key: str) -> None:
+        self._inner = inner
+        self._key = key
+        self._cond = threading.Condition()
+        self.renewals = 0
+
+    def extend(self, key: str, *args: Any) -> bool:
+        extended = bool(self._inner.extend(key, *args))
+        if extended and key == self._key:
+            with self._cond:
+                self.renewals += 1
+                self._cond.notify_all()
+        return extended
+
+    def reached(self, n: int, timeout: float) -> bool:
+        """Wait until ``n`` renewals succeeded; False after ``timeout`` seconds."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.renewals >= n, timeout=timeout)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -133,7 +165,10 @@ def test_a_step_whose_lock_extends_fail_past_the_deadline_fails_with_lock_lost(
 def test_a_step_under_a_reactor_lock_that_lapsed_is_not_recorded(
     storage: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(storage, "locks", FaultyExtends(storage.locks))
+    # the outage starts in ``slow``: a 1 s lease lost while ``first`` is still being saved
+    # (a slow server, a loaded machine) would fail the wrong step
+    outage = threading.Event()
+    monkeypatch.setattr(storage, "locks", FaultyExtends(storage.locks, outage))
     undone: list[str] = []
 
     class First(Step):
@@ -145,6 +180,7 @@ def test_a_step_under_a_reactor_lock_that_lapsed_is_not_recorded(
 
     class Slow(Step):
         def run(self) -> int:
+            outage.set()
             # Work until someone else could take the run's lock (it lapsed in the store).
             deadline = time.monotonic() + TIMEOUT
             while not storage.locks.acquire("acct:a2", "other", 30.0):
@@ -241,24 +277,34 @@ def test_raise_if_lost_stops_long_work_and_the_step_is_compensated(
     assert chunks and compensated == [True]
 
 
-def test_a_healthy_1s_lock_is_held_through_a_3s_step(storage: Storage) -> None:
+def test_a_healthy_lock_is_held_through_a_step_longer_than_its_lease(
+    storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 3 s: renewed every second, a renewal may come 2 s late (a loaded machine, a slow test
+    # server) before the lease lapses; the step outlasts the lease by counted renewals, not
+    # by the clock
+    counted = CountedExtends(storage.locks, "long")
+    monkeypatch.setattr(storage, "locks", counted)
     seen: list[bool] = []
 
     class Long(Step):
-        coordination = with_lock(key="long", ttl=1)
+        coordination = with_lock(key="long", ttl=3)
 
         def run(self) -> str:
-            end = time.monotonic() + 3.0
-            while time.monotonic() < end:
+            deadline = time.monotonic() + TIMEOUT
+            while not counted.reached(4, timeout=0.05):  # 4 renewals: past the first lease
                 seen.append(not storage.locks.acquire("long", "intruder", 30.0))
-                time.sleep(0.05)
+                assert not self.context.hold_lost
+                assert time.monotonic() < deadline, f"{counted.renewals} renewals only"
+            seen.append(not storage.locks.acquire("long", "intruder", 30.0))
             return "ok"
 
     class Held(Reactor):
         long = step(Long)
 
-    assert Held.run().success
-    assert seen and all(seen)
+    outcome = Held.run()
+    assert outcome.success, outcome
+    assert counted.renewals >= 4 and seen and all(seen)
 
 
 def test_steps_see_their_holds_and_fencing_tokens(storage: Storage) -> None:

@@ -2,6 +2,13 @@
 
 Backends come from ``scripts/test`` through the ``service_url`` fixture (a missing service
 FAILS the test, it is never skipped). Every test uses its own key prefix / queue names.
+
+Leases are generous (:data:`LEASE`, per backend): a live worker's liveness lease must never lapse
+between two renewals, even on a loaded 2-core machine where the Python test servers (SecantusDB,
+moto) answer a renewal seconds late. A lapse there is real behaviour (another worker may take the
+run over), but it is not the scenario under test and it breaks the exactly-once counts. A killed
+worker's lease still lapses: the tests wait for the recovery on an explicit condition, bounded by
+:func:`recovery_bound` (docs/coordination.md, "Renewal and loss").
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +34,15 @@ def with_query(url: str, **options: str) -> str:
     return url + ("&" if "?" in url else "?") + extra
 
 
+#: ``context_lock_ttl`` of every process of a kill test, in seconds, per backend: 3 renewals
+#: per lease, so a renewal may come ``2/3`` of the lease late before the lease lapses. Redis
+#: answers in microseconds, but the workers' heartbeat threads share the CPU (and their GIL)
+#: with busy handler threads; SecantusDB and moto are single Python processes that serialise
+#: their requests, and under a load of 8-17 on 2 cores a renewal there was seen to come more
+#: than 4 s late.
+LEASE: dict[str, float] = {"redis": 10.0, "mongodb": 15.0, "dynamodb": 15.0}
+
+
 @dataclass(frozen=True)
 class Backend:
     """One adapter under test: its storage and router URLs (with a per-test prefix)."""
@@ -34,6 +50,36 @@ class Backend:
     name: str
     storage: str
     router: str
+
+    @property
+    def lease(self) -> float:
+        """The liveness lease (``context_lock_ttl``) its processes use, in seconds."""
+        return LEASE[self.name]
+
+
+def kill_settings(backend: Backend, settings: Mapping[str, object]) -> dict[str, object]:
+    """``settings`` with the backend's generous lease as ``context_lock_ttl`` (:data:`LEASE`).
+
+    Args:
+        backend: the adapter under test.
+        settings: the test's other settings (without ``context_lock_ttl``).
+
+    Returns:
+        A new dict: the caller's ``config.configure`` keywords and the workers' ``--setting``s.
+    """
+    return {**settings, "context_lock_ttl": backend.lease}
+
+
+def recovery_bound(backend: Backend) -> float:
+    """Seconds a test waits for a recovery that starts when a killed worker's lease lapses.
+
+    Only bounds a failing test: the lease lapses (``backend.lease``), a sweep finds the unit and
+    re-dispatches it, and a worker finishes the run, each of them slowed down by the load.
+
+    Args:
+        backend: the adapter under test.
+    """
+    return 4 * backend.lease + 120.0
 
 
 @pytest.fixture(params=["redis", "mongodb", "dynamodb"])

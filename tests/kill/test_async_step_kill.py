@@ -25,12 +25,19 @@ from reactor.config import Runtime
 from reactor.engine.async_step import outcome_of
 from reactor.model.status import TERMINAL_STATUSES
 from tests.kill.async_reactors import KillUnit, LockedUnit, PooledUnit, RateLimitedUnit
-from tests.kill.conftest import Backend, WorkerProcesses, wait_until, with_query
+from tests.kill.conftest import (
+    Backend,
+    WorkerProcesses,
+    kill_settings,
+    recovery_bound,
+    wait_until,
+    with_query,
+)
 from tests.kill.reactors import count, entries
 
+#: Besides the backend's lease (``kill_settings``).
 SETTINGS: dict[str, object] = {
-    "context_lock_ttl": 4, "sweeper_interval": 1, "lock_snooze_base_delay": 0.1,
-    "lock_snooze_jitter": 0.1,
+    "sweeper_interval": 1, "lock_snooze_base_delay": 0.1, "lock_snooze_jitter": 0.1,
 }
 IMPORT = ("--import", "tests.kill.async_reactors")
 
@@ -44,7 +51,7 @@ def redis_backend(service_url: Callable[[str], str]) -> Backend:
 @contextmanager
 def _runtime(backend: Backend, **extra: object) -> Iterator[Runtime]:
     runtime = config.configure(storage=backend.storage, router=backend.router,
-                               **{**SETTINGS, **extra})
+                               **kill_settings(backend, {**SETTINGS, **extra}))
     try:
         yield runtime
     finally:
@@ -84,7 +91,7 @@ def _peak(lines: list[str]) -> int:
 def _settle(runtime: Runtime, ids: list[str], workers: WorkerProcesses) -> list[
     Success | Failure | None
 ]:
-    wait_until(lambda: None not in _records(runtime, ids), 60, "every unit to complete",
+    wait_until(lambda: None not in _records(runtime, ids), 180, "every unit to complete",
                workers.logs)
     return _records(runtime, ids)
 
@@ -113,7 +120,7 @@ def test_two_worker_processes_on_one_lock_serialize(
 ) -> None:
     log = tmp_path / "lock.log"
     with _runtime(redis_backend) as runtime:
-        procs = _start(redis_backend, workers, 2, SETTINGS)
+        procs = _start(redis_backend, workers, 2, kill_settings(redis_backend, SETTINGS))
         ids = _fire(LockedUnit, 6, log)
         outcomes = _settle(runtime, ids, workers)
         _stop(procs, workers)
@@ -127,7 +134,7 @@ def test_a_semaphore_of_three_never_has_four_holders_across_processes(
 ) -> None:
     log = tmp_path / "pool.log"
     with _runtime(redis_backend) as runtime:
-        procs = _start(redis_backend, workers, 3, SETTINGS)
+        procs = _start(redis_backend, workers, 3, kill_settings(redis_backend, SETTINGS))
         ids = _fire(PooledUnit, 10, log)
         outcomes = _settle(runtime, ids, workers)
         _stop(procs, workers)
@@ -140,7 +147,8 @@ def test_a_rate_limit_of_n_admits_exactly_n_across_processes(
     redis_backend: Backend, workers: WorkerProcesses, tmp_path: Path
 ) -> None:
     log = tmp_path / "rate.log"
-    settings = {**SETTINGS, "lock_snooze_max_attempts": 0}  # a refused unit gives up at once
+    # a refused unit gives up at once
+    settings = kill_settings(redis_backend, {**SETTINGS, "lock_snooze_max_attempts": 0})
     with _runtime(redis_backend, lock_snooze_max_attempts=0) as runtime:
         procs = _start(redis_backend, workers, 2, settings)
         ids = _fire(RateLimitedUnit, 10, log)
@@ -161,17 +169,18 @@ def test_kill_9_inside_a_unit_body_sweeper_recovers_it_exactly_once(
     with _runtime(backend) as runtime:
         handle = KillUnit.run(log_path=str(log), block_path=str(block))
         assert isinstance(handle, DispatchHandle)
-        worker_1 = workers.start(backend, *IMPORT, settings=SETTINGS)
+        settings = kill_settings(backend, SETTINGS)
+        worker_1 = workers.start(backend, *IMPORT, settings=settings)
         wait_until(lambda: count(str(log), "start:unit") == 1, 60,
                    "worker 1 to block in the unit", workers.logs)
         worker_2 = workers.start(backend, *IMPORT, "--sweep", "--threads", "2",
-                                 settings=SETTINGS)
+                                 settings=settings)
         worker_1.send_signal(signal.SIGKILL)
         assert worker_1.wait(timeout=10) == -signal.SIGKILL
         killed_at = time.monotonic()
         block.unlink()
-        wait_until(lambda: handle.status() in TERMINAL_STATUSES, 90, "the run to finish",
-                   workers.logs)
+        wait_until(lambda: handle.status() in TERMINAL_STATUSES, recovery_bound(backend),
+                   "the run to finish", workers.logs)
         print(f"\n[kill timing] async unit on {backend.name}: recovered "
               f"{time.monotonic() - killed_at:.2f}s after SIGKILL")
         result = handle.wait(timeout=5)

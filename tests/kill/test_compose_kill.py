@@ -1,9 +1,10 @@
 """Kill -9 a worker inside a composed child; the recovered run resumes the embedded child
 (``reactor.engine.compose``; docs/workers.md, "Composed children resume").
 
-Same setup as ``test_kill.py`` (Redis, MongoDB, DynamoDB + SQS; ``context_lock_ttl`` 4 s, 1 s
-sweeps). Worker 1 blocks inside child step ``b`` after ``a`` was checkpointed and is SIGKILLed;
-worker 2 (``--sweep``) resumes the run. Executions are counted in an ``O_APPEND`` log file.
+Same setup as ``test_kill.py`` (Redis, MongoDB, DynamoDB + SQS; the backend's generous
+``context_lock_ttl``, 1 s sweeps). Worker 1 blocks inside child step ``b`` after ``a`` was
+checkpointed and is SIGKILLed; worker 2 (``--sweep``) resumes the run. Executions are counted
+in an ``O_APPEND`` log file.
 """
 
 from __future__ import annotations

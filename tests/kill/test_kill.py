@@ -1,10 +1,11 @@
 """Kill -9 real worker processes mid-step and mid-rollback; the sweeper and a second worker
 recover the run (docs/architecture.md, "Execution invariants").
 
-Runs on Redis, MongoDB (SecantusDB wire server) and DynamoDB + SQS (moto), each with a
-``context_lock_ttl`` of 4 s and a 1 s sweep interval: worker 1 blocks at a deterministic point
-and is killed with SIGKILL; worker 2 (``--sweep``) re-dispatches the run once its liveness lock
-lapses and finishes it. Step and undo executions are counted in an ``O_APPEND`` log file.
+Runs on Redis, MongoDB (SecantusDB wire server) and DynamoDB + SQS (moto), each with the
+backend's generous ``context_lock_ttl`` (``tests.kill.conftest.LEASE``) and a 1 s sweep
+interval: worker 1 blocks at a deterministic point and is killed with SIGKILL; worker 2
+(``--sweep``) re-dispatches the run once its liveness lock lapses and finishes it. Step and
+undo executions are counted in an ``O_APPEND`` log file.
 """
 
 from __future__ import annotations
@@ -19,10 +20,17 @@ import pytest
 from reactor import DispatchHandle, Failure, Success, config
 from reactor.config import Runtime
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
-from tests.kill.conftest import Backend, WorkerProcesses, wait_until
+from tests.kill.conftest import (
+    Backend,
+    WorkerProcesses,
+    kill_settings,
+    recovery_bound,
+    wait_until,
+)
 from tests.kill.reactors import KillFlow, KillRollback, count, entries
 
-SETTINGS: dict[str, object] = {"context_lock_ttl": 4, "sweeper_interval": 1}
+#: Besides the backend's lease (``kill_settings``).
+SETTINGS: dict[str, object] = {"sweeper_interval": 1}
 
 #: Seconds from the kill to the run's terminal state, per test id (printed with -s).
 TIMINGS: dict[str, float] = {}
@@ -31,7 +39,8 @@ TIMINGS: dict[str, float] = {}
 @pytest.fixture
 def caller(backend: Backend) -> Iterator[Runtime]:
     """This process's runtime (the caller that starts the background run)."""
-    runtime = config.configure(storage=backend.storage, router=backend.router, **SETTINGS)
+    runtime = config.configure(storage=backend.storage, router=backend.router,
+                               **kill_settings(backend, SETTINGS))
     try:
         yield runtime
     finally:
@@ -47,16 +56,17 @@ def _kill_and_recover(
     block: Path,
     marker: str,
 ) -> Success | Failure:
-    worker_1 = workers.start(backend, settings=SETTINGS)
+    settings = kill_settings(backend, SETTINGS)
+    worker_1 = workers.start(backend, settings=settings)
     wait_until(lambda: count(str(log), marker) == 1, 60, f"worker 1 to block at {marker}",
                workers.logs)
-    worker_2 = workers.start(backend, "--sweep", "--threads", "2", settings=SETTINGS)
+    worker_2 = workers.start(backend, "--sweep", "--threads", "2", settings=settings)
     worker_1.send_signal(signal.SIGKILL)
     assert worker_1.wait(timeout=10) == -signal.SIGKILL
     killed_at = time.monotonic()
     block.unlink()
-    wait_until(lambda: handle.status() in TERMINAL_STATUSES, 60, "the run to finish",
-               workers.logs)
+    wait_until(lambda: handle.status() in TERMINAL_STATUSES, recovery_bound(backend),
+               "the run to finish", workers.logs)
     elapsed = time.monotonic() - killed_at
     result = handle.wait(timeout=5)
     TIMINGS[request.node.name] = elapsed
@@ -126,7 +136,7 @@ def test_sigterm_finishes_the_in_flight_job_and_exits_0(
     block.touch()
     handle = KillFlow.run(log_path=str(log), block_path=str(block))
     assert isinstance(handle, DispatchHandle)
-    worker = workers.start(backend, settings=SETTINGS)
+    worker = workers.start(backend, settings=kill_settings(backend, SETTINGS))
     wait_until(lambda: count(str(log), "start:c") == 1, 60, "the worker to block in c",
                workers.logs)
     worker.send_signal(signal.SIGTERM)

@@ -34,6 +34,7 @@ from tests.kill.conftest import (
     ROOT,
     Backend,
     WorkerProcesses,
+    kill_settings,
     marked_pid,
     stopped,
     wait_until,
@@ -41,9 +42,9 @@ from tests.kill.conftest import (
 from tests.kill.fault_reactors import LOST_BATCH_SIZE, LostBatchOwner, lost_batch_inputs
 from tests.kill.reactors import entries
 
+#: Besides the backend's lease (``kill_settings``).
 SETTINGS: dict[str, object] = {
-    "context_lock_ttl": 4, "sweeper_interval": 1,
-    "lock_snooze_base_delay": 0.2, "lock_snooze_jitter": 0.2,
+    "sweeper_interval": 1, "lock_snooze_base_delay": 0.2, "lock_snooze_jitter": 0.2,
 }
 COUNT = 2 * LOST_BATCH_SIZE
 FAULTS = ("--import", "tests.kill.fault_points")
@@ -53,7 +54,8 @@ REACTORS = ("--import", "tests.kill.fault_reactors")
 @pytest.fixture
 def caller(backend: Backend) -> Iterator[Runtime]:
     """This process's runtime (it only submits the run and reads it back)."""
-    runtime = config.configure(storage=backend.storage, router=backend.router, **SETTINGS)
+    runtime = config.configure(storage=backend.storage, router=backend.router,
+                               **kill_settings(backend, SETTINGS))
     try:
         yield runtime
     finally:
@@ -75,7 +77,8 @@ def _sweep(backend: Backend, *extra: str) -> subprocess.CompletedProcess[str]:
     args = [
         sys.executable, "-m", "reactor.cli", "sweep", *extra,
         "--storage", backend.storage, "--router", backend.router,
-        *[a for k, v in SETTINGS.items() for a in ("--setting", f"{k}={v}")],
+        *[a for k, v in kill_settings(backend, SETTINGS).items()
+          for a in ("--setting", f"{k}={v}")],
     ]
     return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120,
                           check=False)
@@ -89,7 +92,8 @@ def test_a_lost_batch_trigger_is_recovered_by_reactor_sweep_import(
     handle = LostBatchOwner.run(**lost_batch_inputs(str(log), str(block), COUNT))
     assert isinstance(handle, DispatchHandle)
 
-    victim = workers.start(backend, *FAULTS, "--threads", "2", settings=SETTINGS)
+    settings = kill_settings(backend, SETTINGS)
+    victim = workers.start(backend, *FAULTS, "--threads", "2", settings=settings)
     wait_until(lambda: marked_pid(log, "trigger-lost-pid:") == victim.pid
                and stopped(victim.pid), 120,
                "worker 1 to stop before the second batch's trigger", workers.logs)
@@ -106,7 +110,7 @@ def test_a_lost_batch_trigger_is_recovered_by_reactor_sweep_import(
     assert maps.count_results(map_id) == LOST_BATCH_SIZE
     assert maps.offset(map_id) == LOST_BATCH_SIZE, (entries(str(log)), workers.logs())
 
-    worker = workers.start(backend, *REACTORS, settings=SETTINGS)  # no --sweep
+    worker = workers.start(backend, *REACTORS, settings=settings)  # no --sweep
     swept = _sweep(backend, *REACTORS)
     assert swept.returncode == 0, (swept.stdout, swept.stderr)
     counts = " ".join(swept.stdout.split())  # the console may wrap the line

@@ -20,12 +20,16 @@ from reactor.config import Runtime
 from reactor.model import checkpoints
 from reactor.model.records import MapRollbackMetadata
 from reactor.model.status import TERMINAL_STATUSES
-from tests.kill.conftest import Backend, WorkerProcesses, wait_until, with_query
+from tests.kill.conftest import Backend, WorkerProcesses, kill_settings, wait_until, with_query
 from tests.kill.map_reactors import MapOwner, inputs
 from tests.kill.reactors import entries
 
 COUNT = 1000
-SETTINGS: dict[str, object] = {"context_lock_ttl": 10}
+#: Besides the backend's lease (``kill_settings``): no worker sweeps here, so a lease that
+#: lapsed would leave its element to nobody.
+SETTINGS: dict[str, object] = {}
+#: Bounds each of the two waits, in seconds (a failing test only; the load slows both halves).
+WAIT = 300.0
 
 
 @pytest.fixture
@@ -38,7 +42,7 @@ def redis_backend(service_url: Callable[[str], str]) -> Backend:
 @pytest.fixture
 def caller(redis_backend: Backend) -> Iterator[Runtime]:
     runtime = config.configure(storage=redis_backend.storage, router=redis_backend.router,
-                               **SETTINGS)
+                               **kill_settings(redis_backend, SETTINGS))
     try:
         yield runtime
     finally:
@@ -56,22 +60,23 @@ def _rollback(runtime: Runtime, run_id: str) -> MapRollbackMetadata | None:
     return runtime.storage.map_rollbacks.metadata(str(ref["map_id"]))
 
 
+@pytest.mark.timeout(2 * WAIT + 60)
 def test_1000_element_map_and_its_rollback_on_redis_with_two_workers(
     redis_backend: Backend, caller: Runtime, workers: WorkerProcesses, tmp_path: Path
 ) -> None:
     log = tmp_path / "map.log"
     procs = [
         workers.start(redis_backend, "--import", "tests.kill.map_reactors", "--threads", "4",
-                      settings=SETTINGS)
+                      settings=kill_settings(redis_backend, SETTINGS))
         for _ in range(2)
     ]
     started = time.monotonic()
     handle = MapOwner.run(**inputs(str(log), count=COUNT, fail_after=True))
     assert isinstance(handle, DispatchHandle)
-    wait_until(lambda: _rollback(caller, handle.run_id) is not None, 120, "the forward map",
+    wait_until(lambda: _rollback(caller, handle.run_id) is not None, WAIT, "the forward map",
                workers.logs)
     forward = time.monotonic() - started
-    wait_until(lambda: handle.status() in TERMINAL_STATUSES, 120, "the rollback", workers.logs)
+    wait_until(lambda: handle.status() in TERMINAL_STATUSES, WAIT, "the rollback", workers.logs)
     backward = time.monotonic() - started - forward
     result = handle.wait(timeout=5)
     assert isinstance(result, Failure) and result.step_name == "after"

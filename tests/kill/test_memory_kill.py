@@ -24,11 +24,20 @@ from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from tests.kill.conftest import wait_until
 from tests.kill.reactors import KillFlow, KillRollback, count, entries
 
+#: The workers' liveness lease, in seconds. Worker A's is forced to lapse (``MemoryProbe``);
+#: worker B's must never lapse by itself, however late its heartbeat thread runs on a loaded
+#: machine (nothing here would sweep the run again).
+LEASE = 60
+#: Bounds a failing wait, in seconds (the threads run the steps at once; only the load slows
+#: them).
+BOUND = 120
+
 
 @pytest.fixture
 def runtime() -> Iterator[Runtime]:
     rt = config.configure(
-        storage=MemoryStorage(), router=LocalRouter(visibility_timeout=30), context_lock_ttl=2
+        storage=MemoryStorage(), router=LocalRouter(visibility_timeout=30),
+        context_lock_ttl=LEASE,
     )
     yield rt
     config.reset()
@@ -42,17 +51,18 @@ def _die_and_recover(
     assert isinstance(storage, MemoryStorage)
     worker_a = Worker(rt, poll_seconds=0.05, liveness_wait=0.0)
     worker_a.start()
-    wait_until(lambda: count(str(log), marker) == 1, 10, f"worker A to block at {marker}")
+    wait_until(lambda: count(str(log), marker) == 1, BOUND, f"worker A to block at {marker}")
     # worker A "dies": its liveness lock lapses (no more extends), its delivery is abandoned
     assert MemoryProbe(storage).expire("locks", run_liveness_key(handle.run_id))
     worker_b = Worker(rt, poll_seconds=0.05, liveness_wait=0.0)
     worker_b.start()
     assert sweep_runs(storage, rt.router).redispatched == 1
-    wait_until(lambda: handle.status() in TERMINAL_STATUSES, 10, "worker B to finish the run")
+    wait_until(lambda: handle.status() in TERMINAL_STATUSES, BOUND,
+               "worker B to finish the run")
     stamp = Reactor.find(handle.run_id).updated_at
     # the zombie wakes up: whatever it does next is fenced on the lost lock
     block.unlink()
-    assert worker_a.stop(timeout=10) and worker_b.stop(timeout=10)
+    assert worker_a.stop(timeout=BOUND) and worker_b.stop(timeout=BOUND)
     return worker_a, worker_b, stamp
 
 

@@ -1,8 +1,9 @@
 """A real worker frozen between its fence check and its checkpoint write never reopens a run
 that another worker completed meanwhile (docs/workers.md, "Stale writers and fenced saves").
 
-Runs on Redis, MongoDB (SecantusDB wire server) and DynamoDB + SQS (moto), ``context_lock_ttl``
-4 s and 1 s sweeps. Worker 1 imports :mod:`tests.kill.fault_points`: right after step ``b`` of
+Runs on Redis, MongoDB (SecantusDB wire server) and DynamoDB + SQS (moto), the backend's
+generous ``context_lock_ttl`` (``tests.kill.conftest.LEASE``) and 1 s sweeps. Worker 1
+imports :mod:`tests.kill.fault_points`: right after step ``b`` of
 :class:`~tests.kill.fault_reactors.FenceFlow` its worker checkpoint passes the liveness check
 and then the process stops itself with ``SIGSTOP``, before the write. While it is frozen its
 liveness lock lapses (no extender runs), worker 2 (``--sweep``) takes the run over and
@@ -21,7 +22,15 @@ from reactor import DispatchHandle, Success
 from reactor.config import Runtime
 from reactor.model.keys import run_liveness_key
 from reactor.model.status import RunStatus
-from tests.kill.conftest import Backend, WorkerProcesses, marked_pid, stopped, wait_until
+from tests.kill.conftest import (
+    Backend,
+    WorkerProcesses,
+    kill_settings,
+    marked_pid,
+    recovery_bound,
+    stopped,
+    wait_until,
+)
 from tests.kill.fault_reactors import FenceFlow
 from tests.kill.reactors import entries
 from tests.kill.test_kill import SETTINGS, caller
@@ -46,16 +55,17 @@ def test_a_worker_frozen_between_fence_check_and_write_cannot_reopen_the_complet
     assert isinstance(handle, DispatchHandle)
     lock_key = run_liveness_key(handle.run_id)
 
-    stale = workers.start(backend, *FAULTS, settings=SETTINGS)
+    settings = kill_settings(backend, SETTINGS)
+    stale = workers.start(backend, *FAULTS, settings=settings)
     wait_until(lambda: marked_pid(log, "frozen-pid:") == stale.pid and stopped(stale.pid), 90,
                "worker 1 to freeze between its fence check and its write", workers.logs)
     assert _counts(log, "done") == {"a": 1, "b": 1, "c": 0, "d": 0}
     # Frozen: nothing extends its liveness lock, which lapses after context_lock_ttl.
-    wait_until(lambda: not caller.storage.locks.held(lock_key), 60,
+    wait_until(lambda: not caller.storage.locks.held(lock_key), recovery_bound(backend),
                "the frozen worker's liveness lock to lapse", workers.logs)
 
-    fresh = workers.start(backend, *FAULTS, "--sweep", "--threads", "2", settings=SETTINGS)
-    wait_until(lambda: handle.status() is RunStatus.COMPLETED, 120,
+    fresh = workers.start(backend, *FAULTS, "--sweep", "--threads", "2", settings=settings)
+    wait_until(lambda: handle.status() is RunStatus.COMPLETED, recovery_bound(backend),
                "worker 2 to take the run over and complete it", workers.logs)
     assert stopped(stale.pid), "worker 1 must still be frozen while the run completes"
     taken_over = entries(str(log))
