@@ -24,7 +24,6 @@ exception is logged, never sent.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -237,7 +236,7 @@ def create_app(
     allowed_hosts: Sequence[str] | None = None,
     sessions: SessionPolicy | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
-    clock: Clock = time.monotonic,
+    clock: Clock | None = None,
 ) -> FastAPI:
     """Build the dashboard's ASGI app.
 

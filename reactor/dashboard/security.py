@@ -54,6 +54,12 @@ __all__ = [
 #: A monotonic clock in seconds (``time.monotonic``; tests inject their own).
 Clock = Callable[[], float]
 
+
+def system_monotonic() -> float:
+    """The system's monotonic clock in seconds, read at call time (the default :data:`Clock`;
+    docs/testing.md, "The clock")."""
+    return time.monotonic()
+
 #: The session cookie's name.
 SESSION_COOKIE: Final = "reactor_dashboard_session"
 #: The form field carrying the CSRF token.
@@ -120,13 +126,13 @@ class Sessions:
 
     Args:
         policy: the idle and absolute lifetimes.
-        clock: the clock (default ``time.monotonic``).
+        clock: the clock (default :func:`system_monotonic`).
     """
 
-    def __init__(self, policy: SessionPolicy | None = None, clock: Clock = time.monotonic
+    def __init__(self, policy: SessionPolicy | None = None, clock: Clock | None = None
                  ) -> None:
         self.policy = policy or SessionPolicy()
-        self._clock = clock
+        self._clock = clock or system_monotonic
         self._lock = threading.Lock()
         self._open: OrderedDict[str, tuple[float, float]] = OrderedDict()
 
@@ -180,12 +186,12 @@ class Throttle:
     Args:
         limit: failures allowed per window (default 5).
         window_seconds: the window, in seconds (default 60).
-        clock: a monotonic clock in seconds.
+        clock: a monotonic clock in seconds (default :func:`system_monotonic`).
         max_clients: addresses tracked at once.
     """
 
     def __init__(self, limit: int = 5, window_seconds: float = 60.0,
-                 clock: Clock = time.monotonic, max_clients: int = 10_000) -> None:
+                 clock: Clock | None = None, max_clients: int = 10_000) -> None:
         if limit < 1 or not window_seconds > 0:
             raise ConfigurationError(
                 "the dashboard throttle needs limit >= 1 and window_seconds > 0, got "
@@ -193,7 +199,7 @@ class Throttle:
             )
         self.limit = limit
         self.window_seconds = window_seconds
-        self._clock = clock
+        self._clock = clock or system_monotonic
         self._max_clients = max_clients
         self._lock = threading.Lock()
         self._failures: OrderedDict[str, deque[float]] = OrderedDict()
@@ -260,7 +266,7 @@ class Guard:
         read_only: bool | None,
         *,
         sessions: SessionPolicy | None = None,
-        clock: Clock = time.monotonic,
+        clock: Clock | None = None,
     ) -> Guard:
         """Check the options of :func:`reactor.dashboard.create_app`.
 
