@@ -148,8 +148,10 @@ def test_default_backoff_doubles_up_to_a_minute() -> None:
 
 
 class ExtendRecorder(LocalRouter):
+    # 3 s: extended every second, so an extend may come 2 s late on a loaded machine before the
+    # delivery lapses (and the job would run again)
     def __init__(self) -> None:
-        super().__init__(visibility_timeout=0.15)
+        super().__init__(visibility_timeout=3.0)
         self.extended: list[float] = []
 
     def extend(self, delivery: Delivery, seconds: float) -> None:
@@ -164,15 +166,15 @@ def test_long_handlers_extend_their_visibility() -> None:
         handle = Blocking.run(n=1)
         assert isinstance(handle, DispatchHandle)
         worker = Worker(rt, poll_seconds=0.05, liveness_wait=0.0)
-        assert worker.visibility == 0.15
+        assert worker.visibility == 3.0
         worker.start()
         assert ENTERED.wait(10)
         deadline = threading.Event()
-        for _ in range(200):  # bounded: until two extends happened (every visibility / 3)
+        for _ in range(1200):  # bounded: until two extends happened (every visibility / 3)
             if len(router.extended) >= 2:
                 break
             deadline.wait(0.05)
-        assert len(router.extended) >= 2 and set(router.extended) == {0.15}
+        assert len(router.extended) >= 2 and set(router.extended) == {3.0}
         GATE.set()
         assert handle.wait(timeout=10).value == {"wait": 1}
         assert worker.stop(timeout=10)

@@ -406,8 +406,10 @@ def test_worker_threads_survive_poison_and_run_good_jobs(
 class _ExtendRecorder(LocalRouter):
     """Counts the extends of the worker's heartbeat."""
 
+    # 3 s: extended every second, so an extend may come 2 s late on a loaded machine before the
+    # lease lapses and another receive would see the job
     def __init__(self, extends_wanted: int) -> None:
-        super().__init__(visibility_timeout=0.6, workers=0)
+        super().__init__(visibility_timeout=3.0, workers=0)
         self.extended = threading.Semaphore(0)
         self.extends_wanted = extends_wanted
 
@@ -421,13 +423,13 @@ def test_a_job_a_worker_runs_is_kept_leased_by_its_heartbeat(
 ) -> None:
     """The router keeps no lease for a running job: the worker's heartbeat extends it every
     third of the visibility, so nobody else receives the job while it runs, however long."""
-    router = _ExtendRecorder(extends_wanted=4)  # 4 x 0.2 s: past the 0.6 s first lease
+    router = _ExtendRecorder(extends_wanted=4)  # 4 x 1 s: past the 3 s first lease
     seen_by_other: list[list[Delivery]] = []
 
     def slow(_: Job) -> None:
         for _ in range(router.extends_wanted):
             assert router.extended.acquire(timeout=10), "the heartbeat never extended"
-        seen_by_other.append(router.receive())  # right after an extend: leased for 0.6 s
+        seen_by_other.append(router.receive())  # right after an extend: leased for 3 s
 
     _stub(monkeypatch, slow)
     router.enqueue(_sweep())
