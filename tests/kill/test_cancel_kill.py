@@ -26,12 +26,18 @@ from reactor.config import Runtime
 from reactor.model.keys import run_liveness_key
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from tests.kill.cancel_reactors import CancelFlow
-from tests.kill.conftest import Backend, WorkerProcesses, wait_until
+from tests.kill.conftest import (
+    Backend,
+    WorkerProcesses,
+    kill_settings,
+    recovery_bound,
+    wait_until,
+)
 from tests.kill.reactors import count, entries
 
 IMPORT = ("--import", "tests.kill.cancel_reactors")
 #: The default cancel_check_interval (1 s): a boundary reads the request at most once a second.
-SETTINGS: dict[str, object] = {"context_lock_ttl": 6, "sweeper_interval": 1}
+SETTINGS: dict[str, object] = {"sweeper_interval": 1}  # the lease: kill_settings
 BACKENDS = ("redis", "mongodb", "dynamodb") if os.environ.get("REACTOR_TEST_LONG") == "1" \
     else ("redis",)
 
@@ -39,7 +45,8 @@ BACKENDS = ("redis", "mongodb", "dynamodb") if os.environ.get("REACTOR_TEST_LONG
 @pytest.fixture
 def caller(backend: Backend) -> Iterator[Runtime]:
     """This process's runtime: it starts the run and cancels it."""
-    runtime = config.configure(storage=backend.storage, router=backend.router, **SETTINGS)
+    runtime = config.configure(storage=backend.storage, router=backend.router,
+                               **kill_settings(backend, SETTINGS))
     try:
         yield runtime
     finally:
@@ -54,7 +61,8 @@ def test_a_cancel_accepted_before_the_worker_was_killed_is_carried_out_by_the_re
     block.touch()
     handle = CancelFlow.run(log_path=str(log), block_path=str(block))
     assert isinstance(handle, DispatchHandle)
-    worker_1 = workers.start(backend, *IMPORT, settings=SETTINGS)
+    settings = kill_settings(backend, SETTINGS)
+    worker_1 = workers.start(backend, *IMPORT, settings=settings)
     wait_until(lambda: count(str(log), "start:c") == 1, 60, "worker 1 to enter step c",
                workers.logs)
     assert caller.storage.locks.held(run_liveness_key(handle.run_id))  # worker 1's
@@ -64,9 +72,9 @@ def test_a_cancel_accepted_before_the_worker_was_killed_is_carried_out_by_the_re
     worker_1.send_signal(signal.SIGKILL)  # ...but it dies inside c, before c's boundary
     assert worker_1.wait(timeout=10) == -signal.SIGKILL
     block.unlink()
-    worker_2 = workers.start(backend, *IMPORT, "--sweep", settings=SETTINGS)
-    wait_until(lambda: pending.status() in TERMINAL_STATUSES, 90, "the run to be recovered",
-               workers.logs)
+    worker_2 = workers.start(backend, *IMPORT, "--sweep", settings=settings)
+    wait_until(lambda: pending.status() in TERMINAL_STATUSES, recovery_bound(backend),
+               "the run to be recovered", workers.logs)
 
     outcome = pending.wait(timeout=10)
     assert isinstance(outcome, Failure), (outcome, workers.logs())

@@ -21,12 +21,18 @@ import pytest
 from reactor import DispatchHandle, Failure, config
 from reactor.config import Runtime
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
-from tests.kill.conftest import Backend, WorkerProcesses, wait_until
+from tests.kill.conftest import (
+    Backend,
+    WorkerProcesses,
+    kill_settings,
+    recovery_bound,
+    wait_until,
+)
 from tests.kill.inline_map_reactors import InlineShipment
 from tests.kill.reactors import count, entries
 
 IMPORT = ("--import", "tests.kill.inline_map_reactors")
-SETTINGS: dict[str, object] = {"context_lock_ttl": 6, "sweeper_interval": 1}
+SETTINGS: dict[str, object] = {"sweeper_interval": 1}  # the lease: kill_settings
 BACKENDS = ("redis", "mongodb", "dynamodb") if os.environ.get("REACTOR_TEST_LONG") == "1" \
     else ("redis",)
 
@@ -34,7 +40,8 @@ BACKENDS = ("redis", "mongodb", "dynamodb") if os.environ.get("REACTOR_TEST_LONG
 @pytest.fixture
 def caller(backend: Backend) -> Iterator[Runtime]:
     """This process's runtime: it submits the run and reads it back."""
-    runtime = config.configure(storage=backend.storage, router=backend.router, **SETTINGS)
+    runtime = config.configure(storage=backend.storage, router=backend.router,
+                               **kill_settings(backend, SETTINGS))
     try:
         yield runtime
     finally:
@@ -50,15 +57,16 @@ def test_kill_inside_an_inline_map_in_a_child_resumes_it_and_undoes_each_element
     handle = InlineShipment.run(items=[0, 1, 2, 3], log_path=str(log), block_path=str(block),
                                 fail_ship=True)
     assert isinstance(handle, DispatchHandle)
-    worker_1 = workers.start(backend, *IMPORT, settings=SETTINGS)
+    settings = kill_settings(backend, SETTINGS)
+    worker_1 = workers.start(backend, *IMPORT, settings=settings)
     wait_until(lambda: count(str(log), "start:2") == 1, 60, "worker 1 to enter element 2",
                workers.logs)
     worker_1.send_signal(signal.SIGKILL)
     assert worker_1.wait(timeout=10) == -signal.SIGKILL
     block.unlink()
-    worker_2 = workers.start(backend, *IMPORT, "--sweep", settings=SETTINGS)
-    wait_until(lambda: handle.status() in TERMINAL_STATUSES, 90, "the run to be recovered",
-               workers.logs)
+    worker_2 = workers.start(backend, *IMPORT, "--sweep", settings=settings)
+    wait_until(lambda: handle.status() in TERMINAL_STATUSES, recovery_bound(backend),
+               "the run to be recovered", workers.logs)
 
     outcome = handle.wait(timeout=10)
     assert isinstance(outcome, Failure), (outcome, workers.logs())
