@@ -547,7 +547,9 @@ class RedisLockingContextStore(RedisContextStore):
     paths"): ``context_save`` acquires the lock first and fences the save with the new token
     (``save_taking``) or releases it after writing (``save_releasing``),
     ``context_append`` releases it once the segment is appended (``append_releasing``) and
-    ``context_take`` acquires it and reads the record (``load_taking``). The lock operations
+    ``context_take`` acquires it and reads the record (``load_taking``), with the run's claims
+    at the paths asked for (``load_taking_claims``,
+    :class:`~reactor.ports.capabilities.ReadsClaimsWhenTaking`). The lock operations
     are :data:`lock.lua`'s own (``_common.lua``'s ``lock_call``), on the lock store's keys.
 
     Used on a single Redis server only: on a cluster the lock hash ``P:lock:<key>`` and the
@@ -584,21 +586,47 @@ class RedisLockingContextStore(RedisContextStore):
                 lock is released again first).
             StorageError: Redis failed.
         """
+        token, record, _ = self.load_taking_claims(context_id, claim, ())
+        return token, record
+
+    def load_taking_claims(
+        self, context_id: str, claim: LockClaim, step_paths: Sequence[str]
+    ) -> tuple[int, ContextRecord | None, dict[str, str]]:
+        """Take ``claim`` and, only when granted, read the record and the run's claims at
+        ``step_paths``, in one script
+        (:meth:`reactor.ports.capabilities.ReadsClaimsWhenTaking.load_taking_claims`).
+
+        Returns:
+            ``(token, record or None, {step_path: payload} for the claimed paths)``;
+            ``(0, None, {})`` when another owner holds the lock.
+
+        Raises:
+            DeserializationError: the list holds fewer segments than the record counts (the
+                lock is released again first).
+            StorageError: Redis failed.
+        """
         lock_key = self._keys.lock(claim.key)
+        paths = list(dict.fromkeys(step_paths))
         with storage_errors("context load"):
             reply = self._scripts(
                 "context_take",
                 [lock_key, self._keys.context(context_id),
-                 self._keys.context_segments(context_id)],
+                 self._keys.context_segments(context_id),
+                 *(self._keys.interrupt(context_id, path) for path in paths)],
                 [claim.owner, ttl_arg(claim.ttl), RETENTION_ARG],
             )
         token = int(reply[0])
         if not token:
-            return 0, None
+            return 0, None, {}
         flat = reply[1]
         found = dict(zip(flat[::2], flat[1::2], strict=True))
+        values = reply[3] if len(reply) > 3 else []
+        claims = {
+            path: str(value) for path, value in zip(paths, values, strict=False)
+            if value is not None
+        }
         try:
-            return token, _record_of(context_id, found, reply[2])
+            return token, _record_of(context_id, found, reply[2]), claims
         except DeserializationError:
             with storage_errors("lock release"):
                 self._scripts("lock", [lock_key], ["release", claim.owner, RETENTION_ARG])

@@ -257,7 +257,7 @@ def continue_run(
         LockLost: the liveness lock lapsed; nothing more was written.
     """
     checkpoint = FencedCheckpointer(env, ctx, liveness)
-    state = RunState(definition, ctx, env, checkpoint)
+    state = RunState(definition, ctx, env, checkpoint, claims_read=liveness.claims_read)
     state.retry_wait = _raise_retry_later(state)
     with observe.run(env, ctx, "worker"):  # docs/observability.md, "Middleware"
         try:

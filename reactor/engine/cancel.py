@@ -113,6 +113,12 @@ def requested(env: Env, run_id: str) -> CancelRequest | None:
     text = env.storage.claims.interrupt_resumes(run_id, [CANCEL_CLAIM_PATH]).get(
         CANCEL_CLAIM_PATH
     )
+    return _decoded(run_id, text)
+
+
+def _decoded(run_id: str, text: str | None) -> CancelRequest | None:
+    """The cancel claim's payload ``text`` decoded (:func:`requested`'s rule): ``None`` when
+    absent, the defaults when unreadable."""
     if text is None:
         return None
     try:
@@ -188,7 +194,9 @@ def at_start(state: RunState) -> Failure | None:
     earlier execution owned the run (which may have died before its next boundary read it)
     is carried out before any further step runs and without taking the run's holds again.
     A fresh run (not stored yet) is not checked: nobody can have asked to cancel it. The
-    cost is one claims-store read per execution, not per step.
+    request is the one the store read with the run's load (:attr:`RunState.claims_read`, a
+    :class:`~reactor.ports.capabilities.ReadsClaimsWhenTaking` store: no request of its
+    own), else one claims-store read per execution, not per step.
 
     Args:
         state: the execution (any context; only a root run stored ``running`` is checked).
@@ -207,7 +215,11 @@ def at_start(state: RunState) -> Failure | None:
     state.cancel_checked_at = state.env.clock.monotonic()  # the boundaries' interval starts
     if ctx.status is not RunStatus.RUNNING or not is_root(state) or ctx.persisted is None:
         return None
-    request = requested(state.env, ctx.context_id)
+    known, state.claims_read = state.claims_read, None  # fresh for this start only
+    if known is not None:  # read with the load that started this execution (no request)
+        request = _decoded(ctx.context_id, known.get(CANCEL_CLAIM_PATH))
+    else:
+        request = requested(state.env, ctx.context_id)
     if request is None:
         return None
     in_flight = stored_in_flight(state)

@@ -16,6 +16,7 @@ from reactor.ports.capabilities import (
     BeginsAndSettlesElements,
     EnqueuesMany,
     LocksWithContexts,
+    ReadsClaimsWhenTaking,
     SavesContextsTogether,
     SettlesAndReleases,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "begin_element",
     "enqueue_all",
     "load_taking",
+    "load_taking_claims",
     "save_all",
     "save_releasing",
     "save_taking",
@@ -174,6 +176,29 @@ def load_taking(
     if isinstance(contexts, LocksWithContexts):
         return contexts.load_taking(context_id, claim)
     return _under_claim(storage, claim, lambda _token: contexts.load(context_id))
+
+
+def load_taking_claims(
+    storage: Storage, context_id: str, claim: LockClaim, step_paths: Sequence[str]
+) -> tuple[int, ContextRecord | None, dict[str, str] | None]:
+    """``load_taking_claims`` of a :class:`~reactor.ports.capabilities.ReadsClaimsWhenTaking`
+    context store, else :func:`load_taking` alone: the claims are then not read (the caller
+    reads them when it needs them, one request more).
+
+    Returns:
+        ``(token, record or None, claims)``: ``claims`` is ``{step_path: payload}`` for the
+        claimed paths among ``step_paths`` when the store read them with the record, ``None``
+        when it did not; ``(0, None, None)`` when another owner holds the lock.
+
+    Raises:
+        DeserializationError, StorageError: as ``ContextStore.load`` (the lock not held).
+    """
+    contexts = storage.contexts
+    if step_paths and isinstance(contexts, ReadsClaimsWhenTaking):
+        token, record, claims = contexts.load_taking_claims(context_id, claim, step_paths)
+        return token, record, (claims if token else None)
+    token, record = load_taking(storage, context_id, claim)
+    return token, record, None
 
 
 def _under_claim(

@@ -14,7 +14,7 @@ thread holds.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from reactor.coordination.lock import Lock
@@ -73,6 +73,9 @@ class Liveness:
         #: run's completion), ``None``: none; :attr:`announced` tells whether it did.
         self.announce: str | None = None
         self.announced = False
+        #: The run's claims (``{step_path: payload}``) the store read in the request that took
+        #: the lock and loaded the run (:func:`take_loading`); ``None``: not read with it.
+        self.claims_read: dict[str, str] | None = None
         if lock is not None:
             _held_ids().add(context_id)
 
@@ -250,20 +253,23 @@ def held(env: Env, context_id: str) -> Iterator[Liveness]:
 
 
 def take_loading(
-    env: Env, context_id: str, *, wait: float = 0.0
+    env: Env, context_id: str, *, wait: float = 0.0, claim_paths: Sequence[str] = ()
 ) -> tuple[Liveness | None, ContextRecord | None]:
     """Take ``async:<context_id>`` and load the run in one request where the store can
-    (:func:`reactor.engine.fast_paths.load_taking`); a contended lock is then waited for as
-    :func:`take` waits, and the run loaded after.
+    (:func:`reactor.engine.fast_paths.load_taking_claims`); a contended lock is then waited
+    for as :func:`take` waits, and the run loaded after.
 
     Args:
         env: the execution environment.
         context_id: the run.
         wait: seconds to keep polling a held lock (0 = one try).
+        claim_paths: claims of the run to read in the same request where the store can
+            (:attr:`Liveness.claims_read`; the run's cancel request).
 
     Returns:
         ``(hold, record or None)``; ``(None, None)`` when another owner holds the lock. The
-        hold releases the lock with the run's final save.
+        hold releases the lock with the run's final save; its :attr:`Liveness.claims_read`
+        holds the claims read with the record, ``None`` when the store did not read them.
 
     Raises:
         DeserializationError: the stored record is unreadable (the lock is not held).
@@ -273,12 +279,15 @@ def take_loading(
         return Liveness(context_id, None), env.storage.contexts.load(context_id)
     lock = liveness_lock(env, run_liveness_key(context_id), wait=wait)
     started = lock.monotonic()
-    token, record = fast_paths.load_taking(
-        env.storage, context_id, LockClaim(key=lock.key, owner=lock.owner, ttl=lock.ttl)
+    token, record, claims = fast_paths.load_taking_claims(
+        env.storage, context_id, LockClaim(key=lock.key, owner=lock.owner, ttl=lock.ttl),
+        claim_paths,
     )
     if token:
         lock.adopt(token, started)
-        return Liveness(context_id, lock, release_with_final_save=True), record
+        taken = Liveness(context_id, lock, release_with_final_save=True)
+        taken.claims_read = claims
+        return taken, record
     if wait <= 0:
         return None, None
     hold = take(env, context_id, wait=wait)

@@ -72,6 +72,9 @@ class RunState:
         cancel_checked_at: the runtime clock's ``monotonic()`` when this execution last read
             its cancel request (or started): the next boundary reads it again only
             ``cancel_check_interval`` seconds later (docs/run-control.md, "Cancel").
+        claims_read: the run's claims the store read with the load that started this
+            execution (``{step_path: payload}``; its cancel request), ``None`` when none were
+            read with it: the start of the execution reads the cancel request itself.
     """
 
     definition: ReactorDefinition
@@ -87,6 +90,7 @@ class RunState:
     on_ordered_ticket: Callable[[str, KeyedTicket], None] | None = None
     path_prefix: str = ""
     cancel_checked_at: float | None = None
+    claims_read: dict[str, str] | None = None
 
     def lost_hold(self) -> LockLost | None:
         """The first reactor-level hold that is lost, else ``None`` (no I/O)."""

@@ -21,7 +21,9 @@ with ``isinstance`` instead of probing for concrete adapter classes or undeclare
 * :class:`SettlesAndReleases`: a map store that settles an element and releases the
   element's lock in one request;
 * :class:`LocksWithContexts`: a context store that takes a run's liveness lock with the run's
-  first save or its load, and releases it with the run's final write, in one request each.
+  first save or its load, and releases it with the run's final write, in one request each;
+* :class:`ReadsClaimsWhenTaking`: a context store whose lock-taking load also reads claims of
+  the run (its cancel request) in that same request.
 
 A router without a capability is still a complete router: the core simply skips what the
 capability enables (docs/protocol.md, "Routers").
@@ -43,6 +45,7 @@ __all__ = [
     "JobHandler",
     "KnowsConsumers",
     "LocksWithContexts",
+    "ReadsClaimsWhenTaking",
     "RunsJobsInline",
     "SavesContextsTogether",
     "SettlesAndReleases",
@@ -310,6 +313,38 @@ class LocksWithContexts(Protocol):
         Raises:
             StaleWriterError, ContextTooLargeError, StorageError: as ``save`` (nothing
                 released).
+        """
+        ...
+
+
+@runtime_checkable
+class ReadsClaimsWhenTaking(Protocol):
+    """A context store whose lock-taking load also reads claims of the run in the same request
+    (docs/protocol.md, "Optional fast paths"): exactly ``load_taking`` followed, when the lock
+    was granted, by ``ClaimStore.interrupt_resumes(context_id, step_paths)`` of the same
+    storage, made one request. An execution continuing a stored run reads its cancel request
+    this way at no extra round trip (docs/run-control.md, "Cancel"). Declared by the Redis
+    storage's locking context store.
+    """
+
+    def load_taking_claims(
+        self, context_id: str, claim: LockClaim, step_paths: Sequence[str]
+    ) -> tuple[int, ContextRecord | None, dict[str, str]]:
+        """Take ``claim`` and, only when granted, load the record ``context_id`` and read its
+        claims at ``step_paths``.
+
+        Args:
+            context_id: the run.
+            claim: the lock to take.
+            step_paths: the claim paths to read (``ClaimStore.claim_interrupt_resume``'s).
+
+        Returns:
+            ``(token, record or None, {step_path: payload} for the claimed paths only)`` when
+            the lock was taken; ``(0, None, {})`` when another owner holds it (nothing read).
+
+        Raises:
+            DeserializationError, StorageError: as ``ContextStore.load``; the lock is then not
+                held (taken and released again if it was).
         """
         ...
 

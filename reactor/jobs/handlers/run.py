@@ -92,7 +92,9 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
     wait = 0.0 if jc.inline else jc.liveness_wait
     reload = False
     try:  # the lock and the run in one request where the store can
-        hold, record = liveness.take_loading(env, payload.context_id, wait=wait)
+        hold, record = liveness.take_loading(
+            env, payload.context_id, wait=wait, claim_paths=(fan_out.CANCEL_CLAIM_PATH,)
+        )
     except DeserializationError:  # unreadable: take the lock alone; the load below quarantines
         hold, record, reload = liveness.take(env, payload.context_id, wait=wait), None, True
     if hold is None:

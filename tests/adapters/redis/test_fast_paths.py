@@ -8,6 +8,8 @@ Each fast path must leave exactly the state of the composition of required calls
 * ``RedisRouter.enqueue_many``: one script call for the whole batch;
 * ``RedisRouter.receive``: one ``receive`` script call when a job is due (promote, reclaim and
   a non-blocking read together);
+* ``RedisLockingContextStore.load_taking_claims``: the record and the run's claims (its cancel
+  request) with the lock, one script call on a single server;
 * ``RedisLockingContextStore.save_taking`` / ``load_taking`` / ``append_releasing`` /
   ``save_releasing`` and ``RedisMapStore.settle_releasing``: one script call each on a single
   server, lock and record together (the final write also publishes the completion signal); on
@@ -39,6 +41,7 @@ from reactor.ports.capabilities import (
     BeginsAndSettlesElements,
     EnqueuesMany,
     LocksWithContexts,
+    ReadsClaimsWhenTaking,
     SavesContextsTogether,
     SettlesAndReleases,
 )
@@ -468,6 +471,39 @@ def test_each_lock_with_record_call_is_one_round_trip(
         storage, meta.map_id, 0, '"v"', fence=Fence(element_key, "me", element_token)
     )) == expected
     assert storage.locks.info(element_key) is None
+
+
+def test_the_taking_load_reads_the_claims_its_composition_reads(
+    pair: tuple[Any, Any], url: str, trips: RoundTrips
+) -> None:
+    native, composed = pair
+    single = "cluster" not in url
+    assert isinstance(native.contexts, ReadsClaimsWhenTaking) is single
+    _lock_and_record_calls(native)  # connections made, scripts loaded: then count
+    for storage in (native, composed):
+        storage.contexts.save(context("run-claims"))
+        assert storage.claims.claim_interrupt_resume("run-claims", "@cancel", '{"r":1}')
+    paths = ("@cancel", "approve", "@cancel")
+    got: list[Any] = []
+    claim = LockClaim("async:run-claims", "me", 30.0)
+    assert trips.of(lambda: got.append(
+        fast_paths.load_taking_claims(native, "run-claims", claim, paths)
+    )) == (1 if single else 2)
+    token, record, claims = got[0]
+    assert token >= 1 and record is not None and record.context_id == "run-claims"
+    expected = composed.claims.interrupt_resumes("run-claims", list(paths))
+    assert expected == {"@cancel": '{"r":1}'}
+    assert claims == (expected if single else None)  # the cluster composes: not read
+    # another owner holds the lock: nothing read, nothing taken
+    assert fast_paths.load_taking_claims(
+        native, "run-claims", LockClaim("async:run-claims", "other", 30.0), paths
+    ) == (0, None, None)
+    # no claim stored: an empty reading, not "not read"
+    native.contexts.save(context("run-bare"))
+    bare = fast_paths.load_taking_claims(
+        native, "run-bare", LockClaim("async:run-bare", "me", 30.0), paths
+    )
+    assert bare[0] >= 1 and bare[2] == ({} if single else None)
 
 
 def _lock_and_record_calls(storage: Any) -> None:
