@@ -32,6 +32,7 @@ __all__ = [
     "Liveness",
     "held",
     "held_here",
+    "lease_remaining",
     "liveness_lock",
     "take",
     "take_loading",
@@ -176,6 +177,29 @@ class Liveness:
                 lock.release()
         except Exception:
             pass
+
+
+def lease_remaining(env: Env, key: str) -> float | None:
+    """Seconds until the current holder's lease on lock ``key`` lapses unless it renews
+    (one ``LockStore.info`` read), for a job that found the lock held: a dead holder's lease
+    has lapsed once that long has passed, so a re-try after it finds the lock free, and only
+    a live holder (one that renewed) still holds it (docs/workers.md, "Decisions").
+
+    Args:
+        env: the execution environment (its storage and its wall clock).
+        key: the lock key.
+
+    Returns:
+        The remaining seconds (``>= 0``); ``None`` when the lock is free, has no expiry, or
+        the read failed (the caller keeps its own delay).
+    """
+    try:
+        info = env.storage.locks.info(key)
+    except Exception:  # a hint only: the caller's own delay stands
+        return None
+    if info is None or info.expires_at is None:
+        return None
+    return max(info.expires_at - env.now(), 0.0)
 
 
 def liveness_lock(env: Env, key: str, *, wait: float = 0.0) -> Lock:

@@ -34,6 +34,7 @@ from reactor.ports.payloads import (
     parse_payload,
 )
 from reactor.ports.router import DeadLetter, Delivery, Job
+from reactor.testing import TestClock
 
 RUNS: list[int] = []
 
@@ -233,6 +234,42 @@ def test_a_contended_element_requeues_then_reports_in_flight_at_the_cap(
     handle_map_element_rollback(_jc(rt, payload), payload)
     outcome = rt.storage.map_rollbacks.outcome(rollback.map_id, 0)
     assert outcome is not None and outcome.outcome == "element_in_flight" and outcome.index == 2
+
+
+def test_a_dead_holders_lease_lapses_before_the_attempts_run_out(
+    recorder: Recorder,
+) -> None:
+    """A worker killed inside an element leaves the element's lock until its lease lapses;
+    the rollback job waits that long instead of using up its attempts on 0.2 s snoozes and
+    reporting the element in flight (the order-fulfilment soak's violation)."""
+    clock = TestClock(1_700_000_000.0)
+    runtime = config.configure(
+        storage=MemoryStorage(clock=clock), router=recorder,  # type: ignore[arg-type]
+        clock=clock, lock_snooze_max_attempts=2, lock_snooze_base_delay=0.2,
+        lock_snooze_jitter=0.2, context_lock_ttl=6,
+    )
+    try:
+        rollback = _rolled_back_map(runtime, recorder)
+        RUNS.clear()
+        key = map_element_key(rollback.map_id, 2)
+        assert runtime.storage.locks.acquire(key, "killed-worker", 6)  # never renewed
+        payload: Any = MapElementRollbackPayload(map_id=rollback.map_id, position=0)
+        delays: list[float] = []
+        while runtime.storage.map_rollbacks.outcome(rollback.map_id, 0) is None:
+            assert len(delays) <= 2, delays
+            handle_map_element_rollback(_jc(runtime, payload), payload)
+            if recorder.jobs:
+                ((queued, delay),) = recorder.jobs
+                recorder.jobs.clear()
+                payload = parse_payload(queued)
+                delays.append(delay)
+                clock.advance(delay)
+        outcome = runtime.storage.map_rollbacks.outcome(rollback.map_id, 0)
+        assert outcome is not None and outcome.outcome == "undone", outcome
+        assert RUNS == [-3]  # the element was undone, once
+        assert delays and delays[0] >= 6.0  # waited out the dead holder's lease
+    finally:
+        config.reset()
 
 
 def test_a_missing_element_context_is_context_unavailable(rt: Runtime, recorder: Recorder) -> None:

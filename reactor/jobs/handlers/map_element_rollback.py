@@ -9,9 +9,11 @@ map's element index (docs/fan_out.md, "Rollback"; docs/architecture.md, "Job kin
    position's outcome again: a duplicate of this job (the map sweeper re-enqueues a position
    whose job is merely queued) that ran while this one waited settled it, and its saves are
    what this job reads (docs/protocol.md, "Rollback jobs: lock before read"). Then it replays
-   the undo stack, saving after each entry. A lock held by a live job re-queues this job
-   (``attempt + 1``, a park delay) up to ``lock_snooze_max_attempts`` times; then the element is
-   reported ``element_in_flight``.
+   the undo stack, saving after each entry. A held lock re-queues this job (``attempt + 1``)
+   after a park delay, and at least until the holder's lease lapses: a holder whose worker
+   died frees the lock by then, so each attempt that finds it held again found a live holder
+   (one that renewed its lease). After ``lock_snooze_max_attempts`` such attempts the element
+   is reported ``element_in_flight``.
 4. The outcome is stored first-wins; the position that ends a batch claims the next batch; and
    when every position is settled and the owner has handed off, the signal claim's winner
    enqueues the owner's ``run`` job.
@@ -22,6 +24,7 @@ from __future__ import annotations
 from reactor import registry
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine.env import make_env
+from reactor.engine.liveness import lease_remaining
 from reactor.engine.map_rollback import (
     Contended,
     dispatch_rollback_batch,
@@ -31,12 +34,16 @@ from reactor.engine.map_rollback import (
 )
 from reactor.engine.parks import park_delay
 from reactor.jobs.job_context import JobContext
+from reactor.model.keys import map_element_key
 from reactor.model.text import escaping_logger
 from reactor.ports.payloads import MapElementRollbackPayload
 
 __all__ = ["handle_map_element_rollback"]
 
 log = escaping_logger("reactor.map")
+
+#: Seconds past the holder's lease a contended job waits, so the lapse has surely happened.
+LEASE_MARGIN = 0.1
 
 
 def handle_map_element_rollback(jc: JobContext, payload: MapElementRollbackPayload) -> None:
@@ -68,7 +75,10 @@ def handle_map_element_rollback(jc: JobContext, payload: MapElementRollbackPaylo
     if isinstance(outcome, Contended):
         limit = env.settings.lock_snooze_max_attempts
         if limit is None or payload.attempt < limit:
-            delay = park_delay(env.settings)
+            # at least until the holder's lease lapses: a dead holder (its worker killed
+            # mid-element) never uses up the attempts, which count live holders only
+            remaining = lease_remaining(env, map_element_key(meta.map_id, outcome.index))
+            delay = max(park_delay(env.settings), (remaining or 0.0) + LEASE_MARGIN)
             log.info("event=map_rollback_contended map_id=%s position=%d index=%d attempt=%d "
                      "delay=%.2f", meta.map_id, payload.position, outcome.index,
                      payload.attempt, delay)

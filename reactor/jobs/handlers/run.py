@@ -64,13 +64,9 @@ def contention_delay(env: Env, context_id: str) -> float:
     ``lock_snooze_base_delay`` (a live execution: check again later).
     """
     ceiling = max(env.settings.lock_snooze_base_delay, MIN_CONTENTION_DELAY)
-    try:
-        info = env.storage.locks.info(run_liveness_key(context_id))
-    except Exception:
+    remaining = liveness.lease_remaining(env, run_liveness_key(context_id))
+    if remaining is None:
         return ceiling
-    if info is None or info.expires_at is None:
-        return ceiling
-    remaining = info.expires_at - env.now()
     return min(max(remaining, MIN_CONTENTION_DELAY), ceiling)
 
 
