@@ -33,7 +33,6 @@ synchronous parent fails the step (:class:`~reactor.errors.RunStateError`).
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import replace
 from typing import Any
 
@@ -52,6 +51,7 @@ from reactor.errors import (
     RunStateError,
 )
 from reactor.model.context import Context
+from reactor.model.keys import CHILD_ID_NAMESPACE, child_run_id
 from reactor.model.results import Failure, Halt, Paused, Result, Success
 from reactor.model.status import RunStatus
 from reactor.ports.payloads import RunPayload, job
@@ -59,24 +59,6 @@ from reactor.ports.payloads import RunPayload, job
 __all__ = ["CHILD_ID_NAMESPACE", "child_run_id", "run_async_reactor"]
 
 log = logging.getLogger("reactor.async_reactor")
-
-#: The UUID5 namespace of :func:`child_run_id` (fixed: a stored parent must find its child
-#: again after an upgrade).
-CHILD_ID_NAMESPACE = uuid.UUID("6f1c2a4e-3d1b-5b8e-9a57-0c4b1e2d7a90")
-
-
-def child_run_id(parent_id: str, step: str) -> str:
-    """The run id of the child that step ``step`` of run ``parent_id`` starts (deterministic:
-    docs/run-control.md, "async_reactor").
-
-    Args:
-        parent_id: the context id owning the ``async_reactor`` step.
-        step: the step's name.
-
-    Returns:
-        A UUID5 string.
-    """
-    return str(uuid.uuid5(CHILD_ID_NAMESPACE, f"{parent_id}:{step}"))
 
 
 def run_async_reactor(state: RunState, spec: StepSpec) -> StepOutcome:

@@ -20,6 +20,8 @@ the first request wins: a second cancel finds it and changes nothing.
   would have (a failure rolls back, a halt keeps the progress).
 
 Composed children and map elements are not checked: their root is, at its own boundaries.
+An ``async_reactor`` child is a run of its own and checks its own request; a cancel of its
+parent passes the request down to it (:func:`hold_for_child`) and waits for it to end.
 
 **Carrying it out** (:func:`stop`, then :func:`conclude`). The request is kept on the run
 (``EngineState.cancel``, saved with the rollback intent so a crash resumes the cancel, never
@@ -48,11 +50,15 @@ from typing import Any
 from reactor.dsl.coordination import Coordination, OrderedLockDecl
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import rollback
+from reactor.engine import liveness, rollback
 from reactor.engine.arguments import resolve_arguments
+from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine.dispatch import publish_completion
 from reactor.engine.env import Env
 from reactor.engine.fan_out import CANCEL_CLAIM_PATH, MapDispatched, is_fan_out_ref
+from reactor.engine.liveness import Liveness
 from reactor.engine.map_rollback import roll_back_fan_out
+from reactor.engine.parks import Park, park_delay
 from reactor.engine.state import InFlight, RunState
 from reactor.engine.step_runner import StepOutcome
 from reactor.errors import (
@@ -64,16 +70,21 @@ from reactor.errors import (
 )
 from reactor.model.context import Context
 from reactor.model.engine_state import CancelRequest
+from reactor.model.keys import child_run_id
+from reactor.model.records import Fence
 from reactor.model.results import Failure, Halt, Paused, Result, RollbackFailure, Success
-from reactor.model.status import RunStatus
+from reactor.model.status import TERMINAL_STATUSES, RunStatus
 
 __all__ = [
     "CANCEL_CLAIM_PATH",
+    "HolderCheckpointer",
     "at_boundary",
     "at_start",
+    "cancel_stored",
     "cancelled_failure",
     "claim",
     "conclude",
+    "hold_for_child",
     "hold_for_map",
     "is_root",
     "requested",
@@ -90,6 +101,8 @@ _DEFAULT_ORDERED_TTL = 86400.0
 
 #: Statuses of an embedded child that the cancel ends (it will never continue).
 _UNFINISHED = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED)
+#: ``Failure.exception_class`` of a run that a cancel ended.
+_CANCELLED_CLASS = f"{RunCancelledError.__module__}.{RunCancelledError.__qualname__}"
 
 
 # ------------------------------------------------------------------------------ the request
@@ -149,13 +162,11 @@ def claim(env: Env, run_id: str, request: CancelRequest) -> CancelRequest:
 
 
 def is_root(state: RunState) -> bool:
-    """Whether ``state`` executes a root run (its own stored record, neither a composed child
-    nor a map element): only a root notices a cancel request."""
+    """Whether ``state`` executes a run of its own (its own stored record: a top-level run or
+    an ``async_reactor`` child, neither a composed child nor a map element): only such a run
+    notices a cancel request (a child's own, or the one its parent's cancel passed on)."""
     ctx = state.ctx
-    return (
-        state.checkpoint.context is ctx and ctx.map_metadata is None
-        and ctx.parent_context_id is None
-    )
+    return state.checkpoint.context is ctx and ctx.map_metadata is None
 
 
 def cancelled_failure(
@@ -228,11 +239,15 @@ def at_start(state: RunState) -> Failure | None:
         ref = ctx.composed_contexts[in_flight.step]
         assert isinstance(ref, Mapping)
         raise MapDispatched(ctx.context_id, ctx.reactor, in_flight.step, str(ref["map_id"]))
+    if hold_for_child(state, request, in_flight) and state.env.in_worker:
+        assert in_flight is not None  # the child was handed the cancel: wait for it to end
+        raise Park(delay=park_delay(state.env.settings), reason="async_wait",
+                   key=child_run_id(ctx.context_id, in_flight.step), step=in_flight.step)
     log.info("event=cancel_noticed run_id=%s at=start", ctx.context_id)
     return stop(state, request, in_flight=in_flight, coordinated=False)
 
 
-def at_boundary(state: RunState, result: Result) -> CancelRequest | None:
+def at_boundary(state: RunState, result: Result, *, kind: str = "step") -> CancelRequest | None:
     """Check for a cancel request at a step boundary: after a step's body returned, before
     its result is recorded.
 
@@ -247,6 +262,9 @@ def at_boundary(state: RunState, result: Result) -> CancelRequest | None:
     Raises:
         StorageError: the claims store failed.
     """
+    if kind == "async_reactor" and _child_cancelled(result) and is_root(state):
+        state.cancel_checked_at = state.env.clock.monotonic()  # the parent's cancel, passed on?
+        return requested(state.env, state.ctx.context_id)
     if isinstance(result, Halt | Failure) or not isinstance(result, Success | Paused):
         return None
     if not is_root(state):
@@ -257,6 +275,11 @@ def at_boundary(state: RunState, result: Result) -> CancelRequest | None:
         return None  # read less than cancel_check_interval ago (or the execution started)
     state.cancel_checked_at = now
     return requested(state.env, state.ctx.context_id)
+
+
+def _child_cancelled(result: Result) -> bool:
+    """Whether ``result`` is an ``async_reactor`` child's end by a cancel."""
+    return isinstance(result, Failure) and result.exception_class == _CANCELLED_CLASS
 
 
 def stop_at_boundary(
@@ -298,7 +321,7 @@ def stop_at_boundary(
         record()  # an unstorable value is not recorded: nothing is rolled back either way
         return stop(state, request, in_flight=None, coordinated=True)
     in_flight = None
-    if spec.kind in ("step", "compose", "map"):
+    if spec.kind in ("step", "compose", "map", "async_reactor"):
         in_flight = InFlight(spec.name, spec.kind, dict(outcome.arguments),
                              body_started=outcome.body_started)
     return stop(state, request, in_flight=in_flight, coordinated=True)
@@ -312,8 +335,9 @@ def stored_in_flight(state: RunState) -> InFlight | None:
     from the stored run alone (its execution is not live).
 
     A composed child embedded (a paused child, one cut off by a crash), a map whose
-    elements were recorded (inline) or dispatched (fan-out), or the leaf step at
-    ``current_step`` after a failed attempt (waiting for a retry). A leaf step that a crash
+    elements were recorded (inline) or dispatched (fan-out), the leaf step at
+    ``current_step`` after a failed attempt (waiting for a retry), or an ``async_reactor``
+    step whose child run is stored (one read of the child's record). A leaf step that a crash
     cut off on its first attempt leaves no trace: it is not compensated.
 
     Args:
@@ -335,7 +359,15 @@ def stored_in_flight(state: RunState) -> InFlight | None:
             attempts, Mapping
         ) and attempts.get(name):
             return InFlight(name, "step", _arguments(spec, ctx), body_started=True)
+        if spec.kind == "async_reactor" and _child_record(state, name) is not None:
+            return InFlight(name, "async_reactor", {}, body_started=True)
     return None
+
+
+def _child_record(state: RunState, step: str) -> Context | None:
+    """The stored ``async_reactor`` child that step ``step`` of ``state.ctx`` started, if
+    any (read with its sealed values closed: only its status is needed)."""
+    return load_context(state.env, child_run_id(state.ctx.context_id, step), open_secrets=False)
 
 
 def _arguments(spec: StepSpec, ctx: Context) -> dict[str, Any]:
@@ -392,6 +424,111 @@ def hold_for_map(state: RunState, request: CancelRequest, in_flight: InFlight | 
     ctx.engine_state = replace(ctx.engine_state, cancel=request)
     state.checkpoint.save()
     return True
+
+
+def hold_for_child(state: RunState, request: CancelRequest, in_flight: InFlight | None) -> bool:
+    """Pass ``request`` on to the ``async_reactor`` child in flight; tell whether the cancel
+    must wait for the child to end.
+
+    The child run is a run of its own (docs/run-control.md, "async_reactor"): the request is
+    claimed for it too (first writer wins), and when nobody executes it (queued, paused at an
+    interrupt, its worker dead) it is cancelled here, under its liveness lock
+    (:func:`cancel_stored`, which passes the request on to its own children). A child that an
+    execution owns carries the request out itself, at its next boundary or when its parked
+    job comes back. While the child has not ended the parent waits for it, so a child that
+    completed before it read the request is undone by the parent's rollback (compensating
+    the step in flight), never left standing.
+
+    Args:
+        state: the run being cancelled (its execution or its canceller, holding its lock).
+        request: the cancel request.
+        in_flight: the step in flight (:func:`stored_in_flight`).
+
+    Returns:
+        ``True`` when the child has not ended yet (the parent waits for it), else ``False``.
+
+    Raises:
+        StorageError: a backend failed.
+    """
+    if in_flight is None or in_flight.kind != "async_reactor":
+        return False
+    env = state.env
+    child_id = child_run_id(state.ctx.context_id, in_flight.step)
+    child = load_context(env, child_id, open_secrets=False)
+    if child is None or child.status in TERMINAL_STATUSES:
+        return False
+    claim(env, child_id, request)
+    hold = liveness.take(env, child_id)
+    if hold is None:  # an execution owns the child: it carries the request out
+        return True
+    try:
+        if hold.lock is not None:
+            cancel_stored(env, state.definition.children[in_flight.step], child_id, request, hold)
+    finally:
+        hold.release()  # after the child's final save
+    child = load_context(env, child_id, open_secrets=False)
+    return child is not None and child.status not in TERMINAL_STATUSES
+
+
+class HolderCheckpointer(Checkpointer):
+    """Saves of a canceller (:func:`cancel_stored`): fenced with its liveness hold, and not a
+    worker's (a fan-out map is rolled back in this process, never handed to element jobs:
+    docs/fan_out.md, "Rollback").
+
+    Args:
+        env: the execution environment.
+        record_context: the run.
+        hold: the canceller's hold on ``async:<id>``.
+    """
+
+    def __init__(self, env: Env, record_context: Context, hold: Liveness) -> None:
+        super().__init__(env, record_context)
+        self.hold = hold
+
+    def fence(self) -> Fence | None:
+        """The hold's fence: the store refuses the save once a newer holder saved."""
+        return self.hold.fence()
+
+
+def cancel_stored(
+    env: Env, definition: ReactorDefinition, run_id: str, request: CancelRequest,
+    hold: Liveness,
+) -> Failure | None:
+    """Carry out ``request`` on stored run ``run_id`` under its liveness lock ``hold``, in
+    this process: nobody executes the run (``Reactor.cancel`` of a queued, paused or parked
+    run; a parent's cancel passed on to its ``async_reactor`` child).
+
+    Args:
+        env: the execution environment (secrets opened: the undos run here).
+        definition: the run's reactor definition.
+        run_id: the run.
+        request: the request that stands.
+        hold: the canceller's hold on the run's liveness lock (released by the caller).
+
+    Returns:
+        The cancelled run's ``Failure`` (without ``run_id``; the completion published);
+        ``None`` when the run is not stored, has ended, or must wait for a fan-out map or a
+        child to end (its own execution finishes the cancel then).
+
+    Raises:
+        StorageError, LockLost: a backend failed, or the lock lapsed while cancelling (the
+            request stays claimed: the run's next execution carries it out).
+    """
+    ctx = load_context(env, run_id)
+    if ctx is None or ctx.status in TERMINAL_STATUSES or ctx.status is RunStatus.ROLLING_BACK:
+        return None
+    state = RunState(definition, ctx, env, HolderCheckpointer(env, ctx, hold))
+    if ctx.rollback is not None:  # a cancel's rollback cut off (its worker died): finish it
+        failure = conclude(state)
+    else:
+        in_flight = stored_in_flight(state)
+        if hold_for_map(state, request, in_flight) or hold_for_child(state, request, in_flight):
+            log.info("event=cancel_waits run_id=%s step=%s", run_id,
+                     in_flight.step if in_flight is not None else None)
+            return None
+        failure = stop(state, request, in_flight=in_flight, coordinated=False)
+    publish_completion(env.storage, ctx)
+    return failure
 
 
 # ------------------------------------------------------------------------------ carrying it out

@@ -2,7 +2,8 @@
 ``cancelled`` (docs/run-control.md, "Cancel").
 
 1. The arguments are checked and the run is read (sealed). A map element is refused (cancel
-   its top-level run), a finished run (``completed``, ``halted``, ``failed``, ``aborted``)
+   its top-level run; an ``async_reactor`` child is a run of its own and can be cancelled), a
+   finished run (``completed``, ``halted``, ``failed``, ``aborted``)
    raises :class:`~reactor.errors.RunFinishedError`, a run already ``cancelled`` by a cancel
    gives its stored outcome again (idempotent: nothing runs twice).
 2. The request is claimed (:func:`reactor.engine.cancel.claim`, first writer wins: a second
@@ -20,10 +21,17 @@
      waiting for a fan-out map, parked past its stamp, or its worker died): the canceller
      cancels it here, under the lock (so it never races a worker, which finds the lock held
      and comes back later to a ``cancelled`` run), running the undos and compensates in this
-     process (:func:`reactor.engine.cancel.stop`), and returns the ``Failure`` of
+     process (:func:`reactor.engine.cancel.cancel_stored`), and returns the ``Failure`` of
      :class:`~reactor.errors.RunCancelledError`. A fan-out map whose elements are still
      running only stops dispatching: the run waits for it to settle and its resumed
      execution rolls it back (a ``DispatchHandle`` again).
+
+   Either way an ``async_reactor`` child the run waits for is handed the same request at
+   once (:func:`reactor.engine.cancel.hold_for_child`: cancelled here when nobody executes
+   it, else by its own execution), and the run ends ``cancelled`` only once the child ended
+   (a child that completed first is undone by the run's rollback). An ``async_reactor``
+   child can also be cancelled by its own id: its parent's step then fails with the child's
+   cancelled outcome.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import api, liveness
 from reactor.engine import cancel as cancelling
 from reactor.engine.checkpoint import Checkpointer, load_context
-from reactor.engine.dispatch import DispatchHandle, publish_completion, stored_result
+from reactor.engine.dispatch import DispatchHandle, stored_result
 from reactor.engine.env import Env, make_env
 from reactor.engine.liveness import Liveness
 from reactor.engine.state import RunState
@@ -49,7 +57,6 @@ from reactor.errors import (
 )
 from reactor.model.context import Context
 from reactor.model.engine_state import CancelRequest
-from reactor.model.records import Fence
 from reactor.model.results import Failure, Paused, Success
 from reactor.model.status import RunStatus
 
@@ -124,6 +131,10 @@ def cancel(
             hold.release()
         log.info("event=cancel_requested run_id=%s (the execution that owns it stops it)",
                  run_id)
+        # an async_reactor child it waits for gets the request now, not when the owner
+        # notices it: the owner's wait ends with the child's cancelled outcome
+        state = RunState(definition, ctx, env, Checkpointer(env, ctx))
+        cancelling.hold_for_child(state, request, cancelling.stored_in_flight(state))
         return _handle(env, ctx)
     try:
         return _cancel_here(env, definition, run_id, request, hold)
@@ -194,7 +205,7 @@ def _settled(ctx: Context) -> Failure | None:
         RunFinishedError: a finished run.
     """
     run_id, status = ctx.context_id, ctx.status
-    if ctx.parent_context_id is not None:
+    if ctx.map_metadata is not None:  # an async_reactor child is a run of its own
         raise RunStateError(
             f"run {run_id!r} is a map element of run {ctx.parent_context_id!r}; cancel the "
             "top-level run instead", run_id=run_id, status=status.value,
@@ -228,47 +239,18 @@ def _handle(env: Env, ctx: Context) -> DispatchHandle:
     )
 
 
-class _HolderCheckpointer(Checkpointer):
-    """Saves of the canceller: fenced with its liveness hold, and not a worker's (a fan-out
-    map is rolled back in this process, never handed to element jobs: docs/fan_out.md,
-    "Rollback").
-
-    Args:
-        env: the execution environment.
-        record_context: the run.
-        hold: the canceller's hold on ``async:<id>``.
-    """
-
-    def __init__(self, env: Env, record_context: Context, hold: Liveness) -> None:
-        super().__init__(env, record_context)
-        self.hold = hold
-
-    def fence(self) -> Fence | None:
-        """The hold's fence: the store refuses the save once a newer holder saved."""
-        return self.hold.fence()
-
-
 def _cancel_here(
     env: Env, definition: ReactorDefinition, run_id: str, request: CancelRequest,
     hold: Liveness,
 ) -> Failure | DispatchHandle:
     """Cancel the run under its liveness lock, in this process (see the module docstring)."""
-    ctx = load_context(env, run_id)  # secrets opened: the undos and compensates run here
+    ctx = load_context(env, run_id, open_secrets=False)
     if ctx is None:
         raise RunNotFoundError(f"no stored run {run_id!r}", run_id=run_id)
     done = _settled(ctx)  # it may have finished while the lock was taken
     if done is not None:
         return done
-    if ctx.status is RunStatus.ROLLING_BACK:  # a cancel's map rollback runs in element jobs
+    failure = cancelling.cancel_stored(env, definition, run_id, request, hold)
+    if failure is None:  # a map or a child must end first: the run's execution finishes it
         return _handle(env, ctx)
-    state = RunState(definition, ctx, env, _HolderCheckpointer(env, ctx, hold))
-    if ctx.rollback is not None:  # a cancel's rollback cut off (its worker died): finish it
-        failure = cancelling.conclude(state)
-    else:
-        in_flight = cancelling.stored_in_flight(state)
-        if cancelling.hold_for_map(state, request, in_flight):
-            log.info("event=cancel_waits_for_map run_id=%s", run_id)
-            return _handle(env, ctx)
-        failure = cancelling.stop(state, request, in_flight=in_flight, coordinated=False)
-    publish_completion(env.storage, ctx)
     return failure.with_run_id(run_id)

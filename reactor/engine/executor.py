@@ -219,7 +219,7 @@ def _execute(state: RunState) -> Success | Failure | Paused:
                     outcome, result=coordination.hold_lost(state, name, outcome.result, lost)
                 )
             result = outcome.result
-            request = cancel.at_boundary(state, result)  # a root run: one claims read
+            request = cancel.at_boundary(state, result, kind=spec.kind)  # one claims read
             if request is not None:
                 return cancel.stop_at_boundary(
                     state, spec, outcome, request, record=partial(_record, state, spec, outcome)

@@ -13,7 +13,9 @@ Compose and map steps roll back their children: a composed child's undo stack is
 stored context is loaded and its undo stack replayed, highest index first (failures carry
 ``map_step`` and ``element_index``); an ``async_reactor`` step's child run is loaded and its
 undo stack replayed (docs/run-control.md, "async_reactor"). "Compensating" a compose or map
-that was cut off by an interruption is the same work as undoing it.
+that was cut off by an interruption is the same work as undoing it; so is compensating an
+``async_reactor`` step a cancel cut off (its child, when it completed, is undone; a child that
+rolled itself back has nothing left).
 
 A fan-out map is rolled back by :mod:`reactor.engine.map_rollback` (docs/fan_out.md,
 "Rollback"), whose element rollback replays each element's undo stack with
@@ -33,6 +35,7 @@ from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.env import Env
 from reactor.engine.state import RunState
 from reactor.errors import DeserializationError
+from reactor.model.keys import child_run_id
 from reactor.model.results import Failure, RollbackFailure
 from reactor.model.status import RunStatus
 
@@ -166,6 +169,9 @@ def _compensate(
         return _undo_compose(state, step, roll_back_fan_out)
     if spec.kind == "map":
         return _undo_map_ref(state, step, roll_back_fan_out)
+    if spec.kind == "async_reactor":  # cut off by a cancel: its child, when it completed
+        entry = {"child_run_id": child_run_id(state.ctx.context_id, step)}
+        return _undo_async_reactor(state, step, entry, roll_back_fan_out)
     interruption = (state.ctx.rollback or {}).get("interruption") or "an interruption"
     failure = state.ctx.failure or Failure(
         f"step interrupted by {interruption}", retryable=False, step_name=step

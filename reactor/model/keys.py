@@ -7,7 +7,11 @@ A unit of work holds its liveness lock while it runs; a sweeper treats a unit wh
 
 from __future__ import annotations
 
+import uuid
+
 __all__ = [
+    "CHILD_ID_NAMESPACE",
+    "child_run_id",
     "map_collect_key",
     "map_element_key",
     "run_completion_channel",
@@ -18,6 +22,26 @@ __all__ = [
     "sweep_episode_key",
     "sweep_window_key",
 ]
+
+
+#: The UUID5 namespace of :func:`child_run_id` (fixed: a stored parent must find its child
+#: again after an upgrade).
+CHILD_ID_NAMESPACE = uuid.UUID("6f1c2a4e-3d1b-5b8e-9a57-0c4b1e2d7a90")
+
+
+def child_run_id(parent_id: str, step: str) -> str:
+    """The run id of the ``async_reactor`` child that step ``step`` of run ``parent_id``
+    starts (deterministic: docs/run-control.md, "async_reactor"): the parent executed again
+    finds it, and a cancel of the parent finds it to cancel it too.
+
+    Args:
+        parent_id: the context id owning the ``async_reactor`` step.
+        step: the step's name.
+
+    Returns:
+        A UUID5 string.
+    """
+    return str(uuid.uuid5(CHILD_ID_NAMESPACE, f"{parent_id}:{step}"))
 
 
 def run_liveness_key(context_id: str) -> str:

@@ -126,6 +126,7 @@ def rt(
     config.reset()
     options: dict[str, Any] = dict(
         lock_snooze_base_delay=0.02, lock_snooze_jitter=0.02, lock_snooze_max_attempts=None,
+        cancel_check_interval=0,  # every boundary reads the cancel request: no timing
     )
     if request.param == "memory":
         runtime = config.configure(storage=MemoryStorage(), router=LocalRouter(), **options)
@@ -313,6 +314,149 @@ def test_a_parent_failing_after_the_child_completed_undoes_the_child_once(
     assert isinstance(ArParent.undo(out.run_id), Success)
     assert isinstance(ArChild.undo(child_id), Success)
     assert events.count("undo child.work") == 1 and events.count("undo child.prepare") == 1
+
+
+# ------------------------------------------------------------------------------ cancel
+
+
+CANCELLED = "reactor.errors.RunCancelledError"
+
+
+def test_cancelling_a_worker_parent_cancels_its_running_child_and_undoes_each_step_once(
+    rt: Runtime,
+) -> None:
+    """The parent is parked on its child, which runs in another worker thread: the cancel is
+    passed on to the child, the parent waits for the child to end and then rolls back, and
+    every step that completed, the child's included, is undone exactly once."""
+    release.clear()
+    worker = _worker(rt)
+    try:
+        handle = ArBackgroundParent.run(x=3)
+        assert isinstance(handle, DispatchHandle)
+        assert started.wait(30), "the child never started"
+        child_id = child_run_id(handle.run_id, "child")
+
+        def parked() -> bool:
+            parent = _load(rt, handle.run_id)
+            return parent.status is RunStatus.RUNNING and parent.current_step == "child"
+
+        _until(parked, "the parent to be parked at the async_reactor step")
+        out = ArBackgroundParent.cancel(handle.run_id, reason="customer left")
+        assert isinstance(out, DispatchHandle)  # the parent's own execution finishes it
+        release.set()
+        outcome = handle.wait(60)
+    finally:
+        release.set()
+        worker.stop(5)
+    assert isinstance(outcome, Failure) and outcome.exception_class == CANCELLED, outcome
+    assert "customer left" in outcome.message
+    assert _load(rt, child_id).status is RunStatus.CANCELLED
+    assert _load(rt, handle.run_id).status is RunStatus.CANCELLED
+    # the child read the request at work's boundary (passed on when the cancel was
+    # accepted): work counts as cut off (compensated: it has no compensate), prepare is
+    # undone, then the parent undoes reserve; each once, the child's first
+    assert events == [
+        "reserve", "child.prepare", "child.work", "undo child.prepare", "undo reserve",
+    ], events
+
+
+def test_cancelling_a_synchronous_parent_passes_the_cancel_to_its_child_at_once(
+    rt: Runtime,
+) -> None:
+    """A synchronous parent waits on its child in the caller's thread; the cancel reaches the
+    child now (not when the parent notices), the parent's wait ends with the child's
+    cancelled outcome, and the parent ends cancelled, not failed."""
+    release.clear()
+    worker = _worker(rt)
+    try:
+        thread, out = _run_in_thread(lambda: ArParent.run(x=2))
+        assert started.wait(30), "the child never started"
+        parent_ids = [
+            r.context_id for r in rt.storage.contexts.scan()
+            if r.reactor == ArParent.reactor_name and r.status == "running"
+        ]
+        assert len(parent_ids) == 1
+        run_id = parent_ids[0]
+        child_id = child_run_id(run_id, "child")
+        handle = ArParent.cancel(run_id, reason="stop")
+        assert isinstance(handle, DispatchHandle)
+        assert rt.storage.claims.interrupt_resumes(child_id, ["@cancel"])  # passed on
+        release.set()
+        thread.join(60)
+        assert not thread.is_alive()
+    finally:
+        release.set()
+        worker.stop(5)
+    result_ = out[0]
+    assert isinstance(result_, Failure) and result_.exception_class == CANCELLED, result_
+    assert _load(rt, run_id).status is RunStatus.CANCELLED
+    assert _load(rt, child_id).status is RunStatus.CANCELLED
+    assert events == [
+        "reserve", "child.prepare", "child.work", "undo child.prepare", "undo reserve",
+    ], events
+
+
+def test_a_child_that_completed_before_the_cancel_reached_it_is_undone_by_the_parent(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The request never reaches the child (forced: the hand-over is skipped everywhere, as
+    when the canceller dies first); the child completes unaware. The parent's execution reads
+    its request and compensates the step in flight by undoing the child (after it ended:
+    its lock is waited for), so nothing the child did is left standing."""
+    from reactor.engine import cancel as cancel_module
+
+    def dies_before_handing_over(*args: Any) -> bool:
+        return False
+
+    release.clear()
+    worker = _worker(rt)
+    try:
+        handle = ArBackgroundParent.run(x=3)
+        assert isinstance(handle, DispatchHandle)
+        assert started.wait(30), "the child never started"
+        child_id = child_run_id(handle.run_id, "child")
+        monkeypatch.setattr(cancel_module, "hold_for_child", dies_before_handing_over)
+        # the canceller may find the parent parked (its execution finishes the cancel) or
+        # take it itself (and wait for the child's lock): either way the same end
+        canceller, _ = _run_in_thread(lambda: ArBackgroundParent.cancel(handle.run_id))
+        _until(lambda: bool(rt.storage.claims.interrupt_resumes(handle.run_id, ["@cancel"])),
+               "the parent's cancel request")
+        release.set()
+        outcome = handle.wait(60)
+        canceller.join(60)
+        assert not rt.storage.claims.interrupt_resumes(child_id, ["@cancel"])  # not passed on
+    finally:
+        release.set()
+        worker.stop(5)
+    assert isinstance(outcome, Failure) and outcome.exception_class == CANCELLED, outcome
+    child = _load(rt, child_id)
+    assert child.status is RunStatus.CANCELLED and child.undo_stack == []
+    assert events == [
+        "reserve", "child.prepare", "child.work",
+        "undo child.work", "undo child.prepare", "undo reserve",
+    ], events
+
+
+def test_an_async_reactor_child_can_be_cancelled_by_its_own_id(rt: Runtime) -> None:
+    release.clear()
+    worker = _worker(rt)
+    try:
+        handle = ArBackgroundParent.run(x=3)
+        assert isinstance(handle, DispatchHandle)
+        assert started.wait(30), "the child never started"
+        child_id = child_run_id(handle.run_id, "child")
+        assert isinstance(ArChild.cancel(child_id, reason="child only"), DispatchHandle)
+        release.set()
+        outcome = handle.wait(60)
+    finally:
+        release.set()
+        worker.stop(5)
+    # the child rolled itself back (or completed first and is undone by the parent), and the
+    # parent's step failed with it: the parent rolled back, it was not itself cancelled
+    assert isinstance(outcome, Failure) and outcome.step_name == "child", outcome
+    assert _load(rt, child_id).status is RunStatus.CANCELLED
+    assert _load(rt, handle.run_id).status is RunStatus.FAILED
+    assert events.count("undo reserve") == 1 and "after" not in events
 
 
 # ------------------------------------------------------------------------------ declaration
