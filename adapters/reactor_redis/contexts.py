@@ -324,11 +324,22 @@ class RedisContextStore:
 
     def _append(
         self, delta: ContextDelta, fence: Fence | None, *, release: bool,
-        announce: str | None = None,
+        announce: str | None = None, claim_paths: Sequence[str] = (),
     ) -> bool:
         """:meth:`append`; ``release``: also release ``fence``'s lock once appended (and
         publish the status on the signal channel ``announce`` when given)."""
+        return self._append_reading(
+            delta, fence, release=release, announce=announce, claim_paths=claim_paths
+        )[0]
+
+    def _append_reading(
+        self, delta: ContextDelta, fence: Fence | None, *, release: bool,
+        announce: str | None = None, claim_paths: Sequence[str] = (),
+    ) -> tuple[bool, dict[str, str]]:
+        """:meth:`_append`, also reading the run's claims at ``claim_paths`` once appended
+        (same script): ``(appended, {step_path: payload} for the claimed paths)``."""
         context_id = delta.context_id
+        paths = list(dict.fromkeys(claim_paths))
         shard = shard_of(context_id)
         bucket = _bucket(delta.status)
         keys = [self._keys.context(context_id), self._keys.context_segments(context_id)]
@@ -346,7 +357,9 @@ class RedisContextStore:
             repr(float(delta.updated_at)),
             bucket,
             _CHILD + bucket,
+            len(paths),
         ]
+        keys += [self._keys.interrupt(context_id, path) for path in paths]
         if release and fence is not None:
             keys.append(self._keys.lock(fence.key))
             args += [fence.owner, RETENTION_ARG,
@@ -359,9 +372,15 @@ class RedisContextStore:
                 raise StaleWriterError.refused(
                     context_id, key=fence.key, token=fence.token, stored_token=int(reply[1])
                 )
-            assert self._max is not None  # {'size', total}: over the limit, nothing written
-            raise _too_large(context_id, int(reply[1]), self._max)
-        return bool(reply)
+            if reply[0] == "size":
+                assert self._max is not None  # over the limit, nothing written
+                raise _too_large(context_id, int(reply[1]), self._max)
+            values = reply[1] if len(reply) > 1 else []  # {1, claims}: appended
+            return True, {
+                path: str(value) for path, value in zip(paths, values, strict=False)
+                if value is not None
+            }
+        return bool(reply), {}
 
     def load(self, context_id: str) -> ContextRecord | None:
         """Read a context by id, ``None`` when absent or expired.
@@ -549,7 +568,9 @@ class RedisLockingContextStore(RedisContextStore):
     ``context_append`` releases it once the segment is appended (``append_releasing``) and
     ``context_take`` acquires it and reads the record (``load_taking``), with the run's claims
     at the paths asked for (``load_taking_claims``,
-    :class:`~reactor.ports.capabilities.ReadsClaimsWhenTaking`). The lock operations
+    :class:`~reactor.ports.capabilities.ReadsClaimsWhenTaking`); ``context_append`` also reads
+    them once it appended (``append_reading_claims``,
+    :class:`~reactor.ports.capabilities.ReadsClaimsWhenAppending`). The lock operations
     are :data:`lock.lua`'s own (``_common.lua``'s ``lock_call``), on the lock store's keys.
 
     Used on a single Redis server only: on a cluster the lock hash ``P:lock:<key>`` and the
@@ -631,6 +652,22 @@ class RedisLockingContextStore(RedisContextStore):
             with storage_errors("lock release"):
                 self._scripts("lock", [lock_key], ["release", claim.owner, RETENTION_ARG])
             raise
+
+    def append_reading_claims(
+        self, delta: ContextDelta, fence: Fence | None, step_paths: Sequence[str]
+    ) -> tuple[bool, dict[str, str]]:
+        """:meth:`append` and, once appended, a read of the run's claims at ``step_paths``,
+        in one script
+        (:meth:`reactor.ports.capabilities.ReadsClaimsWhenAppending.append_reading_claims`).
+
+        Returns:
+            ``(appended, {step_path: payload} for the claimed paths)``; ``(False, {})`` when
+            nothing was written (as :meth:`append`).
+
+        Raises:
+            StaleWriterError, ContextTooLargeError, StorageError: as :meth:`append`.
+        """
+        return self._append_reading(delta, fence, release=False, claim_paths=step_paths)
 
     def append_releasing(
         self, delta: ContextDelta, fence: Fence, *, announce: str | None = None

@@ -80,6 +80,7 @@ __all__ = [
     "HolderCheckpointer",
     "at_boundary",
     "at_start",
+    "before_step",
     "cancel_stored",
     "cancelled_failure",
     "claim",
@@ -224,6 +225,8 @@ def at_start(state: RunState) -> Failure | None:
     """
     ctx = state.ctx
     state.cancel_checked_at = state.env.clock.monotonic()  # the boundaries' interval starts
+    if is_root(state):  # each incremental checkpoint reads the request where it can
+        state.checkpoint.noting = (CANCEL_CLAIM_PATH,)
     if ctx.status is not RunStatus.RUNNING or not is_root(state) or ctx.persisted is None:
         return None
     known, state.claims_read = state.claims_read, None  # fresh for this start only
@@ -269,12 +272,36 @@ def at_boundary(state: RunState, result: Result, *, kind: str = "step") -> Cance
         return None
     if not is_root(state):
         return None
+    noted = before_step(state)  # what the last checkpoint's reply said
+    if noted is not None:
+        return noted
     now = state.env.clock.monotonic()
-    last = state.cancel_checked_at
+    last = max(
+        (t for t in (state.cancel_checked_at, state.checkpoint.noted_at) if t is not None),
+        default=None,
+    )
     if last is not None and now - last < state.env.settings.cancel_check_interval:
         return None  # read less than cancel_check_interval ago (or the execution started)
     state.cancel_checked_at = now
     return requested(state.env, state.ctx.context_id)
+
+
+def before_step(state: RunState) -> CancelRequest | None:
+    """The cancel request the run's last incremental checkpoint read with its write (a
+    :class:`~reactor.ports.capabilities.ReadsClaimsWhenAppending` store), checked before each
+    step starts: no request of its own (docs/run-control.md, "Cancel").
+
+    Args:
+        state: the execution.
+
+    Returns:
+        The request, or ``None`` (none read, or the store does not read claims with its
+        appends: :func:`at_boundary` reads them then).
+    """
+    checkpoint = state.checkpoint
+    if checkpoint.noted_at is None or not is_root(state):
+        return None
+    return _decoded(state.ctx.context_id, checkpoint.noted.get(CANCEL_CLAIM_PATH))
 
 
 def _child_cancelled(result: Result) -> bool:

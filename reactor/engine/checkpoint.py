@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from reactor.engine import secret_policy
+from reactor.engine import fast_paths, secret_policy
 from reactor.engine.env import Env
 from reactor.errors import DeserializationError
 from reactor.model import checkpoints, codec
@@ -51,6 +51,14 @@ class Checkpointer:
         self.env = env
         self.context = record_context
         self._last_save: float | None = None
+        #: Claim paths of the run each incremental checkpoint also reads where the store can
+        #: (:func:`reactor.engine.fast_paths.append_reading_claims`): a root run's cancel
+        #: request (docs/run-control.md, "Cancel"). ``()``: none.
+        self.noting: tuple[str, ...] = ()
+        #: The claims the last such checkpoint read, and when (the runtime clock's
+        #: ``monotonic()``); ``None``: no checkpoint read them yet.
+        self.noted: dict[str, str] = {}
+        self.noted_at: float | None = None
 
     def fence(self) -> Fence | None:
         """The fence every save of this checkpointer carries; ``None`` (unfenced) here.
@@ -154,6 +162,13 @@ class Checkpointer:
             StaleWriterError, ContextTooLargeError, StorageError: as ``append``.
         """
         fence = self.fence()
+        if self.noting:
+            appended, claims = fast_paths.append_reading_claims(
+                self.env.storage, delta, fence, self.noting
+            )
+            if claims is not None:
+                self.noted, self.noted_at = claims, self.env.clock.monotonic()
+            return appended
         store = self.env.storage.contexts
         return bool(store.append(delta) if fence is None else store.append(delta, fence=fence))
 

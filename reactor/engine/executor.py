@@ -204,6 +204,9 @@ def _execute(state: RunState) -> Success | Failure | Paused:
             )
         for name in ready:
             spec = definition.steps[name]
+            request = cancel.before_step(state)  # read with the last checkpoint, if any
+            if request is not None:
+                return cancel.stop(state, request, in_flight=None, coordinated=True)
             if state.hand_off is not None:  # background before: (docs/workers.md)
                 state.hand_off(state, "before", name)
             if spec.kind == "async_step":  # complete for scheduling only

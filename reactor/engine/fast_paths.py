@@ -16,6 +16,7 @@ from reactor.ports.capabilities import (
     BeginsAndSettlesElements,
     EnqueuesMany,
     LocksWithContexts,
+    ReadsClaimsWhenAppending,
     ReadsClaimsWhenTaking,
     SavesContextsTogether,
     SettlesAndReleases,
@@ -26,6 +27,7 @@ from reactor.ports.storage import ContextStore, MapStore, Storage
 T = TypeVar("T")
 
 __all__ = [
+    "append_reading_claims",
     "append_releasing",
     "begin_element",
     "enqueue_all",
@@ -199,6 +201,30 @@ def load_taking_claims(
         return token, record, (claims if token else None)
     token, record = load_taking(storage, context_id, claim)
     return token, record, None
+
+
+def append_reading_claims(
+    storage: Storage, delta: ContextDelta, fence: Fence | None, step_paths: Sequence[str]
+) -> tuple[bool, dict[str, str] | None]:
+    """``append_reading_claims`` of a
+    :class:`~reactor.ports.capabilities.ReadsClaimsWhenAppending` context store, else
+    ``append`` alone: the claims are then not read (``None``; the caller reads them itself
+    when it needs them, one request more).
+
+    Returns:
+        ``(appended, claims)``: ``claims`` is ``{step_path: payload}`` for the claimed paths
+        when the store read them with the append, ``None`` when it did not (or nothing was
+        appended).
+
+    Raises:
+        StaleWriterError, ContextTooLargeError, StorageError: as ``ContextStore.append``.
+    """
+    contexts = storage.contexts
+    if step_paths and isinstance(contexts, ReadsClaimsWhenAppending):
+        appended, claims = contexts.append_reading_claims(delta, fence, step_paths)
+        return appended, (claims if appended else None)
+    appended = contexts.append(delta) if fence is None else contexts.append(delta, fence=fence)
+    return bool(appended), None
 
 
 def _under_claim(

@@ -23,7 +23,10 @@ with ``isinstance`` instead of probing for concrete adapter classes or undeclare
 * :class:`LocksWithContexts`: a context store that takes a run's liveness lock with the run's
   first save or its load, and releases it with the run's final write, in one request each;
 * :class:`ReadsClaimsWhenTaking`: a context store whose lock-taking load also reads claims of
-  the run (its cancel request) in that same request.
+  the run (its cancel request) in that same request;
+* :class:`ReadsClaimsWhenAppending`: a context store whose incremental checkpoint also reads
+  claims of the run in that same request (a running run learns of a cancel from the reply
+  of the checkpoint it writes anyway).
 
 A router without a capability is still a complete router: the core simply skips what the
 capability enables (docs/protocol.md, "Routers").
@@ -45,6 +48,7 @@ __all__ = [
     "JobHandler",
     "KnowsConsumers",
     "LocksWithContexts",
+    "ReadsClaimsWhenAppending",
     "ReadsClaimsWhenTaking",
     "RunsJobsInline",
     "SavesContextsTogether",
@@ -345,6 +349,33 @@ class ReadsClaimsWhenTaking(Protocol):
         Raises:
             DeserializationError, StorageError: as ``ContextStore.load``; the lock is then not
                 held (taken and released again if it was).
+        """
+        ...
+
+
+@runtime_checkable
+class ReadsClaimsWhenAppending(Protocol):
+    """A context store whose incremental checkpoint also reads claims of the run in the same
+    request (docs/protocol.md, "Optional fast paths"): exactly ``ContextStore.append`` followed,
+    when it appended, by ``ClaimStore.interrupt_resumes(delta.context_id, step_paths)`` of the
+    same storage, made one request. A running run learns of its cancel request this way from
+    the checkpoint it writes after each step, at no extra round trip (docs/run-control.md,
+    "Cancel"). Declared by the Redis storage's locking context store.
+    """
+
+    def append_reading_claims(
+        self, delta: ContextDelta, fence: Fence | None, step_paths: Sequence[str]
+    ) -> tuple[bool, dict[str, str]]:
+        """Append ``delta`` (fenced with ``fence`` when given) and, once appended, read the
+        run's claims at ``step_paths``.
+
+        Returns:
+            ``(True, {step_path: payload} for the claimed paths only)`` when appended;
+            ``(False, {})`` when nothing was written (as ``append`` returning ``False``).
+
+        Raises:
+            StaleWriterError, ContextTooLargeError, StorageError: as ``ContextStore.append``
+                (nothing written).
         """
         ...
 

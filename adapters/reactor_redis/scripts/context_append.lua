@@ -5,13 +5,15 @@
 -- KEYS[1] record hash, KEYS[2] segment list. ARGV: ttl_us, index prefix, context id, fence
 -- token ('' = unfenced), base, segments expected before this one (position - 1), segment,
 -- segment UTF-8 bytes, byte limit ('' = unbounded), status, updated_at, the index of the
--- new status for a top-level run, the one for a dispatched child ('' = none); then, to release
--- the run's liveness lock KEYS[3] once the segment is written (docs/protocol.md, "Optional
--- fast paths"), the lock owner and retention_us, and a signal channel ('' = none) to publish
--- the new status on once released (a run's completion).
--- Returns 1 when appended; 0 when nothing was written because the record is absent, has
--- another base or segment count (or lost segments); {'fence', stored token} when a fenced
--- append is refused; {'size', stored bytes with the segment} when over the limit.
+-- new status for a top-level run, the one for a dispatched child ('' = none); the number n of
+-- claim keys KEYS[3..2+n] to read once appended (the run's cancel request: docs/protocol.md,
+-- "Optional fast paths"; '' or absent = 0); then, to release the run's liveness lock
+-- KEYS[3+n] once the segment is written, the lock owner and retention_us, and a signal
+-- channel ('' = none) to publish the new status on once released (a run's completion).
+-- Returns 1 when appended (with n > 0: {1, the claim values, false where absent}); 0 when
+-- nothing was written because the record is absent, has another base or segment count (or
+-- lost segments); {'fence', stored token} when a fenced append is refused; {'size', stored
+-- bytes with the segment} when over the limit.
 local key, segs = KEYS[1], KEYS[2]
 local ttl = tonumber(ARGV[1])
 local prefix, id, fence, base = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -60,8 +62,12 @@ else
   redis.call('PERSIST', segs)
 end
 if idx ~= '' then redis.call('ZADD', prefix .. idx, score, id) end
-if ARGV[14] then
-  lock_call(KEYS[3], 'release', ARGV[14], ARGV[15])
-  if ARGV[16] ~= '' then redis.call('PUBLISH', ARGV[16], status) end
+local n = tonumber(ARGV[14] or '') or 0
+if ARGV[15] then
+  lock_call(KEYS[3 + n], 'release', ARGV[15], ARGV[16])
+  if ARGV[17] ~= '' then redis.call('PUBLISH', ARGV[17], status) end
 end
-return 1
+if n == 0 then return 1 end
+local claims = {}
+for i = 3, 2 + n do claims[#claims + 1] = redis.call('GET', KEYS[i]) end
+return {1, claims}

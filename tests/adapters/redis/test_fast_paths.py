@@ -10,6 +10,8 @@ Each fast path must leave exactly the state of the composition of required calls
   a non-blocking read together);
 * ``RedisLockingContextStore.load_taking_claims``: the record and the run's claims (its cancel
   request) with the lock, one script call on a single server;
+* ``RedisLockingContextStore.append_reading_claims``: an incremental checkpoint and the run's
+  claims, one script call on a single server;
 * ``RedisLockingContextStore.save_taking`` / ``load_taking`` / ``append_releasing`` /
   ``save_releasing`` and ``RedisMapStore.settle_releasing``: one script call each on a single
   server, lock and record together (the final write also publishes the completion signal); on
@@ -41,6 +43,7 @@ from reactor.ports.capabilities import (
     BeginsAndSettlesElements,
     EnqueuesMany,
     LocksWithContexts,
+    ReadsClaimsWhenAppending,
     ReadsClaimsWhenTaking,
     SavesContextsTogether,
     SettlesAndReleases,
@@ -504,6 +507,40 @@ def test_the_taking_load_reads_the_claims_its_composition_reads(
         native, "run-bare", LockClaim("async:run-bare", "me", 30.0), paths
     )
     assert bare[0] >= 1 and bare[2] == ({} if single else None)
+
+
+def test_the_append_reads_the_claims_its_composition_reads(
+    pair: tuple[Any, Any], url: str, trips: RoundTrips
+) -> None:
+    native, composed = pair
+    single = "cluster" not in url
+    assert isinstance(native.contexts, ReadsClaimsWhenAppending) is single
+    _lock_and_record_calls(native)
+    paths = ("@cancel", "approve")
+    for storage in (native, composed):
+        storage.contexts.save(dataclasses.replace(context("run-app"), base="b1"))
+    delta = ContextDelta("run-app", "b1", 1, "running", 1.7e9 + 1, '{"a":1}')
+    got: list[Any] = []
+    assert trips.of(lambda: got.append(
+        fast_paths.append_reading_claims(native, delta, None, paths)
+    )) == 1
+    assert got[0] == (True, {} if single else None)  # nothing claimed: an empty reading
+    for storage in (native, composed):
+        assert storage.claims.claim_interrupt_resume("run-app", "@cancel", '{"r":2}')
+    second = dataclasses.replace(delta, position=2, segment='{"b":2}')
+    appended, claims = fast_paths.append_reading_claims(native, second, None, paths)
+    assert composed.contexts.append(delta) and composed.contexts.append(second)
+    expected = composed.claims.interrupt_resumes("run-app", list(paths))
+    assert appended and claims == (expected if single else None)
+    assert expected == {"@cancel": '{"r":2}'}
+    # the stored record is what the plain appends leave
+    native_record = native.contexts.load("run-app")
+    composed_record = composed.contexts.load("run-app")
+    assert native_record is not None and composed_record is not None
+    assert native_record.segments == composed_record.segments == ('{"a":1}', '{"b":2}')
+    # nothing written (another segment count): no claims read
+    stale = dataclasses.replace(delta, position=1, segment='{"c":3}')
+    assert fast_paths.append_reading_claims(native, stale, None, paths) == (False, None)
 
 
 def _lock_and_record_calls(storage: Any) -> None:

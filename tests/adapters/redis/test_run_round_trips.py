@@ -44,6 +44,38 @@ class QueuedThree(Three, name="test_run_round_trips.queued_three"):
     background = Background(all=True)
 
 
+RAN: list[str] = []
+
+
+class SelfCancelling(Reactor, name="test_run_round_trips.self_cancelling"):
+    """Step ``b`` asks to cancel its own run: the request is only recorded (the run's own
+    execution holds it) and the run must learn of it from a checkpoint's reply."""
+
+    @step()
+    def a(inputs: Any, ctx: Any) -> int:
+        RAN.append("a")
+        return 1
+
+    @a.undo
+    def _undo_a(value: Any, inputs: Any, ctx: Any) -> None:
+        RAN.append("undo a")
+
+    @step(after="a")
+    def b(inputs: Any, ctx: Any) -> int:
+        RAN.append("b")
+        SelfCancelling.cancel(ctx.run_id, reason="changed my mind")
+        return 2
+
+    @b.undo
+    def _undo_b(value: Any, inputs: Any, ctx: Any) -> None:
+        RAN.append("undo b")
+
+    @step(after="b")
+    def c(inputs: Any, ctx: Any) -> int:
+        RAN.append("c")
+        return 3
+
+
 @pytest.fixture
 def redis_url(service_url: Callable[[str], str]) -> Iterator[str]:
     yield f"{service_url('redis')}?prefix=rt{uuid.uuid4().hex[:8]}"
@@ -73,3 +105,26 @@ def test_a_worker_run_costs_its_checkpoints_and_three_requests(
     # the empty receive that ends run_pending
     assert trips.of(lambda: worker.run_pending()) == 1 + 1 + 3 + 1 + 1
     assert QueuedThree.find(handle[0].run_id).status is RunStatus.COMPLETED
+
+
+def test_a_running_run_learns_of_a_cancel_from_its_checkpoints_reply(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fast steps, the default 1 s cancel_check_interval: no boundary reads the request, yet
+    the checkpoint recording ``b`` returns it and the run stops before ``c``
+    (docs/run-control.md, "Cancel"). Before, ``c`` ran and the run completed."""
+    from reactor.engine import cancel
+
+    config.configure(storage=redis_url, router="inline://")
+    reads: list[str] = []
+    real = cancel.requested
+    monkeypatch.setattr(cancel, "requested",
+                        lambda env, run_id: reads.append(run_id) or real(env, run_id))
+    RAN.clear()
+    outcome = SelfCancelling.run()
+    assert not outcome.success
+    assert outcome.exception_class == "reactor.errors.RunCancelledError", outcome
+    assert "changed my mind" in outcome.message
+    assert RAN == ["a", "b", "undo b", "undo a"]  # c never ran; each completed step undone
+    assert reads == []  # learned from the append's reply: no read of its own
+    assert SelfCancelling.find(outcome.run_id or "").status is RunStatus.CANCELLED
