@@ -135,6 +135,10 @@ def wait_for_run(
     """Block until stored run ``run_id`` is finished (or paused at an interrupt) and return
     its result.
 
+    The run is read first: a finished run costs that one read, no subscription. An unfinished
+    one is subscribed to (its completion channel, when the storage has signals) and read
+    again before the first wait, so a completion published in between is not waited for.
+
     Args:
         runtime: the runtime whose storage holds the run.
         run_id: the run.
@@ -163,7 +167,8 @@ def wait_for_run(
     env = make_env(runtime)
     router = runtime.router
     receives_before = router.receive_count if isinstance(router, KnowsConsumers) else None
-    subscription = _subscribe(runtime.storage, run_id)  # before the first check: no lost wake
+    subscription: Subscription | None = None
+    subscribed = sleep is not None  # a given sleep waits without signals
     try:
         while True:
             ctx = load_context(env, run_id, open_secrets=False)  # reads the outcome only
@@ -171,7 +176,13 @@ def wait_for_run(
                 raise RunNotFoundError(f"no stored run {run_id!r}", run_id=run_id)
             result = stored_result(ctx)
             if result is not None:
-                return result
+                return result  # a finished run: one read, no subscription
+            if not subscribed:
+                # subscribe, then check again before the first wait: a completion published
+                # between the check above and the subscription is never waited for in vain
+                subscribed, subscription = True, _subscribe(runtime.storage, run_id)
+                if subscription is not None:
+                    continue
             remaining = deadline - monotonic()
             if remaining <= 0:
                 raise AsyncWaitTimeoutError(

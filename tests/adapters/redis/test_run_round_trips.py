@@ -128,3 +128,20 @@ def test_a_running_run_learns_of_a_cancel_from_its_checkpoints_reply(
     assert RAN == ["a", "b", "undo b", "undo a"]  # c never ran; each completed step undone
     assert reads == []  # learned from the append's reply: no read of its own
     assert SelfCancelling.find(outcome.run_id or "").status is RunStatus.CANCELLED
+
+
+def test_waiting_for_a_finished_run_is_one_round_trip(
+    redis_url: str, trips: RoundTrips
+) -> None:
+    """A finished run's result is one read: no subscription, no pub/sub connection
+    (docs/workers.md, "Background runs"). Before, every wait subscribed first: a new TCP
+    connection, the SUBSCRIBE and its confirmation, the read, then the unsubscribe."""
+    runtime = config.configure(storage=redis_url, router=redis_url)
+    worker = Worker(runtime, liveness_wait=0.0)
+    QueuedThree.run(n=0)
+    assert worker.run_pending() == 1  # connections made, scripts loaded
+    handle = QueuedThree.run(n=1)
+    assert worker.run_pending() == 1
+    outcome: list[Any] = []
+    assert trips.of(lambda: outcome.append(handle.wait(5))) == 1
+    assert outcome[0].value == 4
