@@ -1,0 +1,143 @@
+"""Completion signals on Redis (docs/protocol.md#signals; adapters/reactor_redis/signals.py).
+
+On a single server every subscription of a storage shares one pub/sub connection, read by one
+listener thread: a wait never opens a TCP connection of its own (docs/workers.md,
+"Background runs"). On the cluster each subscription keeps its own pub/sub. Either way a
+subscription gets exactly the messages of its channel, published after it was confirmed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from redis.connection import AbstractConnection
+
+pytestmark = pytest.mark.redis
+
+import reactor_redis  # noqa: E402  (installed by scripts/test: fail, never skip)
+
+
+@pytest.fixture(params=["redis", "redis_cluster"])
+def storage(request: pytest.FixtureRequest, service_url: Callable[[str], str]) -> Iterator[Any]:
+    url = service_url(request.param)
+    joined = f"{url}{'&' if '?' in url else '?'}prefix=sig{uuid.uuid4().hex[:10]}"
+    built = reactor_redis.storage_from_url(joined)
+    try:
+        yield built
+    finally:
+        built.close()
+
+
+class _Connects:
+    """Counts TCP connections opened by any redis-py connection."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        original = AbstractConnection.connect_check_health
+
+        def connect(conn: AbstractConnection, *args: Any, **kwargs: Any) -> None:
+            if conn._sock is None:  # an open connection's connect is a no-op
+                self.count += 1
+            original(conn, *args, **kwargs)
+
+        monkeypatch.setattr(AbstractConnection, "connect_check_health", connect)
+
+
+def test_every_subscription_gets_the_messages_of_its_channel_only(storage: Any) -> None:
+    signals = storage.signals
+    a1, a2, b = signals.subscribe("a"), signals.subscribe("a"), signals.subscribe("b")
+    try:
+        signals.publish("a", "done-a")
+        signals.publish("b", "done-b")
+        assert a1.get(5) == "done-a" and a2.get(5) == "done-a"
+        assert b.get(5) == "done-b"
+        assert a1.get(0.05) is None and b.get(0.05) is None  # nothing else came
+        a1.close()  # the other subscriber of "a" keeps listening
+        signals.publish("a", "again")
+        assert a2.get(5) == "again"
+    finally:
+        for subscription in (a1, a2, b):
+            subscription.close()
+    assert a1.get(0) is None  # a closed subscription only times out
+
+
+def test_waits_on_a_single_server_share_one_connection(
+    service_url: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = reactor_redis.storage_from_url(
+        f"{service_url('redis')}?prefix=sig{uuid.uuid4().hex[:10]}"
+    )
+    try:
+        storage.signals.publish("warm", "x")  # the command connection
+        connects = _Connects(monkeypatch)
+        subscriptions = [storage.signals.subscribe(f"run:{i}") for i in range(20)]
+        assert connects.count <= 1  # the shared pub/sub connection (maybe an idle pooled one)
+        for subscription in subscriptions[::2]:
+            subscription.close()
+        more = [storage.signals.subscribe(f"more:{i}") for i in range(5)]
+        assert connects.count <= 1
+        for i, subscription in enumerate(subscriptions[1::2]):
+            storage.signals.publish(f"run:{2 * i + 1}", f"m{i}")
+            assert subscription.get(5) == f"m{i}"
+        for subscription in subscriptions + more:
+            subscription.close()
+    finally:
+        storage.close()
+
+
+def test_concurrent_subscribers_of_one_channel_are_all_confirmed(storage: Any) -> None:
+    """Threads subscribing to the same channel at once: each returns only once the server
+    confirmed the channel, so a message published after every subscribe returned reaches
+    all of them."""
+    barrier = threading.Barrier(8)
+    subscriptions: list[Any] = []
+    guard = threading.Lock()
+
+    def subscribe() -> None:
+        barrier.wait(10)
+        subscription = storage.signals.subscribe("shared")
+        with guard:
+            subscriptions.append(subscription)
+
+    threads = [threading.Thread(target=subscribe) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(subscriptions) == 8
+    storage.signals.publish("shared", "all")
+    assert [s.get(5) for s in subscriptions] == ["all"] * 8
+    for subscription in subscriptions:
+        subscription.close()
+
+
+def test_a_forked_child_listens_on_its_own_connection(storage: Any) -> None:
+    """A listener thread does not survive a fork: the child makes its own."""
+    parent = storage.signals.subscribe("before-fork")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: subscribe, report what it heard, exit without cleanup
+        try:
+            child = storage.signals.subscribe("in-child")
+            os.write(write, b"ready")
+            got = child.get(10)
+            os.write(write, b"|" + (got or "none").encode())
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(read, 5) == b"ready"
+        storage.signals.publish("in-child", "hello child")
+        heard = os.read(read, 64)
+        assert heard == b"|hello child"
+        storage.signals.publish("before-fork", "hello parent")
+        assert parent.get(5) == "hello parent"
+    finally:
+        os.waitpid(pid, 0)
+        os.close(read)
+        os.close(write)
+        parent.close()
