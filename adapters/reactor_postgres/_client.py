@@ -1,0 +1,111 @@
+"""The connection pool the PostgreSQL storage and router share the code of.
+
+:class:`PostgresClient` wraps one :class:`psycopg_pool.ConnectionPool` (autocommit
+connections: every statement is its own transaction unless a caller opens a block), runs the
+schema migration (:mod:`reactor_postgres.migrations`) once, on first use, and reads the server
+clock for :class:`reactor.ports.clock.CalibratedClock`. It is thread-safe: the pool hands each
+thread a connection of its own.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from reactor.errors import ReactorError, StorageError
+from reactor.ports.driver_errors import close_quietly
+from reactor_postgres.migrations import migrate
+
+__all__ = ["DRIVER_ERRORS", "PostgresClient"]
+
+#: What the driver and the pool raise for a backend failure.
+DRIVER_ERRORS: tuple[type[Exception], ...] = (psycopg.Error, PoolTimeout)
+
+
+class PostgresClient:
+    """A connection pool on one PostgreSQL database and schema.
+
+    Construction never waits for the server: the pool opens its connections in the
+    background and the first :meth:`connection` migrates the schema.
+
+    Args:
+        conninfo: the libpq URI (reactor's options removed).
+        schema: the schema holding the adapter's tables.
+        max_size: the pool's largest number of connections.
+        timeout: seconds a caller waits for a free connection before ``PoolTimeout``.
+        error: the error class failures are reported as (``StorageError`` or
+            ``RouterError``), used for a closed client.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        schema: str,
+        max_size: int = 10,
+        timeout: float = 30.0,
+        error: type[ReactorError] = StorageError,
+    ) -> None:
+        self.conninfo = conninfo
+        self.schema = schema
+        self._error = error
+        self._migrated = False
+        self._migrate_lock = threading.Lock()
+        self._closed = False
+        self.pool = ConnectionPool(
+            conninfo,
+            min_size=1,
+            max_size=max_size,
+            kwargs={"autocommit": True},
+            timeout=timeout,
+            open=True,
+            name=f"reactor-{schema}",
+        )
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled autocommit connection, the schema migrated (first use only).
+
+        Raises:
+            StorageError or RouterError: the client is closed.
+            psycopg.Error, PoolTimeout: the server failed (callers translate them).
+        """
+        if self._closed:
+            raise self._error("the PostgreSQL client is closed")
+        with self.pool.connection() as conn:
+            if not self._migrated:
+                with self._migrate_lock:
+                    if not self._migrated:
+                        migrate(conn, self.schema)
+                        self._migrated = True
+            yield conn
+
+    def server_time(self) -> float:
+        """One round trip: the server's ``clock_timestamp()`` in epoch seconds.
+
+        Raises:
+            psycopg.Error, PoolTimeout: the server failed.
+        """
+        if self._closed:
+            raise self._error("the PostgreSQL client is closed")
+        with self.pool.connection() as conn:
+            row = conn.execute("SELECT extract(epoch FROM clock_timestamp())::float8").fetchone()
+        assert row is not None
+        return float(row[0])
+
+    def close(self) -> None:
+        """Close the pool and its connections; idempotent, never raises."""
+        if self._closed:
+            return
+        self._closed = True
+        close_quietly(self.pool.close)
