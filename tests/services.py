@@ -45,6 +45,7 @@ SERVICES: Mapping[str, str] = {
     "moto": "REACTOR_TEST_MOTO_URL",
     "mongodb_wire": "REACTOR_TEST_MONGODB_WIRE_URL",
     "mongodb": "REACTOR_TEST_MONGODB_URL",
+    "postgres": "REACTOR_TEST_POSTGRES_URL",
 }
 """Service name -> environment variable holding its URL.
 
@@ -53,6 +54,8 @@ SERVICES: Mapping[str, str] = {
 * ``moto``: ``http://127.0.0.1:PORT``, moto's server (DynamoDB and SQS; dummy credentials).
 * ``mongodb_wire``: ``mongodb://127.0.0.1:PORT/?directConnection=true``, SecantusDB.
 * ``mongodb``: a real MongoDB, only when the user exports it (never started by scripts/test).
+* ``postgres``: ``postgresql://reactor@127.0.0.1:PORT/postgres``, a private PostgreSQL cluster
+  (trust auth; never the system instance on 5432).
 """
 
 
@@ -126,7 +129,7 @@ def service_url(name: str, environ: Mapping[str, str] | None = None) -> str:
 
     Args:
         name: a key of :data:`SERVICES` (``"redis"``, ``"redis_cluster"``, ``"moto"``,
-            ``"mongodb_wire"``, ``"mongodb"``).
+            ``"mongodb_wire"``, ``"mongodb"``, ``"postgres"``).
         environ: the environment to read (default ``os.environ``).
 
     Returns:
