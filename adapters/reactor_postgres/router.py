@@ -40,7 +40,7 @@ from psycopg import sql
 
 from reactor.errors import RouterError
 from reactor.generic.router import GenericRouter
-from reactor.ports.clock import CalibratedClock, Clock
+from reactor.ports.clock import CalibratedClock, Clock, wall_reader
 from reactor.ports.driver_errors import close_quietly, translate_errors
 from reactor.ports.inspection import QueueStats
 from reactor.ports.queues import ClaimedMessage
@@ -140,10 +140,20 @@ class PostgresQueue:
         self._listener: _Listener | None = None
         self._listener_lock = threading.Lock()
         self._closed = False
+        self._clock: Callable[[], float] | None = None
         schema = sql.Identifier(client.schema)
         self._sql: dict[str, sql.Composed] = {
             name: sql.SQL(text).format(s=schema) for name, text in _STATEMENTS.items()
         }
+
+    def bind_clock(self, clock: Callable[[], float]) -> None:
+        """Judge :meth:`stats` and idle waits by ``clock`` (epoch seconds), the clock the
+        router computes ``visible_at`` with (default: the server's ``clock_timestamp()``)."""
+        self._clock = clock
+
+    def _now(self) -> float | None:
+        """The bound clock's reading, ``None`` without one (the statement reads the server)."""
+        return None if self._clock is None else self._clock()
 
     def _run(self, name: str, params: tuple[Any, ...], *, fetch: bool) -> Any:
         """Run one named statement on a pooled connection; rows or the changed-row count."""
@@ -304,7 +314,7 @@ class PostgresQueue:
         with listener.cond:
             if seen is None or listener.generation != seen:
                 return
-        rows = self._run("next_due", (self.queue,), fetch=True)
+        rows = self._run("next_due", (self._now(), self.queue), fetch=True)
         until_due = rows[0][0] if rows else None
         bound = min(timeout, self._poll_ceiling)
         if until_due is not None:
@@ -321,7 +331,7 @@ class PostgresQueue:
         Raises:
             RouterError: PostgreSQL failed.
         """
-        rows = self._run("stats", (self.queue, self.queue), fetch=True)
+        rows = self._run("stats", (self.queue, self._now(), self.queue), fetch=True)
         ready, delayed, in_flight, dead = rows[0]
         return QueueStats(ready=int(ready), delayed=int(delayed), in_flight=int(in_flight),
                           dead_letters=int(dead))
@@ -398,6 +408,7 @@ class PostgresRouter(GenericRouter):
                     return client.server_time()
 
             clock = CalibratedClock(read, resolution=1e-6).now
+        queue.bind_clock(wall_reader(clock))
         # waits block on LISTEN/NOTIFY (PostgresQueue.wait_for_messages), which bounds them
         # by the next due job; the poll interval is only the ceiling between two claims
         super().__init__(
@@ -461,13 +472,15 @@ _STATEMENTS: dict[str, LiteralString] = {
     "get_dead_letter": "SELECT id, body, reason, at FROM {s}.dead_letters"
     " WHERE queue = %s AND id = %s",
     "remove_dead_letter": "DELETE FROM {s}.dead_letters WHERE queue = %s AND id = %s",
-    "next_due": "SELECT min(visible_at) - extract(epoch FROM clock_timestamp())::float8"
+    "next_due": "SELECT min(visible_at)"
+    " - coalesce(%s::float8, extract(epoch FROM clock_timestamp())::float8)"
     " FROM {s}.jobs WHERE queue = %s",
     "stats": "SELECT count(*) FILTER (WHERE j.visible_at <= n.t),"
     " count(*) FILTER (WHERE j.visible_at > n.t AND j.receipt IS NULL),"
     " count(*) FILTER (WHERE j.visible_at > n.t AND j.receipt IS NOT NULL),"
     " (SELECT count(*) FROM {s}.dead_letters WHERE queue = %s)"
-    " FROM {s}.jobs AS j, (SELECT extract(epoch FROM clock_timestamp())::float8 AS t) AS n"
+    " FROM {s}.jobs AS j,"
+    " (SELECT coalesce(%s::float8, extract(epoch FROM clock_timestamp())::float8) AS t) AS n"
     " WHERE j.queue = %s",
     "purge": "WITH a AS (DELETE FROM {s}.jobs WHERE queue = %s RETURNING 1),"
     " b AS (DELETE FROM {s}.dead_letters WHERE queue = %s RETURNING 1)"
