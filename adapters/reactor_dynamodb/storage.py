@@ -11,15 +11,26 @@ stores (docs/protocol.md#document-stores); DynamoDB supplies atomicity (conditio
 
 from __future__ import annotations
 
+from reactor.generic.contexts import PIECE_RESERVE_BYTES
 from reactor.generic.storage import GenericStorage
 from reactor.ports.storage import Capabilities
-from reactor_dynamodb.documents import DEFAULT_MAX_DOCUMENT_BYTES, DynamoDocumentStore
+from reactor_dynamodb.documents import (
+    DEFAULT_MAX_DOCUMENT_BYTES,
+    MAX_ITEM_BYTES,
+    DynamoDocumentStore,
+)
 
 __all__ = ["DYNAMO_CAPABILITIES", "DynamoStorage"]
 
+#: Bytes of a context's limit given up beyond the pieces' own fields: AWS counts DynamoDB's
+#: 400 KB as 409,600 bytes, moto (the test server) as 405,000, and a declared limit must hold
+#: on both (docs/writing-an-adapter.md, "Capabilities").
+CONTEXT_RESERVE_BYTES = PIECE_RESERVE_BYTES + MAX_ITEM_BYTES - 405_000
+
 #: What the DynamoDB storage offers with the default document limit.
 DYNAMO_CAPABILITIES = Capabilities(
-    signals=False, max_document_bytes=DEFAULT_MAX_DOCUMENT_BYTES, clock="application",
+    signals=False, max_document_bytes=DEFAULT_MAX_DOCUMENT_BYTES - CONTEXT_RESERVE_BYTES,
+    clock="application",
     clock_skew=1.0,
 )
 
@@ -43,7 +54,8 @@ class DynamoStorage(GenericStorage):
             context_ttl=context_ttl,
             capabilities=Capabilities(
                 signals=False,
-                max_document_bytes=documents.max_document_bytes,
+                # a context is stored as pieces: the item limit less their own fields
+                max_document_bytes=documents.max_document_bytes - CONTEXT_RESERVE_BYTES,
                 clock="application",
                 clock_skew=documents.clock_skew_budget,
             ),

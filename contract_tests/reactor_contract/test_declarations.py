@@ -1,0 +1,392 @@
+"""Declarations: every capability and limit an adapter declares is checked by behaviour
+(docs/contract-suite.md, "Declarations are checked"; docs/protocol.md, "Capabilities").
+
+An adapter certifies with what it declares: ``Storage.capabilities`` (its signals, its document
+size limit, its clock and clock-skew budget) and the optional protocols of
+``reactor.ports.capabilities`` (fast paths, in-process). The other modules take those
+declarations at their word: a declared size limit makes the "too large" tests run, no limit
+makes them not applicable; a server clock makes the skew test not applicable; an undeclared
+fast path is composed. So a declaration that contradicts the adapter's behaviour would pass
+them. The tests here close that door: each probes the declaration against what the adapter
+does, and none of them skips (a declaration that cannot be exercised passes as it stands).
+
+The tests report under the concern of the part they check (``contexts``, ``surface``,
+``routers``): the conformance table has no row of its own for declarations.
+:data:`DECLARATIONS` names, for every declaration, the test that checks it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import pytest
+
+from reactor.engine import fast_paths
+from reactor.errors import ContextTooLargeError
+from reactor.memory.clock import ManualClock
+from reactor.model.records import ContextDelta, ContextRecord, Fence, LockClaim
+from reactor.ports.capabilities import (
+    BeginsAndSettlesElements,
+    LocksWithContexts,
+    ReadsClaimsWhenAppending,
+    ReadsClaimsWhenTaking,
+    SavesContextsTogether,
+    SettlesAndReleases,
+)
+from reactor.ports.router import Job, Router
+from reactor.ports.storage import Storage
+from reactor_contract._support import SUITE_DOC, context, teach, uid
+from reactor_contract.probe import ClockProbe, Probe
+
+__all__ = [
+    "DECLARATIONS",
+    "UNBOUNDED_PROBE_BYTES",
+    "DeclaredContextLimitsContract",
+    "DeclaredFastPathsContract",
+    "DeclaredRouterDelaysContract",
+    "DeclaredStorageClockContract",
+    "document_of",
+]
+
+_DECLARED = f'{SUITE_DOC}, "Declarations are checked"'
+_ADAPTER_CAPS = 'docs/writing-an-adapter.md, "Capabilities"'
+
+#: The context a storage declaring no size limit must store and read back intact (1 MiB).
+UNBOUNDED_PROBE_BYTES = 1024 * 1024
+#: A job delay no test waits out, and the shorter delay whose delivery proves time has passed.
+_FAR_DELAY, _NEAR_DELAY = 7200.0, 3.0
+#: How long the router test waits at most for the job of the short delay to come.
+_NEAR_WAIT = 60.0
+
+#: Every declaration an adapter makes, and the test that checks it by behaviour (or why none
+#: can). ``tests/contract_suite/test_declarations.py`` keeps it complete: every field of
+#: ``Capabilities`` and every protocol of ``reactor.ports.capabilities`` is listed.
+DECLARATIONS: dict[str, str] = {
+    "Capabilities.signals": (
+        "test_surface.test_capabilities_are_declared_and_consistent (True: storage.signals is "
+        "a SignalStore; False: it is None, so undeclared signals cannot be used) and "
+        "test_signals (declared signals deliver)"
+    ),
+    "Capabilities.max_document_bytes": (
+        "test_a_context_of_the_declared_size_limit_is_stored_and_one_byte_more_is_refused "
+        "(a limit: exactly the limit is stored intact, one byte more raises "
+        "ContextTooLargeError and writes nothing; None: a 1 MiB context is stored intact); "
+        "test_contexts and test_documents (over the limit is refused)"
+    ),
+    "Capabilities.clock": (
+        "test_a_declared_server_clock_cannot_be_injected ('server': the probe cannot make "
+        "now() follow another clock); test_surface.test_clock_is_epoch_seconds_and_never_"
+        "runs_backwards; test_rate_limits skew test ('application', with a ClockProbe)"
+    ),
+    "Capabilities.clock_skew": (
+        "test_the_declared_clock_skew_is_a_usable_budget (finite, >= 0, 0 on a server "
+        "clock); test_leases (holders give it up early and still keep their leases)"
+    ),
+    "InProcess": (
+        "test_an_in_process_declaration_is_exactly_true (the class attribute is True, "
+        "nothing else); that nothing leaves the process cannot be observed from inside it"
+    ),
+    "RunsJobsInline": "not checked: the inline:// router is built into reactor, not an adapter",
+    "HostsEmbeddedWorkers": "not checked: the local:// router is built into reactor",
+    "KnowsConsumers": "not checked: the local:// router is built into reactor",
+    "EnqueuesMany": (
+        "test_routers.test_enqueue_all_* (through reactor.engine.fast_paths, native or "
+        "composed)"
+    ),
+    "SavesContextsTogether": "test_saving_contexts_together_saves_every_record",
+    "BeginsAndSettlesElements": "test_maps element fast-path tests (native or composed)",
+    "SettlesAndReleases": "test_maps.test_settle_releasing_* (native or composed)",
+    "LocksWithContexts": "test_contexts lock-with-record fast-path tests (native and composed)",
+    "ReadsClaimsWhenTaking": "test_a_lock_taking_load_reads_the_claims_of_the_run",
+    "ReadsClaimsWhenAppending": "test_a_claim_reading_append_reads_the_claims_only_when_appended",
+    "partial fast paths": (
+        "test_no_fast_path_is_half_declared (a store with some members of a fast-path "
+        "protocol but not all is not using it: the engine and the suite compose instead)"
+    ),
+    "router delays": (
+        "test_a_router_never_caps_a_delay (any finite delay, docs/protocol.md: a job of a "
+        "far delay is not delivered before one of a near delay)"
+    ),
+}
+
+
+def document_of(size: int) -> str:
+    """A JSON document of exactly ``size`` UTF-8 bytes (``size >= 3``) with no character any
+    JSON encoder escapes (``[11...1]``), so a backend that stores it inside an encoded document
+    adds only its fixed overhead (docs/writing-an-adapter.md, "Capabilities")."""
+    if size < 3:
+        raise ValueError(f"a document of {size} bytes is too small to be a JSON array")
+    return "[" + "1" * (size - 2) + "]"
+
+
+class DeclaredContextLimitsContract:
+    """``Capabilities.max_document_bytes`` is the real limit, neither larger nor smaller."""
+
+    reactor_concern = "contexts"
+
+    def test_a_context_of_the_declared_size_limit_is_stored_and_one_byte_more_is_refused(
+        self, storage: Storage
+    ) -> None:
+        limit = storage.capabilities.max_document_bytes
+        size = UNBOUNDED_PROBE_BYTES if limit is None else limit
+        record = dataclasses.replace(context(document=document_of(size)), base="b1")
+        try:
+            storage.contexts.save(record)
+        except ContextTooLargeError as exc:
+            declared = (
+                "declares no document size limit (Capabilities.max_document_bytes is None)"
+                if limit is None
+                else f"declares max_document_bytes={limit}"
+            )
+            pytest.fail(teach(
+                "contexts",
+                f"a storage that {declared} stores a context of {size} bytes; it refused it "
+                f"({exc})",
+                "a size check off by one (>= instead of >), a limit counted on an encoding "
+                "larger than the document, or a real limit left undeclared: declare the "
+                "largest document the storage really accepts",
+                _ADAPTER_CAPS,
+            ))
+        loaded = storage.contexts.load(record.context_id)
+        assert loaded == record, teach(
+            "contexts",
+            f"a context of {size} bytes, within the declared limit, reads back intact "
+            f"(got {'nothing' if loaded is None else f'{loaded.stored_bytes} bytes'})",
+            "a document truncated to a backend limit nobody declared",
+            _ADAPTER_CAPS,
+        )
+        if limit is None:
+            return
+        over = dataclasses.replace(context(document=document_of(limit + 1)), base="b1")
+        with pytest.raises(ContextTooLargeError):
+            storage.contexts.save(over)
+        assert storage.contexts.load(over.context_id) is None, teach(
+            "contexts",
+            "a context one byte over the declared limit is refused and nothing of it is written",
+            "writing the record before checking its size",
+            _ADAPTER_CAPS,
+        )
+
+
+class DeclaredStorageClockContract:
+    """``Capabilities.clock``, ``clock_skew`` and ``InProcess`` say what the storage is."""
+
+    reactor_concern = "surface"
+
+    def test_a_declared_server_clock_cannot_be_injected(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        if storage.capabilities.clock != "server" or not isinstance(probe, ClockProbe):
+            return  # an application clock, or no way to inject one: nothing contradicts it
+        injected = ManualClock(2_000_000_000.0)
+        clocked = probe.with_clock(injected)
+        if clocked is None:
+            return
+        try:
+            followed = math.isclose(clocked.now(), injected(), abs_tol=1.0)
+            injected.advance(3600.0)
+            followed = followed and math.isclose(clocked.now(), injected(), abs_tol=1.0)
+        finally:
+            clocked.close()
+        assert not followed, teach(
+            "surface",
+            "a storage that declares Capabilities.clock='server' judges time by a clock no "
+            "client sets; this one's now() follows the clock its probe injected (a clock read "
+            "in the application), so the clock-skew tests were skipped for nothing",
+            "declaring clock='server' for a store that reads time.time(): declare "
+            "clock='application' with the clock_skew budget of its processes",
+            _ADAPTER_CAPS,
+        )
+
+    def test_the_declared_clock_skew_is_a_usable_budget(self, storage: Storage) -> None:
+        caps = storage.capabilities
+        skew = caps.clock_skew
+        assert isinstance(skew, int | float) and math.isfinite(skew) and skew >= 0, teach(
+            "surface",
+            f"Capabilities.clock_skew is a finite number of seconds >= 0 (got {skew!r})",
+            "a negative or infinite budget: holders would keep leases past their lapse",
+            _ADAPTER_CAPS,
+        )
+        assert caps.clock == "application" or skew == 0, teach(
+            "surface",
+            f"a server clock has no skew between clients: clock_skew is 0 (got {skew!r})",
+            "a skew budget declared with clock='server' (the clock is in fact the "
+            "application's, or the budget is left over from one)",
+            _ADAPTER_CAPS,
+        )
+
+    def test_an_in_process_declaration_is_exactly_true(self, storage: Storage) -> None:
+        declared = getattr(type(storage), "keeps_data_in_process", None)
+        assert declared in (None, True, False), teach(
+            "surface",
+            "keeps_data_in_process (reactor.ports.capabilities.InProcess) is the class "
+            f"attribute True or absent; {declared!r} is read as not declared",
+            "a truthy value other than True (the engine tests `is True`)",
+            _ADAPTER_CAPS,
+        )
+
+
+#: ``(attribute of the storage, fast-path protocol)`` pairs of reactor.ports.capabilities.
+_STORAGE_FAST_PATHS: tuple[tuple[str, type], ...] = (
+    ("contexts", SavesContextsTogether),
+    ("contexts", LocksWithContexts),
+    ("contexts", ReadsClaimsWhenTaking),
+    ("contexts", ReadsClaimsWhenAppending),
+    ("maps", BeginsAndSettlesElements),
+    ("maps", SettlesAndReleases),
+)
+
+
+def _members(protocol: type) -> list[str]:
+    """The method and property names a fast-path protocol declares."""
+    return sorted(
+        name for name, value in vars(protocol).items()
+        if not name.startswith("_") and (callable(value) or isinstance(value, property))
+    )
+
+
+def _claimed(storage: Storage, record: ContextRecord) -> tuple[list[str], dict[str, str]]:
+    """Claim one of two interrupt paths of ``record``: ``(both paths, {claimed: payload})``."""
+    claimed, unclaimed = "steps/ask", "steps/other"
+    assert storage.claims.claim_interrupt_resume(record.context_id, claimed, '{"resume":1}')
+    return [claimed, unclaimed], {claimed: '{"resume":1}'}
+
+
+class DeclaredFastPathsContract:
+    """A fast path is declared whole, and what is declared does what it stands for."""
+
+    reactor_concern = "contexts"
+
+    def test_no_fast_path_is_half_declared(self, storage: Storage) -> None:
+        half: list[str] = []
+        for attribute, protocol in _STORAGE_FAST_PATHS:
+            store = getattr(storage, attribute)
+            members = _members(protocol)
+            present = [m for m in members if callable(getattr(store, m, None))]
+            if present and not isinstance(store, protocol):
+                missing = [m for m in members if m not in present]
+                half.append(f"storage.{attribute} has {', '.join(present)} but not "
+                            f"{', '.join(missing)} of {protocol.__name__}")
+        assert not half, teach(
+            "contexts",
+            "a fast path is used only when every member of its protocol is there; "
+            + "; ".join(half)
+            + ": the engine and this suite compose the calls instead, so that code never runs",
+            "a fast path half written, or a member misnamed: implement every member, or none",
+            'docs/protocol.md, "Optional fast paths"',
+        )
+
+    def test_saving_contexts_together_saves_every_record(self, storage: Storage) -> None:
+        records = [context(document=f'{{"n":{n}}}') for n in range(5)]
+        fast_paths.save_all(storage.contexts, records)
+        loaded = [storage.contexts.load(r.context_id) for r in records]
+        assert loaded == records, teach(
+            "contexts",
+            "save_many (SavesContextsTogether) saves every record it is given, as save does",
+            "a batch that drops or truncates a record (the last page of a pipeline unsent)",
+            'docs/protocol.md, "Optional fast paths"',
+        )
+
+    def test_a_lock_taking_load_reads_the_claims_of_the_run(self, storage: Storage) -> None:
+        record = dataclasses.replace(context(), base="b1")
+        storage.contexts.save(record)
+        paths, expected = _claimed(storage, record)
+        key = f"async:{record.context_id}"
+        token, loaded, claims = fast_paths.load_taking_claims(
+            storage, record.context_id, LockClaim(key, uid("owner"), 30.0), paths
+        )
+        assert token >= 1 and loaded == record
+        info = storage.locks.info(key)
+        assert info is not None and info.token == token
+        declared = isinstance(storage.contexts, ReadsClaimsWhenTaking)
+        assert claims == (expected if declared else None), teach(
+            "contexts",
+            "load_taking_claims (ReadsClaimsWhenTaking) returns the claimed paths among "
+            f"step_paths with their payloads, and only those (got {claims!r})",
+            "claims read before the lock is granted, from another run, or not at all",
+            'docs/protocol.md, "Optional fast paths"',
+        )
+        assert fast_paths.load_taking_claims(
+            storage, record.context_id, LockClaim(key, uid("other"), 30.0), paths
+        ) == (0, None, None), "another owner holds the lock: nothing is read"
+
+    def test_a_claim_reading_append_reads_the_claims_only_when_appended(
+        self, storage: Storage
+    ) -> None:
+        record = dataclasses.replace(context(), base="b1")
+        storage.contexts.save(record)
+        paths, expected = _claimed(storage, record)
+        delta = ContextDelta(record.context_id, "b1", 1, "running", 1_700_000_050.0, '{"s":1}')
+        declared = isinstance(storage.contexts, ReadsClaimsWhenAppending)
+        appended, claims = fast_paths.append_reading_claims(storage, delta, None, paths)
+        assert appended and claims == (expected if declared else None), teach(
+            "contexts",
+            "append_reading_claims (ReadsClaimsWhenAppending) appends, then returns the claimed "
+            f"paths among step_paths with their payloads (got {appended!r}, {claims!r})",
+            "claims read from another run, or not read at all",
+            'docs/protocol.md, "Optional fast paths"',
+        )
+        stale = ContextDelta(record.context_id, "b1", 1, "running", 1_700_000_060.0, '{"s":9}')
+        refused = fast_paths.append_reading_claims(
+            storage, stale, Fence(f"async:{record.context_id}", "me", 1), paths
+        )
+        assert refused == (False, None), "a refused append reads nothing and writes nothing"
+        loaded = storage.contexts.load(record.context_id)
+        assert loaded is not None and loaded.segments == ('{"s":1}',)
+
+
+def _wait_for(router: Router, job_id: str, timeout: float) -> list[str]:
+    """Receive (and ack) until ``job_id`` comes; every job id received on the way, in order."""
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for delivery in router.receive(max_jobs=10, wait_seconds=1):
+            seen.append(delivery.job.id)
+            router.ack(delivery)
+        if job_id in seen:
+            return seen
+    pytest.fail(f"routers: a job of a {_NEAR_DELAY:g} s delay never came within {timeout:g} s")
+
+
+def _job() -> Job:
+    """A run job of a fresh context."""
+    return Job(kind="run", payload={"context_id": uid("ctx"), "reactor": "orders"})
+
+
+class DeclaredRouterDelaysContract:
+    """A router declares no maximum delay: it honours every finite delay (docs/protocol.md,
+    "Routers")."""
+
+    reactor_concern = "routers"
+
+    def test_a_router_never_caps_a_delay(self, router: Router) -> None:
+        far, near = _job(), _job()
+        router.enqueue(far, delay_seconds=_FAR_DELAY)
+        router.enqueue(near, delay_seconds=_NEAR_DELAY)
+        seen = _wait_for(router, near.id, _NEAR_WAIT)
+        assert far.id not in seen, teach(
+            "routers",
+            f"a job enqueued with a delay of {_FAR_DELAY:g} s is not delivered before one of "
+            f"{_NEAR_DELAY:g} s: a router honours any finite delay (it came first)",
+            "a delay capped at the transport's maximum (SQS: 900 s) instead of re-deferred "
+            "through Job.not_before",
+            _DECLARED,
+        )
+
+
+class TestDeclaredContextLimits(DeclaredContextLimitsContract):
+    """The size-limit declaration against ``--reactor-storage``."""
+
+
+class TestDeclaredStorageClock(DeclaredStorageClockContract):
+    """The clock declarations against ``--reactor-storage``."""
+
+
+class TestDeclaredFastPaths(DeclaredFastPathsContract):
+    """The fast-path declarations against ``--reactor-storage``."""
+
+
+class TestDeclaredRouterDelays(DeclaredRouterDelaysContract):
+    """The router's delays against ``--reactor-router``."""
