@@ -57,6 +57,11 @@ from reactor.ports.router import Delivery, Job
 from reactor.ports.serialization import record_to_dict
 from reactor.ports.storage import Storage
 
+try:  # run by the strength runner's subprocesses as a top-level module, next to this one
+    import declaration_mutants
+except ImportError:  # imported by the runner itself, from the repository root
+    from tests.contract_strength import declaration_mutants
+
 __all__ = [
     "MUTANTS",
     "Mutant",
@@ -1012,6 +1017,7 @@ _ROUTERS: dict[str, type[LocalRouter]] = {
     "delay_ignored": DelayIgnored,
     "dead_letters_newest_first": DeadLettersNewestFirst,
     "router_ignores_prefix": RouterIgnoresPrefix,
+    **declaration_mutants.ROUTERS,
 }
 
 
@@ -1112,6 +1118,12 @@ MUTANTS: tuple[Mutant, ...] = (
        RollbackOutcomesTextOrder, "numeric position order"),
     _m("router_ignores_prefix", "routers", "routers", "router", RouterIgnoresPrefix,
        "another ?prefix=", "prefixes"),
+    # declarations that contradict the behaviour (issue 28, item 2: declaration_mutants.py)
+    *(
+        Mutant(name, concern, tuple(f"reactor_contract.test_{m}" for m in modules.split()),
+               bug, kind, expect, select)
+        for name, concern, modules, kind, bug, expect, select in declaration_mutants.SPECS
+    ),
     # the Redis Lua scripts, the SQLite example, MongoDB (mongomock), DynamoDB (moto)
     *(
         Mutant(name, concern, tuple(f"reactor_contract.test_{m}" for m in modules.split()),
@@ -1192,6 +1204,8 @@ def _build(name: str, documents: MemoryDocumentStore | None, ttl: float) -> Memo
             setattr(storage, attribute, cls(storage.documents))
         else:
             setattr(storage, attribute, cls(storage.documents, context_ttl=ttl))
+    elif name in declaration_mutants.STORAGES:
+        declaration_mutants.build(name, storage, ttl)
     elif name == "declares_no_locks":
         storage.m_skip = "capability: locks not supported"  # type: ignore[attr-defined]
     elif name == "claims_not_applicable":  # forges the suite's own n/a mark
