@@ -48,7 +48,7 @@ class PostgresClient:
         *,
         schema: str,
         max_size: int = 10,
-        timeout: float = 30.0,
+        timeout: float = 10.0,
         error: type[ReactorError] = StorageError,
     ) -> None:
         self.conninfo = conninfo

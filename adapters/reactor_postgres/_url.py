@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from reactor.errors import ConfigurationError
 from reactor.ports.urls import UrlOptions, redact_url
@@ -142,7 +142,7 @@ def _check_libpq(uri: str, driver: list[tuple[str, str]], url: str) -> None:
     from psycopg.conninfo import conninfo_to_dict
 
     for name, value in driver:
-        single = "postgresql:///?" + urlencode([(name, value)])
+        single = "postgresql:///?" + urlencode([(name, value)], quote_via=quote)
         try:
             conninfo_to_dict(single)
             _check_value(name, value)
@@ -204,7 +204,10 @@ def parse_url(url: str) -> PostgresURL:
     driver = [(k, v) for k, v in pairs if k not in REACTOR_OPTIONS]
     if not any(k == "connect_timeout" for k, _ in driver):
         driver.append(("connect_timeout", "5"))
-    conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(driver), ""))
+    # quote_via=quote: libpq decodes %20 in a URI, never "+"
+    conninfo = urlunsplit(
+        ("postgresql", parts.netloc, parts.path, urlencode(driver, quote_via=quote), "")
+    )
     _check_libpq(conninfo, driver, url)
     schema = options.text("schema", "reactor", allow_empty=False)
     if not _IDENTIFIER.fullmatch(schema):

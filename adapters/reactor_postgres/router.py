@@ -10,10 +10,11 @@ deployment's schema (tables from :mod:`reactor_postgres.migrations`)::
     dead_letters(id bigserial, queue, message_id, body bytea, reason, at)
         INDEX dead_letters_queue (queue, id)
 
-* ``claim``: ``UPDATE jobs SET visible_at = <lease end>, receive_count = receive_count + 1,
-  receipt = gen_random_uuid() FROM (SELECT ... WHERE visible_at <= now ORDER BY visible_at,
-  seq LIMIT n FOR UPDATE SKIP LOCKED) RETURNING ...``: concurrent claimers skip each other's
-  rows, so a message goes to one claimer, and each delivery gets a fresh receipt;
+* ``claim``: ``WITH pick AS MATERIALIZED (SELECT ... WHERE visible_at <= now ORDER BY
+  visible_at, seq LIMIT n FOR UPDATE SKIP LOCKED) UPDATE jobs SET visible_at = <lease end>,
+  receive_count = receive_count + 1, receipt = gen_random_uuid() FROM pick RETURNING ...``:
+  concurrent claimers skip each other's rows, so a message goes to one claimer, the pick runs
+  once (never more than ``n`` rows), and each delivery gets a fresh receipt;
 * ``delete``/``change_visibility``/``release`` check the receipt in their ``WHERE``, so a
   stale receipt changes nothing (``False``); ``dead_letter`` moves the row with a
   ``DELETE ... RETURNING`` feeding an ``INSERT`` in one statement;
@@ -190,7 +191,7 @@ class PostgresQueue:
         listener = self._ensure_listener()
         with listener.cond:
             self._local.seen = listener.generation
-        rows = self._run("claim", (visible_at, self.queue, now, limit), fetch=True)
+        rows = self._run("claim", (self.queue, now, limit, visible_at), fetch=True)
         rows.sort(key=lambda row: (row[4], row[5]))
         return [
             ClaimedMessage(message_id, bytes(body), int(count), receipt)
@@ -450,11 +451,15 @@ _STATEMENTS: dict[str, LiteralString] = {
     "put": "WITH ins AS (INSERT INTO {s}.jobs (queue, id, body, visible_at)"
     " VALUES (%s, %s, %s, %s) ON CONFLICT (queue, id) DO NOTHING RETURNING 1)"
     " SELECT pg_notify(%s, '') FROM ins",
-    "claim": "UPDATE {s}.jobs AS j SET visible_at = %s, receive_count = j.receive_count + 1,"
-    " receipt = gen_random_uuid()::text"
-    " FROM (SELECT queue, id, visible_at, seq FROM {s}.jobs"
+    # MATERIALIZED: the pick runs once. As a plain sub-select the planner may put it on the
+    # inner side of a nested loop and re-run it per outer row; each re-run skips the rows
+    # this statement already updated and locks the next ones, so one claim took more than
+    # its LIMIT (a contract run saw 3 deliveries for max_jobs=2)
+    "claim": "WITH pick AS MATERIALIZED (SELECT queue, id, visible_at, seq FROM {s}.jobs"
     " WHERE queue = %s AND visible_at <= %s ORDER BY visible_at, seq LIMIT %s"
-    " FOR UPDATE SKIP LOCKED) AS pick"
+    " FOR UPDATE SKIP LOCKED)"
+    " UPDATE {s}.jobs AS j SET visible_at = %s, receive_count = j.receive_count + 1,"
+    " receipt = gen_random_uuid()::text FROM pick"
     " WHERE j.queue = pick.queue AND j.id = pick.id"
     " RETURNING j.id, j.body, j.receive_count, j.receipt, pick.visible_at, pick.seq",
     "delete": "DELETE FROM {s}.jobs WHERE queue = %s AND id = %s AND receipt = %s",

@@ -10,7 +10,9 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 
+import psycopg
 import pytest
+from psycopg import sql as psycopg_sql
 from reactor_postgres import PostgresClient, PostgresQueue, PostgresRouter, router_from_url
 
 from reactor.errors import RouterError
@@ -199,3 +201,32 @@ def test_prefixes_and_queues_are_separate_namespaces(schema_url: str) -> None:
     finally:
         for router in (a, b, c):
             router.close()
+
+
+def test_a_claim_picks_its_rows_once_whatever_the_plan(schema_url: str) -> None:
+    """The ``SKIP LOCKED`` pick runs once per claim (``LockRows`` loops=1): re-run per row
+    of a nested loop, it skipped the rows its own statement had updated and locked the next
+    ones, so one claim could take more than its limit (a contract run received 3 jobs for
+    ``max_jobs=2``). Checked on the plan the planner picks for a freshly analyzed empty
+    table, which put the pick on the inner side of a nested loop."""
+    router = router_from_url(f"{schema_url}&prefix=plan")
+    primitive = router.primitive
+    try:
+        router.queue_stats()  # the schema exists
+        for _ in range(5):
+            router.enqueue(Job(kind="run", payload={}))
+        with primitive.client.connection() as conn, conn.transaction():
+            conn.execute("SET LOCAL enable_hashjoin = off")
+            conn.execute("SET LOCAL enable_mergejoin = off")
+            explained = conn.execute(
+                psycopg_sql.SQL("EXPLAIN (ANALYZE, FORMAT TEXT) ") + primitive._sql["claim"],
+                (primitive.queue, time.time() + 3600, 2, time.time() + 7200),
+            ).fetchall()
+            raise psycopg.Rollback  # leave the jobs unclaimed
+        plan = "\n".join(row[0] for row in explained)
+        lock_rows = [line for line in plan.splitlines() if "LockRows" in line]
+        assert lock_rows and all("loops=1)" in line for line in lock_rows), plan
+        assert len(router.receive(max_jobs=2)) == 2
+        assert len(router.receive(max_jobs=1)) == 1
+    finally:
+        router.close()
