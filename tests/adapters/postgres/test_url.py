@@ -99,3 +99,22 @@ def test_both_schemes_resolve_through_the_entry_points(
     finally:
         storage.close()
         router.close()
+
+
+def test_libpq_options_keep_their_spaces_escaped() -> None:
+    """libpq decodes ``%20`` in a URI but keeps ``+`` literally: a space must reach it as
+    ``%20`` (urlencode's ``+`` made ``-c+statement_timeout`` an unknown server setting)."""
+    parsed = parse_url("postgresql://h/db?options=-c%20statement_timeout%3D5000")
+    assert "options=-c%20statement_timeout%3D5000" in parsed.conninfo
+    assert "+" not in parsed.conninfo
+
+
+@pytest.mark.postgres
+def test_a_server_setting_in_options_reaches_the_server(schema_url: str) -> None:
+    storage = storage_from_url(f"{schema_url}&options=-c%20statement_timeout%3D4321")
+    try:
+        with storage.client.connection() as conn:
+            row = conn.execute("SHOW statement_timeout").fetchone()
+        assert row == ("4321ms",)
+    finally:
+        storage.close()
