@@ -2,7 +2,8 @@
 
 One place builds the storage and router URLs of a backend in a fresh namespace, so every
 such test runs on the same servers that ``scripts/test`` starts: the standalone Redis, the
-MongoDB wire server, mongomock, and DynamoDB + SQS on moto's server (memory needs no URL).
+MongoDB wire server, mongomock, DynamoDB + SQS on moto's server and the private PostgreSQL
+cluster (schema ``reactor_tests``; memory needs no URL).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable
 __all__ = ["BACKENDS", "backend_urls"]
 
 #: Every backend an engine guarantee is tested on.
-BACKENDS = ("memory", "redis", "mongomock", "mongodb", "dynamodb")
+BACKENDS = ("memory", "redis", "mongomock", "mongodb", "dynamodb", "postgres")
 
 
 def backend_urls(
@@ -45,4 +46,7 @@ def backend_urls(
             "&clock_skew_budget=0.25",
             f"sqs://{area}?region=us-east-1&endpoint_url={moto}&prefix={token}",
         )
+    if name == "postgres":
+        url = f"{service_url('postgres')}?schema=reactor_tests&prefix={token}"
+        return url, url
     raise ValueError(f"no URLs for backend {name!r}")

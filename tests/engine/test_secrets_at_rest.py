@@ -183,6 +183,19 @@ class Backend:
                 client.close()
             assert parts, "nothing stored under the test prefix"
             return "\n".join(parts)
+        if self.name == "postgres":
+            import psycopg
+
+            with psycopg.connect(self.service_url("postgres")) as conn:
+                rows = conn.execute(
+                    "SELECT collection, key, value FROM reactor_tests.documents"
+                    " WHERE collection LIKE %s UNION ALL"
+                    " SELECT queue, id, convert_from(body, 'UTF8') FROM reactor_tests.jobs"
+                    " WHERE queue LIKE %s",
+                    (f"{self.token}:%", f"{self.token}:%"),
+                ).fetchall()
+            assert rows, "nothing stored under the test prefix"
+            return "\n".join(repr(row) for row in rows)
         import boto3
 
         dynamo = boto3.client("dynamodb", region_name="us-east-1",
