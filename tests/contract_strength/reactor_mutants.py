@@ -28,11 +28,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from reactor.generic._cas import StateCollection
+from reactor.generic._durable import DurableCollection
 from reactor.generic.claims import DocumentClaimStore
 from reactor.generic.contexts import DocumentContextStore
 from reactor.generic.locks import DocumentLockStore
 from reactor.generic.map_rollbacks import DocumentMapRollbackStore
 from reactor.generic.maps import DocumentMapStore
+from reactor.generic.ordered_locks import DocumentOrderedLockStore
 from reactor.generic.periods import DocumentPeriodStore
 from reactor.generic.rate_limits import DocumentRateLimitStore
 from reactor.generic.semaphores import DocumentSemaphoreStore
@@ -550,6 +553,121 @@ class RollbackOutcomesTextOrder(DocumentMapRollbackStore):
         return iter(sorted(listed, key=lambda item: str(item[0])))
 
 
+# -- atomicity: read-then-write stores (issue 28, item 1 and 3) --------------------------------
+
+
+class _ReadThenWriteStates(StateCollection[Any]):
+    """A coordination collection whose operations read, then write blindly: no
+    compare-and-set, so two racers that both read "free" both win."""
+
+    def apply(self, key: str, transition: Callable[[Any, float], tuple[Any, Any]]) -> Any:
+        current = self.documents.read(self.collection, key)
+        state = None if current.value is None else self.codec.decode(current.value)
+        new_state, result = transition(state, self.documents.now())
+        if new_state == state:
+            return result
+        value = None if new_state is None else self.codec.encode(new_state)
+        expires_at = None if new_state is None else self.codec.expiry(new_state)
+        for _ in range(64):  # the write itself is unconditional: whatever is stored now
+            latest = self.documents.read(self.collection, key).version
+            if self.documents.write(self.collection, key, value, expected_version=latest,
+                                    expires_at=expires_at):
+                break
+        return result
+
+
+class _ReadThenWriteDurable(DurableCollection):
+    """A durable collection whose create and update read, then write blindly (no CAS)."""
+
+    __slots__ = ()
+
+    def _blind(self, key: str, value: Mapping[str, Any], index: str | None) -> None:
+        for _ in range(64):
+            latest = self.documents.read(self.collection, key).version
+            if self.documents.write(self.collection, key, value, expected_version=latest,
+                                    expires_at=self.expiry(), index=index):
+                return
+
+    def create(self, key: str, value: Mapping[str, Any], *, index: str | None = None) -> bool:
+        if self.documents.read(self.collection, key).value is not None:
+            return False
+        self._blind(key, value, index)
+        return True
+
+    def update(self, key: str, mutate: Callable[[Mapping[str, Any] | None], Any]) -> Any:
+        new_value, index, result = mutate(self.documents.read(self.collection, key).value)
+        if new_value is not None:
+            self._blind(key, new_value, index)
+        return result
+
+
+def _read_then_write(store: Any) -> Any:
+    """``store`` with its state collection swapped for the read-then-write one."""
+    states = store._states
+    store._states = _ReadThenWriteStates(states.documents, states.collection, states.codec)
+    return store
+
+
+class LockAcquireReadThenWrite(DocumentLockStore):
+    """Lock acquire reads the lock, then writes it blindly (not atomic: two owners win)."""
+
+    def __init__(self, documents: Any) -> None:
+        super().__init__(documents)
+        _read_then_write(self)
+
+
+class SemaphoreAcquireReadThenWrite(DocumentSemaphoreStore):
+    """Semaphore acquire reads the holders, then writes them blindly (a racer's lease is lost)."""
+
+    def __init__(self, documents: Any) -> None:
+        super().__init__(documents)
+        _read_then_write(self)
+
+
+class PeriodMarkNotAtomic(DocumentPeriodStore):
+    """Mark-if-absent reads the marker, then writes it blindly (two racers both win)."""
+
+    def __init__(self, documents: Any) -> None:
+        super().__init__(documents)
+        _read_then_write(self)
+
+
+class ClaimsReadThenWrite(DocumentClaimStore):
+    """Idempotency and interrupt claims read the key, then write it blindly (two claimers win)."""
+
+    def __init__(self, documents: Any, *, context_ttl: float | None = 86400.0) -> None:
+        super().__init__(documents, context_ttl=context_ttl)
+        for name in ("_correlations", "_idempotency", "_resumes", "_attempts"):
+            durable = getattr(self, name)
+            setattr(self, name, _ReadThenWriteDurable(durable.documents, durable.collection,
+                                                      durable.ttl))
+
+
+class OrderedLockAssignReadThenWrite(DocumentOrderedLockStore):
+    """Ordered-lock assign reads the next nonce, then writes it blindly (two waiters, one
+    nonce)."""
+
+    def __init__(self, documents: Any, *, context_ttl: float | None = None) -> None:
+        super().__init__(documents)
+        _read_then_write(self)
+
+
+class RollbackPositionClaimsNotAtomic(DocumentMapRollbackStore):
+    """Rollback position claims read the offset, then write it blindly (two jobs, one
+    position)."""
+
+    def claim_positions(self, map_id: str, count: int) -> range:
+        from reactor.generic.map_rollbacks import _head
+
+        doc = self._heads.get(map_id)
+        stop = int((doc or {}).get("offset", 0)) + count
+        meta = None if doc is None else doc.get("meta")
+        total = 0 if meta is None else int(meta["total"])
+        head, index = _head(doc, offset=stop)
+        self._heads.put(map_id, head, index=index)
+        return range(stop - count, min(stop, total))
+
+
 # -- routers -----------------------------------------------------------------------------------
 
 
@@ -1008,6 +1126,12 @@ _STORES: dict[str, tuple[str, type[Any]]] = {
     "period_mark_read_then_write": ("periods", PeriodMarkReadThenWrite),
     "step_scan_projection": ("step_results", StepScanProjection),
     "rollback_outcomes_text_order": ("map_rollbacks", RollbackOutcomesTextOrder),
+    "lock_acquire_read_then_write": ("locks", LockAcquireReadThenWrite),
+    "semaphore_acquire_read_then_write": ("semaphores", SemaphoreAcquireReadThenWrite),
+    "period_mark_not_atomic": ("periods", PeriodMarkNotAtomic),
+    "claims_read_then_write": ("claims", ClaimsReadThenWrite),
+    "ordered_lock_assign_read_then_write": ("ordered_locks", OrderedLockAssignReadThenWrite),
+    "rollback_position_claims_not_atomic": ("map_rollbacks", RollbackPositionClaimsNotAtomic),
 }
 
 _ROUTERS: dict[str, type[LocalRouter]] = {
@@ -1124,6 +1248,19 @@ MUTANTS: tuple[Mutant, ...] = (
                bug, kind, expect, select)
         for name, concern, modules, kind, bug, expect, select in declaration_mutants.SPECS
     ),
+    # issue 28: fault classes the suite certified before (atomicity under contention, ...)
+    _m("lock_acquire_read_then_write", "concurrency", "concurrency locks", "storage",
+       LockAcquireReadThenWrite, "not atomic", "lock"),
+    _m("semaphore_acquire_read_then_write", "concurrency", "concurrency semaphores", "storage",
+       SemaphoreAcquireReadThenWrite, "not atomic", "admits_exactly_its_limit"),
+    _m("claims_read_then_write", "concurrency", "concurrency claims", "storage",
+       ClaimsReadThenWrite, "not atomic", "claim or idempotency or interrupt"),
+    _m("period_mark_not_atomic", "concurrency", "concurrency periods", "storage",
+       PeriodMarkNotAtomic, "not atomic", "period or mark"),
+    _m("ordered_lock_assign_read_then_write", "concurrency", "concurrency ordered_locks",
+       "storage", OrderedLockAssignReadThenWrite, "two waiters holding one ticket", "ordered"),
+    _m("rollback_position_claims_not_atomic", "concurrency", "concurrency map_rollbacks",
+       "storage", RollbackPositionClaimsNotAtomic, "two jobs undoing one element", "position"),
     # the Redis Lua scripts, the SQLite example, MongoDB (mongomock), DynamoDB (moto)
     *(
         Mutant(name, concern, tuple(f"reactor_contract.test_{m}" for m in modules.split()),
