@@ -9,7 +9,7 @@ one (the generic stores and any adapter written without them).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from reactor.model.records import ContextDelta, ContextRecord, ElementStart, Fence, LockClaim
 from reactor.ports.capabilities import (
@@ -20,6 +20,7 @@ from reactor.ports.capabilities import (
     ReadsClaimsWhenTaking,
     SavesContextsTogether,
     SettlesAndReleases,
+    declares,
 )
 from reactor.ports.router import Job, JobSink
 from reactor.ports.storage import ContextStore, MapStore, Storage
@@ -48,8 +49,8 @@ def save_all(contexts: ContextStore, records: Sequence[ContextRecord]) -> None:
     Raises:
         ContextTooLargeError, StorageError: as ``ContextStore.save``.
     """
-    if isinstance(contexts, SavesContextsTogether):
-        contexts.save_many(records)
+    if declares(contexts, SavesContextsTogether):
+        cast(SavesContextsTogether, contexts).save_many(records)
         return
     for record in records:
         contexts.save(record)
@@ -64,8 +65,8 @@ def enqueue_all(router: JobSink, jobs: Sequence[Job]) -> list[str]:
     Raises:
         EncodeError, RouterError: as ``JobSink.enqueue``.
     """
-    if isinstance(router, EnqueuesMany):
-        return router.enqueue_many(jobs)
+    if declares(router, EnqueuesMany):
+        return cast(EnqueuesMany, router).enqueue_many(jobs)
     return [router.enqueue(job) for job in jobs]
 
 
@@ -80,8 +81,8 @@ def begin_element(
         ValueError: ``index`` is negative.
         StorageError: the backend failed.
     """
-    if isinstance(maps, BeginsAndSettlesElements):
-        return maps.begin_element(map_id, index, context_id)
+    if declares(maps, BeginsAndSettlesElements):
+        return cast(BeginsAndSettlesElements, maps).begin_element(map_id, index, context_id)
     if index < 0:
         raise ValueError(f"element index must be >= 0, got {index!r}")
     meta = maps.metadata(map_id)
@@ -106,8 +107,10 @@ def settle_element(
         ValueError: ``index`` is negative.
         StorageError: the backend failed.
     """
-    if isinstance(maps, BeginsAndSettlesElements):
-        return maps.settle_element(map_id, index, value, failed_context=failed_context)
+    if declares(maps, BeginsAndSettlesElements):
+        return cast(BeginsAndSettlesElements, maps).settle_element(
+            map_id, index, value, failed_context=failed_context
+        )
     if failed_context is not None:
         maps.set_failed_context(map_id, failed_context)
     maps.put_result(map_id, index, value)
@@ -130,8 +133,8 @@ def settle_releasing(
         StorageError: the backend failed.
     """
     maps = storage.maps
-    if isinstance(maps, SettlesAndReleases):
-        return maps.settle_releasing(
+    if declares(maps, SettlesAndReleases):
+        return cast(SettlesAndReleases, maps).settle_releasing(
             map_id, index, value, failed_context=failed_context, fence=fence
         )
     remaining = settle_element(maps, map_id, index, value, failed_context=failed_context)
@@ -152,8 +155,8 @@ def save_taking(storage: Storage, record: ContextRecord, claim: LockClaim) -> in
         ContextTooLargeError, StorageError: as ``ContextStore.save`` (the lock not held).
     """
     contexts = storage.contexts
-    if isinstance(contexts, LocksWithContexts):
-        return contexts.save_taking(record, claim)
+    if declares(contexts, LocksWithContexts):
+        return cast(LocksWithContexts, contexts).save_taking(record, claim)
     return _under_claim(
         storage, claim,
         lambda token: contexts.save(record, fence=Fence(claim.key, claim.owner, token)),
@@ -175,8 +178,8 @@ def load_taking(
         DeserializationError, StorageError: as ``ContextStore.load`` (the lock not held).
     """
     contexts = storage.contexts
-    if isinstance(contexts, LocksWithContexts):
-        return contexts.load_taking(context_id, claim)
+    if declares(contexts, LocksWithContexts):
+        return cast(LocksWithContexts, contexts).load_taking(context_id, claim)
     return _under_claim(storage, claim, lambda _token: contexts.load(context_id))
 
 
@@ -196,8 +199,10 @@ def load_taking_claims(
         DeserializationError, StorageError: as ``ContextStore.load`` (the lock not held).
     """
     contexts = storage.contexts
-    if step_paths and isinstance(contexts, ReadsClaimsWhenTaking):
-        token, record, claims = contexts.load_taking_claims(context_id, claim, step_paths)
+    if step_paths and declares(contexts, ReadsClaimsWhenTaking):
+        token, record, claims = cast(ReadsClaimsWhenTaking, contexts).load_taking_claims(
+            context_id, claim, step_paths
+        )
         return token, record, (claims if token else None)
     token, record = load_taking(storage, context_id, claim)
     return token, record, None
@@ -220,8 +225,10 @@ def append_reading_claims(
         StaleWriterError, ContextTooLargeError, StorageError: as ``ContextStore.append``.
     """
     contexts = storage.contexts
-    if step_paths and isinstance(contexts, ReadsClaimsWhenAppending):
-        appended, claims = contexts.append_reading_claims(delta, fence, step_paths)
+    if step_paths and declares(contexts, ReadsClaimsWhenAppending):
+        appended, claims = cast(ReadsClaimsWhenAppending, contexts).append_reading_claims(
+            delta, fence, step_paths
+        )
         return appended, (claims if appended else None)
     appended = contexts.append(delta) if fence is None else contexts.append(delta, fence=fence)
     return bool(appended), None
@@ -257,8 +264,8 @@ def append_releasing(
         StaleWriterError, ContextTooLargeError, StorageError: as ``ContextStore.append``.
     """
     contexts = storage.contexts
-    if isinstance(contexts, LocksWithContexts):
-        return contexts.append_releasing(delta, fence, announce=announce)
+    if declares(contexts, LocksWithContexts):
+        return cast(LocksWithContexts, contexts).append_releasing(delta, fence, announce=announce)
     if not contexts.append(delta, fence=fence):
         return False
     _release_quietly(storage, fence.key, fence.owner)
@@ -277,8 +284,8 @@ def save_releasing(
         StaleWriterError, ContextTooLargeError, StorageError: as ``ContextStore.save``.
     """
     contexts = storage.contexts
-    if isinstance(contexts, LocksWithContexts):
-        contexts.save_releasing(record, fence, announce=announce)
+    if declares(contexts, LocksWithContexts):
+        cast(LocksWithContexts, contexts).save_releasing(record, fence, announce=announce)
         return
     contexts.save(record, fence=fence)
     _release_quietly(storage, fence.key, fence.owner)

@@ -35,7 +35,7 @@ capability enables (docs/protocol.md, "Routers").
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from reactor.model.records import ContextDelta, ContextRecord, ElementStart, Fence, LockClaim
 from reactor.ports.router import Job
@@ -53,6 +53,7 @@ __all__ = [
     "RunsJobsInline",
     "SavesContextsTogether",
     "SettlesAndReleases",
+    "declares",
     "in_process",
 ]
 
@@ -403,3 +404,29 @@ class SettlesAndReleases(Protocol):
             StorageError: the backend failed.
         """
         ...
+
+
+#: ``declares``' answers, by (the object's type, the protocol).
+_DECLARED: dict[tuple[type[Any], type[Any]], bool] = {}
+
+
+def declares(obj: object, protocol: Any) -> bool:
+    """``isinstance(obj, protocol)`` for a runtime-checkable capability protocol, answered
+    once per type of ``obj``: the engine asks on every checkpoint and job, and a protocol
+    ``isinstance`` walks the protocol's members each time (docs/protocol.md, "Capabilities").
+    A capability is a property of an adapter's class (its methods and class attributes), so
+    every instance of one type answers alike.
+
+    Args:
+        obj: the store or router.
+        protocol: a ``runtime_checkable`` protocol of this module (typed ``Any``: a protocol
+            class is not a concrete ``type`` to mypy; callers ``cast`` after a ``True``).
+
+    Returns:
+        Whether ``obj`` has every member of ``protocol``.
+    """
+    key = (type(obj), protocol)
+    found = _DECLARED.get(key)
+    if found is None:
+        found = _DECLARED[key] = isinstance(obj, protocol)
+    return found
