@@ -9,6 +9,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -230,3 +231,29 @@ def test_a_claim_picks_its_rows_once_whatever_the_plan(schema_url: str) -> None:
         assert len(router.receive(max_jobs=1)) == 1
     finally:
         router.close()
+
+
+def test_enqueue_many_queues_a_batch_in_one_statement_in_order(
+    router: PostgresRouter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``EnqueuesMany`` fast path: one statement (one notification) for the batch, the
+    jobs received in the order given."""
+    from reactor.ports.capabilities import EnqueuesMany
+
+    assert isinstance(router, EnqueuesMany)
+    router.queue_stats()  # migrated, clock calibrated
+    sent = [0]
+    real = psycopg.Connection.execute
+
+    def counting(self: psycopg.Connection[Any], *args: Any, **kwargs: Any) -> Any:
+        sent[0] += 1
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", counting)
+    jobs = [Job(kind="map_element", payload={"i": i}) for i in range(50)]
+    assert router.enqueue_many(jobs) == [job.id for job in jobs]
+    assert sent[0] == 1
+    monkeypatch.setattr(psycopg.Connection, "execute", real)
+    received = router.receive(max_jobs=100)
+    assert [d.job for d in received] == jobs
+    assert router.enqueue_many([]) == []
