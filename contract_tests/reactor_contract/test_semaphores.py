@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from reactor.ports.storage import Storage
-from reactor_contract._support import HOUR, assert_ttl, uid
+from reactor_contract._support import HOUR, assert_ttl, teach, uid
 from reactor_contract.probe import Probe
 
 __all__ = ["SemaphoresContract"]
@@ -111,6 +111,35 @@ class SemaphoresContract:
         assert storage.semaphores.extend(key, "h1", HOUR) is False
         state = storage.semaphores.state(key)
         assert state is not None and set(state.holders) == {"h2", "h3"}
+
+    def test_a_lapsed_holders_late_release_frees_no_other_slot(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        # A worker whose lease lapsed (a long GC pause) wakes up and releases: its slot was
+        # already taken over, so the release must be False and give back nothing, before and
+        # after the take-over; otherwise the next acquire takes a live holder's slot.
+        for taken_over_first in (True, False):
+            key = uid("sem")
+            assert storage.semaphores.acquire(key, "h1", 2, HOUR) is True
+            assert storage.semaphores.acquire(key, "h2", 2, HOUR) is True
+            probe.expire("semaphore", key, "h1")
+            if taken_over_first:
+                assert storage.semaphores.acquire(key, "h3", 2, HOUR) is True
+            assert storage.semaphores.release(key, "h1") is False
+            if not taken_over_first:
+                assert storage.semaphores.acquire(key, "h3", 2, HOUR) is True
+            extra = storage.semaphores.acquire(key, "h4", 2, HOUR)
+            state = storage.semaphores.state(key)
+            holders = set() if state is None else set(state.holders)
+            assert extra is False and holders == {"h2", "h3"}, teach(
+                "semaphores",
+                "a holder whose lease lapsed releases late with False and frees nothing: the "
+                f"semaphore of 2 still admits only 2 holders (h4 was told {extra}, holders "
+                f"now {sorted(holders)})",
+                "release gives a slot back (a slot counter decremented, a pooled token "
+                "returned) whether or not the caller still holds a live lease",
+                'docs/protocol.md, "Semaphores"',
+            )
 
     def test_every_lease_lapsing_empties_the_semaphore(
         self, storage: Storage, probe: Probe

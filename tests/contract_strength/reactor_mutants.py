@@ -668,6 +668,38 @@ class RollbackPositionClaimsNotAtomic(DocumentMapRollbackStore):
         return range(stop - count, min(stop, total))
 
 
+class SemaphoreLateReleaseFreesSlot(DocumentSemaphoreStore):
+    """A late release by a holder whose lease lapsed still gives a slot back (a slot counter
+    decremented whatever the lease): the next acquire takes another holder's slot."""
+
+    def __init__(self, documents: Any) -> None:
+        super().__init__(documents)
+        self._slots = DurableCollection(documents, "m_semaphore_slots", None)
+
+    def acquire(self, key: str, holder: str, limit: int, lease: float) -> bool:
+        freed = int((self._slots.get(f"freed:{key}") or {}).get("n", 0))
+
+        def step(state: Any, now: float) -> tuple[Any, bool]:
+            current = semaphore_model.live(state, now)
+            bumped = None if current is None else replace(current, limit=current.limit + freed)
+            new, ok = semaphore_model.acquire(bumped, now, holder, limit + freed, lease)
+            if new is not None:
+                new = replace(new, limit=new.limit - freed)
+            return new, ok
+
+        won = bool(self._states.apply(key, step))
+        if won:
+            self._slots.put(f"held:{key}:{holder}", {"held": True})
+        return won
+
+    def release(self, key: str, holder: str) -> bool:
+        released = super().release(key, holder)
+        if self._slots.delete(f"held:{key}:{holder}") and not released:
+            freed = int((self._slots.get(f"freed:{key}") or {}).get("n", 0))
+            self._slots.put(f"freed:{key}", {"n": freed + 1})
+        return released
+
+
 # -- routers -----------------------------------------------------------------------------------
 
 
@@ -1132,6 +1164,7 @@ _STORES: dict[str, tuple[str, type[Any]]] = {
     "claims_read_then_write": ("claims", ClaimsReadThenWrite),
     "ordered_lock_assign_read_then_write": ("ordered_locks", OrderedLockAssignReadThenWrite),
     "rollback_position_claims_not_atomic": ("map_rollbacks", RollbackPositionClaimsNotAtomic),
+    "semaphore_late_release_frees_slot": ("semaphores", SemaphoreLateReleaseFreesSlot),
 }
 
 _ROUTERS: dict[str, type[LocalRouter]] = {
@@ -1261,6 +1294,8 @@ MUTANTS: tuple[Mutant, ...] = (
        "storage", OrderedLockAssignReadThenWrite, "two waiters holding one ticket", "ordered"),
     _m("rollback_position_claims_not_atomic", "concurrency", "concurrency map_rollbacks",
        "storage", RollbackPositionClaimsNotAtomic, "two jobs undoing one element", "position"),
+    _m("semaphore_late_release_frees_slot", "semaphores", "semaphores", "storage",
+       SemaphoreLateReleaseFreesSlot, "releases late with False and frees nothing"),
     # the Redis Lua scripts, the SQLite example, MongoDB (mongomock), DynamoDB (moto)
     *(
         Mutant(name, concern, tuple(f"reactor_contract.test_{m}" for m in modules.split()),
