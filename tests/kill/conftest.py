@@ -25,6 +25,9 @@ from pathlib import Path
 
 import pytest
 
+from reactor import config
+from reactor.config import Runtime
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -80,6 +83,27 @@ def recovery_bound(backend: Backend) -> float:
         backend: the adapter under test.
     """
     return 4 * backend.lease + 120.0
+
+
+#: The backends of the kill scenarios that run on Redis alone by default and on every backend
+#: in the long mode (``REACTOR_TEST_LONG=1``; docs/testing.md, "Running reactor's own suite"):
+#: each takes minutes on the Python test servers at load.
+LONG_BACKENDS: tuple[str, ...] = (
+    ("redis", "mongodb", "dynamodb") if os.environ.get("REACTOR_TEST_LONG") == "1" else ("redis",)
+)
+
+
+@pytest.fixture
+def caller(backend: Backend, request: pytest.FixtureRequest) -> Iterator[Runtime]:
+    """This process's runtime (it submits, cancels and reads runs), on ``backend`` with the
+    test module's ``SETTINGS`` and the backend's generous lease (:func:`kill_settings`)."""
+    settings: Mapping[str, object] = getattr(request.module, "SETTINGS", {})
+    runtime = config.configure(storage=backend.storage, router=backend.router,
+                               **kill_settings(backend, settings))
+    try:
+        yield runtime
+    finally:
+        config.reset()
 
 
 @pytest.fixture(params=["redis", "mongodb", "dynamodb"])

@@ -14,19 +14,18 @@ in an ``O_APPEND`` log. Redis by default; MongoDB and DynamoDB + SQS with
 
 from __future__ import annotations
 
-import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from reactor import DispatchHandle, Failure, config
+from reactor import DispatchHandle, Failure
 from reactor.config import Runtime
 from reactor.model.keys import run_liveness_key
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from tests.kill.cancel_reactors import CancelFlow
 from tests.kill.conftest import (
+    LONG_BACKENDS,
     Backend,
     WorkerProcesses,
     kill_settings,
@@ -38,22 +37,10 @@ from tests.kill.reactors import count, entries
 IMPORT = ("--import", "tests.kill.cancel_reactors")
 #: The default cancel_check_interval (1 s): a boundary reads the request at most once a second.
 SETTINGS: dict[str, object] = {"sweeper_interval": 1}  # the lease: kill_settings
-BACKENDS = ("redis", "mongodb", "dynamodb") if os.environ.get("REACTOR_TEST_LONG") == "1" \
-    else ("redis",)
 
 
-@pytest.fixture
-def caller(backend: Backend) -> Iterator[Runtime]:
-    """This process's runtime: it starts the run and cancels it."""
-    runtime = config.configure(storage=backend.storage, router=backend.router,
-                               **kill_settings(backend, SETTINGS))
-    try:
-        yield runtime
-    finally:
-        config.reset()
 
-
-@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+@pytest.mark.parametrize("backend", LONG_BACKENDS, indirect=True)
 def test_a_cancel_accepted_before_the_worker_was_killed_is_carried_out_by_the_recovery(
     backend: Backend, caller: Runtime, workers: WorkerProcesses, tmp_path: Path
 ) -> None:

@@ -11,17 +11,16 @@ completed element is undone exactly once. Redis by default; MongoDB and DynamoDB
 
 from __future__ import annotations
 
-import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from reactor import DispatchHandle, Failure, config
+from reactor import DispatchHandle, Failure
 from reactor.config import Runtime
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from tests.kill.conftest import (
+    LONG_BACKENDS,
     Backend,
     WorkerProcesses,
     kill_settings,
@@ -33,22 +32,10 @@ from tests.kill.reactors import count, entries
 
 IMPORT = ("--import", "tests.kill.inline_map_reactors")
 SETTINGS: dict[str, object] = {"sweeper_interval": 1}  # the lease: kill_settings
-BACKENDS = ("redis", "mongodb", "dynamodb") if os.environ.get("REACTOR_TEST_LONG") == "1" \
-    else ("redis",)
 
 
-@pytest.fixture
-def caller(backend: Backend) -> Iterator[Runtime]:
-    """This process's runtime: it submits the run and reads it back."""
-    runtime = config.configure(storage=backend.storage, router=backend.router,
-                               **kill_settings(backend, SETTINGS))
-    try:
-        yield runtime
-    finally:
-        config.reset()
 
-
-@pytest.mark.parametrize("backend", BACKENDS, indirect=True)
+@pytest.mark.parametrize("backend", LONG_BACKENDS, indirect=True)
 def test_kill_inside_an_inline_map_in_a_child_resumes_it_and_undoes_each_element_once(
     backend: Backend, caller: Runtime, workers: WorkerProcesses, tmp_path: Path
 ) -> None:
