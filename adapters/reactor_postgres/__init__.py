@@ -20,11 +20,12 @@ from __future__ import annotations
 from typing import Any
 
 from reactor.errors import RouterError, StorageError
+from reactor.ports.clock import wall_reader
 from reactor_postgres._client import PostgresClient
 from reactor_postgres._url import PostgresURL, parse_url
 from reactor_postgres.documents import PostgresDocumentStore
 from reactor_postgres.router import PostgresQueue, PostgresRouter
-from reactor_postgres.storage import POSTGRES_CAPABILITIES, PostgresStorage
+from reactor_postgres.storage import POSTGRES_CAPABILITIES, PostgresStorage, capabilities_for
 
 __all__ = [
     "POSTGRES_CAPABILITIES",
@@ -36,6 +37,7 @@ __all__ = [
     "PostgresURL",
     "build_router",
     "build_storage",
+    "capabilities_for",
     "parse_url",
     "router_from_url",
     "storage_from_url",
@@ -60,7 +62,12 @@ def build_storage(
     client = PostgresClient(
         url.conninfo, schema=url.schema, max_size=url.pool_max_size(), error=StorageError
     )
-    return PostgresStorage(client, prefix=url.prefix, context_ttl=url.context_ttl(context_ttl))
+    return PostgresStorage(
+        client,
+        prefix=url.prefix,
+        context_ttl=url.context_ttl(context_ttl),
+        capabilities=capabilities_for(url.clock(), url.clock_skew_budget()),
+    )
 
 
 def build_router(
@@ -79,7 +86,11 @@ def build_router(
     queue = PostgresQueue(
         client, _namespaced(url.prefix, url.queue), poll_ceiling=url.poll_ceiling()
     )
-    return PostgresRouter(queue, visibility_timeout=url.visibility_timeout(visibility_timeout))
+    return PostgresRouter(
+        queue,
+        visibility_timeout=url.visibility_timeout(visibility_timeout),
+        clock=wall_reader(None) if url.clock() == "application" else None,
+    )
 
 
 def storage_from_url(url: str, **settings: Any) -> PostgresStorage:

@@ -12,7 +12,12 @@ reactor's own options are taken out of the query string before the rest reaches 
 * ``context_ttl`` -- retention of durable run state in seconds (> 0; else the engine setting);
 * ``pool_max_size`` -- the connection pool's largest size (whole number >= 1, default 10);
 * ``poll_ceiling`` -- the router's longest idle wait between two claims when no notification
-  arrives, in seconds (> 0, default 1).
+  arrives, in seconds (> 0, default 1);
+* ``clock`` -- ``server`` (default: the server's ``clock_timestamp()``, calibrated) or
+  ``application`` (the process's system clock);
+* ``clock_skew_budget`` -- with ``clock=application``: the largest difference in seconds
+  (>= 0, default 1) between the clocks of the processes sharing the schema; holders shorten
+  their lease deadlines by it (docs/coordination.md#clock-skew).
 
 Every other option must be a libpq connection parameter (``sslmode``, ``application_name``,
 ``connect_timeout`` ...): libpq itself judges its name and value here, so an unknown option or
@@ -38,7 +43,7 @@ SCHEMES = ("postgresql", "postgres")
 #: Query options consumed by reactor (never passed to libpq).
 REACTOR_OPTIONS = frozenset(
     {"schema", "prefix", "queue", "visibility_timeout", "context_ttl", "pool_max_size",
-     "poll_ceiling"}
+     "poll_ceiling", "clock", "clock_skew_budget"}
 )
 
 #: How messages name an option.
@@ -95,6 +100,24 @@ class PostgresURL:
         """
         return self.options.integer("pool_max_size", 10, minimum=1, maximum=1000,
                                     allow_empty=False)
+
+    def clock(self) -> str:
+        """The ``clock`` option: ``"server"`` (default) or ``"application"``.
+
+        Raises:
+            ConfigurationError: any other value, the empty one included.
+        """
+        return self.options.choice("clock", "server", ("server", "application"),
+                                   allow_empty=False)
+
+    def clock_skew_budget(self) -> float:
+        """The ``clock_skew_budget`` option in seconds (default 1).
+
+        Raises:
+            ConfigurationError: not a finite number >= 0.
+        """
+        return self.options.number("clock_skew_budget", 1.0, minimum=0, unit="seconds",
+                                   allow_empty=False)
 
     def poll_ceiling(self) -> float:
         """The ``poll_ceiling`` option in seconds (default 1).
@@ -222,5 +245,5 @@ def parse_url(url: str) -> PostgresURL:
         options=options,
     )
     _ = (parsed.visibility_timeout(), parsed.context_ttl(), parsed.pool_max_size(),
-         parsed.poll_ceiling())
+         parsed.poll_ceiling(), parsed.clock(), parsed.clock_skew_budget())
     return parsed

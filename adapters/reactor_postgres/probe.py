@@ -28,10 +28,11 @@ __all__ = ["PostgresCleanup", "PostgresRouterProbe", "probe_for", "router_probe_
 def probe_for(storage: Storage) -> Probe:
     """The probe of a :class:`PostgresStorage`.
 
-    The storage judges time by the server's clock (``Capabilities.clock == "server"``), which
-    no client sets, so the probe offers no injected clock: ``with_clock`` returns ``None``
-    (the contract suite refuses a "server" clock that follows an injected one;
-    docs/coordination.md#clock-skew).
+    With the server clock (``Capabilities.clock == "server"``, the default), which no client
+    sets, ``with_clock`` returns ``None`` (the contract suite refuses a "server" clock that
+    follows an injected one; docs/coordination.md#clock-skew). With ``clock=application`` it
+    builds a second ``PostgresStorage`` on the same pool, schema and prefix (not owning the
+    pool) whose clock is the given one.
 
     Raises:
         TypeError: ``storage`` is not a ``PostgresStorage``.
@@ -39,11 +40,20 @@ def probe_for(storage: Storage) -> Probe:
     if not isinstance(storage, PostgresStorage):
         raise TypeError(f"probe_for needs a PostgresStorage, got {type(storage).__name__}")
 
-    def clocked(clock: Callable[[], float]) -> Storage | None:
-        """``None``: every process reads the one server clock."""
-        return None
+    documents, context_ttl, capabilities = (
+        storage.documents, storage.context_ttl, storage.capabilities
+    )
 
-    documents = storage.documents
+    def clocked(clock: Callable[[], float]) -> Storage | None:
+        """A twin judged by ``clock``; ``None`` on the server clock (every process reads
+        the one server clock)."""
+        if capabilities.clock == "server":
+            return None
+        return PostgresStorage(
+            documents.client, prefix=documents.prefix, context_ttl=context_ttl, clock=clock,
+            owns_client=False, capabilities=capabilities,
+        )
+
     return GenericProbe(documents, clocked=clocked, cleanup=PostgresCleanup(documents))
 
 

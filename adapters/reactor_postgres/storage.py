@@ -19,10 +19,31 @@ from reactor_postgres._client import DRIVER_ERRORS, PostgresClient
 from reactor_postgres.documents import PostgresDocumentStore
 from reactor_postgres.signals import PostgresSignalStore
 
-__all__ = ["POSTGRES_CAPABILITIES", "PostgresStorage", "server_clock"]
+__all__ = ["POSTGRES_CAPABILITIES", "PostgresStorage", "capabilities_for", "server_clock"]
 
 #: Signals (LISTEN/NOTIFY), no document limit (``text`` holds up to 1 GB), the server clock.
 POSTGRES_CAPABILITIES = Capabilities(signals=True, max_document_bytes=None, clock="server")
+
+
+def capabilities_for(clock: str, clock_skew: float = 0.0) -> Capabilities:
+    """The capabilities of a storage on the ``"server"`` or ``"application"`` clock.
+
+    Args:
+        clock: ``"server"`` or ``"application"``.
+        clock_skew: with the application clock, the skew budget in seconds (docs/coordination.md,
+            "Clock skew"); ignored with the server clock.
+
+    Raises:
+        ValueError: another clock name, or a negative skew.
+    """
+    if clock not in ("server", "application"):
+        raise ValueError(f"clock must be 'server' or 'application', got {clock!r}")
+    if clock_skew < 0:
+        raise ValueError(f"clock_skew must be >= 0 seconds, got {clock_skew!r}")
+    if clock == "server":
+        return POSTGRES_CAPABILITIES
+    return Capabilities(signals=True, max_document_bytes=None, clock="application",
+                        clock_skew=float(clock_skew))
 
 
 def server_clock(client: PostgresClient, *, refresh_seconds: float = 60.0) -> CalibratedClock:
@@ -47,9 +68,12 @@ class PostgresStorage(GenericStorage):
         client: the pooled client (closed with the storage when ``owns_client``).
         prefix: the namespace inside the schema (``""`` = none).
         context_ttl: retention in seconds of durable run state after its last write.
-        clock: the store clock (epoch seconds); ``None``: the server's calibrated clock. A
-            probe's twin passes its own.
+        clock: the store clock (epoch seconds); ``None``: the server's calibrated clock with
+            ``capabilities`` unset, the system clock (read at call time) with an application
+            clock's ``capabilities``. A probe's twin passes its own.
         owns_client: close ``client`` in :meth:`close`.
+        capabilities: what the storage declares (:func:`capabilities_for`); default the
+            server clock's :data:`POSTGRES_CAPABILITIES`.
 
     Attributes:
         documents: the :class:`PostgresDocumentStore` (its ``raw``/``set_expiry`` serve probes).
@@ -66,19 +90,17 @@ class PostgresStorage(GenericStorage):
         context_ttl: float = 86400.0,
         clock: Callable[[], float] | Clock | None = None,
         owns_client: bool = True,
+        capabilities: Capabilities = POSTGRES_CAPABILITIES,
     ) -> None:
         self.client = client
         self._signal_store = PostgresSignalStore(client, prefix)
+        if clock is None and capabilities.clock == "server":
+            clock = server_clock(client).now
         super().__init__(
-            PostgresDocumentStore(
-                client,
-                prefix=prefix,
-                clock=server_clock(client).now if clock is None else clock,
-                owns_client=owns_client,
-            ),
+            PostgresDocumentStore(client, prefix=prefix, clock=clock, owns_client=owns_client),
             context_ttl=context_ttl,
             signals=self._signal_store,
-            capabilities=POSTGRES_CAPABILITIES,
+            capabilities=capabilities,
         )
 
     def ping(self) -> None:

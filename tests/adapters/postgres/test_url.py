@@ -66,6 +66,9 @@ def test_defaults_and_the_postgres_scheme() -> None:
         ("postgresql://h/db?connect_timeout=-1", "connect_timeout"),
         ("postgresql://h/db?connect_timeout=soon", "connect_timeout"),
         ("postgresql://h/db?sslmode=maybe", "sslmode"),
+        ("postgresql://h/db?clock=sundial", "clock"),
+        ("postgresql://h/db?clock=", "clock"),
+        ("postgresql://h/db?clock=application&clock_skew_budget=-1", "clock_skew_budget"),
     ],
 )
 def test_hostile_urls_raise_a_configuration_error_naming_the_field(url: str, named: str) -> None:
@@ -118,3 +121,17 @@ def test_a_server_setting_in_options_reaches_the_server(schema_url: str) -> None
         assert row == ("4321ms",)
     finally:
         storage.close()
+
+
+@pytest.mark.postgres
+def test_the_clock_option_decides_what_the_storage_declares(schema_url: str) -> None:
+    server = storage_from_url(schema_url)
+    application = storage_from_url(f"{schema_url}&clock=application&clock_skew_budget=0.5")
+    try:
+        assert (server.capabilities.clock, server.capabilities.clock_skew) == ("server", 0.0)
+        assert application.capabilities.clock == "application"
+        assert application.capabilities.clock_skew == 0.5
+        assert server.capabilities.signals and application.capabilities.signals
+    finally:
+        server.close()
+        application.close()
