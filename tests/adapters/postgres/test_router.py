@@ -257,3 +257,57 @@ def test_enqueue_many_queues_a_batch_in_one_statement_in_order(
     received = router.receive(max_jobs=100)
     assert [d.job for d in received] == jobs
     assert router.enqueue_many([]) == []
+
+
+def test_the_listener_reconnects_after_the_server_drops_it(schema_url: str, pg_url: str) -> None:
+    """The server terminates the listener's connection (a restart, an idle-connection
+    killer): the listener connects and ``LISTEN``\\ s again, and the next enqueue still wakes
+    an idle receive long before the 30 s poll ceiling."""
+    router = router_from_url(f"{schema_url}&prefix=reconnect&poll_ceiling=30")
+    try:
+        assert router.receive() == []  # the listener is up
+        listener = router.primitive._listener
+        assert listener is not None
+        before = listener.generation
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE query = %s AND pid <> pg_backend_pid()",
+                (f'LISTEN "{router.primitive.channel}"',),
+            ).fetchall()
+        assert killed == [(True,)]
+        # the failure and the new LISTEN each bump the generation (waiters re-claim)
+        with listener.cond:
+            assert listener.cond.wait_for(lambda: listener.generation >= before + 2, 15)
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            listening = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE query = %s",
+                (f'LISTEN "{router.primitive.channel}"',),
+            ).fetchone()
+        assert listening == (1,)
+        waiting = threading.Event()
+        real_wait = router.primitive.wait_for_messages
+
+        def wait_for_messages(timeout: float) -> None:
+            waiting.set()
+            real_wait(timeout)
+
+        router.primitive.wait_for_messages = wait_for_messages  # type: ignore[method-assign]
+        received: list[Delivery] = []
+        done = threading.Event()
+
+        def consume() -> None:
+            received.extend(router.receive(wait_seconds=20))
+            done.set()
+
+        consumer = threading.Thread(target=consume)
+        consumer.start()
+        assert waiting.wait(10), "the receiver never went idle"
+        job_id = router.enqueue(Job(kind="run", payload={}))
+        started = time.monotonic()
+        assert done.wait(15)
+        consumer.join(5)
+        assert [d.job.id for d in received] == [job_id]
+        assert time.monotonic() - started < 10
+    finally:
+        router.close()
