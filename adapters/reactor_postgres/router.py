@@ -148,6 +148,11 @@ class PostgresQueue:
             name: sql.SQL(text).format(s=schema) for name, text in _STATEMENTS.items()
         }
 
+    @property
+    def poll_ceiling(self) -> float:
+        """The longest real seconds an idle wait lasts without a notification."""
+        return self._poll_ceiling
+
     def bind_clock(self, clock: Callable[[], float]) -> None:
         """Judge :meth:`stats` and idle waits by ``clock`` (epoch seconds), the clock the
         router computes ``visible_at`` with (default: the server's ``clock_timestamp()``)."""
@@ -428,7 +433,7 @@ class PostgresRouter(GenericRouter):
             queue,
             visibility_timeout=visibility_timeout,
             clock=clock,
-            poll_interval=queue._poll_ceiling,
+            poll_interval=queue.poll_ceiling,
         )
 
     def enqueue_raw(self, body: str | bytes) -> None:
