@@ -20,24 +20,28 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 
 import pytest
 
 from reactor.engine import fast_paths
-from reactor.errors import ContextTooLargeError
+from reactor.errors import ContextTooLargeError, RouterError, StorageError
 from reactor.memory.clock import ManualClock
 from reactor.model.records import ContextDelta, ContextRecord, Fence, LockClaim
 from reactor.ports.capabilities import (
     BeginsAndSettlesElements,
+    EnqueuesMany,
     LocksWithContexts,
     ReadsClaimsWhenAppending,
     ReadsClaimsWhenTaking,
     SavesContextsTogether,
     SettlesAndReleases,
 )
-from reactor.ports.router import Job, Router
+from reactor.ports.inspection import Pingable, QueueInspector, QueueStats, SweepIndexInspector
+from reactor.ports.router import DeadLetterAdmin, Job, Router
 from reactor.ports.storage import Storage
-from reactor_contract._support import SUITE_DOC, context, teach, uid
+from reactor_contract._support import SUITE_DOC, context, eventually, step_result, teach, uid
+from reactor_contract.plugin import open_router, open_storage
 from reactor_contract.probe import ClockProbe, Probe
 
 __all__ = [
@@ -45,6 +49,8 @@ __all__ = [
     "UNBOUNDED_PROBE_BYTES",
     "DeclaredContextLimitsContract",
     "DeclaredFastPathsContract",
+    "DeclaredInspectionContract",
+    "DeclaredRouterCapabilitiesContract",
     "DeclaredRouterDelaysContract",
     "DeclaredStorageClockContract",
     "document_of",
@@ -59,10 +65,13 @@ UNBOUNDED_PROBE_BYTES = 1024 * 1024
 _FAR_DELAY, _NEAR_DELAY = 7200.0, 3.0
 #: How long the router test waits at most for the job of the short delay to come.
 _NEAR_WAIT = 60.0
+#: How long ``queue_stats`` may lag behind the queue (approximate counts catch up).
+_STATS_WAIT = 15.0
 
 #: Every declaration an adapter makes, and the test that checks it by behaviour (or why none
 #: can). ``tests/contract_suite/test_declarations.py`` keeps it complete: every field of
-#: ``Capabilities`` and every protocol of ``reactor.ports.capabilities`` is listed.
+#: ``Capabilities``, every protocol of ``reactor.ports.capabilities`` and
+#: ``reactor.ports.inspection``, and ``DeadLetterAdmin`` are listed.
 DECLARATIONS: dict[str, str] = {
     "Capabilities.signals": (
         "test_surface.test_capabilities_are_declared_and_consistent (True: storage.signals is "
@@ -88,12 +97,19 @@ DECLARATIONS: dict[str, str] = {
         "test_an_in_process_declaration_is_exactly_true (the class attribute is True, "
         "nothing else); that nothing leaves the process cannot be observed from inside it"
     ),
+    "DeadLetterAdmin": (
+        "test_dead_letters (declared: every operation) and "
+        "test_no_router_capability_is_half_declared (every member or none)"
+    ),
+    "QueueInspector": "test_declared_queue_stats_count_the_queue",
+    "SweepIndexInspector": "test_declared_sweep_index_sizes_count_what_is_stored",
+    "Pingable": "test_a_declared_storage_ping_answers and test_a_declared_router_ping_answers",
     "RunsJobsInline": "not checked: the inline:// router is built into reactor, not an adapter",
     "HostsEmbeddedWorkers": "not checked: the local:// router is built into reactor",
     "KnowsConsumers": "not checked: the local:// router is built into reactor",
     "EnqueuesMany": (
         "test_routers.test_enqueue_all_* (through reactor.engine.fast_paths, native or "
-        "composed)"
+        "composed); test_no_router_capability_is_half_declared"
     ),
     "SavesContextsTogether": "test_saving_contexts_together_saves_every_record",
     "BeginsAndSettlesElements": "test_maps element fast-path tests (native or composed)",
@@ -239,12 +255,25 @@ _STORAGE_FAST_PATHS: tuple[tuple[str, type], ...] = (
 )
 
 
-def _members(protocol: type) -> list[str]:
-    """The method and property names a fast-path protocol declares."""
-    return sorted(
-        name for name, value in vars(protocol).items()
+def _members(protocol: type) -> set[str]:
+    """The method and property names a protocol declares, its base protocols' included."""
+    return {
+        name
+        for cls in protocol.__mro__ if getattr(cls, "_is_protocol", False)
+        for name, value in vars(cls).items()
         if not name.startswith("_") and (callable(value) or isinstance(value, property))
-    )
+    }
+
+
+def _half_declared(obj: object, where: str, protocol: type, base: type) -> str | None:
+    """How ``obj`` has some members of ``protocol`` (beyond ``base``'s) but not all, if so."""
+    members = sorted(_members(protocol) - _members(base))
+    present = [m for m in members if callable(getattr(obj, m, None))]
+    if not present or isinstance(obj, protocol):
+        return None
+    missing = [m for m in members if m not in present]
+    return (f"{where} has {', '.join(present)} but not {', '.join(missing)} of "
+            f"{protocol.__name__}")
 
 
 def _claimed(storage: Storage, record: ContextRecord) -> tuple[list[str], dict[str, str]]:
@@ -260,15 +289,11 @@ class DeclaredFastPathsContract:
     reactor_concern = "contexts"
 
     def test_no_fast_path_is_half_declared(self, storage: Storage) -> None:
-        half: list[str] = []
-        for attribute, protocol in _STORAGE_FAST_PATHS:
-            store = getattr(storage, attribute)
-            members = _members(protocol)
-            present = [m for m in members if callable(getattr(store, m, None))]
-            if present and not isinstance(store, protocol):
-                missing = [m for m in members if m not in present]
-                half.append(f"storage.{attribute} has {', '.join(present)} but not "
-                            f"{', '.join(missing)} of {protocol.__name__}")
+        half = [
+            found for attribute, protocol in _STORAGE_FAST_PATHS
+            if (found := _half_declared(getattr(storage, attribute), f"storage.{attribute}",
+                                        protocol, object)) is not None
+        ]
         assert not half, teach(
             "contexts",
             "a fast path is used only when every member of its protocol is there; "
@@ -337,6 +362,133 @@ class DeclaredFastPathsContract:
         assert loaded is not None and loaded.segments == ('{"s":1}',)
 
 
+def _typed_or_working(
+    call: Callable[[], object], typed: type[Exception], concern: str, what: str
+) -> None:
+    """``call()`` works or raises ``typed``; any other exception fails the test."""
+    try:
+        call()
+    except typed:
+        pass  # the rule: failures are typed
+    except Exception as exc:
+        pytest.fail(teach(
+            concern,
+            f"{what} works or raises {typed.__name__}; it raised "
+            f"{type(exc).__module__}.{type(exc).__qualname__}: {str(exc)[:120]}",
+            "a driver call outside the adapter's try/except",
+            f'{SUITE_DOC}, "Rules: driver errors"',
+        ))
+
+
+_SWEEP_INDEXES = frozenset({"runs", "steps", "maps", "map_rollbacks"})
+
+
+class DeclaredInspectionContract:
+    """The inspection capabilities a storage declares (``reactor info``, ``reactor ping``;
+    docs/protocol.md, "Inspection capabilities") answer, and count what is stored."""
+
+    reactor_concern = "surface"
+
+    def test_a_declared_storage_ping_answers(
+        self, storage: Storage, reactor_storage_url: str
+    ) -> None:
+        if not isinstance(storage, Pingable):
+            return
+        storage.ping()  # one round trip; raises StorageError only when the backend fails
+        closed = open_storage(reactor_storage_url)
+        closed.close()
+        assert isinstance(closed, Pingable)
+        _typed_or_working(closed.ping, StorageError, "surface", "ping() of a closed storage")
+
+    def test_declared_sweep_index_sizes_count_what_is_stored(self, storage: Storage) -> None:
+        if not isinstance(storage, SweepIndexInspector):
+            return
+        before = dict(storage.sweep_index_sizes())
+        run = context(status="running")
+        storage.contexts.save(run)
+        storage.step_results.put(step_result(run.context_id, "charge", status="dispatched"))
+        after = dict(storage.sweep_index_sizes())
+        assert set(after) <= _SWEEP_INDEXES and all(
+            isinstance(n, int) and n >= 0 for n in after.values()
+        ), f"surface: sweep_index_sizes() names only {sorted(_SWEEP_INDEXES)}, counts >= 0"
+        grown = {k: after[k] - before.get(k, 0) for k in ("runs", "steps") if k in after}
+        assert all(n == 1 for n in grown.values()), teach(
+            "surface",
+            "sweep_index_sizes() (SweepIndexInspector) counts the entries of the sweep indexes: "
+            f"one running run and one dispatched step add one each (grew by {grown})",
+            "sizes read from another namespace, a stale counter, or a constant",
+            'docs/protocol.md, "Inspection capabilities"',
+        )
+
+
+def _stats_reach(router: QueueInspector, **expected: int) -> QueueStats:
+    """The router's stats once every expected count it reports (not ``None``) matches."""
+
+    def matches() -> QueueStats | None:
+        stats = router.queue_stats()
+        reported = {k: getattr(stats, k) for k in expected if getattr(stats, k) is not None}
+        return stats if all(reported[k] == expected[k] for k in reported) else None
+
+    found = eventually(matches, timeout=_STATS_WAIT, interval=0.25)
+    if found is None:
+        pytest.fail(teach(
+            "routers",
+            f"queue_stats() (QueueInspector) counts this router's queue: expected {expected}, "
+            f"got {router.queue_stats()}",
+            "delayed jobs counted as ready (or not at all), counts of another namespace",
+            'docs/protocol.md, "Inspection capabilities"',
+        ))
+    return found
+
+
+#: Optional protocols a router may declare beyond ``Router``.
+_ROUTER_PROTOCOLS: tuple[type, ...] = (DeadLetterAdmin, EnqueuesMany, QueueInspector, Pingable)
+
+
+class DeclaredRouterCapabilitiesContract:
+    """A router declares its optional protocols whole, and those it declares answer truly."""
+
+    reactor_concern = "routers"
+
+    def test_no_router_capability_is_half_declared(self, router: Router) -> None:
+        half = [
+            found for protocol in _ROUTER_PROTOCOLS
+            if (found := _half_declared(router, "the router", protocol, Router)) is not None
+        ]
+        assert not half, teach(
+            "routers",
+            "an optional router protocol counts only when every member is there; "
+            + "; ".join(half)
+            + ": the engine, the CLI and this suite treat the router as without it (a gap)",
+            "a capability half written, or a member misnamed: implement every member, or none",
+            'docs/protocol.md, "Dead-letter administration"',
+        )
+
+    def test_a_declared_router_ping_answers(
+        self, router: Router, reactor_router_url: str
+    ) -> None:
+        if not isinstance(router, Pingable):
+            return
+        router.ping()  # one round trip; raises RouterError only when the backend fails
+        closed = open_router(reactor_router_url)
+        closed.close()
+        assert isinstance(closed, Pingable)
+        _typed_or_working(closed.ping, RouterError, "routers", "ping() of a closed router")
+
+    def test_declared_queue_stats_count_the_queue(self, router: Router) -> None:
+        if not isinstance(router, QueueInspector):
+            return
+        router.enqueue(_job())
+        router.enqueue(_job(), delay_seconds=_FAR_DELAY)
+        _stats_reach(router, ready=1, delayed=1, in_flight=0)
+        received = eventually(lambda: router.receive(max_jobs=1, wait_seconds=1),
+                              timeout=_NEAR_WAIT)
+        assert received, "routers: a due job never came"
+        _stats_reach(router, ready=0, delayed=1, in_flight=1)
+        router.ack(received[0])
+        _stats_reach(router, ready=0, delayed=1, in_flight=0)
+
+
 def _wait_for(router: Router, job_id: str, timeout: float) -> list[str]:
     """Receive (and ack) until ``job_id`` comes; every job id received on the way, in order."""
     seen: list[str] = []
@@ -386,6 +538,14 @@ class TestDeclaredStorageClock(DeclaredStorageClockContract):
 
 class TestDeclaredFastPaths(DeclaredFastPathsContract):
     """The fast-path declarations against ``--reactor-storage``."""
+
+
+class TestDeclaredInspection(DeclaredInspectionContract):
+    """The inspection declarations against ``--reactor-storage``."""
+
+
+class TestDeclaredRouterCapabilities(DeclaredRouterCapabilitiesContract):
+    """The router's optional protocols against ``--reactor-router``."""
 
 
 class TestDeclaredRouterDelays(DeclaredRouterDelaysContract):

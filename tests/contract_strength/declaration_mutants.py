@@ -19,6 +19,7 @@ from reactor.errors import ContextTooLargeError
 from reactor.generic.contexts import DocumentContextStore
 from reactor.memory import LocalRouter, MemoryStorage
 from reactor.model.records import ContextDelta, ContextRecord, Fence, LockClaim
+from reactor.ports.inspection import QueueStats
 from reactor.ports.router import Job
 from reactor.ports.storage import Capabilities, LockStore
 
@@ -106,6 +107,27 @@ class RouterCapsDelays(LocalRouter):
         return super().enqueue(job, capped)
 
 
+class QueueStatsReportEmpty(LocalRouter):
+    """``queue_stats`` (QueueInspector) is a placeholder reporting an empty queue."""
+
+    def queue_stats(self) -> QueueStats:
+        return QueueStats(ready=0, delayed=0, in_flight=0, dead_letters=0)
+
+
+class HalfDeadLetterAdmin(LocalRouter):
+    """Dead-letter administration without ``purge_dead_letters``: the router is not a
+    ``DeadLetterAdmin``, so its dead-letter tests skip as a gap."""
+
+    purge_dead_letters = None  # type: ignore[assignment]
+
+
+def _constant_sweep_sizes(storage: MemoryStorage, ttl: float) -> None:
+    """``sweep_index_sizes`` (SweepIndexInspector) is a placeholder reporting empty indexes."""
+    storage.sweep_index_sizes = lambda: {  # type: ignore[attr-defined]
+        "runs": 0, "steps": 0, "maps": 0, "map_rollbacks": 0,
+    }
+
+
 def _declaring(**fields: Any) -> Callable[[MemoryStorage, float], None]:
     """A mutation that only changes what the memory storage declares."""
 
@@ -174,6 +196,10 @@ STORAGES: dict[str, tuple[Callable[[MemoryStorage, float], None], str]] = {
         "load_taking_claims (ReadsClaimsWhenTaking) returns no claims: a cancel is never "
         "seen at the load.",
     ),
+    "sweep_index_sizes_constant": (
+        _constant_sweep_sizes,
+        "sweep_index_sizes (SweepIndexInspector) is a placeholder reporting empty indexes.",
+    ),
     "append_reads_no_claims": (
         _contexts(AppendReadsNoClaims),
         "append_reading_claims (ReadsClaimsWhenAppending) returns no claims: a running run "
@@ -182,7 +208,11 @@ STORAGES: dict[str, tuple[Callable[[MemoryStorage, float], None], str]] = {
 }
 
 #: ``{name: router class}``.
-ROUTERS: dict[str, type[LocalRouter]] = {"router_caps_delays": RouterCapsDelays}
+ROUTERS: dict[str, type[LocalRouter]] = {
+    "router_caps_delays": RouterCapsDelays,
+    "queue_stats_report_empty": QueueStatsReportEmpty,
+    "half_dead_letter_admin": HalfDeadLetterAdmin,
+}
 
 #: ``(name, concern, modules, kind, bug, expect, select)`` of every mutant here; the modules
 #: are the ones whose tests took the declaration at its word, plus ``declarations``.
@@ -208,6 +238,15 @@ SPECS: tuple[tuple[str, str, str, str, str, str, str | None], ...] = (
     ("router_caps_delays", "routers", "routers declarations", "router",
      "enqueue caps delays at 1 s (a transport maximum applied instead of re-deferring).",
      "honours any finite delay", "delay"),
+    ("sweep_index_sizes_constant", "surface", "surface declarations", "storage",
+     STORAGES["sweep_index_sizes_constant"][1], "counts the entries of the sweep indexes",
+     None),
+    ("queue_stats_report_empty", "routers", "routers declarations", "router",
+     "queue_stats (QueueInspector) is a placeholder reporting an empty queue.",
+     "counts this router's queue", "queue_stats"),
+    ("half_dead_letter_admin", "routers", "routers dead_letters declarations", "router",
+     "Dead-letter administration without purge_dead_letters: its tests skip as a gap.",
+     "but not purge_dead_letters of DeadLetterAdmin", "dead_letter or half_declared"),
 )
 
 

@@ -13,16 +13,18 @@ import pytest
 from reactor_contract import test_declarations
 from reactor_contract.test_declarations import DECLARATIONS, document_of
 
-from reactor.ports import capabilities
+from reactor.ports import capabilities, inspection
 from reactor.ports.storage import Capabilities
 
 
 def _protocols() -> set[str]:
-    """The capability protocols of ``reactor.ports.capabilities``."""
-    return {
-        name for name in capabilities.__all__
-        if inspect.isclass(getattr(capabilities, name))
-        and getattr(getattr(capabilities, name), "_is_protocol", False)
+    """The optional protocols an adapter declares: ``reactor.ports.capabilities``,
+    ``reactor.ports.inspection`` and ``DeadLetterAdmin``."""
+    return {"DeadLetterAdmin"} | {
+        name
+        for module in (capabilities, inspection) for name in module.__all__
+        if inspect.isclass(getattr(module, name))
+        and getattr(getattr(module, name), "_is_protocol", False)
     }
 
 
@@ -30,7 +32,7 @@ def test_every_capability_field_and_protocol_is_listed() -> None:
     fields = {f"Capabilities.{f.name}" for f in dataclasses.fields(Capabilities)}
     assert fields <= DECLARATIONS.keys()
     assert _protocols() <= DECLARATIONS.keys()
-    assert "InProcess" in _protocols() and "LocksWithContexts" in _protocols()
+    assert {"InProcess", "LocksWithContexts", "QueueInspector", "Pingable"} <= _protocols()
 
 
 def test_every_test_the_table_names_exists() -> None:
