@@ -463,8 +463,30 @@ class DocumentsContract:
             "`>=` instead of `>`: keyset paging would return the cursor's row forever",
             _SCANS,
         )
-        assert _keys(documents.scan(COLLECTION, after=keys[1] + "\x00")) == keys[2:]
         assert documents.scan(COLLECTION, after=keys[-1]) == []
+
+    def test_scan_after_a_key_that_is_not_stored(self, documents: DocumentStore) -> None:
+        # A pager's cursor is often no stored key: the suite's `key + "\x00"`, or the last row
+        # of a page deleted before the next page is read (a run that finished meanwhile).
+        keys = sorted(uid("s") for _ in range(5))
+        for key in keys:
+            _put(documents, key, {"k": key})
+        version = documents.read(COLLECTION, keys[2]).version
+        assert documents.write(COLLECTION, keys[2], None, expected_version=version,
+                               expires_at=None)
+        stored = [keys[0], keys[1], keys[3], keys[4]]
+        for after, expected in ((keys[0] + "\x00", stored[1:]), (keys[2], stored[2:])):
+            for limit in (1, 1000):
+                got = _keys(documents.scan(COLLECTION, after=after, limit=limit))
+                assert got == expected[:limit], rule(
+                    f"scan(after={after!r}, limit={limit}) must start at the first stored key "
+                    f"strictly greater than `after`, even when `after` itself is not stored: "
+                    f"expected {expected[:limit]}, got {got}",
+                    "a pager of `key >= after` that then skips one row (an offset) instead of "
+                    "`key > after`: when `after` is not stored it skips a live row, and every "
+                    "keyset pager above it (sweepers, context pieces) loses that row",
+                    _SCANS,
+                )
 
     def test_scan_honours_the_limit(self, documents: DocumentStore) -> None:
         keys = sorted(uid("s") for _ in range(5))
@@ -474,6 +496,58 @@ class DocumentsContract:
         assert _keys(documents.scan(COLLECTION, limit=1)) == keys[:1]
         assert _keys(documents.scan(COLLECTION, limit=50)) == keys
         assert documents.scan(COLLECTION, limit=0) == []
+
+    @pytest.mark.parametrize("page", [1, 2, 3])
+    def test_expired_documents_never_use_up_a_page(
+        self, documents: DocumentStore, page: int
+    ) -> None:
+        base = uid("x")
+        dead = [f"{base}-0{i}" for i in range(4)]
+        live = [f"{base}-1{i}" for i in range(4)]
+        for key in dead:
+            _put(documents, key, {"k": key}, expires_at=documents.now() - 1.0, index="i")
+        for key in live:
+            _put(documents, key, {"k": key}, expires_at=None, index="i")
+        for index in (None, "i"):
+            first = _keys(documents.scan(COLLECTION, index=index, limit=page))
+            assert first == live[:page], rule(
+                f"scan(index={index!r}, limit={page}) after {len(dead)} expired documents must "
+                f"return the live documents {live[:page]}, got {first}: expiry is filtered before "
+                "the limit, and a page is short only at the end of the collection",
+                "filtering expiry in the client after a limited read: the page comes back "
+                "short, and the generic pagers (every sweeper) stop there, never reaching the "
+                "live documents behind the expired ones",
+                _SCANS,
+            )
+
+    def test_a_stale_index_entry_hides_no_other_document(
+        self, documents: DocumentStore
+    ) -> None:
+        base = uid("r")
+        keys = [f"{base}-{i}" for i in range(6)]
+        for key in keys:
+            _put(documents, key, {"k": key}, index="red")
+        for key, other in ((keys[1], "blue"), (keys[3], None)):
+            version = documents.read(COLLECTION, key).version
+            assert documents.write(COLLECTION, key, {"k": key}, expected_version=version,
+                                   expires_at=None, index=other)
+        red = [keys[0], keys[2], keys[4], keys[5]]
+        for limit in (1, 2, 3, 1000):
+            listed: list[str] = []
+            after: str | None = None
+            for _ in range(len(keys) + 2):
+                found = _keys(documents.scan(COLLECTION, index="red", after=after, limit=limit))
+                listed += found
+                if len(found) < limit:
+                    break
+                after = found[-1]
+            assert listed == red, rule(
+                f"scan(index='red', limit={limit}) paged to the end must list {red} after two "
+                f"of them moved to other indexes, got {listed}",
+                "an index kept beside the documents whose scan drops an entry left by a "
+                "rewrite (stale) and, off by one, the entry after it too",
+                _SCANS,
+            )
 
     @pytest.mark.parametrize("page", [1, 2, 3])
     def test_keyset_paging_lists_every_document_once(

@@ -310,6 +310,82 @@ class ScanHangs(_Docs):
             time.sleep(0.05)
 
 
+class ExpiryFilterAfterLimit(_Docs):
+    """The expiry filter is applied after a limited read: expired documents use up the page,
+    which comes back short, and a pager stops before the live documents behind them."""
+
+    def scan(self, collection: str, *, index: str | None = None, after: str | None = None,
+             limit: int = 1000) -> list[tuple[str, Mapping[str, Any]]]:
+        out: list[tuple[str, Mapping[str, Any]]] = []
+        with self._lock:
+            physical = [k for k in self.keys(collection) if after is None or k > after]
+            read = 0
+            now = self.now()
+            for key in physical:
+                raw = self.raw(collection, key)
+                if raw is None or (index is not None and raw.index != index):
+                    continue
+                if read >= max(limit, 0):
+                    break
+                read += 1
+                if raw.expires_at is None or raw.expires_at > now:
+                    out.append((key, raw.value))
+        return out
+
+
+class StaleIndexSkipsNext(_Docs):
+    """An index kept beside the documents whose scan drops a stale entry (its document was
+    rewritten with another index) and, by an off-by-one, the entry after it too."""
+
+    def __init__(self, clock: Callable[[], float] = time.time, **kw: Any) -> None:
+        super().__init__(clock, **kw)
+        self.m_ghosts: dict[tuple[str, str], set[str]] = {}
+
+    def write(self, collection: str, key: str, value: Mapping[str, Any] | None, *,
+              expected_version: str | None, expires_at: float | None,
+              index: str | None = None) -> bool:
+        with self._lock:
+            old = self.raw(collection, key)
+            won = super().write(collection, key, value, expected_version=expected_version,
+                                expires_at=expires_at, index=index)
+            if won and old is not None and old.index is not None and old.index != index:
+                self.m_ghosts.setdefault((collection, key), set()).add(old.index)
+            return won
+
+    def scan(self, collection: str, *, index: str | None = None, after: str | None = None,
+             limit: int = 1000) -> list[tuple[str, Mapping[str, Any]]]:
+        if index is None:
+            return super().scan(collection, after=after, limit=limit)
+        with self._lock:
+            live = dict(super().scan(collection, index=index, after=after, limit=1 << 30))
+            ghosts = {k for (c, k), idx in self.m_ghosts.items()
+                      if c == collection and index in idx and k not in live
+                      and (after is None or k > after)}
+            entries = sorted([*live, *ghosts])
+            out: list[tuple[str, Mapping[str, Any]]] = []
+            at = 0
+            while at < len(entries) and len(out) < max(limit, 0):
+                key = entries[at]
+                if key not in live:  # a stale entry: drop it...
+                    at += 2  # ...and, off by one, the entry after it
+                    continue
+                out.append((key, live[key]))
+                at += 1
+            return out
+
+
+class ScanAfterPlusOffset(_Docs):
+    """The pager reads ``key >= after`` and skips one row (an offset) instead of ``key >
+    after``: when ``after`` is no stored key (deleted, or ``key + "\\x00"``) it skips a row."""
+
+    def scan(self, collection: str, *, index: str | None = None, after: str | None = None,
+             limit: int = 1000) -> list[tuple[str, Mapping[str, Any]]]:
+        rows = super().scan(collection, index=index, limit=1 << 30)
+        if after is None:
+            return rows[: max(limit, 0)]
+        return [(k, v) for k, v in rows if k >= after][1: 1 + max(limit, 0)]
+
+
 #: The one "database" every ``mutant://ignores_prefix`` storage shares.
 _SHARED = MemoryDocumentStore()
 
@@ -1133,6 +1209,9 @@ _DOCS: dict[str, type[_Docs]] = {
     "index_filter_after_limit": IndexFilterAfterLimit,
     "stale_index_entries": StaleIndexEntries,
     "scan_hangs": ScanHangs,  # not in MUTANTS: the runner's proof of the per-test timeout
+    "expiry_filter_after_limit": ExpiryFilterAfterLimit,
+    "stale_index_skips_next": StaleIndexSkipsNext,
+    "scan_after_plus_offset": ScanAfterPlusOffset,
 }
 
 _STORES: dict[str, tuple[str, type[Any]]] = {
@@ -1227,6 +1306,12 @@ MUTANTS: tuple[Mutant, ...] = (
        IndexFilterAfterLimit, "before the limit"),
     _m("stale_index_entries", "documents", "documents step_results", "storage",
        StaleIndexEntries, "leaves the old index"),
+    _m("expiry_filter_after_limit", "documents", "documents", "storage",
+       ExpiryFilterAfterLimit, "expiry is filtered before the limit"),
+    _m("stale_index_skips_next", "documents", "documents", "storage", StaleIndexSkipsNext,
+       "off by one, the entry after it"),
+    _m("scan_after_plus_offset", "documents", "documents contexts", "storage",
+       ScanAfterPlusOffset, "skips one row (an offset)"),
     Mutant("ignores_prefix", "documents", ("reactor_contract.test_documents",
                                            "reactor_contract.test_step_results"),
            _SHARED_DOC.replace("``", "`"), "storage"),
