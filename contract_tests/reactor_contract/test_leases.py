@@ -28,7 +28,7 @@ from reactor.coordination import Lock, OrderedLock, Semaphore
 from reactor.errors import LockLost, StorageError
 from reactor.model.coordination.renewal import MIN_LEASE
 from reactor.ports.storage import Storage
-from reactor_contract._support import uid
+from reactor_contract._support import teach, uid
 from reactor_contract.probe import Probe
 
 __all__ = ["LeasesContract"]
@@ -64,6 +64,44 @@ class _Faulty:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
+
+
+class _Answers:
+    """Wraps a lock or semaphore sub-store and records what each ``extend`` answered:
+    ``True``, ``False`` or ``"raised"`` (a ``StorageError``), in call order."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.answers: list[bool | str] = []
+
+    def extend(self, *args: Any) -> bool:
+        try:
+            answer = bool(self._store.extend(*args))
+        except StorageError:
+            self.answers.append("raised")
+            raise
+        self.answers.append(answer)
+        return answer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def _told_at_the_next_extend(answers: list[bool | str], primitive: str) -> str | None:
+    """``None`` when the loss came from the first extend after the take-over answering
+    ``False``; else the teaching message."""
+    after = answers[answers.index(False) + 1:] if False in answers else answers
+    if False in answers and "raised" not in answers and not after:
+        return None
+    return teach(
+        "leases",
+        f"a {primitive} taken over is reported at the holder's next extend, which answers "
+        f"False (extends after the take-over answered {answers})",
+        "an extend that raises StorageError (or keeps answering True) when another owner "
+        "holds the key: losing is a normal False, never an error, and the holder, retrying "
+        "an error, learns of the take-over only at its own deadline",
+        'docs/protocol.md, "Conventions", and docs/coordination.md, "Renewal and loss"',
+    )
 
 
 class _Loss:
@@ -210,13 +248,17 @@ class LeasesContract:
         ``False``), the holder is told at once, and its late release frees nothing."""
         key = uid("lease-lock")
         loss = _Loss()
-        lock = Lock(storage.locks, key, ttl=MIN_LEASE, on_lost=loss, skew=_skew(storage))
+        locks = _Answers(storage.locks)
+        lock = Lock(locks, key, ttl=MIN_LEASE, on_lost=loss, skew=_skew(storage))
         lock.acquire()
         with _released(lock):
+            taken_over = len(locks.answers)
             probe.expire("lock", key)
             assert storage.locks.acquire(key, "thief", 30.0)
             assert loss.event.wait(TIMEOUT), "a refused extend was never reported"
             assert isinstance(lock.lost, LockLost)
+            wrong = _told_at_the_next_extend(locks.answers[taken_over:], "lock")
+            assert wrong is None, wrong
             assert lock.release() is False
         info = storage.locks.info(key)
         assert info is not None and info.owner == "thief"
@@ -225,14 +267,18 @@ class LeasesContract:
         """Guarantee: a lease that lapsed in the store (its slot taken) is reported lost."""
         key = uid("lease-sem")
         loss = _Loss()
-        sem = Semaphore(storage.semaphores, key, limit=1, lease=MIN_LEASE, on_lost=loss,
+        sems = _Answers(storage.semaphores)
+        sem = Semaphore(sems, key, limit=1, lease=MIN_LEASE, on_lost=loss,
                         skew=_skew(storage))
         sem.acquire()
         with _released(sem):
+            taken_over = len(sems.answers)
             probe.expire("semaphore", key, sem.holder)
             assert storage.semaphores.acquire(key, "thief", 1, 30.0)
             assert loss.event.wait(TIMEOUT), "a refused extend was never reported"
             assert isinstance(sem.lost, LockLost)
+            wrong = _told_at_the_next_extend(sems.answers[taken_over:], "semaphore lease")
+            assert wrong is None, wrong
             assert sem.release() is False
 
     def test_a_skipped_ordered_turn_is_reported_lost(self, storage: Storage) -> None:

@@ -776,6 +776,21 @@ class SemaphoreLateReleaseFreesSlot(DocumentSemaphoreStore):
         return released
 
 
+class LockExtendRaisesWhenTakenOver(DocumentLockStore):
+    """Extend raises StorageError when another owner holds the lock (a failed conditional
+    update read as an error): the holder retries and learns of the take-over only at its
+    deadline, not at its next extend."""
+
+    def extend(self, key: str, owner: str, ttl: float | None) -> bool:
+        extended = super().extend(key, owner, ttl)
+        info = None if extended else self.info(key)
+        if info is not None and info.owner != owner:
+            from reactor.errors import StorageError
+
+            raise StorageError(f"conditional update of lock {key!r} failed")
+        return extended
+
+
 # -- routers -----------------------------------------------------------------------------------
 
 
@@ -1244,6 +1259,7 @@ _STORES: dict[str, tuple[str, type[Any]]] = {
     "ordered_lock_assign_read_then_write": ("ordered_locks", OrderedLockAssignReadThenWrite),
     "rollback_position_claims_not_atomic": ("map_rollbacks", RollbackPositionClaimsNotAtomic),
     "semaphore_late_release_frees_slot": ("semaphores", SemaphoreLateReleaseFreesSlot),
+    "lock_extend_raises_when_taken_over": ("locks", LockExtendRaisesWhenTakenOver),
 }
 
 _ROUTERS: dict[str, type[LocalRouter]] = {
@@ -1381,6 +1397,8 @@ MUTANTS: tuple[Mutant, ...] = (
        "storage", RollbackPositionClaimsNotAtomic, "two jobs undoing one element", "position"),
     _m("semaphore_late_release_frees_slot", "semaphores", "semaphores", "storage",
        SemaphoreLateReleaseFreesSlot, "releases late with False and frees nothing"),
+    _m("lock_extend_raises_when_taken_over", "leases", "leases", "storage",
+       LockExtendRaisesWhenTakenOver, "reported at the holder's next extend", "take_over"),
     # the Redis Lua scripts, the SQLite example, MongoDB (mongomock), DynamoDB (moto)
     *(
         Mutant(name, concern, tuple(f"reactor_contract.test_{m}" for m in modules.split()),
