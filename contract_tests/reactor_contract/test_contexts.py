@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
@@ -14,10 +15,12 @@ from reactor.ports.capabilities import LocksWithContexts
 from reactor.ports.storage import Storage
 from reactor_contract._support import (
     CONTEXT_TTL,
+    TTL_SLACK,
     assert_ttl,
     context,
     map_metadata,
     step_result,
+    teach,
     uid,
     walk_scan,
 )
@@ -516,6 +519,33 @@ class ContextsContract:
         assert info.token == token, "the save is fenced with the token the lock was taken with"
         with pytest.raises(StaleWriterError):
             storage.contexts.save(record, fence=Fence(claim.key, claim.owner, token - 1))
+
+    @pytest.mark.parametrize("view", ["native", "composed"])
+    def test_the_taking_fast_paths_take_the_lock_with_the_claims_ttl(
+        self, storage: Storage, probe: Probe, view: str
+    ) -> None:
+        store = _view(storage, view)
+        record = dataclasses.replace(context(), base="b1")
+        storage.contexts.save(record)
+        saved = dataclasses.replace(context(), base="b1")
+        calls: tuple[tuple[str, float, Callable[[LockClaim], int]], ...] = (
+            ("save_taking", 45.0, lambda claim: fast_paths.save_taking(store, saved, claim)),
+            ("load_taking", 75.0,
+             lambda claim: fast_paths.load_taking(store, record.context_id, claim)[0]),
+        )
+        for name, ttl, take in calls:
+            key = uid("async")
+            assert take(LockClaim(key, "me", ttl)) >= 1
+            remaining = probe.ttl("lock", key)
+            assert remaining is not None and ttl - TTL_SLACK <= remaining <= ttl + 1.0, teach(
+                "contexts",
+                f"{name} takes the lock with the claim's TTL: a {ttl:g} s claim must leave a "
+                f"lock lapsing in {ttl:g} s, not {remaining} s",
+                "a native fast path that takes the lock without the claim's TTL (never "
+                "lapsing: a dead worker's run is never picked up again) or with another one "
+                "(a default, the record's retention, seconds read as ms or µs)",
+                'docs/protocol.md, "Optional fast paths"',
+            )
 
     @pytest.mark.parametrize("view", ["native", "composed"])
     def test_save_taking_a_held_lock_writes_nothing(self, storage: Storage, view: str) -> None:

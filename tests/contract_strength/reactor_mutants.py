@@ -791,6 +791,41 @@ class LockExtendRaisesWhenTakenOver(DocumentLockStore):
         return extended
 
 
+class ContextsTakeLocksWithoutTtl(DocumentContextStore):
+    """Native lock-with-record fast paths (LocksWithContexts) whose ``save_taking`` and
+    ``load_taking`` take the lock without the claim's TTL: it never lapses."""
+
+    def __init__(self, documents: Any, *, context_ttl: float | None = 86400.0) -> None:
+        super().__init__(documents, context_ttl=context_ttl)
+        self._locks = DocumentLockStore(documents)
+
+    def _take(self, claim: Any) -> int:
+        return self._locks.acquire(claim.key, claim.owner, None)  # the bug: ttl dropped
+
+    def save_taking(self, record: ContextRecord, claim: Any) -> int:
+        from reactor.model.records import Fence
+
+        token = self._take(claim)
+        if token:
+            self.save(record, fence=Fence(claim.key, claim.owner, token))
+        return token
+
+    def load_taking(self, context_id: str, claim: Any) -> tuple[int, ContextRecord | None]:
+        token = self._take(claim)
+        return (token, self.load(context_id)) if token else (0, None)
+
+    def append_releasing(self, delta: Any, fence: Any, *, announce: str | None = None) -> bool:
+        appended = self.append(delta, fence=fence)
+        if appended:
+            self._locks.release(fence.key, fence.owner)
+        return appended
+
+    def save_releasing(self, record: ContextRecord, fence: Any, *,
+                       announce: str | None = None) -> None:
+        self.save(record, fence=fence)
+        self._locks.release(fence.key, fence.owner)
+
+
 # -- routers -----------------------------------------------------------------------------------
 
 
@@ -983,6 +1018,14 @@ LUA_PATCHES: dict[str, LuaPatch] = {
         "  if not current(ARGV[2], ARGV[3], ARGV[4] or '') then return 0 end\n  return ack(",
         "  return ack(",
         "router.lua: ack skips the receipt check (a stale receipt acks the current delivery)"),
+    "redis_take_load_without_ttl": LuaPatch(
+        "context_take", "lock_call(KEYS[1], 'acquire', ARGV[1], ARGV[2], ARGV[3])",
+        "lock_call(KEYS[1], 'acquire', ARGV[1], '-1', ARGV[3])",
+        "context_take.lua: load_taking takes the lock without the claim's TTL (never lapses)"),
+    "redis_take_save_without_ttl": LuaPatch(
+        "context_save", "lock_call(KEYS[4], 'acquire', lock_owner, lock_ttl, lock_keep)",
+        "lock_call(KEYS[4], 'acquire', lock_owner, '-1', lock_keep)",
+        "context_save.lua: save_taking takes the lock without the claim's TTL (never lapses)"),
     "redis_router_retry_resets_count": LuaPatch(
         "router", "put(body, tonumber(ARGV[4]), tonumber(ARGV[5]))",
         "put(body, tonumber(ARGV[4]), 0)",
@@ -1260,6 +1303,7 @@ _STORES: dict[str, tuple[str, type[Any]]] = {
     "rollback_position_claims_not_atomic": ("map_rollbacks", RollbackPositionClaimsNotAtomic),
     "semaphore_late_release_frees_slot": ("semaphores", SemaphoreLateReleaseFreesSlot),
     "lock_extend_raises_when_taken_over": ("locks", LockExtendRaisesWhenTakenOver),
+    "contexts_take_locks_without_ttl": ("contexts", ContextsTakeLocksWithoutTtl),
 }
 
 _ROUTERS: dict[str, type[LocalRouter]] = {
@@ -1399,6 +1443,8 @@ MUTANTS: tuple[Mutant, ...] = (
        SemaphoreLateReleaseFreesSlot, "releases late with False and frees nothing"),
     _m("lock_extend_raises_when_taken_over", "leases", "leases", "storage",
        LockExtendRaisesWhenTakenOver, "reported at the holder's next extend", "take_over"),
+    _m("contexts_take_locks_without_ttl", "contexts", "contexts", "storage",
+       ContextsTakeLocksWithoutTtl, "takes the lock with the claim's TTL", "taking"),
     # the Redis Lua scripts, the SQLite example, MongoDB (mongomock), DynamoDB (moto)
     *(
         Mutant(name, concern, tuple(f"reactor_contract.test_{m}" for m in modules.split()),
@@ -1419,6 +1465,10 @@ MUTANTS: tuple[Mutant, ...] = (
              "save_taking"),
             ("redis_settle_releases_any_owner", "maps", "maps", "storage", None,
              "settle_releasing"),
+            ("redis_take_load_without_ttl", "contexts", "contexts", "storage",
+             "takes the lock with the claim's TTL", "taking"),
+            ("redis_take_save_without_ttl", "contexts", "contexts", "storage",
+             "takes the lock with the claim's TTL", "taking"),
             ("redis_router_ack_skips_receipt_check", "routers", "routers", "router", None,
              "stale_receipt"),
             ("redis_router_retry_resets_count", "routers", "routers", "router", None, "retry"),
