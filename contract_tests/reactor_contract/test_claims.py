@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reactor.ports.storage import Storage
-from reactor_contract._support import CONTEXT_TTL, assert_ttl, uid
+from reactor_contract._support import CONTEXT_TTL, assert_ttl, teach, uid
 from reactor_contract.probe import Probe
 
 __all__ = ["ClaimsContract"]
@@ -50,6 +50,23 @@ class ClaimsContract:
         assert storage.claims.claim_idempotency_key("orders", key, "ctx-a") is None
         assert storage.claims.claim_idempotency_key("orders", key, "ctx-b") == "ctx-a"
         assert storage.claims.claim_idempotency_key("payouts", key, "ctx-c") is None
+
+    def test_a_holder_reclaiming_its_idempotency_key_is_told_it_holds_it(
+        self, storage: Storage
+    ) -> None:
+        key = uid("order")
+        assert storage.claims.claim_idempotency_key("orders", key, "ctx-a") is None
+        again = storage.claims.claim_idempotency_key("orders", key, "ctx-a")
+        assert again == "ctx-a", teach(
+            "claims",
+            "claim_idempotency_key answers None only to the call that claimed the key; a "
+            f"second claim by the run already holding it answers its own id, got {again!r}",
+            "answering None when the stored holder is the caller (as claim_correlation_id "
+            "does): the engine reads None as 'this call claimed it' and starts the run a "
+            "second time",
+            'docs/protocol.md, "Claims"',
+        )
+        assert storage.claims.claim_idempotency_key("orders", key, "ctx-b") == "ctx-a"
 
     def test_idempotency_keys_of_any_shape(self, storage: Storage) -> None:
         odd = "a:b/c d\u00e9\u2603" + "x" * 2000

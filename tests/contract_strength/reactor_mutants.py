@@ -826,6 +826,15 @@ class ContextsTakeLocksWithoutTtl(DocumentContextStore):
         self._locks.release(fence.key, fence.owner)
 
 
+class IdempotencyReclaimByHolderClaims(DocumentClaimStore):
+    """An idempotency key claimed again by its own holder answers None ("claimed", as a
+    correlation id does) instead of the holder's id."""
+
+    def claim_idempotency_key(self, reactor: str, key: str, context_id: str) -> str | None:
+        holder = super().claim_idempotency_key(reactor, key, context_id)
+        return None if holder == context_id else holder
+
+
 # -- routers -----------------------------------------------------------------------------------
 
 
@@ -1304,6 +1313,7 @@ _STORES: dict[str, tuple[str, type[Any]]] = {
     "semaphore_late_release_frees_slot": ("semaphores", SemaphoreLateReleaseFreesSlot),
     "lock_extend_raises_when_taken_over": ("locks", LockExtendRaisesWhenTakenOver),
     "contexts_take_locks_without_ttl": ("contexts", ContextsTakeLocksWithoutTtl),
+    "idempotency_reclaim_by_holder_claims": ("claims", IdempotencyReclaimByHolderClaims),
 }
 
 _ROUTERS: dict[str, type[LocalRouter]] = {
@@ -1445,6 +1455,8 @@ MUTANTS: tuple[Mutant, ...] = (
        LockExtendRaisesWhenTakenOver, "reported at the holder's next extend", "take_over"),
     _m("contexts_take_locks_without_ttl", "contexts", "contexts", "storage",
        ContextsTakeLocksWithoutTtl, "takes the lock with the claim's TTL", "taking"),
+    _m("idempotency_reclaim_by_holder_claims", "claims", "claims", "storage",
+       IdempotencyReclaimByHolderClaims, "answers its own id"),
     # the Redis Lua scripts, the SQLite example, MongoDB (mongomock), DynamoDB (moto)
     *(
         Mutant(name, concern, tuple(f"reactor_contract.test_{m}" for m in modules.split()),
