@@ -82,7 +82,9 @@ DECLARATIONS: dict[str, str] = {
         "test_a_context_of_the_declared_size_limit_is_stored_and_one_byte_more_is_refused "
         "(a limit: exactly the limit is stored intact, one byte more raises "
         "ContextTooLargeError and writes nothing; None: a 1 MiB context is stored intact); "
-        "test_contexts and test_documents (over the limit is refused)"
+        "test_appends_up_to_the_declared_size_limit_are_stored (a run brought to the limit, "
+        "or to 1 MiB, by an append); test_contexts and test_documents (over the limit is "
+        "refused)"
     ),
     "Capabilities.clock": (
         "test_a_declared_server_clock_cannot_be_injected ('server': the probe cannot make "
@@ -182,6 +184,33 @@ class DeclaredContextLimitsContract:
             "contexts",
             "a context one byte over the declared limit is refused and nothing of it is written",
             "writing the record before checking its size",
+            _ADAPTER_CAPS,
+        )
+
+
+    def test_appends_up_to_the_declared_size_limit_are_stored(self, storage: Storage) -> None:
+        limit = storage.capabilities.max_document_bytes
+        total = UNBOUNDED_PROBE_BYTES if limit is None else limit
+        record = dataclasses.replace(context(document=document_of(total // 2)), base="b1")
+        storage.contexts.save(record)
+        segment = document_of(total - total // 2)
+        delta = ContextDelta(record.context_id, "b1", 1, "running", 1_700_000_050.0, segment)
+        try:
+            appended = storage.contexts.append(delta)
+        except ContextTooLargeError as exc:
+            pytest.fail(teach(
+                "contexts",
+                f"an append that brings a run to {total} bytes, within the declared limit "
+                f"({limit}), is stored; it was refused ({exc})",
+                "an append's size counted with >= or on the encoded segment, not on the "
+                "run's document and segments (ContextRecord.stored_bytes)",
+                _ADAPTER_CAPS,
+            ))
+        loaded = storage.contexts.load(record.context_id)
+        assert appended and loaded is not None and loaded.segments == (segment,), teach(
+            "contexts",
+            f"an append within the declared limit is stored whole (run of {total} bytes)",
+            "a segment truncated to a backend limit nobody declared",
             _ADAPTER_CAPS,
         )
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from reactor.errors import ContextTooLargeError
-from reactor.generic.contexts import DocumentContextStore
+from reactor.generic.contexts import CONTEXTS, DocumentContextStore
 from reactor.memory import LocalRouter, MemoryStorage
 from reactor.model.records import ContextDelta, ContextRecord, Fence, LockClaim
 from reactor.ports.inspection import QueueStats
@@ -38,6 +38,21 @@ class LimitRefusesTheLimit(DocumentContextStore):
         if limit is not None and size >= limit:
             raise ContextTooLargeError(f"context {context_id} is {size} bytes",
                                        size_bytes=size, limit_bytes=limit)
+
+
+class AppendRefusesTheLimit(DocumentContextStore):
+    """An append's size check is ``>=`` (a save's is right): a run an append brings to exactly
+    the declared limit is refused."""
+
+    def append(self, delta: ContextDelta, *, fence: Fence | None = None) -> bool:
+        limit = self._max_document_bytes
+        head = self._contexts.documents.read(CONTEXTS, delta.context_id).value
+        if limit is not None and head is not None:
+            size = int(head.get("_bytes", 0)) + len(delta.segment.encode("utf-8"))
+            if size >= limit:
+                raise ContextTooLargeError(f"context {delta.context_id} would be {size} bytes",
+                                           size_bytes=size, limit_bytes=limit)
+        return super().append(delta, fence=fence)
 
 
 class UndeclaredSizeLimit(DocumentContextStore):
@@ -171,6 +186,11 @@ STORAGES: dict[str, tuple[Callable[[MemoryStorage, float], None], str]] = {
         "The size check is >= instead of >: a context of exactly the declared limit is "
         "refused.",
     ),
+    "append_refuses_the_limit": (
+        _contexts(AppendRefusesTheLimit, max_document_bytes=LIMIT),
+        "An append's size check is >= (a save's is right): a run an append brings to exactly "
+        "the declared limit is refused.",
+    ),
     "undeclared_size_limit": (
         _contexts(UndeclaredSizeLimit),
         "A real 64 KiB context limit left undeclared (max_document_bytes=None).",
@@ -219,6 +239,9 @@ ROUTERS: dict[str, type[LocalRouter]] = {
 SPECS: tuple[tuple[str, str, str, str, str, str, str | None], ...] = (
     ("limit_refuses_the_limit", "contexts", "contexts declarations", "storage",
      STORAGES["limit_refuses_the_limit"][1], "declares max_document_bytes=65536 stores", None),
+    ("append_refuses_the_limit", "contexts", "contexts declarations", "storage",
+     STORAGES["append_refuses_the_limit"][1], "an append that brings a run to 65536 bytes",
+     None),
     ("undeclared_size_limit", "contexts", "contexts declarations", "storage",
      STORAGES["undeclared_size_limit"][1], "declares no document size limit", None),
     ("declares_server_clock", "surface", "surface rate_limits declarations", "storage",
