@@ -111,6 +111,34 @@ class StepResultsContract:
         listed = [row.context_id for page in pages for row in page]
         assert sorted(listed) == sorted(r.context_id for r in dispatched)
 
+    def test_expired_records_never_end_a_scan_early(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        # The step sweeper pages through `dispatched` records; lapsed ones ahead of live ones in
+        # the index must not use up a page and end the walk before the live ones are reached.
+        base = uid("ctx")
+        dead = [f"{base}-0{i}" for i in range(4)]
+        live = [f"{base}-1{i}" for i in range(3)]
+        for ctx in (*dead, *live):
+            storage.step_results.put(step_result(ctx))
+        for ctx in dead:
+            probe.expire("step_result", f"{ctx}:charge")
+        for limit in (1, 2, 3):
+            pages = walk_scan(storage.step_results.scan, limit=limit, status="dispatched")
+            listed = sorted(row.context_id for page in pages for row in page)
+            assert listed == live, teach(
+                "step_results",
+                f"a sweeper walk (limit={limit}) over {len(dead)} expired records ahead of "
+                f"{len(live)} live ones lists every live one, got {listed}: only a next_cursor "
+                "of None ends a scan, and a page is never short because expired records used "
+                "up its limit",
+                "expired records filtered after a limited read, and a short page taken for "
+                "the end of the index (next_cursor None): the sweeper stops before the live "
+                "records behind them",
+                'docs/protocol.md, "Conventions" (Scans), and docs/writing-an-adapter.md, '
+                '"Scans, expiry and the clock"',
+            )
+
     def test_parks_keep_counters_data_and_timestamps_in_get_and_scan(
         self, storage: Storage
     ) -> None:

@@ -1277,6 +1277,7 @@ _DOCS: dict[str, type[_Docs]] = {
     "stale_index_entries": StaleIndexEntries,
     "scan_hangs": ScanHangs,  # not in MUTANTS: the runner's proof of the per-test timeout
     "expiry_filter_after_limit": ExpiryFilterAfterLimit,
+    "expiry_filter_after_limit_in_sweeps": ExpiryFilterAfterLimit,  # seen by a sweeper scan
     "stale_index_skips_next": StaleIndexSkipsNext,
     "scan_after_plus_offset": ScanAfterPlusOffset,
 }
@@ -1378,6 +1379,8 @@ MUTANTS: tuple[Mutant, ...] = (
        StaleIndexEntries, "leaves the old index"),
     _m("expiry_filter_after_limit", "documents", "documents", "storage",
        ExpiryFilterAfterLimit, "expiry is filtered before the limit"),
+    _m("expiry_filter_after_limit_in_sweeps", "step_results", "step_results", "storage",
+       ExpiryFilterAfterLimit, "a page is never short because expired records", "expired"),
     _m("stale_index_skips_next", "documents", "documents", "storage", StaleIndexSkipsNext,
        "off by one, the entry after it"),
     _m("scan_after_plus_offset", "documents", "documents contexts", "storage",
@@ -1559,6 +1562,8 @@ def storage_from_url(url: str, **settings: Any) -> Any:
     ttl = float(settings.get("context_ttl", COLLECTION_TTL))
     if name in BACKEND_STORAGES:
         return _backend_storage(name, query.get("prefix") or f"m{uuid.uuid4().hex[:8]}", ttl)
+    if name in declaration_mutants.BACKED:
+        return declaration_mutants.BACKED[name](query.get("prefix") or "m", ttl)
     return _build(name, None, ttl)
 
 
