@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -36,6 +38,7 @@ from reactor.ports.capabilities import (
     ReadsClaimsWhenTaking,
     SavesContextsTogether,
     SettlesAndReleases,
+    in_process,
 )
 from reactor.ports.inspection import Pingable, QueueInspector, QueueStats, SweepIndexInspector
 from reactor.ports.router import DeadLetterAdmin, Job, Router
@@ -97,7 +100,9 @@ DECLARATIONS: dict[str, str] = {
     ),
     "InProcess": (
         "test_an_in_process_declaration_is_exactly_true (the class attribute is True, "
-        "nothing else); that nothing leaves the process cannot be observed from inside it"
+        "nothing else); test_a_declared_in_process_storage_shows_nothing_to_another_process "
+        "and test_a_declared_in_process_router_shows_nothing_to_another_process (another "
+        "process opening the same URL and namespace sees nothing)"
     ),
     "DeadLetterAdmin": (
         "test_dead_letters (declared: every operation) and "
@@ -271,6 +276,66 @@ class DeclaredStorageClockContract:
             "a truthy value other than True (the engine tests `is True`)",
             _ADAPTER_CAPS,
         )
+
+    def test_a_declared_in_process_storage_shows_nothing_to_another_process(
+        self, reactor_storage_url: str
+    ) -> None:
+        token = uid("inproc")
+        storage = open_storage(reactor_storage_url, token)
+        try:
+            if not in_process(storage):
+                return
+            record = context(status="running")
+            storage.contexts.save(record)
+            seen = _in_another_process(_LOAD_CONTEXT, reactor_storage_url, token,
+                                       record.context_id)
+        finally:
+            storage.close()
+        assert seen == "absent", teach(
+            "surface",
+            "a storage that declares keeps_data_in_process (InProcess) keeps what it is given "
+            "in this process; a process opening the same URL and namespace read a context "
+            "saved here, so secrets would be stored in clear without a key",
+            "InProcess declared by a storage that writes to a file or a server (copied from "
+            "the memory storage, or inherited by a subclass that is not in memory)",
+            'docs/security.md, "Secure by default"',
+        )
+
+
+#: Run in another process: open the storage of ``argv[1]`` in namespace ``argv[2]`` and say
+#: whether the context ``argv[3]`` is there.
+_LOAD_CONTEXT = """
+import sys
+from reactor_contract.plugin import open_storage
+storage = open_storage(sys.argv[1], sys.argv[2])
+try:
+    print("present" if storage.contexts.load(sys.argv[3]) is not None else "absent")
+finally:
+    storage.close()
+"""
+
+#: Run in another process: open the router of ``argv[1]`` in namespace ``argv[2]`` and say
+#: whether a job is due on it (``argv[3]`` unused).
+_RECEIVE_JOB = """
+import sys
+from reactor_contract.plugin import open_router
+router = open_router(sys.argv[1], sys.argv[2])
+try:
+    print("present" if router.receive(max_jobs=1, wait_seconds=0.5) else "absent")
+finally:
+    router.close()
+"""
+
+
+def _in_another_process(script: str, url: str, token: str, key: str) -> str:
+    """What ``script`` prints when run in a fresh interpreter (this one's environment)."""
+    done = subprocess.run(
+        [sys.executable, "-c", script, url, token, key],
+        capture_output=True, text=True, timeout=_NEAR_WAIT, check=False,
+    )
+    if done.returncode != 0:
+        pytest.fail(f"the other process failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
 
 
 #: ``(attribute of the storage, fast-path protocol)`` pairs of reactor.ports.capabilities.
@@ -503,6 +568,26 @@ class DeclaredRouterCapabilitiesContract:
         closed.close()
         assert isinstance(closed, Pingable)
         _typed_or_working(closed.ping, RouterError, "routers", "ping() of a closed router")
+
+    def test_a_declared_in_process_router_shows_nothing_to_another_process(
+        self, reactor_router_url: str
+    ) -> None:
+        token = uid("inproc")
+        router = open_router(reactor_router_url, token)
+        try:
+            if not in_process(router):
+                return
+            router.enqueue(_job())
+            seen = _in_another_process(_RECEIVE_JOB, reactor_router_url, token, "")
+        finally:
+            router.close()
+        assert seen == "absent", teach(
+            "routers",
+            "a router that declares keeps_data_in_process (InProcess) keeps its jobs in this "
+            "process; a process opening the same URL and namespace received one queued here",
+            "InProcess declared by a router whose queue lives in a server or a file",
+            'docs/security.md, "Secure by default"',
+        )
 
     def test_declared_queue_stats_count_the_queue(self, router: Router) -> None:
         if not isinstance(router, QueueInspector):

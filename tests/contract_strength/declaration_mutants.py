@@ -12,7 +12,10 @@ rejects them. :mod:`reactor_mutants` registers them (:data:`SPECS`, :func:`build
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from reactor.errors import ContextTooLargeError
@@ -23,7 +26,7 @@ from reactor.ports.inspection import QueueStats
 from reactor.ports.router import Job
 from reactor.ports.storage import Capabilities, LockStore
 
-__all__ = ["ROUTERS", "SPECS", "STORAGES", "build"]
+__all__ = ["BACKED", "ROUTERS", "SPECS", "STORAGES", "build"]
 
 #: The limit the size mutants declare (or really have).
 LIMIT = 64 * 1024
@@ -141,6 +144,28 @@ def _constant_sweep_sizes(storage: MemoryStorage, ttl: float) -> None:
     storage.sweep_index_sizes = lambda: {  # type: ignore[attr-defined]
         "runs": 0, "steps": 0, "maps": 0, "map_rollbacks": 0,
     }
+
+
+def _sqlite_declared_in_process(prefix: str, ttl: float) -> Any:
+    """The SQLite example's storage declaring ``keeps_data_in_process``: its records are in a
+    file any process can open (so secrets would be kept in clear without a key)."""
+    from reactor_sqlite import SQLiteStorage
+
+    class SQLiteDeclaredInProcess(SQLiteStorage):
+        """The SQLite storage, declared in-process (copied from the memory storage)."""
+
+        keeps_data_in_process = True
+
+    # one file per strength run: the processes the suite starts inherit the variable
+    session = os.environ.setdefault("REACTOR_MUTANTS_IN_PROCESS_SESSION", str(os.getpid()))
+    path = Path(tempfile.gettempdir()) / f"reactor-mutants-in-process-{session}.db"
+    return SQLiteDeclaredInProcess(str(path), prefix=prefix, context_ttl=ttl)
+
+
+#: ``{name: factory(prefix, ttl)}``: mutants that are not the memory storage.
+BACKED: dict[str, Callable[[str, float], Any]] = {
+    "sqlite_declares_in_process": _sqlite_declared_in_process,
+}
 
 
 def _declaring(**fields: Any) -> Callable[[MemoryStorage, float], None]:
@@ -261,6 +286,9 @@ SPECS: tuple[tuple[str, str, str, str, str, str, str | None], ...] = (
     ("router_caps_delays", "routers", "routers declarations", "router",
      "enqueue caps delays at 1 s (a transport maximum applied instead of re-deferring).",
      "honours any finite delay", "delay"),
+    ("sqlite_declares_in_process", "surface", "surface declarations", "storage",
+     "The SQLite storage declaring keeps_data_in_process: its records are in a file any "
+     "process can open.", "keeps what it is given in this process", None),
     ("sweep_index_sizes_constant", "surface", "surface declarations", "storage",
      STORAGES["sweep_index_sizes_constant"][1], "counts the entries of the sweep indexes",
      None),
