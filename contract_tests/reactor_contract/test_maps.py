@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
 
 from reactor.engine import fast_paths
+from reactor.model.coordination.fencing import FENCE_RETENTION
 from reactor.model.records import ElementStart, Fence, MapMetadata
 from reactor.ports.capabilities import BeginsAndSettlesElements, SettlesAndReleases
 from reactor.ports.storage import MapStore, Storage
@@ -17,10 +19,11 @@ from reactor_contract._support import (
     context,
     map_metadata,
     rollback_metadata,
+    teach,
     uid,
     walk_scan,
 )
-from reactor_contract.probe import Probe
+from reactor_contract.probe import FENCE, Probe
 
 __all__ = ["MapsContract"]
 
@@ -413,6 +416,39 @@ class MapsContract:
         assert info is not None and info.owner == "other", "another owner's lock stays"
         assert info.expires_at is not None and info.expires_at <= storage.now() + 31.0, (
             "the map's re-stamp never extends the lock"
+        )
+
+    @pytest.mark.parametrize("view", ["native", "composed"])
+    def test_settle_releasing_leaves_every_lock_record_its_own_ttl(
+        self, storage: Storage, probe: Probe, view: str
+    ) -> None:
+        # The settle re-stamps the map's records with the retention; the element's lock is not
+        # the map's: the owner's released lock keeps only its fence retention, and another
+        # owner's lock (held without a TTL here) keeps its own lifetime, record and all.
+        store: Storage = storage
+        if view == "composed":
+            store = cast(Storage, _WithMaps(storage, _Composed(storage.maps)))
+        meta = map_metadata(count=2)
+        map_id = meta.map_id
+        storage.maps.init(meta)
+        mine, theirs = f"map_element:{map_id}:0", f"map_element:{map_id}:1"
+        token = storage.locks.acquire(mine, "me", 30.0)
+        fast_paths.settle_releasing(store, map_id, 0, '"a"', fence=Fence(mine, "me", token))
+        assert storage.locks.acquire(theirs, "other", None)
+        fast_paths.settle_releasing(store, map_id, 1, '"b"', fence=Fence(theirs, "me", 1))
+        released = probe.ttl("lock", mine, FENCE)
+        kept = (probe.ttl("lock", theirs), probe.ttl("lock", theirs, FENCE))
+        assert (released is None or released <= FENCE_RETENTION + 1.0) and kept == (
+            math.inf, math.inf
+        ), teach(
+            "maps",
+            "settle_releasing re-stamps the map's records, never a lock: the released lock's "
+            f"record lives at most FENCE_RETENTION ({FENCE_RETENTION:g} s), got {released}, "
+            f"and another owner's lock without a TTL never lapses, got {kept} (hold, record)",
+            "the settle's retention re-stamp applied to every key it touched, the element's "
+            "lock included (a PEXPIRE on all KEYS)",
+            'docs/protocol.md, "Optional fast paths", and docs/coordination.md, '
+            '"Fencing tokens"',
         )
 
     def test_element_fast_paths_equal_their_composition(self, storage: Storage) -> None:

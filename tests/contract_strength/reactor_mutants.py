@@ -835,6 +835,31 @@ class IdempotencyReclaimByHolderClaims(DocumentClaimStore):
         return None if holder == context_id else holder
 
 
+class SettleReleasingRestampsLock(DocumentMapStore):
+    """A native settle_releasing (SettlesAndReleases) whose retention re-stamp covers the
+    element's lock record too: a released lock's record outlives its fence retention, and
+    another owner's lock without a TTL now lapses with the map."""
+
+    def __init__(self, documents: Any, *, context_ttl: float | None = 86400.0) -> None:
+        super().__init__(documents, context_ttl=context_ttl)
+        self._lock_store = DocumentLockStore(documents)
+        self._lock_ttl = context_ttl
+
+    def settle_releasing(self, map_id: str, index: int, value: str, *,
+                         failed_context: str | None = None, fence: Any) -> int:
+        from reactor.generic.locks import LOCKS
+
+        if failed_context is not None:
+            self.set_failed_context(map_id, failed_context)
+        self.put_result(map_id, index, value)
+        remaining = self.add_to_counter(map_id, -1)
+        self._lock_store.release(fence.key, fence.owner)
+        docs = self._lock_store._states.documents
+        if self._lock_ttl is not None and docs.read(LOCKS, fence.key).version is not None:
+            docs.set_expiry(LOCKS, fence.key, docs.now() + self._lock_ttl)  # type: ignore[attr-defined]
+        return remaining
+
+
 # -- routers -----------------------------------------------------------------------------------
 
 
@@ -1035,6 +1060,9 @@ LUA_PATCHES: dict[str, LuaPatch] = {
         "context_save", "lock_call(KEYS[4], 'acquire', lock_owner, lock_ttl, lock_keep)",
         "lock_call(KEYS[4], 'acquire', lock_owner, '-1', lock_keep)",
         "context_save.lua: save_taking takes the lock without the claim's TTL (never lapses)"),
+    "redis_settle_restamps_lock": LuaPatch(
+        "map", "restamp_all(ttl, 14)", "restamp_all(ttl)",
+        "map.lua: the re-stamp covers every key, the element's lock KEYS[15] included"),
     "redis_router_retry_resets_count": LuaPatch(
         "router", "put(body, tonumber(ARGV[4]), tonumber(ARGV[5]))",
         "put(body, tonumber(ARGV[4]), 0)",
@@ -1315,6 +1343,7 @@ _STORES: dict[str, tuple[str, type[Any]]] = {
     "lock_extend_raises_when_taken_over": ("locks", LockExtendRaisesWhenTakenOver),
     "contexts_take_locks_without_ttl": ("contexts", ContextsTakeLocksWithoutTtl),
     "idempotency_reclaim_by_holder_claims": ("claims", IdempotencyReclaimByHolderClaims),
+    "settle_releasing_restamps_lock": ("maps", SettleReleasingRestampsLock),
 }
 
 _ROUTERS: dict[str, type[LocalRouter]] = {
@@ -1460,6 +1489,9 @@ MUTANTS: tuple[Mutant, ...] = (
        ContextsTakeLocksWithoutTtl, "takes the lock with the claim's TTL", "taking"),
     _m("idempotency_reclaim_by_holder_claims", "claims", "claims", "storage",
        IdempotencyReclaimByHolderClaims, "answers its own id"),
+    _m("settle_releasing_restamps_lock", "maps", "maps", "storage",
+       SettleReleasingRestampsLock, "re-stamps the map's records, never a lock",
+       "settle_releasing"),
     # the Redis Lua scripts, the SQLite example, MongoDB (mongomock), DynamoDB (moto)
     *(
         Mutant(name, concern, tuple(f"reactor_contract.test_{m}" for m in modules.split()),
@@ -1480,6 +1512,8 @@ MUTANTS: tuple[Mutant, ...] = (
              "save_taking"),
             ("redis_settle_releases_any_owner", "maps", "maps", "storage", None,
              "settle_releasing"),
+            ("redis_settle_restamps_lock", "maps", "maps", "storage",
+             "re-stamps the map's records, never a lock", "settle_releasing"),
             ("redis_take_load_without_ttl", "contexts", "contexts", "storage",
              "takes the lock with the claim's TTL", "taking"),
             ("redis_take_save_without_ttl", "contexts", "contexts", "storage",
