@@ -3,7 +3,8 @@
 
 An adapter certifies with what it declares: ``Storage.capabilities`` (its signals, its document
 size limit, its clock and clock-skew budget) and the optional protocols of
-``reactor.ports.capabilities`` (fast paths, in-process). The other modules take those
+``reactor.ports.capabilities`` (fast paths, in-process), ``reactor.ports.inspection`` (ping,
+counts) and ``DeadLetterAdmin``. The other modules take those
 declarations at their word: a declared size limit makes the "too large" tests run, no limit
 makes them not applicable; a server clock makes the skew test not applicable; an undeclared
 fast path is composed. So a declaration that contradicts the adapter's behaviour would pass
