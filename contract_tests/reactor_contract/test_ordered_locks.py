@@ -14,7 +14,7 @@ from __future__ import annotations
 from reactor.model.coordination.fencing import FENCE_RETENTION, MAX_FENCE
 from reactor.model.records import OrderedTicket
 from reactor.ports.storage import Storage
-from reactor_contract._support import HOUR, assert_ttl, uid
+from reactor_contract._support import HOUR, assert_ttl, teach, uid
 from reactor_contract.probe import FENCE, Probe
 
 __all__ = ["OrderedLocksContract"]
@@ -152,6 +152,25 @@ class OrderedLocksContract:
         _t1, t2, _t3 = self._tickets(storage, key, 3)
         assert storage.ordered_locks.advance(key, t2, failed=False, ttl=TTL) == 0
         assert storage.ordered_locks.peek(key).last_completed == 0
+
+    def test_a_nonce_is_never_handed_out_twice(self, storage: Storage) -> None:
+        # Out-of-order completions drop their timers but not their nonces: the next waiters
+        # get nonces after every one handed out, never one a waiter already holds or ran.
+        key = uid("ol")
+        tickets = [storage.ordered_locks.assign(key, ttl=HOUR) for _ in range(4)]
+        for done in (tickets[3], tickets[2]):
+            storage.ordered_locks.advance(key, done, failed=False, ttl=HOUR)
+        tickets += [storage.ordered_locks.assign(key, ttl=HOUR) for _ in range(2)]
+        handed = [(t.epoch, t.nonce) for t in tickets]
+        assert [t.nonce for t in tickets] == [1, 2, 3, 4, 5, 6] and len(set(handed)) == 6, teach(
+            "ordered_locks",
+            "assign hands every waiter a nonce after every nonce already handed out in the "
+            f"batch, even after out-of-order completions dropped their timers: got {handed} "
+            "(epoch, nonce); two waiters with one ticket both run as its turn",
+            "a nonce derived from what is live (the cursor plus the live timers) instead of "
+            "a counter of the nonces handed out (next)",
+            'docs/protocol.md, "Ordered locks"',
+        )
 
     def test_a_full_drain_collects_the_batch_and_bumps_the_epoch(self, storage: Storage) -> None:
         key = uid("ol")

@@ -860,6 +860,29 @@ class SettleReleasingRestampsLock(DocumentMapStore):
         return remaining
 
 
+class OrderedLockNonceFromLiveTimers(DocumentOrderedLockStore):
+    """Ordered-lock assign derives the nonce from what is live (cursor + live timers + 1)
+    instead of a counter: after an out-of-order completion drops a timer, the next waiter
+    gets a nonce already handed out."""
+
+    def __init__(self, documents: Any, *, context_ttl: float | None = None) -> None:
+        super().__init__(documents)
+
+    def assign(self, key: str, *, ttl: float) -> Any:
+        from reactor.model.coordination import ordered_locks as ol_model
+        from reactor.model.coordination.ordered_locks import Timed
+
+        def step(state: Any, now: float) -> Any:
+            view = ol_model.live(state, now)
+            if view is not None and view.next_nonce is not None:
+                timers = view.timers.value if view.timers is not None else {}
+                counted = (view.cursor.value if view.cursor is not None else 0) + len(timers)
+                state = replace(view, next_nonce=Timed(counted, view.next_nonce.expires_at))
+            return ol_model.assign(state, now, ttl)
+
+        return self._states.apply(key, step)
+
+
 # -- routers -----------------------------------------------------------------------------------
 
 
@@ -1344,6 +1367,7 @@ _STORES: dict[str, tuple[str, type[Any]]] = {
     "contexts_take_locks_without_ttl": ("contexts", ContextsTakeLocksWithoutTtl),
     "idempotency_reclaim_by_holder_claims": ("claims", IdempotencyReclaimByHolderClaims),
     "settle_releasing_restamps_lock": ("maps", SettleReleasingRestampsLock),
+    "ordered_lock_nonce_from_live_timers": ("ordered_locks", OrderedLockNonceFromLiveTimers),
 }
 
 _ROUTERS: dict[str, type[LocalRouter]] = {
@@ -1492,6 +1516,8 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("settle_releasing_restamps_lock", "maps", "maps", "storage",
        SettleReleasingRestampsLock, "re-stamps the map's records, never a lock",
        "settle_releasing"),
+    _m("ordered_lock_nonce_from_live_timers", "ordered_locks", "ordered_locks", "storage",
+       OrderedLockNonceFromLiveTimers, "a counter of the nonces handed out"),
     # the Redis Lua scripts, the SQLite example, MongoDB (mongomock), DynamoDB (moto)
     *(
         Mutant(name, concern, tuple(f"reactor_contract.test_{m}" for m in modules.split()),
