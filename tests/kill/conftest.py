@@ -188,6 +188,39 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str,
         time.sleep(0.02)
 
 
+def wait_while_progressing(
+    predicate: Callable[[], bool], progress: Callable[[], object], stall: float, cap: float,
+    what: str, on_timeout: Callable[[], str] = lambda: "",
+) -> None:
+    """Poll ``predicate`` every 20 ms until it holds; fail the test when ``progress()`` (any
+    value that changes while the scenario advances: lines logged, outcomes stored) stayed the
+    same for ``stall`` seconds, or after ``cap`` seconds in all. A slow machine that keeps
+    advancing (a map rolled back at one element every 10 s at load 17) is waited for; a
+    stuck scenario still fails after ``stall``.
+
+    Args:
+        predicate: the condition waited for.
+        progress: the scenario's progress marker.
+        stall: seconds without progress that fail the test.
+        cap: seconds in all that fail the test.
+        what: the condition, for the failure message.
+        on_timeout: extra text for the failure message (the workers' logs).
+    """
+    started = time.monotonic()
+    seen, since = progress(), started
+    while not predicate():
+        now = time.monotonic()
+        current = progress()
+        if current != seen:
+            seen, since = current, now
+        if now - since > stall or now - started > cap:
+            pytest.fail(
+                f"waited {now - started:.0f}s for {what}, the last {now - since:.0f}s without "
+                f"progress\n{on_timeout()}"
+            )
+        time.sleep(0.02)
+
+
 def stopped(pid: int) -> bool:
     """Whether process ``pid`` is stopped by a signal (``SIGSTOP``: state ``T`` in
     ``/proc/<pid>/stat``)."""

@@ -25,16 +25,21 @@ from __future__ import annotations
 import os
 import signal
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from reactor import DispatchHandle, Failure, RollbackFailure, config
+from reactor import DispatchHandle, Failure, RollbackFailure
 from reactor.config import Runtime
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
-from tests.kill.conftest import Backend, WorkerProcesses, kill_settings, wait_until
+from tests.kill.conftest import (
+    Backend,
+    WorkerProcesses,
+    kill_settings,
+    wait_while_progressing,
+)
 from tests.kill.map_checks import assert_atomic_failure, undo_failure
 from tests.kill.map_reactors import MapOwner, inputs
 from tests.kill.reactors import entries
@@ -46,17 +51,25 @@ SETTINGS: dict[str, object] = {
 }
 IMPORT = ("--import", "tests.kill.map_reactors")
 
-#: Seconds each wait may take, per backend: bounds a failing test only. moto answers each call
-#: in tens of ms (a full scenario there takes about 3 minutes); on a loaded 2-core machine every
-#: round trip to the Python servers waits for the CPU, and the full scenario on SecantusDB was
-#: seen to take over 3 minutes (about 3 s per element rollback at a load of 12).
+#: Seconds a wait may go without progress (a line in the map log), per backend: bounds a
+#: failing test only. moto answers each call in tens of ms (a full scenario there takes about 3
+#: minutes); on a loaded 2-core machine every round trip to the Python servers waits for the
+#: CPU: the full scenario on SecantusDB took over 3 minutes at a load of 12 (about 3 s per
+#: element rollback), the smoke on moto over 10 minutes at a load of 17 (5-10 s per element).
 WAIT = {"redis": 300.0, "mongodb": 600.0, "dynamodb": 600.0}
+#: Seconds a wait may take in all, however steadily it progresses.
+CAP = {name: 3 * stall for name, stall in WAIT.items()}
 
 
 def _bounded(name: str, *marks: pytest.MarkDecorator) -> object:
     """The ``backend`` parameter ``name``, its pytest timeout covering both of a scenario's
     waits."""
-    return pytest.param(name, marks=[*marks, pytest.mark.timeout(2 * WAIT[name] + 60)])
+    return pytest.param(name, marks=[*marks, pytest.mark.timeout(2 * CAP[name] + 60)])
+
+
+def _logged(log: Path) -> Callable[[], int]:
+    """The scenario's progress: how many lines its elements logged so far."""
+    return lambda: len(entries(str(log)))
 
 
 #: Every real adapter; DynamoDB + SQS on moto is a soak test.
@@ -94,16 +107,6 @@ def scenario(backend: Backend) -> Scenario:
     return FULL
 
 
-@pytest.fixture
-def caller(backend: Backend) -> Iterator[Runtime]:
-    """This process's runtime (it only submits the run and reads it back)."""
-    runtime = config.configure(storage=backend.storage, router=backend.router,
-                               **kill_settings(backend, SETTINGS))
-    try:
-        yield runtime
-    finally:
-        config.reset()
-
 
 def _blocked_pid(log: Path) -> int | None:
     for line in entries(str(log)):
@@ -125,17 +128,17 @@ def test_atomic_failure_in_a_later_throw_with_a_worker_killed_mid_rollback(
     assert isinstance(handle, DispatchHandle)
     settings = kill_settings(backend, SETTINGS)
     procs = [workers.start(backend, *IMPORT, settings=settings) for _ in range(2)]
-    wait_until(lambda: _blocked_pid(log) is not None, WAIT[backend.name],
-               f"element {knobs.block_undo_at}'s undo to block",
-               workers.logs)
+    wait_while_progressing(lambda: _blocked_pid(log) is not None, _logged(log),
+                           WAIT[backend.name], CAP[backend.name],
+                           f"element {knobs.block_undo_at}'s undo to block", workers.logs)
     victim = next(p for p in procs if p.pid == _blocked_pid(log))
     sweeper = workers.start(backend, *IMPORT, "--sweep", settings=settings)
     victim.send_signal(signal.SIGKILL)
     assert victim.wait(timeout=10) == -signal.SIGKILL
     block.unlink()
-    wait_until(lambda: handle.status() in TERMINAL_STATUSES, WAIT[backend.name],
-               "the run to finish",
-               workers.logs)
+    wait_while_progressing(lambda: handle.status() in TERMINAL_STATUSES, _logged(log),
+                           WAIT[backend.name], CAP[backend.name], "the run to finish",
+                           workers.logs)
     result = handle.wait(timeout=5)
     assert_atomic_failure(result, str(log), fail_at=knobs.fail_at,
                           undo_fail_at=knobs.undo_fail_at,
@@ -162,9 +165,9 @@ def test_undo_of_a_completed_map_reports_expired_and_failed_elements(
     # all the same, only a sweep re-dispatches that element
     for sweep in (("--sweep",), ()):
         workers.start(backend, *IMPORT, *sweep, settings=kill_settings(backend, SETTINGS))
-    wait_until(lambda: handle.status() in TERMINAL_STATUSES, WAIT[backend.name],
-               "the run to finish",
-               workers.logs)
+    wait_while_progressing(lambda: handle.status() in TERMINAL_STATUSES, _logged(log),
+                           WAIT[backend.name], CAP[backend.name], "the run to finish",
+                           workers.logs)
     result = handle.wait(timeout=5)
     assert isinstance(result, Failure) and result.step_name == "after", result
     assert result.rollback_failures == [
