@@ -498,58 +498,6 @@ class DocumentsContract:
         assert documents.scan(COLLECTION, limit=0) == []
 
     @pytest.mark.parametrize("page", [1, 2, 3])
-    def test_expired_documents_never_use_up_a_page(
-        self, documents: DocumentStore, page: int
-    ) -> None:
-        base = uid("x")
-        dead = [f"{base}-0{i}" for i in range(4)]
-        live = [f"{base}-1{i}" for i in range(4)]
-        for key in dead:
-            _put(documents, key, {"k": key}, expires_at=documents.now() - 1.0, index="i")
-        for key in live:
-            _put(documents, key, {"k": key}, expires_at=None, index="i")
-        for index in (None, "i"):
-            first = _keys(documents.scan(COLLECTION, index=index, limit=page))
-            assert first == live[:page], rule(
-                f"scan(index={index!r}, limit={page}) after {len(dead)} expired documents must "
-                f"return the live documents {live[:page]}, got {first}: expiry is filtered before "
-                "the limit, and a page is short only at the end of the collection",
-                "filtering expiry in the client after a limited read: the page comes back "
-                "short, and the generic pagers (every sweeper) stop there, never reaching the "
-                "live documents behind the expired ones",
-                _SCANS,
-            )
-
-    def test_a_stale_index_entry_hides_no_other_document(
-        self, documents: DocumentStore
-    ) -> None:
-        base = uid("r")
-        keys = [f"{base}-{i}" for i in range(6)]
-        for key in keys:
-            _put(documents, key, {"k": key}, index="red")
-        for key, other in ((keys[1], "blue"), (keys[3], None)):
-            version = documents.read(COLLECTION, key).version
-            assert documents.write(COLLECTION, key, {"k": key}, expected_version=version,
-                                   expires_at=None, index=other)
-        red = [keys[0], keys[2], keys[4], keys[5]]
-        for limit in (1, 2, 3, 1000):
-            listed: list[str] = []
-            after: str | None = None
-            for _ in range(len(keys) + 2):
-                found = _keys(documents.scan(COLLECTION, index="red", after=after, limit=limit))
-                listed += found
-                if len(found) < limit:
-                    break
-                after = found[-1]
-            assert listed == red, rule(
-                f"scan(index='red', limit={limit}) paged to the end must list {red} after two "
-                f"of them moved to other indexes, got {listed}",
-                "an index kept beside the documents whose scan drops an entry left by a "
-                "rewrite (stale) and, off by one, the entry after it too",
-                _SCANS,
-            )
-
-    @pytest.mark.parametrize("page", [1, 2, 3])
     def test_keyset_paging_lists_every_document_once(
         self, documents: DocumentStore, page: int
     ) -> None:
@@ -622,6 +570,58 @@ class DocumentsContract:
             "a rewrite with index=None leaves every index", "keeping the old index on update",
             _SCANS,
         )
+
+    @pytest.mark.parametrize("page", [1, 2, 3])
+    def test_expired_documents_never_use_up_a_page(
+        self, documents: DocumentStore, page: int
+    ) -> None:
+        base = uid("x")
+        dead = [f"{base}-0{i}" for i in range(4)]
+        live = [f"{base}-1{i}" for i in range(4)]
+        for key in dead:
+            _put(documents, key, {"k": key}, expires_at=documents.now() - 1.0, index="i")
+        for key in live:
+            _put(documents, key, {"k": key}, expires_at=None, index="i")
+        for index in (None, "i"):
+            first = _keys(documents.scan(COLLECTION, index=index, limit=page))
+            assert first == live[:page], rule(
+                f"scan(index={index!r}, limit={page}) after {len(dead)} expired documents must "
+                f"return the live documents {live[:page]}, got {first}: expiry is filtered before "
+                "the limit, and a page is short only at the end of the collection",
+                "filtering expiry in the client after a limited read: the page comes back "
+                "short, and the generic pagers (every sweeper) stop there, never reaching the "
+                "live documents behind the expired ones",
+                _SCANS,
+            )
+
+    def test_a_stale_index_entry_hides_no_other_document(
+        self, documents: DocumentStore
+    ) -> None:
+        base = uid("r")
+        keys = [f"{base}-{i}" for i in range(6)]
+        for key in keys:
+            _put(documents, key, {"k": key}, index="red")
+        for key, other in ((keys[1], "blue"), (keys[3], None)):
+            version = documents.read(COLLECTION, key).version
+            assert documents.write(COLLECTION, key, {"k": key}, expected_version=version,
+                                   expires_at=None, index=other)
+        red = [keys[0], keys[2], keys[4], keys[5]]
+        for limit in (1, 2, 3, 1000):
+            listed: list[str] = []
+            after: str | None = None
+            for _ in range(len(keys) + 2):
+                found = _keys(documents.scan(COLLECTION, index="red", after=after, limit=limit))
+                listed += found
+                if len(found) < limit:
+                    break
+                after = found[-1]
+            assert listed == red, rule(
+                f"scan(index='red', limit={limit}) paged to the end must list {red} after two "
+                f"of them moved to other indexes, got {listed}",
+                "an index kept beside the documents whose scan drops an entry left by a "
+                "rewrite (stale) and, off by one, the entry after it too",
+                _SCANS,
+            )
 
     # -- size --------------------------------------------------------------------------------
 
