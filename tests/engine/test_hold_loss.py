@@ -165,8 +165,9 @@ def test_a_step_whose_lock_extends_fail_past_the_deadline_fails_with_lock_lost(
 def test_a_step_under_a_reactor_lock_that_lapsed_is_not_recorded(
     storage: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the outage starts in ``slow``: a 1 s lease lost while ``first`` is still being saved
-    # (a slow server, a loaded machine) would fail the wrong step
+    # the outage starts in ``slow``; until then the 5 s lease is renewed every 1.7 s, so a
+    # renewal may come 3 s late (a slow server, a loaded machine: a 1 s lease lapsed while
+    # ``first`` was saved on moto at load 15 and failed the wrong step)
     outage = threading.Event()
     monkeypatch.setattr(storage, "locks", FaultyExtends(storage.locks, outage))
     undone: list[str] = []
@@ -191,7 +192,7 @@ def test_a_step_under_a_reactor_lock_that_lapsed_is_not_recorded(
 
     class Guarded(Reactor):
         account = Input(str)
-        coordination = with_lock(key=lambda i: f"acct:{i.account}", ttl=1)
+        coordination = with_lock(key=lambda i: f"acct:{i.account}", ttl=5)
         first = step(First)
         slow = step(Slow)
 
