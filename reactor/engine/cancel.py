@@ -265,9 +265,14 @@ def at_boundary(state: RunState, result: Result, *, kind: str = "step") -> Cance
     Raises:
         StorageError: the claims store failed.
     """
-    if kind == "async_reactor" and _child_cancelled(result) and is_root(state):
-        state.cancel_checked_at = state.env.clock.monotonic()  # the parent's cancel, passed on?
-        return requested(state.env, state.ctx.context_id)
+    if kind == "async_reactor" and is_root(state):
+        # the wait for a child may have outlasted a cancel of this run, which was passed on
+        # to the child (the child ended cancelled, or completed before it read it): always
+        # read, whatever the interval, so the run stops here and undoes a completed child
+        state.cancel_checked_at = state.env.clock.monotonic()
+        request = requested(state.env, state.ctx.context_id)
+        if request is not None or _child_cancelled(result):
+            return request
     if isinstance(result, Halt | Failure) or not isinstance(result, Success | Paused):
         return None
     if not is_root(state):

@@ -190,6 +190,14 @@ def _check_arguments(run_id: object, reason: object, rollback: object) -> None:
             f"cancel(reason=...) is {len(reason)} characters, over {MAX_REASON_LENGTH}",
             field="reason",
         )
+    if isinstance(reason, str):
+        try:
+            reason.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate: storable nowhere
+            raise CancelArgumentError(
+                f"cancel(reason=...) is not valid text: character {exc.start} is a lone "
+                "surrogate, which cannot be stored", field="reason",
+            ) from None
     if not isinstance(rollback, bool):
         raise CancelArgumentError(
             f"cancel(rollback=...) must be True or False, got {type(rollback).__name__}",

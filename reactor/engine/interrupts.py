@@ -57,10 +57,10 @@ log = logging.getLogger("reactor.interrupts")
 
 
 def root_id(state: RunState) -> str:
-    """The id of the root run that holds ``state.ctx`` (itself at the root): interrupts are
-    claimed, and their correlation ids registered, for the root run."""
-    ctx = state.ctx
-    return ctx.root_context_id or ctx.context_id
+    """The id of the stored run that holds ``state.ctx`` (itself at the root; a composed
+    child's root; an ``async_reactor`` child's own id, never its parent's): interrupts are
+    claimed, and their correlation ids registered, for the run ``Reactor.resume`` names."""
+    return state.checkpoint.context.context_id
 
 
 def reach(state: RunState, spec: StepSpec) -> StepOutcome:

@@ -171,7 +171,7 @@ def _compensate(
         return _undo_map_ref(state, step, roll_back_fan_out)
     if spec.kind == "async_reactor":  # cut off by a cancel: its child, when it completed
         entry = {"child_run_id": child_run_id(state.ctx.context_id, step)}
-        return _undo_async_reactor(state, step, entry, roll_back_fan_out)
+        return _undo_async_reactor(state, step, entry, roll_back_fan_out, cut_off=True)
     interruption = (state.ctx.rollback or {}).get("interruption") or "an interruption"
     failure = state.ctx.failure or Failure(
         f"step interrupted by {interruption}", retryable=False, step_name=step
@@ -248,14 +248,17 @@ def _undo_compose(
 
 
 def _undo_async_reactor(
-    state: RunState, step: str, entry: dict[str, Any], roll_back_fan_out: FanOutRollback
+    state: RunState, step: str, entry: dict[str, Any], roll_back_fan_out: FanOutRollback,
+    *, cut_off: bool = False,
 ) -> list[RollbackFailure]:
     """Undo a completed ``async_reactor`` step: replay its child run's stored undo stack
     (docs/run-control.md, "async_reactor"). A child already rolled back (``cancelled``,
     ``failed``) has nothing left to undo, so the child is undone once: its liveness lock is
     taken before its undo stack is read and held until its last save (docs/protocol.md,
     "Rollback jobs: lock before read"), so a ``Reactor.undo`` of the child racing this
-    rollback never replays the same entries."""
+    rollback never replays the same entries. ``cut_off``: the step was compensated after a
+    cancel; a child that rolled itself back (the request passed on to it) reports its own
+    rollback failures here, so the cancelled run's ``Failure`` lists them too."""
     child_id = str(entry.get("child_run_id"))
     env = state.env
     hold = liveness.take(env, child_id, wait=env.settings.context_lock_ttl)
@@ -275,6 +278,8 @@ def _undo_async_reactor(
             )
             undone = roll_back_child(child_state, roll_back_fan_out=roll_back_fan_out)
             failures = [f.nested(step) for f in undone]
+        elif cut_off and child.status is RunStatus.CANCELLED and child.failure is not None:
+            failures = [f.nested(step) for f in child.failure.rollback_failures]
     finally:
         hold.release()  # after the child's last save
     state.trace("undo_failure" if failures else "undo", step)

@@ -22,12 +22,14 @@ from reactor import (
     DispatchHandle,
     Failure,
     Input,
+    Paused,
     Reactor,
     RunStatus,
     Success,
     async_reactor,
     config,
     input,
+    interrupt,
     result,
     step,
 )
@@ -35,6 +37,7 @@ from reactor.config import Runtime
 from reactor.engine.async_reactor import child_run_id
 from reactor.engine.checkpoint import load_context
 from reactor.engine.env import make_env
+from reactor.errors import CancelArgumentError
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, MemoryStorage
 from reactor.model.context import Context
@@ -487,3 +490,175 @@ def test_an_inline_router_runs_the_child_inside_the_dispatch() -> None:
     out = ArParent.run(x=6)
     assert isinstance(out, Success) and out.value == 61
     assert events == ["reserve", "child.prepare", "child.work", "after"]
+
+
+# ------------------------------------------------------------------------------ found by review
+
+review_log: list[str] = []
+kid_gate = threading.Event()
+kid_started = threading.Event()
+
+
+class ReviewKid(Reactor, name="test_async_reactor.review_kid"):
+    @step()
+    def a(inputs: Any, ctx: Any) -> int:
+        review_log.append("kid.a")
+        return 1
+
+    @a.undo
+    def _(result: Any, inputs: Any, ctx: Any) -> None:
+        review_log.append("undo kid.a")
+        raise RuntimeError("undo a broke")
+
+    @step(v=result("a"))
+    def b(inputs: Any, ctx: Any) -> int:
+        kid_started.set()
+        assert kid_gate.wait(20)
+        review_log.append("kid.b")
+        return 2
+
+    @b.undo
+    def _(result: Any, inputs: Any, ctx: Any) -> None:
+        review_log.append("undo kid.b")
+
+    returns = "b"
+
+
+class ReviewParent(Reactor, name="test_async_reactor.review_parent"):
+    @step()
+    def p1(inputs: Any, ctx: Any) -> int:
+        review_log.append("p1")
+        return 0
+
+    @p1.undo
+    def _(result: Any, inputs: Any, ctx: Any) -> None:
+        review_log.append("undo p1")
+
+    kid = async_reactor(ReviewKid, wait_for="p1")
+
+    @step(v=result("kid"))
+    def p2(inputs: Any, ctx: Any) -> int:
+        review_log.append("p2")
+        return 3
+
+
+class ReviewBackgroundParent(ReviewParent, name="test_async_reactor.review_bg_parent"):
+    background = Background(all=True)
+
+
+class AskingKid(Reactor, name="test_async_reactor.asking_kid"):
+    @step()
+    def a(inputs: Any, ctx: Any) -> int:
+        review_log.append("ask.a")
+        return 1
+
+    ask = interrupt(wait_for="a")
+
+    @step(answer=result("ask"))
+    def b(inputs: Any, ctx: Any) -> str:
+        review_log.append(f"ask.b {inputs.answer}")
+        return f"got {inputs.answer}"
+
+    returns = "b"
+
+
+class AskingParent(Reactor, name="test_async_reactor.asking_parent"):
+    background = Background(all=True)
+    kid = async_reactor(AskingKid)
+
+
+@pytest.fixture
+def memory_rt(monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
+    """The in-process backend with the default settings (cancel_check_interval 1 s)."""
+    monkeypatch.setenv(ENV_VAR, generate_key())
+    config.reset()
+    runtime = config.configure(storage=MemoryStorage(), router=LocalRouter())
+    review_log.clear()
+    kid_gate.clear()
+    kid_started.clear()
+    yield runtime
+    kid_gate.set()
+    config.reset()
+
+
+def test_a_cancel_of_a_synchronous_parent_is_not_lost_with_the_default_interval(
+    memory_rt: Runtime,
+) -> None:
+    """The child completes before it reads the request passed on to it (its boundary falls
+    within the 1 s interval); the parent reads its request after the wait whatever the
+    interval, undoes the completed child and ends cancelled. Before: p2 ran and the parent
+    completed, the accepted cancel left no trace."""
+    worker = _worker(memory_rt)
+    try:
+        thread, out = _run_in_thread(lambda: ReviewParent.run())
+        assert kid_started.wait(20)
+        run_id = next(r.context_id for r in memory_rt.storage.contexts.scan()
+                      if r.reactor == ReviewParent.reactor_name)
+        assert isinstance(ReviewParent.cancel(run_id, reason="stop"), DispatchHandle)
+        kid_gate.set()
+        thread.join(30)
+    finally:
+        kid_gate.set()
+        worker.stop(5)
+    outcome = out[0]
+    assert isinstance(outcome, Failure) and outcome.exception_class == CANCELLED, outcome
+    assert "p2" not in review_log
+    assert review_log.count("undo p1") == 1 and review_log.count("undo kid.a") == 1
+    # the child's failed undo is one of the cancelled parent's rollback failures
+    assert [f.step for f in outcome.rollback_failures] == ["kid.a"], outcome.rollback_failures
+
+
+def test_a_childs_rollback_failures_reach_the_cancelled_parent(memory_rt: Runtime) -> None:
+    """The child reads the request passed on to it at b's boundary (every boundary reads:
+    cancel_check_interval 0) and rolls itself back; its failed undo is listed by the
+    cancelled parent too. Before: the parent's Failure listed none."""
+    runtime = config.configure(storage=memory_rt.storage, router=memory_rt.router,
+                               cancel_check_interval=0)
+    worker = _worker(runtime)
+    try:
+        handle = ReviewBackgroundParent.run()
+        assert isinstance(handle, DispatchHandle)
+        assert kid_started.wait(20)
+        ReviewBackgroundParent.cancel(handle.run_id)
+        kid_gate.set()
+        outcome = handle.wait(30)
+    finally:
+        kid_gate.set()
+        worker.stop(5)
+    assert isinstance(outcome, Failure) and outcome.exception_class == CANCELLED, outcome
+    failures = outcome.rollback_failures
+    assert [(f.step, f.kind) for f in failures] == [("kid.a", "undo")], failures
+    assert "undo a broke" in failures[0].message
+
+
+def test_a_cancel_reason_that_cannot_be_stored_is_refused_first(memory_rt: Runtime) -> None:
+    handle = ReviewBackgroundParent.run()  # queued: no worker
+    assert isinstance(handle, DispatchHandle)
+    with pytest.raises(CancelArgumentError) as caught:
+        ReviewBackgroundParent.cancel(handle.run_id, reason="\ud800")
+    assert caught.value.field == "reason"
+    assert memory_rt.storage.claims.interrupt_resumes(handle.run_id, ["@cancel"]) == {}
+    out = ReviewBackgroundParent.cancel(handle.run_id, reason="plain")  # nothing recorded
+    assert isinstance(out, Failure) and "plain" in out.message
+
+
+def test_a_child_paused_at_an_interrupt_is_resumed_by_its_own_id(memory_rt: Runtime) -> None:
+    """The child's interrupt is claimed under the child's id, as Reactor.resume names it.
+    Before: resume returned Paused and applied nothing, and the parent stayed parked."""
+    worker = _worker(memory_rt)
+    try:
+        handle = AskingParent.run()
+        assert isinstance(handle, DispatchHandle)
+        child_id = child_run_id(handle.run_id, "kid")
+
+        def paused() -> bool:
+            stored = memory_rt.storage.contexts.load(child_id)
+            return stored is not None and stored.status == "paused"
+
+        _until(paused, "the child to pause")
+        resumed = AskingKid.resume(child_id, payload="yes")
+        assert not isinstance(resumed, Paused), resumed
+        assert handle.wait(30) == Success({"kid": "got yes"}, run_id=handle.run_id)
+    finally:
+        worker.stop(5)
+    assert review_log == ["ask.a", "ask.b yes"]
