@@ -629,7 +629,7 @@ class RollbackOutcomesTextOrder(DocumentMapRollbackStore):
         return iter(sorted(listed, key=lambda item: str(item[0])))
 
 
-# -- atomicity: read-then-write stores (issue 28, item 1 and 3) --------------------------------
+# -- atomicity: read-then-write stores (docs/contract-suite.md) --------------------------------
 
 #: Seconds between a read-then-write store's read and its write: the round trip a real adapter
 #: that reads, then writes, spends there (and gives up the GIL for). Without it a pure-Python
@@ -1496,13 +1496,13 @@ MUTANTS: tuple[Mutant, ...] = (
        RollbackOutcomesTextOrder, "numeric position order"),
     _m("router_ignores_prefix", "routers", "routers", "router", RouterIgnoresPrefix,
        "another ?prefix=", "prefixes"),
-    # declarations that contradict the behaviour (issue 28, item 2: declaration_mutants.py)
+    # declarations that contradict the behaviour (declaration_mutants.py)
     *(
         Mutant(name, concern, tuple(f"reactor_contract.test_{m}" for m in modules.split()),
                bug, kind, expect, select)
         for name, concern, modules, kind, bug, expect, select in declaration_mutants.SPECS
     ),
-    # issue 28: fault classes the suite certified before (atomicity under contention, ...)
+    # fault classes the suite certified before (atomicity under contention, ...)
     _m("lock_acquire_read_then_write", "concurrency", "concurrency locks", "storage",
        LockAcquireReadThenWrite, "not atomic", "lock"),
     _m("semaphore_acquire_read_then_write", "concurrency", "concurrency semaphores", "storage",
