@@ -42,6 +42,10 @@ from reactor.model.coordination.renewal import retry_delay
 from reactor.model.text import escaping_logger
 from reactor.ports.clock import monotonic_reader
 
+#: This module's own random stream for jitter: library code never draws from the global
+#: ``random`` state (a user's seeded stream, property-based tests replaying theirs).
+_RANDOM = random.Random()
+
 __all__ = ["MAX_RENEW_THREADS", "REFUSED", "STOP_WAIT", "Heartbeat"]
 
 log = escaping_logger("reactor.coordination")
@@ -65,7 +69,7 @@ _WATCH = 1
 
 
 def _jitter() -> float:
-    return random.uniform(0.5, 1.0)
+    return _RANDOM.uniform(0.5, 1.0)
 
 
 class Heartbeat:

@@ -28,6 +28,10 @@ from reactor.model.coordination.renewal import (
 from reactor.ports.clock import Clock, monotonic_reader, sleeper
 from reactor.ports.storage import LockStore
 
+#: This module's own random stream for jitter: library code never draws from the global
+#: ``random`` state (a user's seeded stream, property-based tests replaying theirs).
+_RANDOM = random.Random()
+
 __all__ = ["Lock"]
 
 log = logging.getLogger("reactor.coordination")
@@ -217,7 +221,7 @@ class Lock:
                     key=self.key,
                 )
             attempt += 1
-            self._sleep(poll_delay(attempt, remaining, random.uniform(0.5, 1.0)))
+            self._sleep(poll_delay(attempt, remaining, _RANDOM.uniform(0.5, 1.0)))
 
     def release(self) -> bool:
         """Stop the extender and release one level of the lock.

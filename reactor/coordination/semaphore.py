@@ -27,6 +27,10 @@ from reactor.model.coordination.renewal import (
 from reactor.ports.clock import Clock, monotonic_reader, sleeper
 from reactor.ports.storage import SemaphoreStore
 
+#: This module's own random stream for jitter: library code never draws from the global
+#: ``random`` state (a user's seeded stream, property-based tests replaying theirs).
+_RANDOM = random.Random()
+
 __all__ = ["Semaphore"]
 
 log = logging.getLogger("reactor.coordination")
@@ -172,7 +176,7 @@ class Semaphore:
                     f"semaphore {self.key!r} has all {self.limit} slots leased", key=self.key
                 )
             attempt += 1
-            self._sleep(poll_delay(attempt, remaining, random.uniform(0.5, 1.0)))
+            self._sleep(poll_delay(attempt, remaining, _RANDOM.uniform(0.5, 1.0)))
 
     def release(self) -> bool:
         """Stop the extender and give the slot back.

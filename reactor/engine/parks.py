@@ -20,6 +20,10 @@ from typing import Literal
 
 from reactor.config import Settings
 
+#: This module's own random stream for jitter: library code never draws from the global
+#: ``random`` state (a user's seeded stream, property-based tests replaying theirs).
+_RANDOM = random.Random()
+
 __all__ = ["Park", "ParkReason", "park_delay"]
 
 ParkReason = Literal["lock", "semaphore", "rate_limit", "ordered_lock", "liveness", "async_wait"]
@@ -59,7 +63,7 @@ def park_delay(
     settings: Settings,
     retry_after: float | None = None,
     *,
-    rand: Callable[[float, float], float] = random.uniform,
+    rand: Callable[[float, float], float] = _RANDOM.uniform,
 ) -> float:
     """The delay of a park: ``lock_snooze_base_delay + uniform(0, jitter)``.
 

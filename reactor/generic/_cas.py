@@ -28,6 +28,10 @@ from reactor.errors import StorageError
 from reactor.ports.clock import sleeper
 from reactor.ports.documents import DocumentStore
 
+#: This module's own random stream for jitter: library code never draws from the global
+#: ``random`` state (a user's seeded stream, property-based tests replaying theirs).
+_RANDOM = random.Random()
+
 __all__ = ["MAX_ATTEMPTS", "StateCodec", "StateCollection", "apply", "read_state"]
 
 #: Lost compare-and-sets tolerated for one operation before it raises ``StorageError``.
@@ -142,7 +146,7 @@ def apply(
         ):
             return result
         if attempt + 1 < max_attempts:
-            pause(random.uniform(0.0, min(MAX_BACKOFF, 0.0001 * 2**attempt)))
+            pause(_RANDOM.uniform(0.0, min(MAX_BACKOFF, 0.0001 * 2**attempt)))
     raise StorageError(
         f"{codec.kind} {key!r}: lost the compare-and-set {max_attempts} times in a row"
     )

@@ -29,6 +29,10 @@ from typing import Any, TypeVar
 from reactor.errors import StorageError
 from reactor.ports.documents import DocumentStore
 
+#: This module's own random stream for jitter: library code never draws from the global
+#: ``random`` state (a user's seeded stream, property-based tests replaying theirs).
+_RANDOM = random.Random()
+
 __all__ = ["MAX_ATTEMPTS", "DurableCollection", "Mutation", "attempts", "require_after"]
 
 #: Lost compare-and-sets tolerated in a row before a loop raises ``StorageError``.
@@ -41,7 +45,7 @@ def attempts() -> Iterator[int]:
     """Attempt numbers; from the second attempt on, pause a little (randomized) first."""
     for attempt in range(MAX_ATTEMPTS):
         if attempt:
-            time.sleep(random.uniform(0, min(0.0002 * attempt, MAX_BACKOFF)))
+            time.sleep(_RANDOM.uniform(0, min(0.0002 * attempt, MAX_BACKOFF)))
         yield attempt
 
 

@@ -128,7 +128,7 @@ def test_a_semaphore_waiter_backs_off_instead_of_polling_every_50ms(
     Counted at the worst case of the jitter (every wait scaled by 0.5, the shortest): 5 waits
     ramping up (0.775 s), then 0.5 s waits until the 10 s deadline: 26 attempts, 11 of them
     in the last 5 s. (With random jitter the count varied: 21 was seen once.)"""
-    monkeypatch.setattr("reactor.coordination.semaphore.random.uniform", lambda a, b: a)
+    monkeypatch.setattr("reactor.coordination.semaphore._RANDOM.uniform", lambda a, b: a)
     assert Semaphore(storage.semaphores, "s", limit=1, auto_extend=False).try_acquire()
     clock = FakeTime()
     attempts: list[float] = []
@@ -269,3 +269,24 @@ def test_heartbeat_survives_a_storage_outage_and_stops_when_the_lease_is_gone() 
 
     Heartbeat("test", 0.0, renew, lambda: lost.append(True)).run(wait=lambda _: False)
     assert answers == [] and lost == [True]
+
+
+def test_waiting_never_draws_from_the_global_random_state(storage: MemoryStorage) -> None:
+    """Jitter comes from the library's own streams: a user's seeded ``random`` (or
+    hypothesis, which fails a test whose strategies see the global state move) is untouched
+    by a waiter's back-off, a park delay or a compare-and-set retry."""
+    import random
+
+    from reactor.config import Settings
+    from reactor.engine.parks import park_delay
+
+    holder = Lock(storage.locks, "k", owner="holder", auto_extend=False)
+    assert holder.try_acquire()
+    clock = FakeTime()
+    before = random.getstate()
+    waiter = Lock(storage.locks, "k", owner="w", wait=2, auto_extend=False,
+                  sleep=clock.sleep, monotonic=clock.monotonic)
+    with pytest.raises(LockAcquisitionError):
+        waiter.acquire()
+    assert park_delay(Settings(lock_snooze_jitter=1.0)) >= Settings().lock_snooze_base_delay
+    assert random.getstate() == before
