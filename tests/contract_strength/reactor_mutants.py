@@ -271,8 +271,9 @@ class IndexFilterAfterLimit(_Docs):
         return [(k, v) for k, v in rows if (r := self.raw(collection, k)) and r.index == index]
 
 
-class StaleIndexEntries(_Docs):
-    """A rewrite with another ``index`` leaves the old index entry behind."""
+class _RemembersOldIndexes(_Docs):
+    """A document store that remembers the index entries a rewrite with another ``index``
+    left behind (``m_ghosts``), for the stale-index mutants to misuse."""
 
     def __init__(self, clock: Callable[[], float] = time.time, **kw: Any) -> None:
         super().__init__(clock, **kw)
@@ -288,6 +289,10 @@ class StaleIndexEntries(_Docs):
             if won and old is not None and old.index is not None and old.index != index:
                 self.m_ghosts.setdefault((collection, key), set()).add(old.index)
             return won
+
+
+class StaleIndexEntries(_RemembersOldIndexes):
+    """A rewrite with another ``index`` leaves the old index entry behind."""
 
     def scan(self, collection: str, *, index: str | None = None, after: str | None = None,
              limit: int = 1000) -> list[tuple[str, Mapping[str, Any]]]:
@@ -333,24 +338,9 @@ class ExpiryFilterAfterLimit(_Docs):
         return out
 
 
-class StaleIndexSkipsNext(_Docs):
+class StaleIndexSkipsNext(_RemembersOldIndexes):
     """An index kept beside the documents whose scan drops a stale entry (its document was
     rewritten with another index) and, by an off-by-one, the entry after it too."""
-
-    def __init__(self, clock: Callable[[], float] = time.time, **kw: Any) -> None:
-        super().__init__(clock, **kw)
-        self.m_ghosts: dict[tuple[str, str], set[str]] = {}
-
-    def write(self, collection: str, key: str, value: Mapping[str, Any] | None, *,
-              expected_version: str | None, expires_at: float | None,
-              index: str | None = None) -> bool:
-        with self._lock:
-            old = self.raw(collection, key)
-            won = super().write(collection, key, value, expected_version=expected_version,
-                                expires_at=expires_at, index=index)
-            if won and old is not None and old.index is not None and old.index != index:
-                self.m_ghosts.setdefault((collection, key), set()).add(old.index)
-            return won
 
     def scan(self, collection: str, *, index: str | None = None, after: str | None = None,
              limit: int = 1000) -> list[tuple[str, Mapping[str, Any]]]:
