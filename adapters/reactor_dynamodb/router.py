@@ -182,6 +182,7 @@ class SQSRouter:
         self._newest: OrderedDict[str, str] = OrderedDict()  # MessageId -> newest receipt
         self._bodies_lock = threading.Lock()
         self._closed = False
+        self._native_delay_limit = MAX_SQS_DELAY
         self.queue_url = self._queue_url(self.name, create)
         self.dlq_url = self._queue_url(self.dlq_name, create)
 
@@ -198,6 +199,30 @@ class SQSRouter:
     def now(self) -> float:
         """The application clock in epoch seconds."""
         return self._clock()
+
+    @property
+    def native_delay_limit(self) -> float:
+        """The longest delay one SQS message leg is sent with, seconds (900 unless lowered;
+        :class:`reactor.ports.capabilities.BoundedNativeDelay`)."""
+        return float(self._native_delay_limit)
+
+    def limit_native_delay(self, seconds: float) -> None:
+        """Send delayed messages with at most ``seconds`` of ``DelaySeconds`` per leg (rounded
+        up to whole seconds), re-deferring the rest on receive, as beyond SQS's own 900 s. The
+        contract suite lowers it to see re-deferral in seconds (docs/contract-suite.md,
+        "Declarations are checked").
+
+        Args:
+            seconds: 1 to 900.
+
+        Raises:
+            ValueError: ``seconds`` is outside 1..900 or not finite.
+        """
+        if not (math.isfinite(seconds) and 1 <= seconds <= MAX_SQS_DELAY):
+            raise ValueError(
+                f"native delay limit must be in [1, {MAX_SQS_DELAY}] s, got {seconds!r}"
+            )
+        self._native_delay_limit = math.ceil(seconds)
 
     # -- producer side -----------------------------------------------------------------------
 
@@ -242,9 +267,10 @@ class SQSRouter:
         attrs = dict(attributes or {})
         if not_before is not None:
             remaining = not_before - self.now()
-            delay = min(max(math.ceil(remaining), 0), MAX_SQS_DELAY)
+            limit = self._native_delay_limit
+            delay = min(max(math.ceil(remaining), 0), limit)
             request["DelaySeconds"] = delay
-            if remaining > MAX_SQS_DELAY:
+            if remaining > limit:
                 attrs["not_before"] = {"DataType": "Number", "StringValue": repr(not_before)}
         if attrs:
             request["MessageAttributes"] = attrs
@@ -437,7 +463,7 @@ class SQSRouter:
         delay = _check_delay(delay_seconds)
         if self._superseded(delivery, "retry"):
             return
-        if delay <= MAX_SQS_DELAY:
+        if delay <= self._native_delay_limit:
             try:
                 self.client.change_message_visibility(
                     QueueUrl=self.queue_url,

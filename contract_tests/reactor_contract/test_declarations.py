@@ -33,6 +33,7 @@ from reactor.memory.clock import ManualClock
 from reactor.model.records import ContextDelta, ContextRecord, Fence, LockClaim
 from reactor.ports.capabilities import (
     BeginsAndSettlesElements,
+    BoundedNativeDelay,
     EnqueuesMany,
     LocksWithContexts,
     ReadsClaimsWhenAppending,
@@ -54,6 +55,7 @@ __all__ = [
     "DeclaredContextLimitsContract",
     "DeclaredFastPathsContract",
     "DeclaredInspectionContract",
+    "DeclaredNativeDelayContract",
     "DeclaredRouterCapabilitiesContract",
     "DeclaredRouterDelaysContract",
     "DeclaredStorageClockContract",
@@ -69,6 +71,11 @@ UNBOUNDED_PROBE_BYTES = 1024 * 1024
 _FAR_DELAY, _NEAR_DELAY = 7200.0, 3.0
 #: How long the router test waits at most for the job of the short delay to come.
 _NEAR_WAIT = 60.0
+#: The native delay limit a ``BoundedNativeDelay`` router is lowered to, and the delay, a few
+#: legs of it, that must still be honoured whole; seconds.
+_LOWERED_LIMIT, _LEGS_DELAY = 1.0, 4.0
+#: How much earlier than its delay a job may come: whole-second rounding and clock steps.
+_EARLY_SLACK = 0.5
 #: How long ``queue_stats`` may lag behind the queue (approximate counts catch up).
 _STATS_WAIT = 15.0
 
@@ -132,6 +139,11 @@ DECLARATIONS: dict[str, str] = {
     "router delays": (
         "test_a_router_never_caps_a_delay (any finite delay, docs/protocol.md: a job of a "
         "far delay is not delivered before one of a near delay)"
+    ),
+    "BoundedNativeDelay": (
+        "test_a_delay_beyond_a_declared_native_limit_is_honoured_whole and "
+        "test_a_retry_beyond_a_declared_native_limit_is_honoured_whole (the limit lowered to "
+        "1 s, a 4 s delay comes no earlier); test_no_router_capability_is_half_declared"
     ),
 }
 
@@ -537,7 +549,9 @@ def _stats_reach(router: QueueInspector, **expected: int) -> QueueStats:
 
 
 #: Optional protocols a router may declare beyond ``Router``.
-_ROUTER_PROTOCOLS: tuple[type, ...] = (DeadLetterAdmin, EnqueuesMany, QueueInspector, Pingable)
+_ROUTER_PROTOCOLS: tuple[type, ...] = (
+    DeadLetterAdmin, EnqueuesMany, QueueInspector, Pingable, BoundedNativeDelay
+)
 
 
 class DeclaredRouterCapabilitiesContract:
@@ -604,7 +618,9 @@ class DeclaredRouterCapabilitiesContract:
         _stats_reach(router, ready=0, delayed=1, in_flight=0)
 
 
-def _wait_for(router: Router, job_id: str, timeout: float) -> list[str]:
+def _wait_for(
+    router: Router, job_id: str, timeout: float, delay: float = _NEAR_DELAY
+) -> list[str]:
     """Receive (and ack) until ``job_id`` comes; every job id received on the way, in order."""
     seen: list[str] = []
     deadline = time.monotonic() + timeout
@@ -614,7 +630,7 @@ def _wait_for(router: Router, job_id: str, timeout: float) -> list[str]:
             router.ack(delivery)
         if job_id in seen:
             return seen
-    pytest.fail(f"routers: a job of a {_NEAR_DELAY:g} s delay never came within {timeout:g} s")
+    pytest.fail(f"routers: a job of a {delay:g} s delay never came within {timeout:g} s")
 
 
 def _job() -> Job:
@@ -643,6 +659,66 @@ class DeclaredRouterDelaysContract:
         )
 
 
+def _came_whole(router: Router, job_id: str, started: float, what: str) -> None:
+    """Wait for ``job_id`` and fail when it came before ``_LEGS_DELAY`` (less the slack) had
+    passed since ``started`` (``time.monotonic()``)."""
+    _wait_for(router, job_id, _NEAR_WAIT, _LEGS_DELAY)
+    came_after = time.monotonic() - started
+    assert came_after >= _LEGS_DELAY - _EARLY_SLACK, teach(
+        "routers",
+        f"{what} with a delay of {_LEGS_DELAY:g} s, its native delay limit lowered to "
+        f"{_LOWERED_LIMIT:g} s (limit_native_delay), came after {came_after:.1f} s: a delay "
+        "beyond the limit is honoured whole, by re-deferring the job until it is due",
+        "a delay capped at the native limit (SQS: 900 s) instead of re-deferred, or "
+        "limit_native_delay ignored by the path that sends it",
+        _DECLARED,
+    )
+
+
+class DeclaredNativeDelayContract:
+    """A router that declares a native delay limit (``BoundedNativeDelay``) still honours any
+    longer delay whole: lowered to 1 s, a 4 s delay comes no earlier (docs/protocol.md,
+    "Routers"; docs/contract-suite.md, "Declarations are checked")."""
+
+    reactor_concern = "routers"
+
+    def test_a_delay_beyond_a_declared_native_limit_is_honoured_whole(
+        self, router: Router
+    ) -> None:
+        if not isinstance(router, BoundedNativeDelay):
+            return
+        router.limit_native_delay(_LOWERED_LIMIT)
+        assert router.native_delay_limit == _LOWERED_LIMIT, teach(
+            "routers",
+            f"native_delay_limit reads {router.native_delay_limit!r} after "
+            f"limit_native_delay({_LOWERED_LIMIT:g})",
+            "the limit not kept, or kept in other units",
+            _DECLARED,
+        )
+        job = _job()
+        started = time.monotonic()
+        router.enqueue(job, delay_seconds=_LEGS_DELAY)
+        _came_whole(router, job.id, started, "a job enqueued")
+
+    def test_a_retry_beyond_a_declared_native_limit_is_honoured_whole(
+        self, router: Router
+    ) -> None:
+        if not isinstance(router, BoundedNativeDelay):
+            return
+        router.limit_native_delay(_LOWERED_LIMIT)
+        job = _job()
+        router.enqueue(job)
+        received = eventually(lambda: router.receive(max_jobs=1, wait_seconds=1),
+                              timeout=_NEAR_WAIT)
+        assert received and received[0].job.id == job.id, teach(
+            "routers", "a job enqueued with no delay never came", "enqueue lost the job",
+            'docs/protocol.md, "Routers"',
+        )
+        started = time.monotonic()
+        router.retry(received[0], _LEGS_DELAY)
+        _came_whole(router, job.id, started, "a job retried")
+
+
 class TestDeclaredContextLimits(DeclaredContextLimitsContract):
     """The size-limit declaration against ``--reactor-storage``."""
 
@@ -665,3 +741,7 @@ class TestDeclaredRouterCapabilities(DeclaredRouterCapabilitiesContract):
 
 class TestDeclaredRouterDelays(DeclaredRouterDelaysContract):
     """The router's delays against ``--reactor-router``."""
+
+
+class TestDeclaredNativeDelay(DeclaredNativeDelayContract):
+    """A declared native delay limit against ``--reactor-router``."""

@@ -14,6 +14,9 @@ with ``isinstance`` instead of probing for concrete adapter classes or undeclare
   (``local://``), so a wait that times out can say why;
 * :class:`EnqueuesMany`: a router that queues several jobs in one request (a fan-out batch:
   docs/protocol.md, "Optional fast paths");
+* :class:`BoundedNativeDelay`: a router whose transport delays a message natively only up to
+  a limit (SQS: 900 s) and re-defers longer delays; the limit can be lowered so the contract
+  suite sees the re-deferral work in seconds;
 * :class:`SavesContextsTogether`: a context store that saves several new records in one
   request (a fan-out batch's pending elements);
 * :class:`BeginsAndSettlesElements`: a map store that reads what an element job needs, and
@@ -42,6 +45,7 @@ from reactor.ports.router import Job
 
 __all__ = [
     "BeginsAndSettlesElements",
+    "BoundedNativeDelay",
     "EnqueuesMany",
     "HostsEmbeddedWorkers",
     "InProcess",
@@ -184,6 +188,33 @@ class EnqueuesMany(Protocol):
         Raises:
             EncodeError: an envelope cannot be encoded (nothing is queued).
             RouterError: the backend failed (any subset may be queued).
+        """
+        ...
+
+
+@runtime_checkable
+class BoundedNativeDelay(Protocol):
+    """A router whose transport delays a message natively for at most
+    :attr:`native_delay_limit` seconds (SQS: 900 s); it honours any longer delay by
+    re-deferring the job until it is due, never by capping it (docs/protocol.md, "Routers":
+    any finite delay). A router with such a limit declares it, so the contract suite can lower
+    it and watch a delay beyond it be honoured (docs/contract-suite.md, "Declarations are
+    checked")."""
+
+    @property
+    def native_delay_limit(self) -> float:
+        """The longest delay, in seconds, the transport applies to one message by itself."""
+        ...
+
+    def limit_native_delay(self, seconds: float) -> None:
+        """Use at most ``seconds`` of native delay per leg from now on (a test lowers it to see
+        re-deferral in seconds; production keeps the transport's own maximum).
+
+        Args:
+            seconds: the new limit, at least 1 and at most the transport's maximum.
+
+        Raises:
+            ValueError: ``seconds`` is outside those bounds or not finite.
         """
         ...
 

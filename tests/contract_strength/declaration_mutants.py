@@ -23,7 +23,7 @@ from reactor.generic.contexts import CONTEXTS, DocumentContextStore
 from reactor.memory import LocalRouter, MemoryStorage
 from reactor.model.records import ContextDelta, ContextRecord, Fence, LockClaim
 from reactor.ports.inspection import QueueStats
-from reactor.ports.router import Job
+from reactor.ports.router import Delivery, Job
 from reactor.ports.storage import Capabilities, LockStore
 
 __all__ = ["BACKED", "ROUTERS", "SPECS", "STORAGES", "build"]
@@ -123,6 +123,29 @@ class RouterCapsDelays(LocalRouter):
     def enqueue(self, job: Job, delay_seconds: float = 0) -> str:
         capped = min(delay_seconds, 1.0) if math.isfinite(delay_seconds) else delay_seconds
         return super().enqueue(job, capped)
+
+
+class RouterCapsAtItsNativeLimit(LocalRouter):
+    """Declares a native delay limit (``BoundedNativeDelay``, 900 s like SQS) and caps every
+    delay, of ``enqueue`` and ``retry``, at it instead of re-deferring the rest: a delay of an
+    hour comes after 15 minutes. No test waits 15 minutes, so only the lowered limit shows it."""
+
+    _limit = 900.0
+
+    @property
+    def native_delay_limit(self) -> float:
+        return self._limit
+
+    def limit_native_delay(self, seconds: float) -> None:
+        self._limit = float(seconds)
+
+    def enqueue(self, job: Job, delay_seconds: float = 0) -> str:
+        capped = min(delay_seconds, self._limit) if math.isfinite(delay_seconds) else delay_seconds
+        return super().enqueue(job, capped)
+
+    def retry(self, delivery: Delivery, delay_seconds: float) -> None:
+        capped = min(delay_seconds, self._limit) if math.isfinite(delay_seconds) else delay_seconds
+        super().retry(delivery, capped)
 
 
 class QueueStatsReportEmpty(LocalRouter):
@@ -255,6 +278,7 @@ STORAGES: dict[str, tuple[Callable[[MemoryStorage, float], None], str]] = {
 #: ``{name: router class}``.
 ROUTERS: dict[str, type[LocalRouter]] = {
     "router_caps_delays": RouterCapsDelays,
+    "router_caps_at_its_native_limit": RouterCapsAtItsNativeLimit,
     "queue_stats_report_empty": QueueStatsReportEmpty,
     "half_dead_letter_admin": HalfDeadLetterAdmin,
 }
@@ -286,6 +310,9 @@ SPECS: tuple[tuple[str, str, str, str, str, str, str | None], ...] = (
     ("router_caps_delays", "routers", "routers declarations", "router",
      "enqueue caps delays at 1 s (a transport maximum applied instead of re-deferring).",
      "honours any finite delay", "delay"),
+    ("router_caps_at_its_native_limit", "routers", "routers declarations", "router",
+     "Declares a native delay limit of 900 s and caps delays at it instead of re-deferring.",
+     "honoured whole, by re-deferring", "native_limit"),
     ("sqlite_declares_in_process", "surface", "surface declarations", "storage",
      "The SQLite storage declaring keeps_data_in_process: its records are in a file any "
      "process can open.", "keeps what it is given in this process", None),

@@ -11,6 +11,7 @@ import pytest
 from reactor_dynamodb import router_from_url
 from reactor_dynamodb.router import MAX_SQS_DELAY, SQSRouter
 
+from reactor.ports.capabilities import BoundedNativeDelay
 from reactor.ports.router import Job
 
 
@@ -66,6 +67,33 @@ def test_delays_beyond_900_seconds_carry_not_before(
     router.enqueue(job(), delay_seconds=2.2)
     assert recording.sent[-1]["DelaySeconds"] == 3
     assert "MessageAttributes" not in recording.sent[-1]
+
+
+def test_a_lowered_native_delay_limit_splits_delays_into_legs(
+    router: SQSRouter, recording: Recording
+) -> None:
+    assert isinstance(router, BoundedNativeDelay)
+    assert router.native_delay_limit == MAX_SQS_DELAY
+    router.limit_native_delay(4.2)
+    assert router.native_delay_limit == 5
+    router.enqueue(job(), delay_seconds=12)
+    request = recording.sent[-1]
+    assert request["DelaySeconds"] == 5
+    assert float(request["MessageAttributes"]["not_before"]["StringValue"]) == pytest.approx(
+        time.time() + 12, abs=2
+    )
+    router.enqueue(job(), delay_seconds=5)
+    assert recording.sent[-1]["DelaySeconds"] == 5
+    assert "MessageAttributes" not in recording.sent[-1]
+
+
+@pytest.mark.parametrize("seconds", [0, 0.5, 901, float("nan"), float("inf"), -1])
+def test_a_native_delay_limit_outside_sqs_bounds_is_refused(
+    router: SQSRouter, seconds: float
+) -> None:
+    with pytest.raises(ValueError, match="native delay limit must be in"):
+        router.limit_native_delay(seconds)
+    assert router.native_delay_limit == MAX_SQS_DELAY
 
 
 def test_a_message_not_yet_due_is_re_deferred_not_held(
