@@ -34,6 +34,7 @@ __all__ = [
     "exit_code",
     "install_hint",
     "missing_dependencies",
+    "obligations",
     "pytest_arguments",
     "run",
     "validate_urls",
@@ -147,6 +148,26 @@ def run(
         args = [*pytest_arguments(storage_url, router_url, pytest_args), f"--reactor-json={target}"]
         code = int(pytest.main(args))
         return exit_code(code, target)
+
+
+def obligations(pytest_args: Sequence[str] = ()) -> int:
+    """Print which contract tests check each obligation of the catalogue, without running any
+    (``reactor contract --obligations``; docs/contract-suite.md, "The obligation catalogue").
+
+    Args:
+        pytest_args: extra pytest arguments (``-k locks`` narrows the tests counted).
+
+    Returns:
+        0 when every obligation is checked by a test, 1 when one is not, pytest's other codes
+        as they are; 2 when pytest or hypothesis is missing (one line on stderr).
+    """
+    missing = missing_dependencies()
+    if missing or pytest is None:
+        print(f"reactor contract: {install_hint(missing or ['pytest'])}", file=sys.stderr)
+        return 2
+    args = [*pytest_arguments(None, None, ()), "--collect-only", "-q", "-p", "no:cacheprovider",
+            "--reactor-obligations", *pytest_args]
+    return int(pytest.main(args))
 
 
 def exit_code(pytest_code: int, json_path: str) -> int:

@@ -44,7 +44,9 @@ import pytest
 from reactor.ports.router import Router
 from reactor.ports.storage import Storage
 from reactor_contract._support import CONTEXT_TTL
+from reactor_contract import obligation_marks
 from reactor_contract._timeout import DEFAULT_TEST_TIMEOUT, ContractTimeout
+from reactor_contract.obligation_marks import ObligationCoverage
 from reactor_contract.probe import Probe, RouterProbe, load_probe, load_router_probe
 
 __all__ = [
@@ -248,6 +250,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write the conformance table and the verdict to PATH as JSON (for CI)",
     )
     group.addoption(
+        "--reactor-obligations",
+        dest="reactor_obligations",
+        action="store_true",
+        default=False,
+        help="after collection, print which tests check each obligation of docs/obligations.md "
+        "(use with --collect-only); fails when one is checked by no test",
+    )
+    group.addoption(
         "--reactor-test-timeout",
         dest="reactor_test_timeout",
         metavar="SECONDS",
@@ -263,8 +273,12 @@ def _enabled(config: pytest.Config) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the conformance table and the per-test timeout, only when the suite's options
-    are given."""
+    """Register the ``obligations`` marker (and its coverage table for
+    ``--reactor-obligations``); register the conformance table and the per-test timeout, only
+    when the suite's options are given."""
+    obligation_marks.register(config)
+    if config.getoption("reactor_obligations"):
+        config.pluginmanager.register(ObligationCoverage(), "reactor-contract-obligations")
     if _enabled(config):
         config.pluginmanager.register(ConformanceReport(config), "reactor-contract-conformance")
         timeout = ContractTimeout(config.getoption("reactor_test_timeout"))
@@ -324,8 +338,10 @@ class ConformanceReport:
         self._deselected = False
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """Remember which collected tests belong to which concern, and move the
-        :data:`RUN_FIRST` concerns to the front (a stable sort: the rest keep their order)."""
+        """Refuse obligation ids the catalogue lacks; remember which collected tests belong to
+        which concern, and move the :data:`RUN_FIRST` concerns to the front (a stable sort:
+        the rest keep their order)."""
+        obligation_marks.validate(items)
         for item in items:
             cls = getattr(item, "cls", None)
             concern = getattr(cls, "reactor_concern", None) if cls is not None else None

@@ -19,7 +19,9 @@ __all__ = ["contract"]
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def contract(
     ctx: typer.Context,
-    storage: Annotated[str, typer.Option("--storage", help="Storage URL under test.")],
+    storage: Annotated[
+        str | None, typer.Option("--storage", help="Storage URL under test.")
+    ] = None,
     router: Annotated[
         str, typer.Option("--router", help="Router URL under test.")
     ] = "local://?visibility_timeout=1",
@@ -27,6 +29,13 @@ def contract(
         str | None,
         typer.Option("--json", help="Write the conformance table and verdict to this file."),
     ] = None,
+    obligations: Annotated[
+        bool,
+        typer.Option(
+            "--obligations",
+            help="Print which tests check each obligation (docs/obligations.md); run nothing.",
+        ),
+    ] = False,
 ) -> None:
     r"""Run the shared contract suite against an adapter; extra arguments go to pytest.
 
@@ -34,12 +43,17 @@ def contract(
     under the table; a test skipped because the adapter is stronger than its premise is not
     a gap), 1 failed (docs/contract-suite.md, "Verdicts"). The run deletes what it wrote
     (docs/contract-suite.md, "Cleanup: nothing left behind"). Needs the contract extra,
-    reactor-saga\[contract] (pytest, hypothesis).
+    reactor-saga\[contract] (pytest, hypothesis). ``--obligations`` needs no URL: it lists,
+    per obligation, the tests that check it and exits 1 when one is checked by none
+    (docs/contract-suite.md, "The obligation catalogue").
     """
+    if not obligations and not storage:
+        fail("give --storage URL (or --obligations)", EXIT_USAGE)
     try:
         from reactor_contract.cli import (  # deferred: needs the optional pytest/hypothesis
             install_hint,
             missing_dependencies,
+            obligations as obligation_coverage,
             run,
         )
     except ImportError as exc:  # the contract package ships with reactor; be explicit anyway
@@ -51,4 +65,6 @@ def contract(
     missing = missing_dependencies()
     if missing:
         fail(install_hint(missing), EXIT_USAGE)
+    if obligations:
+        raise typer.Exit(obligation_coverage(list(ctx.args)))
     raise typer.Exit(run(storage, router, list(ctx.args), json_path=json_path))
