@@ -60,6 +60,7 @@ CONCERNS: tuple[str, ...] = (
     "signals",
     "routers",
     "dead_letters",
+    "driver_faults",
     "declarations",
     "cleanup",
 )
