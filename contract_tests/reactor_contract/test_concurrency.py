@@ -24,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TypeVar
 
+import pytest
+
 from reactor.model.records import RateWindow, RollbackOutcome
 from reactor.ports.storage import Storage
 from reactor_contract._support import HOUR, map_metadata, rollback_metadata, teach, uid
@@ -133,6 +135,7 @@ class ConcurrencyContract:
 
     reactor_concern = "concurrency"
 
+    @pytest.mark.obligations("O-locks-19")
     def test_one_lock_has_exactly_one_winner(self, storage: Storage) -> None:
         def check(key: str, tokens: list[int]) -> None:
             winners = [i for i, token in enumerate(tokens) if token]
@@ -146,6 +149,7 @@ class ConcurrencyContract:
         race_rounds(8, lambda key, i: storage.locks.acquire(key, f"o-{i}", HOUR), check,
                     prefix="lock")
 
+    @pytest.mark.obligations("O-semaphores-15")
     def test_a_semaphore_never_exceeds_its_limit(self, storage: Storage) -> None:
         key = uid("sem")
         peak = 0
@@ -174,6 +178,7 @@ class ConcurrencyContract:
         assert peak <= 3
         assert storage.semaphores.state(key) is None
 
+    @pytest.mark.obligations("O-semaphores-14")
     def test_a_semaphore_admits_exactly_its_limit_at_once(self, storage: Storage) -> None:
         def check(key: str, wins: list[bool]) -> None:
             winners = {f"h-{i}" for i, won in enumerate(wins) if won}
@@ -187,6 +192,7 @@ class ConcurrencyContract:
         race_rounds(16, lambda key, i: storage.semaphores.acquire(key, f"h-{i}", 3, HOUR), check,
                     prefix="sem")
 
+    @pytest.mark.obligations("O-rate_limits-14")
     def test_a_rate_limit_admits_exactly_its_limit(self, storage: Storage) -> None:
         key = uid("rate")
         window = RateWindow("eon", 1e9, 10)
@@ -195,6 +201,7 @@ class ConcurrencyContract:
         assert allowed == 10
         assert storage.rate_limits.count(key, window) == 10
 
+    @pytest.mark.obligations("O-claims-17")
     def test_an_nx_claim_has_exactly_one_winner(self, storage: Storage) -> None:
         def check(_key: str, results: list[str | None]) -> None:
             winners = [i for i, holder in enumerate(results) if holder is None]
@@ -208,6 +215,7 @@ class ConcurrencyContract:
             check, prefix="order",
         )
 
+    @pytest.mark.obligations("O-claims-17")
     def test_an_interrupt_resume_claim_has_exactly_one_winner(self, storage: Storage) -> None:
         def check(run: str, wins: list[bool]) -> None:
             winners = [i for i, won in enumerate(wins) if won]
@@ -222,6 +230,7 @@ class ConcurrencyContract:
             check, prefix="ctx",
         )
 
+    @pytest.mark.obligations("O-periods-9")
     def test_period_marks_have_exactly_one_winner(self, storage: Storage) -> None:
         def check(key: str, wins: list[bool]) -> None:
             winners = [i for i, won in enumerate(wins) if won]
@@ -234,12 +243,14 @@ class ConcurrencyContract:
         race_rounds(8, lambda key, i: storage.periods.mark(key, ttl=HOUR, context_id=f"c-{i}"),
                     check, prefix="period")
 
+    @pytest.mark.obligations("O-maps-12")
     def test_owner_signal_has_exactly_one_winner(self, storage: Storage) -> None:
         meta = map_metadata()
         storage.maps.init(meta)
         wins = race(8, lambda _i: storage.maps.claim_owner_signal(meta.map_id))
         assert wins.count(True) == 1
 
+    @pytest.mark.obligations("O-maps-6")
     def test_map_counter_decrements_are_exact(self, storage: Storage) -> None:
         meta = map_metadata(count=200)
         storage.maps.init(meta)
@@ -250,6 +261,7 @@ class ConcurrencyContract:
         assert seen == list(range(200))
         assert storage.maps.counter(meta.map_id) == 0
 
+    @pytest.mark.obligations("O-maps-23")
     def test_element_appends_never_share_a_position(self, storage: Storage) -> None:
         map_id = uid("map")
         positions = race(
@@ -260,6 +272,7 @@ class ConcurrencyContract:
         assert flat == list(range(80))
         assert storage.maps.count_elements(map_id) == 80
 
+    @pytest.mark.obligations("O-ordered_locks-25")
     def test_ordered_lock_nonces_are_unique(self, storage: Storage) -> None:
         def check(_key: str, nonces: list[int]) -> None:
             assert sorted(nonces) == list(range(1, 9)), not_atomic(
@@ -273,6 +286,7 @@ class ConcurrencyContract:
         tickets = race(8, lambda _i: storage.ordered_locks.assign(key, ttl=HOUR))
         assert len({t.epoch for t in tickets}) == 1
 
+    @pytest.mark.obligations("O-map_rollbacks-9")
     def test_rollback_outcomes_first_writer_wins(self, storage: Storage) -> None:
         map_id = uid("map")
         storage.map_rollbacks.start(rollback_metadata(map_id, total=1))
@@ -286,6 +300,7 @@ class ConcurrencyContract:
         stored = storage.map_rollbacks.outcome(map_id, 0)
         assert stored is not None and stored.index == wins.index(True)
 
+    @pytest.mark.obligations("O-map_rollbacks-7")
     def test_rollback_position_claims_never_overlap(self, storage: Storage) -> None:
         def check(map_id: str, claims: list[list[int]]) -> None:
             claimed = sorted(p for batch in claims for p in batch)

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
+
 from reactor.coordination import Lock, OrderedLock, Semaphore
 from reactor.errors import LockLost, StorageError
 from reactor.model.coordination.renewal import MIN_LEASE
@@ -147,6 +149,7 @@ class LeasesContract:
 
     reactor_concern = "leases"
 
+    @pytest.mark.obligations("O-leases-1", "O-leases-2")
     def test_a_1s_lock_and_a_1s_semaphore_lease_are_held_through_a_3s_holder(
         self, storage: Storage
     ) -> None:
@@ -172,6 +175,7 @@ class LeasesContract:
         state = storage.semaphores.state(sem_key)
         assert state is None or state.holders == {}
 
+    @pytest.mark.obligations("O-leases-3")
     def test_extends_that_raise_twice_inside_the_lease_keep_the_hold(
         self, storage: Storage
     ) -> None:
@@ -199,6 +203,7 @@ class LeasesContract:
         assert locks.extends > 2 and sems.extends > 2
         assert not lock_loss.event.is_set() and not sem_loss.event.is_set()
 
+    @pytest.mark.obligations("O-leases-4")
     def test_extends_failing_past_the_deadline_lose_the_lock_before_a_second_holder_gets_in(
         self, storage: Storage
     ) -> None:
@@ -223,6 +228,7 @@ class LeasesContract:
         info = storage.locks.info(key)
         assert info is not None and info.owner == "second"
 
+    @pytest.mark.obligations("O-leases-5")
     def test_extends_failing_past_the_deadline_lose_the_semaphore_lease(
         self, storage: Storage
     ) -> None:
@@ -241,6 +247,7 @@ class LeasesContract:
             assert isinstance(sem.lost, LockLost) and sem.lost.primitive == "semaphore"
             assert loss.event.wait(TIMEOUT), "on_lost never fired for a lease past its deadline"
 
+    @pytest.mark.obligations("O-leases-6", "O-locks-13")
     def test_a_take_over_is_reported_at_the_next_extend(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -263,6 +270,7 @@ class LeasesContract:
         info = storage.locks.info(key)
         assert info is not None and info.owner == "thief"
 
+    @pytest.mark.obligations("O-leases-7", "O-semaphores-4")
     def test_a_semaphore_take_over_is_reported(self, storage: Storage, probe: Probe) -> None:
         """Guarantee: a lease that lapsed in the store (its slot taken) is reported lost."""
         key = uid("lease-sem")
@@ -281,6 +289,7 @@ class LeasesContract:
             assert wrong is None, wrong
             assert sem.release() is False
 
+    @pytest.mark.obligations("O-leases-8", "O-ordered_locks-12")
     def test_a_skipped_ordered_turn_is_reported_lost(self, storage: Storage) -> None:
         """Guarantee: an ordered-lock turn whose timer is gone (skipped by an operator or
         drained as a poison pill) is reported lost at the next heartbeat, so its holder stops

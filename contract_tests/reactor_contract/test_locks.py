@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from reactor.model.coordination.fencing import FENCE_RETENTION, MAX_FENCE
 from reactor.ports.storage import Storage
-from reactor_contract._support import HOUR, assert_ttl, uid
+from reactor_contract._support import HOUR, assert_ttl, teach, uid
 from reactor_contract.probe import FENCE, Probe
 
 
@@ -21,7 +23,11 @@ def _token(value: object) -> int:
     assert 1 <= value <= MAX_FENCE, f"a token is in 1 .. 2**53 - 1, got {value!r}"
     return value
 
-__all__ = ["LocksContract"]
+__all__ = ["BAD_TTLS", "LocksContract"]
+
+#: TTLs that are neither ``None`` nor a positive finite number of seconds (docs/protocol.md,
+#: "Conventions": ``ValueError``; a TTL of 0 is never sent to a backend).
+BAD_TTLS = (0, 0.0, -1.0, math.inf, math.nan)
 
 
 class LocksContract:
@@ -29,6 +35,7 @@ class LocksContract:
 
     reactor_concern = "locks"
 
+    @pytest.mark.obligations("O-locks-1", "O-locks-2", "O-locks-3", "O-locks-9", "O-locks-10")
     def test_reentrant_by_owner_exclusive_to_others(self, storage: Storage) -> None:
         key = uid("lock")
         assert storage.locks.acquire(key, "alice", HOUR)
@@ -38,6 +45,7 @@ class LocksContract:
         assert info is not None and (info.owner, info.count) == ("alice", 2)
         assert storage.locks.held(key) is True
 
+    @pytest.mark.obligations("O-locks-4", "O-locks-5", "O-locks-6", "O-locks-9", "O-locks-10")
     def test_release_counts_down_and_frees_at_zero(self, storage: Storage, probe: Probe) -> None:
         key = uid("lock")
         storage.locks.acquire(key, "alice", HOUR)
@@ -53,6 +61,7 @@ class LocksContract:
         assert storage.locks.release(key, "alice") is False
         assert storage.locks.acquire(key, "bob", HOUR)
 
+    @pytest.mark.obligations("O-locks-6", "O-locks-8", "O-locks-9", "O-locks-10")
     def test_unknown_lock_is_not_held(self, storage: Storage) -> None:
         key = uid("lock")
         assert storage.locks.held(key) is False
@@ -60,6 +69,7 @@ class LocksContract:
         assert storage.locks.release(key, "alice") is False
         assert storage.locks.extend(key, "alice", HOUR) is False
 
+    @pytest.mark.obligations("O-locks-1", "O-locks-10")
     def test_info_reports_the_expiry(self, storage: Storage, probe: Probe) -> None:
         key = uid("lock")
         before = storage.now()
@@ -69,12 +79,14 @@ class LocksContract:
         assert before + HOUR - 1 <= info.expires_at <= storage.now() + HOUR + 1
         assert_ttl(probe.ttl("lock", key), HOUR)
 
+    @pytest.mark.obligations("O-locks-3")
     def test_reentry_resets_the_ttl(self, storage: Storage, probe: Probe) -> None:
         key = uid("lock")
         storage.locks.acquire(key, "alice", HOUR)
         storage.locks.acquire(key, "alice", 120)
         assert_ttl(probe.ttl("lock", key), 120)
 
+    @pytest.mark.obligations("O-locks-4")
     def test_release_does_not_touch_the_ttl(self, storage: Storage, probe: Probe) -> None:
         key = uid("lock")
         storage.locks.acquire(key, "alice", HOUR)
@@ -83,6 +95,7 @@ class LocksContract:
         assert storage.locks.release(key, "alice") is True
         assert_ttl(probe.ttl("lock", key), 50)
 
+    @pytest.mark.obligations("O-locks-7")
     def test_extend_sets_the_remaining_ttl_never_adds(self, storage: Storage, probe: Probe) -> None:
         key = uid("lock")
         storage.locks.acquire(key, "alice", HOUR)
@@ -93,12 +106,14 @@ class LocksContract:
         info = storage.locks.info(key)
         assert info is not None and info.count == 1
 
+    @pytest.mark.obligations("O-locks-8")
     def test_extend_by_a_stranger_is_refused(self, storage: Storage, probe: Probe) -> None:
         key = uid("lock")
         storage.locks.acquire(key, "alice", 120)
         assert storage.locks.extend(key, "bob", HOUR) is False
         assert_ttl(probe.ttl("lock", key), 120)
 
+    @pytest.mark.obligations("O-locks-11", "O-locks-7", "O-locks-10")
     def test_ttl_none_never_expires(self, storage: Storage, probe: Probe) -> None:
         key = uid("lock")
         assert storage.locks.acquire(key, "alice", None)
@@ -110,6 +125,7 @@ class LocksContract:
         assert storage.locks.extend(key, "alice", None) is True
         assert probe.ttl("lock", key) == math.inf
 
+    @pytest.mark.obligations("O-locks-12", "O-locks-9", "O-locks-10")
     def test_a_lapsed_lock_is_free(self, storage: Storage, probe: Probe) -> None:
         key = uid("lock")
         storage.locks.acquire(key, "alice", HOUR)
@@ -121,6 +137,7 @@ class LocksContract:
         info = storage.locks.info(key)
         assert info is not None and (info.owner, info.count) == ("bob", 1)
 
+    @pytest.mark.obligations("O-locks-12", "O-locks-6", "O-locks-8")
     def test_a_lapsed_owner_cannot_release_or_extend(self, storage: Storage, probe: Probe) -> None:
         key = uid("lock")
         storage.locks.acquire(key, "alice", HOUR)
@@ -130,6 +147,7 @@ class LocksContract:
         assert storage.locks.extend(key, "alice", HOUR) is False
         assert storage.locks.held(key) is False
 
+    @pytest.mark.obligations("O-locks-12")
     def test_a_lapsed_reentrant_lock_restarts_at_count_one(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -141,6 +159,7 @@ class LocksContract:
         info = storage.locks.info(key)
         assert info is not None and info.count == 1
 
+    @pytest.mark.obligations("O-locks-13", "O-locks-2")
     def test_the_old_owner_never_touches_the_new_owners_lock(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -155,6 +174,7 @@ class LocksContract:
         assert info is not None and (info.owner, info.count) == ("bob", 1)
         assert_ttl(probe.ttl("lock", key), 120)
 
+    @pytest.mark.obligations("O-locks-14")
     def test_locks_are_independent(self, storage: Storage) -> None:
         a, b = uid("lock"), uid("lock")
         assert storage.locks.acquire(a, "alice", HOUR)
@@ -164,6 +184,7 @@ class LocksContract:
 
     # -- fencing tokens (docs/coordination.md#fencing-tokens) ---------------------------------
 
+    @pytest.mark.obligations("O-locks-1", "O-locks-10")
     def test_acquire_returns_the_holders_token_and_info_reports_it(self, storage: Storage) -> None:
         """A successful acquire returns an int token in 1 .. 2**53 - 1; info() reports it."""
         key = uid("lock")
@@ -171,6 +192,7 @@ class LocksContract:
         info = storage.locks.info(key)
         assert info is not None and (info.owner, info.token) == ("alice", token)
 
+    @pytest.mark.obligations("O-locks-2")
     def test_a_refused_acquire_returns_zero(self, storage: Storage) -> None:
         """Another owner's acquire of a held lock returns the int 0 and changes nothing."""
         key = uid("lock")
@@ -180,6 +202,7 @@ class LocksContract:
         info = storage.locks.info(key)
         assert info is not None and (info.owner, info.count, info.token) == ("alice", 1, token)
 
+    @pytest.mark.obligations("O-locks-3", "O-locks-4", "O-locks-7")
     def test_reentry_keeps_the_token(self, storage: Storage) -> None:
         """Re-entry, extend and a partial release leave the holder's token unchanged."""
         key = uid("lock")
@@ -191,6 +214,7 @@ class LocksContract:
         assert info is not None and (info.count, info.token) == (1, token)
         assert storage.locks.acquire(key, "alice", HOUR) == token
 
+    @pytest.mark.obligations("O-locks-15")
     def test_tokens_increase_across_owners_and_release(self, storage: Storage) -> None:
         """Every fresh acquisition after a release, by any owner, gets a greater token."""
         key = uid("lock")
@@ -204,6 +228,7 @@ class LocksContract:
         info = storage.locks.info(key)
         assert info is not None and info.token == tokens[-1]
 
+    @pytest.mark.obligations("O-locks-15", "O-locks-12")
     def test_tokens_increase_across_idle_expiry(self, storage: Storage, probe: Probe) -> None:
         """A lapsed lock's next holder (its old owner too) gets a greater token."""
         key = uid("lock")
@@ -216,6 +241,7 @@ class LocksContract:
         info = storage.locks.info(key)
         assert info is not None and (info.owner, info.count, info.token) == ("bob", 1, third)
 
+    @pytest.mark.obligations("O-locks-16")
     def test_tokens_increase_after_the_record_is_collected(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -230,6 +256,7 @@ class LocksContract:
         third = _token(storage.locks.acquire(key, "alice", HOUR))
         assert first < second < third
 
+    @pytest.mark.obligations("O-locks-17")
     def test_a_released_lock_is_collected_after_the_fence_retention(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -244,6 +271,32 @@ class LocksContract:
         assert storage.locks.release(other, "alice") is True
         assert_ttl(probe.ttl("lock", other, FENCE), FENCE_RETENTION, slack=2.0)
         assert probe.ttl("lock", other) is None
+
+    @pytest.mark.obligations("O-locks-18")
+    def test_a_ttl_that_is_not_positive_and_finite_is_refused(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        """acquire and extend refuse a TTL of 0, a negative, infinite or NaN one with
+        ``ValueError`` and change nothing (docs/protocol.md, "Conventions")."""
+        key = uid("lock")
+        for ttl in BAD_TTLS:
+            with pytest.raises(ValueError):
+                storage.locks.acquire(key, "alice", ttl)
+        assert storage.locks.info(key) is None, teach(
+            "locks",
+            "an acquire with a TTL that is not a positive finite number raises ValueError and "
+            "takes nothing",
+            "a TTL of 0 or a negative one sent to the backend (an immediate expiry, or Redis "
+            "refusing it as a driver error) instead of checked first",
+            'docs/protocol.md, "Conventions"',
+        )
+        token = _token(storage.locks.acquire(key, "alice", 120))
+        for ttl in BAD_TTLS:
+            with pytest.raises(ValueError):
+                storage.locks.extend(key, "alice", ttl)
+        info = storage.locks.info(key)
+        assert info is not None and (info.owner, info.count, info.token) == ("alice", 1, token)
+        assert_ttl(probe.ttl("lock", key), 120)
 
 
 class TestLocks(LocksContract):

@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -282,6 +283,7 @@ class ModelContract:
 
     reactor_concern = "model"
 
+    @pytest.mark.obligations("O-locks-20")
     @MODEL_SETTINGS
     @given(ops=LOCK_OPS)
     def test_locks_follow_the_model(self, storage: Storage, probe: Probe, ops: list[Op]) -> None:
@@ -320,6 +322,7 @@ class ModelContract:
             key = run.key(index)
             run.call_fenced(("info", index), stores, "info", ((key,), (key,)), {}, info(key))
 
+    @pytest.mark.obligations("O-semaphores-16")
     @MODEL_SETTINGS
     @given(ops=SEMAPHORE_OPS)
     def test_semaphores_follow_the_model(
@@ -345,6 +348,7 @@ class ModelContract:
         for index in (0, 1):
             run.call(("state", index), stores, "state", run.key(index))
 
+    @pytest.mark.obligations("O-rate_limits-15")
     @MODEL_SETTINGS
     @given(ops=RATE_OPS)
     def test_rate_limits_follow_the_model(
@@ -362,6 +366,7 @@ class ModelContract:
             else:
                 run.call(op, stores, "count", key, WINDOWS[op[2]])
 
+    @pytest.mark.obligations("O-periods-10")
     @MODEL_SETTINGS
     @given(ops=PERIOD_OPS)
     def test_periods_follow_the_model(self, storage: Storage, probe: Probe, ops: list[Op]) -> None:
@@ -376,6 +381,7 @@ class ModelContract:
             else:
                 run.call(op, stores, "marker", key)
 
+    @pytest.mark.obligations("O-ordered_locks-26")
     @MODEL_SETTINGS
     @given(ops=ORDERED_OPS)
     def test_ordered_locks_follow_the_model(

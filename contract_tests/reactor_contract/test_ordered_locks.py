@@ -11,6 +11,10 @@ record's garbage collection (``probe.expire(..., FENCE)``), and a ticket's ``fen
 
 from __future__ import annotations
 
+import math
+
+import pytest
+
 from reactor.model.coordination.fencing import FENCE_RETENTION, MAX_FENCE
 from reactor.model.records import OrderedTicket
 from reactor.ports.storage import Storage
@@ -33,6 +37,7 @@ class OrderedLocksContract:
 
     # -- assign (36) ----------------------------------------------------------------------------
 
+    @pytest.mark.obligations("O-ordered_locks-1")
     def test_assign_hands_out_consecutive_nonces_in_one_epoch(self, storage: Storage) -> None:
         key = uid("ol")
         t1, t2, t3 = self._tickets(storage, key, 3)
@@ -43,11 +48,13 @@ class OrderedLocksContract:
         assert state.epoch == t1.epoch
         assert sorted(state.in_flight) == [1, 2, 3]
 
+    @pytest.mark.obligations("O-ordered_locks-21")
     def test_keys_are_independent(self, storage: Storage) -> None:
         a, b = uid("ol"), uid("ol")
         self._tickets(storage, a, 2)
         assert storage.ordered_locks.assign(b, ttl=TTL).nonce == 1
 
+    @pytest.mark.obligations("O-ordered_locks-20")
     def test_peek_of_an_unused_key_is_all_zeros(self, storage: Storage) -> None:
         state = storage.ordered_locks.peek(uid("ol"))
         assert (state.next_nonce, state.last_completed, state.first_failed, state.epoch) == (
@@ -60,6 +67,7 @@ class OrderedLocksContract:
 
     # -- can_proceed (37) ---------------------------------------------------------------------
 
+    @pytest.mark.obligations("O-ordered_locks-8", "O-ordered_locks-10", "O-ordered_locks-13")
     def test_go_in_order_wait_ahead(self, storage: Storage) -> None:
         key = uid("ol")
         t1, t2, _t3 = self._tickets(storage, key, 3)
@@ -72,6 +80,7 @@ class OrderedLocksContract:
         assert storage.ordered_locks.can_proceed(key, t2, poison_pill_timeout=PP).state == "go"
         assert storage.ordered_locks.can_proceed(key, t1, poison_pill_timeout=PP).state == "go"
 
+    @pytest.mark.obligations("O-ordered_locks-9")
     def test_a_dead_blocker_is_poison_advanced(self, storage: Storage, probe: Probe) -> None:
         key = uid("ol")
         _t1, t2, _t3 = self._tickets(storage, key, 3)
@@ -81,6 +90,7 @@ class OrderedLocksContract:
         assert storage.ordered_locks.peek(key).last_completed == 1
         assert 1 not in storage.ordered_locks.peek(key).in_flight
 
+    @pytest.mark.obligations("O-ordered_locks-9")
     def test_a_chain_of_dead_blockers_drains_in_one_call(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -91,6 +101,7 @@ class OrderedLocksContract:
         gate = storage.ordered_locks.can_proceed(key, tickets[2], poison_pill_timeout=PP)
         assert (gate.state, gate.last_completed) == ("poison_advance", 2)
 
+    @pytest.mark.obligations("O-ordered_locks-9", "O-ordered_locks-10")
     def test_draining_stops_at_the_first_fresh_blocker(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -102,6 +113,7 @@ class OrderedLocksContract:
         assert (gate.state, gate.last_completed) == ("wait", 3)
         assert 1 <= gate.retry_after <= PP
 
+    @pytest.mark.obligations("O-ordered_locks-9", "O-ordered_locks-13", "O-ordered_locks-14")
     def test_a_missing_timer_counts_as_dead(self, storage: Storage) -> None:
         key = uid("ol")
         t1, t2, t3 = self._tickets(storage, key, 3)
@@ -112,6 +124,7 @@ class OrderedLocksContract:
 
     # -- heartbeat (38) -------------------------------------------------------------------------
 
+    @pytest.mark.obligations("O-ordered_locks-11", "O-ordered_locks-9")
     def test_the_gate_restamps_the_callers_own_timer(self, storage: Storage, probe: Probe) -> None:
         key = uid("ol")
         _t1, t2, t3 = self._tickets(storage, key, 3)
@@ -122,6 +135,7 @@ class OrderedLocksContract:
         # t2's own (aged) timer was restamped by its gate: t3 must wait for it.
         assert storage.ordered_locks.can_proceed(key, t3, poison_pill_timeout=PP).state == "wait"
 
+    @pytest.mark.obligations("O-ordered_locks-12")
     def test_heartbeat_restamps_a_live_timer(self, storage: Storage, probe: Probe) -> None:
         key = uid("ol")
         _t1, t2, t3 = self._tickets(storage, key, 3)
@@ -131,6 +145,7 @@ class OrderedLocksContract:
         gate = storage.ordered_locks.can_proceed(key, t3, poison_pill_timeout=PP)
         assert (gate.state, gate.last_completed) == ("wait", 1)
 
+    @pytest.mark.obligations("O-ordered_locks-12", "O-ordered_locks-14")
     def test_nothing_recreates_a_deleted_timer(self, storage: Storage) -> None:
         key = uid("ol")
         _t1, t2, _t3 = self._tickets(storage, key, 3)
@@ -139,6 +154,7 @@ class OrderedLocksContract:
         assert storage.ordered_locks.can_proceed(key, t2, poison_pill_timeout=PP).state == "wait"
         assert 2 not in storage.ordered_locks.peek(key).in_flight
 
+    @pytest.mark.obligations("O-ordered_locks-12")
     def test_a_stale_heartbeat_is_refused(self, storage: Storage) -> None:
         key = uid("ol")
         t1 = storage.ordered_locks.assign(key, ttl=TTL)
@@ -147,12 +163,14 @@ class OrderedLocksContract:
 
     # -- advance (39) ---------------------------------------------------------------------------
 
+    @pytest.mark.obligations("O-ordered_locks-14")
     def test_out_of_order_advance_is_a_no_op(self, storage: Storage) -> None:
         key = uid("ol")
         _t1, t2, _t3 = self._tickets(storage, key, 3)
         assert storage.ordered_locks.advance(key, t2, failed=False, ttl=TTL) == 0
         assert storage.ordered_locks.peek(key).last_completed == 0
 
+    @pytest.mark.obligations("O-ordered_locks-2")
     def test_a_nonce_is_never_handed_out_twice(self, storage: Storage) -> None:
         # Out-of-order completions drop their timers but not their nonces: the next waiters
         # get nonces after every one handed out, never one a waiter already holds or ran.
@@ -172,6 +190,7 @@ class OrderedLocksContract:
             'docs/protocol.md, "Ordered locks"',
         )
 
+    @pytest.mark.obligations("O-ordered_locks-16", "O-ordered_locks-13", "O-ordered_locks-20")
     def test_a_full_drain_collects_the_batch_and_bumps_the_epoch(self, storage: Storage) -> None:
         key = uid("ol")
         t1, t2 = self._tickets(storage, key, 2)
@@ -185,6 +204,7 @@ class OrderedLocksContract:
 
     # -- failures (40) --------------------------------------------------------------------------
 
+    @pytest.mark.obligations("O-ordered_locks-15")
     def test_the_first_failed_nonce_is_recorded_and_kept(self, storage: Storage) -> None:
         key = uid("ol")
         t1, t2, t3, t4 = self._tickets(storage, key, 4)
@@ -199,6 +219,7 @@ class OrderedLocksContract:
         gate = storage.ordered_locks.can_proceed(key, t3, poison_pill_timeout=PP)
         assert gate.first_failed == 2
 
+    @pytest.mark.obligations("O-ordered_locks-15")
     def test_a_behind_cursor_failure_is_ignored(self, storage: Storage) -> None:
         key = uid("ol")
         t1, _t2 = self._tickets(storage, key, 2)
@@ -206,6 +227,7 @@ class OrderedLocksContract:
         assert storage.ordered_locks.advance(key, t1, failed=True, ttl=TTL) == 1
         assert storage.ordered_locks.peek(key).first_failed == 0
 
+    @pytest.mark.obligations("O-ordered_locks-16")
     def test_the_failure_marker_clears_on_a_full_drain(self, storage: Storage) -> None:
         key = uid("ol")
         t1, t2 = self._tickets(storage, key, 2)
@@ -217,6 +239,7 @@ class OrderedLocksContract:
 
     # -- fences (42) ----------------------------------------------------------------------------
 
+    @pytest.mark.obligations("O-ordered_locks-6", "O-ordered_locks-17", "O-ordered_locks-4")
     def test_old_epochs_are_fenced(self, storage: Storage) -> None:
         key = uid("ol")
         old = storage.ordered_locks.assign(key, ttl=TTL)
@@ -229,12 +252,14 @@ class OrderedLocksContract:
         assert storage.ordered_locks.can_proceed(key, new1, poison_pill_timeout=PP).state == "go"
         assert storage.ordered_locks.can_proceed(key, new2, poison_pill_timeout=PP).state == "wait"
 
+    @pytest.mark.obligations("O-ordered_locks-6")
     def test_epoch_zero_is_never_fenced(self, storage: Storage) -> None:
         key = uid("ol")
         storage.ordered_locks.assign(key, ttl=TTL)
         legacy = OrderedTicket(nonce=1, epoch=0)
         assert storage.ordered_locks.can_proceed(key, legacy, poison_pill_timeout=PP).state == "go"
 
+    @pytest.mark.obligations("O-ordered_locks-7", "O-ordered_locks-17", "O-ordered_locks-16")
     def test_a_straggler_of_a_drained_batch_recreates_nothing(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -258,6 +283,7 @@ class OrderedLocksContract:
 
     # -- skip and reset (43) --------------------------------------------------------------------
 
+    @pytest.mark.obligations("O-ordered_locks-18")
     def test_skip_on_a_drained_lock_is_a_no_op(self, storage: Storage) -> None:
         key = uid("ol")
         assert storage.ordered_locks.skip(key, 5) == 0
@@ -266,6 +292,7 @@ class OrderedLocksContract:
         assert storage.ordered_locks.skip(key, 5) == 0
         assert storage.ordered_locks.peek(key).next_nonce == 0
 
+    @pytest.mark.obligations("O-ordered_locks-18")
     def test_skip_forces_the_cursor_and_keeps_its_ttl(self, storage: Storage, probe: Probe) -> None:
         key = uid("ol")
         tickets = self._tickets(storage, key, 4)
@@ -277,6 +304,7 @@ class OrderedLocksContract:
         )
         assert storage.ordered_locks.skip(key, 1) == 2
 
+    @pytest.mark.obligations("O-ordered_locks-13")
     def test_advance_keeps_the_cursor_ttl(self, storage: Storage, probe: Probe) -> None:
         key = uid("ol")
         t1, _t2 = self._tickets(storage, key, 2)
@@ -284,6 +312,7 @@ class OrderedLocksContract:
         storage.ordered_locks.advance(key, t1, failed=False, ttl=TTL)
         assert_ttl(probe.ttl("ordered_lock", key, "cursor"), 500)
 
+    @pytest.mark.obligations("O-ordered_locks-18", "O-ordered_locks-16")
     def test_skip_to_the_end_drains(self, storage: Storage) -> None:
         key = uid("ol")
         t1, _t2, _t3 = self._tickets(storage, key, 3)
@@ -291,6 +320,7 @@ class OrderedLocksContract:
         assert storage.ordered_locks.peek(key).next_nonce == 0
         assert storage.ordered_locks.assign(key, ttl=TTL).epoch > t1.epoch
 
+    @pytest.mark.obligations("O-ordered_locks-19", "O-ordered_locks-6", "O-ordered_locks-20")
     def test_reset_deletes_everything_including_the_epoch(self, storage: Storage) -> None:
         key = uid("ol")
         old, _ = self._tickets(storage, key, 2)
@@ -303,12 +333,14 @@ class OrderedLocksContract:
         fresh = storage.ordered_locks.assign(key, ttl=TTL)
         assert fresh.nonce == 1 and fresh.epoch > old.epoch
 
+    @pytest.mark.obligations("O-ordered_locks-3")
     def test_assign_stamps_the_ttl(self, storage: Storage, probe: Probe) -> None:
         key = uid("ol")
         storage.ordered_locks.assign(key, ttl=HOUR)
         assert_ttl(probe.ttl("ordered_lock", key, "cursor"), HOUR)
         assert_ttl(probe.ttl("ordered_lock", key, "epoch"), HOUR)
 
+    @pytest.mark.obligations("O-ordered_locks-22", "O-ordered_locks-20")
     def test_an_idle_lock_expires_whole(self, storage: Storage, probe: Probe) -> None:
         key = uid("ol")
         self._tickets(storage, key, 2)
@@ -320,6 +352,7 @@ class OrderedLocksContract:
 
     # -- epochs increase forever (docs/coordination.md#fencing-tokens) --------------------------
 
+    @pytest.mark.obligations("O-ordered_locks-4", "O-ordered_locks-6", "O-ordered_locks-22")
     def test_epochs_increase_across_idle_expiry(self, storage: Storage, probe: Probe) -> None:
         """After every ordered-lock field lapsed, the next batch's epoch is greater and the old
         batch's tickets are fenced."""
@@ -338,6 +371,7 @@ class OrderedLocksContract:
         again = storage.ordered_locks.assign(key, ttl=TTL)
         assert again.nonce == 1 and again.epoch > fresh.epoch
 
+    @pytest.mark.obligations("O-ordered_locks-4", "O-ordered_locks-19")
     def test_epochs_increase_across_reset(self, storage: Storage) -> None:
         """``reset`` deletes the line, yet the next batch's epoch is greater than every earlier
         one, also when reset is called repeatedly; epochs are ints below 2**53."""
@@ -353,6 +387,7 @@ class OrderedLocksContract:
         assert epochs == sorted(set(epochs)), f"epochs must strictly increase: {epochs}"
         assert all(type(e) is int and 1 <= e <= MAX_FENCE for e in epochs)
 
+    @pytest.mark.obligations("O-ordered_locks-4")
     def test_epochs_increase_after_the_record_is_collected(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -368,6 +403,7 @@ class OrderedLocksContract:
         assert (second.nonce, third.nonce) == (1, 1)
         assert first.epoch < second.epoch < third.epoch
 
+    @pytest.mark.obligations("O-ordered_locks-5")
     def test_fencing_keys_order_every_ticket_of_a_key(self, storage: Storage, probe: Probe) -> None:
         """``OrderedTicket.fencing_key`` is ``(epoch, nonce)`` and grows with every ticket issued
         for a key: within a batch, across a drain, idle expiry and reset."""
@@ -384,6 +420,7 @@ class OrderedLocksContract:
         assert keys == [(t.epoch, t.nonce) for t in issued]
         assert keys == sorted(set(keys)), f"fencing keys must strictly increase: {keys}"
 
+    @pytest.mark.obligations("O-ordered_locks-23")
     def test_a_reset_or_idle_line_is_collected_after_the_fence_retention(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -397,6 +434,28 @@ class OrderedLocksContract:
         self._tickets(storage, other, 2)
         probe.expire("ordered_lock", other)
         assert_ttl(probe.ttl("ordered_lock", other, FENCE), FENCE_RETENTION, slack=2.0)
+
+    @pytest.mark.obligations("O-ordered_locks-24")
+    def test_a_ttl_that_is_not_positive_and_finite_is_refused(self, storage: Storage) -> None:
+        """assign and advance refuse a TTL of 0, a negative, infinite or NaN one with
+        ``ValueError`` and change nothing (docs/protocol.md, "Conventions")."""
+        key = uid("ol")
+        for ttl in (0, 0.0, -1.0, math.inf, math.nan):
+            with pytest.raises(ValueError):
+                storage.ordered_locks.assign(key, ttl=ttl)
+        assert storage.ordered_locks.peek(key).next_nonce == 0, teach(
+            "ordered_locks",
+            "an assign with a TTL that is not a positive finite number raises ValueError and "
+            "hands out no ticket",
+            "a TTL of 0 or a negative one sent to the backend instead of checked first",
+            'docs/protocol.md, "Conventions"',
+        )
+        t1, _t2 = self._tickets(storage, key, 2)
+        for ttl in (0, 0.0, -1.0, math.inf, math.nan):
+            with pytest.raises(ValueError):
+                storage.ordered_locks.advance(key, t1, failed=True, ttl=ttl)
+        state = storage.ordered_locks.peek(key)
+        assert (state.next_nonce, state.last_completed, state.first_failed) == (2, 0, 0)
 
 
 class TestOrderedLocks(OrderedLocksContract):

@@ -19,9 +19,10 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from reactor.memory.clock import ManualClock
+from reactor.model.coordination.rate_limits import MIN_RETRY_AFTER
 from reactor.model.records import RateDecision, RateWindow
 from reactor.ports.storage import Storage
-from reactor_contract._support import HOUR, uid
+from reactor_contract._support import HOUR, teach, uid
 from reactor_contract.plugin import SERVER_CLOCK
 from reactor_contract.probe import ClockProbe, Probe
 
@@ -85,6 +86,12 @@ class RateLimitsContract:
 
     reactor_concern = "rate_limits"
 
+    @pytest.mark.obligations(
+        "O-rate_limits-1",
+        "O-rate_limits-2",
+        "O-rate_limits-4",
+        "O-rate_limits-9",
+    )
     def test_all_windows_or_none(self, storage: Storage) -> None:
         for _attempt in range(2):
             start = _bucket(storage, HOUR)
@@ -104,6 +111,7 @@ class RateLimitsContract:
             return
         pytest.fail("two hour boundaries passed during one test")
 
+    @pytest.mark.obligations("O-rate_limits-3", "O-rate_limits-4", "O-rate_limits-9")
     def test_exactly_limit_admissions_per_bucket(self, storage: Storage) -> None:
         key = uid("rate")
         window = RateWindow("eon", EON, 3)
@@ -113,6 +121,7 @@ class RateLimitsContract:
         assert all(0 < d.retry_after <= EON for d in decisions[3:])
         assert storage.rate_limits.count(key, window) == 3
 
+    @pytest.mark.obligations("O-rate_limits-5")
     def test_retry_after_points_at_the_bucket_rollover(self, storage: Storage) -> None:
         key = uid("rate")
         window = RateWindow("eon", EON, 0)
@@ -122,6 +131,7 @@ class RateLimitsContract:
         assert decision.allowed is False and decision.window_index == 0
         assert expected - 5 <= decision.retry_after <= expected + 1
 
+    @pytest.mark.obligations("O-rate_limits-3", "O-rate_limits-2", "O-rate_limits-4")
     def test_a_zero_limit_denies_without_charging(self, storage: Storage) -> None:
         key = uid("rate")
         open_window, closed = RateWindow("a", EON, 10), RateWindow("b", EON, 0)
@@ -129,12 +139,14 @@ class RateLimitsContract:
         assert decision.allowed is False and decision.window_index == 1
         assert storage.rate_limits.count(key, open_window) == 0
 
+    @pytest.mark.obligations("O-rate_limits-4")
     def test_first_denying_window_is_reported(self, storage: Storage) -> None:
         key = uid("rate")
         windows = [RateWindow("a", EON, 1), RateWindow("b", 2 * EON, 1)]
         storage.rate_limits.hit(key, windows)
         assert storage.rate_limits.hit(key, windows).window_index == 0
 
+    @pytest.mark.obligations("O-rate_limits-7", "O-rate_limits-9")
     def test_windows_are_counted_separately_by_name_and_length(self, storage: Storage) -> None:
         key = uid("rate")
         a, b = RateWindow("a", EON, 5), RateWindow("b", EON, 5)
@@ -144,6 +156,7 @@ class RateLimitsContract:
         assert storage.rate_limits.count(key, a) == 2
         assert storage.rate_limits.count(key, b) == 1
 
+    @pytest.mark.obligations("O-rate_limits-10", "O-rate_limits-9")
     def test_keys_are_independent(self, storage: Storage) -> None:
         window = RateWindow("eon", EON, 1)
         a, b = uid("rate"), uid("rate")
@@ -151,12 +164,14 @@ class RateLimitsContract:
         assert storage.rate_limits.hit(b, [window]).allowed is True
         assert storage.rate_limits.count(uid("rate"), window) == 0
 
+    @pytest.mark.obligations("O-rate_limits-11")
     def test_counters_live_at_most_twice_their_window(self, storage: Storage, probe: Probe) -> None:
         key = uid("rate")
         storage.rate_limits.hit(key, [RateWindow("hour", HOUR, 5)])
         ttl = probe.ttl("rate_limit", key)
         assert ttl is not None and 0 < ttl <= 2 * HOUR + 1
 
+    @pytest.mark.obligations("O-rate_limits-13", "O-rate_limits-5")
     def test_skewed_clients_are_decided_as_on_the_fastest_clock(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -193,6 +208,7 @@ class RateLimitsContract:
         )
         assert late == 1, "the slow client must read the fast client's newer bucket"
 
+    @pytest.mark.obligations("O-rate_limits-12")
     def test_expired_counters_admit_again(self, storage: Storage, probe: Probe) -> None:
         key = uid("rate")
         window = RateWindow("eon", EON, 1)
@@ -201,6 +217,42 @@ class RateLimitsContract:
         probe.expire("rate_limit", key)
         assert storage.rate_limits.count(key, window) == 0
         assert storage.rate_limits.hit(key, [window]).allowed is True
+
+    @pytest.mark.obligations("O-rate_limits-8")
+    def test_a_window_listed_twice_is_charged_twice(self, storage: Storage) -> None:
+        key = uid("rate")
+        window = RateWindow("eon", EON, 5)
+        assert storage.rate_limits.hit(key, [window, window]).allowed is True
+        charged = storage.rate_limits.count(key, window)
+        assert charged == 2, teach(
+            "rate_limits",
+            "a window listed twice in one hit is charged twice (windows are identified by "
+            f"name and length; got a count of {charged} after one hit)",
+            "windows collected into a set or a dict before charging, so a repeated window "
+            "is charged once",
+            'docs/protocol.md, "Rate limits"',
+        )
+
+    @pytest.mark.obligations("O-rate_limits-6")
+    def test_retry_after_is_never_below_its_minimum(self, storage: Storage, probe: Probe) -> None:
+        """A denial 10 ms before its bucket ends says to retry in MIN_RETRY_AFTER (0.1 s), not
+        in 10 ms; judged through an injected clock (docs/coordination.md#clock-skew), so it
+        skips on a server clock."""
+        window = RateWindow("four", 4.0, 0)
+        end = (math.floor(storage.now() / window.seconds) + 2) * window.seconds
+        clocked = _clocked(storage, probe, ManualClock(end - 0.01))
+        try:
+            decision = clocked.rate_limits.hit(uid("rate"), [window])
+        finally:
+            clocked.close()
+        assert decision.allowed is False and decision.window_index == 0
+        assert abs(decision.retry_after - MIN_RETRY_AFTER) < 1e-3, teach(
+            "rate_limits",
+            f"retry_after is at least {MIN_RETRY_AFTER} s, also 10 ms before the bucket ends "
+            f"(got {decision.retry_after})",
+            "retry_after computed as the time left in the bucket without the minimum",
+            'docs/coordination.md, "Rate limits: a key\'s clock never goes back"',
+        )
 
 
 class TestRateLimits(RateLimitsContract):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from reactor.ports.storage import Storage
 from reactor_contract._support import HOUR, assert_ttl, teach, uid
 from reactor_contract.probe import Probe
@@ -16,6 +18,7 @@ class SemaphoresContract:
 
     reactor_concern = "semaphores"
 
+    @pytest.mark.obligations("O-semaphores-1", "O-semaphores-6")
     def test_limit_caps_concurrent_holders(self, storage: Storage) -> None:
         key = uid("sem")
         assert storage.semaphores.acquire(key, "h1", 2, HOUR) is True
@@ -26,6 +29,7 @@ class SemaphoresContract:
         assert state.limit == 2 and set(state.holders) == {"h1", "h2"}
         assert state.available == 0
 
+    @pytest.mark.obligations("O-semaphores-6")
     def test_state_reports_lease_expiries(self, storage: Storage) -> None:
         key = uid("sem")
         before = storage.now()
@@ -34,6 +38,7 @@ class SemaphoresContract:
         assert state is not None
         assert before + HOUR - 1 <= state.holders["h1"] <= storage.now() + HOUR + 1
 
+    @pytest.mark.obligations("O-semaphores-2", "O-semaphores-6")
     def test_a_holder_reacquiring_keeps_its_one_slot(self, storage: Storage, probe: Probe) -> None:
         key = uid("sem")
         storage.semaphores.acquire(key, "h1", 2, 120)
@@ -42,6 +47,7 @@ class SemaphoresContract:
         assert state is not None and list(state.holders) == ["h1"] and state.available == 1
         assert_ttl(probe.ttl("semaphore", key, "h1"), HOUR)
 
+    @pytest.mark.obligations("O-semaphores-3", "O-semaphores-6")
     def test_release_only_the_callers_lease(self, storage: Storage) -> None:
         key = uid("sem")
         storage.semaphores.acquire(key, "h1", 2, HOUR)
@@ -53,18 +59,21 @@ class SemaphoresContract:
         assert state is not None and list(state.holders) == ["h2"] and state.available == 1
         assert storage.semaphores.acquire(key, "h3", 2, HOUR) is True
 
+    @pytest.mark.obligations("O-semaphores-7", "O-semaphores-3", "O-semaphores-5")
     def test_a_never_used_semaphore_has_no_state(self, storage: Storage) -> None:
         key = uid("sem")
         assert storage.semaphores.state(key) is None
         assert storage.semaphores.release(key, "h1") is False
         assert storage.semaphores.extend(key, "h1", HOUR) is False
 
+    @pytest.mark.obligations("O-semaphores-7")
     def test_releasing_every_lease_empties_it(self, storage: Storage) -> None:
         key = uid("sem")
         storage.semaphores.acquire(key, "h1", 1, HOUR)
         storage.semaphores.release(key, "h1")
         assert storage.semaphores.state(key) is None
 
+    @pytest.mark.obligations("O-semaphores-9")
     def test_the_creating_acquire_fixes_the_limit(self, storage: Storage) -> None:
         key = uid("sem")
         storage.semaphores.acquire(key, "h1", 1, HOUR)
@@ -72,11 +81,13 @@ class SemaphoresContract:
         state = storage.semaphores.state(key)
         assert state is not None and state.limit == 1
 
+    @pytest.mark.obligations("O-semaphores-10")
     def test_limit_zero_admits_nobody(self, storage: Storage) -> None:
         key = uid("sem")
         assert storage.semaphores.acquire(key, "h1", 0, HOUR) is False
         assert storage.semaphores.state(key) is None
 
+    @pytest.mark.obligations("O-semaphores-11", "O-semaphores-7")
     def test_reset_drops_every_lease(self, storage: Storage) -> None:
         key = uid("sem")
         storage.semaphores.acquire(key, "h1", 2, HOUR)
@@ -86,6 +97,7 @@ class SemaphoresContract:
         assert storage.semaphores.release(key, "h1") is False
         storage.semaphores.reset(uid("sem"))
 
+    @pytest.mark.obligations("O-semaphores-5")
     def test_extend_sets_the_lease_never_adds(self, storage: Storage, probe: Probe) -> None:
         key = uid("sem")
         storage.semaphores.acquire(key, "h1", 2, HOUR)
@@ -95,6 +107,7 @@ class SemaphoresContract:
         assert_ttl(probe.ttl("semaphore", key, "h1"), 2 * HOUR)
         assert storage.semaphores.extend(key, "h2", HOUR) is False
 
+    @pytest.mark.obligations("O-semaphores-8", "O-semaphores-4", "O-semaphores-1")
     def test_a_dead_holder_loses_its_slot_after_its_lease(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -112,6 +125,7 @@ class SemaphoresContract:
         state = storage.semaphores.state(key)
         assert state is not None and set(state.holders) == {"h2", "h3"}
 
+    @pytest.mark.obligations("O-semaphores-4")
     def test_a_lapsed_holders_late_release_frees_no_other_slot(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -141,6 +155,7 @@ class SemaphoresContract:
                 'docs/protocol.md, "Semaphores"',
             )
 
+    @pytest.mark.obligations("O-semaphores-7", "O-semaphores-8", "O-semaphores-9")
     def test_every_lease_lapsing_empties_the_semaphore(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -153,6 +168,7 @@ class SemaphoresContract:
         state = storage.semaphores.state(key)
         assert state is not None and state.limit == 3
 
+    @pytest.mark.obligations("O-semaphores-12")
     def test_the_semaphore_lives_as_long_as_its_longest_lease(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -162,6 +178,31 @@ class SemaphoresContract:
         ttl = probe.ttl("semaphore", key)
         assert ttl is not None and not math.isinf(ttl)
         assert ttl >= HOUR - 5
+
+    @pytest.mark.obligations("O-semaphores-13")
+    def test_a_lease_that_is_not_positive_and_finite_is_refused(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        """acquire and extend refuse a lease of 0, a negative, infinite or NaN one with
+        ``ValueError`` and store nothing (docs/protocol.md, "Conventions")."""
+        key = uid("sem")
+        for lease in (0, 0.0, -1.0, math.inf, math.nan):
+            with pytest.raises(ValueError):
+                storage.semaphores.acquire(key, "h1", 2, lease)
+        assert storage.semaphores.state(key) is None, teach(
+            "semaphores",
+            "an acquire with a lease that is not a positive finite number raises ValueError "
+            "and leases nothing",
+            "a lease of 0 or a negative one sent to the backend instead of checked first",
+            'docs/protocol.md, "Conventions"',
+        )
+        assert storage.semaphores.acquire(key, "h1", 2, 120) is True
+        for lease in (0, 0.0, -1.0, math.inf, math.nan):
+            with pytest.raises(ValueError):
+                storage.semaphores.extend(key, "h1", lease)
+        state = storage.semaphores.state(key)
+        assert state is not None and list(state.holders) == ["h1"]
+        assert_ttl(probe.ttl("semaphore", key, "h1"), 120)
 
 
 class TestSemaphores(SemaphoresContract):
