@@ -43,8 +43,8 @@ import pytest
 
 from reactor.ports.router import Router
 from reactor.ports.storage import Storage
-from reactor_contract._support import CONTEXT_TTL
 from reactor_contract import obligation_marks
+from reactor_contract._support import CONTEXT_TTL
 from reactor_contract._timeout import DEFAULT_TEST_TIMEOUT, ContractTimeout
 from reactor_contract.obligation_marks import ObligationCoverage
 from reactor_contract.probe import Probe, RouterProbe, load_probe, load_router_probe
@@ -277,6 +277,14 @@ def pytest_configure(config: pytest.Config) -> None:
     ``--reactor-obligations``); register the conformance table and the per-test timeout, only
     when the suite's options are given."""
     obligation_marks.register(config)
+    # Hypothesis fails a test whose strategies seem to use the global random state; a driver's
+    # background thread (a connection pool's jitter) moves it while an example is drawn, which
+    # is not the strategy's doing (the suite's strategies draw from hypothesis only).
+    config.addinivalue_line(
+        "filterwarnings",
+        "ignore:Do not use the `random` module inside strategies"
+        ":hypothesis.errors.HypothesisDeprecationWarning",
+    )
     if config.getoption("reactor_obligations"):
         config.pluginmanager.register(ObligationCoverage(), "reactor-contract-obligations")
     if _enabled(config):

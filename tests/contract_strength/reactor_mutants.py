@@ -21,6 +21,7 @@ import functools
 import os
 import threading
 import time
+import unicodedata
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -48,6 +49,7 @@ from reactor.model.coordination import semaphores as semaphore_model
 from reactor.model.coordination._expiry import deadline
 from reactor.model.records import (
     ContextRecord,
+    LockInfo,
     RateDecision,
     RateWindow,
     RollbackOutcome,
@@ -551,6 +553,53 @@ class ClaimReleaseByStranger(DocumentClaimStore):
         from reactor.generic.claims import idempotency_document_key
 
         return self._idempotency.delete(idempotency_document_key(reactor, key))
+
+
+class IdempotencyKeysJoined(DocumentClaimStore):
+    """Idempotency claims keyed by ``<reactor>:<key>`` split back at its first colon: the real
+    store's layout for reactor names without a colon, but (``r:``, ``k``) and (``r``, ``:k``)
+    are one claim."""
+
+    @staticmethod
+    def _split(reactor: str, key: str) -> tuple[str, str]:
+        first, rest = f"{reactor}:{key}".split(":", 1)
+        return first, rest
+
+    def claim_idempotency_key(self, reactor: str, key: str, context_id: str) -> str | None:
+        return super().claim_idempotency_key(*self._split(reactor, key), context_id)
+
+    def release_idempotency_key(self, reactor: str, key: str, context_id: str) -> bool:
+        return super().release_idempotency_key(*self._split(reactor, key), context_id)
+
+    def reclaim_idempotency_key(
+        self, reactor: str, key: str, from_context_id: str, to_context_id: str
+    ) -> bool:
+        return super().reclaim_idempotency_key(*self._split(reactor, key), from_context_id,
+                                               to_context_id)
+
+
+class LockKeysNormalised(DocumentLockStore):
+    """Lock keys normalised (NFKC, case-folded) before use: ``"Kelvin"`` with the Kelvin sign
+    and ``"kelvin"`` are one lock."""
+
+    @staticmethod
+    def _fold(key: str) -> str:
+        return unicodedata.normalize("NFKC", key).casefold()
+
+    def acquire(self, key: str, owner: str, ttl: float | None) -> int:
+        return super().acquire(self._fold(key), owner, ttl)
+
+    def release(self, key: str, owner: str) -> bool:
+        return super().release(self._fold(key), owner)
+
+    def extend(self, key: str, owner: str, ttl: float | None) -> bool:
+        return super().extend(self._fold(key), owner, ttl)
+
+    def held(self, key: str) -> bool:
+        return super().held(self._fold(key))
+
+    def info(self, key: str) -> LockInfo | None:
+        return super().info(self._fold(key))
 
 
 class ContextScanDropsLastPage(DocumentContextStore):
@@ -1350,6 +1399,8 @@ _STORES: dict[str, tuple[str, type[Any]]] = {
     "map_offset_returns_old": ("maps", MapOffsetReturnsOld),
     "map_first_failure_last_wins": ("maps", MapFirstFailureLastWins),
     "claim_release_by_stranger": ("claims", ClaimReleaseByStranger),
+    "idempotency_keys_joined": ("claims", IdempotencyKeysJoined),
+    "lock_keys_normalised": ("locks", LockKeysNormalised),
     "context_scan_drops_last_page": ("contexts", ContextScanDropsLastPage),
     "context_save_no_restamp": ("contexts", ContextSaveNoRestamp),
     "lock_held_ignores_expiry": ("locks", LockHeldIgnoresExpiry),
@@ -1463,6 +1514,11 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("map_offset_returns_old", "maps", "maps", "storage", MapOffsetReturnsOld),
     _m("map_first_failure_last_wins", "maps", "maps", "storage", MapFirstFailureLastWins),
     _m("claim_release_by_stranger", "claims", "claims", "storage", ClaimReleaseByStranger),
+    # keys from user text that collide (properties over adversarial names, test_keys)
+    _m("idempotency_keys_joined", "keys", "claims keys", "storage", IdempotencyKeysJoined,
+       "distinct names are distinct records"),
+    _m("lock_keys_normalised", "keys", "locks keys", "storage", LockKeysNormalised,
+       "distinct names are distinct records"),
     _m("context_scan_drops_last_page", "sweeps", "contexts sweeps", "storage",
        ContextScanDropsLastPage),
     _m("context_save_no_restamp", "contexts", "contexts", "storage", ContextSaveNoRestamp),

@@ -45,6 +45,7 @@ MARKER = "obligations"
 CONCERNS: tuple[str, ...] = (
     "documents",
     "surface",
+    "keys",
     "contexts",
     "locks",
     "leases",
