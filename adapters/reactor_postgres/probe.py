@@ -11,6 +11,7 @@ the contract suite: it needs the ``reactor_contract`` package.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from psycopg import sql
 from reactor_contract.generic_probe import GenericProbe
@@ -22,7 +23,9 @@ from reactor_postgres.documents import PostgresDocumentStore, like_prefix
 from reactor_postgres.router import PostgresRouter
 from reactor_postgres.storage import PostgresStorage
 
-__all__ = ["PostgresCleanup", "PostgresRouterProbe", "probe_for", "router_probe_for"]
+__all__ = [
+    "PostgresCleanup", "PostgresProbe", "PostgresRouterProbe", "probe_for", "router_probe_for",
+]
 
 
 def probe_for(storage: Storage) -> Probe:
@@ -54,7 +57,31 @@ def probe_for(storage: Storage) -> Probe:
             owns_client=False, capabilities=capabilities,
         )
 
-    return GenericProbe(documents, clocked=clocked, cleanup=PostgresCleanup(documents))
+    return PostgresProbe(documents, drivers=[(documents.client, "pool")], clocked=clocked,
+                         cleanup=PostgresCleanup(documents))
+
+
+class PostgresProbe(GenericProbe):
+    """:class:`reactor_contract.generic_probe.GenericProbe` plus the optional
+    :class:`reactor_contract.probe.DriverProbe` capability: it names the ``psycopg_pool.ConnectionPool`` the store's
+    statements run on
+    (docs/contract-suite.md, "Faults injected at the driver").
+
+    Args:
+        documents: the adapter's document store.
+        drivers: the ``(owner, attribute)`` pairs :meth:`driver_clients` returns.
+        **options: the other arguments of ``GenericProbe``.
+    """
+
+    def __init__(
+        self, documents: Any, *, drivers: list[tuple[object, str]], **options: Any
+    ) -> None:
+        super().__init__(documents, **options)
+        self._drivers = drivers
+
+    def driver_clients(self) -> list[tuple[object, str]]:
+        """``[(client, "pool")]``: the store's ``psycopg_pool.ConnectionPool``."""
+        return list(self._drivers)
 
 
 class PostgresCleanup:
@@ -110,6 +137,11 @@ class PostgresRouterProbe:
 
     def __init__(self, router: PostgresRouter) -> None:
         self.router = router
+
+    def driver_clients(self) -> list[tuple[object, str]]:
+        """``[(queue client, "pool")]``: the ``psycopg_pool.ConnectionPool`` of the router's
+        queue (docs/contract-suite.md, "Faults injected at the driver")."""
+        return [(self.router.primitive.client, "pool")]
 
     def inject_raw(self, body: str | bytes) -> None:
         """Queue ``body`` as a message, due now, without validating it (bytes are stored as

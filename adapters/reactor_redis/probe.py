@@ -81,8 +81,15 @@ class RedisProbe:
     """
 
     def __init__(self, storage: RedisStorage) -> None:
+        self._storage = storage
         self._client: Client = storage.client
         self._keys = storage.keys
+
+    # DriverProbe -----------------------------------------------------------------------------
+    def driver_clients(self) -> list[tuple[object, str]]:
+        """The redis-py client every sub-store sends its commands through: ``storage.client``
+        (docs/contract-suite.md, "Faults injected at the driver")."""
+        return [(self._storage, "client")]
 
     # key resolution ------------------------------------------------------------------------
     def _physical(self, concern: str, key: str, member: str | None) -> list[str]:
@@ -312,6 +319,11 @@ class RedisRouterProbe:
 
     def __init__(self, router: RedisRouter) -> None:
         self._router = router
+
+    def driver_clients(self) -> list[tuple[object, str]]:
+        """The router's redis-py client, ``router.client`` (docs/contract-suite.md, "Faults
+        injected at the driver")."""
+        return [(self._router, "client")]
 
     def inject_raw(self, body: str | bytes) -> None:
         """Append ``body`` (text or any bytes, stored byte for byte) to the queue's stream

@@ -57,6 +57,7 @@ __all__ = [
     "ROUTER_PROBE_GROUP",
     "CleanupProbe",
     "ClockProbe",
+    "DriverProbe",
     "Probe",
     "ProbeNotFound",
     "RouterProbe",
@@ -230,6 +231,32 @@ class CleanupProbe(Protocol):
         Returns:
             Backend names (keys, ``"collection/key"``, queue names), sorted, or ``None`` when
             this probe cannot tell.
+        """
+        ...
+
+
+@runtime_checkable
+class DriverProbe(Protocol):
+    """An optional probe capability: name the driver clients the adapter sends its requests
+    through, so the suite can inject faults at the driver (docs/contract-suite.md, "Faults
+    injected at the driver"; :class:`reactor_contract.driver_faults.FaultInjector`).
+
+    Storage probes and router probes offer it alike. A probe without it, or whose
+    :meth:`driver_clients` returns ``None`` or ``[]`` (an in-process adapter has no driver),
+    makes the ``driver_faults`` tests skip, and that row shows a gap.
+    """
+
+    def driver_clients(self) -> list[tuple[object, str]] | None:
+        """Where the probed object keeps each driver client, as ``(owner, attribute)`` pairs:
+        ``getattr(owner, attribute)`` is the client (a ``redis.Redis``/``RedisCluster``, a
+        pymongo or mongomock ``MongoClient``, a boto3 client, a ``sqlite3.Connection``, a
+        ``psycopg_pool.ConnectionPool``). The owner is the object the adapter reads the
+        attribute from on every request: a ``sqlite3.Connection`` takes no attributes, so the
+        injector replaces it there by a proxy while installed.
+
+        Returns:
+            The pairs, one per client (every client the adapter's requests go through), or
+            ``None`` when the probe cannot name them.
         """
         ...
 
