@@ -55,8 +55,18 @@ def probe_for(storage: Storage) -> Probe:
         return MongoStorage(twin, context_ttl=context_ttl)
 
     cleanup = MongoCleanup(documents.database, documents.prefix)
-    return MongoProbe(documents, drivers=[(documents.database, "client")], clocked=clocked,
-                      cleanup=cleanup)
+    return MongoProbe(documents, drivers=[(_unwrapped(documents.database), "client")],
+                      clocked=clocked, cleanup=cleanup)
+
+
+def _unwrapped(database: Any) -> Any:
+    """The database whose ``client`` attribute is the driver's own ``MongoClient``: on
+    ``mongomock://`` the store holds a :class:`reactor_mongodb.testing.Serialized` proxy,
+    whose ``client`` would be another proxy, so the fault injector is given the mongomock
+    database behind it (docs/contract-suite.md, "Faults injected at the driver")."""
+    from reactor_mongodb.testing import Serialized
+
+    return database._target if isinstance(database, Serialized) else database
 
 
 class MongoProbe(GenericProbe):
@@ -129,7 +139,7 @@ class MongoRouterProbe:
     def driver_clients(self) -> list[tuple[object, str]]:
         """``[(router.database, "client")]``: the ``MongoClient`` of the router's collections
         (docs/contract-suite.md, "Faults injected at the driver")."""
-        return [(self.router.database, "client")]
+        return [(_unwrapped(self.router.database), "client")]
 
     def inject_raw(self, body: str | bytes) -> None:
         """Queue ``body`` as a message, due now, without validating it (bytes are stored as

@@ -27,10 +27,18 @@ from typing import Any
 import pytest
 
 from reactor.errors import RouterError, StorageError
-from reactor.model.records import ContextDelta
+from reactor.model.records import ContextDelta, RateWindow
 from reactor.ports.router import Delivery, Job, Router
 from reactor.ports.storage import Storage
-from reactor_contract._support import HOUR, SUITE_DOC, context, step_result, teach, uid
+from reactor_contract._support import (
+    HOUR,
+    SUITE_DOC,
+    context,
+    map_metadata,
+    step_result,
+    teach,
+    uid,
+)
 from reactor_contract.driver_faults import (
     APPLIED_THEN_TIMEOUT,
     PERMISSION,
@@ -318,6 +326,37 @@ STORAGE_OPS: dict[str, _Op] = {
 }
 
 
+def _unchecked(storage: Storage, state: Any, result: Any) -> None:
+    """No retry check: the operation is walked for permanent errors only."""
+
+
+#: More operations, walked for permanent errors only (each must surface as ``StorageError``).
+STORAGE_PERMANENT_OPS: dict[str, _Op] = {
+    **STORAGE_OPS,
+    "contexts.delete": _Op(
+        _saved_with_base, lambda s, r: s.contexts.delete(r.context_id), _unchecked,
+    ),
+    "contexts.scan": _Op(
+        _saved_with_base, lambda s, r: s.contexts.scan(limit=10), _unchecked,
+    ),
+    "locks.extend": _Op(
+        _acquired, lambda s, k: s.locks.extend(k, "owner-a", HOUR), _unchecked,
+    ),
+    "claims.claim_correlation_id": _Op(
+        _claim_setup, lambda s, st: s.claims.claim_correlation_id(st[0], st[1]), _unchecked,
+    ),
+    "maps.init": _Op(lambda s: map_metadata(), lambda s, m: s.maps.init(m), _unchecked),
+    "semaphores.acquire": _Op(
+        _lock_setup, lambda s, k: s.semaphores.acquire(k, "holder", 2, HOUR), _unchecked,
+    ),
+    "rate_limits.hit": _Op(
+        _lock_setup, lambda s, k: s.rate_limits.hit(k, [RateWindow("hour", HOUR, 5)]),
+        _unchecked,
+    ),
+    "periods.mark": _Op(_lock_setup, lambda s, k: s.periods.mark(k, ttl=HOUR), _unchecked),
+}
+
+
 @pytest.fixture
 def storage_faults(storage: Storage, probe: Probe) -> Iterator[FaultInjector]:
     """The storage's driver clients under a :class:`FaultInjector` (skips without one)."""
@@ -332,11 +371,11 @@ class DriverFaultsContract:
     reactor_concern = "driver_faults"
 
     @pytest.mark.obligations("O-driver_faults-1")
-    @pytest.mark.parametrize("name", sorted(STORAGE_OPS))
+    @pytest.mark.parametrize("name", sorted(STORAGE_PERMANENT_OPS))
     def test_a_permanent_driver_error_surfaces_as_storage_error(
         self, storage: Storage, storage_faults: FaultInjector, name: str
     ) -> None:
-        _permanent(storage_faults, STORAGE_OPS[name], storage, name)
+        _permanent(storage_faults, STORAGE_PERMANENT_OPS[name], storage, name)
 
     @pytest.mark.obligations("O-driver_faults-3", "O-driver_faults-4")
     @pytest.mark.parametrize("name", sorted(STORAGE_OPS))
@@ -421,6 +460,15 @@ ROUTER_OPS: dict[str, _Op] = {
 }
 
 
+#: More router operations, walked for permanent errors only.
+ROUTER_PERMANENT_OPS: dict[str, _Op] = {
+    **ROUTER_OPS,
+    "retry": _Op(_received, lambda r, st: r.retry(st[1], 0), _unchecked),
+    "extend": _Op(_received, lambda r, st: r.extend(st[1], 5), _unchecked),
+    "dead_letter": _Op(_received, lambda r, st: r.dead_letter(st[1], "poison"), _unchecked),
+}
+
+
 @pytest.fixture
 def router_faults(router: Router, router_probe: RouterProbe) -> Iterator[FaultInjector]:
     """The router's driver clients under a :class:`FaultInjector` (skips without one)."""
@@ -434,11 +482,11 @@ class RouterDriverFaultsContract:
     reactor_concern = "driver_faults"
 
     @pytest.mark.obligations("O-driver_faults-2")
-    @pytest.mark.parametrize("name", sorted(ROUTER_OPS))
+    @pytest.mark.parametrize("name", sorted(ROUTER_PERMANENT_OPS))
     def test_a_permanent_driver_error_surfaces_as_router_error(
         self, router: Router, router_faults: FaultInjector, name: str
     ) -> None:
-        _permanent(router_faults, ROUTER_OPS[name], router, name)
+        _permanent(router_faults, ROUTER_PERMANENT_OPS[name], router, name)
         router.receive(max_jobs=10, wait_seconds=0)  # leave nothing leased behind
 
     @pytest.mark.obligations("O-driver_faults-5")
