@@ -57,8 +57,8 @@ def probe_for(storage: Storage) -> Probe:
 
 class DynamoProbe(GenericProbe):
     """:class:`reactor_contract.generic_probe.GenericProbe` plus the optional
-    :class:`reactor_contract.probe.DriverProbe` capability: it names the store's boto3 DynamoDB client
-    (docs/contract-suite.md, "Faults injected at the driver").
+    :class:`reactor_contract.probe.DriverProbe` capability: it names the store's boto3
+    DynamoDB client (docs/contract-suite.md, "Faults injected at the driver").
 
     Args:
         documents: the adapter's document store.

@@ -71,9 +71,9 @@ def _unwrapped(database: Any) -> Any:
 
 class MongoProbe(GenericProbe):
     """:class:`reactor_contract.generic_probe.GenericProbe` plus the optional
-    :class:`reactor_contract.probe.DriverProbe` capability: it names the pymongo (or mongomock) ``MongoClient`` of the
-    store's database
-    (docs/contract-suite.md, "Faults injected at the driver").
+    :class:`reactor_contract.probe.DriverProbe` capability: it names the pymongo (or
+    mongomock) ``MongoClient`` of the store's database (docs/contract-suite.md, "Faults
+    injected at the driver").
 
     Args:
         documents: the adapter's document store.

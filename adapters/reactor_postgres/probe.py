@@ -63,9 +63,9 @@ def probe_for(storage: Storage) -> Probe:
 
 class PostgresProbe(GenericProbe):
     """:class:`reactor_contract.generic_probe.GenericProbe` plus the optional
-    :class:`reactor_contract.probe.DriverProbe` capability: it names the ``psycopg_pool.ConnectionPool`` the store's
-    statements run on
-    (docs/contract-suite.md, "Faults injected at the driver").
+    :class:`reactor_contract.probe.DriverProbe` capability: it names the
+    ``psycopg_pool.ConnectionPool`` the store's statements run on (docs/contract-suite.md,
+    "Faults injected at the driver").
 
     Args:
         documents: the adapter's document store.

@@ -15,7 +15,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
 from reactor_contract.driver_faults import (
     APPLIED_THEN_TIMEOUT,
     KINDS,
@@ -72,6 +71,7 @@ def test_redis_commands_scripts_and_pipelines_are_counted_and_failed(redis_clien
 
     key = f"faults-{uuid.uuid4().hex}"
     script = redis_client.register_script("return redis.call('INCR', KEYS[1])")
+    script(keys=[key])  # loaded now: each later call is one EVALSHA
     bound_before = redis_client.execute_command  # bound before the install: still caught
     owner = SimpleNamespace(client=redis_client)
     with FaultInjector([(owner, "client")]) as faults:
@@ -122,7 +122,8 @@ def mongo_client(request: pytest.FixtureRequest, service_url: Callable[[str], st
 
 def test_mongodb_collection_and_database_calls_are_counted_and_failed(mongo_client: Any) -> None:
     import mongomock
-    import pymongo
+    import mongomock.collection
+    import pymongo.collection
     from pymongo import errors
 
     database = mongo_client["reactor_faults"]

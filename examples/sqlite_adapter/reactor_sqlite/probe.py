@@ -48,8 +48,8 @@ def probe_for(storage: Storage) -> Probe:
 
 class SQLiteProbe(GenericProbe):
     """:class:`reactor_contract.generic_probe.GenericProbe` plus the optional
-    :class:`reactor_contract.probe.DriverProbe` capability: it names the store's ``sqlite3.Connection`` (an attribute
-    the injector can replace by a proxy)
+    :class:`reactor_contract.probe.DriverProbe` capability: it names the store's
+    ``sqlite3.Connection``, an attribute the injector can replace by a proxy
     (docs/contract-suite.md, "Faults injected at the driver").
 
     Args:
