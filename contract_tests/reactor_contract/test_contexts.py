@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -10,6 +11,7 @@ import pytest
 
 from reactor.engine import fast_paths
 from reactor.errors import ContextTooLargeError, LockLost, StaleWriterError
+from reactor.memory.clock import ManualClock
 from reactor.model.records import ContextDelta, ContextRecord, Fence, LockClaim
 from reactor.ports.capabilities import LocksWithContexts
 from reactor.ports.storage import Storage
@@ -25,7 +27,8 @@ from reactor_contract._support import (
     walk_scan,
 )
 from reactor_contract.plugin import NO_SIZE_LIMIT
-from reactor_contract.probe import Probe
+from reactor_contract.probe import ClockProbe, Probe
+from reactor_contract.test_concurrency import race_rounds
 
 __all__ = ["ContextsContract"]
 
@@ -35,6 +38,7 @@ class ContextsContract:
 
     reactor_concern = "contexts"
 
+    @pytest.mark.obligations("O-contexts-1")
     def test_save_then_load_round_trips_every_field(self, storage: Storage) -> None:
         record = context(
             status="paused",
@@ -48,9 +52,11 @@ class ContextsContract:
         storage.contexts.save(record)
         assert storage.contexts.load(record.context_id) == record
 
+    @pytest.mark.obligations("O-contexts-2")
     def test_unknown_id_loads_none(self, storage: Storage) -> None:
         assert storage.contexts.load(uid("ctx")) is None
 
+    @pytest.mark.obligations("O-contexts-3")
     def test_last_writer_wins(self, storage: Storage) -> None:
         first = context(status="running", document='{"v":1}')
         second = dataclasses.replace(first, status="completed", document='{"v":2}')
@@ -58,6 +64,7 @@ class ContextsContract:
         storage.contexts.save(second)
         assert storage.contexts.load(first.context_id) == second
 
+    @pytest.mark.obligations("O-contexts-4")
     def test_delete_makes_the_context_absent(self, storage: Storage) -> None:
         record = context()
         storage.contexts.save(record)
@@ -66,6 +73,7 @@ class ContextsContract:
         assert storage.contexts.delete(record.context_id) is False
         assert storage.contexts.scan() == []
 
+    @pytest.mark.obligations("O-contexts-14")
     def test_scan_lists_top_level_runs_only(self, storage: Storage) -> None:
         root = context(status="running")
         element = context(status="running", parent=root.context_id, root=root.context_id)
@@ -78,6 +86,7 @@ class ContextsContract:
         listed = {r.context_id for r in storage.contexts.scan(include_dispatched_children=True)}
         assert listed == {root.context_id, child.context_id}
 
+    @pytest.mark.obligations("O-contexts-15")
     def test_scan_rows_are_summaries_of_the_stored_runs(self, storage: Storage) -> None:
         record = context(status="failed", created_at=1_700_000_000.5, updated_at=1_700_000_001.5)
         storage.contexts.save(record)
@@ -86,6 +95,7 @@ class ContextsContract:
         assert (row.created_at, row.updated_at) == (1_700_000_000.5, 1_700_000_001.5)
         assert row.parent_context_id is None and row.dispatched_child is False
 
+    @pytest.mark.obligations("O-contexts-14")
     def test_scan_never_lists_other_records(self, storage: Storage) -> None:
         record = context()
         storage.contexts.save(record)
@@ -94,6 +104,7 @@ class ContextsContract:
         storage.maps.init(map_metadata(parent_context_id=record.context_id))
         assert [r.context_id for r in storage.contexts.scan()] == [record.context_id]
 
+    @pytest.mark.obligations("O-contexts-16", "O-contexts-17")
     def test_status_filter_applies_before_the_limit(self, storage: Storage) -> None:
         for _ in range(5):
             storage.contexts.save(context(status="completed"))
@@ -104,12 +115,14 @@ class ContextsContract:
         assert len(storage.contexts.scan(statuses=["completed", "running"], limit=3)) == 3
         assert storage.contexts.scan(statuses=["halted"]) == []
 
+    @pytest.mark.obligations("O-contexts-17")
     def test_scan_respects_the_limit(self, storage: Storage) -> None:
         for _ in range(4):
             storage.contexts.save(context())
         assert len(storage.contexts.scan(limit=3)) == 3
         assert len(storage.contexts.scan()) == 4
 
+    @pytest.mark.obligations("O-contexts-18")
     def test_scan_follows_status_changes(self, storage: Storage) -> None:
         record = context(status="running")
         storage.contexts.save(record)
@@ -117,6 +130,7 @@ class ContextsContract:
         assert storage.contexts.scan(statuses=["running"]) == []
         assert [r.status for r in storage.contexts.scan(statuses=["completed"])] == ["completed"]
 
+    @pytest.mark.obligations("O-contexts-22")
     def test_pages_list_every_run_once_newest_first(self, storage: Storage) -> None:
         runs = [context(created_at=1_700_000_000.0 + i) for i in range(3)]
         for record in runs:
@@ -129,12 +143,14 @@ class ContextsContract:
         listed = [r.context_id for r in first.runs + second.runs]
         assert listed == [r.context_id for r in reversed(runs)]
 
+    @pytest.mark.obligations("O-contexts-22")
     def test_a_single_page_has_no_cursor(self, storage: Storage) -> None:
         storage.contexts.save(context())
         page = storage.contexts.page(limit=5)
         assert len(page.runs) == 1 and page.next_cursor is None
         assert storage.contexts.page().runs[0].context_id == page.runs[0].context_id
 
+    @pytest.mark.obligations("O-contexts-23")
     def test_a_malformed_cursor_raises_value_error(self, storage: Storage) -> None:
         storage.contexts.save(context())
         with pytest.raises(ValueError):
@@ -155,6 +171,7 @@ class ContextsContract:
                 return listed
         raise AssertionError("the filtered page walk did not end")
 
+    @pytest.mark.obligations("O-contexts-25", "O-contexts-29")
     def test_a_status_filter_lists_only_those_runs_newest_first(
         self, storage: Storage
     ) -> None:
@@ -169,6 +186,7 @@ class ContextsContract:
         assert [r.context_id for r in first.runs] == [r.context_id for r in reversed(runs)]
         assert storage.contexts.page(statuses=["halted"]).runs == ()
 
+    @pytest.mark.obligations("O-contexts-25")
     def test_a_status_filter_follows_status_changes(self, storage: Storage) -> None:
         record = context(status="running")
         storage.contexts.save(record)
@@ -177,6 +195,7 @@ class ContextsContract:
         (row,) = storage.contexts.page(statuses=["failed"]).runs
         assert (row.context_id, row.status) == (record.context_id, "failed")
 
+    @pytest.mark.obligations("O-contexts-26", "O-contexts-28", "O-contexts-29")
     def test_a_reactor_filter_lists_only_that_reactors_runs(self, storage: Storage) -> None:
         base = 1_700_200_000.0
         runs = [context(created_at=base + i, reactor="billing" if i % 2 else "orders")
@@ -188,6 +207,7 @@ class ContextsContract:
         rows = storage.contexts.page(reactor="orders", statuses=["running"]).runs
         assert {r.reactor for r in rows} == {"orders"} and len(rows) == 3
 
+    @pytest.mark.obligations("O-contexts-27")
     def test_a_time_range_lists_runs_created_in_it(self, storage: Storage) -> None:
         base = 1_700_300_000.0
         runs = [context(created_at=base + i) for i in range(8)]
@@ -203,6 +223,7 @@ class ContextsContract:
         assert [r.context_id for r in newest.runs] == [runs[5].context_id]
         assert storage.contexts.page(created_from=base + 100).runs == ()
 
+    @pytest.mark.obligations("O-contexts-28")
     def test_filters_combine_and_skip_map_elements(self, storage: Storage) -> None:
         base = 1_700_400_000.0
         keep = context(created_at=base + 1, reactor="orders", status="failed")
@@ -216,6 +237,7 @@ class ContextsContract:
         ).runs
         assert [r.context_id for r in rows] == [keep.context_id]
 
+    @pytest.mark.obligations("O-contexts-29")
     def test_a_filtered_walk_lists_every_match_once_across_a_long_index(
         self, storage: Storage
     ) -> None:
@@ -230,19 +252,117 @@ class ContextsContract:
         # and still carry a cursor; the walk still lists each match once, in order
         assert self._walk_pages(storage, 50, statuses=["failed"]) == wanted
 
+    @pytest.mark.obligations("O-contexts-23", "O-contexts-31")
     def test_a_malformed_filter_raises_value_error(self, storage: Storage) -> None:
         with pytest.raises(ValueError):
             storage.contexts.page(statuses="failed")
         with pytest.raises(ValueError):
             storage.contexts.page(created_from=float("nan"))
         with pytest.raises(ValueError):
+            storage.contexts.page(created_to=float("inf"))
+        with pytest.raises(ValueError):
+            storage.contexts.page(reactor=cast(str, 42))
+        with pytest.raises(ValueError):
             storage.contexts.page(cursor="%%% not a cursor %%%", statuses=["failed"])
 
+    @pytest.mark.obligations("O-contexts-24")
+    def test_a_page_limit_below_one_raises_value_error(self, storage: Storage) -> None:
+        storage.contexts.save(context())
+        for limit in (0, -1):
+            with pytest.raises(ValueError):
+                storage.contexts.page(limit=limit)
+
+    @pytest.mark.obligations("O-contexts-30")
+    def test_a_page_cursor_is_a_position_whatever_the_filters(self, storage: Storage) -> None:
+        base = 1_700_450_000.0
+        runs = [context(created_at=base + i, status="failed" if i % 2 == 0 else "completed",
+                        reactor="billing" if i in (1, 2) else "orders")
+                for i in range(6)]
+        for record in runs:
+            storage.contexts.save(record)
+        first = storage.contexts.page(limit=3)  # unfiltered: runs 5, 4, 3
+        assert [r.context_id for r in first.runs] == [r.context_id for r in runs[:2:-1]]
+        cursor = first.next_cursor
+        assert cursor is not None
+        older = list(reversed(runs[:3]))  # what lies after the cursor: runs 2, 1, 0
+        cases: dict[str, tuple[dict[str, Any], list[ContextRecord]]] = {
+            "statuses": ({"statuses": ["failed"]}, [r for r in older if r.status == "failed"]),
+            "reactor": ({"reactor": "billing"}, [r for r in older if r.reactor == "billing"]),
+            "created_to above the cursor": ({"created_to": base + 100}, older),
+        }
+        for name, (filters, expected) in cases.items():
+            got = [r.context_id for r in
+                   storage.contexts.page(cursor=cursor, limit=10, **filters).runs]
+            assert got == [r.context_id for r in expected], teach(
+                "contexts",
+                f"a page cursor continues strictly after its entry whatever the filters of the "
+                f"next call ({name}): expected the matching runs older than the cursor, newest "
+                f"first, got {got}",
+                "a cursor that encodes the filters of the call that made it, or a time range "
+                "that restarts the walk above the cursor",
+                'docs/protocol.md, "Filtered pages"',
+            )
+
+    @pytest.mark.obligations("O-contexts-32", "O-contexts-4", "O-contexts-7")
+    def test_the_listing_never_shows_a_deleted_or_expired_run(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        base = 1_700_600_000.0
+        kept = context(created_at=base, status="running")
+        deleted = [context(created_at=base + 1, status="running"),
+                   context(created_at=base + 2, status="completed")]
+        expired = [context(created_at=base + 3, status="running"),
+                   context(created_at=base + 4, status="failed")]
+        for record in (kept, *deleted, *expired):
+            storage.contexts.save(record)
+        for record in deleted:
+            assert storage.contexts.delete(record.context_id) is True
+        for record in expired:
+            probe.expire("context", record.context_id)
+        every: list[dict[str, Any]] = [{}, {"statuses": ["running", "completed", "failed"]}]
+        for filters in every:
+            listed = [r.context_id for r in storage.contexts.page(**filters).runs]
+            assert listed == [kept.context_id], teach(
+                "contexts",
+                f"the listing (page, filters {filters}) never shows a run that load no longer "
+                "returns: deleted and expired runs, finished or not, are not listed "
+                f"(listed {listed}, kept {kept.context_id})",
+                "a page summary left behind by delete, or a finished run's summary that "
+                "outlives its run and is shown as stored without being checked",
+                'docs/workers.md, "Run listings after a crash"',
+            )
+        # A finished run's summary expires with the run: seen once the retention has passed.
+        finished = context(created_at=base + 5, status="completed")
+        storage.contexts.save(finished)
+        if storage.capabilities.clock != "application" or not isinstance(probe, ClockProbe):
+            return  # no client can move this storage's clock
+        clock = ManualClock(storage.now() + CONTEXT_TTL + 60)
+        later = probe.with_clock(clock)
+        if later is None:
+            return
+        try:
+            if not math.isclose(later.now(), clock(), abs_tol=1.0):
+                return  # the probe cannot inject a clock into this adapter
+            assert later.contexts.load(finished.context_id) is None
+            listed = [r.context_id for r in later.contexts.page().runs]
+            assert listed == [], teach(
+                "contexts",
+                "once context_ttl has passed since their last save, no run is listed: a "
+                f"finished run's summary expires with its run (listed {listed})",
+                "a terminal page summary written without the run's expiry (it is shown as "
+                "stored, so it would list a run that load no longer returns)",
+                'docs/workers.md, "Run listings after a crash"',
+            )
+        finally:
+            later.close()
+
+    @pytest.mark.obligations("O-contexts-6")
     def test_save_stamps_retention_to_context_ttl(self, storage: Storage, probe: Probe) -> None:
         record = context()
         storage.contexts.save(record)
         assert_ttl(probe.ttl("context", record.context_id), CONTEXT_TTL)
 
+    @pytest.mark.obligations("O-contexts-6")
     def test_every_save_restamps_retention(self, storage: Storage, probe: Probe) -> None:
         record = context()
         storage.contexts.save(record)
@@ -251,6 +371,7 @@ class ContextsContract:
         storage.contexts.save(dataclasses.replace(record, status="completed"))
         assert_ttl(probe.ttl("context", record.context_id), CONTEXT_TTL)
 
+    @pytest.mark.obligations("O-contexts-7")
     def test_an_expired_context_reads_as_absent(self, storage: Storage, probe: Probe) -> None:
         record = context()
         storage.contexts.save(record)
@@ -264,6 +385,7 @@ class ContextsContract:
     # Fenced saves (docs/workers.md, "Stale writers and fenced saves"): the record keeps the
     # largest fencing token of any fenced save; a lower one is refused and writes nothing.
 
+    @pytest.mark.obligations("O-contexts-8", "O-contexts-9")
     def test_a_fenced_save_below_the_stored_token_is_refused_as_stale(
         self, storage: Storage
     ) -> None:
@@ -285,6 +407,7 @@ class ContextsContract:
         page = storage.contexts.page()
         assert [(r.context_id, r.status) for r in page.runs] == [(first.context_id, "completed")]
 
+    @pytest.mark.obligations("O-contexts-8", "O-contexts-9")
     def test_fenced_saves_with_an_equal_or_higher_token_are_written(
         self, storage: Storage
     ) -> None:
@@ -300,6 +423,7 @@ class ContextsContract:
             storage.contexts.save(again, fence=_fence(record, 1_700_000_000_000_000))
         assert storage.contexts.load(record.context_id) == newer
 
+    @pytest.mark.obligations("O-contexts-10")
     def test_a_record_without_a_fence_accepts_the_first_fenced_save(
         self, storage: Storage
     ) -> None:
@@ -309,6 +433,7 @@ class ContextsContract:
         storage.contexts.save(fenced, fence=_fence(record, 1))
         assert storage.contexts.load(record.context_id) == fenced
 
+    @pytest.mark.obligations("O-contexts-3", "O-contexts-11")
     def test_unfenced_saves_always_write_and_keep_the_stored_fence(
         self, storage: Storage
     ) -> None:
@@ -323,6 +448,44 @@ class ContextsContract:
         storage.contexts.save(record, fence=_fence(record, 50))
         assert storage.contexts.load(record.context_id) == record
 
+    @pytest.mark.obligations("O-contexts-12", "O-contexts-8", "O-contexts-9")
+    def test_racing_fenced_saves_leave_the_highest_token_written(self, storage: Storage) -> None:
+        tokens = [1_000 + i for i in range(8)]
+
+        def prepare(run: str) -> None:
+            storage.contexts.save(dataclasses.replace(context(run), base="b-first"))
+
+        def save(run: str, i: int) -> bool:
+            # a fresh base per whole save, as the engine writes them
+            # (docs/protocol.md, "Incremental checkpoints")
+            record = dataclasses.replace(
+                context(run, document=f'{{"token":{tokens[i]}}}'), base=f"b{i}"
+            )
+            try:
+                storage.contexts.save(record, fence=Fence(f"async:{run}", f"w{i}", tokens[i]))
+            except StaleWriterError:
+                return False
+            return True
+
+        def check(run: str, saved: list[bool]) -> None:
+            loaded = storage.contexts.load(run)
+            document = None if loaded is None else loaded.document
+            assert saved[-1] and document == f'{{"token":{tokens[-1]}}}', teach(
+                "contexts",
+                "of fenced saves racing on one run, the highest token's record is the one "
+                f"stored (stored {document}, saves that landed {saved})",
+                "a fence read and then a write (no compare-and-set, no script): a lower "
+                "token's write lands after the highest token's check",
+                'docs/protocol.md, "Contexts"',
+            )
+            with pytest.raises(StaleWriterError):
+                storage.contexts.save(
+                    context(run), fence=Fence(f"async:{run}", "late", tokens[-2])
+                )
+
+        race_rounds(8, save, check, prefix="ctx", prepare=prepare)
+
+    @pytest.mark.obligations("O-contexts-13")
     def test_a_context_over_the_document_limit_is_refused(self, storage: Storage) -> None:
         limit = storage.capabilities.max_document_bytes
         if limit is None:
@@ -335,6 +498,7 @@ class ContextsContract:
     # Incremental checkpoints (docs/protocol.md, "Incremental checkpoints"): a record is a base
     # document plus the segments appended after it; an append is atomic and conditional.
 
+    @pytest.mark.obligations("O-contexts-1", "O-contexts-39")
     def test_a_record_with_segments_round_trips(self, storage: Storage) -> None:
         record = dataclasses.replace(
             context(status="running", document='{"v":0}'),
@@ -343,6 +507,7 @@ class ContextsContract:
         storage.contexts.save(record)
         assert storage.contexts.load(record.context_id) == record
 
+    @pytest.mark.obligations("O-contexts-33", "O-contexts-34")
     def test_appends_follow_the_base_in_order(self, storage: Storage) -> None:
         record = dataclasses.replace(context(status="running", document='{"v":0}'), base="b1")
         storage.contexts.save(record)
@@ -362,6 +527,7 @@ class ContextsContract:
         page = storage.contexts.page()
         assert [(r.context_id, r.status) for r in page.runs] == [(record.context_id, "completed")]
 
+    @pytest.mark.obligations("O-contexts-35")
     def test_an_append_to_another_view_writes_nothing(self, storage: Storage) -> None:
         absent = dataclasses.replace(context(), base="b1")
         assert storage.contexts.append(_delta(absent, 1, '{"s":1}')) is False
@@ -380,6 +546,7 @@ class ContextsContract:
         assert storage.contexts.append(_delta(record, 1, '{"s":1}', run=legacy)) is False
         assert storage.contexts.load(legacy.context_id) == legacy
 
+    @pytest.mark.obligations("O-contexts-35", "O-contexts-39")
     def test_a_whole_save_replaces_the_segments(self, storage: Storage) -> None:
         record = dataclasses.replace(context(status="running", document='{"v":0}'), base="b1")
         storage.contexts.save(record)
@@ -392,6 +559,7 @@ class ContextsContract:
         loaded = storage.contexts.load(record.context_id)
         assert loaded is not None and loaded.segments == ('{"s":"new"}',)
 
+    @pytest.mark.obligations("O-contexts-37")
     def test_a_fenced_append_below_the_stored_token_is_refused_as_stale(
         self, storage: Storage
     ) -> None:
@@ -409,6 +577,7 @@ class ContextsContract:
             _delta(record, 2, '{"s":2}'), fence=_fence(record, 200)
         ) is True
 
+    @pytest.mark.obligations("O-contexts-33", "O-contexts-38")
     def test_an_append_restamps_retention(self, storage: Storage, probe: Probe) -> None:
         record = dataclasses.replace(context(status="running"), base="b1")
         storage.contexts.save(record)
@@ -419,6 +588,7 @@ class ContextsContract:
         loaded = storage.contexts.load(record.context_id)
         assert loaded is not None and loaded.segments == ('{"s":1}',)
 
+    @pytest.mark.obligations("O-contexts-36")
     def test_an_append_to_an_expired_context_writes_nothing(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -428,6 +598,7 @@ class ContextsContract:
         assert storage.contexts.append(_delta(record, 1, '{"s":1}')) is False
         assert storage.contexts.load(record.context_id) is None
 
+    @pytest.mark.obligations("O-contexts-5")
     def test_delete_removes_the_segments(self, storage: Storage) -> None:
         record = dataclasses.replace(context(status="running"), base="b1")
         storage.contexts.save(record)
@@ -438,6 +609,7 @@ class ContextsContract:
         storage.contexts.save(record)
         assert storage.contexts.load(record.context_id) == record
 
+    @pytest.mark.obligations("O-contexts-40")
     def test_an_append_past_the_document_limit_is_refused(self, storage: Storage) -> None:
         limit = storage.capabilities.max_document_bytes
         if limit is None:
@@ -449,6 +621,32 @@ class ContextsContract:
             storage.contexts.append(_delta(record, 1, big))
         assert storage.contexts.load(record.context_id) == record
 
+    @pytest.mark.obligations("O-contexts-41", "O-contexts-35")
+    def test_racing_appends_at_one_position_land_once(self, storage: Storage) -> None:
+        def prepare(run: str) -> None:
+            storage.contexts.save(dataclasses.replace(context(run), base="b1"))
+
+        def append(run: str, i: int) -> bool:
+            record = dataclasses.replace(context(run), base="b1")
+            return storage.contexts.append(_delta(record, 1, f'{{"s":{i}}}'))
+
+        def check(run: str, appended: list[bool]) -> None:
+            loaded = storage.contexts.load(run)
+            segments = None if loaded is None else loaded.segments
+            assert appended.count(True) == 1 and segments == (
+                f'{{"s":{appended.index(True)}}}',
+            ), teach(
+                "contexts",
+                "of appends racing at one position exactly one returns True and the record "
+                f"holds exactly its segment (returned {appended}, stored {segments})",
+                "an append that reads the record and then writes it (no compare-and-set on "
+                "the head, no script): two racers both find position - 1 segments",
+                'docs/protocol.md, "Incremental checkpoints"',
+            )
+
+        race_rounds(8, append, check, prefix="ctx", prepare=prepare)
+
+    @pytest.mark.obligations("O-contexts-14", "O-contexts-17", "O-contexts-19")
     def test_scan_pages_with_a_cursor_list_every_run_once(self, storage: Storage) -> None:
         runs = [context(status="running") for _ in range(7)]
         runs += [
@@ -467,6 +665,7 @@ class ContextsContract:
         listed = [row.context_id for page in pages for row in page]
         assert sorted(listed) == sorted(r.context_id for r in runs)
 
+    @pytest.mark.obligations("O-contexts-19", "O-contexts-20")
     @pytest.mark.parametrize("change", ["delete", "resave", "complete"])
     def test_a_scan_cursor_survives_a_change_to_its_last_row(
         self, storage: Storage, change: str
@@ -494,6 +693,7 @@ class ContextsContract:
         assert cursor is None
         assert set(runs) - {row.context_id for row in first} <= rest  # nothing skipped
 
+    @pytest.mark.obligations("O-contexts-21")
     def test_a_malformed_scan_cursor_raises_value_error(self, storage: Storage) -> None:
         storage.contexts.save(context())
         with pytest.raises(ValueError):
@@ -504,6 +704,7 @@ class ContextsContract:
     # the composition otherwise ("composed": the same storage seen without them). Both must
     # leave the lock and the record in the same state.
 
+    @pytest.mark.obligations("O-contexts-42")
     @pytest.mark.parametrize("view", ["native", "composed"])
     def test_save_taking_takes_a_free_lock_and_fences_the_save_with_its_token(
         self, storage: Storage, view: str
@@ -520,6 +721,7 @@ class ContextsContract:
         with pytest.raises(StaleWriterError):
             storage.contexts.save(record, fence=Fence(claim.key, claim.owner, token - 1))
 
+    @pytest.mark.obligations("O-contexts-42", "O-contexts-44")
     @pytest.mark.parametrize("view", ["native", "composed"])
     def test_the_taking_fast_paths_take_the_lock_with_the_claims_ttl(
         self, storage: Storage, probe: Probe, view: str
@@ -547,6 +749,7 @@ class ContextsContract:
                 'docs/protocol.md, "Optional fast paths"',
             )
 
+    @pytest.mark.obligations("O-contexts-43")
     @pytest.mark.parametrize("view", ["native", "composed"])
     def test_save_taking_a_held_lock_writes_nothing(self, storage: Storage, view: str) -> None:
         store = _view(storage, view)
@@ -558,6 +761,7 @@ class ContextsContract:
         info = storage.locks.info(key)
         assert info is not None and info.owner == "holder"
 
+    @pytest.mark.obligations("O-contexts-44")
     @pytest.mark.parametrize("view", ["native", "composed"])
     def test_load_taking_reads_the_record_only_with_the_lock(
         self, storage: Storage, view: str
@@ -583,6 +787,7 @@ class ContextsContract:
         )
         assert token >= 1 and loaded is None, "an absent record still takes the lock"
 
+    @pytest.mark.obligations("O-contexts-45", "O-contexts-33")
     @pytest.mark.parametrize("view", ["native", "composed"])
     def test_append_releasing_releases_only_what_it_appended(
         self, storage: Storage, view: str
@@ -604,6 +809,7 @@ class ContextsContract:
         assert loaded is not None and loaded.segments == ('{"a":1}',)
         assert loaded.status == "completed"
 
+    @pytest.mark.obligations("O-contexts-47")
     @pytest.mark.parametrize("view", ["native", "composed"])
     def test_a_stale_releasing_write_is_refused_and_releases_nothing(
         self, storage: Storage, view: str
@@ -622,6 +828,7 @@ class ContextsContract:
         info = storage.locks.info(key)
         assert info is not None and info.owner == "new", "the newer holder keeps its lock"
 
+    @pytest.mark.obligations("O-contexts-46")
     @pytest.mark.parametrize("view", ["native", "composed"])
     def test_save_releasing_saves_then_releases(self, storage: Storage, view: str) -> None:
         store = _view(storage, view)
@@ -632,6 +839,55 @@ class ContextsContract:
         fast_paths.save_releasing(store, final, Fence(key, "me", token))
         assert storage.contexts.load(record.context_id) == final
         assert storage.locks.info(key) is None
+
+    @pytest.mark.obligations("O-contexts-48")
+    @pytest.mark.parametrize("view", ["native", "composed"])
+    def test_releasing_writes_announce_the_status_they_wrote(
+        self, storage: Storage, view: str
+    ) -> None:
+        store = _view(storage, view)
+        signals = storage.signals if storage.capabilities.signals else None
+        channel = uid("done")
+        subscription = None if signals is None else signals.subscribe(channel)
+        try:
+            record = dataclasses.replace(context(), base="b1")
+            key = f"async:{record.context_id}"
+            token = fast_paths.save_taking(store, record, LockClaim(key, "me", 30.0))
+            fence = Fence(key, "me", token)
+            refused = dataclasses.replace(_delta(record, 1, '{"a":1}'), base="other")
+            assert not fast_paths.append_releasing(store, refused, fence, announce=channel)
+            if subscription is not None:
+                heard = subscription.get(timeout=0.3)
+                assert heard is None, teach(
+                    "contexts",
+                    "an append_releasing that appended nothing announces nothing "
+                    f"(heard {heard!r})",
+                    "a publication sent whatever the append's outcome",
+                    'docs/protocol.md, "Optional fast paths"',
+                )
+            done = _delta(record, 1, '{"a":1}', status="completed")
+            assert fast_paths.append_releasing(store, done, fence, announce=channel)
+            assert storage.locks.info(key) is None
+            other = dataclasses.replace(context(status="failed"), base="b1")
+            other_key = f"async:{other.context_id}"
+            other_token = fast_paths.save_taking(store, other, LockClaim(other_key, "me", 30.0))
+            fast_paths.save_releasing(
+                store, other, Fence(other_key, "me", other_token), announce=channel
+            )
+            assert storage.contexts.load(other.context_id) == other
+            assert storage.locks.info(other_key) is None
+            if subscription is not None:
+                heard_all = [subscription.get(timeout=5), subscription.get(timeout=5)]
+                assert heard_all == ["completed", "failed"], teach(
+                    "contexts",
+                    "append_releasing and save_releasing given announce publish the status they "
+                    f"wrote on that channel (heard {heard_all})",
+                    "a native fast path that drops the announcement (waiters then poll)",
+                    'docs/protocol.md, "Optional fast paths"',
+                )
+        finally:
+            if subscription is not None:
+                subscription.close()
 
 
 def _delta(

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
+
 from reactor.ports.storage import Storage
 from reactor_contract._support import (
     CONTEXT_TTL,
@@ -24,6 +28,7 @@ class StepResultsContract:
 
     reactor_concern = "step_results"
 
+    @pytest.mark.obligations("O-step_results-1")
     def test_put_then_get_round_trips_every_field(self, storage: Storage) -> None:
         ctx = uid("ctx")
         record = step_result(
@@ -42,6 +47,7 @@ class StepResultsContract:
         storage.step_results.put(record)
         assert storage.step_results.get(ctx, "charge") == record
 
+    @pytest.mark.obligations("O-step_results-2")
     def test_dispatched_then_completed_reads_the_last_record(self, storage: Storage) -> None:
         ctx = uid("ctx")
         storage.step_results.put(step_result(ctx, "charge", status="dispatched"))
@@ -49,6 +55,7 @@ class StepResultsContract:
         storage.step_results.put(done)
         assert storage.step_results.get(ctx, "charge") == done
 
+    @pytest.mark.obligations("O-step_results-3", "O-step_results-4")
     def test_records_are_scoped_by_context_and_step(self, storage: Storage) -> None:
         ctx, other = uid("ctx"), uid("ctx")
         charge = step_result(ctx, "charge", outcome='"a"', status="completed")
@@ -60,6 +67,7 @@ class StepResultsContract:
         assert storage.step_results.get(other, "charge") is None
         assert storage.step_results.get(ctx, "unknown") is None
 
+    @pytest.mark.obligations("O-step_results-7")
     def test_scan_lists_stored_records(self, storage: Storage) -> None:
         records = [step_result(uid("ctx"), "charge") for _ in range(3)]
         for record in records:
@@ -69,6 +77,7 @@ class StepResultsContract:
             records, key=lambda r: r.context_id
         )
 
+    @pytest.mark.obligations("O-step_results-8")
     def test_status_filter_applies_before_the_limit(self, storage: Storage) -> None:
         for _ in range(5):
             storage.step_results.put(step_result(uid("ctx"), status="completed", outcome="1"))
@@ -78,6 +87,7 @@ class StepResultsContract:
         assert len(storage.step_results.scan(status="completed", limit=2)) == 2
         assert len(storage.step_results.scan(limit=4)) == 4
 
+    @pytest.mark.obligations("O-step_results-9")
     def test_scan_follows_status_changes(self, storage: Storage) -> None:
         ctx = uid("ctx")
         storage.step_results.put(step_result(ctx, status="dispatched"))
@@ -85,6 +95,7 @@ class StepResultsContract:
         assert storage.step_results.scan(status="dispatched") == []
         assert len(storage.step_results.scan(status="completed")) == 1
 
+    @pytest.mark.obligations("O-step_results-5")
     def test_every_put_restamps_retention(self, storage: Storage, probe: Probe) -> None:
         ctx = uid("ctx")
         storage.step_results.put(step_result(ctx, "charge"))
@@ -94,6 +105,7 @@ class StepResultsContract:
         storage.step_results.put(step_result(ctx, "charge", status="completed", outcome="1"))
         assert_ttl(probe.ttl("step_result", f"{ctx}:charge"), CONTEXT_TTL)
 
+    @pytest.mark.obligations("O-step_results-6")
     def test_an_expired_record_reads_as_absent(self, storage: Storage, probe: Probe) -> None:
         ctx = uid("ctx")
         storage.step_results.put(step_result(ctx, "charge"))
@@ -102,6 +114,7 @@ class StepResultsContract:
         assert storage.step_results.scan() == []
         assert storage.step_results.scan(status="dispatched") == []
 
+    @pytest.mark.obligations("O-step_results-8", "O-step_results-10")
     def test_scan_pages_with_a_cursor_list_every_record_once(self, storage: Storage) -> None:
         dispatched = [step_result(uid("ctx"), "charge", status="dispatched") for _ in range(7)]
         for record in dispatched:
@@ -111,6 +124,7 @@ class StepResultsContract:
         listed = [row.context_id for page in pages for row in page]
         assert sorted(listed) == sorted(r.context_id for r in dispatched)
 
+    @pytest.mark.obligations("O-step_results-6", "O-step_results-11")
     def test_expired_records_never_end_a_scan_early(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -139,6 +153,7 @@ class StepResultsContract:
                 '"Scans, expiry and the clock"',
             )
 
+    @pytest.mark.obligations("O-step_results-1", "O-step_results-2", "O-step_results-7")
     def test_parks_keep_counters_data_and_timestamps_in_get_and_scan(
         self, storage: Storage
     ) -> None:
@@ -170,6 +185,7 @@ class StepResultsContract:
             _RULES,
         )
 
+    @pytest.mark.obligations("O-step_results-1", "O-step_results-7")
     def test_timestamps_and_data_round_trip_exactly(self, storage: Storage) -> None:
         ctx = uid("ctx")
         record = step_result(
@@ -190,6 +206,48 @@ class StepResultsContract:
             _RULES,
         )
         assert list(storage.step_results.scan(status="dispatched")) == [record]
+
+    @pytest.mark.obligations("O-step_results-13")
+    def test_a_malformed_scan_cursor_raises_value_error(self, storage: Storage) -> None:
+        storage.step_results.put(step_result(uid("ctx")))
+        with pytest.raises(ValueError):
+            storage.step_results.scan(cursor="%%% not a cursor %%%")
+
+    @pytest.mark.obligations("O-step_results-10", "O-step_results-12")
+    @pytest.mark.parametrize("change", ["reput", "complete"])
+    def test_a_scan_cursor_survives_a_change_to_its_last_row(
+        self, storage: Storage, change: str
+    ) -> None:
+        records = {r.context_id: r for r in (step_result(uid("ctx")) for _ in range(6))}
+        for record in records.values():
+            storage.step_results.put(record)
+        first = storage.step_results.scan(status="dispatched", limit=2)
+        assert len(first) == 2 and first.next_cursor is not None
+        last = records[first[-1].context_id]  # the row the cursor points after
+        if change == "reput":  # a later expiry: it moves on some stores
+            storage.step_results.put(dataclasses.replace(last, updated_at=1_700_000_200.0))
+        else:
+            storage.step_results.put(
+                dataclasses.replace(last, status="completed", outcome='"done"')
+            )
+        rest: set[str] = set()
+        cursor: str | None = first.next_cursor
+        for _ in range(20):
+            page = storage.step_results.scan(status="dispatched", limit=2, cursor=cursor)
+            rest |= {row.context_id for row in page}
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert cursor is None
+        skipped = set(records) - {row.context_id for row in first} - rest
+        assert not skipped, teach(
+            "step_results",
+            f"a scan cursor continues after its position when the record it points after "
+            f"was rewritten ({change}); the walk skipped {sorted(skipped)}",
+            "a cursor that resumes at the rank its record had (the record moved: the walk "
+            "jumps past others) instead of after the position itself",
+            'docs/workers.md, "Sweep cursors and dispatch leases"',
+        )
 
 
 class TestStepResults(StepResultsContract):

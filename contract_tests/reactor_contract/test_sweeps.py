@@ -12,12 +12,14 @@ The module skips while ``reactor.jobs.sweepers`` does not exist.
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
 import pytest
 
 from reactor.jobs import sweepers
+from reactor.memory.clock import ManualClock
 from reactor.model.keys import (
     map_element_key,
     run_liveness_key,
@@ -26,8 +28,9 @@ from reactor.model.keys import (
 )
 from reactor.model.records import RollbackOutcome
 from reactor.ports.router import DeadLetter, Delivery, Job
-from reactor.ports.storage import Storage
+from reactor.ports.storage import Storage, SweepCursorStore
 from reactor_contract._support import (
+    CONTEXT_TTL,
     HOUR,
     context,
     map_metadata,
@@ -36,11 +39,13 @@ from reactor_contract._support import (
     teach,
     uid,
 )
-from reactor_contract.probe import Probe
+from reactor_contract.probe import ClockProbe, Probe
 
 __all__ = ["RecordingRouter", "SweepsContract"]
 
 _SWEEPS_DOC = 'docs/workers.md, "Sweep cursors and dispatch leases"'
+_CURSORS_DOC = 'docs/protocol.md, "Sweep cursors"'
+_SWEEPERS = ("runs", "steps", "maps", "map_rollbacks")
 UNDONE = RollbackOutcome(index=None, outcome="undone")
 
 
@@ -94,6 +99,7 @@ class SweepsContract:
 
     reactor_concern = "sweeps"
 
+    @pytest.mark.obligations("O-sweeps-1")
     def test_run_sweeper_redispatches_runs_without_a_liveness_lock(self, storage: Storage) -> None:
         lost = context(status="running")
         alive = context(status="running")
@@ -109,6 +115,7 @@ class SweepsContract:
         assert swept == sorted([lost.context_id, rolling.context_id])
         assert counts.redispatched == 2 and counts.errors == 0
 
+    @pytest.mark.obligations("O-sweeps-2")
     def test_step_sweeper_redispatches_dispatched_units_without_a_lock(
         self, storage: Storage
     ) -> None:
@@ -124,6 +131,7 @@ class SweepsContract:
         assert [p["step_context_id"] for p in router.payloads("step")] == [lost.context_id]
         assert counts.redispatched == 1
 
+    @pytest.mark.obligations("O-sweeps-4")
     def test_map_sweeper_redispatches_missing_elements_without_a_lock(
         self, storage: Storage
     ) -> None:
@@ -139,6 +147,7 @@ class SweepsContract:
 
     # -- due vs not due, liveness held vs lapsed --------------------------------------------
 
+    @pytest.mark.obligations("O-sweeps-2", "O-sweeps-3")
     def test_step_sweeper_honours_parked_until_both_ways(
         self, storage: Storage
     ) -> None:
@@ -165,6 +174,7 @@ class SweepsContract:
             _SWEEPS_DOC,
         )
 
+    @pytest.mark.obligations("O-sweeps-6")
     @pytest.mark.parametrize("sweeper", ["runs", "steps", "maps"])
     def test_a_held_liveness_lock_protects_the_unit_until_it_lapses(
         self, storage: Storage, probe: Probe, sweeper: str
@@ -189,6 +199,7 @@ class SweepsContract:
             _SWEEPS_DOC,
         )
 
+    @pytest.mark.obligations("O-sweeps-5")
     def test_the_rollback_sweeper_redispatches_claimed_positions_without_an_outcome(
         self, storage: Storage
     ) -> None:
@@ -215,6 +226,7 @@ class SweepsContract:
 
     # -- racing sweepers ----------------------------------------------------------------------
 
+    @pytest.mark.obligations("O-sweeps-7")
     @pytest.mark.parametrize("sweeper", ["runs", "steps", "maps", "map_rollbacks"])
     def test_racing_sweepers_redispatch_each_lost_unit_once(
         self, storage: Storage, sweeper: str
@@ -248,6 +260,7 @@ class SweepsContract:
 
     # -- settled units leave the index ---------------------------------------------------------
 
+    @pytest.mark.obligations("O-sweeps-8")
     @pytest.mark.parametrize("sweeper", ["runs", "steps", "maps", "map_rollbacks"])
     def test_settled_units_leave_the_sweep_index(self, storage: Storage, sweeper: str) -> None:
         units = _lost_units(storage, sweeper, 3)
@@ -266,6 +279,7 @@ class SweepsContract:
 
     # -- sweeps that scale: cursors ---------------------------------------------------------
 
+    @pytest.mark.obligations("O-sweeps-8", "O-sweeps-9")
     def test_settled_maps_past_the_limit_never_starve_a_lost_element(
         self, storage: Storage
     ) -> None:
@@ -287,6 +301,7 @@ class SweepsContract:
         swept = [(p["map_id"], p["index"]) for p in router.payloads("map_element")]
         assert swept == [(lost.map_id, 1)]
 
+    @pytest.mark.obligations("O-sweeps-10")
     @pytest.mark.parametrize("sweeper", ["runs", "steps", "maps", "map_rollbacks"])
     def test_a_sweeper_resumes_from_its_cursor_across_ticks(
         self, storage: Storage, sweeper: str
@@ -302,6 +317,7 @@ class SweepsContract:
 
     # -- sweeps that drain: dispatch leases --------------------------------------------------
 
+    @pytest.mark.obligations("O-sweeps-4", "O-sweeps-11")
     @pytest.mark.parametrize(
         "unit_kind", ["run", "step", "map_element", "map_collect", "map_rollback"]
     )
@@ -321,6 +337,91 @@ class SweepsContract:
         probe.expire("period", sweep_dispatch_key(unit))  # the first re-dispatch's lease lapses
         _sweep(storage, router, sweeper)
         assert [_unit_of(k, p) for k, p in router.take()] == [unit]
+
+    # -- the sweep cursor store (optional: a storage without it keeps cursors in memory) -------
+
+    def _cursors(self, storage: Storage) -> SweepCursorStore | None:
+        """``storage.sweep_cursors``, or ``None`` when the storage does not offer it (it still
+        conforms: docs/protocol.md, "Storage")."""
+        store = getattr(storage, "sweep_cursors", None)
+        if store is None:
+            return None
+        assert isinstance(store, SweepCursorStore), teach(
+            "sweeps",
+            "storage.sweep_cursors, when present, is a SweepCursorStore (load and save)",
+            "an attribute of that name that is something else",
+            _CURSORS_DOC,
+        )
+        return store
+
+    @pytest.mark.obligations("O-sweeps-12", "O-sweeps-13", "O-sweeps-14")
+    def test_each_sweeper_keeps_its_own_cursor_last_writer_wins(self, storage: Storage) -> None:
+        store = self._cursors(storage)
+        if store is None:
+            return  # optional: the sweepers keep their cursors in process memory
+        assert [store.load(s) for s in _SWEEPERS] == [None] * 4, teach(
+            "sweeps",
+            "sweep_cursors.load(sweeper) is None while no cursor is saved",
+            "a default cursor (an empty string) instead of None",
+            _CURSORS_DOC,
+        )
+        for n, sweeper in enumerate(_SWEEPERS):
+            store.save(sweeper, f"cursor-{sweeper}-{n}")
+        store.save("steps", "cursor-steps-later")
+        got = [store.load(s) for s in _SWEEPERS]
+        assert got == [
+            "cursor-runs-0", "cursor-steps-later", "cursor-maps-2", "cursor-map_rollbacks-3"
+        ], teach(
+            "sweeps",
+            f"each sweeper reads back the cursor it saved last, its own only (got {got})",
+            "one cursor shared by every sweeper, or a first-writer-wins save",
+            _CURSORS_DOC,
+        )
+        store.save("maps", None)
+        assert store.load("maps") is None, teach(
+            "sweeps",
+            "save(sweeper, None) means start over: load then returns None",
+            "a None cursor ignored (the old cursor kept) or stored as the text 'None'",
+            _CURSORS_DOC,
+        )
+        assert store.load("runs") == "cursor-runs-0"
+
+    @pytest.mark.obligations("O-sweeps-15")
+    def test_a_saved_cursor_lives_context_ttl_after_its_save(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        store = self._cursors(storage)
+        if store is None or storage.capabilities.clock != "application":
+            return  # no store, or a server clock no client can move: nothing to look at later
+        if not isinstance(probe, ClockProbe):
+            return
+        store.save("runs", "cursor-1")
+        saved_at = storage.now()
+        clock = ManualClock(saved_at + CONTEXT_TTL - 60)
+        later = probe.with_clock(clock)
+        if later is None:
+            return
+        try:
+            if not math.isclose(later.now(), clock(), abs_tol=1.0):
+                return  # the probe cannot inject a clock into this adapter
+            cursors = self._cursors(later)
+            assert cursors is not None
+            assert cursors.load("runs") == "cursor-1", teach(
+                "sweeps",
+                "a saved cursor still loads a minute before context_ttl has passed since its "
+                "save",
+                "a cursor stored with a shorter expiry (a constant, or seconds read as ms)",
+                _CURSORS_DOC,
+            )
+            clock.advance(120)
+            assert cursors.load("runs") is None, teach(
+                "sweeps",
+                "a saved cursor expires context_ttl after its save: load then returns None",
+                "a cursor stored without an expiry, or one judged by another clock",
+                _CURSORS_DOC,
+            )
+        finally:
+            later.close()
 
 
 def _lost_units(storage: Storage, sweeper: str, n: int, *, collect: bool = False) -> list[str]:
