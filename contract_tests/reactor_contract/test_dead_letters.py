@@ -16,8 +16,8 @@ import pytest
 
 from reactor.errors import DeserializationError
 from reactor.ports.router import DeadLetter, DeadLetterAdmin, Delivery, Job, Router
-from reactor_contract._support import eventually, uid
-from reactor_contract.plugin import UNCARRIABLE_BODY
+from reactor_contract._support import eventually, teach, uid
+from reactor_contract.plugin import UNCARRIABLE_BODY, open_router
 from reactor_contract.probe import RouterProbe, UnsupportedBody
 
 __all__ = ["NO_ADMIN", "DeadLettersContract"]
@@ -83,6 +83,7 @@ class DeadLettersContract:
             pytest.skip(NO_ADMIN)
         return router
 
+    @pytest.mark.obligations("O-dead_letters-1", "O-dead_letters-2", "O-dead_letters-3")
     def test_every_dead_letter_has_a_stable_unique_id(
         self, router: Router, admin: DeadLetterAdmin
     ) -> None:
@@ -95,6 +96,7 @@ class DeadLettersContract:
         assert [d.id for d in admin.dead_letters()] == ids, "ids must be stable across reads"
         assert admin.dead_letters() == letters
 
+    @pytest.mark.obligations("O-dead_letters-6")
     def test_a_dead_letter_is_shown_by_id(self, router: Router, admin: DeadLetterAdmin) -> None:
         job = _dead_letter_a_job(router, "unknown reactor 'ghost'")
         (letter,) = _letters(admin, 1)
@@ -105,6 +107,7 @@ class DeadLettersContract:
         assert admin.get_dead_letter(f"{letter.id}0") is None
         assert admin.get_dead_letter("no-such-dead-letter") is None
 
+    @pytest.mark.obligations("O-dead_letters-3")
     def test_dead_letters_page_with_a_cursor(
         self, router: Router, admin: DeadLetterAdmin
     ) -> None:
@@ -117,6 +120,7 @@ class DeadLettersContract:
         assert [Job.from_json(d.body).id for d in first + rest] == [j.id for j in jobs]
         assert admin.dead_letters(limit=2, cursor=rest[-1].id) == []
 
+    @pytest.mark.obligations("O-dead_letters-7", "O-dead_letters-8")
     def test_a_requeued_job_is_received_again_with_a_fresh_delivery_count(
         self, router: Router, admin: DeadLetterAdmin
     ) -> None:
@@ -142,12 +146,14 @@ class DeadLettersContract:
         assert admin.requeue_dead_letter(letter.id) is None, "a requeued letter is gone"
         assert eventually(lambda: router.receive(max_jobs=1, wait_seconds=0.2), timeout=QUIET) == []
 
+    @pytest.mark.obligations("O-dead_letters-8")
     def test_requeue_of_an_unknown_id_returns_none(
         self, router: Router, admin: DeadLetterAdmin
     ) -> None:
         assert admin.requeue_dead_letter("no-such-dead-letter") is None
         assert router.receive(max_jobs=1, wait_seconds=0) == []
 
+    @pytest.mark.obligations("O-dead_letters-9")
     def test_concurrent_requeues_of_one_id_enqueue_it_once(
         self, router: Router, admin: DeadLetterAdmin
     ) -> None:
@@ -191,6 +197,7 @@ class DeadLettersContract:
         ["{not json", b'{"id": "caf\xe9", "kind": "run", "payload": {}}'],
         ids=["not-json", "non-utf8"],
     )
+    @pytest.mark.obligations("O-dead_letters-10")
     def test_requeue_of_an_undecodable_body_is_refused_and_the_letter_kept(
         self,
         router: Router,
@@ -207,6 +214,7 @@ class DeadLettersContract:
         assert admin.dead_letters() == [letter]
         assert eventually(lambda: router.receive(max_jobs=1, wait_seconds=0.2), timeout=QUIET) == []
 
+    @pytest.mark.obligations("O-dead_letters-11", "O-dead_letters-12")
     def test_purge_by_id_then_all(self, router: Router, admin: DeadLetterAdmin) -> None:
         for n in range(3):
             _dead_letter_a_job(router, f"reason {n}")
@@ -220,6 +228,48 @@ class DeadLettersContract:
         assert admin.purge_dead_letters() == 2
         assert admin.dead_letters() == []
         assert admin.purge_dead_letters() == 0
+
+    @pytest.mark.obligations("O-dead_letters-4")
+    def test_a_page_of_at_most_zero_letters_is_empty(
+        self, router: Router, admin: DeadLetterAdmin
+    ) -> None:
+        _dead_letter_a_job(router, "boom")
+        (letter,) = _letters(admin, 1)
+        assert admin.dead_letters(limit=0) == []
+        assert admin.dead_letters(limit=-1) == []
+        assert admin.dead_letters(limit=1) == [letter]
+
+    @pytest.mark.obligations("O-dead_letters-5")
+    def test_a_cursor_the_router_cannot_place_raises_value_error(
+        self, router: Router, admin: DeadLetterAdmin
+    ) -> None:
+        _dead_letter_a_job(router, "boom")
+        _letters(admin, 1)
+        with pytest.raises(ValueError):
+            admin.dead_letters(cursor="no-such-dead-letter")
+
+    @pytest.mark.obligations("O-dead_letters-12")
+    def test_purging_all_leaves_the_letters_of_another_prefix(
+        self, router: Router, admin: DeadLetterAdmin, reactor_router_url: str
+    ) -> None:
+        other = open_router(reactor_router_url)
+        try:
+            assert isinstance(other, DeadLetterAdmin)
+            _dead_letter_a_job(router, "mine")
+            _dead_letter_a_job(other, "theirs")
+            _letters(admin, 1)
+            kept = _letters(other, 1)
+            assert admin.purge_dead_letters() == 1
+            assert admin.dead_letters() == []
+            assert other.dead_letters() == kept, teach(
+                "dead_letters",
+                "purge_dead_letters() deletes this queue's letters only, never those of a "
+                "router on another prefix",
+                "a purge that deletes the whole dead-letter table or queue, not the prefix's",
+                'docs/protocol.md, "Dead-letter administration"',
+            )
+        finally:
+            other.close()
 
 
 class TestDeadLetters(DeadLettersContract):

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import threading
 
-from reactor.model.records import FAILED_ROLLBACK_OUTCOMES, RollbackOutcome, RollbackSummary
+import pytest
+
+from reactor.model.records import (
+    FAILED_ROLLBACK_OUTCOMES,
+    MapRollbackMetadata,
+    RollbackOutcome,
+    RollbackSummary,
+)
 from reactor.ports.storage import Storage
 from reactor_contract._support import (
     CONTEXT_TTL,
@@ -17,6 +24,7 @@ from reactor_contract._support import (
     walk_scan,
 )
 from reactor_contract.probe import Probe
+from reactor_contract.test_concurrency import race_rounds
 
 __all__ = ["MapRollbacksContract"]
 
@@ -28,6 +36,8 @@ IN_FLIGHT = RollbackOutcome(
     failures='[{"step":"ship","reason":"element_in_flight"}]',
 )
 _RULES = f'{SUITE_DOC}, "Rules: map rollback outcomes"'
+#: Where the rollback store's first-wins claims and atomic offset are stated.
+_ROLLBACKS_DOC = 'docs/protocol.md, "Map rollbacks"'
 
 
 class MapRollbacksContract:
@@ -35,6 +45,7 @@ class MapRollbacksContract:
 
     reactor_concern = "map_rollbacks"
 
+    @pytest.mark.obligations("O-map_rollbacks-1", "O-map_rollbacks-2", "O-map_rollbacks-4")
     def test_start_happens_once_and_the_loser_reads_the_winner(self, storage: Storage) -> None:
         map_id = uid("map")
         first = rollback_metadata(map_id, total=5, kind="compensate")
@@ -47,6 +58,7 @@ class MapRollbacksContract:
         assert meta is not None and isinstance(meta.total, int) and meta.total == 5
         assert storage.map_rollbacks.metadata(uid("map")) is None
 
+    @pytest.mark.obligations("O-map_rollbacks-5", "O-map_rollbacks-6")
     def test_position_claims_are_clipped_but_the_offset_is_not(self, storage: Storage) -> None:
         map_id = uid("map")
         storage.map_rollbacks.start(rollback_metadata(map_id, total=5))
@@ -56,6 +68,7 @@ class MapRollbacksContract:
         assert [list(c) for c in claims] == [[0, 1], [2, 3], [4], []]
         assert storage.map_rollbacks.offset(map_id) == 8
 
+    @pytest.mark.obligations("O-map_rollbacks-8", "O-map_rollbacks-10")
     def test_the_first_outcome_per_position_wins(self, storage: Storage) -> None:
         map_id = uid("map")
         storage.map_rollbacks.start(rollback_metadata(map_id, total=3))
@@ -66,6 +79,7 @@ class MapRollbacksContract:
         assert storage.map_rollbacks.outcome(map_id, 1) == FAILED
         assert storage.map_rollbacks.outcome(map_id, 7) is None
 
+    @pytest.mark.obligations("O-map_rollbacks-12", "O-map_rollbacks-13")
     def test_outcome_listings_agree(self, storage: Storage) -> None:
         map_id = uid("map")
         storage.map_rollbacks.start(rollback_metadata(map_id, total=3))
@@ -79,6 +93,7 @@ class MapRollbacksContract:
         assert storage.map_rollbacks.count_outcomes(uid("map")) == 0
         assert list(storage.map_rollbacks.outcomes(uid("map"))) == []
 
+    @pytest.mark.obligations("O-map_rollbacks-12")
     def test_outcomes_list_in_numeric_position_order(self, storage: Storage) -> None:
         map_id = uid("map")
         storage.map_rollbacks.start(rollback_metadata(map_id, total=200))
@@ -86,6 +101,7 @@ class MapRollbacksContract:
             storage.map_rollbacks.put_outcome(map_id, position, UNDONE)
         assert storage.map_rollbacks.outcome_positions(map_id) == [0, 9, 10, 100]
 
+    @pytest.mark.obligations("O-map_rollbacks-14")
     def test_indexes_seen_come_from_stored_outcomes(self, storage: Storage) -> None:
         map_id = uid("map")
         storage.map_rollbacks.start(rollback_metadata(map_id, total=3))
@@ -95,6 +111,7 @@ class MapRollbacksContract:
         assert storage.map_rollbacks.indexes_seen(map_id, [0, 1, 2]) == [False, True, True]
         assert storage.map_rollbacks.indexes_seen(map_id, []) == []
 
+    @pytest.mark.obligations("O-map_rollbacks-19")
     def test_summary_counts_failures(self, storage: Storage) -> None:
         map_id = uid("map")
         storage.map_rollbacks.start(rollback_metadata(map_id, total=4))
@@ -106,6 +123,7 @@ class MapRollbacksContract:
         )
         assert storage.map_rollbacks.summary(uid("map")) is None
 
+    @pytest.mark.obligations("O-map_rollbacks-15", "O-map_rollbacks-16")
     def test_hand_off_flag_and_signal_claim(self, storage: Storage) -> None:
         map_id = uid("map")
         storage.map_rollbacks.start(rollback_metadata(map_id))
@@ -116,6 +134,7 @@ class MapRollbacksContract:
         assert storage.map_rollbacks.claim_signal(map_id) is True
         assert storage.map_rollbacks.claim_signal(map_id) is False
 
+    @pytest.mark.obligations("O-map_rollbacks-20")
     def test_scan_lists_started_rollbacks_only(self, storage: Storage) -> None:
         started = rollback_metadata(uid("map"), total=5)
         storage.map_rollbacks.start(started)
@@ -125,6 +144,7 @@ class MapRollbacksContract:
         assert len(storage.map_rollbacks.scan(limit=1)) == 1
         assert len(storage.map_rollbacks.scan()) == 2
 
+    @pytest.mark.obligations("O-map_rollbacks-22")
     def test_writes_stamp_and_restamp_retention(self, storage: Storage, probe: Probe) -> None:
         map_id = uid("map")
         storage.map_rollbacks.start(rollback_metadata(map_id, total=5))
@@ -137,6 +157,7 @@ class MapRollbacksContract:
         storage.map_rollbacks.put_outcome(map_id, 1, UNDONE)
         assert_ttl(probe.ttl("map_rollback", map_id, "outcome:1"), CONTEXT_TTL)
 
+    @pytest.mark.obligations("O-map_rollbacks-23")
     def test_an_expired_rollback_reads_as_absent(self, storage: Storage, probe: Probe) -> None:
         map_id = uid("map")
         meta = rollback_metadata(map_id, total=2)
@@ -152,6 +173,7 @@ class MapRollbacksContract:
         assert storage.map_rollbacks.scan() == []
         assert storage.map_rollbacks.start(meta) == (True, meta)
 
+    @pytest.mark.obligations("O-map_rollbacks-21")
     def test_scan_pages_with_a_cursor_list_every_rollback_once(self, storage: Storage) -> None:
         started = [rollback_metadata(uid("map")) for _ in range(7)]
         for meta in started:
@@ -160,6 +182,7 @@ class MapRollbacksContract:
         listed = [meta.map_id for page in pages for meta in page]
         assert sorted(listed) == sorted(m.map_id for m in started)
 
+    @pytest.mark.obligations("O-map_rollbacks-2", "O-map_rollbacks-16", "O-map_rollbacks-18")
     def test_claiming_the_signal_finishes_the_rollback_out_of_the_scan(
         self, storage: Storage
     ) -> None:
@@ -175,6 +198,12 @@ class MapRollbacksContract:
         assert storage.map_rollbacks.claim_signal(finished.map_id) is False
         assert storage.map_rollbacks.scan() == [running]
 
+    @pytest.mark.obligations(
+        "O-map_rollbacks-11",
+        "O-map_rollbacks-13",
+        "O-map_rollbacks-14",
+        "O-map_rollbacks-19",
+    )
     def test_every_index_is_aggregated_in_position_order(self, storage: Storage) -> None:
         map_id = uid("map")
         storage.map_rollbacks.start(rollback_metadata(map_id, total=12))
@@ -207,6 +236,12 @@ class MapRollbacksContract:
             total=12, settled=12, outstanding=0, failed=failed
         )
 
+    @pytest.mark.obligations(
+        "O-map_rollbacks-10",
+        "O-map_rollbacks-11",
+        "O-map_rollbacks-14",
+        "O-map_rollbacks-19",
+    )
     def test_element_in_flight_and_context_unavailable_outcomes(self, storage: Storage) -> None:
         map_id = uid("map")
         storage.map_rollbacks.start(rollback_metadata(map_id, total=5))
@@ -239,6 +274,13 @@ class MapRollbacksContract:
             _RULES,
         )
 
+    @pytest.mark.obligations(
+        "O-map_rollbacks-8",
+        "O-map_rollbacks-9",
+        "O-map_rollbacks-12",
+        "O-map_rollbacks-14",
+        "O-map_rollbacks-19",
+    )
     def test_losing_outcomes_never_count_twice(self, storage: Storage) -> None:
         map_id = uid("map")
         storage.map_rollbacks.start(rollback_metadata(map_id, total=3))
@@ -276,6 +318,101 @@ class MapRollbacksContract:
             "marking the index seen before the first-wins check",
             _RULES,
         )
+
+    # -- races (docs/protocol.md, "Map rollbacks"): 8 racers on a fresh rollback each round
+    # (reactor_contract.test_concurrency.race_rounds).
+
+    @pytest.mark.obligations("O-map_rollbacks-3")
+    def test_racing_starts_have_one_winner_and_agree_on_it(self, storage: Storage) -> None:
+        def check(map_id: str, results: list[tuple[bool, MapRollbackMetadata]]) -> None:
+            winners = [meta for created, meta in results if created]
+            assert len(winners) == 1, teach(
+                "map_rollbacks",
+                f"of 8 racers starting one rollback exactly one creates it: {len(winners)} did",
+                "start reads the metadata and then writes it (no create-if-absent)",
+                _ROLLBACKS_DOC,
+            )
+            assert all(meta == winners[0] for _, meta in results), teach(
+                "map_rollbacks",
+                "every loser of start reads the winner's metadata",
+                "a loser returning its own metadata, or one read before the winner's write",
+                _ROLLBACKS_DOC,
+            )
+            assert storage.map_rollbacks.metadata(map_id) == winners[0]
+
+        race_rounds(
+            8,
+            lambda map_id, i: storage.map_rollbacks.start(rollback_metadata(map_id, total=i + 1)),
+            check, prefix="map",
+        )
+
+    @pytest.mark.obligations("O-map_rollbacks-7")
+    def test_racing_position_claims_never_overlap(self, storage: Storage) -> None:
+        def prepare(map_id: str) -> None:
+            storage.map_rollbacks.start(rollback_metadata(map_id, total=16))
+
+        def check(map_id: str, claims: list[list[int]]) -> None:
+            claimed = sorted(p for batch in claims for p in batch)
+            assert claimed == list(range(16)), teach(
+                "map_rollbacks",
+                "8 rollback jobs racing to claim 2 positions each of a rollback of 16 claim "
+                f"every position exactly once: they claimed {claims}",
+                "claim_positions reads the offset and writes it back (not an atomic add)",
+                _ROLLBACKS_DOC,
+            )
+            assert storage.map_rollbacks.offset(map_id) == 16
+
+        race_rounds(
+            8, lambda map_id, _i: list(storage.map_rollbacks.claim_positions(map_id, 2)), check,
+            prefix="map", prepare=prepare,
+        )
+
+    @pytest.mark.obligations("O-map_rollbacks-9")
+    def test_racing_outcomes_of_one_position_have_one_winner(self, storage: Storage) -> None:
+        def prepare(map_id: str) -> None:
+            storage.map_rollbacks.start(rollback_metadata(map_id, total=2))
+
+        def check(map_id: str, wins: list[bool]) -> None:
+            assert wins.count(True) == 1, teach(
+                "map_rollbacks",
+                f"of 8 outcomes racing for one position exactly one is stored: {wins}",
+                "put_outcome reads the position and then writes it (no conditional write)",
+                _RULES,
+            )
+            winner = wins.index(True)
+            stored = storage.map_rollbacks.outcome(map_id, 0)
+            assert stored is not None and stored.index == winner
+            assert storage.map_rollbacks.indexes_seen(map_id, list(range(8))) == [
+                i == winner for i in range(8)
+            ]
+            assert storage.map_rollbacks.summary(map_id) == RollbackSummary(
+                total=2, settled=1, outstanding=1, failed=1
+            )
+
+        race_rounds(
+            8,
+            lambda map_id, i: storage.map_rollbacks.put_outcome(
+                map_id, 0, RollbackOutcome(index=i, outcome="failed")
+            ),
+            check, prefix="map", prepare=prepare,
+        )
+
+    @pytest.mark.obligations("O-map_rollbacks-17", "O-map_rollbacks-18")
+    def test_racing_signal_claims_have_one_winner(self, storage: Storage) -> None:
+        def prepare(map_id: str) -> None:
+            storage.map_rollbacks.start(rollback_metadata(map_id))
+
+        def check(_map_id: str, wins: list[bool]) -> None:
+            assert wins.count(True) == 1, teach(
+                "map_rollbacks",
+                f"of 8 racers claiming one rollback's signal exactly one wins: {wins}",
+                "claim_signal reads the flag and then sets it (no conditional write)",
+                _ROLLBACKS_DOC,
+            )
+
+        race_rounds(8, lambda map_id, _i: storage.map_rollbacks.claim_signal(map_id), check,
+                    prefix="map", prepare=prepare)
+        assert storage.map_rollbacks.scan() == [], "every claimed rollback left the scan"
 
 
 class TestMapRollbacks(MapRollbacksContract):

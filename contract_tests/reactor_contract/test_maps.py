@@ -24,8 +24,12 @@ from reactor_contract._support import (
     walk_scan,
 )
 from reactor_contract.probe import FENCE, Probe
+from reactor_contract.test_concurrency import race_rounds
 
 __all__ = ["MapsContract"]
+
+#: Where the atomicity of the map counters and claims is stated.
+_MAPS_DOC = 'docs/protocol.md, "Maps"'
 
 
 def _pages_after(storage: Storage, cursor: str | None) -> list[list[MapMetadata]]:
@@ -76,6 +80,7 @@ class MapsContract:
 
     reactor_concern = "maps"
 
+    @pytest.mark.obligations("O-maps-1", "O-maps-4")
     def test_metadata_round_trips(self, storage: Storage) -> None:
         meta = map_metadata(
             count=7,
@@ -90,6 +95,7 @@ class MapsContract:
         assert storage.maps.metadata(meta.map_id) == meta
         assert storage.maps.metadata(uid("map")) is None
 
+    @pytest.mark.obligations("O-maps-1", "O-maps-2", "O-maps-3")
     def test_init_sets_the_counter_once(self, storage: Storage) -> None:
         meta = map_metadata(count=5)
         assert storage.maps.init(meta) is True
@@ -99,6 +105,7 @@ class MapsContract:
         assert storage.maps.counter(meta.map_id) == 3
         assert storage.maps.metadata(meta.map_id) == meta
 
+    @pytest.mark.obligations("O-maps-14")
     def test_scan_lists_maps_but_never_rollback_records(self, storage: Storage) -> None:
         first, second = map_metadata(), map_metadata()
         storage.maps.init(first)
@@ -109,12 +116,14 @@ class MapsContract:
         assert sorted(m.map_id for m in listed) == sorted([first.map_id, second.map_id])
         assert len(storage.maps.scan(limit=1)) == 1
 
+    @pytest.mark.obligations("O-maps-11")
     def test_owner_signal_is_claimed_exactly_once(self, storage: Storage) -> None:
         meta = map_metadata()
         storage.maps.init(meta)
         assert storage.maps.claim_owner_signal(meta.map_id) is True
         assert storage.maps.claim_owner_signal(meta.map_id) is False
 
+    @pytest.mark.obligations("O-maps-4", "O-maps-5")
     def test_counter_returns_the_exact_new_value(self, storage: Storage) -> None:
         meta = map_metadata(count=5)
         storage.maps.init(meta)
@@ -124,6 +133,7 @@ class MapsContract:
         assert storage.maps.counter(meta.map_id) == 3
         assert storage.maps.counter(uid("map")) is None
 
+    @pytest.mark.obligations("O-maps-7", "O-maps-8")
     def test_offset_is_set_once_then_advanced(self, storage: Storage) -> None:
         map_id = map_metadata().map_id
         assert storage.maps.offset(map_id) is None
@@ -134,12 +144,14 @@ class MapsContract:
         offset = storage.maps.offset(map_id)
         assert offset == 8 and isinstance(offset, int)
 
+    @pytest.mark.obligations("O-maps-8")
     def test_offset_may_grow_past_the_count(self, storage: Storage) -> None:
         meta = map_metadata(count=3)
         storage.maps.init(meta)
         storage.maps.init_offset(meta.map_id, 0)
         assert [storage.maps.advance_offset(meta.map_id, 2) for _ in range(3)] == [2, 4, 6]
 
+    @pytest.mark.obligations("O-maps-10")
     def test_first_failed_context_wins(self, storage: Storage) -> None:
         map_id = uid("map")
         assert storage.maps.failed_context(map_id) is None
@@ -147,6 +159,7 @@ class MapsContract:
         assert storage.maps.set_failed_context(map_id, "ctx-b") is False
         assert storage.maps.failed_context(map_id) == "ctx-a"
 
+    @pytest.mark.obligations("O-maps-17", "O-maps-18", "O-maps-19", "O-maps-20")
     def test_result_slots_are_index_keyed(self, storage: Storage) -> None:
         map_id = uid("map")
         storage.maps.put_result(map_id, 0, '"v0"')
@@ -164,6 +177,7 @@ class MapsContract:
         assert storage.maps.missing_indices(map_id, 4) == [1, 3]
         assert storage.maps.missing_indices(map_id, 0) == []
 
+    @pytest.mark.obligations("O-maps-18", "O-maps-20")
     def test_results_page_orders_by_numeric_index(self, storage: Storage) -> None:
         map_id = uid("map")
         for index in (11, 2, 100, 0):
@@ -176,12 +190,14 @@ class MapsContract:
         ]
         assert storage.maps.missing_indices(map_id, 3) == [1]
 
+    @pytest.mark.obligations("O-maps-21")
     def test_maps_do_not_share_slots(self, storage: Storage) -> None:
         a, b = uid("map"), uid("map")
         storage.maps.put_result(a, 0, '"a"')
         assert storage.maps.count_results(b) == 0
         assert storage.maps.result_slots(b, [0]) == [None]
 
+    @pytest.mark.obligations("O-maps-22", "O-maps-24", "O-maps-25")
     def test_element_index_is_append_only(self, storage: Storage) -> None:
         map_id = uid("map")
         assert [storage.maps.append_element(map_id, c) for c in ("a", "b", "c")] == [0, 1, 2]
@@ -196,12 +212,14 @@ class MapsContract:
         assert storage.maps.count_elements(map_id) == 3
         assert storage.maps.count_elements(uid("map")) == 0
 
+    @pytest.mark.obligations("O-maps-22")
     def test_duplicates_are_appended_not_merged(self, storage: Storage) -> None:
         map_id = uid("map")
         storage.maps.append_element(map_id, "a")
         assert storage.maps.append_element(map_id, "a") == 1
         assert storage.maps.element_ids(map_id) == ["a", "a"]
 
+    @pytest.mark.obligations("O-maps-26")
     def test_tail_windows_are_anchored_at_total(self, storage: Storage) -> None:
         map_id = uid("map")
         for cid in ("a", "b", "c", "d", "e"):
@@ -214,6 +232,7 @@ class MapsContract:
         assert tail(map_id, position=5, count=2, total=5) == []
         assert tail(map_id, position=0, count=10, total=6) == ["late", "e", "d", "c", "b", "a"]
 
+    @pytest.mark.obligations("O-maps-27")
     def test_every_write_stamps_retention(self, storage: Storage, probe: Probe) -> None:
         meta = map_metadata(count=3)
         storage.maps.init(meta)
@@ -224,6 +243,7 @@ class MapsContract:
         storage.maps.claim_owner_signal(meta.map_id)
         assert_ttl(probe.ttl("map", meta.map_id), CONTEXT_TTL)
 
+    @pytest.mark.obligations("O-maps-27", "O-maps-28")
     def test_every_write_restamps_what_it_writes(self, storage: Storage, probe: Probe) -> None:
         meta = map_metadata(count=3)
         map_id = meta.map_id
@@ -251,6 +271,7 @@ class MapsContract:
         # Two reads of a ticking server clock: allow the second one to be a moment later.
         assert index_ttl >= element_ttl - 1.0
 
+    @pytest.mark.obligations("O-maps-27", "O-maps-28")
     def test_aggregates_never_expire_before_their_context(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -269,6 +290,7 @@ class MapsContract:
         assert map_ttl >= context_ttl - 1.0
         assert_ttl(map_ttl, CONTEXT_TTL)
 
+    @pytest.mark.obligations("O-maps-29")
     def test_an_expired_map_reads_as_absent(self, storage: Storage, probe: Probe) -> None:
         meta = map_metadata(count=2)
         storage.maps.init(meta)
@@ -285,6 +307,7 @@ class MapsContract:
         assert probe.ttl("map", meta.map_id) is None
         assert storage.maps.init(meta) is True
 
+    @pytest.mark.obligations("O-maps-15")
     def test_scan_pages_with_a_cursor_list_every_map_once(self, storage: Storage) -> None:
         metas = [map_metadata() for _ in range(7)]
         for meta in metas:
@@ -293,6 +316,7 @@ class MapsContract:
         listed = [meta.map_id for page in pages for meta in page]
         assert sorted(listed) == sorted(m.map_id for m in metas)
 
+    @pytest.mark.obligations("O-maps-11", "O-maps-13")
     def test_claiming_the_owner_signal_settles_the_map_out_of_the_scan(
         self, storage: Storage
     ) -> None:
@@ -307,6 +331,7 @@ class MapsContract:
         assert storage.maps.scan() == [active]
         assert storage.maps.metadata(settled.map_id) == settled  # still readable
 
+    @pytest.mark.obligations("O-maps-13", "O-maps-15")
     def test_a_scan_cursor_survives_its_last_map_settling(self, storage: Storage) -> None:
         metas = {m.map_id: m for m in (map_metadata() for _ in range(6))}
         for meta in metas.values():
@@ -317,6 +342,7 @@ class MapsContract:
         rest = [m.map_id for page in _pages_after(storage, first.next_cursor) for m in page]
         assert sorted(rest) == sorted(set(metas) - {m.map_id for m in first})
 
+    @pytest.mark.obligations("O-maps-16")
     def test_a_malformed_scan_cursor_raises_value_error(self, storage: Storage) -> None:
         storage.maps.init(map_metadata())
         with pytest.raises(ValueError):
@@ -326,6 +352,7 @@ class MapsContract:
     # reactor.engine.fast_paths, which calls the store's own method when it declares
     # BeginsAndSettlesElements and the composition otherwise; both must read the same.
 
+    @pytest.mark.obligations("O-maps-30")
     def test_begin_element_appends_only_a_fresh_element_of_a_live_map(
         self, storage: Storage
     ) -> None:
@@ -346,6 +373,7 @@ class MapsContract:
         assert maps.element_ids(map_id) == ["ctx-0", "ctx-1"]
         assert maps.counter(map_id) == 3, "beginning an element never counts it"
 
+    @pytest.mark.obligations("O-maps-31", "O-maps-17", "O-maps-20")
     def test_settle_element_stores_the_failure_the_slot_and_counts_down(
         self, storage: Storage
     ) -> None:
@@ -368,12 +396,14 @@ class MapsContract:
         assert maps.result_slots(map_id, [2]) == ['"c2"']
         assert maps.counter(map_id) == -1
 
+    @pytest.mark.obligations("O-maps-30", "O-maps-31")
     def test_element_fast_paths_refuse_negative_indexes(self, storage: Storage) -> None:
         with pytest.raises(ValueError):
             fast_paths.begin_element(storage.maps, uid("map"), -1, "ctx")
         with pytest.raises(ValueError):
             fast_paths.settle_element(storage.maps, uid("map"), -1, '"v"')
 
+    @pytest.mark.obligations("O-maps-27")
     def test_element_fast_paths_restamp_what_they_write(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -391,6 +421,7 @@ class MapsContract:
             assert_ttl(probe.ttl("map", map_id, member), CONTEXT_TTL)
 
     @pytest.mark.parametrize("view", ["native", "composed"])
+    @pytest.mark.obligations("O-maps-33")
     def test_settle_releasing_settles_then_releases_only_the_owners_lock(
         self, storage: Storage, view: str
     ) -> None:
@@ -419,6 +450,7 @@ class MapsContract:
         )
 
     @pytest.mark.parametrize("view", ["native", "composed"])
+    @pytest.mark.obligations("O-maps-34")
     def test_settle_releasing_leaves_every_lock_record_its_own_ttl(
         self, storage: Storage, probe: Probe, view: str
     ) -> None:
@@ -451,6 +483,7 @@ class MapsContract:
             '"Fencing tokens"',
         )
 
+    @pytest.mark.obligations("O-maps-30", "O-maps-31", "O-maps-32")
     def test_element_fast_paths_equal_their_composition(self, storage: Storage) -> None:
         # A store that declares BeginsAndSettlesElements runs its own methods on one map and
         # the composition on another; on a store without them both maps take the composition.
@@ -480,6 +513,88 @@ class MapsContract:
             state_b = _forward_state(native, meta_b.map_id, 4)
             assert state_a[0] is not None and state_b[0] is not None
             assert state_a[1:] == state_b[1:], f"{op} {index} {arg}"
+
+    # -- races (docs/protocol.md, "Maps": atomic adds, first-writer-wins claims): 8 racers on a
+    # fresh map each round (reactor_contract.test_concurrency.race_rounds).
+
+    @pytest.mark.obligations("O-maps-6")
+    def test_racing_counter_updates_lose_none(self, storage: Storage) -> None:
+        def prepare(map_id: str) -> None:
+            storage.maps.init(map_metadata(map_id, count=40))
+
+        def check(map_id: str, values: list[list[int]]) -> None:
+            seen = sorted(v for batch in values for v in batch)
+            counter = storage.maps.counter(map_id)
+            assert seen == list(range(40)) and counter == 0, teach(
+                "maps",
+                "8 racers decrementing a counter of 40 five times each see every value 39..0 "
+                f"once and leave it at 0: they saw {seen}, it reads {counter}",
+                "add_to_counter reads the counter and writes it back (not an atomic add)",
+                _MAPS_DOC,
+            )
+
+        race_rounds(
+            8, lambda map_id, _i: [storage.maps.add_to_counter(map_id, -1) for _ in range(5)],
+            check, prefix="map", prepare=prepare,
+        )
+
+    @pytest.mark.obligations("O-maps-9")
+    def test_racing_offset_advances_own_disjoint_batches(self, storage: Storage) -> None:
+        def prepare(map_id: str) -> None:
+            storage.maps.init_offset(map_id, 0)
+
+        def check(map_id: str, news: list[int]) -> None:
+            assert sorted(news) == list(range(2, 17, 2)), teach(
+                "maps",
+                "8 racers advancing one dispatch offset by 2 get the new values 2, 4, ... 16 "
+                f"once each (each owns the batch [new - 2, new)): they got {sorted(news)}",
+                "advance_offset reads the offset and writes it back (not an atomic add)",
+                _MAPS_DOC,
+            )
+            assert storage.maps.offset(map_id) == 16
+
+        race_rounds(8, lambda map_id, _i: storage.maps.advance_offset(map_id, 2), check,
+                    prefix="map", prepare=prepare)
+
+    @pytest.mark.obligations("O-maps-12", "O-maps-13")
+    def test_racing_owner_signal_claims_have_one_winner(self, storage: Storage) -> None:
+        def prepare(map_id: str) -> None:
+            storage.maps.init(map_metadata(map_id))
+
+        def check(_map_id: str, wins: list[bool]) -> None:
+            assert wins.count(True) == 1, teach(
+                "maps",
+                f"of 8 racers claiming one map's owner signal exactly one wins: {wins}",
+                "claim_owner_signal reads the flag and then sets it (no conditional write)",
+                _MAPS_DOC,
+            )
+
+        race_rounds(8, lambda map_id, _i: storage.maps.claim_owner_signal(map_id), check,
+                    prefix="map", prepare=prepare)
+        assert storage.maps.scan() == [], "every claimed map left the scan"
+
+    @pytest.mark.obligations("O-maps-23")
+    def test_racing_appends_never_share_a_position(self, storage: Storage) -> None:
+        def check(map_id: str, positions: list[list[int]]) -> None:
+            flat = sorted(p for batch in positions for p in batch)
+            assert flat == list(range(40)), teach(
+                "maps",
+                "8 racers appending 5 element ids each get the positions 0..39 once each: "
+                f"they got {flat}",
+                "append_element counts the index and then writes at that position",
+                _MAPS_DOC,
+            )
+            assert storage.maps.count_elements(map_id) == 40
+            assert sorted(storage.maps.element_ids(map_id)) == sorted(
+                f"ctx-{i}-{j}" for i in range(8) for j in range(5)
+            )
+
+        race_rounds(
+            8,
+            lambda map_id, i: [storage.maps.append_element(map_id, f"ctx-{i}-{j}")
+                               for j in range(5)],
+            check, prefix="map",
+        )
 
 
 class TestMaps(MapsContract):

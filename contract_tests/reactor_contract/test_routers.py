@@ -11,6 +11,7 @@ queue are injected through the router probe; every router must dead-letter each 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 
@@ -23,6 +24,7 @@ from reactor.ports.router import MAX_ENVELOPE_BYTES, DeadLetter, Delivery, Job, 
 from reactor_contract._support import SUITE_DOC, eventually, teach, uid
 from reactor_contract.plugin import UNCARRIABLE_BODY, open_router
 from reactor_contract.probe import RouterProbe, UnsupportedBody
+from reactor_contract.test_concurrency import race
 
 __all__ = ["RoutersContract"]
 
@@ -32,6 +34,9 @@ SHOW_UP = 10.0
 VISIBILITY = 1.0
 #: How long the suite watches for a job that must *not* show up after its lease lapses.
 QUIET = 2.5
+#: Jobs the racing receivers share, and how many receivers race for them.
+RECEIVE_RACE_JOBS = 40
+RECEIVERS = 8
 
 
 def _job(**payload: object) -> Job:
@@ -155,6 +160,7 @@ class RoutersContract:
 
     reactor_concern = "routers"
 
+    @pytest.mark.obligations("O-routers-1", "O-routers-2")
     def test_a_job_round_trips(self, router: Router) -> None:
         job = _job(note="caf\u00e9")
         assert router.enqueue(job) == job.id
@@ -165,9 +171,11 @@ class RoutersContract:
         assert delivery.delivery_count == 1
         router.ack(delivery)
 
+    @pytest.mark.obligations("O-routers-3")
     def test_receive_on_an_empty_queue_returns_nothing(self, router: Router) -> None:
         assert router.receive(max_jobs=5, wait_seconds=0) == []
 
+    @pytest.mark.obligations("O-routers-4")
     def test_receive_respects_max_jobs(self, router: Router) -> None:
         ids = {router.enqueue(_job()) for _ in range(3)}
         first = router.receive(max_jobs=2, wait_seconds=2)
@@ -182,20 +190,24 @@ class RoutersContract:
         for delivery in first:
             router.ack(delivery)
 
+    @pytest.mark.obligations("O-routers-6")
     def test_never_delivers_before_the_delay(self, router: Router) -> None:
         router.enqueue(_job(), delay_seconds=3)
         assert router.receive(max_jobs=1, wait_seconds=0) == []
 
+    @pytest.mark.obligations("O-routers-1", "O-routers-7")
     def test_any_delay_is_accepted(self, router: Router) -> None:
         job = _job()
         assert router.enqueue(job, delay_seconds=7200) == job.id
         assert router.receive(max_jobs=1, wait_seconds=0.2) == []
 
+    @pytest.mark.obligations("O-routers-8")
     def test_negative_or_non_finite_delays_are_refused(self, router: Router) -> None:
         for delay in (-1.0, math.inf, math.nan):
             with pytest.raises(ValueError):
                 router.enqueue(_job(), delay_seconds=delay)
 
+    @pytest.mark.obligations("O-routers-9")
     def test_an_unacked_job_comes_back_after_its_visibility_window(self, router: Router) -> None:
         job = _job()
         router.enqueue(job)
@@ -207,6 +219,7 @@ class RoutersContract:
         assert again.delivery_count == 2
         router.ack(again)
 
+    @pytest.mark.obligations("O-routers-11")
     def test_an_acked_job_never_comes_back(self, router: Router) -> None:
         router.enqueue(_job())
         delivery = _receive_one(router)
@@ -214,6 +227,7 @@ class RoutersContract:
         router.ack(delivery)
         assert eventually(lambda: router.receive(max_jobs=1, wait_seconds=0.2), timeout=QUIET) == []
 
+    @pytest.mark.obligations("O-routers-20")
     def test_a_stale_receipt_is_harmless(self, router: Router) -> None:
         router.enqueue(_job())
         first = _receive_one(router)
@@ -224,6 +238,7 @@ class RoutersContract:
         router.ack(second)
         router.ack(second)
 
+    @pytest.mark.obligations("O-routers-9", "O-routers-19")
     def test_a_stale_receipt_never_touches_the_redelivered_job(self, router: Router) -> None:
         """The stale-receipt rule (reactor.ports.router; docs/writing-an-adapter.md): once the
         lease lapsed and the job was received again, the first receipt's call is a no-op, so
@@ -256,6 +271,7 @@ class RoutersContract:
         for third in thirds.values():
             router.ack(third)
 
+    @pytest.mark.obligations("O-routers-19", "O-routers-20")
     def test_after_a_stale_receipt_the_current_delivery_can_be_acked(
         self, router: Router
     ) -> None:
@@ -287,6 +303,7 @@ class RoutersContract:
         )
         assert router.dead_letters() == []
 
+    @pytest.mark.obligations("O-routers-12")
     def test_retry_redelivers_after_the_given_delay(self, router: Router) -> None:
         job = _job()
         router.enqueue(job)
@@ -300,6 +317,7 @@ class RoutersContract:
         assert got is not None and got.job.id == other.id
         router.ack(got)
 
+    @pytest.mark.obligations("O-routers-12")
     def test_retry_with_no_delay_redelivers_now(self, router: Router) -> None:
         job = _job()
         router.enqueue(job)
@@ -310,6 +328,7 @@ class RoutersContract:
         assert again is not None and again.job.id == job.id
         router.ack(again)
 
+    @pytest.mark.obligations("O-routers-14")
     def test_extend_keeps_the_job_invisible(self, router: Router) -> None:
         router.enqueue(_job())
         delivery = _receive_one(router)
@@ -318,6 +337,7 @@ class RoutersContract:
         assert eventually(lambda: router.receive(max_jobs=1, wait_seconds=0.2), timeout=QUIET) == []
         router.ack(delivery)
 
+    @pytest.mark.obligations("O-routers-15", "O-routers-16")
     def test_dead_letter_keeps_the_reason_and_acks(self, router: Router) -> None:
         job = _job()
         router.enqueue(job)
@@ -329,6 +349,7 @@ class RoutersContract:
         assert Job.from_json(letters[0].body).id == job.id
         assert eventually(lambda: router.receive(max_jobs=1, wait_seconds=0.2), timeout=QUIET) == []
 
+    @pytest.mark.obligations("O-routers-17", "O-routers-18")
     def test_an_undecodable_message_is_dead_lettered_with_its_reason(
         self, router: Router, router_probe: RouterProbe
     ) -> None:
@@ -344,6 +365,7 @@ class RoutersContract:
         assert letters[0].reason
         assert router.receive(max_jobs=5, wait_seconds=0.2) == []
 
+    @pytest.mark.obligations("O-routers-17")
     def test_an_envelope_of_the_wrong_shape_is_dead_lettered(
         self, router: Router, router_probe: RouterProbe
     ) -> None:
@@ -354,6 +376,7 @@ class RoutersContract:
 
     @pytest.mark.parametrize(("body", "word"), [(b, w) for _, b, w in POISON],
                              ids=[i for i, _, _ in POISON])
+    @pytest.mark.obligations("O-routers-17", "O-routers-18")
     def test_a_poison_body_is_dead_lettered_raw_without_blocking_the_job_behind_it(
         self, router: Router, router_probe: RouterProbe, body: str | bytes, word: str
     ) -> None:
@@ -368,6 +391,7 @@ class RoutersContract:
         _assert_kept(letters[0], body, word)
         assert router.receive(max_jobs=5, wait_seconds=0.2) == []
 
+    @pytest.mark.obligations("O-routers-17", "O-routers-18")
     def test_poison_among_jobs_never_fails_a_receive(
         self, router: Router, router_probe: RouterProbe
     ) -> None:
@@ -394,6 +418,7 @@ class RoutersContract:
             [_DEEP_JSON.encode(), b'{"kind": "run", "payload": {}}']
         )
 
+    @pytest.mark.obligations("O-routers-13")
     def test_retry_keeps_the_delivery_count(self, router: Router) -> None:
         job = _job()
         router.enqueue(job)
@@ -412,6 +437,7 @@ class RoutersContract:
         assert fourth is not None and fourth.job == job and fourth.delivery_count == 4
         router.ack(fourth)
 
+    @pytest.mark.obligations("O-routers-15", "O-routers-16", "O-routers-17")
     def test_dead_letters_come_back_oldest_first_with_their_reasons(
         self, router: Router, router_probe: RouterProbe
     ) -> None:
@@ -446,6 +472,7 @@ class RoutersContract:
     # reactor.engine.fast_paths.enqueue_all, which calls the router's own enqueue_many when it
     # declares EnqueuesMany and enqueues one by one otherwise.
 
+    @pytest.mark.obligations("O-routers-2", "O-routers-25")
     def test_enqueue_all_queues_every_job_and_returns_their_ids_in_order(
         self, router: Router
     ) -> None:
@@ -460,6 +487,7 @@ class RoutersContract:
         assert fast_paths.enqueue_all(router, []) == []
         assert router.receive(max_jobs=10, wait_seconds=0.2) == []
 
+    @pytest.mark.obligations("O-routers-26")
     def test_enqueue_all_raises_encode_error_before_queueing_what_follows(
         self, router: Router
     ) -> None:
@@ -472,6 +500,7 @@ class RoutersContract:
                 router.enqueue_many([_job(), _job(), too_large])
         assert eventually(lambda: router.receive(max_jobs=5, wait_seconds=0.2), timeout=QUIET) == []
 
+    @pytest.mark.obligations("O-routers-23")
     def test_enqueue_all_on_a_closed_router_raises_router_error_or_works(
         self, reactor_router_url: str
     ) -> None:
@@ -482,10 +511,12 @@ class RoutersContract:
         except RouterError:
             pass  # typed: fine (so is a router that still works once closed)
 
+    @pytest.mark.obligations("O-routers-22")
     def test_close_is_idempotent(self, router: Router) -> None:
         router.close()
         router.close()
 
+    @pytest.mark.obligations("O-routers-24")
     def test_routers_with_other_prefixes_never_share_jobs(
         self, router: Router, reactor_router_url: str
     ) -> None:
@@ -512,6 +543,7 @@ class RoutersContract:
         finally:
             other.close()
 
+    @pytest.mark.obligations("O-routers-23")
     def test_a_closed_router_raises_router_error_never_a_driver_error(
         self, reactor_router_url: str
     ) -> None:
@@ -539,6 +571,89 @@ class RoutersContract:
             "RouterError",
             f'{SUITE_DOC}, "Rules: driver errors"',
         )
+
+    @pytest.mark.obligations("O-routers-8")
+    def test_retry_refuses_negative_or_non_finite_delays(self, router: Router) -> None:
+        router.enqueue(_job())
+        delivery = _receive_one(router)
+        assert delivery is not None
+        router.extend(delivery, 60)
+        for delay in (-1.0, math.inf, math.nan):
+            with pytest.raises(ValueError):
+                router.retry(delivery, delay)
+        router.ack(delivery)
+
+    @pytest.mark.obligations("O-routers-5")
+    def test_a_waiting_receive_returns_a_job_enqueued_meanwhile(self, router: Router) -> None:
+        job = _job()
+        timer = threading.Timer(0.5, router.enqueue, args=(job,))
+        timer.start()
+        try:
+            got = router.receive(max_jobs=1, wait_seconds=SHOW_UP)
+        finally:
+            timer.join()
+        assert [d.job.id for d in got] == [job.id], teach(
+            "routers",
+            f"receive(wait_seconds={SHOW_UP:g}) returns a job enqueued 0.5 s into its wait "
+            f"(got {len(got)} deliveries)",
+            "a wait that looks for due jobs once, then sleeps, or returns [] when a blocking "
+            "read times out early",
+            'docs/protocol.md, "Routers"',
+        )
+        router.ack(got[0])
+
+    @pytest.mark.obligations("O-routers-21")
+    def test_a_lapsed_lease_not_yet_redelivered_is_still_current(self, router: Router) -> None:
+        router.enqueue(_job())
+        delivery = _receive_one(router)
+        assert delivery is not None
+        time.sleep(VISIBILITY + 0.5)  # the lease lapses; nothing receives the job meanwhile
+        router.ack(delivery)
+        back = eventually(lambda: router.receive(max_jobs=1, wait_seconds=0.2), timeout=QUIET)
+        assert back == [], teach(
+            "routers",
+            "a receipt whose lease lapsed, the job not delivered again yet, is still current: "
+            "its ack removes the job for good",
+            "an ack refused as stale once the lease end passed (check the receipt, not the "
+            "clock)",
+            'docs/protocol.md, "Routers"',
+        )
+
+    @pytest.mark.obligations("O-routers-10")
+    def test_concurrent_receives_never_hand_out_one_delivery_twice(self, router: Router) -> None:
+        jobs = [_job(n=i) for i in range(RECEIVE_RACE_JOBS)]
+        fast_paths.enqueue_all(router, jobs)
+        ids = {job.id for job in jobs}
+        seen: set[str] = set()
+        guard = threading.Lock()
+        deadline = time.monotonic() + SHOW_UP
+
+        def drain(_i: int) -> list[Delivery]:
+            got: list[Delivery] = []
+            while time.monotonic() < deadline:
+                with guard:
+                    if ids <= seen:
+                        break
+                batch = router.receive(max_jobs=3, wait_seconds=0.2)
+                with guard:
+                    seen.update(d.job.id for d in batch)
+                got += batch
+            return got
+
+        deliveries = [d for batch in race(RECEIVERS, drain) for d in batch]
+        assert seen == ids, f"only {len(seen)} of {len(ids)} jobs were delivered"
+        handed = [(d.job.id, d.delivery_count) for d in deliveries]
+        twice = sorted({pair for pair in handed if handed.count(pair) > 1})
+        assert twice == [], teach(
+            "routers",
+            f"{RECEIVERS} receivers racing on one queue never get the same delivery (a job "
+            f"with one delivery_count) twice: {len(twice)} deliveries went to two receivers",
+            "a claim that selects due messages and then leases them in a second request "
+            "(no conditional update, no script, no row lock)",
+            'docs/protocol.md, "Building a router"',
+        )
+        for delivery in deliveries:
+            router.ack(delivery)
 
 
 class TestRouters(RoutersContract):

@@ -30,6 +30,7 @@ class SignalsContract:
             pytest.skip(NO_SIGNALS)
         return storage.signals
 
+    @pytest.mark.obligations("O-signals-1")
     def test_a_subscriber_gets_messages_published_after_it_subscribed(
         self, signals: SignalStore
     ) -> None:
@@ -43,6 +44,7 @@ class SignalsContract:
         finally:
             subscription.close()
 
+    @pytest.mark.obligations("O-signals-2")
     def test_get_times_out_with_none(self, signals: SignalStore) -> None:
         subscription = signals.subscribe(uid("chan"))
         try:
@@ -50,6 +52,7 @@ class SignalsContract:
         finally:
             subscription.close()
 
+    @pytest.mark.obligations("O-signals-5")
     def test_channels_are_isolated(self, signals: SignalStore) -> None:
         a, b = uid("chan"), uid("chan")
         sub_a = signals.subscribe(a)
@@ -60,9 +63,11 @@ class SignalsContract:
         finally:
             sub_a.close()
 
+    @pytest.mark.obligations("O-signals-4")
     def test_publish_without_subscribers_never_raises(self, signals: SignalStore) -> None:
         signals.publish(uid("chan"), "nobody listens")
 
+    @pytest.mark.obligations("O-signals-3")
     def test_a_blocked_subscriber_wakes_on_publish(self, signals: SignalStore) -> None:
         channel = uid("chan")
         subscription = signals.subscribe(channel)
@@ -77,6 +82,7 @@ class SignalsContract:
             subscription.close()
             waiter.join(timeout=10)
 
+    @pytest.mark.obligations("O-signals-6")
     def test_close_is_idempotent_and_stops_delivery(self, signals: SignalStore) -> None:
         channel = uid("chan")
         subscription = signals.subscribe(channel)
