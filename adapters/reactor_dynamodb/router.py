@@ -32,7 +32,12 @@ and its dead-letter queue ``<prefix><name>-dlq`` (both created when missing, unl
   returned; the other messages of the batch are delivered (docs/workers.md, "Hostile input").
   SQS bodies are Unicode text, so a non-UTF-8 body cannot reach this router. :meth:`dead_letters`
   reads the DLQ without deleting: it receives in pages and makes each page visible again at
-  once (``ChangeMessageVisibility`` 0).
+  once (``ChangeMessageVisibility`` 0). Each DLQ message carries a ``delivery`` attribute
+  naming the delivery it dead-letters: a standard queue cannot refuse a second send, so a
+  ``dead_letter`` retried after its send went through (the reply lost, or the delete after it
+  failed) adds a copy, and the copies of one delivery are one dead letter: listed once, under
+  the smallest ``MessageId`` among them, requeued once and deleted together
+  (docs/contract-suite.md, "Faults injected at the driver").
 * **Dead-letter administration** (:class:`reactor.ports.router.DeadLetterAdmin`;
   docs/workers.md, "Dead letters"). A dead letter's id is its DLQ ``MessageId`` (stable while it
   stays in the DLQ). SQS has no get-by-id and no peek, so every operation *scans* the DLQ:
@@ -60,6 +65,7 @@ Clock: the application clock (``not_before`` and dead-letter times are epoch sec
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import re
@@ -99,10 +105,36 @@ DLQ_SCAN_MAX = 10_000
 
 @dataclass(slots=True)
 class _Leased:
-    """A DLQ message received by a scan: its dead letter and every receipt the scan got."""
+    """A dead letter found by a scan: the letter (its id: the smallest ``MessageId`` of its
+    copies), every receipt the scan got for its copies (to release them), and the latest
+    receipt of each copy (to delete them all)."""
 
     letter: DeadLetter
     receipts: list[str]
+    copies: dict[str, str]
+
+
+#: The DLQ message attribute naming the delivery a dead letter was sent for: copies sent
+#: twice for one delivery (a retried ``dead_letter`` after its send's reply was lost, or its
+#: delete failed) are one dead letter.
+_DELIVERY = "delivery"
+
+
+def _delivery_key(receipt: str) -> str:
+    """The delivery a receipt names, as a short stable key (SHA-1 of the receipt handle)."""
+    return hashlib.sha1(receipt.encode("utf-8")).hexdigest()
+
+
+def _holds(found: dict[str, _Leased], letter_id: str) -> bool:
+    """Whether a scan found the dead letter ``letter_id`` (any of its copies' ids)."""
+    return _find(found, letter_id) is not None
+
+
+def _find(found: dict[str, _Leased], letter_id: str) -> str | None:
+    """The key in ``found`` of the dead letter one of whose copies is ``letter_id``."""
+    if letter_id in found:
+        return letter_id
+    return next((key for key, item in found.items() if letter_id in item.copies), None)
 
 
 def _check_delay(seconds: float, name: str = "delay_seconds") -> float:
@@ -346,7 +378,7 @@ class SQSRouter:
             try:
                 job = Job.from_json(body)
             except DeserializationError as exc:
-                self._to_dlq(body, f"undecodable message: {exc}")
+                self._to_dlq(body, f"undecodable message: {exc}", receipt)
                 done.append(receipt)
                 continue  # the next message of the batch
             count = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
@@ -525,10 +557,14 @@ class SQSRouter:
         if self._superseded(delivery, "dead_letter"):
             return
         body = self._forget(delivery.receipt) or delivery.job.to_json()
-        self._to_dlq(body, reason)
+        self._to_dlq(body, reason, delivery.receipt)
         self._delete_batch([delivery.receipt])
 
-    def _to_dlq(self, body: str, reason: str) -> None:
+    def _to_dlq(self, body: str, reason: str, receipt: str) -> None:
+        """Send ``body`` to the DLQ, tagged with the delivery (``receipt``) it dead-letters:
+        a retry that sends it again adds a copy the scans merge into the same dead letter
+        (SQS standard queues cannot refuse a duplicate send; docs/contract-suite.md, "Faults
+        injected at the driver")."""
         logger.warning("dead-lettered message on %s: %s", self.name, reason)
         self._send(
             self.dlq_url,
@@ -537,6 +573,7 @@ class SQSRouter:
             {
                 "reason": {"DataType": "String", "StringValue": reason[:4096] or "-"},
                 "at": {"DataType": "Number", "StringValue": repr(self.now())},
+                _DELIVERY: {"DataType": "String", "StringValue": _delivery_key(receipt)},
             },
         )
 
@@ -579,10 +616,10 @@ class SQSRouter:
         Raises:
             RouterError: a request failed.
         """
-        leased = self._scan_dlq(lambda found: letter_id in found)
+        leased = self._scan_dlq(lambda found: _holds(found, letter_id))
         self._release([r for item in leased.values() for r in item.receipts])
-        item = leased.get(letter_id)
-        return None if item is None else item.letter
+        key = _find(leased, letter_id)
+        return None if key is None else leased[key].letter
 
     def requeue_dead_letter(self, letter_id: str) -> str | None:
         """Move a dead letter back to the queue, due now, with a fresh delivery count.
@@ -601,8 +638,9 @@ class SQSRouter:
             RouterError: a request failed (the letter is kept; when the send succeeded and
                 the delete failed, it shows again after :data:`DLQ_LEASE` seconds).
         """
-        leased = self._scan_dlq(lambda found: letter_id in found)
-        item = leased.pop(letter_id, None)
+        leased = self._scan_dlq(lambda found: _holds(found, letter_id))
+        key = _find(leased, letter_id)
+        item = leased.pop(key) if key is not None else None
         self._release([r for other in leased.values() for r in other.receipts])
         if item is None:
             return None
@@ -612,7 +650,7 @@ class SQSRouter:
         except BaseException:
             self._release(item.receipts)
             raise
-        self._delete_batch(item.receipts[-1:], self.dlq_url)
+        self._delete_batch(list(item.copies.values()), self.dlq_url)
         return job.id
 
     def purge_dead_letters(self, ids: Sequence[str] | None = None) -> int:
@@ -632,16 +670,18 @@ class SQSRouter:
                 leased = self._scan_dlq(lambda found: False)
                 if not leased:
                     return deleted
-                deleted += self._delete_batch(
-                    [item.receipts[-1] for item in leased.values()], self.dlq_url
+                removed = self._delete_batch(
+                    [r for item in leased.values() for r in item.copies.values()], self.dlq_url
                 )
+                deleted += min(removed, len(leased))
         wanted = set(ids)
         if not wanted:
             return 0
-        leased = self._scan_dlq(lambda found: wanted <= found.keys())
-        doomed = [item.receipts[-1] for key, item in leased.items() if key in wanted]
-        self._release([r for key, i in leased.items() if key not in wanted for r in i.receipts])
-        return self._delete_batch(doomed, self.dlq_url)
+        leased = self._scan_dlq(lambda found: all(_holds(found, w) for w in wanted))
+        keys = {key for w in wanted if (key := _find(leased, w)) is not None}
+        doomed = [r for key in keys for r in leased[key].copies.values()]
+        self._release([r for key, i in leased.items() if key not in keys for r in i.receipts])
+        return min(self._delete_batch(doomed, self.dlq_url), len(keys))
 
     def _scan_dlq(self, enough: Callable[[dict[str, _Leased]], bool]) -> dict[str, _Leased]:
         """Receive DLQ pages (each message leased :data:`DLQ_LEASE` s) until ``enough`` holds,
@@ -654,25 +694,40 @@ class SQSRouter:
         Raises:
             RouterError: a request failed (what was leased so far is released first).
         """
-        leased: dict[str, _Leased] = {}
+        by_delivery: dict[str, _Leased] = {}
+        seen: set[str] = set()
         try:
-            while len(leased) < DLQ_SCAN_MAX and not enough(leased):
+            while len(seen) < DLQ_SCAN_MAX and not enough(self._by_id(by_delivery)):
                 batch = self._receive(self.dlq_url, _BATCH, 0, DLQ_LEASE)
                 fresh = False
                 for message in batch:
-                    key = str(message["MessageId"])
+                    message_id = str(message["MessageId"])
                     receipt = str(message["ReceiptHandle"])
-                    if key in leased:
-                        leased[key].receipts.append(receipt)
-                    else:
-                        leased[key] = _Leased(self._letter(message), [receipt])
-                        fresh = True
+                    attrs = message.get("MessageAttributes") or {}
+                    delivery = attrs.get(_DELIVERY, {}).get("StringValue") or message_id
+                    fresh = fresh or message_id not in seen
+                    seen.add(message_id)
+                    item = by_delivery.get(str(delivery))
+                    if item is None:
+                        by_delivery[str(delivery)] = _Leased(
+                            self._letter(message), [receipt], {message_id: receipt}
+                        )
+                        continue
+                    item.receipts.append(receipt)
+                    item.copies[message_id] = receipt
+                    if message_id < item.letter.id:  # one id whatever the order of the copies
+                        item.letter = self._letter(message)
                 if not fresh:
                     break
         except RouterError:
-            self._release([r for item in leased.values() for r in item.receipts])
+            self._release([r for item in by_delivery.values() for r in item.receipts])
             raise
-        return leased
+        return self._by_id(by_delivery)
+
+    @staticmethod
+    def _by_id(by_delivery: dict[str, _Leased]) -> dict[str, _Leased]:
+        """The scan's dead letters keyed by their ids."""
+        return {item.letter.id: item for item in by_delivery.values()}
 
     @staticmethod
     def _letter(message: dict[str, Any]) -> DeadLetter:

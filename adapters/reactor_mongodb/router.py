@@ -413,18 +413,28 @@ class MongoRouter:
         self._move_to_dead(doc, _raw_body(doc.get("body")), reason)
 
     def _move_to_dead(self, doc: dict[str, Any], body: str | bytes, reason: str) -> None:
+        """Record the leased message ``doc`` as a dead letter, then delete it from the queue.
+
+        The letter is keyed by the delivery (the message's id and its lease): a retry after a
+        failure between the two writes, or after a write whose reply was lost, finds the
+        letter it wrote instead of writing a second one (docs/contract-suite.md, "Faults
+        injected at the driver").
+        """
         logger.warning("dead-lettered message %s: %s", doc["_id"], reason)
         try:
-            self.dead.insert_one(
+            self.dead.update_one(
+                {"message_id": doc["_id"], "lease": doc.get("lease")},
                 {
-                    # wall-clock nanoseconds first: ties on ``at`` keep insertion order
-                    "_id": f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",
-                    "queue": self.queue,
-                    "message_id": doc["_id"],
-                    "body": body,
-                    "reason": reason,
-                    "at": self.now(),
-                }
+                    "$setOnInsert": {
+                        # wall-clock nanoseconds first: ties on ``at`` keep insertion order
+                        "_id": f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",
+                        "queue": self.queue,
+                        "body": body,
+                        "reason": reason,
+                        "at": self.now(),
+                    }
+                },
+                upsert=True,
             )
             self.jobs.delete_one({"_id": doc["_id"], "lease": doc.get("lease")})
         except PyMongoError as exc:
@@ -583,6 +593,10 @@ class MongoRouter:
                 self.dead.create_index(
                     [("queue", ASCENDING), ("at", ASCENDING), ("_id", ASCENDING)],
                     name="reactor_dead_at",
+                )
+                self.dead.create_index(
+                    [("message_id", ASCENDING), ("lease", ASCENDING)],
+                    name="reactor_dead_delivery",
                 )
             except PyMongoError as exc:
                 raise RouterError(f"MongoDB index creation failed: {exc}") from exc

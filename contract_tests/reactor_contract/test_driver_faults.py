@@ -297,6 +297,19 @@ def _verify_claim(storage: Storage, state: tuple[str, str], answer: Any) -> None
     )
 
 
+def _verify_deleted(storage: Storage, record: Any, _: Any) -> None:
+    assert storage.contexts.load(record.context_id) is None, "the deleted context is back"
+
+
+def _verify_semaphore(storage: Storage, key: str, answer: Any) -> None:
+    assert answer is True, f"the retried acquire answered {answer!r} (the holder keeps its slot)"
+    state = storage.semaphores.state(key)
+    holders = sorted(state.holders) if state is not None else []
+    assert holders == ["holder-a"], f"holders {holders}: the holder must hold one slot"
+    assert storage.semaphores.acquire(key, "holder-b", 2, HOUR), "the second slot is taken"
+    assert not storage.semaphores.acquire(key, "holder-c", 2, HOUR), "a third slot was given"
+
+
 STORAGE_OPS: dict[str, _Op] = {
     "contexts.save": _Op(
         _ctx_setup, lambda s, r: s.contexts.save(r), _verify_saved,
@@ -323,6 +336,13 @@ STORAGE_OPS: dict[str, _Op] = {
         _claim_setup, lambda s, st: s.claims.claim_idempotency_key("orders", st[0], st[1]),
         _verify_claim,
     ),
+    "contexts.delete": _Op(
+        _saved_with_base, lambda s, r: s.contexts.delete(r.context_id), _verify_deleted,
+    ),
+    "semaphores.acquire": _Op(
+        _lock_setup, lambda s, k: s.semaphores.acquire(k, "holder-a", 2, HOUR),
+        _verify_semaphore,
+    ),
 }
 
 
@@ -333,9 +353,6 @@ def _unchecked(storage: Storage, state: Any, result: Any) -> None:
 #: More operations, walked for permanent errors only (each must surface as ``StorageError``).
 STORAGE_PERMANENT_OPS: dict[str, _Op] = {
     **STORAGE_OPS,
-    "contexts.delete": _Op(
-        _saved_with_base, lambda s, r: s.contexts.delete(r.context_id), _unchecked,
-    ),
     "contexts.scan": _Op(
         _saved_with_base, lambda s, r: s.contexts.scan(limit=10), _unchecked,
     ),
@@ -346,9 +363,6 @@ STORAGE_PERMANENT_OPS: dict[str, _Op] = {
         _claim_setup, lambda s, st: s.claims.claim_correlation_id(st[0], st[1]), _unchecked,
     ),
     "maps.init": _Op(lambda s: map_metadata(), lambda s, m: s.maps.init(m), _unchecked),
-    "semaphores.acquire": _Op(
-        _lock_setup, lambda s, k: s.semaphores.acquire(k, "holder", 2, HOUR), _unchecked,
-    ),
     "rate_limits.hit": _Op(
         _lock_setup, lambda s, k: s.rate_limits.hit(k, [RateWindow("hour", HOUR, 5)]),
         _unchecked,
@@ -453,19 +467,43 @@ def _verify_acked(router: Router, state: tuple[Job, Delivery], _: Any) -> None:
     )
 
 
+def _verify_retried(router: Router, state: tuple[Job, Delivery], _: Any) -> None:
+    job, first = state
+    got = _drain(router, until=lambda g: any(d.job.id == job.id for d in g),
+                 timeout=_VISIBILITY + 4)
+    ours = [d for d in got if d.job.id == job.id]
+    assert ours, f"the retried job {job.id} was lost"
+    assert all(d.delivery_count > first.delivery_count for d in ours), (
+        f"delivery counts {[d.delivery_count for d in ours]} after a retry of delivery "
+        f"{first.delivery_count}"
+    )
+
+
+def _verify_dead_lettered(router: Router, state: tuple[Job, Delivery], _: Any) -> None:
+    job = state[0]
+    letters = [d for d in router.dead_letters(limit=100) if job.id in d.body]
+    assert len(letters) == 1, (
+        f"{len(letters)} dead letters of job {job.id} after a retried dead_letter (one expected)"
+    )
+    time.sleep(_VISIBILITY + 0.5)
+    again = [d.job.id for d in router.receive(max_jobs=10, wait_seconds=0)]
+    assert job.id not in again, "a dead-lettered job was delivered again"
+
+
 ROUTER_OPS: dict[str, _Op] = {
     "enqueue": _Op(lambda r: _job(), lambda r, j: r.enqueue(j), _verify_delivered),
     "receive": _Op(_enqueued, _receive, _verify_received),
     "ack": _Op(_received, lambda r, st: r.ack(st[1]), _verify_acked),
+    "retry": _Op(_received, lambda r, st: r.retry(st[1], 0), _verify_retried),
+    "dead_letter": _Op(_received, lambda r, st: r.dead_letter(st[1], "poison"),
+                       _verify_dead_lettered),
 }
 
 
 #: More router operations, walked for permanent errors only.
 ROUTER_PERMANENT_OPS: dict[str, _Op] = {
     **ROUTER_OPS,
-    "retry": _Op(_received, lambda r, st: r.retry(st[1], 0), _unchecked),
     "extend": _Op(_received, lambda r, st: r.extend(st[1], 5), _unchecked),
-    "dead_letter": _Op(_received, lambda r, st: r.dead_letter(st[1], "poison"), _unchecked),
 }
 
 
