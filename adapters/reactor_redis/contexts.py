@@ -175,9 +175,10 @@ class RedisContextStore:
         if isinstance(reply, list):
             if reply[0] == "held":  # 'take' of a lock another owner holds: nothing written
                 return 0
-            assert fence is not None  # {0, stored token}: refused, nothing written
+            # {0, stored token, save token}: refused, nothing written (a 'take' given back)
+            key = fence.key if fence is not None else str(lock[1]) if lock else ""
             raise StaleWriterError.refused(
-                record.context_id, key=fence.key, token=fence.token, stored_token=int(reply[1])
+                record.context_id, key=key, token=int(reply[2]), stored_token=int(reply[1])
             )
         return int(reply)
 
@@ -587,6 +588,8 @@ class RedisLockingContextStore(RedisContextStore):
 
         Raises:
             ContextTooLargeError: the record exceeds ``max_document_bytes`` (nothing sent).
+            StaleWriterError: the record's stored fence is higher than the new token (nothing
+                written; the lock taken is released again in the same script).
             StorageError: Redis failed.
         """
         return self._save(

@@ -889,6 +889,29 @@ class ContextsContract:
             if subscription is not None:
                 subscription.close()
 
+    @pytest.mark.obligations("O-contexts-49")
+    @pytest.mark.parametrize("view", ["native", "composed"])
+    def test_a_taking_save_that_is_refused_releases_the_lock_again(
+        self, storage: Storage, view: str
+    ) -> None:
+        store = _view(storage, view)
+        record = dataclasses.replace(context(), base="b1")
+        key = f"async:{record.context_id}"
+        storage.contexts.save(record, fence=Fence(key, "newer", 2**52))  # a newer holder saved
+        late = dataclasses.replace(record, document='{"v":"late"}')
+        with pytest.raises(StaleWriterError):
+            fast_paths.save_taking(store, late, LockClaim(key, "me", 30.0))
+        info = storage.locks.info(key)
+        assert info is None, teach(
+            "contexts",
+            "a save_taking whose fenced save is refused releases the lock it took (the lock "
+            f"is left as it was found, free), got {info!r}",
+            "a fast path that takes the lock and keeps it when the fenced save is refused: "
+            "the run stays locked until the lock's TTL lapses",
+            'docs/protocol.md, "Optional fast paths"',
+        )
+        assert storage.contexts.load(record.context_id) == record
+
 
 def _delta(
     record: ContextRecord,

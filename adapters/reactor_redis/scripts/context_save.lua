@@ -11,7 +11,8 @@
 -- ('' = unfenced), segment count n, the n segments (oldest first), then field/value pairs (the
 -- record's fields with 'base', '_count' and '_bytes').
 -- The hash field '_fence' keeps the largest token of any fenced save. A fenced save whose
--- token is lower is refused: returns {0, stored token} and writes nothing (nor releases).
+-- token is lower is refused: returns {0, stored token, the save's token} and writes nothing
+-- (nor releases; a 'take' gives back the lock it took).
 -- 'take' on a lock another owner holds returns {'held'} and writes nothing. Otherwise the
 -- record is written (keeping '_fence', raised to the save's token), the segment list replaced
 -- by the record's segments (the previous base's are dropped) and 1 is returned ('take': the
@@ -32,7 +33,11 @@ local stored = tonumber(old[3] or '0') or 0
 local token = stored
 if fence ~= '' then
   token = tonumber(fence)
-  if token < stored then return {0, old[3]} end
+  if token < stored then
+    -- refused: a lock this call took is given back (a 'take' never keeps what it cannot use)
+    if lock_op == 'take' then lock_call(KEYS[4], 'release', lock_owner, lock_keep) end
+    return {0, old[3], fence}
+  end
 end
 local now = now_us()
 if old[1] and old[1] ~= new_idx then redis.call('ZREM', prefix .. old[1], id) end

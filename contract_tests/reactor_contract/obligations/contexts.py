@@ -324,4 +324,11 @@ OBLIGATIONS: tuple[Obligation, ...] = (
         "channel after the release; a refused append publishes nothing.",
         _FAST,
     ),
+    Obligation(
+        "O-contexts-49",
+        "A save_taking whose fenced save is refused (the record's stored fence is higher than "
+        "the granted token) raises StaleWriterError, writes nothing and leaves the lock as it "
+        "found it: taken and released again.",
+        _FAST,
+    ),
 )
