@@ -54,6 +54,7 @@ CONCERNS: tuple[str, ...] = (
     "maps",
     "map_rollbacks",
     "sweeps",
+    "listings",
     "semaphores",
     "ordered_locks",
     "rate_limits",
