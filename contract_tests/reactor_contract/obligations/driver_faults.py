@@ -20,8 +20,8 @@ OBLIGATIONS: tuple[Obligation, ...] = (
     Obligation(
         "O-driver_faults-2",
         "A permanent driver error in any request of a router operation (enqueue, receive, "
-        "ack) surfaces as RouterError chained to the driver's exception; never an empty "
-        "receive or a silent ack.",
+        "ack, retry, extend, dead_letter) surfaces as RouterError chained to the driver's "
+        "exception; never an empty receive or a silent ack.",
         _RULE,
     ),
     Obligation(
@@ -35,20 +35,23 @@ OBLIGATIONS: tuple[Obligation, ...] = (
     Obligation(
         "O-driver_faults-4",
         "After a transient driver error in any request of a storage operation (context save, "
-        "load and append, lock acquire and release, step result put and get, an idempotency "
-        "claim), a retry of the same operation leaves the right state: nothing lost and "
-        "nothing duplicated (an append retried after its write was applied does not append "
-        "the segment twice nor break the record; a retried claim answers the caller's own "
-        "id; a retried acquire holds the lock with one token).",
+        "load, append and delete, lock acquire and release, semaphore acquire, step result "
+        "put and get, an idempotency claim), a retry of the same operation leaves the right "
+        "state: nothing lost and nothing duplicated (an append retried after its write was "
+        "applied does not append the segment twice nor break the record; a retried claim "
+        "answers the caller's own id; a retried acquire holds the lock with one token and "
+        "one semaphore slot).",
         _FAULTS,
     ),
     Obligation(
         "O-driver_faults-5",
         "A transient driver error in any request of a router operation either surfaces as "
         "RouterError chained to the driver's exception or the operation completes; after a "
-        "retry nothing is lost: an enqueued job is delivered (at least once, each copy the "
-        "same job), a job whose receive failed is delivered again after the visibility "
-        "timeout, and an acknowledged job is never delivered again.",
+        "retry nothing is lost and nothing duplicated: an enqueued job is delivered (at least "
+        "once, each copy the same job), a job whose receive failed is delivered again after "
+        "the visibility timeout, an acknowledged job is never delivered again, a retried job "
+        "is delivered again with a higher delivery count, and a dead-lettered job is one dead "
+        "letter and never delivered again.",
         _FAULTS,
     ),
     Obligation(
