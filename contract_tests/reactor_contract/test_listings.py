@@ -10,7 +10,8 @@ pages: exactly once, newest first) and nothing that was deleted or expired, with
 current status. A sweeper pass may also be walked page by page *while* the machine writes,
 deletes and expires records in between: then a record live and matching for the whole pass
 must still be listed, and no listed row may be gone. ``created_at`` values are drawn from a
-few seconds, so ties in the sort key are common; page sizes are 1 to 4.
+few seconds, and every example starts with three runs created in the same microsecond, so
+ties in the sort key are common; page sizes are 1 to 4.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from hypothesis.stateful import (
     consumes,
     initialize,
     invariant,
+    multiple,
     precondition,
     rule,
     run_state_machine_as_test,
@@ -44,12 +46,12 @@ __all__ = ["ListingsContract"]
 STATUSES = ("running", "paused", "completed", "failed")
 STEP_STATUSES = ("dispatched", "completed")
 REACTORS = ("orders", "billing")
-#: A handful of creation times, so rows often tie on the sort key.
-CREATED = tuple(1_700_000_000.0 + k for k in range(4))
+#: Three creation times, so rows often tie on the sort key.
+CREATED = tuple(1_700_000_000.0 + k for k in range(3))
 LIMITS = st.integers(min_value=1, max_value=4)
 LISTING_SETTINGS = settings(
-    max_examples=12,
-    stateful_step_count=30,
+    max_examples=20,
+    stateful_step_count=25,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
@@ -110,11 +112,19 @@ class ListingsContract:
                 self.open: Pass | None = None
                 self.gone: list[str] = []
 
-            @initialize()
-            def forget_earlier_examples(self) -> None:
+            @initialize(target=runs, statuses=st.lists(st.sampled_from(STATUSES), min_size=3,
+                                                       max_size=3))
+            def start_with_a_tie(self, statuses: list[str]) -> Any:
+                """Forget earlier examples' runs; start with three top-level runs created in
+                the same microsecond (a tie on the sort key every walk must get through)."""
                 for context_id in created:
                     storage.contexts.delete(context_id)
                 created.clear()
+                seeded = [self._save(status, REACTORS[0], CREATED[0], "top")
+                          for status in statuses]
+                self.walk_pages(None, None, 1, None)  # a page boundary inside the tie
+                self.walk_scan(None, False, 1)
+                return multiple(*seeded)
 
             # -- writes ------------------------------------------------------------------
 
@@ -123,6 +133,9 @@ class ListingsContract:
                   kind=st.sampled_from(("top", "top", "top", "dispatched", "element")))
             def save_new(self, status: str, reactor: str, created_at: float,
                          kind: str) -> str:
+                return self._save(status, reactor, created_at, kind)
+
+            def _save(self, status: str, reactor: str, created_at: float, kind: str) -> str:
                 context_id = str(uuid.uuid4())
                 parent = None if kind == "top" else str(uuid.uuid4())
                 storage.contexts.save(context(

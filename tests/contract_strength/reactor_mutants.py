@@ -18,6 +18,7 @@ exists only inside those subprocesses.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import threading
 import time
@@ -50,16 +51,18 @@ from reactor.model.coordination._expiry import deadline
 from reactor.model.records import (
     ContextRecord,
     LockInfo,
+    MapRollbackMetadata,
     RateDecision,
     RateWindow,
     RollbackOutcome,
+    RunPage,
     RunSummary,
     ScanPage,
     StepResultRecord,
 )
 from reactor.ports.documents import Versioned
 from reactor.ports.router import Delivery, Job
-from reactor.ports.serialization import record_to_dict
+from reactor.ports.serialization import record_from_dict, record_to_dict
 from reactor.ports.storage import Storage
 
 try:  # run by the strength runner's subprocesses as a top-level module, next to this one
@@ -602,6 +605,22 @@ class LockKeysNormalised(DocumentLockStore):
         return super().info(self._fold(key))
 
 
+class PageCursorDropsTies(DocumentContextStore):
+    """A dashboard page's cursor keeps the last row's creation time but not its run id: the
+    next page starts after every run created in that same microsecond (ties are skipped)."""
+
+    def page(self, **kwargs: Any) -> RunPage:
+        from reactor.ports.serialization import decode_page_cursor, encode_page_cursor
+
+        found = super().page(**kwargs)
+        if found.next_cursor is None:
+            return found
+        key = decode_page_cursor(found.next_cursor)
+        # "~" sorts after every character of a run id: past the whole tie group
+        return RunPage(runs=found.runs,
+                       next_cursor=encode_page_cursor(key.split(":", 1)[0] + ":~"))
+
+
 class ContextScanDropsLastPage(DocumentContextStore):
     """The run scan drops its last (partial) page after a cursor: the tail is never swept."""
 
@@ -793,6 +812,39 @@ class RollbackPositionClaimsNotAtomic(DocumentMapRollbackStore):
         return range(stop - count, min(stop, total))
 
 
+class RollbackStartReadThenWrite(DocumentMapRollbackStore):
+    """Rollback start reads the record, then writes its metadata blindly (two starters both
+    win, each with its own metadata)."""
+
+    def start(self, metadata: MapRollbackMetadata) -> tuple[bool, MapRollbackMetadata]:
+        from reactor.generic.map_rollbacks import _head
+
+        doc = self._heads.get(metadata.map_id)
+        if doc is not None and doc.get("meta") is not None:
+            return False, record_from_dict(MapRollbackMetadata, doc["meta"])
+        time.sleep(ROUND_TRIP)
+        head, index = _head(doc, meta=record_to_dict(metadata))
+        self._heads.put(metadata.map_id, head, index=index)
+        return True, metadata
+
+
+class LockTtlFloored(DocumentLockStore):
+    """Lock TTLs floored to whole seconds on their way to the store (1.9 s becomes 1 s): a
+    lease ends before its holder was told."""
+
+    @staticmethod
+    def _floor(ttl: float | None) -> float | None:
+        if ttl is None or not math.isfinite(ttl) or ttl <= 0:
+            return ttl  # invalid TTLs still reach the store's own check
+        return float(max(math.floor(ttl), 1))
+
+    def acquire(self, key: str, owner: str, ttl: float | None) -> int:
+        return super().acquire(key, owner, self._floor(ttl))
+
+    def extend(self, key: str, owner: str, ttl: float | None) -> bool:
+        return super().extend(key, owner, self._floor(ttl))
+
+
 class SemaphoreLateReleaseFreesSlot(DocumentSemaphoreStore):
     """A late release by a holder whose lease lapsed still gives a slot back (a slot counter
     decremented whatever the lease): the next acquire takes another holder's slot."""
@@ -973,6 +1025,14 @@ class StaleReceiptAcksCurrent(LocalRouter):
 
     def ack(self, delivery: Delivery) -> None:
         super().ack(self.m_latest.get(delivery.job.id, delivery))
+
+
+class DelayFloored(LocalRouter):
+    """``enqueue`` floors delays to whole seconds (1.6 s becomes 1 s): a job runs early."""
+
+    def enqueue(self, job: Job, delay_seconds: float = 0) -> str:
+        floored = math.floor(delay_seconds) if math.isfinite(delay_seconds) else delay_seconds
+        return super().enqueue(job, floored)
 
 
 class DelayIgnored(LocalRouter):
@@ -1400,6 +1460,9 @@ _STORES: dict[str, tuple[str, type[Any]]] = {
     "map_first_failure_last_wins": ("maps", MapFirstFailureLastWins),
     "claim_release_by_stranger": ("claims", ClaimReleaseByStranger),
     "idempotency_keys_joined": ("claims", IdempotencyKeysJoined),
+    "page_cursor_drops_ties": ("contexts", PageCursorDropsTies),
+    "rollback_start_read_then_write": ("map_rollbacks", RollbackStartReadThenWrite),
+    "lock_ttl_floored": ("locks", LockTtlFloored),
     "lock_keys_normalised": ("locks", LockKeysNormalised),
     "context_scan_drops_last_page": ("contexts", ContextScanDropsLastPage),
     "context_save_no_restamp": ("contexts", ContextSaveNoRestamp),
@@ -1426,6 +1489,7 @@ _ROUTERS: dict[str, type[LocalRouter]] = {
     "dead_letter_loses_reason": DeadLetterLosesReason,
     "stale_receipt_acks_current": StaleReceiptAcksCurrent,
     "delay_ignored": DelayIgnored,
+    "delay_floored": DelayFloored,
     "dead_letters_newest_first": DeadLettersNewestFirst,
     "router_ignores_prefix": RouterIgnoresPrefix,
     **declaration_mutants.ROUTERS,
@@ -1519,6 +1583,16 @@ MUTANTS: tuple[Mutant, ...] = (
        "distinct names are distinct records"),
     _m("lock_keys_normalised", "keys", "locks keys", "storage", LockKeysNormalised,
        "distinct names are distinct records"),
+    # listings against a model (test_listings), races of every method (test_concurrency and
+    # the racing_ tests), time values rounded the unsafe way (test_rounding)
+    _m("page_cursor_drops_ties", "listings", "contexts listings", "storage",
+       PageCursorDropsTies, "exactly once"),
+    _m("rollback_start_read_then_write", "map_rollbacks", "map_rollbacks concurrency",
+       "storage", RollbackStartReadThenWrite, None, "racing_starts"),
+    _m("lock_ttl_floored", "rounding", "locks leases rounding", "storage", LockTtlFloored,
+       "never shorter than asked"),
+    _m("delay_floored", "rounding", "routers rounding", "router", DelayFloored,
+       "never shorter than asked", "delay"),
     _m("context_scan_drops_last_page", "sweeps", "contexts sweeps", "storage",
        ContextScanDropsLastPage),
     _m("context_save_no_restamp", "contexts", "contexts", "storage", ContextSaveNoRestamp),

@@ -59,6 +59,7 @@ CONCERNS: tuple[str, ...] = (
     "ordered_locks",
     "rate_limits",
     "periods",
+    "rounding",
     "signals",
     "routers",
     "dead_letters",
