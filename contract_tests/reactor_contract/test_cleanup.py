@@ -57,24 +57,34 @@ class CleanupContract:
 
     reactor_concern = "cleanup"
 
+    @pytest.mark.obligations("O-cleanup-1", "O-cleanup-2", "O-cleanup-3")
     def test_a_purged_namespace_holds_nothing(self, storage: Storage, probe: Probe) -> None:
         cleanup = _cleanup(probe)
-        _fill(storage)
+        expired = _fill(storage)
+        probe.expire("context", expired)  # an expired record is purged too
         before = cleanup.leftovers()
         assert before, teach(
             "cleanup", "leftovers() lists what the namespace holds",
             "listing another prefix, or only live records", _WHERE,
         )
         deleted = cleanup.purge_namespace()
-        assert deleted is not None and deleted >= 1
+        assert deleted is not None and deleted >= 1, teach(
+            "cleanup", f"purge_namespace() returns how many records it deleted, got {deleted!r}",
+            "returning None (the probe cannot) from a probe that purged", _WHERE,
+        )
         left = cleanup.leftovers()
         assert left == [], teach(
             "cleanup", f"after purge_namespace() nothing of the namespace remains, found {left}",
             "deleting only live records (expired ones and fence tombstones stay), or only "
             "some collections", _WHERE,
         )
-        assert cleanup.purge_namespace() == 0
+        again = cleanup.purge_namespace()
+        assert again == 0, teach(
+            "cleanup", f"a second purge_namespace() deletes nothing and returns 0, got {again!r}",
+            "counting what was asked, not what was deleted", _WHERE,
+        )
 
+    @pytest.mark.obligations("O-cleanup-4")
     def test_a_purge_leaves_other_namespaces_alone(
         self, storage: Storage, probe: Probe, reactor_storage_url: str
     ) -> None:
@@ -99,11 +109,14 @@ class RouterCleanupContract:
 
     reactor_concern = "cleanup"
 
+    @pytest.mark.obligations("O-cleanup-5")
     def test_a_purged_router_namespace_holds_nothing(
         self, router: Router, router_probe: RouterProbe
     ) -> None:
         cleanup = _cleanup(router_probe)
         router.enqueue(Job(kind="run", payload={"context_id": uid("ctx"), "reactor": "orders"}))
+        router.enqueue(Job(kind="run", payload={"context_id": uid("ctx"), "reactor": "orders"}),
+                       delay_seconds=HOUR)  # a delayed message is purged too
         router_probe.inject_raw('["not", "a", "job"]')  # dead-lettered on receive
         router.receive(max_jobs=10, wait_seconds=0.5)
         assert cleanup.purge_namespace() is not None

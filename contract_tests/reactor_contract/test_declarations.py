@@ -162,6 +162,7 @@ class DeclaredContextLimitsContract:
 
     reactor_concern = "contexts"
 
+    @pytest.mark.obligations("O-declarations-2", "O-declarations-3", "O-declarations-4")
     def test_a_context_of_the_declared_size_limit_is_stored_and_one_byte_more_is_refused(
         self, storage: Storage
     ) -> None:
@@ -206,6 +207,7 @@ class DeclaredContextLimitsContract:
         )
 
 
+    @pytest.mark.obligations("O-declarations-5")
     def test_appends_up_to_the_declared_size_limit_are_stored(self, storage: Storage) -> None:
         limit = storage.capabilities.max_document_bytes
         total = UNBOUNDED_PROBE_BYTES if limit is None else limit
@@ -238,6 +240,7 @@ class DeclaredStorageClockContract:
 
     reactor_concern = "surface"
 
+    @pytest.mark.obligations("O-declarations-6")
     def test_a_declared_server_clock_cannot_be_injected(
         self, storage: Storage, probe: Probe
     ) -> None:
@@ -263,6 +266,7 @@ class DeclaredStorageClockContract:
             _ADAPTER_CAPS,
         )
 
+    @pytest.mark.obligations("O-declarations-7")
     def test_the_declared_clock_skew_is_a_usable_budget(self, storage: Storage) -> None:
         caps = storage.capabilities
         skew = caps.clock_skew
@@ -280,6 +284,7 @@ class DeclaredStorageClockContract:
             _ADAPTER_CAPS,
         )
 
+    @pytest.mark.obligations("O-declarations-8")
     def test_an_in_process_declaration_is_exactly_true(self, storage: Storage) -> None:
         declared = getattr(type(storage), "keeps_data_in_process", None)
         assert declared in (None, True, False), teach(
@@ -290,6 +295,7 @@ class DeclaredStorageClockContract:
             _ADAPTER_CAPS,
         )
 
+    @pytest.mark.obligations("O-declarations-9")
     def test_a_declared_in_process_storage_shows_nothing_to_another_process(
         self, reactor_storage_url: str
     ) -> None:
@@ -395,6 +401,7 @@ class DeclaredFastPathsContract:
 
     reactor_concern = "contexts"
 
+    @pytest.mark.obligations("O-declarations-11")
     def test_no_fast_path_is_half_declared(self, storage: Storage) -> None:
         half = [
             found for attribute, protocol in _STORAGE_FAST_PATHS
@@ -410,6 +417,7 @@ class DeclaredFastPathsContract:
             'docs/protocol.md, "Optional fast paths"',
         )
 
+    @pytest.mark.obligations("O-declarations-12")
     def test_saving_contexts_together_saves_every_record(self, storage: Storage) -> None:
         records = [context(document=f'{{"n":{n}}}') for n in range(5)]
         fast_paths.save_all(storage.contexts, records)
@@ -421,6 +429,7 @@ class DeclaredFastPathsContract:
             'docs/protocol.md, "Optional fast paths"',
         )
 
+    @pytest.mark.obligations("O-declarations-13")
     def test_a_lock_taking_load_reads_the_claims_of_the_run(self, storage: Storage) -> None:
         record = dataclasses.replace(context(), base="b1")
         storage.contexts.save(record)
@@ -444,6 +453,7 @@ class DeclaredFastPathsContract:
             storage, record.context_id, LockClaim(key, uid("other"), 30.0), paths
         ) == (0, None, None), "another owner holds the lock: nothing is read"
 
+    @pytest.mark.obligations("O-declarations-14")
     def test_a_claim_reading_append_reads_the_claims_only_when_appended(
         self, storage: Storage
     ) -> None:
@@ -496,6 +506,7 @@ class DeclaredInspectionContract:
 
     reactor_concern = "surface"
 
+    @pytest.mark.obligations("O-declarations-16")
     def test_a_declared_storage_ping_answers(
         self, storage: Storage, reactor_storage_url: str
     ) -> None:
@@ -507,6 +518,7 @@ class DeclaredInspectionContract:
         assert isinstance(closed, Pingable)
         _typed_or_working(closed.ping, StorageError, "surface", "ping() of a closed storage")
 
+    @pytest.mark.obligations("O-declarations-18")
     def test_declared_sweep_index_sizes_count_what_is_stored(self, storage: Storage) -> None:
         if not isinstance(storage, SweepIndexInspector):
             return
@@ -559,6 +571,7 @@ class DeclaredRouterCapabilitiesContract:
 
     reactor_concern = "routers"
 
+    @pytest.mark.obligations("O-declarations-15")
     def test_no_router_capability_is_half_declared(self, router: Router) -> None:
         half = [
             found for protocol in _ROUTER_PROTOCOLS
@@ -573,6 +586,7 @@ class DeclaredRouterCapabilitiesContract:
             'docs/protocol.md, "Dead-letter administration"',
         )
 
+    @pytest.mark.obligations("O-declarations-17")
     def test_a_declared_router_ping_answers(
         self, router: Router, reactor_router_url: str
     ) -> None:
@@ -584,6 +598,7 @@ class DeclaredRouterCapabilitiesContract:
         assert isinstance(closed, Pingable)
         _typed_or_working(closed.ping, RouterError, "routers", "ping() of a closed router")
 
+    @pytest.mark.obligations("O-declarations-10")
     def test_a_declared_in_process_router_shows_nothing_to_another_process(
         self, reactor_router_url: str
     ) -> None:
@@ -604,6 +619,7 @@ class DeclaredRouterCapabilitiesContract:
             'docs/security.md, "Secure by default"',
         )
 
+    @pytest.mark.obligations("O-declarations-19")
     def test_declared_queue_stats_count_the_queue(self, router: Router) -> None:
         if not isinstance(router, QueueInspector):
             return
@@ -644,6 +660,7 @@ class DeclaredRouterDelaysContract:
 
     reactor_concern = "routers"
 
+    @pytest.mark.obligations("O-declarations-20")
     def test_a_router_never_caps_a_delay(self, router: Router) -> None:
         far, near = _job(), _job()
         router.enqueue(far, delay_seconds=_FAR_DELAY)
@@ -682,6 +699,7 @@ class DeclaredNativeDelayContract:
 
     reactor_concern = "routers"
 
+    @pytest.mark.obligations("O-declarations-21", "O-declarations-22")
     def test_a_delay_beyond_a_declared_native_limit_is_honoured_whole(
         self, router: Router
     ) -> None:
@@ -700,6 +718,7 @@ class DeclaredNativeDelayContract:
         router.enqueue(job, delay_seconds=_LEGS_DELAY)
         _came_whole(router, job.id, started, "a job enqueued")
 
+    @pytest.mark.obligations("O-declarations-23")
     def test_a_retry_beyond_a_declared_native_limit_is_honoured_whole(
         self, router: Router
     ) -> None:

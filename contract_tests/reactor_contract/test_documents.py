@@ -26,9 +26,9 @@ from reactor.errors import ContextTooLargeError, StorageError
 from reactor.ports.documents import DocumentStore
 from reactor.ports.storage import Storage
 from reactor_contract._support import CLOCK_TOLERANCE, HOUR, clock_offset_diagnosis, uid
-from reactor_contract.plugin import NO_SIZE_LIMIT, NOT_APPLICABLE
+from reactor_contract.plugin import NO_SIZE_LIMIT, NOT_APPLICABLE, open_storage
 from reactor_contract.probe import ClockProbe, Probe
-from reactor_contract.test_concurrency import race
+from reactor_contract.test_concurrency import race_rounds
 
 __all__ = ["DocumentsContract"]
 
@@ -39,6 +39,7 @@ OTHER = "contract_documents_other"
 
 _VERSIONS = 'see docs/writing-an-adapter.md, "Versions"'
 _SCANS = 'see docs/writing-an-adapter.md, "Scans, expiry and the clock"'
+_ASSUMES = 'see docs/writing-an-adapter.md, "What the suite assumes"'
 
 
 def rule(text: str, mistake: str, where: str = _VERSIONS) -> str:
@@ -127,6 +128,7 @@ class DocumentsContract:
 
     reactor_concern = "documents"
 
+    @pytest.mark.obligations("O-documents-1")
     def test_now_is_epoch_seconds(self, documents: DocumentStore, storage: Storage) -> None:
         before = time.time()
         now = documents.now()
@@ -148,6 +150,7 @@ class DocumentsContract:
             _SCANS,
         )
 
+    @pytest.mark.obligations("O-documents-2")
     def test_expiry_is_judged_by_now(self, documents: DocumentStore) -> None:
         live, dead = uid("doc"), uid("doc")
         now = documents.now()
@@ -167,6 +170,7 @@ class DocumentsContract:
 
     # -- read and write ----------------------------------------------------------------------
 
+    @pytest.mark.obligations("O-documents-4")
     def test_a_written_document_round_trips(self, documents: DocumentStore) -> None:
         key = uid("doc")
         value = {"s": "é✓", "i": 2**53 - 1, "f": 0.25, "b": True, "n": None, "l": [1, {"x": []}]}
@@ -182,18 +186,21 @@ class DocumentsContract:
             _SCANS,
         )
 
+    @pytest.mark.obligations("O-documents-3")
     def test_an_absent_document_has_no_value_and_no_version(
         self, documents: DocumentStore
     ) -> None:
         found = documents.read(COLLECTION, uid("absent"))
         assert (found.value, found.version) == (None, None)
 
+    @pytest.mark.obligations("O-documents-5")
     def test_a_document_without_expiry_reports_none(self, documents: DocumentStore) -> None:
         key = uid("doc")
         _put(documents, key, {"v": 1})
         found = documents.read(COLLECTION, key)
         assert found.value == {"v": 1} and found.expires_at is None
 
+    @pytest.mark.obligations("O-documents-6")
     def test_collections_are_separate_namespaces(self, documents: DocumentStore) -> None:
         key = uid("doc")
         _put(documents, key, {"in": "first"})
@@ -207,6 +214,7 @@ class DocumentsContract:
 
     # -- compare-and-set ---------------------------------------------------------------------
 
+    @pytest.mark.obligations("O-documents-8")
     def test_expected_version_none_refuses_an_existing_document(
         self, documents: DocumentStore
     ) -> None:
@@ -220,6 +228,7 @@ class DocumentsContract:
         )
         assert documents.read(COLLECTION, key).value == {"v": 1}
 
+    @pytest.mark.obligations("O-documents-7", "O-documents-9", "O-documents-10")
     def test_a_stale_version_loses_returns_false_and_changes_nothing(
         self, documents: DocumentStore
     ) -> None:
@@ -250,6 +259,7 @@ class DocumentsContract:
             "a losing compare-and-set must change nothing", "writing before checking the version"
         )
 
+    @pytest.mark.obligations("O-documents-9")
     def test_a_made_up_version_never_matches(self, documents: DocumentStore) -> None:
         key = uid("doc")
         _put(documents, key, {"v": 1})
@@ -265,6 +275,7 @@ class DocumentsContract:
         )
         assert documents.read(COLLECTION, absent).version is None
 
+    @pytest.mark.obligations("O-documents-12")
     def test_delete_is_a_compare_and_set_too(self, documents: DocumentStore) -> None:
         key = uid("doc")
         first = _put(documents, key, {"v": 1})
@@ -282,6 +293,60 @@ class DocumentsContract:
             "a soft delete that keeps reporting a version",
         )
 
+    @pytest.mark.obligations("O-documents-13")
+    def test_deleting_an_absent_document_is_a_compare_and_set_too(
+        self, documents: DocumentStore
+    ) -> None:
+        absent = uid("absent")
+        try:
+            nothing = documents.write(
+                COLLECTION, absent, None, expected_version=None, expires_at=None
+            )
+            versioned = documents.write(
+                COLLECTION, absent, None, expected_version="not-a-version", expires_at=None
+            )
+        except Exception as exc:  # the rule is a bool, so any raise is the bug
+            pytest.fail(
+                rule(
+                    f"deleting an absent document is a compare-and-set that returns a bool, it "
+                    f"raised {exc!r}",
+                    "letting the driver's 'no such row' or conditional-check error escape",
+                    _ASSUMES,
+                )
+            )
+        assert nothing is True, rule(
+            "write(c, k, None, expected_version=None) on an absent key returns True: its "
+            f"condition, nothing physically stored, holds (got {nothing!r})",
+            "answering whether a row was removed instead of whether the condition held",
+            _ASSUMES,
+        )
+        assert versioned is False, rule(
+            f"a delete with a version on an absent key returns False (got {versioned!r})",
+            "an unconditional delete that reports success",
+            _ASSUMES,
+        )
+        gone = documents.read(COLLECTION, absent)
+        assert (gone.value, gone.version) == (None, None), rule(
+            "deleting an absent document changes nothing", "a delete that stores a tombstone",
+            _ASSUMES,
+        )
+        live, expired = uid("doc"), uid("doc")
+        _put(documents, live, {"v": 1})
+        _put(documents, expired, {"v": 2}, expires_at=documents.now() - 1.0)
+        for key in (live, expired):
+            before = documents.read(COLLECTION, key).version
+            assert documents.write(
+                COLLECTION, key, None, expected_version=None, expires_at=None
+            ) is False, rule(
+                "write(c, k, None, expected_version=None) returns False when a document is "
+                "stored, expired or not",
+                "a delete that ignores expected_version=None, or treats an expired row as absent",
+                _ASSUMES,
+            )
+            assert documents.read(COLLECTION, key).version == before
+        assert documents.read(COLLECTION, live).value == {"v": 1}
+
+    @pytest.mark.obligations("O-documents-7", "O-documents-10")
     def test_every_write_stores_a_version_never_seen_before(
         self, documents: DocumentStore
     ) -> None:
@@ -297,6 +362,7 @@ class DocumentsContract:
             "versions derived from the value or a clock with coarse resolution",
         )
 
+    @pytest.mark.obligations("O-documents-11")
     def test_versions_are_never_reused_after_delete_and_recreate(
         self, documents: DocumentStore
     ) -> None:
@@ -323,37 +389,51 @@ class DocumentsContract:
         )
         assert documents.read(COLLECTION, key).value == {"owner": "b2"}
 
+    @pytest.mark.obligations("O-documents-14", "O-documents-16")
     def test_one_of_many_racing_compare_and_sets_wins(self, documents: DocumentStore) -> None:
-        key = uid("doc")
-        version = _put(documents, key, {"winner": None})
-        results = race(
-            8,
-            lambda i: documents.write(
-                COLLECTION, key, {"winner": i}, expected_version=version, expires_at=None
-            ),
-        )
-        assert results.count(True) == 1, rule(
-            f"exactly one of 8 racing compare-and-sets on one version must win, {results}",
-            "a read-then-write that is not atomic (check and write in separate requests)",
-        )
-        winner = results.index(True)
-        assert documents.read(COLLECTION, key).value == {"winner": winner}
+        versions: dict[str, str] = {}
 
-    def test_racing_creates_have_exactly_one_winner(self, documents: DocumentStore) -> None:
-        key = uid("doc")
-        results = race(
+        def prepare(key: str) -> None:
+            versions[key] = _put(documents, key, {"winner": None})
+
+        def check(key: str, results: list[bool]) -> None:
+            assert results.count(True) == 1, rule(
+                f"exactly one of 8 racing compare-and-sets on one version must win, {results}",
+                "a read-then-write that is not atomic (check and write in separate requests)",
+            )
+            assert documents.read(COLLECTION, key).value == {"winner": results.index(True)}
+
+        race_rounds(
             8,
-            lambda i: documents.write(
+            lambda key, i: documents.write(
+                COLLECTION, key, {"winner": i}, expected_version=versions[key], expires_at=None
+            ),
+            check,
+            prefix="doc",
+            prepare=prepare,
+        )
+
+    @pytest.mark.obligations("O-documents-15", "O-documents-16")
+    def test_racing_creates_have_exactly_one_winner(self, documents: DocumentStore) -> None:
+        def check(key: str, results: list[bool]) -> None:
+            assert results.count(True) == 1, rule(
+                f"exactly one of 8 racing inserts (expected_version=None) must win, got {results}",
+                "an existence check and an insert in separate requests",
+            )
+            assert documents.read(COLLECTION, key).value == {"winner": results.index(True)}
+
+        race_rounds(
+            8,
+            lambda key, i: documents.write(
                 COLLECTION, key, {"winner": i}, expected_version=None, expires_at=None
             ),
-        )
-        assert results.count(True) == 1, rule(
-            f"exactly one of 8 racing inserts (expected_version=None) must win, got {results}",
-            "an existence check and an insert in separate requests",
+            check,
+            prefix="doc",
         )
 
     # -- expiry ------------------------------------------------------------------------------
 
+    @pytest.mark.obligations("O-documents-17")
     def test_an_expired_document_reads_absent_but_keeps_its_version(
         self, documents: DocumentStore
     ) -> None:
@@ -372,6 +452,7 @@ class DocumentsContract:
             _SCANS,
         )
 
+    @pytest.mark.obligations("O-documents-8", "O-documents-18")
     def test_an_expired_document_is_taken_over_with_its_version_only(
         self, documents: DocumentStore
     ) -> None:
@@ -388,6 +469,7 @@ class DocumentsContract:
         assert documents.write(COLLECTION, key, {"v": 2}, expected_version=version, expires_at=None)
         assert documents.read(COLLECTION, key).value == {"v": 2}
 
+    @pytest.mark.obligations("O-documents-5")
     def test_a_future_expiry_is_live_and_none_never_expires(
         self, documents: DocumentStore
     ) -> None:
@@ -398,6 +480,7 @@ class DocumentsContract:
         assert documents.read(COLLECTION, forever).value == {"v": 2}
         assert sorted(_keys(documents.scan(COLLECTION))) == sorted([live, forever])
 
+    @pytest.mark.obligations("O-documents-20")
     def test_scan_skips_expired_documents(self, documents: DocumentStore) -> None:
         dead, live = uid("a"), uid("b")
         _put(documents, dead, {"v": 0}, expires_at=documents.now() - 1.0, index="i")
@@ -407,6 +490,7 @@ class DocumentsContract:
         )
         assert _keys(documents.scan(COLLECTION, index="i")) == [live]
 
+    @pytest.mark.obligations("O-documents-19", "O-documents-20")
     def test_expiry_boundary_is_inclusive(
         self,
         documents: DocumentStore,
@@ -440,6 +524,7 @@ class DocumentsContract:
 
     # -- scans -------------------------------------------------------------------------------
 
+    @pytest.mark.obligations("O-documents-21")
     def test_scan_lists_keys_in_ascending_order(self, documents: DocumentStore) -> None:
         base = uid("s")
         keys = [f"{base}-{suffix}" for suffix in ("m1", "b7", "z0", "a5", "k3", "B9", "02")]
@@ -453,6 +538,44 @@ class DocumentsContract:
         )
         assert dict(found) == {key: {"k": key} for key in keys}
 
+    @pytest.mark.obligations("O-documents-30")
+    def test_keys_of_every_documented_character_round_trip_in_code_point_order(
+        self, documents: DocumentStore
+    ) -> None:
+        base = uid("k")
+        # Code-point order: " " < "#" < "-" < "." < "/" < digits < ":" < upper < "_" < lower <
+        # U+00E9 < U+FF5A < U+1D400. A locale collation ignores the punctuation, a
+        # case-insensitive one folds "A" and "a", and UTF-16 order puts U+1D400 (a surrogate
+        # pair) before U+FF5A.
+        suffixes = [" ", "#", "-", ".", "/", "0", "9", ":", "A", "Z", "_", "a", "z", "é",
+                    "\uff5a", "\U0001d400", "run 1/step#2.x:y_z-w", "ß:ü"]
+        keys = [base + suffix for suffix in suffixes]
+        for key in keys:
+            _put(documents, key, {"k": key})
+        misread = [key for key in keys if documents.read(COLLECTION, key).value != {"k": key}]
+        assert misread == [], rule(
+            f"every key reads back its own document; these did not: {misread}",
+            "escaping, trimming or normalizing keys (spaces, ':', '/', '#', non-ASCII)",
+            _ASSUMES,
+        )
+        found = _keys(documents.scan(COLLECTION))
+        assert found == sorted(keys), rule(
+            f"scan orders keys by code point (UTF-8 byte order): expected {sorted(keys)}, got "
+            f"{found}",
+            "a locale collation, a case-insensitive column, or UTF-16 order",
+            _ASSUMES,
+        )
+        collection = f"{COLLECTION}:é/x-y_z.1 #2"
+        assert documents.write(collection, keys[0], {"in": "named"}, expected_version=None,
+                               expires_at=None)
+        assert documents.read(collection, keys[0]).value == {"in": "named"}, rule(
+            f"a collection name is any non-empty str: {collection!r} holds its document",
+            "a collection name escaped or cut at ':', '/', '#' or a space",
+            _ASSUMES,
+        )
+        assert _keys(documents.scan(collection)) == [keys[0]]
+
+    @pytest.mark.obligations("O-documents-22")
     def test_scan_after_is_strictly_greater(self, documents: DocumentStore) -> None:
         keys = sorted(uid("s") for _ in range(5))
         for key in keys:
@@ -465,6 +588,7 @@ class DocumentsContract:
         )
         assert documents.scan(COLLECTION, after=keys[-1]) == []
 
+    @pytest.mark.obligations("O-documents-23", "O-documents-24")
     def test_scan_after_a_key_that_is_not_stored(self, documents: DocumentStore) -> None:
         # A pager's cursor is often no stored key: the suite's `key + "\x00"`, or the last row
         # of a page deleted before the next page is read (a run that finished meanwhile).
@@ -488,6 +612,7 @@ class DocumentsContract:
                     _SCANS,
                 )
 
+    @pytest.mark.obligations("O-documents-25")
     def test_scan_honours_the_limit(self, documents: DocumentStore) -> None:
         keys = sorted(uid("s") for _ in range(5))
         for key in keys:
@@ -498,6 +623,7 @@ class DocumentsContract:
         assert documents.scan(COLLECTION, limit=0) == []
 
     @pytest.mark.parametrize("page", [1, 2, 3])
+    @pytest.mark.obligations("O-documents-22", "O-documents-26")
     def test_keyset_paging_lists_every_document_once(
         self, documents: DocumentStore, page: int
     ) -> None:
@@ -524,6 +650,7 @@ class DocumentsContract:
             _SCANS,
         )
 
+    @pytest.mark.obligations("O-documents-27")
     def test_scan_filters_by_index(self, documents: DocumentStore) -> None:
         base = uid("i")
         red = [f"{base}-1", f"{base}-3", f"{base}-5"]
@@ -548,6 +675,7 @@ class DocumentsContract:
         assert _keys(documents.scan(COLLECTION)) == sorted([*red, *blue, plain])
         assert documents.scan(COLLECTION, index="green") == []
 
+    @pytest.mark.obligations("O-documents-7", "O-documents-29")
     def test_rewriting_a_document_moves_it_between_indexes(
         self, documents: DocumentStore
     ) -> None:
@@ -572,6 +700,7 @@ class DocumentsContract:
         )
 
     @pytest.mark.parametrize("page", [1, 2, 3])
+    @pytest.mark.obligations("O-documents-28")
     def test_expired_documents_never_use_up_a_page(
         self, documents: DocumentStore, page: int
     ) -> None:
@@ -594,6 +723,7 @@ class DocumentsContract:
                 _SCANS,
             )
 
+    @pytest.mark.obligations("O-documents-29")
     def test_a_stale_index_entry_hides_no_other_document(
         self, documents: DocumentStore
     ) -> None:
@@ -625,6 +755,7 @@ class DocumentsContract:
 
     # -- size --------------------------------------------------------------------------------
 
+    @pytest.mark.obligations("O-documents-31")
     def test_a_document_over_the_declared_size_limit_is_refused(
         self, documents: DocumentStore, storage: Storage
     ) -> None:
@@ -644,6 +775,31 @@ class DocumentsContract:
             "a refused oversized document writes nothing",
             "writing a truncated document before the size check",
         )
+
+    # -- close -------------------------------------------------------------------------------
+
+    @pytest.mark.obligations("O-documents-32")
+    def test_closing_a_document_store_twice_is_harmless(
+        self, documents: DocumentStore, reactor_storage_url: str
+    ) -> None:
+        other = open_storage(reactor_storage_url)
+        try:
+            docs = getattr(other, "documents", None)
+            assert isinstance(docs, DocumentStore)
+            try:
+                docs.close()
+                docs.close()  # idempotent: raises nothing
+            except Exception as exc:
+                pytest.fail(
+                    rule(
+                        f"DocumentStore.close() is idempotent: a second call raises nothing, "
+                        f"it raised {exc!r}",
+                        "closing a driver client that refuses a second close",
+                        'see docs/protocol.md, "Document stores"',
+                    )
+                )
+        finally:
+            other.close()
 
 
 class TestDocuments(DocumentsContract):

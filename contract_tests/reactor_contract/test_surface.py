@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from reactor.errors import StorageError
+from reactor.memory.clock import ManualClock
 from reactor.ports.storage import (
     Capabilities,
     ClaimStore,
@@ -38,12 +39,20 @@ from reactor_contract._support import (
     uid,
 )
 from reactor_contract.plugin import open_storage
+from reactor_contract.probe import ClockProbe, Probe
 
 __all__ = ["SurfaceContract"]
 
 _ISOLATION = f'{SUITE_DOC}, "Isolation: one namespace per test"'
 _ERRORS = f'{SUITE_DOC}, "Rules: driver errors"'
 _DECLARED = f'{SUITE_DOC}, "Declarations are checked"'
+_CONVENTIONS = 'docs/protocol.md, "Conventions"'
+_ASSUMES = f'{ADAPTER_DOC}, "What the suite assumes"'
+#: How many consecutive ``now()`` readings the never-backwards check takes.
+_CLOCK_READINGS = 1000
+#: TTLs every TTL-taking operation refuses with ``ValueError`` (docs/protocol.md,
+#: "Conventions": positive and finite, or ``None``).
+_BAD_TTLS = (0, 0.0, -1.0, math.nan, math.inf)
 
 
 def _calls(storage: Storage) -> dict[str, Callable[[], Any]]:
@@ -64,9 +73,11 @@ class SurfaceContract:
 
     reactor_concern = "surface"
 
+    @pytest.mark.obligations("O-surface-1")
     def test_storage_satisfies_the_protocol(self, storage: Storage) -> None:
         assert isinstance(storage, Storage)
 
+    @pytest.mark.obligations("O-surface-2")
     def test_every_sub_store_satisfies_its_protocol(self, storage: Storage) -> None:
         expected = {
             "contexts": ContextStore,
@@ -87,6 +98,7 @@ class SurfaceContract:
         ]
         assert missing == []
 
+    @pytest.mark.obligations("O-surface-3", "O-declarations-1")
     def test_capabilities_are_declared_and_consistent(self, storage: Storage) -> None:
         caps = storage.capabilities
         assert isinstance(caps, Capabilities)
@@ -111,10 +123,10 @@ class SurfaceContract:
                 _DECLARED,
             )
 
+    @pytest.mark.obligations("O-surface-4", "O-surface-5")
     def test_clock_is_epoch_seconds_and_never_runs_backwards(self, storage: Storage) -> None:
         before = time.time()
         first = storage.now()
-        second = storage.now()
         assert isinstance(first, float)
         assert math.isfinite(first) and first > 1_600_000_000.0
         assert abs(first - before) <= CLOCK_TOLERANCE, teach(
@@ -124,12 +136,25 @@ class SurfaceContract:
             "a clock in milliseconds, a monotonic clock, or local time instead of UTC",
             f'{ADAPTER_DOC}, "Scans, expiry and the clock"',
         )
-        assert second >= first
+        readings = [storage.now() for _ in range(_CLOCK_READINGS)]
+        back = next(
+            ((a, b) for a, b in zip([first, *readings], readings, strict=False) if b < a), None
+        )
+        assert back is None, teach(
+            "surface",
+            f"now() never runs backwards; of {_CLOCK_READINGS} readings in a row one went from "
+            f"{back[0]!r} back to {back[1]!r}" if back else "",
+            "a clock read from several servers, or a calibrated clock that applies a new "
+            "offset without holding its last reading (reactor.ports.clock.CalibratedClock)",
+            f'{ADAPTER_DOC}, "Clocks"',
+        )
 
+    @pytest.mark.obligations("O-surface-6")
     def test_close_is_idempotent(self, storage: Storage) -> None:
         storage.close()
         storage.close()
 
+    @pytest.mark.obligations("O-surface-8")
     def test_storages_with_other_prefixes_share_nothing(
         self, storage: Storage, reactor_storage_url: str
     ) -> None:
@@ -157,6 +182,7 @@ class SurfaceContract:
             _ISOLATION,
         )
 
+    @pytest.mark.obligations("O-surface-7")
     def test_a_closed_storage_raises_storage_error_never_a_driver_error(
         self, reactor_storage_url: str
     ) -> None:
@@ -182,6 +208,92 @@ class SurfaceContract:
                     _ERRORS,
                 )
             )
+
+    @pytest.mark.obligations("O-surface-9")
+    def test_a_ttl_that_is_not_positive_and_finite_is_refused(self, storage: Storage) -> None:
+        lock, held, semaphore, period, line = (uid(p) for p in ("lock", "held", "sem", "per",
+                                                               "ol"))
+        assert storage.locks.acquire(held, "owner", HOUR)
+        calls: dict[str, Callable[[float], Any]] = {
+            "locks.acquire": lambda ttl: storage.locks.acquire(lock, "owner", ttl),
+            "locks.extend": lambda ttl: storage.locks.extend(held, "owner", ttl),
+            "semaphores.acquire": lambda ttl: storage.semaphores.acquire(
+                semaphore, "holder", 2, ttl),
+            "periods.mark": lambda ttl: storage.periods.mark(period, ttl=ttl),
+            "ordered_locks.assign": lambda ttl: storage.ordered_locks.assign(line, ttl=ttl),
+        }
+        accepted: list[str] = []
+        for ttl in _BAD_TTLS:
+            for name, call in calls.items():
+                try:
+                    result = call(ttl)
+                except ValueError:
+                    continue
+                accepted.append(f"{name}(ttl={ttl!r}) returned {result!r}")
+        assert accepted == [], teach(
+            "surface",
+            "a TTL other than None is a positive, finite number of seconds; 0, negative, NaN "
+            "and infinite TTLs raise ValueError: " + "; ".join(accepted),
+            "sending the TTL to the backend unchecked (a TTL of 0 or below deletes or never "
+            "expires the record, depending on the backend)",
+            _CONVENTIONS,
+        )
+        changed = {
+            "locks.held": storage.locks.held(lock),
+            "semaphores.state": storage.semaphores.state(semaphore) is not None,
+            "periods.marker": storage.periods.marker(period) is not None,
+        }
+        assert not any(changed.values()) and storage.locks.held(held), teach(
+            "surface",
+            "a refused TTL changes nothing (changed: "
+            f"{[k for k, v in changed.items() if v]})",
+            "checking the TTL after writing the record",
+            _CONVENTIONS,
+        )
+
+    @pytest.mark.obligations("O-surface-10")
+    def test_closing_a_clocked_storage_leaves_the_probed_one_usable(
+        self, storage: Storage, probe: Probe
+    ) -> None:
+        if not isinstance(probe, ClockProbe):
+            return  # no extra storage to check
+        saved = context(status="running")
+        storage.contexts.save(saved)
+        clock = ManualClock(storage.now())
+        clocked = probe.with_clock(clock)
+        if clocked is None:
+            return
+        try:
+            follows = (storage.capabilities.clock != "application"
+                       or math.isclose(clocked.now(), clock(), abs_tol=1e-3))
+            clocked.contexts.load(saved.context_id)  # a request through its client
+        finally:
+            clocked.close()
+        assert follows, teach(
+            "surface",
+            "under an application clock, the storage with_clock(clock) returns reads clock() "
+            "in now()",
+            "a clocked storage that keeps reading time.time()",
+            f'{SUITE_DOC}, "Capabilities"',
+        )
+        try:
+            usable = storage.contexts.load(saved.context_id) == saved and bool(
+                storage.locks.acquire(uid("lock"), "owner", HOUR))
+        except Exception as exc:
+            pytest.fail(teach(
+                "surface",
+                f"closing the storage with_clock returned leaves the probed storage usable; it "
+                f"then raised {type(exc).__qualname__}: {str(exc)[:120]}",
+                "a clocked storage that owns (and closes) the probed storage's client: build "
+                "it with owns_client=False, or give it a connection of its own",
+                _ASSUMES,
+            ))
+        assert usable, teach(
+            "surface",
+            "closing the storage with_clock returned leaves the probed storage usable",
+            "a clocked storage that closes the probed storage's client",
+            _ASSUMES,
+        )
 
 
 class TestSurface(SurfaceContract):
