@@ -52,6 +52,7 @@ from reactor_contract.probe import Probe, RouterProbe, load_probe, load_router_p
 __all__ = [
     "CLEANUP",
     "CONCERN_ORDER",
+    "IN_PROCESS_NO_DRIVER",
     "MANDATORY_CONCERNS",
     "NOT_APPLICABLE",
     "NOT_APPLICABLE_CONCERNS",
@@ -123,6 +124,12 @@ SERVER_CLOCK = (
 #: A transport that cannot carry a poison body at all (SQS: non-UTF-8 bytes), so no producer
 #: can send it; the probe's ``UnsupportedBody`` message follows the colon.
 UNCARRIABLE_BODY = f"{STRONGER} the transport cannot carry this body, so no producer can send it:"
+#: An adapter that declares it keeps its data in this process (``InProcess``): it has no driver
+#: whose requests could fail.
+IN_PROCESS_NO_DRIVER = (
+    f"{STRONGER} the adapter keeps its data in this process (InProcess), so it has no driver "
+    "whose requests could fail"
+)
 
 #: ``{concern: reasons}``: the stronger-than-the-premise skips the suite issues, by concern.
 #: A skip counts as "stronger" only when its reason starts with one listed for its concern;
@@ -134,6 +141,7 @@ STRONGER_THAN_PREMISE: dict[str, tuple[str, ...]] = {
     "rate_limits": (SERVER_CLOCK,),
     "routers": (UNCARRIABLE_BODY,),
     "dead_letters": (UNCARRIABLE_BODY,),
+    "driver_faults": (IN_PROCESS_NO_DRIVER,),
 }
 
 #: Concerns collected first, in this order, whatever the module order: the ``DocumentStore``
@@ -151,7 +159,7 @@ MANDATORY_CONCERNS: frozenset[str] = frozenset(
     {
         "surface", "contexts", "step_results", "maps", "map_rollbacks", "claims", "locks",
         "semaphores", "rate_limits", "periods", "ordered_locks", "leases", "model",
-        "concurrency", "sweeps",
+        "concurrency", "sweeps", "keys", "listings", "rounding",
     }
 )
 

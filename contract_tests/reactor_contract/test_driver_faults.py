@@ -28,6 +28,7 @@ import pytest
 
 from reactor.errors import RouterError, StorageError
 from reactor.model.records import ContextDelta, RateWindow
+from reactor.ports.capabilities import in_process
 from reactor.ports.router import Delivery, Job, Router
 from reactor.ports.storage import Storage
 from reactor_contract._support import (
@@ -47,7 +48,7 @@ from reactor_contract.driver_faults import (
     VALIDATION,
     FaultInjector,
 )
-from reactor_contract.plugin import open_router
+from reactor_contract.plugin import IN_PROCESS_NO_DRIVER, open_router
 from reactor_contract.probe import DriverProbe, Probe, RouterProbe, load_router_probe
 
 __all__ = [
@@ -72,10 +73,12 @@ _TRANSIENT = (TRANSIENT, THROTTLED, APPLIED_THEN_TIMEOUT)
 _VISIBILITY = 1.0
 
 
-def _injector(probe: object) -> FaultInjector:
+def _injector(probe: object, target: object) -> FaultInjector:
+    """An injector on the clients ``probe`` names; skips for an in-process ``target`` (no
+    driver: not applicable) and for a probe that names none (a gap)."""
     pairs = probe.driver_clients() if isinstance(probe, DriverProbe) else None
     if not pairs:
-        pytest.skip(NO_DRIVER)
+        pytest.skip(IN_PROCESS_NO_DRIVER if in_process(target) else NO_DRIVER)
     return FaultInjector(pairs)
 
 
@@ -374,7 +377,7 @@ STORAGE_PERMANENT_OPS: dict[str, _Op] = {
 @pytest.fixture
 def storage_faults(storage: Storage, probe: Probe) -> Iterator[FaultInjector]:
     """The storage's driver clients under a :class:`FaultInjector` (skips without one)."""
-    with _injector(probe) as faults:
+    with _injector(probe, storage) as faults:
         storage.contexts.load(uid("warm"))  # lazy setup (a schema, a clock) is not the op
         yield faults
 
@@ -510,7 +513,7 @@ ROUTER_PERMANENT_OPS: dict[str, _Op] = {
 @pytest.fixture
 def router_faults(router: Router, router_probe: RouterProbe) -> Iterator[FaultInjector]:
     """The router's driver clients under a :class:`FaultInjector` (skips without one)."""
-    with _injector(router_probe) as faults:
+    with _injector(router_probe, router) as faults:
         yield faults
 
 
@@ -539,11 +542,12 @@ class RouterDriverFaultsContract:
     def test_closing_a_consumer_loses_none_of_its_unacknowledged_jobs(
         self, reactor_router_url: str, router_probe: RouterProbe, fault: str
     ) -> None:
-        _injector(router_probe)  # skips when the probe names no driver
         token = f"rc{uuid.uuid4().hex[:10]}"
         consumer = open_router(reactor_router_url, token)
         other = open_router(reactor_router_url, token)
         try:
+            # skips when the probe names no driver
+            _injector(load_router_probe(reactor_router_url, consumer), consumer)
             jobs = {_enqueued(consumer).id for _ in range(3)}
             held: set[str] = set()
             deadline = time.monotonic() + 10
@@ -551,7 +555,7 @@ class RouterDriverFaultsContract:
                 held |= {d.job.id for d in consumer.receive(max_jobs=3, wait_seconds=0.5)}
             assert held == jobs, f"the consumer received {held}, expected {jobs}"
             probe = load_router_probe(reactor_router_url, consumer)
-            with _injector(probe) as faults:
+            with _injector(probe, consumer) as faults:
                 if fault != "none":
                     faults.arm(1, fault, times=_MAX_REQUESTS)
                 try:

@@ -20,7 +20,7 @@ from reactor.ports.storage import Storage
 from reactor_contract._support import teach, uid
 from reactor_contract.probe import Probe
 
-__all__ = ["RoundingContract"]
+__all__ = ["RoundingContract", "RouterRoundingContract"]
 
 #: Fractional durations, seconds: a floor to whole seconds (or to tenths) shows in each.
 TTLS = (1.9, 2.55)
@@ -108,6 +108,11 @@ class RoundingContract:
             "periods", "mark", ttl, (left or 0.0) + elapsed
         )
 
+class RouterRoundingContract:
+    """A job's delay is never rounded down (reported with the router's rows)."""
+
+    reactor_concern = "routers"
+
     @pytest.mark.obligations("O-rounding-4")
     def test_a_fractional_delay_is_never_shortened(self, router: Router) -> None:
         job = Job(kind="run", payload={"context_id": uid("ctx"), "reactor": "orders"})
@@ -126,4 +131,8 @@ class RoundingContract:
 
 
 class TestRounding(RoundingContract):
-    """Rounding against ``--reactor-storage`` and ``--reactor-router``."""
+    """Rounding against ``--reactor-storage``."""
+
+
+class TestRouterRounding(RouterRoundingContract):
+    """Delay rounding against ``--reactor-router``."""

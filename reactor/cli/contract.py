@@ -53,8 +53,10 @@ def contract(
         from reactor_contract.cli import (  # deferred: needs the optional pytest/hypothesis
             install_hint,
             missing_dependencies,
-            obligations as obligation_coverage,
             run,
+        )
+        from reactor_contract.cli import (
+            obligations as obligation_coverage,
         )
     except ImportError as exc:  # the contract package ships with reactor; be explicit anyway
         fail(
