@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 
 from reactor.engine import fast_paths
-from reactor.errors import ContextTooLargeError, LockLost, StaleWriterError
+from reactor.errors import ContextTooLargeError, DeserializationError, LockLost, StaleWriterError
 from reactor.memory.clock import ManualClock
 from reactor.model.records import ContextDelta, ContextRecord, Fence, LockClaim
 from reactor.ports.capabilities import LocksWithContexts
@@ -482,6 +482,42 @@ class ContextsContract:
                 storage.contexts.save(
                     context(run), fence=Fence(f"async:{run}", "late", tokens[-2])
                 )
+
+        race_rounds(8, save, check, prefix="ctx", prepare=prepare)
+
+    @pytest.mark.obligations("O-contexts-50")
+    def test_racing_saves_of_one_base_leave_a_loadable_run(self, storage: Storage) -> None:
+        # A record saved back with the base it was loaded with (an operator's edit, a record
+        # of an older release whose base is ""), by two writers at once.
+        documents = [f'{{"writer":{i}}}' for i in range(8)]
+
+        def prepare(run: str) -> None:
+            storage.contexts.save(dataclasses.replace(
+                context(run), base="shared", segments=('{"s":0}',)))
+
+        def save(run: str, i: int) -> str:
+            storage.contexts.save(dataclasses.replace(
+                context(run, document=documents[i]), base="shared", segments=(f'{{"s":{i}}}',)))
+            return documents[i]
+
+        def check(run: str, saved: list[str]) -> None:
+            try:
+                loaded = storage.contexts.load(run)
+            except DeserializationError as exc:
+                loaded, lost = None, str(exc)
+            else:
+                lost = ""
+            document = None if loaded is None else loaded.document
+            assert document in documents and loaded is not None and (
+                loaded.segments == (f'{{"s":{documents.index(document)}}}',)
+            ), teach(
+                "contexts",
+                "whole saves of one run racing with the same base leave one of the saved "
+                f"records whole (last writer wins); got {document!r} {lost}",
+                "a save that drops the pieces of its base written by a concurrent save of "
+                "the same base (only the pieces of the chain it replaced may go)",
+                'docs/protocol.md, "Incremental checkpoints"',
+            )
 
         race_rounds(8, save, check, prefix="ctx", prepare=prepare)
 

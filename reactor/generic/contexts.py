@@ -210,8 +210,9 @@ class DocumentContextStore:
         Writes the base piece, then the head (the fence check and the head write are one
         compare-and-set on its version, so no save can slip in between: the rule of
         :meth:`reactor.ports.ContextStore.save`; docs/workers.md, "Stale writers and fenced
-        saves"), then drops the pieces of the previous base and writes the page summary when
-        the status or page key changed.
+        saves"), then drops the pieces of the previous base (only the replaced chain when the
+        base is unchanged: a concurrent save of that base keeps its pieces) and writes the
+        page summary when the status or page key changed.
 
         Args:
             record: the context to write (its base document and segments).
@@ -265,12 +266,17 @@ class DocumentContextStore:
                 record.context_id, key=fence.key, token=fence.token, stored_token=refused_by
             )
         if previous is not None and previous.get(_LAST):
-            # Exactly the pieces of the base this save replaced (orphans of failed appends
-            # included): never another writer's chain, even one written meanwhile.
-            self._drop_pieces(
-                _base_prefix(record.context_id, str(previous.get("base") or "")),
-                keep=set(written),
-            )
+            old_base = str(previous.get("base") or "")
+            prefix = _base_prefix(record.context_id, old_base)
+            if old_base != record.base:
+                # Every piece of the base this save replaced (orphans of failed appends
+                # included): no other save writes under a base it did not read.
+                self._drop_pieces(prefix, keep=set(written))
+            else:
+                # The same base (a record saved back as loaded, a base of ""): another save
+                # of this base may be writing its chain right now, so only the chain this
+                # save replaced goes.
+                self._drop_chain(prefix, str(previous[_LAST]), keep=set(written))
         self._write_page(previous, head, due=page_due[0])
 
     def append(self, delta: ContextDelta, *, fence: Fence | None = None) -> bool:
@@ -460,6 +466,18 @@ class DocumentContextStore:
         for key, value in list(self._pieces_under(prefix)):
             self._pieces.put(key, value, expires_at=renewed)
         return renewed
+
+    def _drop_chain(self, prefix: str, last: str, *, keep: set[str]) -> None:
+        """Delete the pieces of the chain ending at ``last`` (all under ``prefix``) but
+        ``keep``: another chain under the same prefix is left whole."""
+        pieces = dict(self._pieces_under(prefix))
+        key, seen = last, set()
+        while key and key not in seen:
+            seen.add(key)
+            value = pieces.get(key)
+            if key not in keep:
+                self._pieces.delete(key)
+            key = "" if value is None else str(value.get("prev") or "")
 
     def _drop_pieces(self, prefix: str, *, keep: set[str]) -> None:
         """Delete the pieces under ``prefix`` but ``keep``."""

@@ -331,4 +331,16 @@ OBLIGATIONS: tuple[Obligation, ...] = (
         "found it: taken and released again.",
         _FAST,
     ),
+    Obligation(
+        "O-contexts-50",
+        "Whole saves of one run racing with the same base leave one of the saved records "
+        "whole, document and segments (last writer wins): a save never drops a piece of a "
+        "chain another save of that base wrote.",
+        'docs/protocol.md, "Incremental checkpoints"',
+        "probabilistic",
+        "8 threads released together per round, at least 20 rounds with the thread switch "
+        "interval cut to 1 µs (test_concurrency.race_rounds); a store that drops its base's "
+        "pieces by prefix loses a concurrent writer's piece whenever its drop lands between "
+        "the other's piece write and head write.",
+    ),
 )
