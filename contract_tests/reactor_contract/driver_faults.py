@@ -283,6 +283,7 @@ _MONGO_LOCK = threading.Lock()
 
 
 def _mongo_classes(client: Any) -> tuple[type, type]:
+    # safe: only the two fixed module pairs below are imported, chosen by the client's type
     root = type(client).__module__.split(".")[0]
     if root == "mongomock":
         collection = importlib.import_module("mongomock.collection").Collection

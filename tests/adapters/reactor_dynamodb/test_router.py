@@ -205,3 +205,31 @@ def test_bad_delays_are_rejected(router: SQSRouter) -> None:
         router.enqueue(job(), delay_seconds=-1)
     with pytest.raises(ValueError):
         router.enqueue(job(), delay_seconds=float("nan"))
+
+
+def test_dead_letters_sent_by_the_previous_release_are_listed_requeued_and_purged(
+    router: SQSRouter, recording: Recording
+) -> None:
+    """A DLQ message sent before copies were tagged with their delivery (no ``delivery``
+    attribute) is a dead letter of its own: listed, requeued once and purged."""
+    old = job(7)
+    recording.client.send_message(
+        QueueUrl=router.dlq_url, MessageBody=old.to_json(),
+        MessageAttributes={
+            "reason": {"DataType": "String", "StringValue": "poison (previous release)"},
+            "at": {"DataType": "Number", "StringValue": repr(time.time() - 60)},
+        },
+    )
+    router.enqueue(job(8))
+    delivery = router.receive(max_jobs=1, wait_seconds=1)[0]
+    router.dead_letter(delivery, "poison (this release)")
+    letters = router.dead_letters()
+    assert sorted(d.reason for d in letters) == ["poison (previous release)",
+                                                 "poison (this release)"]
+    previous = next(d for d in letters if d.reason == "poison (previous release)")
+    assert router.requeue_dead_letter(previous.id) is not None
+    assert [d.reason for d in router.dead_letters()] == ["poison (this release)"]
+    got = router.receive(max_jobs=1, wait_seconds=1)
+    assert [d.job.payload["n"] for d in got] == [7]
+    assert router.purge_dead_letters() == 1
+    assert router.dead_letters() == []

@@ -152,3 +152,29 @@ def test_any_message_id_can_be_acked_retried_extended_and_dead_lettered(
     router.dead_letter(third, "poison")
     assert router.jobs.count_documents({}) == 0
     assert [d.reason for d in router.dead_letters()] == ["poison"]
+
+
+def test_dead_letters_stored_by_the_previous_release_are_listed_requeued_and_purged(
+    router: MongoRouter, clock: ManualClock
+) -> None:
+    """A dead letter written before letters were keyed by their delivery (no ``lease`` field)
+    is listed, requeued once and purged like any other, and a new dead letter of the same
+    message id is a letter of its own."""
+    old = job(7)
+    router.dead.insert_one({
+        "_id": f"{1:020d}-0123456789ab", "queue": "q", "message_id": "m-old",
+        "body": old.to_json(), "reason": "poison (previous release)", "at": clock() - 60,
+    })
+    listed = router.dead_letters()
+    assert [(d.id, d.reason) for d in listed] == [(f"{1:020d}-0123456789ab",
+                                                    "poison (previous release)")]
+    router.enqueue(job(8))
+    delivery = router.receive()[0]
+    router.dead_letter(delivery, "poison (this release)")
+    assert [d.reason for d in router.dead_letters()] == [
+        "poison (previous release)", "poison (this release)"]
+    assert router.requeue_dead_letter(listed[0].id) is not None
+    assert router.requeue_dead_letter(listed[0].id) is None  # once
+    assert [d.job.payload["n"] for d in router.receive(max_jobs=5)] == [7]
+    assert router.purge_dead_letters() == 1
+    assert router.dead_letters() == []
