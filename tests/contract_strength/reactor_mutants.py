@@ -4,13 +4,14 @@ Most mutants are the memory adapter (:class:`reactor.memory.MemoryStorage` over
 :class:`reactor.memory.MemoryDocumentStore`, or :class:`reactor.memory.LocalRouter`) with one
 method subclassed or patched; the backend mutants are the Redis adapter with one Lua script
 edited (:class:`LuaPatch`, against ``$REACTOR_TEST_REDIS_URL``), or the SQLite example's, the
-MongoDB (mongomock) or the DynamoDB (moto, ``$REACTOR_TEST_MOTO_URL``) document store with one
-method broken. They are reachable by URL, ``mutant://<name>`` for both the
-storage and the router, through entry points that only the strength runner declares: it writes
-a throw-away ``.dist-info`` (see :func:`write_entry_points`) into a temporary directory and puts
-it and this directory on the ``PYTHONPATH`` of the ``pytest --pyargs reactor_contract``
-subprocess it starts. Nothing is registered in the project's own metadata, so ``mutant://``
-exists only inside those subprocesses.
+MongoDB (mongomock) or the DynamoDB (moto, ``$REACTOR_TEST_MOTO_URL``) document store, or the
+MongoDB router (mongomock), with one method broken. They are reachable by URL,
+``mutant://<name>`` for both the storage and the router, through entry points that only the
+strength runner declares: it writes a throw-away ``.dist-info`` (see
+:func:`write_entry_points`) into a temporary directory and puts it and this directory on the
+``PYTHONPATH`` of the ``pytest --pyargs reactor_contract`` subprocess it starts. Nothing is
+registered in the project's own metadata, so ``mutant://`` exists only inside those
+subprocesses.
 
 ``mutant://none`` is the unbroken adapter (the runner's control run).
 """
@@ -1265,12 +1266,40 @@ def _sqlite_mutants() -> dict[str, type[Any]]:
             with self._lock:
                 return list(self._conn.execute(sql, params).fetchall())
 
-    assert sqlite3 and StorageError  # the names the mutants are about
+    class SqliteReadErrorsAsAbsent(base):  # type: ignore[misc, valid-type]
+        """SQLite: a read answers "absent" on any ``sqlite3.OperationalError`` (a permission too).
+
+        Meant for "no such table" before the schema exists; a revoked permission (or a locked
+        database) reads as "no row", so a claim answers "claimed" and a load ``None``.
+        """
+
+        def read(self, collection: str, key: str) -> Versioned:
+            with self._lock:
+                if self._closed:
+                    raise StorageError("the SQLite document store is closed")
+                try:
+                    rows = self._conn.execute(
+                        "SELECT value, version, expires_at FROM documents "
+                        "WHERE collection = ? AND key = ?",
+                        (self._prefix + collection, key),
+                    ).fetchall()
+                except sqlite3.OperationalError:  # "no such table": nothing stored yet
+                    return Versioned(value=None, version=None)
+                except sqlite3.Error as exc:
+                    raise StorageError(f"SQLite query failed: {exc}") from exc
+            if not rows:
+                return Versioned(value=None, version=None)
+            text, version, expires_at = rows[0]
+            if expires_at is not None and expires_at <= self.now():
+                return Versioned(value=None, version=version)
+            return Versioned(value=json.loads(text), version=version, expires_at=expires_at)
+
     return {
         "sqlite_update_without_version": SqliteUpdateWithoutVersion,
         "sqlite_scan_after_inclusive": SqliteScanAfterInclusive,
         "sqlite_counter_versions": SqliteCounterVersions,
         "sqlite_driver_errors_escape": SqliteDriverErrorsEscape,
+        "sqlite_read_errors_as_absent": SqliteReadErrorsAsAbsent,
     }
 
 
@@ -1345,6 +1374,89 @@ def _mongo_storage(name: str, prefix: str, ttl: float) -> Any:
 
 
 @functools.cache
+def _mongo_router_mutants() -> dict[str, type[Any]]:
+    """The MongoDB router (on mongomock) with one broken method each (built lazily)."""
+    from pymongo.errors import PyMongoError
+    from reactor_mongodb.router import MongoRouter
+
+    from reactor.errors import RouterError
+
+    class MongoDeadLetterInsertsAgain(MongoRouter):
+        """MongoDB: ``dead_letter`` inserts a new letter (``insert_one``): a retried one writes two.
+
+        The letter gets a fresh ``_id`` instead of an upsert keyed by the delivery (message id
+        and lease), so a retry after the insert went through (its reply lost, or the delete
+        from the queue after it failed) lists the job twice among the dead letters.
+        """
+
+        def _move_to_dead(self, doc: dict[str, Any], body: str | bytes, reason: str) -> None:
+            try:
+                self.dead.insert_one({
+                    "_id": f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",
+                    "queue": self.queue,
+                    "message_id": doc["_id"],
+                    "body": body,
+                    "reason": reason,
+                    "at": self.now(),
+                })
+                self.jobs.delete_one({"_id": doc["_id"], "lease": doc.get("lease")})
+            except PyMongoError as exc:
+                raise RouterError(f"MongoDB dead-lettering failed: {exc}") from exc
+
+    class MongoCloseAcksHeldJobs(MongoRouter):
+        """MongoDB: ``close()`` acks (deletes) the deliveries it holds: they are never redelivered.
+
+        A shutdown taken for the end of the jobs it received and nobody acknowledged: another
+        consumer never gets them, instead of after the visibility timeout.
+        """
+
+        def _held(self) -> dict[str, Delivery]:
+            return self.__dict__.setdefault("m_held", {})  # type: ignore[no-any-return]
+
+        def receive(self, max_jobs: int = 1, wait_seconds: float = 0) -> list[Delivery]:
+            got = super().receive(max_jobs, wait_seconds)
+            self._held().update((d.receipt, d) for d in got)
+            return got
+
+        def ack(self, delivery: Delivery) -> None:
+            super().ack(delivery)
+            self._held().pop(delivery.receipt, None)
+
+        def retry(self, delivery: Delivery, delay_seconds: float) -> None:
+            super().retry(delivery, delay_seconds)
+            self._held().pop(delivery.receipt, None)
+
+        def dead_letter(self, delivery: Delivery, reason: str) -> None:
+            super().dead_letter(delivery, reason)
+            self._held().pop(delivery.receipt, None)
+
+        def close(self) -> None:
+            if not self._closed:
+                for delivery in list(self._held().values()):
+                    self.ack(delivery)  # "the worker is gone: its jobs are finished"
+            super().close()
+
+    return {"mongo_dead_letter_inserts_again": MongoDeadLetterInsertsAgain,
+            "mongo_close_acks_held_jobs": MongoCloseAcksHeldJobs}
+
+
+#: Backend router mutants (and the control) on the MongoDB router over mongomock.
+MONGO_ROUTERS = ("mongo_dead_letter_inserts_again", "mongo_close_acks_held_jobs",
+                 "control_mongomock")
+
+
+def _mongo_router(name: str, prefix: str, visibility: float) -> Any:
+    """The MongoDB router on the in-process mongomock server, in the namespace ``prefix``."""
+    from reactor_mongodb.testing import router_from_url as mongomock_router
+
+    router = mongomock_router(f"mongomock://mutants/reactor?prefix={prefix}_"
+                              f"&visibility_timeout={visibility}")
+    if name != "control_mongomock":
+        router.__class__ = _mongo_router_mutants()[name]
+    return router
+
+
+@functools.cache
 def _dynamo_mutants() -> dict[str, type[Any]]:
     from reactor_dynamodb.documents import DynamoDocumentStore
 
@@ -1392,6 +1504,7 @@ BACKEND_STORAGES: dict[str, str] = {
     "sqlite_scan_after_inclusive": "sqlite",
     "sqlite_counter_versions": "sqlite",
     "sqlite_driver_errors_escape": "sqlite",
+    "sqlite_read_errors_as_absent": "sqlite",
     "mongo_insert_as_upsert": "mongomock",
     "mongo_scan_ignores_index": "mongomock",
     "dynamo_put_without_condition": "dynamodb",
@@ -1701,13 +1814,27 @@ MUTANTS: tuple[Mutant, ...] = (
              _dynamo_mutants, "only documents written with index", None),
         )
     ),
+    # faults injected at the driver (test_driver_faults), each certified by every other module
+    *(
+        Mutant(name, "driver_faults", ("reactor_contract.test_driver_faults",),
+               _doc_of(factory()[name]), kind, expect, select, backend)
+        for name, kind, backend, factory, expect, select in (
+            ("sqlite_read_errors_as_absent", "storage", "sqlite", _sqlite_mutants,
+             "must surface as StorageError, but the operation answered",
+             "surfaces_as_storage_error"),
+            ("mongo_dead_letter_inserts_again", "router", "mongomock", _mongo_router_mutants,
+             "dead letters of job", "loses_no_job and dead_letter"),
+            ("mongo_close_acks_held_jobs", "router", "mongomock", _mongo_router_mutants,
+             "lost its unacknowledged jobs", "closing_a_consumer"),
+        )
+    ),
 )
 
 #: The unbroken backend builders the runner checks first: ``{backend: (storage, router)}``.
 CONTROLS: dict[str, tuple[str, str | None]] = {
     "redis": ("mutant://control_redis", "mutant://control_redis"),
     "sqlite": ("mutant://control_sqlite", None),
-    "mongomock": ("mutant://control_mongomock", None),
+    "mongomock": ("mutant://control_mongomock", "mutant://control_mongomock"),
     "dynamodb": ("mutant://control_dynamodb", None),
 }
 
@@ -1758,8 +1885,9 @@ def storage_from_url(url: str, **settings: Any) -> Any:
 
 
 def router_from_url(url: str, **settings: Any) -> Any:
-    """``mutant://<name>?visibility_timeout=S``: the local router with one bug (or none), or
-    the Redis router running a patched ``router.lua``."""
+    """``mutant://<name>?visibility_timeout=S``: the local router with one bug (or none), the
+    Redis router running a patched ``router.lua``, or the MongoDB router (on mongomock) with
+    one broken method."""
     name, query = _name(url)
     visibility = float(query.get("visibility_timeout", settings.get("visibility_timeout", 1)))
     if name in LUA_PATCHES:
@@ -1767,6 +1895,8 @@ def router_from_url(url: str, **settings: Any) -> Any:
         patch = LUA_PATCHES[name] if LUA_PATCHES[name].script == "router" else LuaPatch(
             "router", "elseif op == 'ack' then", "elseif op == 'ack' then", "no bug (control)")
         return _redis_router(patch, prefix, visibility)
+    if name in MONGO_ROUTERS:
+        return _mongo_router(name, query.get("prefix") or f"m{uuid.uuid4().hex[:8]}", visibility)
     cls = _ROUTERS.get(name, LocalRouter)
     return cls(visibility_timeout=visibility, workers=0)
 
@@ -1796,11 +1926,11 @@ def probe_for(storage: Storage) -> Any:
 
 def _backend_probe(storage: Any) -> Any:
     """The backend's own probe; the SQLite one's clocked views keep the mutation."""
-    from reactor_contract.generic_probe import GenericProbe
     from reactor_dynamodb.storage import DynamoStorage
     from reactor_mongodb.storage import MongoStorage
     from reactor_redis import RedisStorage
     from reactor_sqlite import SQLiteStorage
+    from reactor_sqlite.probe import SQLiteCleanup, SQLiteProbe
 
     if isinstance(storage, RedisStorage):
         from reactor_redis.probe import probe_for as redis_probe
@@ -1822,13 +1952,20 @@ def _backend_probe(storage: Any) -> Any:
     def clocked(clock: Callable[[], float]) -> Storage:
         return _sqlite_storage(name, documents.prefix, ttl, clock)  # type: ignore[no-any-return]
 
-    return GenericProbe(documents, clocked=clocked)
+    # the example's probe class: it names the connection the driver faults are injected into
+    return SQLiteProbe(documents, drivers=[(documents, "_conn")], clocked=clocked,
+                       cleanup=SQLiteCleanup(documents))
 
 
 def router_probe_for(router: Any) -> Any:
-    """The local router's probe (raw injection), or the Redis router's."""
+    """The local router's probe (raw injection), or the MongoDB or the Redis router's."""
     from reactor_contract.probes import memory_router_probe
+    from reactor_mongodb.router import MongoRouter
 
+    if isinstance(router, MongoRouter):
+        from reactor_mongodb.probe import router_probe_for as mongo_router_probe
+
+        return mongo_router_probe(router)
     if not isinstance(router, LocalRouter):
         from reactor_redis.probe import router_probe_for as redis_router_probe
 
