@@ -251,7 +251,7 @@ class RateLimitsContract:
             f"retry_after is at least {MIN_RETRY_AFTER} s, also 10 ms before the bucket ends "
             f"(got {decision.retry_after})",
             "retry_after computed as the time left in the bucket without the minimum",
-            'docs/coordination.md, "Rate limits: a key\'s clock never goes back"',
+            'docs/coordination.md, "Clock skew"',
         )
 
 

@@ -55,7 +55,7 @@ def contract(
             missing_dependencies,
             run,
         )
-        from reactor_contract.cli import (
+        from reactor_contract.cli import (  # deferred: needs the optional pytest/hypothesis
             obligations as obligation_coverage,
         )
     except ImportError as exc:  # the contract package ships with reactor; be explicit anyway

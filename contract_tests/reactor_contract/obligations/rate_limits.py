@@ -6,7 +6,7 @@ from __future__ import annotations
 from reactor_contract.obligations import Obligation
 
 _RATE = 'docs/protocol.md, "Rate limits"'
-_SKEW = 'docs/coordination.md, "Rate limits: a key\'s clock never goes back"'
+_SKEW = 'docs/coordination.md, "Clock skew"'
 
 OBLIGATIONS: tuple[Obligation, ...] = (
     Obligation(
