@@ -21,7 +21,7 @@ from reactor_dynamodb.documents import DynamoDocumentStore
 from reactor_dynamodb.router import SQSRouter
 from reactor_dynamodb.storage import DynamoStorage
 
-__all__ = ["DynamoCleanup", "DynamoProbe", "SQSRouterProbe", "probe_for", "router_probe_for"]
+__all__ = ["DynamoCleanup", "SQSRouterProbe", "probe_for", "router_probe_for"]
 
 
 def probe_for(storage: Storage) -> Probe:
@@ -51,30 +51,8 @@ def probe_for(storage: Storage) -> Probe:
         )
         return DynamoStorage(twin, context_ttl=context_ttl)
 
-    return DynamoProbe(documents, drivers=[(documents, "client")], clocked=clocked,
+    return GenericProbe(documents, drivers=[(documents, "client")], clocked=clocked,
                        cleanup=DynamoCleanup(documents))
-
-
-class DynamoProbe(GenericProbe):
-    """:class:`reactor_contract.generic_probe.GenericProbe` plus the optional
-    :class:`reactor_contract.probe.DriverProbe` capability: it names the store's boto3
-    DynamoDB client (docs/contract-suite.md, "Faults injected at the driver").
-
-    Args:
-        documents: the adapter's document store.
-        drivers: the ``(owner, attribute)`` pairs :meth:`driver_clients` returns.
-        **options: the other arguments of ``GenericProbe``.
-    """
-
-    def __init__(
-        self, documents: Any, *, drivers: list[tuple[object, str]], **options: Any
-    ) -> None:
-        super().__init__(documents, **options)
-        self._drivers = drivers
-
-    def driver_clients(self) -> list[tuple[object, str]]:
-        """``[(documents, "client")]``: the boto3 DynamoDB client of the document store."""
-        return list(self._drivers)
 
 
 class DynamoCleanup:

@@ -21,7 +21,7 @@ from reactor_mongodb.documents import MongoDocumentStore
 from reactor_mongodb.router import MongoRouter
 from reactor_mongodb.storage import MongoStorage
 
-__all__ = ["MongoCleanup", "MongoProbe", "MongoRouterProbe", "probe_for", "router_probe_for"]
+__all__ = ["MongoCleanup", "MongoRouterProbe", "probe_for", "router_probe_for"]
 
 
 def probe_for(storage: Storage) -> Probe:
@@ -55,7 +55,7 @@ def probe_for(storage: Storage) -> Probe:
         return MongoStorage(twin, context_ttl=context_ttl)
 
     cleanup = MongoCleanup(documents.database, documents.prefix)
-    return MongoProbe(documents, drivers=[(_unwrapped(documents.database), "client")],
+    return GenericProbe(documents, drivers=[(_unwrapped(documents.database), "client")],
                       clocked=clocked, cleanup=cleanup)
 
 
@@ -67,30 +67,6 @@ def _unwrapped(database: Any) -> Any:
     from reactor_mongodb.testing import Serialized
 
     return database._target if isinstance(database, Serialized) else database
-
-
-class MongoProbe(GenericProbe):
-    """:class:`reactor_contract.generic_probe.GenericProbe` plus the optional
-    :class:`reactor_contract.probe.DriverProbe` capability: it names the pymongo (or
-    mongomock) ``MongoClient`` of the store's database (docs/contract-suite.md, "Faults
-    injected at the driver").
-
-    Args:
-        documents: the adapter's document store.
-        drivers: the ``(owner, attribute)`` pairs :meth:`driver_clients` returns.
-        **options: the other arguments of ``GenericProbe``.
-    """
-
-    def __init__(
-        self, documents: Any, *, drivers: list[tuple[object, str]], **options: Any
-    ) -> None:
-        super().__init__(documents, **options)
-        self._drivers = drivers
-
-    def driver_clients(self) -> list[tuple[object, str]]:
-        """``[(database, "client")]``: the ``MongoClient`` every collection of the store derives
-        from."""
-        return list(self._drivers)
 
 
 class MongoCleanup:

@@ -11,7 +11,6 @@ the contract suite: it needs the ``reactor_contract`` package.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from psycopg import sql
 from reactor_contract.generic_probe import GenericProbe
@@ -24,7 +23,7 @@ from reactor_postgres.router import PostgresRouter
 from reactor_postgres.storage import PostgresStorage
 
 __all__ = [
-    "PostgresCleanup", "PostgresProbe", "PostgresRouterProbe", "probe_for", "router_probe_for",
+    "PostgresCleanup", "PostgresRouterProbe", "probe_for", "router_probe_for",
 ]
 
 
@@ -57,31 +56,8 @@ def probe_for(storage: Storage) -> Probe:
             owns_client=False, capabilities=capabilities,
         )
 
-    return PostgresProbe(documents, drivers=[(documents.client, "pool")], clocked=clocked,
+    return GenericProbe(documents, drivers=[(documents.client, "pool")], clocked=clocked,
                          cleanup=PostgresCleanup(documents))
-
-
-class PostgresProbe(GenericProbe):
-    """:class:`reactor_contract.generic_probe.GenericProbe` plus the optional
-    :class:`reactor_contract.probe.DriverProbe` capability: it names the
-    ``psycopg_pool.ConnectionPool`` the store's statements run on (docs/contract-suite.md,
-    "Faults injected at the driver").
-
-    Args:
-        documents: the adapter's document store.
-        drivers: the ``(owner, attribute)`` pairs :meth:`driver_clients` returns.
-        **options: the other arguments of ``GenericProbe``.
-    """
-
-    def __init__(
-        self, documents: Any, *, drivers: list[tuple[object, str]], **options: Any
-    ) -> None:
-        super().__init__(documents, **options)
-        self._drivers = drivers
-
-    def driver_clients(self) -> list[tuple[object, str]]:
-        """``[(client, "pool")]``: the store's ``psycopg_pool.ConnectionPool``."""
-        return list(self._drivers)
 
 
 class PostgresCleanup:

@@ -283,15 +283,10 @@ _MONGO_LOCK = threading.Lock()
 
 
 def _mongo_classes(client: Any) -> tuple[type, type]:
-    # safe: only the two fixed module pairs below are imported, chosen by the client's type
-    root = type(client).__module__.split(".")[0]
-    if root == "mongomock":
-        collection = importlib.import_module("mongomock.collection").Collection
-        database = importlib.import_module("mongomock.database").Database
-    else:
-        collection = importlib.import_module("pymongo.collection").Collection
-        database = importlib.import_module("pymongo.database").Database
-    return collection, database
+    package = "mongomock" if type(client).__module__.split(".")[0] == "mongomock" else "pymongo"
+    collections = importlib.import_module(f"{package}.collection")  # safe: one of two fixed names
+    databases = importlib.import_module(f"{package}.database")  # safe: one of two fixed names
+    return collections.Collection, databases.Database
 
 
 def _mongo_patch(cls: type, name: str, is_database: bool) -> None:

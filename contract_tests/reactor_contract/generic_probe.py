@@ -20,7 +20,7 @@ addresses the whole document, retained fence included.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from reactor.generic.claims import (
@@ -163,6 +163,11 @@ class GenericProbe:
         cleanup: the optional :class:`reactor_contract.probe.CleanupProbe` capability: empties
             and lists the namespace; defaults to the backdoor when it has ``purge_namespace``
             and ``leftovers`` (``None`` otherwise: :meth:`purge_namespace` returns ``None``).
+        drivers: the optional :class:`reactor_contract.probe.DriverProbe` capability: the
+            ``(owner, attribute)`` pairs naming the driver clients the document store sends
+            its requests through (``None``: :meth:`driver_clients` returns ``None`` and the
+            ``driver_faults`` row shows a gap; docs/contract-suite.md, "Faults injected at
+            the driver").
 
     Raises:
         TypeError: no backdoor was given and ``documents`` has none.
@@ -175,8 +180,10 @@ class GenericProbe:
         *,
         clocked: Callable[[Callable[[], float]], Storage | None] | None = None,
         cleanup: NamespaceCleanup | None = None,
+        drivers: Sequence[tuple[object, str]] | None = None,
     ) -> None:
         self._clocked = clocked
+        self._drivers = None if drivers is None else list(drivers)
         if cleanup is None:
             for candidate in (backdoor, documents):
                 if isinstance(candidate, NamespaceCleanup):
@@ -191,6 +198,10 @@ class GenericProbe:
             backdoor = documents
         self.documents = documents
         self.backdoor = backdoor
+
+    def driver_clients(self) -> list[tuple[object, str]] | None:
+        """The ``drivers`` given (:class:`reactor_contract.probe.DriverProbe`), or ``None``."""
+        return None if self._drivers is None else list(self._drivers)
 
     # -- the concern -> document mapping (the one place that knows the generic layout) -------
 

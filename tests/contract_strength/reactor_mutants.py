@@ -1926,11 +1926,12 @@ def probe_for(storage: Storage) -> Any:
 
 def _backend_probe(storage: Any) -> Any:
     """The backend's own probe; the SQLite one's clocked views keep the mutation."""
+    from reactor_contract.generic_probe import GenericProbe
     from reactor_dynamodb.storage import DynamoStorage
     from reactor_mongodb.storage import MongoStorage
     from reactor_redis import RedisStorage
     from reactor_sqlite import SQLiteStorage
-    from reactor_sqlite.probe import SQLiteCleanup, SQLiteProbe
+    from reactor_sqlite.probe import SQLiteCleanup
 
     if isinstance(storage, RedisStorage):
         from reactor_redis.probe import probe_for as redis_probe
@@ -1953,7 +1954,7 @@ def _backend_probe(storage: Any) -> Any:
         return _sqlite_storage(name, documents.prefix, ttl, clock)  # type: ignore[no-any-return]
 
     # the example's probe class: it names the connection the driver faults are injected into
-    return SQLiteProbe(documents, drivers=[(documents, "_conn")], clocked=clocked,
+    return GenericProbe(documents, drivers=[(documents, "_conn")], clocked=clocked,
                        cleanup=SQLiteCleanup(documents))
 
 

@@ -113,8 +113,7 @@ def _load() -> dict[str, Obligation]:
     """Every concern module's ``OBLIGATIONS``, by id; refuses duplicates and misfiled ids."""
     found: dict[str, Obligation] = {}
     for concern in CONCERNS:
-        # safe: the concern names are this module's own constant CONCERNS
-        module = importlib.import_module(f"{__name__}.{concern}")
+        module = importlib.import_module(f"{__name__}.{concern}")  # safe: a CONCERNS name
         for obligation in module.OBLIGATIONS:
             if obligation.concern != concern:
                 raise ValueError(f"obligation {obligation.id} is filed under {concern}")

@@ -8,7 +8,6 @@ directly (the backdoor).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from reactor_contract import GenericProbe, Probe
 
@@ -16,7 +15,7 @@ from reactor.ports.storage import Storage
 from reactor_sqlite.documents import SQLiteDocumentStore
 from reactor_sqlite.storage import SQLiteStorage
 
-__all__ = ["SQLiteCleanup", "SQLiteProbe", "probe_for"]
+__all__ = ["SQLiteCleanup", "probe_for"]
 
 
 def probe_for(storage: Storage) -> Probe:
@@ -41,33 +40,9 @@ def probe_for(storage: Storage) -> Probe:
             return None
         return SQLiteStorage(path, prefix=prefix, context_ttl=context_ttl, clock=clock)
 
-    probe: Probe = SQLiteProbe(storage.documents, drivers=[(storage.documents, "_conn")],
+    probe: Probe = GenericProbe(storage.documents, drivers=[(storage.documents, "_conn")],
                                clocked=clocked, cleanup=SQLiteCleanup(storage.documents))
     return probe
-
-
-class SQLiteProbe(GenericProbe):
-    """:class:`reactor_contract.generic_probe.GenericProbe` plus the optional
-    :class:`reactor_contract.probe.DriverProbe` capability: it names the store's
-    ``sqlite3.Connection``, an attribute the injector can replace by a proxy
-    (docs/contract-suite.md, "Faults injected at the driver").
-
-    Args:
-        documents: the adapter's document store.
-        drivers: the ``(owner, attribute)`` pairs :meth:`driver_clients` returns.
-        **options: the other arguments of ``GenericProbe``.
-    """
-
-    def __init__(
-        self, documents: Any, *, drivers: list[tuple[object, str]], **options: Any
-    ) -> None:
-        super().__init__(documents, **options)
-        self._drivers = drivers
-
-    def driver_clients(self) -> list[tuple[object, str]]:
-        """``[(documents, "_conn")]``: the attribute the store reads its ``sqlite3.Connection``
-        from on every statement."""
-        return list(self._drivers)
 
 
 class SQLiteCleanup:
