@@ -153,7 +153,9 @@ class LockDecl(Coordination):
         ttl: seconds the lock lives unless extended.
         wait: seconds a synchronous caller polls a held lock before failing (0 = one try).
         auto_extend: extend the lock every ``max(ttl/3, 1)`` s while held.
-        rollback_wait: seconds a rollback waits to re-take the lock (default: ``ttl``).
+        rollback_wait: seconds a synchronous rollback waits to re-take the lock (default:
+            ``ttl``); in a worker the rollback parks until it is free (docs/coordination.md,
+            "Rollback").
     """
 
     ttl: float = 60.0
@@ -176,7 +178,9 @@ class SemaphoreDecl(Coordination):
         limit: the number of slots.
         wait: seconds a synchronous caller polls a full semaphore before failing.
         lease: seconds a slot stays leased without an extend (auto-extended while held).
-        rollback_wait: seconds a rollback waits to re-take a slot (default 60).
+        rollback_wait: seconds a synchronous rollback waits to re-take a slot (default 60);
+            in a worker the rollback parks until one is free (docs/coordination.md,
+            "Rollback").
     """
 
     limit: int = 1
@@ -267,7 +271,9 @@ def with_lock(
             Inside a worker contention parks instead.
         auto_extend: extend every ``ttl/3`` seconds while held (default ``True``); a hold
             lost anyway fails the step with ``LockLost`` before its result is recorded.
-        rollback_wait: seconds a rollback waits to re-take a step's lock (default ``ttl``).
+        rollback_wait: seconds a synchronous rollback waits to re-take a step's lock (default
+            ``ttl``); in a worker the rollback parks until it is free (docs/coordination.md,
+            "Rollback").
 
     Returns:
         A :class:`LockDecl`.
@@ -304,7 +310,9 @@ def with_semaphore(
         lease: seconds a slot stays leased without an extend (default 60, at least
             :data:`~reactor.model.coordination.renewal.MIN_LEASE`); renewed every ``lease/3``
             while held, and a lease lost anyway fails the step with ``LockLost``.
-        rollback_wait: seconds a rollback waits to re-take a step's slot (default 60).
+        rollback_wait: seconds a synchronous rollback waits to re-take a step's slot (default
+            60); in a worker the rollback parks until one is free (docs/coordination.md,
+            "Rollback").
 
     Returns:
         A :class:`SemaphoreDecl`.

@@ -40,10 +40,14 @@ mode whose chain failed gives ``Halt(reason="ordered_lock_chain_failed")``; a ti
 newer epoch gives ``Halt(reason="ordered_lock_stale_batch")``.
 
 **Rollback** (:func:`rollback_holds`) re-takes a step's lock and semaphore around its
-undo/compensate, waiting up to ``rollback_wait`` (default: the lock TTL, or 60 s for a
-semaphore); when it cannot, the undo/compensate is skipped and a
-:class:`~reactor.model.results.RollbackFailure` with reason ``"coordination_unavailable"`` is
-recorded. Rate limits, periods and ordered locks are not re-taken.
+undo/compensate. Inside a worker a held lock or a full semaphore **parks** the rollback (the
+context is saved with the rollback in progress, the job re-enqueued; the redelivery resumes the
+rollback at the same entry), for as long as it takes: an undo is never skipped for contention.
+A synchronous caller waits up to ``rollback_wait`` (default: the lock TTL, or 60 s for a
+semaphore); when it cannot take them, or a key cannot be computed, the undo/compensate is
+skipped and a :class:`~reactor.model.results.RollbackFailure` with reason
+``"coordination_unavailable"`` is recorded. Rate limits, periods and ordered locks are not
+re-taken.
 
 **Direct calls** (:func:`call_direct`, behind ``Step.call``) coordinate as their own unit of
 work: never park, keep no state on any context, wait then fail.
@@ -948,12 +952,13 @@ def rollback_holds(
     state: RunState, spec: StepSpec, arguments: Mapping[str, Any], kind: Literal["undo",
                                                                               "compensate"]
 ) -> Iterator[RollbackFailure | None]:
-    """Re-take a step's lock and semaphore around its undo/compensate.
+    """Re-take a step's lock and semaphore around its undo/compensate (docs/coordination.md,
+    "Rollback").
 
     Yields ``None`` when the holds were taken (or the step declares neither): run the hook,
     the holds are released afterwards. Yields a ``RollbackFailure`` with reason
-    ``"coordination_unavailable"`` when a hold could not be taken within ``rollback_wait``
-    (or its key could not be computed): skip the hook and record the failure.
+    ``"coordination_unavailable"`` when a synchronous caller could not take a hold within
+    ``rollback_wait``, or a key could not be computed: skip the hook and record the failure.
 
     Args:
         state: the context being rolled back.
@@ -961,6 +966,11 @@ def rollback_holds(
         arguments: the stored step arguments (not validated; the Step class's defaults are
             applied).
         kind: ``"undo"`` or ``"compensate"``.
+
+    Raises:
+        Park: inside a worker (``Env.in_worker``), a hold is contended: the holds taken so far
+            are released, ``waiting`` is noted and the context saved with its rollback in
+            progress; the redelivery resumes the rollback at this hook.
     """
     decls = [d for d in spec.coordination if isinstance(d, LockDecl | SemaphoreDecl)]
     if not decls:
@@ -973,22 +983,23 @@ def rollback_holds(
     owner = _root_id(state.ctx)
     storage = state.env.storage
     clock = state.env.clock
+    worker = state.env.in_worker
     held: list[_Hold] = []
     failure: RollbackFailure | None = None
     try:
         for decl in sorted(decls, key=lambda d: 0 if isinstance(d, LockDecl) else 1):
             key = decl.resolve_key(args, default_key)
+            wait = 0.0 if worker else decl.effective_rollback_wait
             client: Lock | Semaphore
             if isinstance(decl, LockDecl):
                 client = Lock(
-                    storage.locks, key, owner=owner, ttl=decl.ttl,
-                    wait=decl.effective_rollback_wait, auto_extend=decl.auto_extend,
-                    clock=clock, skew=_skew(storage),
+                    storage.locks, key, owner=owner, ttl=decl.ttl, wait=wait,
+                    auto_extend=decl.auto_extend, clock=clock, skew=_skew(storage),
                 )
             else:
                 client = Semaphore(
-                    storage.semaphores, key, limit=decl.limit, lease=decl.lease,
-                    wait=decl.effective_rollback_wait, clock=clock, skew=_skew(storage),
+                    storage.semaphores, key, limit=decl.limit, lease=decl.lease, wait=wait,
+                    clock=clock, skew=_skew(storage),
                 )
             client.acquire()
             held.append(_Hold(key, client))
@@ -997,15 +1008,33 @@ def rollback_holds(
         for hold in reversed(held):
             hold.release()
         held = []
+        if worker and isinstance(exc, LockAcquisitionError | SemaphoreAcquisitionError):
+            _park_rollback(state, spec.name, exc)
         failure = RollbackFailure(
             step=spec.name, kind=kind, reason="coordination_unavailable",
             message=f"{kind} skipped: {exc}",
         )
+    if failure is None and worker and state.ctx.engine_state.waiting is not None:
+        state.ctx.engine_state = replace(state.ctx.engine_state, waiting=None)
     try:
         yield failure
     finally:
         for hold in reversed(held):
             hold.release()
+
+
+def _park_rollback(state: RunState, step: str,
+                   exc: LockAcquisitionError | SemaphoreAcquisitionError) -> None:
+    """Note what the rollback waits on, save the context (its rollback in progress) and park."""
+    reason: Literal["lock", "semaphore"] = (
+        "lock" if isinstance(exc, LockAcquisitionError) else "semaphore"
+    )
+    state.ctx.engine_state = replace(
+        state.ctx.engine_state, waiting=Waiting(scope=step, primitive=reason, key=exc.key)
+    )
+    state.trace("contention_park", step, detail=f"rollback {reason} {exc.key}")
+    state.checkpoint.save()
+    raise Park(delay=park_delay(state.env.settings), reason=reason, key=exc.key, step=step)
 
 
 # ------------------------------------------------------------------------------ direct calls

@@ -28,8 +28,11 @@ from reactor import (
     halt,
     input,
     step,
+    with_lock,
+    with_semaphore,
 )
 from reactor.config import Runtime
+from reactor.coordination import Lock, Semaphore
 from reactor.engine import dispatch as dispatch_module
 from reactor.engine.parks import Park
 from reactor.jobs.sweepers import sweep_runs
@@ -50,6 +53,7 @@ def _reset() -> Iterator[None]:
     EVENTS.clear()
     FAIL_TIMES.clear()
     PARKS.clear()
+    TAKEN_WHILE_SHIPPING.clear()
     yield
 
 
@@ -390,6 +394,67 @@ def test_an_admitted_run_keeps_waiting_past_the_cap_and_logs_once(
     assert handle.wait(timeout=1).value == {"a": "a:1", "b": "b:1", "c": "c:1"}
     assert EVENTS.count("run:b") == 6
     assert sum("snooze_limit_admitted" in r.message for r in caplog.records) == 1
+
+
+#: Holds another run takes while ``ReservingFlow`` ships (``(lock, semaphore)``).
+TAKEN_WHILE_SHIPPING: list[tuple[Lock, Semaphore]] = []
+
+
+class ReservingFlow(Reactor, name="bg.reserving"):
+    """reserve (under lock ``sku:1``), charge (under semaphore ``pool``), then ship fails
+    after another run took that lock and slot."""
+
+    x = Input(int)
+    reserve = _mk("reserve", coordination=with_lock(key="sku:1", ttl=5, auto_extend=False))
+    charge = _mk("charge", wait_for="reserve",
+                 coordination=with_semaphore(key="pool", limit=1, lease=5))
+
+    @step(wait_for="charge")
+    def ship(inputs: Any, ctx: Any) -> None:
+        for lock, slot in TAKEN_WHILE_SHIPPING:
+            assert lock.try_acquire() and slot.try_acquire()
+        raise RuntimeError("carrier down")
+
+    background = Background(all=True)
+
+
+def test_a_rollback_in_a_worker_parks_on_a_held_lock_and_undoes_each_step_once(
+    local: Runtime, worker: Worker, clock: ManualClock
+) -> None:
+    """docs/coordination.md, "Rollback": in a worker an undo whose lock or slot is taken parks
+    the rollback (the thread is given back) for as long as it takes, past the snooze cap, and
+    the redelivery resumes at that entry: every undo runs once, newest first. The old code
+    waited ``rollback_wait`` in the worker thread, then skipped the undo as
+    ``coordination_unavailable`` (a reservation never released)."""
+    storage = local.storage
+    lock = Lock(storage.locks, "sku:1", owner="another-order", ttl=600, auto_extend=False)
+    slot = Semaphore(storage.semaphores, "pool", limit=1, holder="another", lease=600,
+                     auto_extend=False)
+    TAKEN_WHILE_SHIPPING[:] = [(lock, slot)]
+    handle = ReservingFlow.run(x=1)
+    assert isinstance(handle, DispatchHandle)
+    for _ in range(4):  # parked on the slot, past lock_snooze_max_attempts=2
+        worker.run_pending()
+        clock.advance(10)
+    view = ReservingFlow.find(handle.run_id)
+    assert view.status is RunStatus.RUNNING and list(view.undo_stack) == [
+        "reserve", "charge"]
+    assert EVENTS == ["run:reserve", "run:charge"]  # nothing undone, nothing re-run
+    [(_, payload)] = _due(local.router)
+    assert payload.context_id == handle.run_id
+
+    assert slot.release()
+    for _ in range(3):  # the refund runs; parked on the reservation's lock
+        worker.run_pending()
+        clock.advance(10)
+    assert EVENTS[2:] == ["undo:charge"]
+    assert lock.release()
+    worker.run_pending()
+    outcome = handle.wait(timeout=1)
+    assert isinstance(outcome, Failure) and outcome.rollback_failures == []
+    assert EVENTS[2:] == ["undo:charge", "undo:reserve"]
+    assert not storage.locks.held("sku:1") and storage.semaphores.state("pool") is None
+    assert local.router.size() == 0  # type: ignore[attr-defined]
 
 
 def test_uncapped_parks_do_not_count(
