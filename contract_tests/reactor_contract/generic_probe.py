@@ -382,7 +382,7 @@ class GenericProbe:
         if member == FENCE and concern in ("lock", "ordered_lock"):
             collection = _COORDINATION[concern][0]
             if self.backdoor.raw(collection, key) is not None:
-                self.backdoor.set_expiry(collection, key, at)
+                self._set_expiry(collection, key, at)
             return
         if concern in _COORDINATION:
             self._rewrite_state(
@@ -391,9 +391,22 @@ class GenericProbe:
             return
         for collection, doc_key in self.documents_of(concern, key, member):
             if self.documents.read(collection, doc_key).value is not None:
-                self.backdoor.set_expiry(collection, doc_key, at)
+                self._set_expiry(collection, doc_key, at)
         if concern == "context":
             self._mark_context_renewals(key, at)
+
+    def _set_expiry(self, collection: str, key: str, at: float) -> None:
+        """The backdoor's ``set_expiry`` of a document just seen stored; a backdoor that finds
+        nothing to move would make the test that asked for the expiry vacuous.
+
+        Raises:
+            RuntimeError: the backdoor reported that no document was stored there.
+        """
+        if not self.backdoor.set_expiry(collection, key, at):
+            raise RuntimeError(
+                f"probe backdoor set_expiry found no document {key!r} in {collection!r}, "
+                "which the store had just returned"
+            )
 
     def _mark_context_renewals(self, context_id: str, at: float) -> None:
         """Tell the context head that its pieces and page summary now expire at ``at`` (the
