@@ -61,7 +61,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, TypeVar
 
 from reactor import config
 from reactor.coordination.lock import Lock
@@ -1024,7 +1024,7 @@ def rollback_holds(
 
 
 def _park_rollback(state: RunState, step: str,
-                   exc: LockAcquisitionError | SemaphoreAcquisitionError) -> None:
+                   exc: LockAcquisitionError | SemaphoreAcquisitionError) -> NoReturn:
     """Note what the rollback waits on, save the context (its rollback in progress) and park."""
     reason: Literal["lock", "semaphore"] = (
         "lock" if isinstance(exc, LockAcquisitionError) else "semaphore"

@@ -1304,13 +1304,14 @@ def _sqlite_mutants() -> dict[str, type[Any]]:
 
 
 def _sqlite_storage(name: str, prefix: str, ttl: float,
-                    clock: Callable[[], float] = time.time) -> Any:
-    """A ``SQLiteStorage`` on a file in the temporary directory whose store is the mutant."""
+                    clock: Callable[[], float] = time.time, path: str | None = None) -> Any:
+    """A ``SQLiteStorage`` whose store is the mutant, on ``path`` (default: a file of this
+    process in the temporary directory)."""
     import tempfile
 
     from reactor_sqlite import SQLiteStorage
 
-    path = str(Path(tempfile.gettempdir()) / f"reactor-mutants-{os.getpid()}.db")
+    path = path or str(Path(tempfile.gettempdir()) / f"reactor-mutants-{os.getpid()}.db")
     storage = SQLiteStorage(path, prefix=prefix, context_ttl=ttl, clock=clock)
     if name != "control_sqlite":
         storage.documents.__class__ = _sqlite_mutants()[name]
@@ -1951,7 +1952,9 @@ def _backend_probe(storage: Any) -> Any:
                 "control_sqlite")
 
     def clocked(clock: Callable[[], float]) -> Storage:
-        return _sqlite_storage(name, documents.prefix, ttl, clock)  # type: ignore[no-any-return]
+        # the same file as the storage under test (a declaration mutant keeps its own)
+        return _sqlite_storage(  # type: ignore[no-any-return]
+            name, documents.prefix, ttl, clock, path=documents.path)
 
     # the example's probe class: it names the connection the driver faults are injected into
     return GenericProbe(documents, drivers=[(documents, "_conn")], clocked=clocked,
