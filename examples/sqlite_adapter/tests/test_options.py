@@ -143,6 +143,7 @@ def test_scan_pages_a_thousand_rows_by_default_and_nothing_for_a_limit_below_one
     for n in range(1001):
         store.write("c", f"k{n:04}", {"n": n}, expected_version=None, expires_at=None)
     assert len(store.scan("c")) == 1000
+    assert store.scan("c", limit=1) == [("k0000", {"n": 0})]
     assert store.scan("c", limit=0) == [] and store.scan("c", limit=-1) == []
 
 
