@@ -212,6 +212,9 @@ def roll_back_element(
 
     Raises:
         StorageError: a backend failed (the lock, if taken, is released).
+        Park: ``env.in_worker`` and an undo/compensate of the element waits on its own lock or
+            semaphore (docs/coordination.md, "Rollback"): the element's context was saved with
+            its rollback in progress and the element's lock released; re-run the job later.
     """
     if element_id is None:
         return unavailable(step)

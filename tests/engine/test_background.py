@@ -18,6 +18,7 @@ from reactor import (
     DefinitionError,
     DispatchHandle,
     Failure,
+    FanOut,
     Halt,
     Input,
     Reactor,
@@ -25,8 +26,11 @@ from reactor import (
     SnoozeLimitError,
     Success,
     config,
+    element,
     halt,
     input,
+    map_step,
+    result,
     step,
     with_lock,
     with_semaphore,
@@ -454,6 +458,72 @@ def test_a_rollback_in_a_worker_parks_on_a_held_lock_and_undoes_each_step_once(
     assert isinstance(outcome, Failure) and outcome.rollback_failures == []
     assert EVENTS[2:] == ["undo:charge", "undo:reserve"]
     assert not storage.locks.held("sku:1") and storage.semaphores.state("pool") is None
+    assert local.router.size() == 0  # type: ignore[attr-defined]
+
+
+class ReservingElement(Reactor, name="bg.reserving_element"):
+    """One line item: ``reserve`` under the lock ``sku:<n>``."""
+
+    n = Input(int)
+    x = Input(int)
+    reserve = _mk("reserve", coordination=with_lock(key=lambda inputs: f"sku:{inputs.x}",
+                                                    ttl=5, auto_extend=False))
+
+    @step(n=input("n"), wait_for="reserve")
+    def done(inputs: Any, ctx: Any) -> int:
+        return int(inputs.n)
+
+    returns = "done"
+
+
+class ReservingMap(Reactor, name="bg.reserving_map"):
+    """Reserves lines 0 and 1 in a fan-out map, then ``ship`` fails after another run took the
+    lock of line 1 (``TAKEN_WHILE_SHIPPING``)."""
+
+    x = Input(int)
+    background = Background(all=True)
+
+    @step(x=input("x"))
+    def lines(inputs: Any, ctx: Any) -> list[int]:
+        return [0, 1]
+
+    lines_reserved = map_step(ReservingElement, source=result("lines"),
+                              args={"n": element("lines_reserved"), "x": element("lines_reserved")},
+                              atomic=True, fan_out=FanOut(batch_size=10))
+
+    @step(wait_for="lines_reserved")
+    def ship(inputs: Any, ctx: Any) -> None:
+        for lock, _ in TAKEN_WHILE_SHIPPING:
+            assert lock.try_acquire()
+        raise RuntimeError("carrier down")
+
+
+def test_an_element_rollback_job_parks_on_a_held_lock_and_undoes_each_element_once(
+    local: Runtime, worker: Worker, clock: ManualClock
+) -> None:
+    """docs/coordination.md, "Rollback": the rollback job of a fan-out element is a worker
+    execution too; an element undo whose lock is taken re-queues that job, past the snooze
+    cap, until the lock is free. The old code waited ``rollback_wait`` in the worker thread
+    and then skipped the undo (the soak's "reserve undo: undo skipped: lock 'sku:...' is held
+    by another owner", a reservation never released)."""
+    storage = local.storage
+    lock = Lock(storage.locks, "sku:1", owner="another-order", ttl=600, auto_extend=False)
+    TAKEN_WHILE_SHIPPING[:] = [(lock, Semaphore(storage.semaphores, "unused", limit=1))]
+    handle = ReservingMap.run(x=1)
+    assert isinstance(handle, DispatchHandle)
+    for _ in range(12):  # parked on sku:1, past lock_snooze_max_attempts=2
+        worker.run_pending()
+        clock.advance(10)
+    assert sorted(EVENTS) == ["run:reserve", "run:reserve", "undo:reserve"]  # line 0 only
+    assert handle.status() is RunStatus.ROLLING_BACK
+    assert lock.release()
+    for _ in range(3):
+        worker.run_pending()
+        clock.advance(10)
+    outcome = handle.wait(timeout=1)
+    assert isinstance(outcome, Failure) and outcome.rollback_failures == []
+    assert sorted(EVENTS) == ["run:reserve"] * 2 + ["undo:reserve"] * 2
+    assert not storage.locks.held("sku:1")
     assert local.router.size() == 0  # type: ignore[attr-defined]
 
 

@@ -13,13 +13,18 @@ map's element index (docs/fan_out.md, "Rollback"; docs/architecture.md, "Job kin
    after a park delay, and at least until the holder's lease lapses: a holder whose worker
    died frees the lock by then, so each attempt that finds it held again found a live holder
    (one that renewed its lease). After ``lock_snooze_max_attempts`` such attempts the element
-   is reported ``element_in_flight``.
+   is reported ``element_in_flight``. An undo/compensate inside the element whose own lock or
+   semaphore is taken **parks** (docs/coordination.md, "Rollback"): the element's context is
+   saved with its rollback in progress and this job is re-queued with the same ``attempt``
+   (uncapped: an undo is never skipped for contention); the redelivery resumes at that entry.
 4. The outcome is stored first-wins; the position that ends a batch claims the next batch; and
    when every position is settled and the owner has handed off, the signal claim's winner
    enqueues the owner's ``run`` job.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from reactor import registry
 from reactor.dsl.definition import ReactorDefinition
@@ -32,7 +37,7 @@ from reactor.engine.map_rollback import (
     roll_back_element,
     signal_owner_if_settled,
 )
-from reactor.engine.parks import park_delay
+from reactor.engine.parks import Park, park_delay
 from reactor.jobs.job_context import JobContext
 from reactor.model.keys import map_element_key
 from reactor.model.text import escaping_logger
@@ -53,7 +58,7 @@ def handle_map_element_rollback(jc: JobContext, payload: MapElementRollbackPaylo
         UnknownReactorError: the element reactor is not registered (poison).
         StorageError, RouterError: a backend failed (the worker retries the job).
     """
-    env = make_env(jc.runtime)
+    env = replace(make_env(jc.runtime), in_worker=not jc.inline)
     storage = env.storage
     rollbacks = storage.map_rollbacks
     meta = rollbacks.metadata(payload.map_id)
@@ -68,10 +73,16 @@ def handle_map_element_rollback(jc: JobContext, payload: MapElementRollbackPaylo
     ids = storage.maps.element_ids_from_tail(
         meta.map_id, position=payload.position, count=1, total=meta.total
     )
-    outcome = roll_back_element(
-        env, meta.map_id, ids[0] if ids else None, meta.step_name, definition,
-        use_lock=not jc.inline, position=payload.position,
-    )
+    try:
+        outcome = roll_back_element(
+            env, meta.map_id, ids[0] if ids else None, meta.step_name, definition,
+            use_lock=not jc.inline, position=payload.position,
+        )
+    except Park as park:  # an undo inside the element waits on its lock or slot
+        log.info("event=map_rollback_parked map_id=%s position=%d reason=%s key=%s delay=%.2f",
+                 meta.map_id, payload.position, park.reason, park.key, park.delay)
+        jc.requeue(payload, park.delay)
+        return
     if isinstance(outcome, Contended):
         limit = env.settings.lock_snooze_max_attempts
         if limit is None or payload.attempt < limit:
