@@ -10,7 +10,12 @@ the deadline make the holder learn of the loss no later than a second holder get
 (an extend answering ``False``) is reported.
 
 A hold's duration is real time (the backend's TTL runs on its own clock), so the tests pace their
-observations with short sleeps; no assertion depends on a sleep being long enough. Holders use
+observations with short sleeps; no assertion depends on a sleep being long enough. A 1 s lease
+holds only when the backend answers an extend well inside it: when a "held through" test loses
+its hold **and** the recorded timings show the machine starved the holder (an extend round trip
+above a quarter of the lease, or extends started more than half a lease apart), the test runs
+again with twice the lease (up to 4 s) and fails, naming the stalls, when every lease starved.
+A lapse without a stall fails at once. Holders use
 the storage's declared clock-skew budget (``Capabilities.clock_skew``) as the engine does, so an
 application-clock backend must be configured with a budget below 1 s to run them (the DynamoDB
 run in ``scripts/test`` declares 0.25 s).
@@ -18,6 +23,7 @@ run in ``scripts/test`` declares 0.25 s).
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +47,9 @@ HOLD_FOR = 3.0
 PACE = 0.05
 #: Bounds a wait that only a failing test reaches, in seconds.
 TIMEOUT = 10.0
+#: The leases a "held through" test tries, shortest first; a longer one only after the machine
+#: starved the holder at the shorter (:meth:`_Faulty.stall`).
+LEASES = (MIN_LEASE, 2 * MIN_LEASE, 4 * MIN_LEASE)
 
 
 class _Faulty:
@@ -51,18 +60,35 @@ class _Faulty:
         fail: decides, from the 1-based number of the extend call, whether it raises.
     """
 
-    def __init__(self, store: Any, fail: Callable[[int], bool]) -> None:
+    def __init__(self, store: Any, fail: Callable[[int], bool] = lambda n: False) -> None:
         self._store = store
         self._fail = fail
         self.extends = 0
         self.raised = 0
+        self.calls: list[tuple[float, float]] = []  # (start, end) of each real extend
 
     def extend(self, *args: Any) -> bool:
         self.extends += 1
         if self._fail(self.extends):
+            self.calls.append((time.monotonic(), time.monotonic()))
             self.raised += 1
             raise StorageError(f"injected outage on extend #{self.extends}")
-        return bool(self._store.extend(*args))
+        start = time.monotonic()
+        try:
+            return bool(self._store.extend(*args))
+        finally:
+            self.calls.append((start, time.monotonic()))
+
+    def stall(self, lease: float, since: float) -> str | None:
+        """How the machine starved this holder of a ``lease``-second hold taken at ``since``
+        (monotonic): an extend round trip above ``lease / 4``, or extends started more than
+        ``lease / 2`` apart (renewal runs every ``lease / 3``); ``None`` when it did not."""
+        starts = [since, *(start for start, _ in self.calls)]
+        trip = max((end - start for start, end in self.calls), default=0.0)
+        gap = max((b - a for a, b in itertools.pairwise(starts)), default=0.0)
+        if trip > lease / 4 or gap > lease / 2:
+            return f"{lease:g} s lease: slowest extend {trip:.3f} s, widest gap {gap:.3f} s"
+        return None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
@@ -132,6 +158,46 @@ def _hold_for(seconds: float, check: Callable[[], None]) -> None:
     check()
 
 
+def _at_the_shortest_lease(attempt: Callable[[float], object]) -> None:
+    """Run ``attempt(lease)`` with each of :data:`LEASES` until one passes.
+
+    ``attempt`` raises :class:`_Lost` (through :func:`_lost_through`) when the hold lapsed. A
+    loss is retried with a longer lease only when one of its stores recorded a stall
+    (:meth:`_Faulty.stall`); otherwise, or when every lease starved, the assertion is raised
+    (naming the stalls).
+    """
+    stalls: list[str] = []
+    for lease in LEASES:
+        since = time.monotonic()
+        try:
+            attempt(lease)
+            return
+        except _Lost as lost:
+            found = [s for s in (store.stall(lease, since) for store in lost.stores) if s]
+            if not found:
+                raise lost.error from None
+            stalls.extend(found)
+    raise AssertionError(f"every lease starved on this machine: {stalls}")
+
+
+class _Lost(Exception):
+    """A hold lapsed inside an attempt: the assertion and the stores to look for stalls in."""
+
+    def __init__(self, error: AssertionError, stores: list[_Faulty]) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.stores = stores
+
+
+@contextmanager
+def _lost_through(*stores: _Faulty) -> Iterator[None]:
+    """Turn an ``AssertionError`` inside the block into :class:`_Lost` naming ``stores``."""
+    try:
+        yield
+    except AssertionError as exc:
+        raise _Lost(exc, list(stores)) from exc
+
+
 @contextmanager
 def _released(*holders: Lock | Semaphore) -> Iterator[None]:
     try:
@@ -155,25 +221,31 @@ class LeasesContract:
     ) -> None:
         """Guarantee: a valid hold never lapses while its holder runs — renewal every lease/3
         keeps a 1 s lock and a 1 s lease through 3 s, and nobody else gets in meanwhile."""
-        key, sem_key = uid("lease-lock"), uid("lease-sem")
-        lock = Lock(storage.locks, key, ttl=MIN_LEASE, skew=_skew(storage))
-        sem = Semaphore(storage.semaphores, sem_key, limit=1, lease=MIN_LEASE,
-                        skew=_skew(storage))
-        lock.acquire()
-        sem.acquire()
-        with _released(lock, sem):
 
-            def check() -> None:
-                assert not storage.locks.acquire(key, "intruder", 30.0), "lock lapsed while held"
-                assert not storage.semaphores.acquire(sem_key, "intruder", 1, 30.0), (
-                    "a second holder got the only slot while the first still held it"
-                )
-                assert lock.lost is None and sem.lost is None
+        def attempt(lease: float) -> None:
+            key, sem_key = uid("lease-lock"), uid("lease-sem")
+            locks, sems = _Faulty(storage.locks), _Faulty(storage.semaphores)
+            lock = Lock(locks, key, ttl=lease, skew=_skew(storage))
+            sem = Semaphore(sems, sem_key, limit=1, lease=lease, skew=_skew(storage))
+            lock.acquire()
+            sem.acquire()
+            with _lost_through(locks, sems), _released(lock, sem):
 
-            _hold_for(HOLD_FOR, check)
-        assert storage.locks.info(key) is None
-        state = storage.semaphores.state(sem_key)
-        assert state is None or state.holders == {}
+                def check() -> None:
+                    assert not storage.locks.acquire(key, "intruder", 30.0), (
+                        "lock lapsed while held"
+                    )
+                    assert not storage.semaphores.acquire(sem_key, "intruder", 1, 30.0), (
+                        "a second holder got the only slot while the first still held it"
+                    )
+                    assert lock.lost is None and sem.lost is None
+
+                _hold_for(HOLD_FOR, check)
+            assert storage.locks.info(key) is None
+            state = storage.semaphores.state(sem_key)
+            assert state is None or state.holders == {}
+
+        _at_the_shortest_lease(attempt)
 
     @pytest.mark.obligations("O-leases-3")
     def test_extends_that_raise_twice_inside_the_lease_keep_the_hold(
@@ -182,26 +254,32 @@ class LeasesContract:
         """Guarantee: transient storage errors inside a lease never lose it — a failed extend
         is retried promptly (jittered backoff bounded by the time left), not a full interval
         later."""
-        key, sem_key = uid("lease-lock"), uid("lease-sem")
-        locks = _Faulty(storage.locks, lambda n: n in (1, 2))
-        sems = _Faulty(storage.semaphores, lambda n: n in (1, 2))
-        lock_loss, sem_loss = _Loss(), _Loss()
-        lock = Lock(locks, key, ttl=MIN_LEASE, on_lost=lock_loss, skew=_skew(storage))
-        sem = Semaphore(sems, sem_key, limit=1, lease=MIN_LEASE, on_lost=sem_loss,
-                        skew=_skew(storage))
-        lock.acquire()
-        sem.acquire()
-        with _released(lock, sem):
 
-            def check() -> None:
-                assert not storage.locks.acquire(key, "intruder", 30.0), "lock lapsed while held"
-                assert not storage.semaphores.acquire(sem_key, "intruder", 1, 30.0)
-                assert lock.lost is None and sem.lost is None
+        def attempt(lease: float) -> None:
+            key, sem_key = uid("lease-lock"), uid("lease-sem")
+            locks = _Faulty(storage.locks, lambda n: n in (1, 2))
+            sems = _Faulty(storage.semaphores, lambda n: n in (1, 2))
+            lock_loss, sem_loss = _Loss(), _Loss()
+            lock = Lock(locks, key, ttl=lease, on_lost=lock_loss, skew=_skew(storage))
+            sem = Semaphore(sems, sem_key, limit=1, lease=lease, on_lost=sem_loss,
+                            skew=_skew(storage))
+            lock.acquire()
+            sem.acquire()
+            with _lost_through(locks, sems), _released(lock, sem):
 
-            _hold_for(HOLD_FOR, check)
-        assert locks.raised == 2 and sems.raised == 2
-        assert locks.extends > 2 and sems.extends > 2
-        assert not lock_loss.event.is_set() and not sem_loss.event.is_set()
+                def check() -> None:
+                    assert not storage.locks.acquire(key, "intruder", 30.0), (
+                        "lock lapsed while held"
+                    )
+                    assert not storage.semaphores.acquire(sem_key, "intruder", 1, 30.0)
+                    assert lock.lost is None and sem.lost is None
+
+                _hold_for(HOLD_FOR, check)
+            assert locks.raised == 2 and sems.raised == 2
+            assert locks.extends > 2 and sems.extends > 2
+            assert not lock_loss.event.is_set() and not sem_loss.event.is_set()
+
+        _at_the_shortest_lease(attempt)
 
     @pytest.mark.obligations("O-leases-4")
     def test_extends_failing_past_the_deadline_lose_the_lock_before_a_second_holder_gets_in(
