@@ -78,8 +78,11 @@ OUTCOME_PAGE = 500
 #: Seconds an in-process rollback waits for an element's lock before reporting it in flight.
 ELEMENT_LOCK_WAIT = 2.0
 
-#: Element statuses whose undo stack is replayed (a failed element rolled itself back).
-_UNDOABLE = (RunStatus.COMPLETED, RunStatus.HALTED, RunStatus.ABORTED)
+#: Element statuses whose undo stack is replayed (a failed element rolled itself back), and
+#: ``cancelled``: rolled back by an earlier job for this position that stopped before storing
+#: its outcome; :func:`reactor.engine.rollback.roll_back_child` returns the failures that job
+#: saved on the element instead of replaying anything.
+_UNDOABLE = (RunStatus.COMPLETED, RunStatus.HALTED, RunStatus.ABORTED, RunStatus.CANCELLED)
 
 
 class RollbackHandedOff(BaseException):  # noqa: N818 - control flow, not an error

@@ -289,9 +289,14 @@ def _undo_async_reactor(
 def roll_back_child(
     state: RunState, *, roll_back_fan_out: FanOutRollback
 ) -> list[RollbackFailure]:
-    """Finish the rollback of a child context (composed child or map element).
+    """Finish the rollback of a child context (composed child, map element or
+    ``async_reactor`` child run).
 
-    A completed/halted/aborted child ends ``cancelled``; a failed one stays ``failed``.
+    A completed/halted/aborted child ends ``cancelled`` with a ``failure`` that keeps its
+    rollback failures, saved in the same write; a failed one stays ``failed``. A child already
+    ``cancelled`` (an earlier pass of the same rollback saved it, then a park or a crash cut the
+    parent off before the parent's own save) is not replayed again: its stored failures are
+    returned, so each is reported once (docs/concepts.md, "Rollback").
 
     Args:
         state: the child's state.
@@ -303,11 +308,18 @@ def roll_back_child(
     Raises:
         reactor.engine.map_rollback.RollbackHandedOff: see :func:`finish`.
     """
+    ctx = state.ctx
+    if ctx.status is RunStatus.CANCELLED and ctx.rollback is None and not ctx.undo_stack:
+        return list(ctx.failure.rollback_failures) if ctx.failure is not None else []
     failures = finish(state, roll_back_fan_out=roll_back_fan_out)
-    state.ctx.rollback = None
-    if state.ctx.status in _ROLLED_BACK_STATUSES:
-        state.ctx.status = RunStatus.CANCELLED
-    state.ctx.current_step = None
+    ctx.rollback = None
+    if ctx.status in _ROLLED_BACK_STATUSES:
+        ctx.status = RunStatus.CANCELLED
+        ctx.failure = Failure(
+            f"{ctx.reactor} {ctx.context_id} was rolled back by its parent's rollback",
+            retryable=False, reactor_name=ctx.reactor, rollback_failures=failures,
+        )
+    ctx.current_step = None
     state.checkpoint.save()
     return failures
 

@@ -39,6 +39,7 @@ from reactor.config import Runtime
 from reactor.coordination import Lock, Semaphore
 from reactor.engine import dispatch as dispatch_module
 from reactor.engine.parks import Park
+from reactor.errors import StorageError
 from reactor.jobs.sweepers import sweep_runs
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, ManualClock, MemoryStorage
@@ -525,6 +526,124 @@ def test_an_element_rollback_job_parks_on_a_held_lock_and_undoes_each_element_on
     assert sorted(EVENTS) == ["run:reserve"] * 2 + ["undo:reserve"] * 2
     assert not storage.locks.held("sku:1")
     assert local.router.size() == 0  # type: ignore[attr-defined]
+
+
+class LineElement(Reactor, name="bg.line_element"):
+    """One line of an inline map: ``hold`` under the lock ``line:<n>``; line 1's undo fails."""
+
+    n = Input(int)
+
+    @step(n=input("n"), coordination=with_lock(key=lambda inputs: f"line:{inputs.n}", ttl=5,
+                                               auto_extend=False))
+    def hold(inputs: Any, ctx: Any) -> int:
+        EVENTS.append(f"run:{inputs.n}")
+        return int(inputs.n)
+
+    @hold.undo
+    def release(value: Any, inputs: Any, ctx: Any) -> None:
+        EVENTS.append(f"undo:{inputs.n}")
+        if inputs.n == 1:
+            raise RuntimeError("line 1 cannot be released")
+
+    returns = "hold"
+
+
+class InlineLines(Reactor, name="bg.inline_lines"):
+    """An inline map over lines 0 and 1, then ``ship`` fails after another run took the lock
+    of line 0."""
+
+    x = Input(int)
+    background = Background(all=True)
+
+    @step(x=input("x"))
+    def lines(inputs: Any, ctx: Any) -> list[int]:
+        return [0, 1]
+
+    held = map_step(LineElement, source=result("lines"), args={"n": element("held")})
+
+    @step(wait_for="held")
+    def ship(inputs: Any, ctx: Any) -> None:
+        for lock, _ in TAKEN_WHILE_SHIPPING:
+            assert lock.try_acquire()
+        raise RuntimeError("carrier down")
+
+
+def test_an_inline_map_element_rolled_back_before_a_park_keeps_its_rollback_failure(
+    local: Runtime, worker: Worker, clock: ManualClock
+) -> None:
+    """docs/concepts.md, "Rollback": every undo that did not complete is reported once. Line 1
+    is rolled back (its undo fails), then line 0's undo parks on its lock; the redelivered
+    rollback skips line 1 (already rolled back) and must still report its failure. The old
+    code cleared the element's record, so the failure vanished from the run's ``Failure``."""
+    lock = Lock(local.storage.locks, "line:0", owner="another-order", ttl=600,
+                auto_extend=False)
+    TAKEN_WHILE_SHIPPING[:] = [(lock, Semaphore(local.storage.semaphores, "unused", limit=1))]
+    handle = InlineLines.run(x=1)
+    assert isinstance(handle, DispatchHandle)
+    for _ in range(3):
+        worker.run_pending()
+        clock.advance(10)
+    assert EVENTS == ["run:0", "run:1", "undo:1"]  # line 0 waits on its lock
+    assert lock.release()
+    for _ in range(2):
+        worker.run_pending()
+        clock.advance(10)
+    outcome = handle.wait(timeout=1)
+    assert isinstance(outcome, Failure) and outcome.step_name == "ship"
+    assert EVENTS == ["run:0", "run:1", "undo:1", "undo:0"]
+    assert [(f.map_step, f.element_index, f.kind, f.reason) for f in outcome.rollback_failures
+            ] == [("held", 1, "undo", "raised")]
+
+
+class FannedLines(Reactor, name="bg.fanned_lines"):
+    """:class:`InlineLines` with a fan-out map."""
+
+    x = Input(int)
+    background = Background(all=True)
+
+    @step(x=input("x"))
+    def lines(inputs: Any, ctx: Any) -> list[int]:
+        return [0, 1]
+
+    held = map_step(LineElement, source=result("lines"), args={"n": element("held")},
+                    fan_out=FanOut(batch_size=10))
+
+    @step(wait_for="held")
+    def ship(inputs: Any, ctx: Any) -> None:
+        raise RuntimeError("carrier down")
+
+
+def test_an_element_rollback_job_redelivered_after_its_elements_last_save_keeps_its_failure(
+    local: Runtime, worker: Worker, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/fan_out.md, "Rollback": an element's rollback job that saved the element rolled
+    back but failed to store the position's outcome (the store raised) is redelivered; the
+    redelivery reports the element's undo failure, which that first pass saved on it. The old
+    code called the rolled-back element ``not_needed`` and the failure vanished."""
+    rollbacks = local.storage.map_rollbacks
+    real = rollbacks.put_outcome
+    raised: list[int] = []
+
+    def flaky(map_id: str, position: int, outcome: Any) -> bool:
+        if outcome.index == 1 and not raised:
+            raised.append(position)
+            raise StorageError("injected outage after the element's save")
+        return real(map_id, position, outcome)
+
+    monkeypatch.setattr(rollbacks, "put_outcome", flaky)
+    handle = FannedLines.run(x=1)
+    assert isinstance(handle, DispatchHandle)
+    for _ in range(40):
+        worker.run_pending()
+        clock.advance(5)
+        if handle.status() is RunStatus.FAILED:
+            break
+    outcome = handle.wait(timeout=1)
+    assert raised, "the injected outage never fired"
+    assert isinstance(outcome, Failure) and outcome.step_name == "ship"
+    assert sorted(EVENTS) == ["run:0", "run:1", "undo:0", "undo:1"]  # each undone once
+    assert [(f.map_step, f.element_index, f.kind, f.reason) for f in outcome.rollback_failures
+            ] == [("held", 1, "undo", "raised")]
 
 
 def test_uncapped_parks_do_not_count(
