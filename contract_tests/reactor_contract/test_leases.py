@@ -158,6 +158,16 @@ def _hold_for(seconds: float, check: Callable[[], None]) -> None:
     check()
 
 
+def _nobody_else_in(storage: Storage, lock: Lock, sem: Semaphore) -> None:
+    """Assert that an intruder can take neither the held lock nor the only slot of ``sem``,
+    and that neither holder believes its hold lost."""
+    assert not storage.locks.acquire(lock.key, "intruder", 30.0), "lock lapsed while held"
+    assert not storage.semaphores.acquire(sem.key, "intruder", 1, 30.0), (
+        "a second holder got the only slot while the first still held it"
+    )
+    assert lock.lost is None and sem.lost is None
+
+
 def _at_the_shortest_lease(attempt: Callable[[float], object]) -> None:
     """Run ``attempt(lease)`` with each of :data:`LEASES` until one passes.
 
@@ -231,16 +241,7 @@ class LeasesContract:
             sem.acquire()
             with _lost_through(locks, sems), _released(lock, sem):
 
-                def check() -> None:
-                    assert not storage.locks.acquire(key, "intruder", 30.0), (
-                        "lock lapsed while held"
-                    )
-                    assert not storage.semaphores.acquire(sem_key, "intruder", 1, 30.0), (
-                        "a second holder got the only slot while the first still held it"
-                    )
-                    assert lock.lost is None and sem.lost is None
-
-                _hold_for(HOLD_FOR, check)
+                _hold_for(HOLD_FOR, lambda: _nobody_else_in(storage, lock, sem))
             assert storage.locks.info(key) is None
             state = storage.semaphores.state(sem_key)
             assert state is None or state.holders == {}
@@ -267,14 +268,7 @@ class LeasesContract:
             sem.acquire()
             with _lost_through(locks, sems), _released(lock, sem):
 
-                def check() -> None:
-                    assert not storage.locks.acquire(key, "intruder", 30.0), (
-                        "lock lapsed while held"
-                    )
-                    assert not storage.semaphores.acquire(sem_key, "intruder", 1, 30.0)
-                    assert lock.lost is None and sem.lost is None
-
-                _hold_for(HOLD_FOR, check)
+                _hold_for(HOLD_FOR, lambda: _nobody_else_in(storage, lock, sem))
             assert locks.raised == 2 and sems.raised == 2
             assert locks.extends > 2 and sems.extends > 2
             assert not lock_loss.event.is_set() and not sem_loss.event.is_set()
