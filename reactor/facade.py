@@ -148,11 +148,13 @@ class Reactor(BaseReactor, abstract=True):
         newest first; the run ends ``cancelled`` (undo rolls back, then cancels: docs/concepts.md,
         "Stored runs"). A failed run (already rolled back) is left as is; so is a cancelled
         one, except a run cancelled with ``rollback=False``, whose kept work is undone
-        (docs/run-control.md, "Cancel").
+        (docs/run-control.md, "Cancel", "Undoing a run").
 
         Returns:
             ``Success(None)`` when everything was rolled back, else ``Failure(UndoError)``
-            with ``rollback_failures``.
+            with ``rollback_failures``. The failures are stored with the run (its
+            ``failure``), so a run left as is answers with the failures its earlier rollback
+            stored: asking twice gives the same answer.
 
         Raises:
             RunNotFoundError: no stored run with this id belongs to this reactor.

@@ -9,6 +9,7 @@ undoes a completed one (docs/concepts.md, "Stored runs").
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -36,7 +37,7 @@ from reactor.engine.start import launch
 from reactor.engine.state import RunState
 from reactor.errors import RunNotFoundError, RunStateError, StorageError, UndoError
 from reactor.model.context import Context, new_context_id
-from reactor.model.results import Failure, Paused, Success
+from reactor.model.results import Failure, Paused, RollbackFailure, Success
 from reactor.model.run_links import RunLinks
 from reactor.model.run_view import RunView
 from reactor.model.status import RunStatus
@@ -260,11 +261,14 @@ def _undo_held(
     """The rollback of :func:`undo`, under the run's liveness lock."""
     pending = bool(ctx.rollback and ctx.rollback.get("compensate_pending"))
     # A run cancelled with rollback=False keeps its undo stack: undo rolls it back now
-    # (docs/run-control.md, "Cancel"); any other cancelled run has nothing left to undo.
+    # (docs/run-control.md, "Cancel"); any other cancelled run has nothing left to undo, and
+    # its stored rollback failures are the answer (an earlier undo whose caller never got its
+    # result, a worker's rollback: docs/concepts.md, "Stored runs").
     if ctx.status in (RunStatus.CANCELLED, RunStatus.FAILED) and not ctx.undo_stack and (
         not pending
     ):
-        return Success(None, run_id=run_id)
+        stored = list(ctx.failure.rollback_failures) if ctx.failure is not None else []
+        return _undo_result(ctx, run_id, stored)
     if definition is None:
         definition = registry.get(ctx.reactor).definition
     assert definition is not None
@@ -283,13 +287,31 @@ def _undo_held(
         ctx.current_step = None
         if ctx.status is not RunStatus.FAILED:
             ctx.status = RunStatus.CANCELLED
+        if failures:  # kept with the run, in the same save: a second undo reports them
+            ctx.failure = (
+                _undo_failure(ctx, run_id, failures)
+                if ctx.failure is None
+                else dataclasses.replace(
+                    ctx.failure, rollback_failures=[*ctx.failure.rollback_failures, *failures]
+                )
+            )
         state.checkpoint.save()
+    return _undo_result(ctx, run_id, failures)
+
+
+def _undo_failure(ctx: Context, run_id: str, failures: list[RollbackFailure]) -> Failure:
+    """The ``Failure(UndoError)`` of an incomplete rollback (without ``run_id``)."""
+    return Failure(
+        UndoError(f"rollback of run {run_id!r} is incomplete: {len(failures)} failure(s)"),
+        retryable=False,
+        reactor_name=ctx.reactor,
+        rollback_failures=failures,
+    )
+
+
+def _undo_result(ctx: Context, run_id: str, failures: list[RollbackFailure]) -> Success | Failure:
+    """What :func:`undo` returns: ``Success(None)``, or ``Failure(UndoError)`` carrying
+    ``failures`` when the run's rollback is incomplete."""
     if failures:
-        return Failure(
-            UndoError(f"rollback of run {run_id!r} is incomplete: {len(failures)} failure(s)"),
-            retryable=False,
-            reactor_name=ctx.reactor,
-            rollback_failures=failures,
-            run_id=run_id,
-        )
+        return dataclasses.replace(_undo_failure(ctx, run_id, failures), run_id=run_id)
     return Success(None, run_id=run_id)

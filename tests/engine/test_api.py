@@ -340,3 +340,54 @@ def test_trace_marks_rollback_hooks_that_did_nothing() -> None:
         ("compensate", "compensate skipped (nothing to roll back)"),
         ("undo", "undo skipped (nothing to roll back)"),
     ]
+
+
+def test_a_second_undo_reports_the_rollback_failures_the_first_stored(events: list[str]) -> None:
+    """An undo whose caller never got its result (the process died after the final save) is
+    asked again: the second answer carries the first pass's failures, not ``Success``."""
+
+    class R(Reactor):
+        @step()
+        def a(inputs: Any, ctx: Any) -> int:
+            return 1
+
+        @a.undo
+        def _(result: Any, inputs: Any, ctx: Any) -> Any:
+            events.append("undo a")
+            return Failure("refund failed")
+
+    r = R.run()
+    first = R.undo(r.run_id or "")
+    again = R.undo(r.run_id or "")
+    assert isinstance(again, Failure) and isinstance(again.error, UndoError)
+    assert again.rollback_failures == first.rollback_failures  # type: ignore[union-attr]
+    assert [(f.step, f.reason) for f in again.rollback_failures] == [("a", "returned_failure")]
+    assert again.run_id == r.run_id
+    assert events == ["undo a"]  # nothing replayed
+    view = R.find(r.run_id or "")
+    assert view.status is RunStatus.CANCELLED
+    assert view.failure is not None and len(view.failure.rollback_failures) == 1
+
+
+def test_undo_of_a_failed_run_whose_rollback_was_incomplete_reports_it(events: list[str]) -> None:
+    class R(Reactor):
+        @step()
+        def a(inputs: Any, ctx: Any) -> int:
+            return 1
+
+        @a.undo
+        def _(result: Any, inputs: Any, ctx: Any) -> Any:
+            events.append("undo a")
+            return Failure("refund failed")
+
+        @step(wait_for=["a"])
+        def b(inputs: Any, ctx: Any) -> int:
+            raise ValueError("boom")
+
+    r = R.run()
+    assert isinstance(r, Failure) and len(r.rollback_failures) == 1
+    undone = R.undo(r.run_id or "")
+    assert isinstance(undone, Failure) and isinstance(undone.error, UndoError)
+    assert undone.rollback_failures == r.rollback_failures
+    assert events == ["undo a"]
+    assert R.find(r.run_id or "").status is RunStatus.FAILED
