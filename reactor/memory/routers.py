@@ -128,16 +128,18 @@ class InlineRouter:
     def run_due(self) -> int:
         """Run every delayed job whose ``not_before`` has passed (by the clock); returns count.
 
-        Jobs those jobs enqueue without delay run too (and are counted).
+        Jobs those jobs enqueue without delay run too (and are counted). Without a bound
+        handler nothing runs: the jobs stay queued for :meth:`receive`.
         """
         ran = 0
-        while True:
+        while self._handler is not None:
             with self._lock:
                 if not self._delayed or self._delayed[0][0] > self._clock():
                     return ran
                 _, _, job = heapq.heappop(self._delayed)
                 self._now_queue.append(job)
             ran += self._run_queue()
+        return ran
 
     def drain(self, max_jobs: int = 10_000) -> int:
         """Run every pending job, delayed or not, ignoring delays, in ``not_before`` order.
@@ -147,10 +149,11 @@ class InlineRouter:
                 forever).
 
         Returns:
-            How many jobs ran.
+            How many jobs ran (0 without a bound handler: the jobs stay queued for
+            :meth:`receive`).
         """
         ran = 0
-        while ran < max_jobs:
+        while ran < max_jobs and self._handler is not None:
             with self._lock:
                 if not self._delayed:
                     return ran

@@ -145,3 +145,20 @@ def test_wait_for_messages_returns_when_a_message_is_put(queue: MemoryQueue) -> 
             break
     waiter.join(10)
     assert returned.is_set() and queue.size() < 200  # woken by a put, not by the timeout
+
+
+def test_only_the_current_receipt_is_honoured_whatever_its_value(queue: MemoryQueue) -> None:
+    """Receipts are compared for equality: an older one (``"9"`` after ``"10"``: smaller as a
+    number, greater as text) or another message's is refused by every conditional call."""
+    queue.put("m", "body", 0.0)
+    stale = [_claim_one(queue, now=float(t), lease=0.5).receipt for t in range(9)]
+    current = _claim_one(queue, now=9.0, lease=30.0).receipt
+    queue.put("other", "body", 0.0)
+    foreign = _claim_one(queue, now=10.0).receipt
+    assert int(current) > int(stale[-1]) and current < stale[-1]  # "10" < "9" as text
+    for receipt in (*stale, foreign):
+        assert queue.delete("m", receipt) is False
+        assert queue.change_visibility("m", receipt, 99.0) is False
+        assert queue.release("m", receipt, 0.0) is False
+        assert queue.dead_letter("m", receipt, "no", 0.0) is False
+    assert queue.delete("m", current) is True

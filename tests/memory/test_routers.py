@@ -567,6 +567,127 @@ def test_inline_retry_keeps_the_delivery_count(clock: ManualClock) -> None:
     assert [d.delivery_count for d in router.receive()] == [1]
 
 
+def test_inline_bound_tells_whether_a_handler_is_bound() -> None:
+    router = InlineRouter()
+    assert router.bound is False
+    router.bind(lambda j: None)
+    assert router.bound is True
+
+
+def test_inline_run_due_runs_jobs_overdue_by_any_amount(clock: ManualClock) -> None:
+    ran: list[str] = []
+    router = InlineRouter(lambda j: ran.append(str(j.payload["name"])), clock=clock)
+    router.enqueue(job(name="a"), 1)
+    router.enqueue(job(name="b"), 2)
+    clock.advance(50)  # long past both
+    assert router.run_due() == 2 and ran == ["a", "b"]
+
+
+def test_inline_without_handler_run_due_and_drain_leave_jobs_for_receive(
+    clock: ManualClock,
+) -> None:
+    router = InlineRouter(clock=clock)
+    router.enqueue(job(name="a"))
+    router.enqueue(job(name="b"), 5)
+    clock.advance(10)
+    assert router.run_due() == 0 and router.drain() == 0
+    assert sorted(str(d.job.payload["name"]) for d in router.receive(max_jobs=5)) == ["a", "b"]
+
+
+def test_inline_enqueue_without_handler_keeps_the_jobs_own_not_before(clock: ManualClock) -> None:
+    router = InlineRouter(clock=clock)
+    later = Job(kind="run", payload={"context_id": "c1"}, not_before=clock() + 30)
+    router.enqueue(later)
+    (pending,) = router.pending()
+    assert pending.not_before == clock() + 30
+
+
+def test_inline_receive_leases_at_most_max_jobs_of_the_due_ones(clock: ManualClock) -> None:
+    router = InlineRouter(clock=clock)
+    for name in ("a", "b", "c"):
+        router.enqueue(job(name=name), 1)
+    router.enqueue(job(name="late"), 100)
+    assert router.receive(max_jobs=5) == []  # none due yet
+    clock.advance(10)  # "a".."c" overdue, "late" not
+    first = router.receive(max_jobs=2)
+    assert [d.job.payload["name"] for d in first] == ["a", "b"]
+    assert [d.job.payload["name"] for d in router.receive(max_jobs=1)] == ["c"]
+    assert router.receive(max_jobs=5) == []
+
+
+def test_inline_drain_stops_at_its_bound_when_a_job_runs_several_at_once() -> None:
+    router = InlineRouter()
+    runs = [0]
+
+    def handler(j: Job) -> None:  # each run of "a" runs "b" too, and re-parks "a"
+        runs[0] += 1
+        assert runs[0] < 100, "drain ran past its bound"
+        if j.payload["name"] == "a":
+            router.enqueue(job(name="b"))
+            router.enqueue(job(name="a"), 1)
+
+    router.bind(handler)
+    router.enqueue(job(name="a"), 1)
+    assert router.drain(max_jobs=3) == 4  # 2 + 2: the bound is checked between due jobs
+
+
+def test_inline_a_dead_lettered_unknown_kind_does_not_stop_the_jobs_queued_behind_it() -> None:
+    ran: list[str] = []
+    router = InlineRouter()
+
+    def handler(j: Job) -> None:
+        ran.append(str(j.payload.get("name")))
+        if j.payload.get("name") == "first":
+            router.enqueue(job(kind="nope"))
+            router.enqueue(job(name="behind"))
+
+    router.bind(handler)
+    router.enqueue(job(name="first"))
+    assert ran == ["first", "behind"]
+    assert [d.reason for d in router.dead_letters()] == ["unknown job kind 'nope'"]
+
+
+def test_inline_dead_letter_admin(clock: ManualClock) -> None:
+    router = InlineRouter(clock=clock)
+    for name in ("a", "b", "c"):
+        router.enqueue(job(name=name))
+    for delivery in router.receive(max_jobs=3):
+        router.dead_letter(delivery, "testing")
+    letters = router.dead_letters()
+    assert router.requeue_dead_letter("999999") is None
+    assert router.get_dead_letter(letters[0].id) == letters[0]
+    assert router.purge_dead_letters([letters[0].id, letters[0].id, "999999"]) == 1
+    assert router.purge_dead_letters() == 2 and router.dead_letters() == []
+
+
+def test_local_enqueue_raw_honours_its_delay(router: LocalRouter, clock: ManualClock) -> None:
+    router.enqueue_raw("{}", delay_seconds=7)
+    assert router.queued() == [(clock() + 7, "{}")]
+    assert router.receive() == []
+
+
+def test_local_queued_lists_earliest_first(router: LocalRouter, clock: ManualClock) -> None:
+    router.enqueue_raw("late", delay_seconds=9)
+    router.enqueue_raw("soon", delay_seconds=1)
+    router.enqueue_raw("mid", delay_seconds=4)
+    assert [body for _, body in router.queued()] == ["soon", "mid", "late"]
+
+
+def test_local_attach_while_closing_is_refused(router: LocalRouter) -> None:
+    refused: list[Exception] = []
+
+    def stop() -> None:  # runs inside close(), before the router is marked closed
+        try:
+            router.attach_consumers(lambda: None, lambda: None)
+        except RouterError as exc:
+            refused.append(exc)
+
+    router.attach_consumers(lambda: None, stop)
+    router.enqueue(job())  # starts the consumers, so close() calls stop
+    router.close()
+    assert len(refused) == 1 and "closed" in str(refused[0])
+
+
 # -- URLs ------------------------------------------------------------------------------------------
 
 
