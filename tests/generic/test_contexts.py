@@ -538,3 +538,74 @@ def test_a_finished_summary_written_without_expiry_is_checked_against_its_run(
     assert storage.documents.raw(CONTEXT_PAGES, context_page_key(clock() + 1, "gone")) is None
     clock.advance(TTL + 1)  # the live run expires; its summary now expires with it
     assert storage.contexts.page().runs == ()
+
+
+def test_an_unreadable_stored_fence_counts_as_none_and_an_unfenced_save_drops_it(
+    storage: MemoryStorage,
+) -> None:
+    old = record("junkfence")
+    storage.documents.write(CONTEXTS, "junkfence", {**_legacy_head(old), "_fence": "junk"},
+                            expected_version=None, expires_at=None, index="running")
+    storage.contexts.save(dataclasses.replace(old, base="b", document='{"v": 2}'))
+    head = storage.documents.read(CONTEXTS, "junkfence").value
+    assert head is not None and "_fence" not in head  # read as 0: nothing to keep
+    storage.contexts.save(dataclasses.replace(old, base="b2"),
+                          fence=Fence(key="async:junkfence", owner="o", token=1))
+    head = storage.documents.read(CONTEXTS, "junkfence").value
+    assert head is not None and head["_fence"] == 1
+
+
+def test_a_chain_shorter_than_its_head_counts_is_named_in_the_error(
+    storage: MemoryStorage,
+) -> None:
+    rec = dataclasses.replace(record("short"), base="b", segments=('{"s":1}',))
+    storage.contexts.save(rec)
+    current = storage.documents.read(CONTEXTS, "short")
+    assert current.value is not None
+    storage.documents.write(CONTEXTS, "short", {**current.value, "_count": 2},
+                            expected_version=current.version, expires_at=None, index="running")
+    with pytest.raises(DeserializationError,
+                       match=r"stored run 'short' has 1 of its 2 segments"):
+        storage.contexts.load("short")
+
+
+def test_a_load_whose_chain_breaks_at_every_attempt_raises_the_last_break(
+    storage: MemoryStorage,
+) -> None:
+    rec = dataclasses.replace(record("churn"), base="b1")
+    storage.contexts.save(rec)
+    store = storage.contexts
+    saves = [0]
+
+    def chain(*args: Any) -> list[str]:  # a whole save lands before every piece read
+        saves[0] += 1
+        store.save(dataclasses.replace(rec, base=f"b{saves[0] + 1}"))
+        raise DeserializationError(f"stored run 'churn' lost piece {saves[0]}")
+
+    store._chain = chain  # type: ignore[attr-defined]
+    with pytest.raises(DeserializationError, match="lost piece 3"):
+        store.load("churn")
+    assert saves[0] == 3
+
+
+def test_an_append_whose_chain_was_replaced_under_it_reports_not_appended(
+    storage: MemoryStorage,
+) -> None:
+    rec = dataclasses.replace(record("moved"), base="b")
+    storage.contexts.save(rec)
+    store = storage.contexts
+    real_write_piece = store._write_piece  # type: ignore[attr-defined]
+    rival = dataclasses.replace(rec, document='{"v": "rival"}')  # same base, no segments
+    raced: list[int] = []
+
+    def write_piece(key: str, text: str, *, prev: str) -> None:
+        real_write_piece(key, text, prev=prev)
+        if not raced:  # another writer re-saves the run between the piece and the head
+            raced.append(1)
+            store.save(rival)
+
+    store._write_piece = write_piece  # type: ignore[attr-defined]
+    delta = ContextDelta(context_id="moved", base="b", position=1, status="running",
+                         updated_at=3.0, segment='{"s":1}')
+    assert store.append(delta) is False  # the caller saves whole instead
+    assert store.load("moved") == rival
