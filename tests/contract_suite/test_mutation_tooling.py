@@ -1,0 +1,83 @@
+"""scripts/mutation's bookkeeping: the triage file, the committed verdict journals, and the rules
+that leave a mutant out (docs/contract-suite.md, "Mutation testing of our own adapters")."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def mutation() -> Iterator[ModuleType]:
+    loader = importlib.machinery.SourceFileLoader("reactor_mutation_script",
+                                                  str(ROOT / "scripts" / "mutation"))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[loader.name] = module  # dataclasses look their module up
+    try:
+        loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[loader.name]
+
+
+@pytest.mark.parametrize(("line", "marker"), [
+    ("    *,", True),
+    ("def f(self, *, a: int) -> None:", True),
+    ("def f(*, a: int) -> None:", True),
+    ("    self, head: Mapping[str, Any], *, due: bool", True),
+    ("x = a * b", False),
+    ("f(*args)", False),
+    ("def f(**kwargs):", False),
+    ("return [*items, last]", False),
+])
+def test_a_keyword_only_marker_is_told_from_a_multiplication(
+    mutation: ModuleType, line: str, marker: bool
+) -> None:
+    column = line.index("*")
+    assert mutation._is_keyword_marker(line, (1, column)) is marker
+
+
+def test_the_journal_keeps_the_oracles_marker_and_a_survivors_diff_only(
+    mutation: ModuleType,
+) -> None:
+    own = mutation._OWN_TESTS
+    long_output = own + "\n" + "x" * 5000 + "FAILED tests/t.py::test_it"
+    kept = mutation._abridged({"test_outcome": "killed", "output": long_output, "diff": "d"})
+    assert kept["output"].startswith(own) and kept["output"].endswith("FAILED tests/t.py::test_it")
+    assert len(kept["output"]) < 400 and kept["diff"] is None
+    survivor = mutation._abridged({"test_outcome": "survived", "output": "ok", "diff": "d"})
+    assert survivor == {"test_outcome": "survived", "output": "ok", "diff": "d"}
+
+
+def test_every_equivalent_mutant_in_the_triage_file_has_a_reason_and_a_module() -> None:
+    triage = tomllib.loads((ROOT / "mutation" / "triage.toml").read_text(encoding="utf-8"))
+    for entry in triage.get("equivalent", []):
+        module, operator, line = (part.strip() for part in entry["mutant"].split(" :: ", 2))
+        assert (ROOT / module).is_file(), entry["mutant"]
+        assert operator.startswith("core/") and line, entry["mutant"]
+        assert len(entry["reason"].strip()) > 10, entry["mutant"]
+
+
+def test_every_committed_verdict_names_its_mutant_and_outcome() -> None:
+    journals = sorted((ROOT / "mutation" / "results").glob("*.jsonl"))
+    assert journals, "no verdict journal is committed"
+    for journal in journals:
+        for number, line in enumerate(journal.read_text(encoding="utf-8").splitlines(), 1):
+            verdict = json.loads(line)
+            where = f"{journal.name}:{number}"
+            assert " :: " in verdict["mutant"], where
+            assert verdict["test_outcome"] in ("killed", "survived", None), where
+            assert verdict["worker_outcome"] in ("normal", "exception", "abnormal", "skipped",
+                                                 "no-test"), where
