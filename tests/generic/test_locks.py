@@ -92,3 +92,15 @@ def test_a_collected_record_leaves_the_clock_term(docs: ProbeDocs) -> None:
     first = store.acquire("k", "a", 10)
     docs.advance(10 + FENCE_RETENTION)  # the document itself has expired
     assert store.acquire("k", "b", 10) == clock_micros(START + 10 + FENCE_RETENTION) > first
+
+
+def test_a_lock_document_written_before_fencing_tokens_reads_as_token_0(docs: ProbeDocs) -> None:
+    """The stored shape without ``token`` (docs/coordination.md#fencing-tokens): its holder
+    reads as token 0, it keeps working, and the next holder gets a real token."""
+    docs.write("locks", "old", {"owner": "a", "count": 1, "expires_at": START + 60},
+               expected_version=None, expires_at=START + 60)
+    store = DocumentLockStore(docs)
+    assert store.info("old") == LockInfo("a", 1, START + 60, 0)
+    assert store.acquire("old", "b", 60) == 0  # still held by "a"
+    assert store.release("old", "a") is True and store.info("old") is None
+    assert store.acquire("old", "b", 60) == T0

@@ -332,3 +332,24 @@ def test_every_map_write_restamps_what_it_writes(
     assert storage.maps.result_slots("m1", [0]) == [None]
     assert storage.maps.missing_indices("m1", 1) == [0]
     assert storage.maps.count_elements("m1") == 0
+
+
+def test_a_page_of_element_ids_reads_from_its_start_not_from_the_first_element(
+    storage: MemoryStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """element_ids is a keyset page: its cost follows the page, not the start position."""
+    for i in range(300):
+        storage.maps.append_element("m1", f"ctx-{i}")
+    real_scan = storage.documents.scan
+    read: list[str] = []
+
+    def scan(collection: str, **kwargs: object) -> list[tuple[str, object]]:
+        found = real_scan(collection, **kwargs)  # type: ignore[arg-type]
+        if collection == MAP_ELEMENTS:
+            read.extend(key for key, _ in found)
+        return found  # type: ignore[return-value]
+
+    monkeypatch.setattr(storage.documents, "scan", scan)
+    wanted = [f"ctx-{i}" for i in range(290, 295)]
+    assert storage.maps.element_ids("m1", start=290, limit=5) == wanted
+    assert read and min(read) >= "m1:000000000290"

@@ -656,8 +656,8 @@ def test_inline_dead_letter_admin(clock: ManualClock) -> None:
     letters = router.dead_letters()
     assert router.requeue_dead_letter("999999") is None
     assert router.get_dead_letter(letters[0].id) == letters[0]
-    assert router.purge_dead_letters([letters[0].id, letters[0].id, "999999"]) == 1
-    assert router.purge_dead_letters() == 2 and router.dead_letters() == []
+    assert router.purge_dead_letters([letters[0].id, letters[0].id, letters[1].id, "999999"]) == 2
+    assert router.purge_dead_letters() == 1 and router.dead_letters() == []
 
 
 def test_local_enqueue_raw_honours_its_delay(router: LocalRouter, clock: ManualClock) -> None:
