@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -609,3 +610,214 @@ def test_an_append_whose_chain_was_replaced_under_it_reports_not_appended(
                          updated_at=3.0, segment='{"s":1}')
     assert store.append(delta) is False  # the caller saves whole instead
     assert store.load("moved") == rival
+
+
+# ------------------------------------------------------------------ summaries, pieces and races
+
+
+class _Hooked:
+    """A :class:`MemoryDocumentStore` with hooks: writes to the collections in ``failing``
+    raise (a writer killed there); ``after_context_read`` runs once, right after the next read
+    of a context document (another writer acting between a reader's reads); scans are counted
+    per collection."""
+
+    def __init__(self, docs: MemoryDocumentStore) -> None:
+        self.docs = docs
+        self.failing: set[str] = set()
+        self.after_context_read: Callable[[], object] | None = None
+        self.scans: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.docs, name)
+
+    def read(self, collection: str, key: str) -> Any:
+        found = self.docs.read(collection, key)
+        hook = self.after_context_read
+        if hook is not None and collection == CONTEXTS:
+            self.after_context_read = None
+            hook()
+        return found
+
+    def write(self, collection: str, key: str, value: Any, **kwargs: Any) -> bool:
+        if collection in self.failing:
+            raise StorageError(f"killed at the write of {collection}/{key}")
+        return self.docs.write(collection, key, value, **kwargs)
+
+    def scan(self, collection: str, **kwargs: Any) -> Any:
+        self.scans[collection] = self.scans.get(collection, 0) + 1
+        return self.docs.scan(collection, **kwargs)
+
+
+def _hooked_storage(clock: ManualClock) -> tuple[_Hooked, GenericStorage]:
+    docs = _Hooked(MemoryDocumentStore(clock=clock))
+    storage = GenericStorage(docs, context_ttl=TTL, capabilities=Capabilities())
+    return docs, storage
+
+
+@pytest.mark.parametrize("marker", ["absent", False, 1])
+def test_an_old_finished_summary_is_marked_to_expire_with_its_run_once_checked(
+    storage: MemoryStorage, clock: ManualClock, marker: Any
+) -> None:
+    """A terminal summary not marked exactly ``True`` (an older release's, or a marker some
+    backend decoded as another JSON value) is re-stamped by the listing's check: marked
+    ``True`` and expiring ``context_ttl`` from now, not kept forever."""
+    storage.contexts.save(record("live", status="completed", created_at=clock()))
+    key = context_page_key(clock(), "live")
+    current = storage.documents.read(CONTEXT_PAGES, key)
+    assert current.value is not None
+    old = {k: v for k, v in current.value.items() if k != "_with_run"}
+    if marker != "absent":
+        old["_with_run"] = marker
+    assert storage.documents.write(CONTEXT_PAGES, key, old, expected_version=current.version,
+                                   expires_at=None)
+    clock.advance(5)
+    assert [r.context_id for r in storage.contexts.page().runs] == ["live"]
+    stored = storage.documents.raw(CONTEXT_PAGES, key)
+    assert stored is not None and stored.value["_with_run"] is True
+    assert stored.expires_at == pytest.approx(clock() + TTL)
+
+
+def test_a_listing_racing_a_delete_of_an_old_finished_summarys_run_writes_nothing(
+    clock: ManualClock,
+) -> None:
+    docs, storage = _hooked_storage(clock)
+    storage.contexts.save(record("gone", status="completed", created_at=clock()))
+    key = context_page_key(clock(), "gone")
+    current = docs.docs.read(CONTEXT_PAGES, key)
+    assert current.value is not None
+    old = {k: v for k, v in current.value.items() if k != "_with_run"}  # an older release's
+    assert docs.docs.write(CONTEXT_PAGES, key, old, expected_version=current.version,
+                           expires_at=None)
+    # the run (and its summary) is deleted between the listing's read of it and its re-stamp
+    docs.after_context_read = lambda: storage.contexts.delete("gone")
+    assert [r.context_id for r in storage.contexts.page().runs] == ["gone"]
+    assert docs.docs.keys(CONTEXT_PAGES) == []  # not resurrected
+    assert storage.contexts.page().runs == ()
+
+
+@pytest.mark.parametrize("next_updated_at", [3.0, 4.0])
+def test_a_listing_repair_keeps_a_summary_written_after_it_read_the_run(
+    clock: ManualClock, next_updated_at: float
+) -> None:
+    """The listing reads a stale summary and its run; the writer's next save (as new as the
+    run the listing read, or newer) lands before the repair: its summary is kept."""
+    docs, storage = _hooked_storage(clock)
+    storage.contexts.save(record("a", status="running"))  # updated_at 2.0
+    docs.failing = {CONTEXT_PAGES}
+    with pytest.raises(StorageError):  # killed between the context write and the summary's
+        storage.contexts.save(dataclasses.replace(record("a", status="paused"), updated_at=3.0))
+    docs.failing = set()
+    resumed = dataclasses.replace(record("a", status="running"), updated_at=next_updated_at)
+    docs.after_context_read = lambda: storage.contexts.save(resumed)
+    (row,) = storage.contexts.page().runs
+    assert (row.status, row.updated_at) == ("paused", 3.0)  # what the listing read
+    stored = docs.docs.raw(CONTEXT_PAGES, context_page_key(1.0, "a"))
+    assert stored is not None
+    assert (stored.value["status"], stored.value["updated_at"]) == ("running", next_updated_at)
+    (row,) = storage.contexts.page().runs
+    assert (row.status, row.updated_at) == ("running", next_updated_at)
+
+
+@pytest.mark.parametrize("created_at", [0.5, 5.0])
+def test_a_listing_never_repairs_a_summary_under_another_key_than_its_runs(
+    clock: ManualClock, created_at: float
+) -> None:
+    """A run re-created with another ``created_at`` by a save killed before it moved the
+    summary: the row under the old key is not this run's any more and is left as stored."""
+    docs, storage = _hooked_storage(clock)
+    storage.contexts.save(record("a", status="running", created_at=1.0))
+    old_key = context_page_key(1.0, "a")
+    before = docs.docs.raw(CONTEXT_PAGES, old_key)
+    docs.failing = {CONTEXT_PAGES}
+    with pytest.raises(StorageError):
+        storage.contexts.save(record("a", status="paused", created_at=created_at))
+    docs.failing = set()
+    (row,) = storage.contexts.page().runs
+    assert (row.status, row.created_at) == ("running", 1.0)
+    after = docs.docs.raw(CONTEXT_PAGES, old_key)
+    assert before is not None and after is not None
+    assert (after.value, after.version) == (before.value, before.version)
+
+
+@pytest.mark.parametrize(("old_base", "new_base"), [("b1", "b2"), ("b2", "b1")])
+def test_a_save_under_another_base_drops_the_orphans_of_failed_appends(
+    clock: ManualClock, old_base: str, new_base: str
+) -> None:
+    docs, storage = _hooked_storage(clock)
+    rec = dataclasses.replace(record("orphans"), base=old_base)
+    storage.contexts.save(rec)
+    docs.failing = {CONTEXTS}  # the append writes its piece, then dies before the head
+    with pytest.raises(StorageError):
+        storage.contexts.append(ContextDelta(context_id="orphans", base=old_base, position=1,
+                                             status="running", updated_at=3.0, segment="{}"))
+    docs.failing = set()
+    assert len([k for k in docs.docs.keys(CONTEXT_SEGMENTS) if k.startswith("orphans/")]) == 2
+    storage.contexts.save(dataclasses.replace(rec, base=new_base))
+    left = [k for k in docs.docs.keys(CONTEXT_SEGMENTS) if k.startswith("orphans/")]
+    assert len(left) == 1 and left[0].startswith(f"orphans/{new_base}/")
+    assert storage.contexts.load("orphans") == dataclasses.replace(rec, base=new_base)
+
+
+def test_a_load_lists_the_runs_pieces_in_one_scan(clock: ManualClock) -> None:
+    docs, storage = _hooked_storage(clock)
+    rec = dataclasses.replace(record("one"), base="b", segments=('"1"', '"2"', '"3"'))
+    storage.contexts.save(rec)
+    storage.contexts.save(dataclasses.replace(record("one2"), base="b"))  # pieces after its
+    docs.scans.clear()
+    assert storage.contexts.load("one") == rec
+    assert docs.scans.get(CONTEXT_SEGMENTS) == 1
+
+
+def test_a_same_status_append_rewrites_the_summary_only_when_it_would_lapse_first(
+    storage: MemoryStorage, clock: ManualClock
+) -> None:
+    """The summary of an unfinished run is written with twice ``context_ttl`` and rewritten
+    only by the write whose head would outlive it (docs/protocol.md#contexts)."""
+    start = clock()
+    storage.contexts.save(dataclasses.replace(record("quiet", created_at=start), base="b"))
+    key = context_page_key(start, "quiet")
+    first = storage.documents.raw(CONTEXT_PAGES, key)
+    assert first is not None and first.expires_at == pytest.approx(start + 2 * TTL)
+
+    def append(position: int) -> None:
+        assert storage.contexts.append(ContextDelta(
+            context_id="quiet", base="b", position=position, status="running",
+            updated_at=clock(), segment=f'"{position}"'))
+
+    clock.advance(TTL * 0.5)
+    append(1)  # the head lives until 1.5 TTL: the summary (2 TTL) outlives it
+    kept = storage.documents.raw(CONTEXT_PAGES, key)
+    assert kept is not None and (kept.version, kept.expires_at) == (first.version,
+                                                                    first.expires_at)
+    clock.advance(TTL * 0.6)
+    append(2)  # the head lives until 2.1 TTL: the summary is rewritten
+    renewed = storage.documents.raw(CONTEXT_PAGES, key)
+    assert renewed is not None and renewed.version != first.version
+    assert renewed.expires_at == pytest.approx(clock() + 2 * TTL)
+
+
+def test_an_append_renews_the_pieces_only_when_they_would_lapse_before_the_head(
+    storage: MemoryStorage, clock: ManualClock
+) -> None:
+    """Pieces are re-stamped once per ``context_ttl`` of a run's life, not by every append."""
+    start = clock()
+    storage.contexts.save(dataclasses.replace(record("pieces", created_at=start), base="b"))
+    ((base_key, _),) = _pieces(storage, "pieces")
+    first = storage.documents.raw(CONTEXT_SEGMENTS, base_key)
+    assert first is not None and first.expires_at == pytest.approx(start + 2 * TTL)
+
+    def append(position: int) -> None:
+        assert storage.contexts.append(ContextDelta(
+            context_id="pieces", base="b", position=position, status="running",
+            updated_at=clock(), segment=f'"{position}"'))
+
+    clock.advance(TTL * 0.1)
+    append(1)  # the head lives until 1.1 TTL: the pieces (2 TTL) outlive it
+    kept = storage.documents.raw(CONTEXT_SEGMENTS, base_key)
+    assert kept is not None and (kept.version, kept.expires_at) == (first.version,
+                                                                    first.expires_at)
+    clock.advance(TTL * 0.95)
+    append(2)  # the head lives until 2.05 TTL: every piece is re-stamped first
+    for key, _ in _pieces(storage, "pieces"):
+        renewed = storage.documents.raw(CONTEXT_SEGMENTS, key)
+        assert renewed is not None and renewed.expires_at == pytest.approx(clock() + 2 * TTL)
