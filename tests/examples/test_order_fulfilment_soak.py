@@ -35,17 +35,13 @@ SUMMARY = re.compile(r"^soak: (\d+) runs, (\d+) completed, (\d+) failed, (\d+) v
                      r"quiescence ([0-9.]+) s, kills (\d+)$", re.MULTILINE)
 
 
-@pytest.mark.soak
-@pytest.mark.timeout(330)
-def test_the_smoke_soak_on_redis_keeps_every_invariant(
-    service_url: Callable[[str], str], tmp_path: Path
-) -> None:
-    url = service_url("redis")
+def _smoke(storage: str, tmp_path: Path, *extra: str) -> None:
+    """Run the smoke soak on ``storage`` (storage and router) and check its summary."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("REACTOR_STORAGE_URL", "REACTOR_ROUTER_URL")}
     proc = subprocess.run(
         [sys.executable, "-m", "examples.order_fulfilment.soak", "--smoke",
-         "--storage", url, "--router", url, "--run-dir", str(tmp_path / "soak")],
+         "--storage", storage, "--router", storage, "--run-dir", str(tmp_path / "soak"), *extra],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=320, check=False,
     )
     logs = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
@@ -60,6 +56,24 @@ def test_the_smoke_soak_on_redis_keeps_every_invariant(
     assert runs == SMOKE["orders"] == completed + failed
     assert kills == SMOKE["kills"]
     assert completed > 0 and failed > 0  # the dataset's failing fraction took part
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(330)
+def test_the_smoke_soak_on_redis_keeps_every_invariant(
+    service_url: Callable[[str], str], tmp_path: Path
+) -> None:
+    _smoke(service_url("redis"), tmp_path)
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(330)
+def test_the_smoke_soak_on_postgres_keeps_every_invariant(
+    service_url: Callable[[str], str], tmp_path: Path
+) -> None:
+    """Storage and router on PostgreSQL, 5 worker SIGKILLs; no server pause (a SIGSTOP of the
+    postmaster would not stop its backends)."""
+    _smoke(f"{service_url('postgres')}?schema=soak", tmp_path, "--pause", "none")
 
 
 # --------------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ def with_query(url: str, **options: str) -> str:
 #: with busy handler threads; SecantusDB and moto are single Python processes that serialise
 #: their requests, and under a load of 8-17 on 2 cores a renewal there was seen to come more
 #: than 4 s late.
-LEASE: dict[str, float] = {"redis": 10.0, "mongodb": 15.0, "dynamodb": 15.0}
+LEASE: dict[str, float] = {"redis": 10.0, "mongodb": 15.0, "dynamodb": 15.0, "postgres": 10.0}
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,8 @@ def recovery_bound(backend: Backend) -> float:
 #: in the long mode (``REACTOR_TEST_LONG=1``; docs/testing.md, "Running reactor's own suite"):
 #: each takes minutes on the Python test servers at load.
 LONG_BACKENDS: tuple[str, ...] = (
-    ("redis", "mongodb", "dynamodb") if os.environ.get("REACTOR_TEST_LONG") == "1" else ("redis",)
+    ("redis", "mongodb", "dynamodb", "postgres") if os.environ.get("REACTOR_TEST_LONG") == "1"
+    else ("redis",)
 )
 
 
@@ -106,11 +107,14 @@ def caller(backend: Backend, request: pytest.FixtureRequest) -> Iterator[Runtime
         config.reset()
 
 
-@pytest.fixture(params=["redis", "mongodb", "dynamodb"])
+@pytest.fixture(params=["redis", "mongodb", "dynamodb", "postgres"])
 def backend(request: pytest.FixtureRequest, service_url: Callable[[str], str]) -> Backend:
     """The storage and router URLs of one real adapter, namespaced for this test."""
     token = f"kill{uuid.uuid4().hex[:10]}"
     name = request.param
+    if name == "postgres":  # a schema of its own: storage and router tables side by side
+        url = f"{service_url('postgres')}?schema={token}"
+        return Backend(name, url, url)
     if name == "redis":
         url = with_query(service_url("redis"), prefix=token)
         return Backend(name, url, url)
