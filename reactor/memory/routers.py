@@ -168,9 +168,8 @@ class InlineRouter:
             return [job for _, _, job in sorted(self._delayed)]
 
     def _run_queue(self) -> int:
-        handler = self._handler
-        if handler is None:
-            return 0
+        handler = self._handler  # enqueue, run_due and drain run the queue only with one bound
+        assert handler is not None
         ran = 0
         self._local.running = True
         try:
@@ -198,7 +197,8 @@ class InlineRouter:
     # -- consumer side (Router protocol) ---------------------------------------------------
 
     def receive(self, max_jobs: int = 1, wait_seconds: float = 0) -> list[Delivery]:
-        """Lease up to ``max_jobs`` due jobs from the heap (no waiting: inline never blocks).
+        """Lease up to ``max_jobs`` due jobs from the heap (no waiting: inline never blocks;
+        ``max_jobs <= 0``: none).
 
         ``delivery_count`` counts the receives of the job, those before a :meth:`retry`
         included.

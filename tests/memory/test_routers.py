@@ -583,6 +583,15 @@ def test_inline_run_due_runs_jobs_overdue_by_any_amount(clock: ManualClock) -> N
     assert router.run_due() == 2 and ran == ["a", "b"]
 
 
+def test_inline_run_due_runs_the_due_jobs_before_later_ones(clock: ManualClock) -> None:
+    ran: list[str] = []
+    router = InlineRouter(lambda j: ran.append(str(j.payload["name"])), clock=clock)
+    router.enqueue(job(name="soon"), 1)
+    router.enqueue(job(name="later"), 100)
+    clock.advance(5)
+    assert router.run_due() == 1 and ran == ["soon"]
+
+
 def test_inline_without_handler_run_due_and_drain_leave_jobs_for_receive(
     clock: ManualClock,
 ) -> None:
@@ -611,6 +620,7 @@ def test_inline_receive_leases_at_most_max_jobs_of_the_due_ones(clock: ManualClo
     clock.advance(10)  # "a".."c" overdue, "late" not
     first = router.receive(max_jobs=2)
     assert [d.job.payload["name"] for d in first] == ["a", "b"]
+    assert router.receive(max_jobs=0) == [] and router.receive(max_jobs=-1) == []
     assert [d.job.payload["name"] for d in router.receive(max_jobs=1)] == ["c"]
     assert router.receive(max_jobs=5) == []
 
