@@ -1,5 +1,5 @@
 """keyset_scan: pages over one or more indexes of a document collection (docs/protocol.md,
-"Listing and scans")."""
+"Sweep cursors")."""
 
 from __future__ import annotations
 
