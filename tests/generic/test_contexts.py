@@ -324,6 +324,13 @@ def test_listing_repair_never_moves_a_summary_backwards(clock: ManualClock) -> N
 # ------------------------------------------------------------------ incremental checkpoints
 
 
+def _append(storage: MemoryStorage, clock: ManualClock, context_id: str, position: int) -> None:
+    """Append segment ``position`` to base ``b`` of a running context, stamped now."""
+    assert storage.contexts.append(ContextDelta(
+        context_id=context_id, base="b", position=position, status="running",
+        updated_at=clock(), segment=f'"{position}"'))
+
+
 def _pieces(storage: MemoryStorage, context_id: str) -> list[tuple[str, Any]]:
     """The stored pieces (base documents and segments) of a run."""
     found = storage.documents.scan(CONTEXT_SEGMENTS, after=context_id + "/")
@@ -779,18 +786,15 @@ def test_a_same_status_append_rewrites_the_summary_only_when_it_would_lapse_firs
     first = storage.documents.raw(CONTEXT_PAGES, key)
     assert first is not None and first.expires_at == pytest.approx(start + 2 * TTL)
 
-    def append(position: int) -> None:
-        assert storage.contexts.append(ContextDelta(
-            context_id="quiet", base="b", position=position, status="running",
-            updated_at=clock(), segment=f'"{position}"'))
-
     clock.advance(TTL * 0.5)
-    append(1)  # the head lives until 1.5 TTL: the summary (2 TTL) outlives it
+    # the head lives until 1.5 TTL: the summary (2 TTL) outlives it
+    _append(storage, clock, "quiet", 1)
     kept = storage.documents.raw(CONTEXT_PAGES, key)
     assert kept is not None and (kept.version, kept.expires_at) == (first.version,
                                                                     first.expires_at)
     clock.advance(TTL * 0.6)
-    append(2)  # the head lives until 2.1 TTL: the summary is rewritten
+    # the head lives until 2.1 TTL: the summary is rewritten
+    _append(storage, clock, "quiet", 2)
     renewed = storage.documents.raw(CONTEXT_PAGES, key)
     assert renewed is not None and renewed.version != first.version
     assert renewed.expires_at == pytest.approx(clock() + 2 * TTL)
@@ -806,18 +810,15 @@ def test_an_append_renews_the_pieces_only_when_they_would_lapse_before_the_head(
     first = storage.documents.raw(CONTEXT_SEGMENTS, base_key)
     assert first is not None and first.expires_at == pytest.approx(start + 2 * TTL)
 
-    def append(position: int) -> None:
-        assert storage.contexts.append(ContextDelta(
-            context_id="pieces", base="b", position=position, status="running",
-            updated_at=clock(), segment=f'"{position}"'))
-
     clock.advance(TTL * 0.1)
-    append(1)  # the head lives until 1.1 TTL: the pieces (2 TTL) outlive it
+    # the head lives until 1.1 TTL: the pieces (2 TTL) outlive it
+    _append(storage, clock, "pieces", 1)
     kept = storage.documents.raw(CONTEXT_SEGMENTS, base_key)
     assert kept is not None and (kept.version, kept.expires_at) == (first.version,
                                                                     first.expires_at)
     clock.advance(TTL * 0.95)
-    append(2)  # the head lives until 2.05 TTL: every piece is re-stamped first
+    # the head lives until 2.05 TTL: every piece is re-stamped first
+    _append(storage, clock, "pieces", 2)
     for key, _ in _pieces(storage, "pieces"):
         renewed = storage.documents.raw(CONTEXT_SEGMENTS, key)
         assert renewed is not None and renewed.expires_at == pytest.approx(clock() + 2 * TTL)
