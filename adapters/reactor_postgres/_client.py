@@ -4,7 +4,9 @@
 connections: every statement is its own transaction unless a caller opens a block), runs the
 schema migration (:mod:`reactor_postgres.migrations`) once, on first use, and reads the server
 clock for :class:`reactor.ports.clock.CalibratedClock`. It is thread-safe: the pool hands each
-thread a connection of its own.
+thread a connection of its own. A thread may *bind* a connection it holds (a transactional
+step's transaction, :mod:`reactor_postgres.transactions`): while bound, that thread's
+statements run on it, every other thread's on pooled connections.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class PostgresClient:
         self._migrated = False
         self._migrate_lock = threading.Lock()
         self._closed = False
+        self._bound = threading.local()
         self.pool = ConnectionPool(
             conninfo,
             min_size=1,
@@ -74,7 +77,8 @@ class PostgresClient:
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """A pooled autocommit connection, the schema migrated (first use only).
+        """The connection the calling thread bound (:meth:`bind`), else a pooled autocommit
+        connection, the schema migrated (first use only).
 
         Raises:
             StorageError or RouterError: the client is closed.
@@ -82,13 +86,52 @@ class PostgresClient:
         """
         if self._closed:
             raise self._error("the PostgreSQL client is closed")
+        bound: psycopg.Connection[Any] | None = getattr(self._bound, "connection", None)
+        if bound is not None:
+            yield bound
+            return
         with self.pool.connection() as conn:
-            if not self._migrated:
-                with self._migrate_lock:
-                    if not self._migrated:
-                        migrate(conn, self.schema)
-                        self._migrated = True
+            self._migrate(conn)
             yield conn
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        if not self._migrated:
+            with self._migrate_lock:
+                if not self._migrated:
+                    migrate(conn, self.schema)
+                    self._migrated = True
+
+    def take(self) -> psycopg.Connection[Any]:
+        """Take a connection out of the pool (the schema migrated) until :meth:`give_back`.
+
+        Raises:
+            StorageError or RouterError: the client is closed.
+            psycopg.Error, PoolTimeout: the server failed (callers translate them).
+        """
+        if self._closed:
+            raise self._error("the PostgreSQL client is closed")
+        conn = self.pool.getconn()
+        try:
+            self._migrate(conn)
+        except BaseException:
+            self.pool.putconn(conn)
+            raise
+        return conn
+
+    def give_back(self, conn: psycopg.Connection[Any]) -> None:
+        """Return a connection :meth:`take` gave (the pool discards a broken one); never
+        raises."""
+        close_quietly(lambda: self.pool.putconn(conn))
+
+    @contextmanager
+    def bind(self, conn: psycopg.Connection[Any]) -> Iterator[None]:
+        """While entered, :meth:`connection` on the calling thread yields ``conn``."""
+        previous = getattr(self._bound, "connection", None)
+        self._bound.connection = conn
+        try:
+            yield
+        finally:
+            self._bound.connection = previous
 
     def server_time(self) -> float:
         """One round trip: the server's ``clock_timestamp()`` in epoch seconds.

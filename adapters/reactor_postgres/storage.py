@@ -4,7 +4,8 @@
 :class:`reactor_postgres.documents.PostgresDocumentStore`: every semantic comes from the generic
 stores (docs/protocol.md#document-stores); PostgreSQL supplies atomicity (one-statement
 compare-and-set by version), indexed keyset scans, the clock (the server's, calibrated) and
-signals (``LISTEN``/``NOTIFY``, :mod:`reactor_postgres.signals`).
+signals (``LISTEN``/``NOTIFY``, :mod:`reactor_postgres.signals`). It runs transactional
+steps (:meth:`PostgresStorage.begin_step_transaction`, :mod:`reactor_postgres.transactions`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from reactor.ports.storage import Capabilities
 from reactor_postgres._client import DRIVER_ERRORS, PostgresClient
 from reactor_postgres.documents import PostgresDocumentStore
 from reactor_postgres.signals import PostgresSignalStore
+from reactor_postgres.transactions import PostgresStepTransaction
 
 __all__ = ["POSTGRES_CAPABILITIES", "PostgresStorage", "capabilities_for", "server_clock"]
 
@@ -102,6 +104,18 @@ class PostgresStorage(GenericStorage):
             signals=self._signal_store,
             capabilities=capabilities,
         )
+
+    def begin_step_transaction(self) -> PostgresStepTransaction:
+        """Open a transactional step's transaction on a connection of the storage's pool
+        (docs/adapters/postgres.md, "Transactional steps").
+
+        Returns:
+            The open :class:`PostgresStepTransaction` (the engine commits or rolls it back).
+
+        Raises:
+            StorageError: no connection could be taken.
+        """
+        return PostgresStepTransaction(self.client)
 
     def ping(self) -> None:
         """One round trip (``SELECT 1``).

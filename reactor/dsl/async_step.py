@@ -44,6 +44,11 @@ def _as_unit(spec: StepSpec) -> StepSpec:
             f"async_step({spec.step_class.__qualname__}): the Step class defines undo(), but an "
             "async unit is never on its parent's undo stack; define compensate() instead"
         )
+    if spec.transaction:
+        raise DefinitionError(
+            f"async_step({spec.label}): an async unit cannot be transactional (its result is "
+            "recorded by its own job, not by a checkpoint of the run); declare it with step()"
+        )
     return replace(spec, kind="async_step")
 
 
@@ -102,7 +107,7 @@ def async_step(
 
     Raises:
         DefinitionError: as :func:`~reactor.dsl.declarations.step`, plus a Step class that
-            defines ``undo``.
+            defines ``undo`` or declares ``transaction = True``.
     """
     if impl is None:
         decorate = step(wait_for=wait_for, retries=retries, coordination=coordination,

@@ -92,6 +92,9 @@ class StepSpec:
             :mod:`reactor.dsl.coordination`).
         interrupt: interrupt steps only: the interrupt's options (its correlation id is the
             argument ``"correlation_id"``, when declared).
+        transaction: leaf steps only: the body (and its undo) runs in a database transaction
+            of the run's storage that also writes the step's checkpoint (docs/concepts.md,
+            "Transactional steps").
         name: the step name (the attribute name; set when the reactor class is created).
     """
 
@@ -109,6 +112,7 @@ class StepSpec:
     fan_out: FanOut | None = None
     coordination: tuple[Coordination, ...] = ()
     interrupt: InterruptDecl | None = None
+    transaction: bool = False
     name: str = ""
 
     def undo(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -176,24 +180,50 @@ class _StepDecorator:
     """What ``step(**args)`` returns: applied to a function, it makes a function step."""
 
     def __init__(self, arguments: dict[str, Template], wait_for: tuple[str, ...],
-                 retries: Retries | None, coordination: Any = None) -> None:
+                 retries: Retries | None, coordination: Any = None,
+                 transaction: bool | None = None) -> None:
         self._arguments = arguments
         self._wait_for = wait_for
         self._retries = retries
         self._coordination = coordination
+        self._transaction = transaction
 
     def __call__(self, fn: RunFunction) -> StepSpec:
         if isinstance(fn, type) or not callable(fn):
             raise DefinitionError(f"@step(...) decorates a function, got {fn!r}")
         _check_sync(fn, "step")
-        check_function_hook(fn, "run", f"step {getattr(fn, '__qualname__', fn)!r}")
+        label = f"step {getattr(fn, '__qualname__', fn)!r}"
+        check_function_hook(fn, "run", label)
+        coordination = normalize_coordination(self._coordination, label)
         return StepSpec(
             kind="step", arguments=self._arguments, wait_for=self._wait_for,
-            retries=self._retries, function=fn,
-            coordination=normalize_coordination(
-                self._coordination, f"step {getattr(fn, '__qualname__', fn)!r}"
-            ),
+            retries=self._retries, function=fn, coordination=coordination,
+            transaction=_transactional(self._transaction, False, coordination, label),
         )
+
+
+def _transactional(
+    given: bool | None, declared: bool, coordination: tuple[Coordination, ...], label: str
+) -> bool:
+    """The effective ``transaction`` flag of a leaf step: ``step(..., transaction=)``, else
+    the Step class's ``transaction`` attribute (docs/concepts.md, "Transactional steps").
+
+    Raises:
+        DefinitionError: the flag is not a bool, or the step also declares step-level
+            coordination (its holds are released when the body returns, before the
+            transaction commits: use reactor-level coordination or row locks instead).
+    """
+    if given is not None and not isinstance(given, bool):
+        raise DefinitionError(f"{label}: transaction= must be True or False, got {given!r}")
+    transaction = declared if given is None else given
+    if transaction and coordination:
+        raise DefinitionError(
+            f"{label}: a transactional step cannot declare step-level coordination: its holds "
+            "are released when the body returns, before the transaction commits; declare it "
+            "on the reactor (held until the run ends) or lock rows inside the transaction "
+            "(SELECT ... FOR UPDATE)"
+        )
+    return transaction
 
 
 @overload
@@ -204,6 +234,7 @@ def step(
     wait_for: str | Iterable[str] | None = None,
     retries: Retries | None = None,
     coordination: Any = None,
+    transaction: bool | None = None,
     **arguments: Any,
 ) -> StepSpec: ...
 
@@ -216,6 +247,7 @@ def step(
     wait_for: str | Iterable[str] | None = None,
     retries: Retries | None = None,
     coordination: Any = None,
+    transaction: bool | None = None,
     **arguments: Any,
 ) -> Callable[[RunFunction], StepSpec]: ...
 
@@ -227,6 +259,7 @@ def step(
     wait_for: str | Iterable[str] | None = None,
     retries: Retries | None = None,
     coordination: Any = None,
+    transaction: bool | None = None,
     **arguments: Any,
 ) -> StepSpec | Callable[[RunFunction], StepSpec]:
     """Declare a leaf step: ``step(StepClass, **args)`` or ``@step(**args)`` on a function.
@@ -237,6 +270,11 @@ def step(
         retries: a retry policy (overrides the Step class's ``retries``).
         coordination: step-level ``with_*`` declarations (one or a list), added to the Step
             class's own ``coordination`` (see :mod:`reactor.dsl.coordination`).
+        transaction: run the body (and its undo) in a database transaction of the run's
+            storage that also writes the step's checkpoint, so its database writes happen
+            exactly once (docs/concepts.md, "Transactional steps"); ``None``: the Step class's
+            ``transaction`` attribute (default ``False``). Needs a storage that can
+            (PostgreSQL); any other refuses the run with ``ConfigurationError``.
         **arguments: the step's arguments (templates or literals). For a ``Step`` class, a
             declared input with no argument takes the reactor input of the same name.
 
@@ -245,30 +283,37 @@ def step(
 
     Raises:
         DefinitionError: ``retries`` is not a ``Retries``, ``impl`` is neither a ``Step``
-            subclass nor a function, or a coordination primitive is declared twice (in the
-            list, or both inline and on the Step class).
+            subclass nor a function, a coordination primitive is declared twice (in the
+            list, or both inline and on the Step class), ``transaction`` is not a bool, or
+            a transactional step declares step-level coordination.
     """
     if retries is not None and not isinstance(retries, Retries):
         raise DefinitionError(f"retries= must be a Retries(...), got {retries!r}")
+    _transactional(transaction, False, (), "step()")  # a bad flag fails here, not when applied
     args = {k: _as_template(k, v) for k, v in arguments.items()}
     deps = _names(wait_for)
     if impl is None:
-        return _StepDecorator(args, deps, retries, coordination)
+        return _StepDecorator(args, deps, retries, coordination, transaction)
     if isinstance(impl, type):
         if not issubclass(impl, BaseStep):
             raise DefinitionError(
                 f"step() takes a Step subclass or a function, got class {impl.__qualname__}"
             )
-        inline = normalize_coordination(coordination, f"step({impl.__qualname__})")
+        label = f"step({impl.__qualname__})"
+        merged = merge_coordination(
+            impl.coordination, normalize_coordination(coordination, label), label
+        )
         return StepSpec(kind="step", arguments=args, wait_for=deps, retries=retries,
-                        step_class=impl, coordination=merge_coordination(
-                            impl.coordination, inline, f"step({impl.__qualname__})"))
+                        step_class=impl, coordination=merged,
+                        transaction=_transactional(transaction, impl.transaction, merged, label))
     if callable(impl):
         _check_sync(impl, "step")
         label = f"step {getattr(impl, '__qualname__', impl)!r}"
         check_function_hook(impl, "run", label)
+        inline = normalize_coordination(coordination, label)
         return StepSpec(kind="step", arguments=args, wait_for=deps, retries=retries,
-                        function=impl, coordination=normalize_coordination(coordination, label))
+                        function=impl, coordination=inline,
+                        transaction=_transactional(transaction, False, inline, label))
     raise DefinitionError(f"step() takes a Step subclass or a function, got {impl!r}")
 
 

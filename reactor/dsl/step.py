@@ -50,6 +50,10 @@ class BaseStep:
             ``step(..., retries=...)``).
         coordination: step-level ``with_*`` declarations (one or a list; stored as a tuple),
             keyed on this step's validated inputs (:mod:`reactor.dsl.coordination`).
+        transaction: ``True``: ``run`` and ``undo`` execute in a database transaction of the
+            run's storage that also writes the step's checkpoint (``self.context.transaction``;
+            docs/concepts.md, "Transactional steps"); overridden by ``step(...,
+            transaction=)``. Default ``False``.
         contract: the collected :class:`~reactor.dsl.inputs.InputContract` (set by
             ``__init_subclass__``; inherited and extended by subclasses).
 
@@ -64,6 +68,7 @@ class BaseStep:
 
     retries: ClassVar[Retries | None] = None
     coordination: ClassVar[tuple[Coordination, ...]] = ()
+    transaction: ClassVar[bool] = False
     contract: ClassVar[InputContract] = InputContract("Step", [])
 
     def __init__(
@@ -103,6 +108,10 @@ class BaseStep:
         retries = cls.__dict__.get("retries")
         if retries is not None and not isinstance(retries, Retries):
             raise DefinitionError(f"{cls.__qualname__}.retries must be a Retries(...)")
+        if not isinstance(cls.transaction, bool):
+            raise DefinitionError(
+                f"{cls.__qualname__}.transaction must be True or False, got {cls.transaction!r}"
+            )
         cls.coordination = normalize_coordination(cls.coordination, cls.__qualname__)
 
     # ----------------------------------------------------------------- user hooks

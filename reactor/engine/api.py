@@ -25,6 +25,7 @@ from reactor.engine import (
     observe,
     rollback,
     secret_policy,
+    step_transactions,
 )
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.dispatch import DispatchHandle
@@ -82,7 +83,8 @@ def run(
     Raises:
         ConfigurationError: the reactor has ``redact=True`` values, the backend is not
             in-process and no secret key is configured (docs/security.md, "Secure by
-            default"); nothing was stored.
+            default"), or it has a transactional step and the storage cannot run one
+            (docs/concepts.md, "Transactional steps"); nothing was stored.
         KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, CancelledError: after the
             run was stored as ``aborted``; the exception carries the run id as its
             ``reactor_run_id`` attribute (and a note) so the caller can ``Reactor.undo`` it.
@@ -101,6 +103,7 @@ def run(
     env = make_env(runtime, sleep)
     try:
         secret_policy.check(definition, env)
+        step_transactions.check(definition, env)
     except BaseException:
         if hold is not None:
             hold.release()

@@ -53,6 +53,7 @@ from reactor.engine import (
     interrupts,
     observe,
     rollback,
+    step_transactions,
 )
 from reactor.engine.compose import run_compose
 from reactor.engine.inline_map import run_map
@@ -182,6 +183,13 @@ class _Schedule:
 
 
 def _execute(state: RunState) -> Success | Failure | Paused:
+    try:
+        return _execute_steps(state)
+    finally:  # a transactional step stopped before its checkpoint: nothing of it commits
+        step_transactions.discard(state)
+
+
+def _execute_steps(state: RunState) -> Success | Failure | Paused:
     ctx = state.ctx
     definition = state.definition
     stored_running = _stored_running(state)
@@ -222,6 +230,8 @@ def _execute(state: RunState) -> Success | Failure | Paused:
                     outcome, result=coordination.hold_lost(state, name, outcome.result, lost)
                 )
             result = outcome.result
+            if not isinstance(result, Success):  # nothing of it commits (a lost hold too)
+                step_transactions.discard(state)
             request = cancel.at_boundary(state, result, kind=spec.kind)  # one claims read
             if request is not None:
                 return cancel.stop_at_boundary(
@@ -314,8 +324,10 @@ def _record(
     state.in_flight = None
     if final:
         ctx.status = RunStatus.COMPLETED
+    transactional = state.step_transaction is not None
     try:
-        state.checkpoint.save(force=final)
+        with step_transactions.committing(state):  # docs/concepts.md, "Transactional steps"
+            state.checkpoint.save(force=final or transactional)
         if state.env.settings.checkpoint_min_interval > 0:  # a throttled save encoded nothing
             codec.dumps(ctx.undo_stack[-1] if pushed else result.value)
     except (EncodeError, ContextTooLargeError) as exc:
@@ -349,7 +361,8 @@ def _halt(state: RunState, name: str, result: Halt, outcome: StepOutcome) -> Hal
     ctx.status = RunStatus.HALTED
     ctx.current_step = None
     state.in_flight = None
-    state.checkpoint.save()
+    with step_transactions.committing(state):  # a halting transactional step's writes
+        state.checkpoint.save()
     return Halt(result.reason, step_name=name, value=result.value)
 
 

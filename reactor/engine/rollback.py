@@ -4,7 +4,8 @@
 2. Every completed step on the undo stack is undone **newest first**, across DAG branches (the
    stack is in completion order).
 3. An entry is popped only **after** its undo returns, and the context is checkpointed after each
-   pop, so an interrupted rollback resumes exactly where it stopped.
+   pop, so an interrupted rollback resumes exactly where it stopped; a transactional step's
+   undo writes in the transaction that checkpoint commits (:mod:`reactor.engine.step_transactions`).
 4. An undo/compensate that returns a ``Failure`` or raises is recorded as a
    :class:`~reactor.model.results.RollbackFailure` and never stops the rest.
 
@@ -30,7 +31,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import coordination, invoke, liveness, observe
+from reactor.engine import coordination, invoke, liveness, observe, step_transactions
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.env import Env
 from reactor.engine.state import RunState
@@ -146,9 +147,13 @@ def _finish(state: RunState, roll_back_fan_out: FanOutRollback) -> list[Rollback
         state.checkpoint.save()
     while ctx.undo_stack:
         entry = ctx.undo_stack[-1]
-        rb["failures"].extend(_undo(state, entry, roll_back_fan_out))
-        ctx.undo_stack.pop()
-        state.checkpoint.save()
+        try:
+            rb["failures"].extend(_undo(state, entry, roll_back_fan_out))
+            ctx.undo_stack.pop()
+            with step_transactions.committing(state):  # a transactional undo's writes
+                state.checkpoint.save()
+        finally:  # stopped before the pop's checkpoint: nothing of the undo commits
+            step_transactions.discard(state)
     return list(rb["failures"])
 
 
@@ -224,8 +229,11 @@ def _undo(
             state.trace("undo_failure", step, detail=unavailable.message)
             return [unavailable]
         with observe.step(state, step, "undo", arguments=arguments) as seen:
-            invocation = invoke.call_undo(
-                spec, arguments, entry.get("result"), state.step_context(step)
+            invocation = step_transactions.run_body(  # kept for the pop's checkpoint
+                state, spec, lambda transaction: invoke.call_undo(
+                    spec, arguments, entry.get("result"),
+                    state.step_context(step, transaction=transaction),
+                ),
             )
             seen.done(invocation.result)
     if isinstance(invocation.result, Failure):

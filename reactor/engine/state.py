@@ -15,6 +15,7 @@ from reactor.model.context import Context
 from reactor.model.engine_state import KeyedTicket
 from reactor.model.results import Failure, Paused, Success
 from reactor.model.step_context import Hold, StepContext
+from reactor.ports.capabilities import StepTransaction
 
 __all__ = ["Execute", "Executor", "InFlight", "RunState"]
 
@@ -75,6 +76,8 @@ class RunState:
         claims_read: the run's claims the store read with the load that started this
             execution (``{step_path: payload}``; its cancel request), ``None`` when none were
             read with it: the start of the execution reads the cancel request itself.
+        step_transaction: the open transaction of a transactional step whose body succeeded
+            and whose checkpoint is not written yet (:mod:`reactor.engine.step_transactions`).
     """
 
     definition: ReactorDefinition
@@ -91,6 +94,7 @@ class RunState:
     path_prefix: str = ""
     cancel_checked_at: float | None = None
     claims_read: dict[str, str] | None = None
+    step_transaction: StepTransaction | None = None
 
     def lost_hold(self) -> LockLost | None:
         """The first reactor-level hold that is lost, else ``None`` (no I/O)."""
@@ -110,8 +114,11 @@ class RunState:
         entry.update({k: v for k, v in extra.items() if v is not None})
         self.ctx.execution_trace.append(entry)
 
-    def step_context(self, step: str, attempt: int = 0) -> StepContext:
-        """The read-only :class:`StepContext` handed to user code for ``step``."""
+    def step_context(
+        self, step: str, attempt: int = 0, transaction: StepTransaction | None = None
+    ) -> StepContext:
+        """The read-only :class:`StepContext` handed to user code for ``step`` (with the
+        connection of ``transaction``, a transactional step's, as ``ctx.transaction``)."""
         ctx = self.ctx
         return StepContext(
             run_id=ctx.context_id,
@@ -124,6 +131,7 @@ class RunState:
             results=MappingProxyType(ctx.intermediate_results),
             reactor_inputs=MappingProxyType(ctx.inputs),
             holds=self.holds + self.step_holds,
+            transaction=None if transaction is None else transaction.connection,
         )
 
 

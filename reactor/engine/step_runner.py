@@ -8,7 +8,9 @@ enforcement, step coordination, body, signal catch):
   never retried and (the body not having started) never compensated;
 * the body's ``Failure`` is retried per the step's :class:`~reactor.dsl.retries.Retries`,
   waiting through the run's retry wait (``Env.sleep``: the runtime clock's, or the run's own
-  ``sleep=``); ``retryable=False`` stops at once.
+  ``sleep=``); ``retryable=False`` stops at once;
+* a transactional step's attempt runs in a transaction of its own, rolled back unless the
+  attempt succeeded (:mod:`reactor.engine.step_transactions`).
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ from typing import Any
 
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.retries import NO_RETRIES, Retries
-from reactor.engine import invoke, observe
+from reactor.engine import invoke, observe, step_transactions
 from reactor.engine.arguments import resolve_arguments
 from reactor.engine.coordination import StepCoordination
 from reactor.engine.retries import attempt_with_retries
 from reactor.engine.state import InFlight, RunState
 from reactor.errors import ArgumentResolutionError, InputValidationError
 from reactor.model.results import Failure, Result
+from reactor.ports.capabilities import StepTransaction
 
 __all__ = ["StepOutcome", "retry_policy", "run_leaf"]
 
@@ -78,8 +81,12 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
         in_flight.arguments = args
 
         def body() -> Result:
-            in_flight.body_started = True
-            return invoke.call_run(spec, args, state.step_context(name, attempt=n)).result
+            def call(transaction: StepTransaction | None) -> invoke.Invocation:
+                in_flight.body_started = True
+                context = state.step_context(name, attempt=n, transaction=transaction)
+                return invoke.call_run(spec, args, context)
+
+            return step_transactions.run_body(state, spec, call).result
 
         return body() if coordination is None else coordination.attempt(args, body)
 

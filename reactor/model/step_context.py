@@ -74,6 +74,11 @@ class StepContext:
         reactor_inputs: the run's validated inputs (read-only; includes redacted ones).
         holds: the locks, semaphore leases and ordered-lock turns the body runs under,
             reactor-level first (``docs/coordination.md``, "Holds").
+        transaction: in the ``run`` and ``undo`` of a step declared ``transaction=True``: the
+            storage's connection, inside the transaction that also writes the step's
+            checkpoint (PostgreSQL: a ``psycopg.Connection``). Write through it and never
+            commit or roll it back yourself (docs/concepts.md, "Transactional steps").
+            ``None`` otherwise.
     """
 
     run_id: str
@@ -86,6 +91,7 @@ class StepContext:
     results: Mapping[str, Any] = field(default_factory=_empty)
     reactor_inputs: Mapping[str, Any] = field(default_factory=_empty)
     holds: tuple[Hold, ...] = ()
+    transaction: Any = None
 
     @property
     def hold_lost(self) -> bool:

@@ -29,7 +29,10 @@ with ``isinstance`` instead of probing for concrete adapter classes or undeclare
   the run (its cancel request) in that same request;
 * :class:`ReadsClaimsWhenAppending`: a context store whose incremental checkpoint also reads
   claims of the run in that same request (a running run learns of a cancel from the reply
-  of the checkpoint it writes anyway).
+  of the checkpoint it writes anyway);
+* :class:`RunsStepTransactions`: a storage that opens a database transaction a step body
+  writes in and writes the step's checkpoint in that same transaction (transactional steps:
+  docs/protocol.md, "Transactional steps").
 
 A router without a capability is still a complete router: the core simply skips what the
 capability enables (docs/protocol.md, "Routers").
@@ -38,6 +41,7 @@ capability enables (docs/protocol.md, "Routers").
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from reactor.model.records import ContextDelta, ContextRecord, ElementStart, Fence, LockClaim
@@ -55,8 +59,10 @@ __all__ = [
     "ReadsClaimsWhenAppending",
     "ReadsClaimsWhenTaking",
     "RunsJobsInline",
+    "RunsStepTransactions",
     "SavesContextsTogether",
     "SettlesAndReleases",
+    "StepTransaction",
     "declares",
     "in_process",
 ]
@@ -433,6 +439,55 @@ class SettlesAndReleases(Protocol):
         Raises:
             ValueError: ``index`` is negative.
             StorageError: the backend failed.
+        """
+        ...
+
+
+class StepTransaction(Protocol):
+    """One open database transaction of a transactional step (docs/protocol.md,
+    "Transactional steps"): the step body writes through :attr:`connection`, the engine then
+    writes the step's checkpoint inside :meth:`binding` and calls :meth:`commit`; a failed
+    attempt, or anything that stops the step before its checkpoint, calls :meth:`rollback`.
+    """
+
+    @property
+    def connection(self) -> Any:
+        """The driver connection the body writes through (inside the transaction)."""
+        ...
+
+    def binding(self) -> AbstractContextManager[None]:
+        """While entered, every storage operation **of the calling thread** on the storage
+        that opened the transaction runs inside it (other threads keep their own
+        connections: a lease renewal is never delayed to the commit)."""
+        ...
+
+    def commit(self) -> None:
+        """Commit and give the connection back.
+
+        Raises:
+            StorageError: the commit failed or its reply was lost: whether it was applied is
+                unknown (the next execution of the run finds out from the checkpoint).
+        """
+        ...
+
+    def rollback(self) -> None:
+        """Roll back and give the connection back; a no-op once committed or rolled back.
+        Never raises (a connection the server dropped has rolled back already)."""
+        ...
+
+
+@runtime_checkable
+class RunsStepTransactions(Protocol):
+    """A storage that runs transactional steps (docs/protocol.md, "Transactional steps"):
+    the body's writes, the step's checkpoint and everything else that checkpoint writes
+    commit together or not at all. Declared by the PostgreSQL storage.
+    """
+
+    def begin_step_transaction(self) -> StepTransaction:
+        """Open a transaction on a connection of its own (held until commit or rollback).
+
+        Raises:
+            StorageError: the backend failed (nothing is open).
         """
         ...
 

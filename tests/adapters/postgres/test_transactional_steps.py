@@ -1,0 +1,196 @@
+"""Transactional steps on real PostgreSQL transactions (docs/adapters/postgres.md,
+"Transactional steps"): the body's writes through ``ctx.transaction`` and the step's checkpoint
+commit together, so a committed step's rows exist exactly once and an uncommitted one's not at
+all — through retries, failures, undo, a checkpoint failing inside the transaction and a commit
+whose reply is lost. Process kills are in tests/kill/test_transactional_kill.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from reactor_postgres.documents import PostgresDocumentStore
+from reactor_postgres.transactions import PostgresStepTransaction
+
+from reactor import Input, Reactor, Retries, config, input, step
+from reactor.config import Runtime
+from reactor.errors import StorageError
+from reactor.jobs.sweep_tick import run_sweeps
+from reactor.jobs.worker import Worker
+from reactor.model.results import Failure, Success
+from reactor.model.status import RunStatus
+
+pytestmark = pytest.mark.postgres
+
+CALLS: list[str] = []
+
+
+def _ledger(ctx: Any) -> sql.Composed:
+    """The test's ledger table, in the storage's own schema (the test drops it)."""
+    schema = ctx.transaction.execute("SELECT current_setting('reactor.test_schema')").fetchone()
+    return sql.SQL("{}.ledger").format(sql.Identifier(schema[0]))
+
+
+def _insert(ctx: Any, what: str) -> None:
+    ctx.transaction.execute(
+        sql.SQL("INSERT INTO {} (run_id, what) VALUES (%s, %s)").format(_ledger(ctx)),
+        (ctx.run_id, what),
+    )
+
+
+class Payment(Reactor, name="test_pg_transactional.payment"):
+    returns = "debit"
+    fail_at = Input(str, default="")
+
+    @step(transaction=True, retries=Retries(max_attempts=3), fail_at=input("fail_at"))
+    def debit(inputs: Any, ctx: Any) -> str:
+        CALLS.append(f"debit:{ctx.attempt}")
+        assert isinstance(ctx.transaction, psycopg.Connection)
+        _insert(ctx, f"debit:{ctx.attempt}")
+        if inputs.fail_at == "debit" or (inputs.fail_at == "debit-once" and ctx.attempt == 1):
+            raise RuntimeError("declined")
+        return "debited"
+
+    @debit.undo
+    def _refund(result: Any, inputs: Any, ctx: Any) -> None:
+        CALLS.append("refund")
+        ctx.transaction.execute(
+            sql.SQL("DELETE FROM {} WHERE run_id = %s").format(_ledger(ctx)), (ctx.run_id,)
+        )
+        if inputs.fail_at == "refund":
+            raise RuntimeError("refund failed")
+
+    @step(wait_for="debit", fail_at=input("fail_at"))
+    def ship(inputs: Any, ctx: Any) -> str:
+        CALLS.append("ship")
+        if inputs.fail_at in ("ship", "refund"):
+            raise RuntimeError("no stock")
+        return "shipped"
+
+
+@pytest.fixture
+def runtime(schema_url: str, schema: str, pg_url: str) -> Iterator[Runtime]:
+    CALLS.clear()
+    url = f"{schema_url}&options=-c%20reactor.test_schema%3D{schema}"
+    rt = config.configure(storage=url, router="local://?workers=0")
+    rt.storage.ping()  # migrates: the schema exists
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE TABLE {}.ledger (run_id text, what text)").format(
+            sql.Identifier(schema)))
+    try:
+        yield rt
+    finally:
+        config.reset()
+
+
+def _rows(pg_url: str, schema: str) -> list[str]:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        rows = conn.execute(sql.SQL("SELECT what FROM {}.ledger ORDER BY what").format(
+            sql.Identifier(schema))).fetchall()
+    return [r[0] for r in rows]
+
+
+def test_a_committed_step_writes_its_rows_once(runtime: Runtime, pg_url: str,
+                                               schema: str) -> None:
+    result = Payment.run()
+    assert isinstance(result, Success) and result.value == "debited"
+    assert _rows(pg_url, schema) == ["debit:1"]
+    assert Payment.find(result.run_id).status is RunStatus.COMPLETED
+
+
+def test_a_failed_attempt_leaves_no_row_and_the_retry_commits_one(
+    runtime: Runtime, pg_url: str, schema: str
+) -> None:
+    result = Payment.run(fail_at="debit-once")
+    assert isinstance(result, Success)
+    assert CALLS == ["debit:1", "debit:2", "ship"]
+    assert _rows(pg_url, schema) == ["debit:2"]
+
+
+def test_a_failed_step_leaves_no_row(runtime: Runtime, pg_url: str, schema: str) -> None:
+    result = Payment.run(fail_at="debit")
+    assert isinstance(result, Failure)
+    assert CALLS == ["debit:1", "debit:2", "debit:3"]
+    assert _rows(pg_url, schema) == []
+
+
+def test_an_undo_deletes_in_the_transaction_that_pops_it(
+    runtime: Runtime, pg_url: str, schema: str
+) -> None:
+    result = Payment.run(fail_at="ship")
+    assert isinstance(result, Failure) and not result.rollback_failures
+    assert CALLS == ["debit:1", "ship", "refund"]
+    assert _rows(pg_url, schema) == []
+
+
+def test_a_failed_undo_rolls_its_delete_back(runtime: Runtime, pg_url: str, schema: str) -> None:
+    result = Payment.run(fail_at="refund")
+    assert isinstance(result, Failure)
+    assert [f.step for f in result.rollback_failures] == ["debit"]
+    assert _rows(pg_url, schema) == ["debit:1"]  # the refund's DELETE never committed
+
+
+def _recover(runtime: Runtime, run_id: str) -> None:
+    """One sweep re-dispatches the run (its lock was released); one worker pass finishes it."""
+    counts = run_sweeps(runtime)
+    assert counts.runs is not None and counts.runs.redispatched == 1
+    assert Worker(runtime, liveness_wait=0.0).run_pending() >= 1
+    assert Payment.find(run_id).status is RunStatus.COMPLETED
+
+
+def test_a_checkpoint_failing_inside_the_transaction_takes_the_rows_with_it(
+    runtime: Runtime, pg_url: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = PostgresDocumentStore.write
+
+    def failing(self: PostgresDocumentStore, *args: Any, **kwargs: Any) -> bool:
+        if getattr(self.client._bound, "connection", None) is not None:
+            raise StorageError("injected: the checkpoint failed")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(PostgresDocumentStore, "write", failing)
+    with pytest.raises(StorageError, match="injected") as caught:
+        Payment.run()
+    assert _rows(pg_url, schema) == []
+    monkeypatch.setattr(PostgresDocumentStore, "write", real)
+    run_id = caught.value.run_id
+    assert run_id is not None
+    _recover(runtime, run_id)
+    assert _rows(pg_url, schema) == ["debit:1"]  # the step ran again, committed once
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not-applied"])
+def test_a_lost_commit_reply_runs_the_step_exactly_once_either_way(
+    runtime: Runtime, pg_url: str, schema: str, monkeypatch: pytest.MonkeyPatch,
+    applied: bool,
+) -> None:
+    real_commit = PostgresStepTransaction.commit
+
+    def lost(self: PostgresStepTransaction) -> None:
+        if applied:
+            real_commit(self)
+        else:
+            self.rollback()
+        raise StorageError("injected: the COMMIT reply was lost")
+
+    monkeypatch.setattr(PostgresStepTransaction, "commit", lost)
+    with pytest.raises(StorageError, match="COMMIT reply") as caught:
+        Payment.run()
+    monkeypatch.setattr(PostgresStepTransaction, "commit", real_commit)
+    assert _rows(pg_url, schema) == (["debit:1"] if applied else [])
+    run_id = caught.value.run_id
+    assert run_id is not None
+    _recover(runtime, run_id)
+    assert len(_rows(pg_url, schema)) == 1
+    assert CALLS.count("ship") == 1
+    assert CALLS.count("debit:1") == (1 if applied else 2)
+
+
+def test_every_connection_goes_back_to_the_pool(runtime: Runtime) -> None:
+    for fail_at in ("", "debit", "ship", "refund", "debit-once"):
+        Payment.run(fail_at=fail_at)
+    stats = runtime.storage.client.pool.get_stats()  # type: ignore[attr-defined]
+    assert stats.get("pool_size", 0) - stats.get("pool_available", 0) == 0, stats
