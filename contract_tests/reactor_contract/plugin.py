@@ -92,6 +92,7 @@ CONCERN_ORDER: tuple[str, ...] = (
     "ordered_locks",
     "leases",
     "signals",
+    "step_transactions",
     "routers",
     "dead_letters",
     "model",
@@ -178,7 +179,7 @@ def is_stronger(concern: str, reason: str) -> bool:
 
 #: The only concerns that may be ``n/a``: the suite itself decides they do not apply (an
 #: adapter's own "not applicable" skip anywhere else is a gap, or a failure when mandatory).
-NOT_APPLICABLE_CONCERNS: frozenset[str] = frozenset({"documents"})
+NOT_APPLICABLE_CONCERNS: frozenset[str] = frozenset({"documents", "step_transactions"})
 
 #: Skip reasons of a run without the storage or router option (the row is "not run").
 NOT_RUN: frozenset[str] = frozenset({"no --reactor-storage given", "no --reactor-router given"})

@@ -116,6 +116,12 @@ DECLARATIONS: dict[str, str] = {
         "test_dead_letters (declared: every operation) and "
         "test_no_router_capability_is_half_declared (every member or none)"
     ),
+    "RunsStepTransactions": (
+        "test_step_transactions (declared: the bound thread's writes commit or vanish "
+        "together, other threads stay outside, a stale fence is refused inside; undeclared: "
+        "n/a, and the engine refuses transactional steps)"
+    ),
+    "StepTransaction": "test_step_transactions (what begin_step_transaction returns)",
     "QueueInspector": "test_declared_queue_stats_count_the_queue",
     "SweepIndexInspector": "test_declared_sweep_index_sizes_count_what_is_stored",
     "Pingable": "test_a_declared_storage_ping_answers and test_a_declared_router_ping_answers",

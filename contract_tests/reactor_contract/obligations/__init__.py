@@ -61,6 +61,7 @@ CONCERNS: tuple[str, ...] = (
     "periods",
     "rounding",
     "signals",
+    "step_transactions",
     "routers",
     "dead_letters",
     "driver_faults",
