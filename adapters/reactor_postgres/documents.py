@@ -208,6 +208,50 @@ class PostgresDocumentStore:
                 self.purge()
         return written
 
+    def update_with_insert(
+        self,
+        collection: str,
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        expected_version: str,
+        expires_at: float | None,
+        index: str | None,
+        insert_collection: str,
+        insert_key: str,
+        insert_value: Mapping[str, Any],
+        insert_expires_at: float | None,
+    ) -> str | None:
+        """Compare-and-set one live document and, only when that wrote, insert another under a
+        fresh key: **one statement** (two data-modifying CTEs), so both are written or neither
+        (an incremental checkpoint's head and its new piece: reactor_postgres/contexts.py).
+
+        Args:
+            collection, key, value, expected_version, expires_at, index: as :meth:`write`
+                (an update: the row must exist with ``expected_version`` and be live).
+            insert_collection, insert_key, insert_value, insert_expires_at: the document to
+                insert (no ``idx``); the key must be free.
+
+        Returns:
+            The updated document's new version; ``None`` when the version differed or the row
+            was absent or expired (nothing written).
+
+        Raises:
+            TypeError, ValueError: a value is not JSON-serializable, or holds a non-finite
+                float.
+            StorageError: PostgreSQL failed, or ``insert_key`` is taken (nothing written).
+        """
+        text = json.dumps(dict(value), allow_nan=False)
+        inserted = json.dumps(dict(insert_value), allow_nan=False)
+        version = uuid.uuid4().hex
+        rows = self._run("update_with_insert", (
+            text, version, expires_at, index, self._prefix + collection, key,
+            expected_version, self.now(),
+            self._prefix + insert_collection, insert_key, inserted, uuid.uuid4().hex,
+            insert_expires_at,
+        ), fetch=True)
+        return version if rows and rows[0][0] == 1 else None
+
     def scan(
         self,
         collection: str,
@@ -298,6 +342,14 @@ _STATEMENTS: dict[str, LiteralString] = {
     "update": "UPDATE {t} SET value = %s, version = %s, expires_at = %s, idx = %s"
     " WHERE collection = %s AND key = %s AND version = %s",
     "delete": "DELETE FROM {t} WHERE collection = %s AND key = %s AND version = %s",
+    # the insert runs only when the update wrote (it reads the update's RETURNING); a taken key
+    # fails the whole statement, so neither row is written
+    "update_with_insert": "WITH head AS (UPDATE {t} SET value = %s, version = %s,"
+    " expires_at = %s, idx = %s WHERE collection = %s AND key = %s AND version = %s"
+    " AND (expires_at IS NULL OR expires_at > %s) RETURNING key),"
+    " piece AS (INSERT INTO {t} (collection, key, value, version, expires_at, idx)"
+    " SELECT %s, %s, %s, %s, %s, NULL FROM head RETURNING key)"
+    " SELECT (SELECT count(*) FROM head), (SELECT count(*) FROM piece)",
     "scan": "SELECT key, value FROM {t} WHERE collection = %s"
     " AND (expires_at IS NULL OR expires_at > %s) ORDER BY key LIMIT %s",
     "scan_after": "SELECT key, value FROM {t} WHERE collection = %s AND key > %s"

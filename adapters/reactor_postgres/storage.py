@@ -3,7 +3,8 @@
 :class:`reactor.generic.storage.GenericStorage` over a
 :class:`reactor_postgres.documents.PostgresDocumentStore`: every semantic comes from the generic
 stores (docs/protocol.md#document-stores); PostgreSQL supplies atomicity (one-statement
-compare-and-set by version), indexed keyset scans, the clock (the server's, calibrated) and
+compare-and-set by version), an incremental checkpoint in one statement
+(:mod:`reactor_postgres.contexts`), indexed keyset scans, the clock (the server's, calibrated) and
 signals (``LISTEN``/``NOTIFY``, :mod:`reactor_postgres.signals`). It runs transactional
 steps (:meth:`PostgresStorage.begin_step_transaction`, :mod:`reactor_postgres.transactions`).
 """
@@ -17,6 +18,7 @@ from reactor.ports.clock import CalibratedClock, Clock
 from reactor.ports.driver_errors import translate_errors
 from reactor.ports.storage import Capabilities
 from reactor_postgres._client import DRIVER_ERRORS, PostgresClient
+from reactor_postgres.contexts import PostgresContextStore
 from reactor_postgres.documents import PostgresDocumentStore
 from reactor_postgres.signals import PostgresSignalStore
 from reactor_postgres.transactions import PostgresStepTransaction
@@ -98,11 +100,18 @@ class PostgresStorage(GenericStorage):
         self._signal_store = PostgresSignalStore(client, prefix)
         if clock is None and capabilities.clock == "server":
             clock = server_clock(client).now
+        documents = PostgresDocumentStore(
+            client, prefix=prefix, clock=clock, owns_client=owns_client
+        )
         super().__init__(
-            PostgresDocumentStore(client, prefix=prefix, clock=clock, owns_client=owns_client),
+            documents,
             context_ttl=context_ttl,
             signals=self._signal_store,
             capabilities=capabilities,
+            contexts=PostgresContextStore(
+                documents, context_ttl=context_ttl,
+                max_document_bytes=capabilities.max_document_bytes,
+            ),
         )
 
     def begin_step_transaction(self) -> PostgresStepTransaction:

@@ -88,8 +88,10 @@ __all__ = [
     "OLDEST_PIECE_FIELD",
     "PAGE_UNTIL_FIELD",
     "PIECE_RESERVE_BYTES",
+    "Advance",
     "DocumentContextStore",
     "context_page_key",
+    "head_scan_index",
 ]
 
 #: Collection of context documents.
@@ -133,9 +135,9 @@ def _status_bucket(status: str) -> str:
     return status if status in _KNOWN_STATUSES else _OTHER
 
 
-def _scan_index(head: Mapping[str, Any]) -> str | None:
-    """The ``index`` of a context head (its record's fields; ``None``: never listed by
-    scans)."""
+def head_scan_index(head: Mapping[str, Any]) -> str | None:
+    """The ``index`` a context head document is written with (from its record's fields:
+    status bucket, top-level or dispatched child; ``None``: never listed by scans)."""
     bucket = _status_bucket(str(head.get("status")))
     if head.get("parent_context_id") is None:
         return bucket
@@ -179,6 +181,22 @@ context_page_key = page_key
 #: Kept for callers of the former names; see :mod:`reactor.ports.serialization`.
 encode_cursor = encode_page_cursor
 decode_cursor = decode_page_cursor
+
+
+@dataclasses.dataclass(frozen=True)
+class Advance:
+    """What one append makes of a context head (:meth:`DocumentContextStore.advance`).
+
+    Attributes:
+        head: the new head document (newest piece, count, size, status, fence, page stamp).
+        prev: the key of the head's newest piece before the append (the new piece's ``prev``).
+        page_due: whether the run's page summary must be rewritten after the head
+            (:meth:`DocumentContextStore.write_page`).
+    """
+
+    head: dict[str, Any]
+    prev: str
+    page_due: bool
 
 
 class DocumentContextStore:
@@ -238,7 +256,7 @@ class DocumentContextStore:
             _COUNT: len(record.segments), _LAST: piece, _BYTES: size,
             _OLDEST: self._outliving(),
         })
-        index = _scan_index(value)
+        index = head_scan_index(value)
         head: dict[str, Any] = {}  # the head as finally written (its page expiry stamped)
         page_due = [False]
 
@@ -277,7 +295,7 @@ class DocumentContextStore:
                 # of this base may be writing its chain right now, so only the chain this
                 # save replaced goes.
                 self._drop_chain(prefix, str(previous[_LAST]), keep=set(written))
-        self._write_page(previous, head, due=page_due[0])
+        self.write_page(previous, head, due=page_due[0])
 
     def append(self, delta: ContextDelta, *, fence: Fence | None = None) -> bool:
         """Append one incremental checkpoint (:meth:`reactor.ports.ContextStore.append`).
@@ -298,55 +316,86 @@ class DocumentContextStore:
             StorageError: the backend failed.
         """
         documents = self._contexts.documents
-        size = len(delta.segment.encode("utf-8"))
-        piece = self._piece_key(delta.context_id, delta.base, delta.position)
+        piece = self.piece_key(delta)
         written_prev: str | None = None
         for _ in attempts():
             current = documents.read(CONTEXTS, delta.context_id)
-            head = current.value
-            if head is None or _LAST not in head:
-                return False  # absent, expired, or an inline (older) record: save it whole
-            stored = _stored_fence(head)
-            if fence is not None and fence.token < stored:
-                raise StaleWriterError.refused(
-                    delta.context_id, key=fence.key, token=fence.token, stored_token=stored
-                )
-            if head.get("base") != delta.base or head.get(_COUNT) != delta.position - 1:
+            step = self.advance(current.value, delta, fence, piece)
+            if step is None:
                 return False
-            oldest = head.get(_OLDEST)
-            head_until = self._contexts.expiry()
-            if head_until is not None and isinstance(oldest, int | float) and (
-                oldest < head_until
-            ):  # the pieces must outlive the head this append writes
-                oldest = self._renew_pieces(_base_prefix(delta.context_id, delta.base))
-            total = int(head.get(_BYTES, 0)) + size
-            self._check_size(delta.context_id, total)
-            prev = str(head[_LAST])
-            if written_prev != prev:
+            if written_prev != step.prev:
                 if written_prev is not None:
                     return False  # the chain moved under us: not this writer's view
-                self._write_piece(piece, delta.segment, prev=prev)
-                written_prev = prev
-            new = dict(head)
-            new.update(
-                status=delta.status,
-                updated_at=float(delta.updated_at),
-                **{_COUNT: delta.position, _LAST: piece, _BYTES: total, _OLDEST: oldest},
-            )
-            if fence is not None:
-                new[FENCE_FIELD] = fence.token
-            page_due = self._stamp_page(head, new)
+                self._write_piece(piece, delta.segment, prev=step.prev)
+                written_prev = step.prev
             if documents.write(
                 CONTEXTS,
                 delta.context_id,
-                new,
+                step.head,
                 expected_version=current.version,
                 expires_at=self._contexts.expiry(),
-                index=_scan_index(new),
+                index=head_scan_index(step.head),
             ):
-                self._write_page(head, new, due=page_due)
+                self.write_page(current.value, step.head, due=step.page_due)
                 return True
         raise self._contexts.contention(delta.context_id)
+
+    def piece_key(self, delta: ContextDelta) -> str:
+        """A fresh key for the piece holding ``delta``'s segment (one per append call)."""
+        return self._piece_key(delta.context_id, delta.base, delta.position)
+
+    def advance(
+        self,
+        head: Mapping[str, Any] | None,
+        delta: ContextDelta,
+        fence: Fence | None,
+        piece: str,
+    ) -> Advance | None:
+        """What appending ``delta`` as piece ``piece`` makes of the stored ``head``: the new
+        head (status, count, newest piece, size, fence, page stamp), without writing it. The
+        pieces are renewed first when they would not outlive the new head (a write).
+
+        An adapter that writes the piece and the head in one request (the PostgreSQL
+        storage) uses this with the writes of its own (docs/protocol.md, "Incremental
+        checkpoints").
+
+        Returns:
+            ``None`` when ``head`` is absent, expired, an inline (older) record, or has another
+            base or count.
+
+        Raises:
+            StaleWriterError: ``fence.token`` is lower than the stored fence.
+            ContextTooLargeError: the stored size with this segment exceeds
+                ``max_document_bytes``.
+            StorageError: renewing the pieces failed.
+        """
+        if head is None or _LAST not in head:
+            return None  # absent, expired, or an inline (older) record: save it whole
+        stored = _stored_fence(head)
+        if fence is not None and fence.token < stored:
+            raise StaleWriterError.refused(
+                delta.context_id, key=fence.key, token=fence.token, stored_token=stored
+            )
+        if head.get("base") != delta.base or head.get(_COUNT) != delta.position - 1:
+            return None
+        oldest = head.get(_OLDEST)
+        head_until = self._contexts.expiry()
+        if head_until is not None and isinstance(oldest, int | float) and (
+            oldest < head_until
+        ):  # the pieces must outlive the head this append writes
+            oldest = self._renew_pieces(_base_prefix(delta.context_id, delta.base))
+        total = int(head.get(_BYTES, 0)) + len(delta.segment.encode("utf-8"))
+        self._check_size(delta.context_id, total)
+        new = dict(head)
+        new.update(
+            status=delta.status,
+            updated_at=float(delta.updated_at),
+            **{_COUNT: delta.position, _LAST: piece, _BYTES: total, _OLDEST: oldest},
+        )
+        if fence is not None:
+            new[FENCE_FIELD] = fence.token
+        page_due = self._stamp_page(head, new)
+        return Advance(head=new, prev=str(head[_LAST]), page_due=page_due)
 
     def load(self, context_id: str) -> ContextRecord | None:
         """Read a context by id, ``None`` when absent or expired: the head, and the base and
@@ -497,7 +546,7 @@ class DocumentContextStore:
         no longer returns (docs/workers.md, "Run listings after a crash").
 
         Returns:
-            Whether :meth:`_write_page` must write the summary.
+            Whether :meth:`write_page` must write the summary.
         """
         if head.get("parent_context_id") is not None:
             return False
@@ -518,7 +567,7 @@ class DocumentContextStore:
         head[_PAGE_UNTIL] = self._outliving() if due else until
         return due
 
-    def _write_page(
+    def write_page(
         self, previous: Mapping[str, Any] | None, head: Mapping[str, Any], *, due: bool
     ) -> None:
         """Move the page summary of a top-level run when its key changed and write it when

@@ -144,18 +144,18 @@ def _recover(runtime: Runtime, run_id: str) -> None:
 def test_a_checkpoint_failing_inside_the_transaction_takes_the_rows_with_it(
     runtime: Runtime, pg_url: str, schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = PostgresDocumentStore.write
+    real = PostgresDocumentStore._run
 
-    def failing(self: PostgresDocumentStore, *args: Any, **kwargs: Any) -> bool:
-        if getattr(self.client._bound, "connection", None) is not None:
-            raise StorageError("injected: the checkpoint failed")
-        return real(self, *args, **kwargs)
+    def failing(self: PostgresDocumentStore, name: str, *args: Any, **kwargs: Any) -> Any:
+        if getattr(self.client._bound, "connection", None) is not None:  # in the transaction
+            raise StorageError(f"injected: the checkpoint's {name} failed")
+        return real(self, name, *args, **kwargs)
 
-    monkeypatch.setattr(PostgresDocumentStore, "write", failing)
+    monkeypatch.setattr(PostgresDocumentStore, "_run", failing)
     with pytest.raises(StorageError, match="injected") as caught:
         Payment.run()
     assert _rows(pg_url, schema) == []
-    monkeypatch.setattr(PostgresDocumentStore, "write", real)
+    monkeypatch.setattr(PostgresDocumentStore, "_run", real)
     run_id = caught.value.run_id
     assert run_id is not None
     _recover(runtime, run_id)
