@@ -81,3 +81,20 @@ def test_every_committed_verdict_names_its_mutant_and_outcome() -> None:
             assert verdict["test_outcome"] in ("killed", "survived", None), where
             assert verdict["worker_outcome"] in ("normal", "exception", "abnormal", "skipped",
                                                  "no-test"), where
+
+
+def test_the_sample_order_is_a_stable_hash_order(mutation: ModuleType) -> None:
+    keys = [f"reactor/memory/queue.py:{n}:NumberReplacer" for n in range(200)]
+    ranked = sorted(keys, key=mutation.sample_rank)
+    assert ranked == sorted(reversed(keys), key=mutation.sample_rank)  # input order is moot
+    assert ranked != keys  # not the source order: a prefix is a spread sample
+    first_half = {int(k.split(":")[1]) for k in ranked[:100]}
+    assert min(first_half) < 20 and max(first_half) > 180
+
+
+def test_the_sample_interval_is_wilsons(mutation: ModuleType) -> None:
+    low, high = mutation.wilson(90, 100)
+    assert (round(low, 3), round(high, 3)) == (0.826, 0.945)
+    assert mutation.wilson(0, 0) == (0.0, 1.0)
+    low, high = mutation.wilson(300, 300)
+    assert high == pytest.approx(1.0) and 0.98 < low < 0.99
