@@ -60,7 +60,8 @@ def build_storage(
         **_ignored: other engine settings (accepted and ignored).
     """
     client = PostgresClient(
-        url.conninfo, schema=url.schema, max_size=url.pool_max_size(), error=StorageError
+        url.conninfo, schema=url.schema, max_size=url.pool_max_size(), error=StorageError,
+        auto_migrate=url.migrate() == "auto",
     )
     return PostgresStorage(
         client,
@@ -81,7 +82,8 @@ def build_router(
         **_ignored: other engine settings (accepted and ignored).
     """
     client = PostgresClient(
-        url.conninfo, schema=url.schema, max_size=url.pool_max_size(), error=RouterError
+        url.conninfo, schema=url.schema, max_size=url.pool_max_size(), error=RouterError,
+        auto_migrate=url.migrate() == "auto",
     )
     queue = PostgresQueue(
         client, _namespaced(url.prefix, url.queue), poll_ceiling=url.poll_ceiling()

@@ -21,7 +21,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from reactor.errors import ReactorError, StorageError
 from reactor.ports.driver_errors import close_quietly
-from reactor_postgres.migrations import migrate
+from reactor_postgres.migrations import MIGRATIONS, applied_versions, migrate
 
 __all__ = ["DRIVER_ERRORS", "PostgresClient"]
 
@@ -41,7 +41,9 @@ class PostgresClient:
         max_size: the pool's largest number of connections.
         timeout: seconds a caller waits for a free connection before ``PoolTimeout``.
         error: the error class failures are reported as (``StorageError`` or
-            ``RouterError``), used for a closed client.
+            ``RouterError``), used for a closed client and an outdated schema.
+        auto_migrate: ``True``: the first use migrates the schema; ``False``: it only checks
+            that the schema is up to date (URL option ``migrate=never``).
     """
 
     def __init__(
@@ -52,10 +54,12 @@ class PostgresClient:
         max_size: int = 10,
         timeout: float = 10.0,
         error: type[ReactorError] = StorageError,
+        auto_migrate: bool = True,
     ) -> None:
         self.conninfo = conninfo
         self.schema = schema
         self._error = error
+        self._auto_migrate = auto_migrate
         self._migrated = False
         self._migrate_lock = threading.Lock()
         self._closed = False
@@ -98,8 +102,38 @@ class PostgresClient:
         if not self._migrated:
             with self._migrate_lock:
                 if not self._migrated:
-                    migrate(conn, self.schema)
+                    if self._auto_migrate:
+                        migrate(conn, self.schema)
+                    else:
+                        self._check_schema(conn)
                     self._migrated = True
+
+    def _check_schema(self, conn: psycopg.Connection[Any]) -> None:
+        """With ``migrate=never``: refuse a schema that lacks a migration this code needs."""
+        missing = sorted({v for v, _ in MIGRATIONS} - set(applied_versions(conn, self.schema)))
+        if missing:
+            raise self._error(
+                f"PostgreSQL schema {self.schema!r} lacks migration(s) {missing} and the URL "
+                "says migrate=never: run `reactor migrate --storage URL` (with a role allowed "
+                "to create tables) first (docs/adapters/postgres.md, \"Schema and migration\")"
+            )
+
+    def migrate_now(self) -> list[int]:
+        """Bring the schema up to date now (whatever ``auto_migrate`` says).
+
+        Returns:
+            The versions this call applied, ascending (``[]``: already up to date).
+
+        Raises:
+            StorageError or RouterError: the client is closed.
+            psycopg.Error, PoolTimeout: the server failed (callers translate them).
+        """
+        if self._closed:
+            raise self._error("the PostgreSQL client is closed")
+        with self._migrate_lock, self.pool.connection() as conn:
+            applied = migrate(conn, self.schema)
+            self._migrated = True
+        return applied
 
     def take(self) -> psycopg.Connection[Any]:
         """Take a connection out of the pool (the schema migrated) until :meth:`give_back`.

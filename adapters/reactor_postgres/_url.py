@@ -17,7 +17,11 @@ reactor's own options are taken out of the query string before the rest reaches 
   ``application`` (the process's system clock);
 * ``clock_skew_budget`` -- with ``clock=application``: the largest difference in seconds
   (>= 0, default 1) between the clocks of the processes sharing the schema; holders shorten
-  their lease deadlines by it (docs/coordination.md#clock-skew).
+  their lease deadlines by it (docs/coordination.md#clock-skew);
+* ``migrate`` -- ``auto`` (default: the first operation brings the schema up to date) or
+  ``never`` (the first operation only checks it and refuses an outdated one: the schema is
+  migrated by ``reactor migrate``, e.g. with a role allowed DDL; docs/adapters/postgres.md,
+  "Schema and migration").
 
 Every other option must be a libpq connection parameter (``sslmode``, ``application_name``,
 ``connect_timeout`` ...): libpq itself judges its name and value here, so an unknown option or
@@ -43,7 +47,7 @@ SCHEMES = ("postgresql", "postgres")
 #: Query options consumed by reactor (never passed to libpq).
 REACTOR_OPTIONS = frozenset(
     {"schema", "prefix", "queue", "visibility_timeout", "context_ttl", "pool_max_size",
-     "poll_ceiling", "clock", "clock_skew_budget"}
+     "poll_ceiling", "clock", "clock_skew_budget", "migrate"}
 )
 
 #: How messages name an option.
@@ -109,6 +113,14 @@ class PostgresURL:
         """
         return self.options.choice("clock", "server", ("server", "application"),
                                    allow_empty=False)
+
+    def migrate(self) -> str:
+        """The ``migrate`` option: ``"auto"`` (default) or ``"never"``.
+
+        Raises:
+            ConfigurationError: any other value, the empty one included.
+        """
+        return self.options.choice("migrate", "auto", ("auto", "never"), allow_empty=False)
 
     def clock_skew_budget(self) -> float:
         """The ``clock_skew_budget`` option in seconds (default 1).
@@ -245,5 +257,5 @@ def parse_url(url: str) -> PostgresURL:
         options=options,
     )
     _ = (parsed.visibility_timeout(), parsed.context_ttl(), parsed.pool_max_size(),
-         parsed.poll_ceiling(), parsed.clock(), parsed.clock_skew_budget())
+         parsed.poll_ceiling(), parsed.clock(), parsed.clock_skew_budget(), parsed.migrate())
     return parsed

@@ -436,6 +436,19 @@ class PostgresRouter(GenericRouter):
             poll_interval=queue.poll_ceiling,
         )
 
+    def migrate(self) -> list[int]:
+        """Bring the schema up to date (``reactor migrate``; docs/adapters/postgres.md,
+        "Schema and migration").
+
+        Returns:
+            The migration versions applied, ascending (``[]``: already up to date).
+
+        Raises:
+            RouterError: PostgreSQL failed or refused a statement (nothing applied).
+        """
+        with translate_errors(DRIVER_ERRORS, what="PostgreSQL migration", into=RouterError):
+            return self.primitive.client.migrate_now()
+
     def enqueue_raw(self, body: str | bytes) -> None:
         """Queue ``body`` as a message, due now, without validating it (probes and tests:
         a foreign producer's bytes, stored byte for byte).

@@ -114,6 +114,19 @@ class PostgresStorage(GenericStorage):
             ),
         )
 
+    def migrate(self) -> list[int]:
+        """Bring the schema up to date (``reactor migrate``; docs/adapters/postgres.md,
+        "Schema and migration").
+
+        Returns:
+            The migration versions applied, ascending (``[]``: already up to date).
+
+        Raises:
+            StorageError: PostgreSQL failed or refused a statement (nothing applied).
+        """
+        with translate_errors(DRIVER_ERRORS, what="PostgreSQL migration"):
+            return self.client.migrate_now()
+
     def begin_step_transaction(self) -> PostgresStepTransaction:
         """Open a transactional step's transaction on a connection of the storage's pool
         (docs/adapters/postgres.md, "Transactional steps").

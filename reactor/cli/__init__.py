@@ -3,6 +3,7 @@
 One module per command group: :mod:`.worker` (``reactor worker``), :mod:`.sweep`
 (``reactor sweep``), :mod:`.runs` (``reactor runs list|show``), :mod:`.contract`
 (``reactor contract``), :mod:`.info` (``reactor info``), :mod:`.ping` (``reactor ping``),
+:mod:`.migrate` (``reactor migrate``),
 :mod:`.dashboard` (``reactor dashboard``, docs/dashboard.md);
 :mod:`._common` holds the app, consoles, shared options and the output conventions (errors on
 stderr; exit 0 ok, 1 failure, 2 usage or configuration). ``reactor --version`` prints the
@@ -18,7 +19,17 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from reactor.cli import contract, dashboard, dead_letters, info, ping, runs, sweep, worker
+from reactor.cli import (
+    contract,
+    dashboard,
+    dead_letters,
+    info,
+    migrate,
+    ping,
+    runs,
+    sweep,
+    worker,
+)
 from reactor.cli._common import (
     DISTRIBUTION,
     EXIT_FAILURE,
@@ -42,6 +53,7 @@ __all__ = [
     "dead_letters",
     "info",
     "main",
+    "migrate",
     "mount_plugins",
     "package_version",
     "ping",

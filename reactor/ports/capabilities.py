@@ -32,7 +32,9 @@ with ``isinstance`` instead of probing for concrete adapter classes or undeclare
   of the checkpoint it writes anyway);
 * :class:`RunsStepTransactions`: a storage that opens a database transaction a step body
   writes in and writes the step's checkpoint in that same transaction (transactional steps:
-  docs/protocol.md, "Transactional steps").
+  docs/protocol.md, "Transactional steps");
+* :class:`Migrates`: a storage or router whose backend has a schema ``reactor migrate``
+  brings up to date (docs/protocol.md, "Capabilities").
 
 A router without a capability is still a complete router: the core simply skips what the
 capability enables (docs/protocol.md, "Routers").
@@ -56,6 +58,7 @@ __all__ = [
     "JobHandler",
     "KnowsConsumers",
     "LocksWithContexts",
+    "Migrates",
     "ReadsClaimsWhenAppending",
     "ReadsClaimsWhenTaking",
     "RunsJobsInline",
@@ -174,6 +177,26 @@ class KnowsConsumers(Protocol):
     @property
     def receive_count(self) -> int:
         """How many ``receive`` calls the router has served so far (a monotonic counter)."""
+        ...
+
+
+@runtime_checkable
+class Migrates(Protocol):
+    """A storage or router whose backend has a versioned schema that ``reactor migrate``
+    brings up to date (docs/protocol.md, "Capabilities"; the PostgreSQL adapter). A backend
+    without one has nothing to migrate.
+    """
+
+    def migrate(self) -> list[int]:
+        """Apply every migration the schema lacks; idempotent, safe for several processes
+        at once.
+
+        Returns:
+            The versions this call applied, ascending (``[]``: already up to date).
+
+        Raises:
+            StorageError or RouterError: the backend failed or refused (nothing applied).
+        """
         ...
 
 

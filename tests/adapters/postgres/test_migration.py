@@ -8,8 +8,10 @@ import threading
 
 import psycopg
 import pytest
-from reactor_postgres import migrations, storage_from_url
+from reactor_postgres import migrations, router_from_url, storage_from_url
 from reactor_postgres.migrations import SCHEMA_VERSION, applied_versions, migrate
+
+from reactor.errors import StorageError
 
 pytestmark = pytest.mark.postgres
 
@@ -80,3 +82,32 @@ def test_processes_starting_together_migrate_once(pg_url: str, schema: str) -> N
         thread.join(60)
     assert errors == []
     assert sorted(results) == [[]] * 7 + [[v for v, _ in migrations.MIGRATIONS]]
+
+
+def test_migrate_never_refuses_an_outdated_schema_and_changes_nothing(
+    pg_url: str, schema: str, schema_url: str
+) -> None:
+    storage = storage_from_url(f"{schema_url}&migrate=never")
+    try:
+        with pytest.raises(StorageError, match=r"lacks migration\(s\) \[1\].*reactor migrate"):
+            storage.claims.claim_correlation_id("c1", "run-1")
+        assert _tables(pg_url, schema) == set()  # it created nothing
+        assert storage.migrate() == [SCHEMA_VERSION]  # what `reactor migrate` calls
+        storage.claims.claim_correlation_id("c1", "run-1")
+        assert storage.claims.correlation_context("c1") == "run-1"
+        assert storage.migrate() == []
+    finally:
+        storage.close()
+
+
+def test_migrate_never_accepts_a_schema_migrated_by_another_process(
+    pg_url: str, schema: str, schema_url: str
+) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        migrate(conn, schema)
+    router = router_from_url(f"{schema_url}&migrate=never")
+    try:
+        assert router.migrate() == []
+        assert router.queue_stats().ready == 0
+    finally:
+        router.close()
