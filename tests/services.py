@@ -46,8 +46,10 @@ SERVICES: Mapping[str, str] = {
     "mongodb_wire": "REACTOR_TEST_MONGODB_WIRE_URL",
     "mongodb": "REACTOR_TEST_MONGODB_URL",
     "postgres": "REACTOR_TEST_POSTGRES_URL",
+    "postgres_restart": "REACTOR_TEST_POSTGRES_RESTART",
 }
-"""Service name -> environment variable holding its URL.
+"""Service name -> environment variable holding its URL (or, for ``postgres_restart``, a
+command).
 
 * ``redis``: ``redis://127.0.0.1:PORT/0``, a standalone redis-server.
 * ``redis_cluster``: ``redis+cluster://127.0.0.1:PORT``, one node of a 3-master Redis Cluster.
@@ -56,6 +58,9 @@ SERVICES: Mapping[str, str] = {
 * ``mongodb``: a real MongoDB, only when the user exports it (never started by scripts/test).
 * ``postgres``: ``postgresql://reactor@127.0.0.1:PORT/postgres``, a private PostgreSQL cluster
   (trust auth; never the system instance on 5432).
+* ``postgres_restart``: a shell command that restarts that cluster (``pg_ctl -m fast -w
+  restart`` with the options it was started with, as ``postgres`` when root) and returns once
+  it accepts connections again; the order-fulfilment soak's ``--restart-command``.
 """
 
 
@@ -129,7 +134,7 @@ def service_url(name: str, environ: Mapping[str, str] | None = None) -> str:
 
     Args:
         name: a key of :data:`SERVICES` (``"redis"``, ``"redis_cluster"``, ``"moto"``,
-            ``"mongodb_wire"``, ``"mongodb"``, ``"postgres"``).
+            ``"mongodb_wire"``, ``"mongodb"``, ``"postgres"``, ``"postgres_restart"``).
         environ: the environment to read (default ``os.environ``).
 
     Returns:

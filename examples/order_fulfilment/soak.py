@@ -21,8 +21,12 @@ DynamoDB + SQS; not ``memory://``). What it does:
    random worker every ``--kill-every`` seconds and starts a replacement at once, and every
    ``--pause-every`` seconds pauses the backend for ``--pause-seconds`` (``--pause``:
    ``client-pause`` = Redis ``CLIENT PAUSE <ms> ALL``; ``sigstop`` = SIGSTOP/SIGCONT of the
-   server process ``--server-pid``; ``none``; the default ``auto`` is ``client-pause`` on
-   ``redis://``/``rediss://``, ``sigstop`` when ``--server-pid`` is given, else ``none``).
+   server process ``--server-pid``; ``restart`` = run ``--restart-command``, a shell command
+   that restarts the server and returns once it accepts connections again, every
+   ``--pause-every`` seconds (every pooled connection of every process dies; the soak then
+   pings its own storage and router until they answer); ``none``; the default ``auto`` is
+   ``client-pause`` on ``redis://``/``rediss://``, ``sigstop`` when ``--server-pid`` is given,
+   else ``none``).
 3. After the last submission it waits, bounded by ``--timeout``, until every run is terminal.
    **Time to quiescence** is from the last submission to the last run's final write (its
    ``updated_at``, on the storage clock).
@@ -42,7 +46,8 @@ DynamoDB + SQS; not ``memory://``). What it does:
    * the journal replays to what the workers saw, and no worker exited on its own.
 
    Then it prints ``soak: N runs, X completed, Y failed, Z violations, quiescence T s, kills
-   K`` and exits 0, or 1 on any violation or timeout (2 on bad arguments).
+   K`` (with ``, restarts R`` appended under ``--pause restart``) and exits 0, or 1 on any
+   violation or timeout (2 on bad arguments or a failing restart command).
 
 The run directory (``--run-dir``, default a fresh ``/tmp/reactor-soak.*``) holds the journal
 and one log per worker; it is removed after a clean run unless ``--keep``.
@@ -80,6 +85,7 @@ from .shared_services import CALL_DELAY_ENV, JOURNAL_ENV, WORKER_ENV, Journal, O
 
 __all__ = [
     "PAUSE_MECHANISMS",
+    "RESTART_TIMEOUT",
     "SMOKE",
     "SOAK_SETTINGS",
     "SoakOptions",
@@ -113,7 +119,10 @@ SMOKE: Mapping[str, float] = {
 }
 
 #: Ways to pause the backend (``--pause``).
-PAUSE_MECHANISMS = ("auto", "none", "client-pause", "sigstop")
+PAUSE_MECHANISMS = ("auto", "none", "client-pause", "sigstop", "restart")
+
+#: Seconds a ``--restart-command`` may take before the soak gives up on it.
+RESTART_TIMEOUT = 120.0
 
 _WORKER_MODULE = "examples.order_fulfilment.soak_worker"
 #: The secret keys every soak process shares (docs/security.md, "Keys").
@@ -134,9 +143,11 @@ class SoakOptions:
         kill_every: seconds between kills; the load phase lasts ``kills * kill_every``.
         rate: orders per second when ``kills`` is 0.
         pause: a :data:`PAUSE_MECHANISMS` entry.
-        pause_every: seconds between backend pauses (0: none).
-        pause_seconds: length of each pause.
+        pause_every: seconds between backend pauses, or restarts (0: none).
+        pause_seconds: length of each pause (not used by ``restart``).
         server_pid: the backend server's pid (for ``sigstop``).
+        restart_command: the shell command that restarts the backend server and returns once
+            it accepts connections again (for ``restart``).
         call_delay: seconds each service call lingers after its side effect, inside the step
             body (so kills often land before the result is stored).
         timeout: seconds to wait for quiescence after the last submission.
@@ -159,6 +170,7 @@ class SoakOptions:
     pause_every: float = 20.0
     pause_seconds: float = 1.0
     server_pid: int | None = None
+    restart_command: str | None = None
     call_delay: float = 0.05
     timeout: float = 300.0
     run_dir: Path | None = None
@@ -180,7 +192,9 @@ class SoakReport:
         quiescence: seconds from the last submission to the last run's final write; ``None``
             when the runs did not all finish within the timeout.
         kills: SIGKILLs sent during the load phase.
-        pauses: backend pauses made.
+        pauses: backend pauses made (restarts included).
+        restarts: backend server restarts made; ``None`` unless the mechanism is ``restart``.
+        restart_seconds: how long each restart command took.
         load_seconds: length of the load phase.
         total_seconds: wall time of the whole soak.
         calls: journaled service calls.
@@ -188,6 +202,7 @@ class SoakReport:
         interrupted: kills that cut off a job execution in the middle of its service calls
             (its episode has calls and never ended).
         dead_letters: dead-lettered jobs the router reports (informational).
+        failures: failed runs by ``"reason at step: message"`` (informational).
         run_dir: the run directory.
     """
 
@@ -198,20 +213,25 @@ class SoakReport:
     quiescence: float | None = None
     kills: int = 0
     pauses: int = 0
+    restarts: int | None = None
+    restart_seconds: list[float] = field(default_factory=list)
     load_seconds: float = 0.0
     total_seconds: float = 0.0
     calls: int = 0
     reruns: int = 0
     interrupted: int = 0
     dead_letters: int = 0
+    failures: Counter[str] = field(default_factory=Counter)
     run_dir: Path | None = None
 
     def summary(self) -> str:
         """The closing line: ``soak: N runs, X completed, Y failed, Z violations, quiescence
-        T s, kills K``."""
+        T s, kills K``, then ``, restarts R`` when the backend was restarted (``restart``)."""
         quiet = "timeout" if self.quiescence is None else f"{self.quiescence:.1f} s"
+        restarts = "" if self.restarts is None else f", restarts {self.restarts}"
         return (f"soak: {self.runs} runs, {self.completed} completed, {self.failed} failed, "
-                f"{len(self.violations)} violations, quiescence {quiet}, kills {self.kills}")
+                f"{len(self.violations)} violations, quiescence {quiet}, kills {self.kills}"
+                f"{restarts}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -239,11 +259,14 @@ def default_pause(storage: str, server_pid: int | None) -> str:
 
 
 class _Pauser:
-    """Pauses the backend for a while (see :data:`PAUSE_MECHANISMS`)."""
+    """Pauses or restarts the backend (see :data:`PAUSE_MECHANISMS`)."""
 
-    def __init__(self, mechanism: str, storage: str, server_pid: int | None) -> None:
+    def __init__(self, mechanism: str, storage: str, server_pid: int | None,
+                 restart_command: str | None = None, log: Path | None = None) -> None:
         self.mechanism = mechanism
         self.server_pid = server_pid
+        self.restart_command = restart_command
+        self.log = log
         self._redis: Any = None
         if mechanism == "client-pause":
             import redis
@@ -252,6 +275,32 @@ class _Pauser:
             self._redis = redis.Redis.from_url(urlunsplit(parts._replace(query="")))
         if mechanism == "sigstop" and not server_pid:
             raise ValueError("--pause sigstop needs --server-pid")
+        if mechanism == "restart" and not (restart_command or "").strip():
+            raise ValueError("--pause restart needs --restart-command CMD")
+
+    def restart(self) -> float:
+        """Run the restart command (blocking: it returns once the server accepts connections
+        again), its output appended to :attr:`log`; returns the seconds it took.
+
+        Raises:
+            OSError: the command failed or took longer than :data:`RESTART_TIMEOUT`.
+        """
+        assert self.restart_command is not None
+        started = time.monotonic()
+        with open(self.log or os.devnull, "ab") as out:
+            out.write(f"--- {time.strftime('%H:%M:%S')} $ {self.restart_command}\n".encode())
+            out.flush()
+            try:
+                proc = subprocess.run(self.restart_command, shell=True, stdout=out,
+                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      timeout=RESTART_TIMEOUT, check=False)
+            except subprocess.TimeoutExpired as exc:
+                raise OSError(f"the restart command took over {RESTART_TIMEOUT:g}s: "
+                              f"{self.restart_command}") from exc
+        if proc.returncode != 0:
+            raise OSError(f"the restart command exited with code {proc.returncode} (output in "
+                          f"{self.log}): {self.restart_command}")
+        return time.monotonic() - started
 
     def pause(self, seconds: float) -> None:
         """Pause the backend for ``seconds``; blocks until it runs again (``sigstop``) or
@@ -565,6 +614,7 @@ def run_soak(opts: SoakOptions, out: TextIO = sys.stdout) -> SoakReport:
 
     Raises:
         ValueError: impossible options (e.g. ``sigstop`` without a server pid, too many orders).
+        OSError: the restart command failed, or the backend did not answer after it.
         ReactorError: the backend cannot be configured.
     """
     started = time.monotonic()
@@ -578,23 +628,28 @@ def run_soak(opts: SoakOptions, out: TextIO = sys.stdout) -> SoakReport:
     if len(orders) < opts.orders:
         raise ValueError(f"the dataset has only {len(orders)} orders")
     mechanism = opts.pause if opts.pause != "auto" else default_pause(storage, opts.server_pid)
-    pauser = _Pauser(mechanism, storage, opts.server_pid)
     run_dir = opts.run_dir or Path(tempfile.mkdtemp(prefix="reactor-soak."))
     run_dir.mkdir(parents=True, exist_ok=True)
+    pauser = _Pauser(mechanism, storage, opts.server_pid, opts.restart_command,
+                     log=run_dir / "restarts.log")
     journal = Journal(run_dir / "journal.sqlite")
-    report = SoakReport(runs=len(orders), run_dir=run_dir)
+    report = SoakReport(runs=len(orders), run_dir=run_dir,
+                        restarts=0 if mechanism == "restart" else None)
     # the card token is a redact=True input, sealed at rest (docs/security.md): the soak's
     # processes share the operator's keys, or one made for this soak
     secret_keys = os.environ.get(SECRET_KEYS_ENV) or generate_key()
-    runtime = config.configure(storage=storage, router=router, **opts.settings,
+    settings: dict[str, Any] = dict(opts.settings)
+    runtime = config.configure(storage=storage, router=router, **settings,
                                secret_keys=secret_keys)
     workers = _Workers(opts, storage, router, run_dir, secret_keys)
     rng = random.Random(opts.seed)
     load = opts.kills * opts.kill_every if opts.kills else len(orders) / opts.rate
+    chaos = {"none": "", "restart": f" every {opts.pause_every:g}s ({opts.restart_command})"}
     say(f"soak: {len(orders)} orders over {load:.0f}s, {opts.workers} workers x "
         f"{opts.threads} threads, {opts.kills} kills every {opts.kill_every:g}s, pause "
-        f"{mechanism}" + (f" {opts.pause_seconds:g}s every {opts.pause_every:g}s"
-                          if mechanism != "none" else "") + f"; prefix {token}; dir {run_dir}")
+        f"{mechanism}" + chaos.get(mechanism, f" {opts.pause_seconds:g}s every "
+                                              f"{opts.pause_every:g}s")
+        + f"; prefix {token}; dir {run_dir}")
     handles: dict[str, tuple[Order, str]] = {}
     last_submit = 0.0
     try:
@@ -618,6 +673,15 @@ def run_soak(opts: SoakOptions, out: TextIO = sys.stdout) -> SoakReport:
                 victim = workers.kill(rng, journal)
                 report.kills += 1
                 say(f"  [{time.monotonic() - t0:6.1f}s] kill -9 {victim} ({submitted} submitted)")
+            elif mechanism == "restart":
+                took = pauser.restart()
+                report.pauses += 1
+                report.restarts = (report.restarts or 0) + 1
+                report.restart_seconds.append(took)
+                failed = _reconnect(runtime)
+                say(f"  [{time.monotonic() - t0:6.1f}s] restarted the backend server in "
+                    f"{took:.1f}s ({submitted} submitted; {failed} pings of the soak's own "
+                    f"pools failed before they answered)")
             else:
                 pauser.pause(opts.pause_seconds)
                 report.pauses += 1
@@ -672,6 +736,36 @@ def run_soak(opts: SoakOptions, out: TextIO = sys.stdout) -> SoakReport:
     return report
 
 
+def _reconnect(runtime: Runtime, timeout: float = 30.0) -> int:
+    """After a server restart, ping the soak's own storage and router until each answers
+    three times in a row (every pooled connection died with the server; a pool discards a
+    dead one when a statement finds it, docs/adapters/postgres.md, "Limits"), so the next
+    submission does not meet one. Returns the failed pings.
+
+    Raises:
+        OSError: a backend still fails after ``timeout`` seconds.
+    """
+    failures = 0
+    deadline = time.monotonic() + timeout
+    for backend in (runtime.storage, runtime.router):
+        ping = getattr(backend, "ping", None)
+        if ping is None:
+            continue
+        streak = 0
+        while streak < 3:
+            try:
+                ping()
+                streak += 1
+            except Exception as exc:
+                failures += 1
+                streak = 0
+                if time.monotonic() > deadline:
+                    raise OSError(f"the backend does not answer after its restart: {exc}"
+                                  ) from exc
+                time.sleep(0.1)
+    return failures
+
+
 def _describe_stuck(runtime: Runtime, pending: list[str], workers: _Workers) -> list[str]:
     """One violation line per run left non-terminal, with what the logs say about it."""
     lines = []
@@ -700,6 +794,8 @@ def _check(report: SoakReport, runtime: Runtime, journal: Journal,
     outcomes = [_outcome(order, run_id, runtime) for order, run_id in pairs]
     counts = Counter(o.status for o in outcomes)
     report.completed, report.failed = counts["completed"], counts["failed"]
+    report.failures = Counter(f"{o.reason} at {o.step}: {o.message[:80]}" for o in outcomes
+                              if o.status == "failed")
     ops = journal.ops()
     report.calls = len(ops)
     episodes, killed = journal.episodes(), journal.kills()
@@ -765,10 +861,15 @@ def parse_args(argv: Sequence[str] | None = None) -> SoakOptions:
     p.add_argument("--rate", type=float, help="orders per second when --kills 0 (default 10)")
     p.add_argument("--pause", choices=PAUSE_MECHANISMS, default="auto",
                    help="how to pause the backend (default auto: client-pause on redis://, "
-                        "sigstop with --server-pid, else none)")
-    p.add_argument("--pause-every", type=float, help="seconds between pauses (default 20)")
+                        "sigstop with --server-pid, else none; restart runs "
+                        "--restart-command)")
+    p.add_argument("--pause-every", type=float,
+                   help="seconds between pauses or restarts (default 20)")
     p.add_argument("--pause-seconds", type=float, help="length of a pause (default 1)")
     p.add_argument("--server-pid", type=int, help="backend server pid, for --pause sigstop")
+    p.add_argument("--restart-command", metavar="CMD",
+                   help="for --pause restart: a shell command that restarts the backend server "
+                        "and returns once it accepts connections again")
     p.add_argument("--call-delay", type=float,
                    help="seconds each service call lingers after its side effect, before the "
                         "step returns (default 0.05; widens the kill window)")
@@ -803,7 +904,8 @@ def parse_args(argv: Sequence[str] | None = None) -> SoakOptions:
             p.error(f"bad --setting {pair!r}: expected KEY=VALUE")
         settings[key.strip()] = value.strip()
     opts = SoakOptions(storage=args.storage, router=router, pause=args.pause,
-                       server_pid=args.server_pid, run_dir=args.run_dir, keep=args.keep,
+                       server_pid=args.server_pid, restart_command=args.restart_command,
+                       run_dir=args.run_dir, keep=args.keep,
                        seed=args.seed, prefix=args.prefix, settings=settings, **values)
     if not 1 <= opts.orders <= 1200:
         p.error("--orders must be between 1 and 1200 (the dataset)")
@@ -815,6 +917,13 @@ def parse_args(argv: Sequence[str] | None = None) -> SoakOptions:
                 "--call-delay >= 0")
     if opts.pause == "sigstop" and not opts.server_pid:
         p.error("--pause sigstop needs --server-pid PID")
+    if opts.pause == "restart" and not (opts.restart_command or "").strip():
+        p.error("--pause restart needs --restart-command CMD (a command that restarts the "
+                "server and returns once it accepts connections)")
+    if opts.restart_command is not None and opts.pause != "restart":
+        p.error("--restart-command is only used with --pause restart")
+    if opts.pause == "restart" and opts.pause_every <= 0:
+        p.error("--pause restart needs --pause-every > 0")
     return opts
 
 
@@ -822,7 +931,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs the soak from the command line.
 
     Returns:
-        0 when every invariant holds and every run finished, 1 otherwise, 2 on bad arguments.
+        0 when every invariant holds and every run finished, 1 otherwise, 2 on bad arguments
+        or a failing restart command.
     """
     try:
         opts = parse_args(argv)
@@ -846,6 +956,12 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"side effect, {report.reruns} calls re-run by unclean executions (allowed), "
           f"{report.pauses} pauses, load {report.load_seconds:.1f}s, total "
           f"{report.total_seconds:.1f}s")
+    if report.failures:
+        print("soak: failed runs by reason: " + "; ".join(
+            f"{n} x {why}" for why, n in report.failures.most_common(8)))
+    if report.restart_seconds:
+        took = sorted(report.restart_seconds)
+        print(f"soak: {len(took)} server restarts, {took[0]:.1f}-{took[-1]:.1f}s each")
     print(report.summary())
     ok = not report.violations and report.quiescence is not None
     if report.run_dir is not None:

@@ -1,8 +1,10 @@
 """The chaos soak of the worker saga (docs/workers.md, "Soak").
 
 * The soak itself (marked ``soak``: CI's soak step runs it): ``--smoke`` against Redis — 2
-  worker processes, 100 orders, 5 SIGKILLs, 3 ``CLIENT PAUSE``s — must end with every run
-  terminal and 0 violations. Its assertions are the soak's invariant checks, not timings.
+  worker processes, 100 orders, 5 SIGKILLs, 3 ``CLIENT PAUSE``s — and against PostgreSQL — the
+  same with 3 server restarts (``pg_ctl restart -m fast``) instead of the pauses — must end
+  with every run terminal and 0 violations. Its assertions are the soak's invariant checks,
+  not timings.
 * Its building blocks, fast: services shared through the SQLite journal (two processes' views
   agree, replays are exact, a tampered journal is caught), the repeat rule (a side effect
   repeats only as often as unclean executions explain) and the command line.
@@ -23,6 +25,7 @@ import pytest
 from examples.order_fulfilment.services import CarrierUnavailable, OutOfStock
 from examples.order_fulfilment.shared_services import Journal, OpRow, SharedServices
 from examples.order_fulfilment.soak import (
+    PAUSE_MECHANISMS,
     SMOKE,
     default_pause,
     namespaced,
@@ -32,11 +35,12 @@ from examples.order_fulfilment.soak import (
 
 ROOT = Path(__file__).resolve().parents[2]
 SUMMARY = re.compile(r"^soak: (\d+) runs, (\d+) completed, (\d+) failed, (\d+) violations, "
-                     r"quiescence ([0-9.]+) s, kills (\d+)$", re.MULTILINE)
+                     r"quiescence ([0-9.]+) s, kills (\d+)(?:, restarts (\d+))?$", re.MULTILINE)
 
 
-def _smoke(storage: str, tmp_path: Path, *extra: str) -> None:
-    """Run the smoke soak on ``storage`` (storage and router) and check its summary."""
+def _smoke(storage: str, tmp_path: Path, *extra: str, restarts: int | None = None) -> None:
+    """Run the smoke soak on ``storage`` (storage and router) and check its summary
+    (``restarts``: the server restarts it must report, under ``--pause restart``)."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("REACTOR_STORAGE_URL", "REACTOR_ROUTER_URL")}
     proc = subprocess.run(
@@ -47,12 +51,15 @@ def _smoke(storage: str, tmp_path: Path, *extra: str) -> None:
     logs = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
                      for p in sorted((tmp_path / "soak").glob("w*.log"))[-3:])
     report = f"{proc.stdout}\n{proc.stderr}\n{logs}"
+    print(proc.stdout)  # the soak's progress and figures (pytest -rP shows them)
     assert proc.returncode == 0, report
     match = SUMMARY.search(proc.stdout)
     assert match is not None, report
     runs, completed, failed, violations, _, kills = (
-        int(float(g)) for g in match.groups())
+        int(float(g)) for g in match.groups()[:6])
     assert violations == 0, report
+    made = match.group(7)
+    assert (None if made is None else int(made)) == restarts, report
     assert runs == SMOKE["orders"] == completed + failed
     assert kills == SMOKE["kills"]
     assert completed > 0 and failed > 0  # the dataset's failing fraction took part
@@ -71,9 +78,16 @@ def test_the_smoke_soak_on_redis_keeps_every_invariant(
 def test_the_smoke_soak_on_postgres_keeps_every_invariant(
     service_url: Callable[[str], str], tmp_path: Path
 ) -> None:
-    """Storage and router on PostgreSQL, 5 worker SIGKILLs; no server pause (a SIGSTOP of the
-    postmaster would not stop its backends)."""
-    _smoke(f"{service_url('postgres')}?schema=soak", tmp_path, "--pause", "none")
+    """Storage and router on PostgreSQL, 5 worker SIGKILLs and a server restart every
+    ``pause_every`` seconds of the load phase (``pg_ctl restart -m fast``: every pooled
+    connection of every process dies; a SIGSTOP of the postmaster would not stop its
+    backends, so the server is restarted rather than paused)."""
+    restart = service_url("postgres_restart")
+    load = SMOKE["kills"] * SMOKE["kill_every"]
+    expected = len([k for k in range(1, 100) if k * SMOKE["pause_every"] < load])
+    assert expected >= 2  # a couple of restarts under load
+    _smoke(f"{service_url('postgres')}?schema=soak", tmp_path, "--pause", "restart",
+           "--restart-command", restart, restarts=expected)
 
 
 # --------------------------------------------------------------------------------------------
@@ -202,6 +216,17 @@ def test_a_call_outside_any_job_is_a_violation() -> None:
 # --------------------------------------------------------------------------------------------
 
 
+def test_restart_options() -> None:
+    opts = parse_args(["--smoke", "--storage", "postgresql://h/db", "--pause", "restart",
+                       "--restart-command", "pg_ctl -D d -m fast -w restart"])
+    assert "restart" in PAUSE_MECHANISMS
+    assert (opts.pause, opts.restart_command) == ("restart", "pg_ctl -D d -m fast -w restart")
+    assert opts.pause_every == SMOKE["pause_every"]
+    auto = parse_args(["--storage", "postgresql://h/db"])
+    assert auto.pause == "auto" and auto.restart_command is None
+    assert default_pause("postgresql://h/db", None) == "none"  # auto never restarts
+
+
 def test_smoke_options_urls_and_pause_defaults() -> None:
     opts = parse_args(["--smoke", "--storage", "redis://127.0.0.1:1/0", "--kills", "2"])
     assert (opts.orders, opts.workers, opts.kills) == (SMOKE["orders"], SMOKE["workers"], 2)
@@ -220,6 +245,11 @@ def test_smoke_options_urls_and_pause_defaults() -> None:
     ["--storage", "redis://h:1/0", "--router", "local://"],
     ["--storage", "redis://h:1/0", "--orders", "5000"],
     ["--storage", "mongodb://h/", "--pause", "sigstop"],
+    ["--storage", "postgresql://h/db", "--pause", "restart"],
+    ["--storage", "postgresql://h/db", "--pause", "restart", "--restart-command", " "],
+    ["--storage", "postgresql://h/db", "--restart-command", "true"],
+    ["--storage", "postgresql://h/db", "--pause", "restart", "--restart-command", "true",
+     "--pause-every", "0"],
     [],
 ])
 def test_bad_options_exit_2(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
