@@ -64,6 +64,8 @@ class PostgresClient:
         self._migrate_lock = threading.Lock()
         self._closed = False
         self._bound = threading.local()
+        self._last_broken = threading.local()
+        self._checking = threading.Lock()
         self.pool = ConnectionPool(
             conninfo,
             min_size=1,
@@ -97,6 +99,64 @@ class PostgresClient:
         with self.pool.connection() as conn:
             self._migrate(conn)
             yield conn
+
+    def execute(
+        self, statement: Any, params: Any, *, fetch: bool, idempotent: bool = False
+    ) -> Any:
+        """Run one statement on the thread's bound connection or a pooled one.
+
+        A pooled connection the server dropped (a restart, an administrator's
+        ``pg_terminate_backend``) fails the statement that finds it; the pool then discards
+        it, and this checks the pool's other idle connections, which died with it, so the
+        next statements do not find them one by one. An ``idempotent`` statement (a read) is
+        then run once more on a fresh connection: the caller never sees the dead one. A write
+        is not: whether it was applied before the connection died is unknown
+        (docs/adapters/postgres.md, "Limits").
+
+        Args:
+            statement: the SQL (a ``psycopg.sql`` composable or a string).
+            params: its parameters.
+            fetch: return every row (else the changed-row count).
+            idempotent: the statement changes nothing (safe to run twice).
+
+        Returns:
+            The rows, or the changed-row count.
+
+        Raises:
+            StorageError or RouterError: the client is closed.
+            psycopg.Error, PoolTimeout: the server failed (callers translate them).
+        """
+        bound = getattr(self._bound, "connection", None) is not None
+        try:
+            return self._execute_once(statement, params, fetch)
+        except psycopg.OperationalError:
+            if bound or not self._lost_connection():
+                raise
+            if not idempotent:
+                raise
+            return self._execute_once(statement, params, fetch)
+
+    def _execute_once(self, statement: Any, params: Any, fetch: bool) -> Any:
+        with self.connection() as conn:
+            try:
+                cursor = conn.execute(statement, params)
+            except psycopg.OperationalError:
+                self._last_broken.value = conn.broken
+                raise
+            return cursor.fetchall() if fetch else cursor.rowcount
+
+    def _lost_connection(self) -> bool:
+        """After an ``OperationalError``: whether it was the connection that died (then the
+        pool's idle connections are checked, once at a time, in the calling thread)."""
+        if not getattr(self._last_broken, "value", False):
+            return False
+        self._last_broken.value = False
+        if self._checking.acquire(blocking=False):
+            try:
+                close_quietly(self.pool.check)
+            finally:
+                self._checking.release()
+        return True
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         if not self._migrated:

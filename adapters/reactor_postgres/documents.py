@@ -132,13 +132,13 @@ class PostgresDocumentStore:
         return self._clock()
 
     def _run(self, name: str, params: tuple[Any, ...], *, fetch: bool) -> Any:
-        """Run one named statement on a pooled connection; rows or the changed-row count."""
+        """Run one named statement (:meth:`PostgresClient.execute`: a read is run again once
+        on a fresh connection when its pooled one had died); rows or the changed-row count."""
         if self._closed:
             raise StorageError("the PostgreSQL document store is closed")
-        with translate_errors(DRIVER_ERRORS, what=f"PostgreSQL {name}"), \
-                self.client.connection() as conn:
-            cursor = conn.execute(self._sql[name], params)
-            return cursor.fetchall() if fetch else cursor.rowcount
+        with translate_errors(DRIVER_ERRORS, what=f"PostgreSQL {name}"):
+            return self.client.execute(self._sql[name], params, fetch=fetch,
+                                       idempotent=name in _READS)
 
     def read(self, collection: str, key: str) -> Versioned:
         """Read one document (one ``SELECT``); an expired row gives ``value=None`` but keeps
@@ -332,6 +332,11 @@ class PostgresDocumentStore:
         )
         return bool(changed == 1)
 
+
+#: The statements that change nothing (run again once when their connection had died).
+_READS = frozenset(
+    {"read", "raw", "exists", "scan", "scan_after", "scan_index", "scan_index_after"}
+)
 
 _STATEMENTS: dict[str, LiteralString] = {
     "read": "SELECT value, version, expires_at FROM {t} WHERE collection = %s AND key = %s",

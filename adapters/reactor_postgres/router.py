@@ -166,10 +166,9 @@ class PostgresQueue:
         """Run one named statement on a pooled connection; rows or the changed-row count."""
         if self._closed:
             raise RouterError("the PostgreSQL queue is closed")
-        with translate_errors(DRIVER_ERRORS, what=f"PostgreSQL queue {name}", into=RouterError), \
-                self.client.connection() as conn:
-            cursor = conn.execute(self._sql[name], params)
-            return cursor.fetchall() if fetch else cursor.rowcount
+        with translate_errors(DRIVER_ERRORS, what=f"PostgreSQL queue {name}", into=RouterError):
+            return self.client.execute(self._sql[name], params, fetch=fetch,
+                                       idempotent=name in _READS)
 
     # -- QueuePrimitive ----------------------------------------------------------------------
 
@@ -496,6 +495,9 @@ class PostgresRouter(GenericRouter):
         """
         self.primitive.ping()
 
+
+#: The statements that change nothing (run again once when their connection had died).
+_READS = frozenset({"dead_letters", "get_dead_letter", "next_due", "stats", "leftovers"})
 
 _STATEMENTS: dict[str, LiteralString] = {
     "put": "WITH ins AS (INSERT INTO {s}.jobs (queue, id, body, visible_at)"
