@@ -169,6 +169,8 @@ class Counters:
 
     def __init__(self, admin_url: str) -> None:
         self.conn = psycopg.connect(admin_url, autocommit=True)
+        #: queryid -> statement text (the first seen)
+        self.texts: dict[str, str] = {}
         row = self.conn.execute("SELECT oid FROM pg_database WHERE datname = %s",
                                 (DATABASE,)).fetchone()  # fmt: skip
         if row is None:
@@ -192,13 +194,20 @@ class Counters:
         self.conn.execute("SELECT pg_stat_statements_reset()")
 
     def statements(self) -> Counter[str]:
-        """Calls per normalized statement text (``$1`` for constants) since the last reset."""
+        """Calls per statement (``pg_stat_statements.queryid``) since the last reset.
+
+        The text of a ``queryid`` is the one its first call after a reset recorded (constants
+        shown as ``$n``, or as sent when that call was a prepared statement), so it may differ
+        from window to window: :attr:`texts` keeps the first one seen.
+        """
         rows = self.conn.execute(
-            "SELECT query, calls FROM pg_stat_statements WHERE dbid = %s", (self.dbid,)
+            "SELECT queryid, query, calls FROM pg_stat_statements WHERE dbid = %s", (self.dbid,)
         ).fetchall()
         out: Counter[str] = Counter()
-        for query, calls in rows:
-            out[" ".join(str(query).split())] += int(calls)
+        for queryid, query, calls in rows:
+            key = str(queryid)
+            self.texts.setdefault(key, " ".join(str(query).split()))
+            out[key] += int(calls)
         return out
 
     def close(self) -> None:
@@ -398,8 +407,8 @@ class Side:
         return tuple(statistics.median(n[i] for n in nets) / units  # type: ignore[return-value]
                      for i in range(3))  # fmt: skip
 
-    def texts(self) -> Counter[str]:
-        """The statements of every round, by text (background included)."""
+    def statements(self) -> Counter[str]:
+        """The statements of every round, by ``queryid`` (background included)."""
         out: Counter[str] = Counter()
         for w in self.windows:
             out += w.statements
@@ -468,7 +477,7 @@ def scenario_steps(args: argparse.Namespace, url: str, dbos: Dbos | None,
               f"commits/s (subtracted from every window)", flush=True)  # fmt: skip
         _rounds(sides, args.rounds, counters)
         _check_rows(url, sides, args)
-        _report_steps(args, sides, idle)
+        _report_steps(args, sides, idle, counters.texts)
     finally:
         runtime.storage.close()
         config.reset()
@@ -493,7 +502,9 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b else "n/a"
 
 
-def _report_steps(args: argparse.Namespace, sides: list[Side], idle: Idle) -> None:
+def _report_steps(
+    args: argparse.Namespace, sides: list[Side], idle: Idle, texts: dict[str, str]
+) -> None:
     units = args.workflows * args.steps
     print(f"\nscenario 1, durable steps: {args.workflows} workflows of {args.steps} steps per "
           f"round, synchronous, one thread; median of {args.rounds} rounds; per step, net of "
@@ -526,8 +537,8 @@ def _report_steps(args: argparse.Namespace, sides: list[Side], idle: Idle) -> No
     for side in sides:
         per = units * len(side.windows)
         kinds: Counter[str] = Counter()
-        for text, calls in side.texts().items():
-            kinds[_kind(text)] += calls
+        for queryid, calls in side.statements().items():
+            kinds[_kind(texts[queryid])] += calls
         line = ", ".join(f"{k} {kinds[k] / per:.2f}" for k in _KINDS if kinds[k])
         print(f"    {side.label}: {line}")
     if args.queries:
@@ -535,8 +546,8 @@ def _report_steps(args: argparse.Namespace, sides: list[Side], idle: Idle) -> No
         for side in sides:
             per = units * len(side.windows)
             print(f"    {side.label}:")
-            for text, calls in side.texts().most_common(args.queries):
-                print(f"      {calls / per:6.2f}  {text[:150]}")
+            for queryid, calls in side.statements().most_common(args.queries):
+                print(f"      {calls / per:6.2f}  {texts[queryid][:150]}")
 
 
 def _with_schema(url: str, schema: str) -> str:
