@@ -19,6 +19,7 @@ from reactor.generic.contexts import (
     CONTEXT_PAGES,
     CONTEXT_SEGMENTS,
     CONTEXTS,
+    PAGE_UNTIL_FIELD,
     context_page_key,
 )
 from reactor.generic.storage import GenericStorage
@@ -822,3 +823,56 @@ def test_an_append_renews_the_pieces_only_when_they_would_lapse_before_the_head(
     for key, _ in _pieces(storage, "pieces"):
         renewed = storage.documents.raw(CONTEXT_SEGMENTS, key)
         assert renewed is not None and renewed.expires_at == pytest.approx(clock() + 2 * TTL)
+
+
+def test_contexts_within_the_document_limit_are_stored(clock: ManualClock) -> None:
+    """Only a context over ``max_document_bytes`` is refused: one under the limit or exactly at
+    it (here above 256 bytes, where ints stop being shared objects) is saved and appended."""
+    docs = MemoryDocumentStore(clock=clock)
+    storage = GenericStorage(docs, capabilities=Capabilities(max_document_bytes=1000))
+    small = dataclasses.replace(record("small", document="x" * 10), base="b")
+    storage.contexts.save(small)
+    assert storage.contexts.append(ContextDelta(
+        context_id="small", base="b", position=1, status="running", updated_at=clock(),
+        segment="y" * 20))
+    loaded = storage.contexts.load("small")
+    assert loaded is not None and loaded.stored_bytes == 30
+    storage.contexts.save(record("full", document="x" * 1000))
+    full = storage.contexts.load("full")
+    assert full is not None and full.stored_bytes == 1000
+    with pytest.raises(ContextTooLargeError):
+        storage.contexts.save(record("over", document="x" * 1001))
+
+
+def test_a_head_without_a_page_expiry_rewrites_its_summary_on_its_next_write(
+    storage: MemoryStorage, clock: ManualClock
+) -> None:
+    """A head written before page summaries were stamped to outlive their heads (no
+    ``_page_until``) has its summary rewritten by its next write, status unchanged, so the
+    listing keeps the run for as long as the run lives."""
+    start = clock()
+    storage.contexts.save(dataclasses.replace(record("old", created_at=start), base="b"))
+    head = storage.documents.read(CONTEXTS, "old")
+    assert head.value is not None and PAGE_UNTIL_FIELD in head.value
+    legacy = {k: v for k, v in head.value.items() if k != PAGE_UNTIL_FIELD}
+    assert storage.documents.write(CONTEXTS, "old", legacy, expected_version=head.version,
+                                   expires_at=head.expires_at, index="running")
+    key = context_page_key(start, "old")
+    assert storage.documents.set_expiry(CONTEXT_PAGES, key, start + TTL)  # as stamped then
+
+    clock.advance(TTL * 0.5)
+    _append(storage, clock, "old", 1)
+    summary = storage.documents.raw(CONTEXT_PAGES, key)
+    assert summary is not None and summary.expires_at == pytest.approx(clock() + 2 * TTL)
+    clock.advance(TTL * 0.9)  # past the summary's former expiry, within the head's
+    assert [run.context_id for run in storage.contexts.page().runs] == ["old"]
+
+
+def test_scan_returns_at_most_1000_rows_by_default(storage: MemoryStorage) -> None:
+    """``ContextStore.scan``'s default ``limit`` is 1000 (docs/protocol.md, "Contexts")."""
+    for n in range(1001):
+        storage.contexts.save(record(f"r{n:04d}"))
+    first = storage.contexts.scan()
+    assert len(first) == 1000 and first.next_cursor is not None
+    rest = storage.contexts.scan(cursor=first.next_cursor)
+    assert [row.context_id for row in rest] == ["r1000"]

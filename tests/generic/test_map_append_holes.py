@@ -63,3 +63,19 @@ def test_a_reservation_never_written_still_names_its_element(
     assert maps.element_ids("m") == ["ctx-0", "ctx-1"]
     # The distributed rollback reads one tail position per job: position 1 is index 0.
     assert maps.element_ids_from_tail("m", position=1, count=1, total=2) == ["ctx-0"]
+
+
+def test_a_read_from_a_later_start_still_finds_a_reservation_never_written(
+    documents: FailingElementWrites,
+) -> None:
+    """A read from position 1 on counts only the documents from position 1: the one at 0 does
+    not stand in for the position whose document is missing (its pending reservation does)."""
+    maps = DocumentMapStore(documents)  # type: ignore[arg-type]
+    assert maps.append_element("m", "ctx-0") == 0
+    assert maps.append_element("m", "ctx-1") == 1
+    documents.fail = 1
+    with pytest.raises(StorageError):
+        maps.append_element("m", "ctx-2")
+    assert maps.element_ids("m", start=1) == ["ctx-1", "ctx-2"]
+    assert maps.element_ids("m", start=1, limit=2) == ["ctx-1", "ctx-2"]
+    assert maps.element_ids("m", start=2) == ["ctx-2"]

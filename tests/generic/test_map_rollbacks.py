@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
-from reactor.generic.map_rollbacks import MAP_ROLLBACK_SEEN, MAP_ROLLBACKS
-from reactor.memory import ManualClock, MemoryProbe, MemoryStorage
+from reactor.generic.map_rollbacks import (
+    MAP_ROLLBACK_OUTCOMES,
+    MAP_ROLLBACK_SEEN,
+    MAP_ROLLBACKS,
+    DocumentMapRollbackStore,
+)
+from reactor.memory import ManualClock, MemoryDocumentStore, MemoryProbe, MemoryStorage
 from reactor.ports import MapRollbackMetadata, RollbackOutcome, RollbackSummary
 
 TTL = 100.0
@@ -199,3 +206,51 @@ def test_expired_rollback_claims_are_taken_over(
     assert rb.claim_signal("m1") is True
     assert rb.put_outcome("m1", 0, RollbackOutcome(0, "undone")) is True
     assert rb.outcome("m1", 0) == RollbackOutcome(0, "undone")
+
+
+class _ScanLimits(MemoryDocumentStore):
+    """A memory document store recording the ``limit`` of every scan."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock=clock)
+        self.limits: list[int] = []
+
+    def scan(self, collection: str, *, index: str | None = None, after: str | None = None,
+             limit: int = 1000) -> list[tuple[str, Mapping[str, Any]]]:
+        self.limits.append(limit)
+        return super().scan(collection, index=index, after=after, limit=limit)
+
+
+def test_outcomes_read_page_size_at_a_time_and_at_least_one(clock: ManualClock) -> None:
+    """``outcomes`` reads ``page_size`` outcomes per document-store scan (a page size below 1
+    reads one at a time)."""
+    docs = _ScanLimits(clock)
+    rb = DocumentMapRollbackStore(docs)
+    for position in range(3):
+        rb.put_outcome("m1", position, RollbackOutcome(position, "undone"))
+    for page_size in (1, 0):
+        docs.limits.clear()
+        assert [p for p, _ in rb.outcomes("m1", page_size=page_size)] == [0, 1, 2]
+        assert docs.limits == [1, 1, 1, 1]  # three full pages, then an empty one
+    docs.limits.clear()
+    assert [p for p, _ in rb.outcomes("m1", page_size=2)] == [0, 1, 2]
+    assert docs.limits == [2, 2]
+
+
+def test_rollback_state_lives_86400_seconds_after_its_last_write_by_default(
+    clock: ManualClock,
+) -> None:
+    """Without a ``context_ttl`` the store keeps rollback state for the default retention of
+    durable run state, 86400 s after each write (docs/protocol.md, "Conventions")."""
+    docs = MemoryDocumentStore(clock=clock)
+    rb = DocumentMapRollbackStore(docs)
+    rb.start(meta())
+    rb.put_outcome("m1", 0, RollbackOutcome(0, "undone"))
+    for collection, key in ((MAP_ROLLBACKS, "m1"), (MAP_ROLLBACK_OUTCOMES, "m1:000000000000"),
+                            (MAP_ROLLBACK_SEEN, "m1:000000000000")):
+        raw = docs.raw(collection, key)
+        assert raw is not None and raw.expires_at == clock() + 86400.0
+    clock.advance(86399.5)
+    assert rb.metadata("m1") == meta() and rb.outcome("m1", 0) is not None
+    clock.advance(0.5)
+    assert rb.metadata("m1") is None and rb.outcome("m1", 0) is None

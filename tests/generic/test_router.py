@@ -461,6 +461,53 @@ def test_a_waiting_receive_blocks_on_a_primitive_that_can_wait() -> None:
     assert queue.waits and all(0 < t <= 0.2 for t in queue.waits)
 
 
+
+def test_a_receipt_without_its_separator_never_reaches_the_primitive(
+    generic: GenericRouter, queue: PlainQueue, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A receipt with no ``:`` is not one this router wrote, even when it is all digits (a
+    length prefix of 0 naming an empty message id): every call on it is logged as stale and
+    no primitive operation runs."""
+    generic.enqueue(job())
+    (delivery,) = generic.receive()
+    queue.calls.clear()
+    for receipt in ("0", "00"):
+        foreign = type(delivery)(job=delivery.job, receipt=receipt)
+        with caplog.at_level(logging.WARNING, logger="reactor.generic.router"):
+            generic.ack(foreign)
+            generic.retry(foreign, 0)
+            generic.extend(foreign, 60)
+            generic.dead_letter(foreign, "no")
+    assert queue.calls == []
+    assert caplog.text.count("stale receipt") == 8
+    generic.ack(delivery)
+    assert queue.calls == ["delete"] and queue.inner.size() == 0
+
+
+class _EnqueueOnWait(MemoryQueue):
+    """A queue that can wait, recording each wait's timeout and, instead of blocking, having
+    a job enqueued through ``router`` (so the receive's next claim finds it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+        self.router: GenericRouter | None = None
+
+    def wait_for_messages(self, timeout: float) -> None:
+        self.waits.append(timeout)
+        assert self.router is not None
+        self.router.enqueue(job())
+
+
+def test_a_waiting_receive_pauses_at_most_the_default_poll_interval_between_claims() -> None:
+    """The default ``poll_interval`` is 0.05 s (docs/protocol.md, "Building a router"): a
+    receive with 30 s left waits at most that long before claiming again."""
+    queue = _EnqueueOnWait()
+    queue.router = router = GenericRouter(queue)
+    deliveries = router.receive(wait_seconds=30)
+    assert len(deliveries) == 1 and queue.waits == [0.05]
+
+
 # -- the worked example of docs/protocol.md ------------------------------------------------------
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"

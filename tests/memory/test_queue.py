@@ -13,6 +13,7 @@ import pytest
 
 from reactor.errors import RouterError
 from reactor.memory import MemoryQueue
+from reactor.memory.queue import DeadLetterList
 from reactor.ports.queues import ClaimedMessage, QueuePrimitive, WaitsForMessages
 
 
@@ -162,3 +163,15 @@ def test_only_the_current_receipt_is_honoured_whatever_its_value(queue: MemoryQu
         assert queue.release("m", receipt, 0.0) is False
         assert queue.dead_letter("m", receipt, "no", 0.0) is False
     assert queue.delete("m", current) is True
+
+
+def test_a_dead_letter_page_above_the_small_int_cache_stops_at_its_limit() -> None:
+    """A page of 257 letters (above 256, where ints stop being shared objects) holds exactly
+    ``limit`` letters, the oldest first, from the start and after a cursor."""
+    letters = DeadLetterList()
+    for n in range(300):
+        letters.add(f"b{n}", "r", float(n))
+    first = letters.page(257, None)
+    assert [d.id for d in first] == [str(n) for n in range(1, 258)]
+    after = letters.page(257, "10")
+    assert len(after) == 257 and (after[0].id, after[-1].id) == ("11", "267")
