@@ -50,7 +50,7 @@ from typing import Any
 from reactor.dsl.coordination import Coordination, OrderedLockDecl
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import liveness, rollback
+from reactor.engine import coordination, liveness, rollback
 from reactor.engine.arguments import resolve_arguments
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.dispatch import publish_completion
@@ -680,16 +680,9 @@ def _release_stored_holds(env: Env, definition: ReactorDefinition, ctx: Context)
     or failed release only lets the hold lapse with its TTL (logged)."""
     state = ctx.engine_state
     storage = env.storage
-    for scope, holds in state.parked_holds.items():
+    for holds in state.parked_holds.values():
         for hold in holds:
-            try:
-                if hold.primitive == "lock":
-                    storage.locks.release(hold.key, hold.holder)
-                else:
-                    storage.semaphores.release(hold.key, hold.holder)
-            except Exception as exc:
-                log.warning("event=cancel_release_failed run_id=%s scope=%s key=%s error=%s",
-                            ctx.context_id, scope, hold.key, exc)
+            coordination.release_parked(storage, hold, event="cancel_release")
     tickets = [(state.ordered_ticket, definition.coordination)] if state.ordered_ticket else []
     for step, ticket in state.step_ordered_tickets.items():
         spec = definition.steps.get(step)

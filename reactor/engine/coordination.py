@@ -127,6 +127,8 @@ __all__ = [
     "hold_lost",
     "is_admitted",
     "mark_admitted",
+    "release_parked",
+    "release_quietly",
     "rollback_holds",
     "run_coordinated",
     "step_default_key",
@@ -270,10 +272,46 @@ class _Hold:
         return Hold("semaphore", self.key, scope, probe=self.lost)
 
     def release(self) -> None:
-        try:
-            self.refused = not self.client.release()
-        except Exception as exc:  # a lost release only shortens a lease: never fail the unit
-            log.warning("event=release_failed key=%s error=%s", self.key, exc)
+        """Release the hold (:func:`release_quietly`); a refused release marks it lost."""
+        self.refused = release_quietly(self.client.release, self.key) is False
+
+
+def release_quietly(release: Callable[[], bool], key: str, *, event: str = "release") -> (
+    bool | None
+):
+    """Release a lock or semaphore lease; never raises (a lost release only lets the lease
+    lapse with its TTL, docs/coordination.md, "Renewal and loss").
+
+    A release the store failed (a dead pooled connection, a timeout) is tried once more at
+    once: the lease is then free for the next holder instead of held for its whole lifetime.
+    That retry's "not held" means the first attempt was applied and its reply lost.
+
+    Args:
+        release: the release call (``True``: released, ``False``: not held by this holder).
+        key: the primitive's key (for the log).
+        event: the log event's prefix (``<event>_retried``, ``<event>_failed``).
+
+    Returns:
+        ``True`` released, ``False`` refused (not held: lapsed or taken over), ``None`` both
+        attempts failed.
+    """
+    try:
+        return release()
+    except Exception as exc:
+        log.warning("event=%s_retried key=%s error=%s", event, key, exc)
+    try:
+        release()
+        return True
+    except Exception as exc:
+        log.warning("event=%s_failed key=%s error=%s", event, key, exc)
+        return None
+
+
+def release_parked(storage: Storage, hold: ParkedHold, *, event: str = "release") -> None:
+    """Release a hold a park kept (a lock by its owner, a semaphore lease by its holder)
+    with :func:`release_quietly`; never raises."""
+    primitive = storage.locks if hold.primitive == "lock" else storage.semaphores
+    release_quietly(lambda: primitive.release(hold.key, hold.holder), hold.key, event=event)
 
 
 class _Unit:

@@ -26,6 +26,7 @@ from reactor.errors import (
     LockAcquisitionError,
     RateLimitExceeded,
     SemaphoreAcquisitionError,
+    StorageError,
     UnknownRateLimitError,
 )
 from reactor.memory import MemoryStorage
@@ -240,6 +241,35 @@ def test_step_contention_waits_and_succeeds_when_the_hold_frees(
 
     assert R.run().value == {"s": "got it"}
     assert len(fake_clock.sleeps) == 1  # one poll on the runtime's clock, then it was free
+
+
+@pytest.mark.parametrize("applied", [False, True], ids=["not-applied", "applied"])
+def test_a_release_the_store_failed_is_tried_again_and_is_no_loss(
+    storage: MemoryStorage, monkeypatch: pytest.MonkeyPatch, applied: bool
+) -> None:
+    """A release that meets a dead connection (the soak's PostgreSQL restarts) is tried again
+    at once: the lock is free for the next run instead of held for its whole lifetime, and a
+    second answer of "not held" (the first one applied, its reply lost) is not a lost hold."""
+    real = storage.locks.release
+    failures = [1]
+
+    def flaky(key: str, owner: str) -> bool:
+        if failures:
+            failures.pop()
+            if applied:
+                real(key, owner)
+            raise StorageError("injected: connection terminated")
+        return real(key, owner)
+
+    monkeypatch.setattr(storage.locks, "release", flaky)
+
+    class R(Reactor):
+        s = step(lambda inputs, ctx: "done",
+                 coordination=with_lock(key="k", ttl=600, auto_extend=False))
+
+    assert R.run().value == {"s": "done"}
+    assert not storage.locks.held("k")
+    assert failures == []
 
 
 def test_reactor_level_contention_fails_before_any_step(storage: MemoryStorage) -> None:

@@ -49,6 +49,7 @@ from reactor.dsl.declarations import StepSpec
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import async_step, invoke, observe
 from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine.coordination import release_parked
 from reactor.engine.dispatch import publish_completion
 from reactor.engine.env import Env, make_env
 from reactor.engine.liveness import liveness_lock
@@ -289,13 +290,7 @@ class _Unit:
         """At the park cap: release what the parks kept, give the ordered place up, fail."""
         storage = self.env.storage
         for entry in ctx.engine_state.parked_holds.get(self.step, ()):
-            try:
-                if entry.primitive == "lock":
-                    storage.locks.release(entry.key, entry.holder)
-                else:
-                    storage.semaphores.release(entry.key, entry.holder)
-            except Exception as exc:  # the lease lapses anyway
-                log.warning("event=release_failed key=%s error=%s", entry.key, exc)
+            release_parked(storage, entry)
         ticket = ctx.engine_state.step_ordered_tickets.get(self.step)
         if ticket is not None:
             OrderedLock(storage.ordered_locks, ticket.key).advance(ticket.ticket)
