@@ -31,7 +31,8 @@ def probe_for(storage: Storage) -> Probe:
     :class:`reactor_contract.probe.ClockProbe`: ``with_clock`` builds a second ``MongoStorage``
     on the same database, prefix and client whose clock is the given one. With the server
     clock ``with_clock`` returns ``None``: every process reads the same clock
-    (docs/coordination.md#clock-skew).
+    (docs/coordination.md#clock-skew); ``documents_with_clock`` still gives the document store
+    over the same documents judged by the given clock, for the expiry boundary.
 
     Raises:
         TypeError: ``storage`` is not a ``MongoStorage``.
@@ -54,9 +55,22 @@ def probe_for(storage: Storage) -> Probe:
         )
         return MongoStorage(twin, context_ttl=context_ttl)
 
+    def clocked_documents(clock: Callable[[], float]) -> MongoDocumentStore:
+        """The documents judged by ``clock`` whatever the storage's clock (the store compares
+        expiry with the ``now`` it reads, so this runs the same filters): the document
+        primitive's expiry boundary is checked on a server-clock storage too."""
+        return MongoDocumentStore(
+            documents.database,
+            prefix=documents.prefix,
+            clock=clock,
+            gc_grace=documents.gc_grace,
+            max_document_bytes=documents.max_document_bytes,
+            owns_client=False,
+        )
+
     cleanup = MongoCleanup(documents.database, documents.prefix)
     return GenericProbe(documents, drivers=[(_unwrapped(documents.database), "client")],
-                      clocked=clocked, cleanup=cleanup)
+                      clocked=clocked, clocked_documents=clocked_documents, cleanup=cleanup)
 
 
 def _unwrapped(database: Any) -> Any:

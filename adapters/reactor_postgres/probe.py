@@ -32,9 +32,11 @@ def probe_for(storage: Storage) -> Probe:
 
     With the server clock (``Capabilities.clock == "server"``, the default), which no client
     sets, ``with_clock`` returns ``None`` (the contract suite refuses a "server" clock that
-    follows an injected one; docs/coordination.md#clock-skew). With ``clock=application`` it
-    builds a second ``PostgresStorage`` on the same pool, schema and prefix (not owning the
-    pool) whose clock is the given one.
+    follows an injected one; docs/coordination.md#clock-skew); ``documents_with_clock`` still
+    gives the document store over the same rows judged by the given clock, for the document
+    primitive's expiry boundary. With ``clock=application`` ``with_clock`` builds a second
+    ``PostgresStorage`` on the same pool, schema and prefix (not owning the pool) whose clock
+    is the given one.
 
     Raises:
         TypeError: ``storage`` is not a ``PostgresStorage``.
@@ -56,8 +58,14 @@ def probe_for(storage: Storage) -> Probe:
             owns_client=False, capabilities=capabilities,
         )
 
+    def clocked_documents(clock: Callable[[], float]) -> PostgresDocumentStore:
+        """The documents over the same rows judged by ``clock``: the store takes ``now`` as a
+        statement parameter, so this runs the very SQL the server-clock store runs."""
+        return PostgresDocumentStore(documents.client, prefix=documents.prefix, clock=clock,
+                                     owns_client=False)
+
     return GenericProbe(documents, drivers=[(documents.client, "pool")], clocked=clocked,
-                         cleanup=PostgresCleanup(documents))
+                        clocked_documents=clocked_documents, cleanup=PostgresCleanup(documents))
 
 
 class PostgresCleanup:

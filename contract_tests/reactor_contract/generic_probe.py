@@ -160,6 +160,9 @@ class GenericProbe:
             storage of the adapter over the same records whose clock is the given
             ``() -> epoch seconds`` callable (``None``: :meth:`with_clock` returns ``None``;
             docs/coordination.md#clock-skew).
+        clocked_documents: the optional :class:`reactor_contract.probe.DocumentsClockProbe`
+            capability: builds the adapter's document store over the same rows judged by the
+            given clock (``None``: :meth:`documents_with_clock` returns ``None``).
         cleanup: the optional :class:`reactor_contract.probe.CleanupProbe` capability: empties
             and lists the namespace; defaults to the backdoor when it has ``purge_namespace``
             and ``leftovers`` (``None`` otherwise: :meth:`purge_namespace` returns ``None``).
@@ -179,10 +182,12 @@ class GenericProbe:
         backdoor: DocumentBackdoor | None = None,
         *,
         clocked: Callable[[Callable[[], float]], Storage | None] | None = None,
+        clocked_documents: Callable[[Callable[[], float]], DocumentStore | None] | None = None,
         cleanup: NamespaceCleanup | None = None,
         drivers: Sequence[tuple[object, str]] | None = None,
     ) -> None:
         self._clocked = clocked
+        self._clocked_documents = clocked_documents
         self._drivers = None if drivers is None else list(drivers)
         if cleanup is None:
             for candidate in (backdoor, documents):
@@ -320,6 +325,15 @@ class GenericProbe:
             :class:`reactor_contract.probe.ClockProbe`; docs/coordination.md#clock-skew).
         """
         return None if self._clocked is None else self._clocked(clock)
+
+    def documents_with_clock(self, clock: Callable[[], float]) -> DocumentStore | None:
+        """The adapter's document store over the same rows, judging time by ``clock``.
+
+        Returns:
+            What the adapter's ``clocked_documents`` factory builds, or ``None`` without one
+            (see :class:`reactor_contract.probe.DocumentsClockProbe`).
+        """
+        return None if self._clocked_documents is None else self._clocked_documents(clock)
 
     def purge_namespace(self) -> int | None:
         """Delete everything of the probed storage's namespace (``cleanup``), or ``None``

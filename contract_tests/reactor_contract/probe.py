@@ -47,6 +47,7 @@ from importlib.metadata import entry_points
 from typing import Any, Protocol, cast, runtime_checkable
 from urllib.parse import urlsplit
 
+from reactor.ports.documents import DocumentStore
 from reactor.ports.router import Router
 from reactor.ports.storage import Storage
 
@@ -57,6 +58,7 @@ __all__ = [
     "ROUTER_PROBE_GROUP",
     "CleanupProbe",
     "ClockProbe",
+    "DocumentsClockProbe",
     "DriverProbe",
     "Probe",
     "ProbeNotFound",
@@ -196,6 +198,29 @@ class ClockProbe(Protocol):
             whose ``now()`` is ``clock()``, or ``None`` when the adapter cannot inject a clock
             (it reads a server clock, or its records cannot be shared). The caller closes it;
             closing it leaves the probed storage usable.
+        """
+        ...
+
+
+@runtime_checkable
+class DocumentsClockProbe(Protocol):
+    """An optional probe capability of a storage built on a ``DocumentStore`` whose storage
+    clock is the server's: the same documents judged by an injected clock, for the
+    ``documents`` concern only (docs/contract-suite.md, "The probe").
+
+    A storage declaring ``Capabilities.clock == "server"`` must not follow a clock a client
+    injects (its :meth:`ClockProbe.with_clock` returns ``None``), yet its document store may
+    judge expiry against a ``now`` it is given: this twin of the document store, over the same
+    rows, is then how the suite checks the expiry boundary exactly (``expires_at == now`` is
+    expired) without the storage ever claiming a client clock.
+    """
+
+    def documents_with_clock(self, clock: Callable[[], float]) -> DocumentStore | None:
+        """A second document store on the same rows whose ``now()`` is ``clock()``.
+
+        Returns:
+            The store (the caller closes it; closing it leaves the probed storage usable), or
+            ``None`` when the adapter cannot.
         """
         ...
 

@@ -27,7 +27,7 @@ from reactor.ports.documents import DocumentStore
 from reactor.ports.storage import Storage
 from reactor_contract._support import CLOCK_TOLERANCE, HOUR, clock_offset_diagnosis, uid
 from reactor_contract.plugin import NO_SIZE_LIMIT, NOT_APPLICABLE, open_storage
-from reactor_contract.probe import ClockProbe, Probe
+from reactor_contract.probe import ClockProbe, DocumentsClockProbe, Probe
 from reactor_contract.test_concurrency import race_rounds
 
 __all__ = ["DocumentsContract"]
@@ -74,12 +74,17 @@ def clocked(
     documents: DocumentStore, probe: Probe
 ) -> Iterator[Callable[[float], tuple[DocumentStore, _Clock]]]:
     """``view(start)``: the same documents judged by a settable clock (``ClockProbe``)."""
-    opened: list[Storage] = []
+    opened: list[Storage | DocumentStore] = []
 
     def view(start: float) -> tuple[DocumentStore, _Clock]:
+        clock = _Clock(start)
+        if isinstance(probe, DocumentsClockProbe):  # a server-clock storage's documents
+            twin = probe.documents_with_clock(clock)
+            if twin is not None:
+                opened.append(twin)
+                return twin, clock
         if not isinstance(probe, ClockProbe):
             pytest.skip("capability: the probe cannot inject a clock (no ClockProbe.with_clock)")
-        clock = _Clock(start)
         other = probe.with_clock(clock)
         if other is None:
             pytest.skip("capability: the probe cannot inject a clock (with_clock gave None)")
