@@ -65,6 +65,8 @@ __all__ = [
     "SignalOutsideStepError",
     "SnoozeLimitError",
     "StaleWriterError",
+    "StepTransactionError",
+    "StepTransactionMisuseError",
     "StorageError",
     "UndeclaredInputError",
     "UndoError",
@@ -94,6 +96,26 @@ class ConfigurationError(ReactorError):
     message names the extra to install, e.g. ``pip install 'reactor-saga[redis]'``), a setting
     of the wrong type.
     """
+
+
+class StepTransactionError(ReactorError):
+    """A transactional step's transaction cannot commit with its checkpoint
+    (docs/concepts.md, "Transactional steps"): a statement of the body failed and the body
+    caught the error (the transaction is aborted; catch inside a savepoint,
+    ``with ctx.transaction.transaction():``, to go on), or its connection was closed or
+    dropped. The attempt fails like a body that raised it: rolled back, retried per the
+    step's policy, compensated.
+    """
+
+
+class StepTransactionMisuseError(StepTransactionError):
+    """The body of a transactional step called ``commit()``, ``rollback()``, ``close()`` or
+    ``set_autocommit()`` on ``ctx.transaction``: the transaction belongs to the step's
+    checkpoint, which the engine commits (docs/concepts.md, "Transactional steps"). Raised by
+    that call, so the attempt fails where the mistake is. Not retryable.
+    """
+
+    retryable = False
 
 
 class InputValidationError(ReactorError):

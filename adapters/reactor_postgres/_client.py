@@ -19,14 +19,58 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from reactor.errors import ReactorError, StorageError
+from reactor.errors import ReactorError, RouterError, StepTransactionMisuseError, StorageError
 from reactor.ports.driver_errors import close_quietly
 from reactor_postgres.migrations import MIGRATIONS, applied_versions, migrate
 
-__all__ = ["DRIVER_ERRORS", "PostgresClient"]
+__all__ = ["DRIVER_ERRORS", "GuardedConnection", "PostgresClient"]
 
 #: What the driver and the pool raise for a backend failure.
 DRIVER_ERRORS: tuple[type[Exception], ...] = (psycopg.Error, PoolTimeout)
+
+
+class GuardedConnection(psycopg.Connection[Any]):
+    """The pool's connection class: a plain ``psycopg.Connection`` that, while a
+    transactional step's body holds it (``guarded``), refuses the calls that would end or
+    change the step's transaction behind the engine's back (docs/concepts.md,
+    "Transactional steps").
+
+    Raises (from ``commit``, ``rollback``, ``close``, ``set_autocommit`` while guarded):
+        StepTransactionMisuseError: naming the call.
+    """
+
+    #: ``True`` while a step body holds the connection inside its transaction.
+    guarded: bool = False
+
+    def _refuse(self, call: str) -> None:
+        if self.guarded:
+            raise StepTransactionMisuseError(
+                f"ctx.transaction.{call}() in a transactional step: the transaction commits "
+                "with the step's checkpoint, which the engine writes after the body returns; "
+                "use a savepoint (with ctx.transaction.transaction(): ...) to undo part of "
+                "the body's work (docs/concepts.md, \"Transactional steps\")"
+            )
+
+    def commit(self) -> None:
+        """``Connection.commit``; refused while guarded."""
+        self._refuse("commit")
+        super().commit()
+
+    def rollback(self) -> None:
+        """``Connection.rollback``; refused while guarded."""
+        self._refuse("rollback")
+        super().rollback()
+
+    def close(self) -> None:
+        """``Connection.close``; refused while guarded."""
+        self._refuse("close")
+        super().close()
+
+    def set_autocommit(self, value: bool) -> None:
+        """``Connection.set_autocommit`` (the ``autocommit`` setter); refused while
+        guarded."""
+        self._refuse("set_autocommit")
+        super().set_autocommit(value)
 
 
 class PostgresClient:
@@ -66,11 +110,12 @@ class PostgresClient:
         self._bound = threading.local()
         self._last_broken = threading.local()
         self._checking = threading.Lock()
-        self.pool = ConnectionPool(
+        self.pool: ConnectionPool[Any] = ConnectionPool(
             conninfo,
             min_size=1,
             max_size=max_size,
             kwargs={"autocommit": True},
+            connection_class=GuardedConnection,
             timeout=timeout,
             open=True,
             name=f"reactor-{schema}",
@@ -172,9 +217,10 @@ class PostgresClient:
         """With ``migrate=never``: refuse a schema that lacks a migration this code needs."""
         missing = sorted({v for v, _ in MIGRATIONS} - set(applied_versions(conn, self.schema)))
         if missing:
+            option = "--router" if issubclass(self._error, RouterError) else "--storage"
             raise self._error(
                 f"PostgreSQL schema {self.schema!r} lacks migration(s) {missing} and the URL "
-                "says migrate=never: run `reactor migrate --storage URL` (with a role allowed "
+                f"says migrate=never: run `reactor migrate {option} URL` (with a role allowed "
                 "to create tables) first (docs/adapters/postgres.md, \"Schema and migration\")"
             )
 
@@ -190,7 +236,9 @@ class PostgresClient:
         """
         if self._closed:
             raise self._error("the PostgreSQL client is closed")
-        with self._migrate_lock, self.pool.connection() as conn:
+        # a connection of its own, not the pool's: a refused or misconfigured server fails
+        # at once with its own reason instead of after the pool's wait
+        with self._migrate_lock, psycopg.connect(self.conninfo, autocommit=True) as conn:
             applied = migrate(conn, self.schema)
             self._migrated = True
         return applied
@@ -204,7 +252,7 @@ class PostgresClient:
         """
         if self._closed:
             raise self._error("the PostgreSQL client is closed")
-        conn = self.pool.getconn()
+        conn: psycopg.Connection[Any] = self.pool.getconn()
         try:
             self._migrate(conn)
         except BaseException:

@@ -7,7 +7,10 @@ of the storage's pool with autocommit off. The step body writes through it
 *bound* to the calling thread (:meth:`reactor_postgres._client.PostgresClient.bind`), so the
 checkpoint's statements — the context's compare-and-set with its fence, its segment, its
 listing row — run in the same transaction, and commits. A crash before the ``COMMIT`` leaves
-neither the body's writes nor the checkpoint; after it, both.
+neither the body's writes nor the checkpoint; after it, both. While the body holds the
+connection it refuses ``commit``, ``rollback``, ``close`` and ``set_autocommit``
+(:class:`reactor_postgres._client.GuardedConnection`), and a transaction a failed statement
+aborted fails the attempt (:meth:`PostgresStepTransaction.check`).
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
+from reactor.errors import StepTransactionError
 from reactor.ports.driver_errors import translate_errors
-from reactor_postgres._client import DRIVER_ERRORS, PostgresClient
+from reactor_postgres._client import DRIVER_ERRORS, GuardedConnection, PostgresClient
 
 __all__ = ["PostgresStepTransaction"]
 
@@ -44,6 +49,7 @@ class PostgresStepTransaction:
                 client.give_back(conn)
                 raise
         self._conn: psycopg.Connection[Any] | None = conn
+        _guard(conn, True)  # the body may not end the transaction itself
 
     @property
     def connection(self) -> psycopg.Connection[Any]:
@@ -63,6 +69,28 @@ class PostgresStepTransaction:
         with self._client.bind(self.connection):
             yield
 
+    def check(self) -> None:
+        """Whether the transaction can still commit, once the body returned (no round trip:
+        the connection's own state).
+
+        Raises:
+            StepTransactionError: a statement failed and the body caught it (the transaction
+                is aborted), or the connection is closed or broken.
+        """
+        conn = self.connection
+        if conn.closed or conn.broken:
+            raise StepTransactionError(
+                "the step's transaction lost its connection before it could commit (closed "
+                "or dropped by the server): nothing of the attempt is stored"
+            )
+        if conn.info.transaction_status == TransactionStatus.INERROR:
+            raise StepTransactionError(
+                "the step's transaction is aborted: a statement of the body failed and the "
+                "body went on; catch such errors inside a savepoint (with "
+                "ctx.transaction.transaction(): ...) to keep the rest of the attempt "
+                "(docs/concepts.md, \"Transactional steps\")"
+            )
+
     def commit(self) -> None:
         """``COMMIT`` and give the connection back.
 
@@ -72,6 +100,7 @@ class PostgresStepTransaction:
         """
         conn = self.connection
         self._conn = None
+        _guard(conn, False)
         try:
             with translate_errors(DRIVER_ERRORS, what="PostgreSQL transaction commit"):
                 conn.commit()
@@ -84,6 +113,7 @@ class PostgresStepTransaction:
         conn, self._conn = self._conn, None
         if conn is None:
             return
+        _guard(conn, False)
         try:
             conn.rollback()
         except psycopg.Error:
@@ -97,3 +127,10 @@ class PostgresStepTransaction:
         except psycopg.Error:
             pass  # still in a transaction block: the pool discards it
         self._client.give_back(conn)
+
+
+def _guard(conn: psycopg.Connection[Any], on: bool) -> None:
+    """Turn the pool connection's guard on or off (a connection of another class, which a
+    pool built elsewhere may hand out, has none)."""
+    if isinstance(conn, GuardedConnection):
+        conn.guarded = on

@@ -214,7 +214,10 @@ def _transactional(
             transaction commits: use reactor-level coordination or row locks instead).
     """
     if given is not None and not isinstance(given, bool):
-        raise DefinitionError(f"{label}: transaction= must be True or False, got {given!r}")
+        raise DefinitionError(
+            f"{label}: transaction= must be True, False or None (the Step class's), got "
+            f"{given!r}"
+        )
     transaction = declared if given is None else given
     if transaction and coordination:
         raise DefinitionError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -17,7 +18,21 @@ from reactor.model.results import Failure, Paused, Success
 from reactor.model.step_context import Hold, StepContext
 from reactor.ports.capabilities import StepTransaction
 
-__all__ = ["Execute", "Executor", "InFlight", "RunState"]
+__all__ = ["Execute", "Executor", "InFlight", "KeptTransaction", "RunState"]
+
+
+@dataclass
+class KeptTransaction:
+    """A succeeded transactional step's open transaction, kept for its checkpoint.
+
+    Attributes:
+        transaction: the storage's transaction.
+        binding: leaves the transaction's binding to the executing thread (entered when the
+            body returned).
+    """
+
+    transaction: StepTransaction
+    binding: ExitStack
 
 
 @dataclass
@@ -77,7 +92,8 @@ class RunState:
             execution (``{step_path: payload}``; its cancel request), ``None`` when none were
             read with it: the start of the execution reads the cancel request itself.
         step_transaction: the open transaction of a transactional step whose body succeeded
-            and whose checkpoint is not written yet (:mod:`reactor.engine.step_transactions`).
+            and whose checkpoint is not written yet, bound to the executing thread
+            (:mod:`reactor.engine.step_transactions`).
     """
 
     definition: ReactorDefinition
@@ -94,7 +110,7 @@ class RunState:
     path_prefix: str = ""
     cancel_checked_at: float | None = None
     claims_read: dict[str, str] | None = None
-    step_transaction: StepTransaction | None = None
+    step_transaction: KeptTransaction | None = None
 
     def lost_hold(self) -> LockLost | None:
         """The first reactor-level hold that is lost, else ``None`` (no I/O)."""

@@ -8,9 +8,12 @@ as ``ctx.transaction``:
 * an attempt whose result is not a success (a ``Failure``, raised or returned) rolls its
   transaction back at once, so a retry starts from a clean database and the compensate runs
   outside any transaction;
-* a successful attempt's transaction stays open in ``RunState.step_transaction`` until the
-  executor writes the step's checkpoint inside it (:func:`committing`) and commits: the body's
-  writes and the record that the step completed become durable together, or not at all;
+* a successful attempt's transaction is checked (:meth:`StepTransaction.check`: a failed
+  statement the body caught, a dead connection fail the attempt with
+  :class:`~reactor.errors.StepTransactionError`), then stays open in
+  ``RunState.step_transaction``, bound to the executing thread, until the executor writes the
+  step's checkpoint inside it (:func:`committing`) and commits: the body's writes and the
+  record that the step completed become durable together, or not at all;
 * anything that stops the step between its body and its checkpoint (a lost hold turning the
   result into a failure, a storage error, an interruption) rolls it back (:func:`discard`).
 
@@ -21,15 +24,15 @@ pops its undo-stack entry (:mod:`reactor.engine.rollback`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import cast
 
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine.env import Env
-from reactor.engine.invoke import Invocation
-from reactor.engine.state import RunState
-from reactor.errors import ConfigurationError
+from reactor.engine.invoke import Invocation, failure_from_exception
+from reactor.engine.state import KeptTransaction, RunState
+from reactor.errors import ConfigurationError, StepTransactionError
 from reactor.model.results import Failure, Success
 from reactor.ports.capabilities import RunsStepTransactions, StepTransaction, declares
 
@@ -47,11 +50,15 @@ def check(definition: ReactorDefinition, env: Env) -> None:
         return
     found = _transactional(definition)
     if found:
-        raise _unsupported(definition.name, found[0].name, env.storage)
+        reactor, step = found[0]
+        raise _unsupported(reactor, step, env.storage)
 
 
-def _transactional(definition: ReactorDefinition) -> list[StepSpec]:
-    found = [spec for spec in definition.steps.values() if spec.transaction]
+def _transactional(definition: ReactorDefinition) -> list[tuple[str, str]]:
+    """``(reactor name, step name)`` of every transactional step, children and elements
+    included."""
+    found = [(definition.name, name) for name, spec in definition.steps.items()
+             if spec.transaction]
     for child in definition.children.values():
         found.extend(_transactional(child))
     return found
@@ -91,11 +98,17 @@ def run_body(
         if transaction is not None:
             transaction.rollback()
         raise
-    if transaction is not None:
-        if isinstance(invocation.result, Success):
-            keep(state, transaction)
-        else:
-            transaction.rollback()
+    if transaction is None:
+        return invocation
+    if not isinstance(invocation.result, Success):
+        transaction.rollback()
+        return invocation
+    try:
+        transaction.check()
+    except StepTransactionError as exc:  # a failed statement the body caught, a dead connection
+        transaction.rollback()
+        return Invocation(failure_from_exception(exc), raised=True)
+    keep(state, transaction)
     return invocation
 
 
@@ -117,10 +130,15 @@ def begin(state: RunState, spec: StepSpec) -> StepTransaction | None:
 
 
 def keep(state: RunState, transaction: StepTransaction) -> None:
-    """Keep a succeeded attempt's open transaction for the step's checkpoint (any one still
-    kept is rolled back first: it can only be left over from a step that did not record)."""
+    """Keep a succeeded attempt's open transaction for the step's checkpoint, bound to this
+    thread from now on: what the engine reads before the checkpoint (the run's cancel
+    request) runs on it, so a step never waits for a second pooled connection while it holds
+    one (any transaction still kept is rolled back first: it can only be left over from a
+    step that did not record)."""
     discard(state)
-    state.step_transaction = transaction
+    binding = ExitStack()
+    binding.enter_context(transaction.binding())
+    state.step_transaction = KeptTransaction(transaction, binding)
 
 
 @contextmanager
@@ -132,21 +150,23 @@ def committing(state: RunState) -> Iterator[None]:
         StorageError: the commit failed (rolled back) or its reply was lost (the run's
             checkpoint tells whether it applied); whatever the block raised, after a rollback.
     """
-    transaction, state.step_transaction = state.step_transaction, None
-    if transaction is None:
+    kept, state.step_transaction = state.step_transaction, None
+    if kept is None:
         yield
         return
     try:
-        with transaction.binding():
-            yield
+        yield
     except BaseException:
-        transaction.rollback()
+        kept.binding.close()
+        kept.transaction.rollback()
         raise
-    transaction.commit()
+    kept.binding.close()
+    kept.transaction.commit()
 
 
 def discard(state: RunState) -> None:
     """Roll back the kept transaction, if any (never raises)."""
-    transaction, state.step_transaction = state.step_transaction, None
-    if transaction is not None:
-        transaction.rollback()
+    kept, state.step_transaction = state.step_transaction, None
+    if kept is not None:
+        kept.binding.close()
+        kept.transaction.rollback()

@@ -481,7 +481,19 @@ class StepTransaction(Protocol):
     def binding(self) -> AbstractContextManager[None]:
         """While entered, every storage operation **of the calling thread** on the storage
         that opened the transaction runs inside it (other threads keep their own
-        connections: a lease renewal is never delayed to the commit)."""
+        connections: a lease renewal is never delayed to the commit). The engine enters it
+        when the body returned and leaves it at the commit or rollback, so what the engine
+        reads in between (the run's cancel request) needs no second connection."""
+        ...
+
+    def check(self) -> None:
+        """Called once the body succeeded, before the transaction is kept for the checkpoint.
+
+        Raises:
+            StepTransactionError: the transaction cannot commit (a failed statement aborted
+                it, its connection was closed or dropped); the engine rolls it back and fails
+                the attempt with this error.
+        """
         ...
 
     def commit(self) -> None:

@@ -50,8 +50,25 @@ def test_an_unreachable_server_fails_with_one_line_naming_the_backend() -> None:
     out = runner.invoke(cli.app, ["migrate", "--storage", url])
     assert out.exit_code == 1, out.output
     assert out.stdout == ""
+    assert out.stderr.count("\n") == 1, out.stderr  # one line, the server's own reason in it
     assert "error: storage postgresql://app:***@127.0.0.1:" in out.stderr
     assert "migration failed: StorageError" in out.stderr and "hunter2" not in out.stderr
+    assert "Connection refused" in out.stderr or "connection failed" in out.stderr
+
+
+@pytest.mark.postgres
+def test_a_bad_router_url_stops_before_the_storage_is_migrated(
+    service_url: Callable[[str], str]
+) -> None:
+    base = service_url("postgres")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    out = runner.invoke(cli.app, ["migrate", "--storage", f"{base}?schema={schema}",
+                                  "--router", f"{base}?schema={schema}&visibility_timeout=0"])
+    assert out.exit_code == 2, out.output
+    assert out.stdout == "" and "bad router URL" in out.stderr
+    with psycopg.connect(base, autocommit=True) as conn:
+        found = conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone()
+    assert found == (None,)  # nothing was migrated
 
 
 @pytest.mark.postgres

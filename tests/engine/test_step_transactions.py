@@ -16,7 +16,12 @@ from reactor import Input, Reactor, Step, config
 from reactor.config import Runtime
 from reactor.dsl import Retries, async_step, compose, input, step, with_lock
 from reactor.engine import step_transactions
-from reactor.errors import ConfigurationError, DefinitionError, StorageError
+from reactor.errors import (
+    ConfigurationError,
+    DefinitionError,
+    StepTransactionError,
+    StorageError,
+)
 from reactor.memory.storage import MemoryStorage
 from reactor.model.results import Failure, Halt, Success
 from reactor.model.signals import halt
@@ -47,6 +52,10 @@ class FakeTransaction:
         finally:
             self.storage.bound = None
 
+    def check(self) -> None:
+        if self.storage.aborted:
+            raise StepTransactionError("aborted by a statement the body caught")
+
     def commit(self) -> None:
         assert not self.over
         self.over = True
@@ -72,6 +81,7 @@ class TransactionalMemory(MemoryStorage):
         self.bound: int | None = None
         self.fail_commit = False
         self.fail_bound_write = False
+        self.aborted = False
         real = self.documents.write
 
         def write(*args: Any, **kwargs: Any) -> bool:
@@ -298,7 +308,7 @@ class Transactional(Step):
 
 
 def test_definition_errors_name_the_step_and_the_problem() -> None:
-    with pytest.raises(DefinitionError, match="transaction= must be True or False"):
+    with pytest.raises(DefinitionError, match="transaction= must be True, False or None"):
         step(transaction="yes")  # type: ignore[arg-type]
     with pytest.raises(DefinitionError, match="cannot declare step-level coordination"):
         step(Locked, transaction=True)
@@ -317,3 +327,33 @@ def test_definition_errors_name_the_step_and_the_problem() -> None:
 
     assert step(Transactional).transaction is True
     assert step(Transactional, transaction=False).transaction is False
+
+
+def test_a_transaction_that_cannot_commit_fails_the_attempt_and_is_retried(
+    storage: TransactionalMemory,
+) -> None:
+    storage.aborted = True
+    result = Flaky.run()  # every attempt "succeeds", but its transaction is aborted
+    assert isinstance(result, Failure)
+    assert isinstance(result.error, StepTransactionError)
+    assert SEEN == ["connection-1", "connection-2", "connection-3"]
+    assert storage.log == ["begin:1", "rollback:1", "begin:2", "rollback:2",
+                           "begin:3", "rollback:3"]
+
+
+def test_the_kept_transaction_is_bound_from_the_body_to_the_commit(
+    storage: TransactionalMemory, runtime: Runtime
+) -> None:
+    """What the engine reads between the body and the checkpoint (the cancel request) runs
+    in the transaction: a step never needs a second connection while it holds one."""
+    config.configure(storage=storage, router="inline://", cancel_check_interval=0.0)
+    real = storage.claims.interrupt_resumes
+    bound_reads: list[int | None] = []
+
+    def reading(*args: object, **kwargs: object) -> object:
+        bound_reads.append(storage.bound)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    storage.claims.interrupt_resumes = reading  # type: ignore[method-assign]
+    assert isinstance(Flow.run(fail_at=""), Success)
+    assert 1 in bound_reads  # the read after debit's body, inside transaction 1

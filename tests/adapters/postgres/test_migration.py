@@ -11,7 +11,7 @@ import pytest
 from reactor_postgres import migrations, router_from_url, storage_from_url
 from reactor_postgres.migrations import SCHEMA_VERSION, applied_versions, migrate
 
-from reactor.errors import StorageError
+from reactor.errors import RouterError, StorageError
 
 pytestmark = pytest.mark.postgres
 
@@ -109,5 +109,14 @@ def test_migrate_never_accepts_a_schema_migrated_by_another_process(
     try:
         assert router.migrate() == []
         assert router.queue_stats().ready == 0
+    finally:
+        router.close()
+
+
+def test_an_outdated_router_schema_names_the_router_option(schema_url: str) -> None:
+    router = router_from_url(f"{schema_url}&migrate=never")
+    try:
+        with pytest.raises(RouterError, match=r"reactor migrate --router URL"):
+            router.queue_stats()
     finally:
         router.close()

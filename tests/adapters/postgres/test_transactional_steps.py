@@ -17,7 +17,7 @@ from reactor_postgres.transactions import PostgresStepTransaction
 
 from reactor import Input, Reactor, Retries, config, input, step
 from reactor.config import Runtime
-from reactor.errors import StorageError
+from reactor.errors import StepTransactionError, StepTransactionMisuseError, StorageError
 from reactor.jobs.sweep_tick import run_sweeps
 from reactor.jobs.worker import Worker
 from reactor.model.results import Failure, Success
@@ -194,3 +194,77 @@ def test_every_connection_goes_back_to_the_pool(runtime: Runtime) -> None:
         Payment.run(fail_at=fail_at)
     stats = runtime.storage.client.pool.get_stats()  # type: ignore[attr-defined]
     assert stats.get("pool_size", 0) - stats.get("pool_available", 0) == 0, stats
+
+
+class Swallowing(Reactor, name="test_pg_transactional.swallowing"):
+    """A body that writes, runs a failing statement, catches the error and returns."""
+
+    @step(transaction=True, retries=Retries(max_attempts=2))
+    def careless(inputs: Any, ctx: Any) -> str:
+        CALLS.append(f"careless:{ctx.attempt}")
+        _insert(ctx, f"careless:{ctx.attempt}")
+        try:
+            ctx.transaction.execute("SELEKT 1")
+        except psycopg.Error:
+            pass  # the transaction is aborted now
+        return "returned anyway"
+
+    @careless.compensate
+    def _compensate(error: Any, inputs: Any, ctx: Any) -> None:
+        CALLS.append("compensated")
+
+
+def test_a_failed_statement_the_body_caught_fails_the_attempt_not_the_storage(
+    runtime: Runtime, pg_url: str, schema: str
+) -> None:
+    """Found by a newcomer: the checkpoint then failed inside the aborted transaction as a
+    storage error, the run stayed running and workers ran the body again without end."""
+    result = Swallowing.run()
+    assert isinstance(result, Failure)
+    assert isinstance(result.error, StepTransactionError)
+    assert "savepoint" in result.message
+    assert CALLS == ["careless:1", "careless:2", "compensated"]
+    assert Swallowing.find(result.run_id).status is RunStatus.FAILED
+    assert _rows(pg_url, schema) == []
+
+
+class Committing(Reactor, name="test_pg_transactional.committing"):
+    """A body that commits the step's transaction itself."""
+
+    @step(transaction=True, retries=Retries(max_attempts=3))
+    def eager(inputs: Any, ctx: Any) -> str:
+        CALLS.append(f"eager:{ctx.attempt}")
+        _insert(ctx, f"eager:{ctx.attempt}")
+        ctx.transaction.commit()
+        return "committed by hand"
+
+
+def test_a_body_cannot_end_the_step_transaction_itself(
+    runtime: Runtime, pg_url: str, schema: str
+) -> None:
+    result = Committing.run()
+    assert isinstance(result, Failure)
+    assert isinstance(result.error, StepTransactionMisuseError)
+    assert "ctx.transaction.commit()" in result.message
+    assert CALLS == ["eager:1"]  # a misuse is not retried
+    assert _rows(pg_url, schema) == []  # and its write never committed
+
+
+def test_one_pooled_connection_is_enough_for_a_transactional_step(
+    schema_url: str, schema: str, pg_url: str
+) -> None:
+    """Found by a newcomer: with pool_max_size=1 the cancel-request read after the body waited
+    10 s for a second connection the step itself held, and the run failed."""
+    CALLS.clear()
+    url = f"{schema_url}&pool_max_size=1&options=-c%20reactor.test_schema%3D{schema}"
+    rt = config.configure(storage=url, router="local://?workers=0", cancel_check_interval=0.0)
+    try:
+        rt.storage.ping()
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE TABLE {}.ledger (run_id text, what text)").format(
+                sql.Identifier(schema)))
+        result = Payment.run()  # before: StorageError after a 10 s pool timeout
+        assert isinstance(result, Success)
+        assert _rows(pg_url, schema) == ["debit:1"]
+    finally:
+        config.reset()
