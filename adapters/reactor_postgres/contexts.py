@@ -3,11 +3,13 @@
 
 :class:`PostgresContextStore` is the generic
 :class:`reactor.generic.contexts.DocumentContextStore` — same documents, same stored format —
-with one change to ``append``, the write every step of a run makes: the new piece and the
-head's compare-and-set go out as **one statement**
-(:meth:`reactor_postgres.documents.PostgresDocumentStore.update_with_insert`: one round trip,
-one commit), and the head it compares against comes from the store's memory of the head *it*
-wrote last for that run (its version and value), so a running run's checkpoint reads nothing.
+with two changes, each **one statement** (one round trip, one commit:
+:meth:`reactor_postgres.documents.PostgresDocumentStore.write_together`): ``append``, the write
+every step of a run makes, sends the new piece, the head's compare-and-set and, when due, the
+run's listing row together; and a run's first ``save`` sends its pieces, its head and its
+listing row together. The head an append compares against comes from the store's memory of
+the head *it* wrote last for that run (its version and value), so a running run's checkpoint
+reads nothing.
 
 The memory is only a guess: the compare-and-set on the version is what decides. When another
 writer moved the head (a take-over, a whole save, a cancel), the version differs, nothing is
@@ -26,6 +28,7 @@ from typing import Any
 
 from reactor.generic._durable import attempts
 from reactor.generic.contexts import (
+    CONTEXT_PAGES,
     CONTEXT_SEGMENTS,
     CONTEXTS,
     DocumentContextStore,
@@ -95,26 +98,53 @@ class PostgresContextStore(DocumentContextStore):
             if version is None:
                 return False
             expires_at = self._contexts.expiry()
-            written = self._documents.update_with_insert(
+            moved, page = self.page_writes(head, step.head, due=step.page_due)
+            written = self._documents.write_together(
                 CONTEXTS, delta.context_id, step.head,
                 expected_version=version, expires_at=expires_at,
                 index=head_scan_index(step.head),
-                insert_collection=CONTEXT_SEGMENTS, insert_key=piece,
-                insert_value={"text": delta.segment, "prev": step.prev},
-                insert_expires_at=self._outliving(),
+                inserts=[(CONTEXT_SEGMENTS, piece,
+                          {"text": delta.segment, "prev": step.prev}, self._outliving())],
+                upserts=[] if page is None or moved is not None else [(CONTEXT_PAGES, *page)],
             )
             if written is None:
                 self._forget(delta.context_id)
                 continue
             self._remember(delta.context_id, written, step.head, expires_at)
-            self.write_page(head, step.head, due=step.page_due)
+            if moved is not None:  # the run's page key changed: the generic way
+                self.write_page(head, step.head, due=step.page_due)
             return True
         raise self._contexts.contention(delta.context_id)
 
     def save(self, record: ContextRecord, *, fence: Fence | None = None) -> None:
-        """As the generic store's ``save`` (the head remembered for the run is forgotten)."""
+        """Write a whole context (:meth:`reactor.ports.ContextStore.save`). A run's first save
+        (nothing stored under its id) is one statement — its pieces, its head and its listing
+        row — and its head is remembered for the first append; any other save is the generic
+        store's (read, compare-and-set, drop the replaced pieces).
+
+        Raises:
+            StaleWriterError: ``fence.token`` is lower than the stored fence (nothing written).
+            ContextTooLargeError: the record exceeds ``max_document_bytes``.
+            StorageError: PostgreSQL failed.
+        """
         self._forget(record.context_id)
-        super().save(record, fence=fence)
+        pieces, value = self.plan_save(record)
+        stamped = self.stamp_head(value, None, fence)
+        assert not isinstance(stamped, int)  # nothing stored: no fence to be lower than
+        head, page_due = stamped
+        _, page = self.page_writes(None, head, due=page_due)
+        expires_at = self._contexts.expiry()
+        outliving = self._outliving()
+        written = self._documents.write_together(
+            CONTEXTS, record.context_id, head, expected_version=None, expires_at=expires_at,
+            index=head_scan_index(head),
+            inserts=[(CONTEXT_SEGMENTS, key, piece, outliving) for key, piece in pieces],
+            upserts=[] if page is None else [(CONTEXT_PAGES, *page)],
+        )
+        if written is None:  # a head is stored (or an expired one lingers): the generic way
+            super().save(record, fence=fence)
+            return
+        self._remember(record.context_id, written, head, expires_at)
 
     def delete(self, context_id: str) -> bool:
         """As the generic store's ``delete`` (the head remembered for the run is forgotten)."""

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, LiteralString
 
@@ -208,49 +208,67 @@ class PostgresDocumentStore:
                 self.purge()
         return written
 
-    def update_with_insert(
+    def write_together(
         self,
         collection: str,
         key: str,
         value: Mapping[str, Any],
         *,
-        expected_version: str,
+        expected_version: str | None,
         expires_at: float | None,
         index: str | None,
-        insert_collection: str,
-        insert_key: str,
-        insert_value: Mapping[str, Any],
-        insert_expires_at: float | None,
+        inserts: Sequence[tuple[str, str, Mapping[str, Any], float | None]] = (),
+        upserts: Sequence[tuple[str, str, Mapping[str, Any], float | None]] = (),
     ) -> str | None:
-        """Compare-and-set one live document and, only when that wrote, insert another under a
-        fresh key: **one statement** (two data-modifying CTEs), so both are written or neither
-        (an incremental checkpoint's head and its new piece: reactor_postgres/contexts.py).
+        """Compare-and-set one document and, only when that wrote, insert documents under
+        fresh keys and put others (last writer wins): **one statement** (data-modifying CTEs),
+        so all of it is written or none (a checkpoint's head, its new pieces and the run's
+        listing row: reactor_postgres/contexts.py).
 
         Args:
-            collection, key, value, expected_version, expires_at, index: as :meth:`write`
-                (an update: the row must exist with ``expected_version`` and be live).
-            insert_collection, insert_key, insert_value, insert_expires_at: the document to
-                insert (no ``idx``); the key must be free.
+            collection, key, value, expires_at, index: the document compare-and-set, as
+                :meth:`write` (``value`` not ``None``).
+            expected_version: the version read (the row must be live with it), or ``None``:
+                no row may exist.
+            inserts: ``(collection, key, value, expires_at)`` documents to insert (no
+                ``idx``); each key must be free.
+            upserts: the same, written whatever is stored there.
 
         Returns:
-            The updated document's new version; ``None`` when the version differed or the row
-            was absent or expired (nothing written).
+            The compare-and-set document's new version; ``None`` when its condition failed
+            (nothing written).
 
         Raises:
             TypeError, ValueError: a value is not JSON-serializable, or holds a non-finite
                 float.
-            StorageError: PostgreSQL failed, or ``insert_key`` is taken (nothing written).
+            StorageError: PostgreSQL failed, or an insert's key is taken (nothing written).
         """
         text = json.dumps(dict(value), allow_nan=False)
-        inserted = json.dumps(dict(insert_value), allow_nan=False)
         version = uuid.uuid4().hex
-        rows = self._run("update_with_insert", (
-            text, version, expires_at, index, self._prefix + collection, key,
-            expected_version, self.now(),
-            self._prefix + insert_collection, insert_key, inserted, uuid.uuid4().hex,
-            insert_expires_at,
-        ), fetch=True)
+        head: tuple[Any, ...]
+        if expected_version is None:
+            name = "create_together"
+            head = (self._prefix + collection, key, text, version, expires_at, index)
+        else:
+            name = "update_together"
+            head = (text, version, expires_at, index, self._prefix + collection, key,
+                    expected_version, self.now())
+        rows = self._run(name, (*head, *self._columns(inserts), *self._columns(upserts)),
+                         fetch=True)
         return version if rows and rows[0][0] == 1 else None
+
+    def _columns(
+        self, documents: Sequence[tuple[str, str, Mapping[str, Any], float | None]]
+    ) -> tuple[list[str], list[str], list[str], list[str], list[float | None]]:
+        """The ``unnest`` arrays of ``documents``: collections, keys, values, versions,
+        expiries."""
+        return (
+            [self._prefix + c for c, _, _, _ in documents],
+            [k for _, k, _, _ in documents],
+            [json.dumps(dict(v), allow_nan=False) for _, _, v, _ in documents],
+            [uuid.uuid4().hex for _ in documents],
+            [e for _, _, _, e in documents],
+        )
 
     def scan(
         self,
@@ -333,6 +351,21 @@ class PostgresDocumentStore:
         return bool(changed == 1)
 
 
+#: The inserts and puts of a ``*_together`` statement, after its ``head`` CTE.
+_TOGETHER: LiteralString = (
+    ", ins AS (INSERT INTO {t} (collection, key, value, version, expires_at, idx)"
+    " SELECT u.c, u.k, u.v, u.n, u.e, NULL FROM head,"
+    " unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::float8[]) AS u(c, k, v, n, e)"
+    " RETURNING 1),"
+    " put AS (INSERT INTO {t} (collection, key, value, version, expires_at, idx)"
+    " SELECT u.c, u.k, u.v, u.n, u.e, NULL FROM head,"
+    " unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::float8[]) AS u(c, k, v, n, e)"
+    " ON CONFLICT (collection, key) DO UPDATE SET value = excluded.value,"
+    " version = excluded.version, expires_at = excluded.expires_at, idx = excluded.idx"
+    " RETURNING 1)"
+    " SELECT (SELECT count(*) FROM head), (SELECT count(*) FROM ins), (SELECT count(*) FROM put)"
+)
+
 #: The statements that change nothing (run again once when their connection had died).
 _READS = frozenset(
     {"read", "raw", "exists", "scan", "scan_after", "scan_index", "scan_index_after"}
@@ -347,14 +380,14 @@ _STATEMENTS: dict[str, LiteralString] = {
     "update": "UPDATE {t} SET value = %s, version = %s, expires_at = %s, idx = %s"
     " WHERE collection = %s AND key = %s AND version = %s",
     "delete": "DELETE FROM {t} WHERE collection = %s AND key = %s AND version = %s",
-    # the insert runs only when the update wrote (it reads the update's RETURNING); a taken key
-    # fails the whole statement, so neither row is written
-    "update_with_insert": "WITH head AS (UPDATE {t} SET value = %s, version = %s,"
+    # the inserts and puts run only when the head was written (they read its RETURNING); a
+    # taken insert key fails the whole statement, so nothing is written
+    "update_together": "WITH head AS (UPDATE {t} SET value = %s, version = %s,"
     " expires_at = %s, idx = %s WHERE collection = %s AND key = %s AND version = %s"
-    " AND (expires_at IS NULL OR expires_at > %s) RETURNING key),"
-    " piece AS (INSERT INTO {t} (collection, key, value, version, expires_at, idx)"
-    " SELECT %s, %s, %s, %s, %s, NULL FROM head RETURNING key)"
-    " SELECT (SELECT count(*) FROM head), (SELECT count(*) FROM piece)",
+    " AND (expires_at IS NULL OR expires_at > %s) RETURNING key)" + _TOGETHER,
+    "create_together": "WITH head AS (INSERT INTO {t}"
+    " (collection, key, value, version, expires_at, idx) VALUES (%s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT (collection, key) DO NOTHING RETURNING key)" + _TOGETHER,
     "scan": "SELECT key, value FROM {t} WHERE collection = %s"
     " AND (expires_at IS NULL OR expires_at > %s) ORDER BY key LIMIT %s",
     "scan_after": "SELECT key, value FROM {t} WHERE collection = %s AND key > %s"

@@ -242,20 +242,11 @@ class DocumentContextStore:
             ContextTooLargeError: ``record.document`` exceeds ``max_document_bytes``.
             StorageError: the backend failed.
         """
-        size = record.stored_bytes
-        self._check_size(record.context_id, size)
-        piece = ""
+        pieces, value = self.plan_save(record)
         written: list[str] = []
-        for position, text in enumerate((record.document, *record.segments)):
-            key = self._piece_key(record.context_id, record.base, position)
-            self._write_piece(key, text, prev=piece)
+        for key, piece_value in pieces:
+            self._write_piece(key, piece_value["text"], prev=piece_value["prev"])
             written.append(key)
-            piece = key
-        value = {k: v for k, v in record_to_dict(record).items() if k not in _NOT_IN_HEAD}
-        value.update({
-            _COUNT: len(record.segments), _LAST: piece, _BYTES: size,
-            _OLDEST: self._outliving(),
-        })
         index = head_scan_index(value)
         head: dict[str, Any] = {}  # the head as finally written (its page expiry stamped)
         page_due = [False]
@@ -263,14 +254,10 @@ class DocumentContextStore:
         def write(
             previous: Mapping[str, Any] | None,
         ) -> Mutation[tuple[Mapping[str, Any] | None, int]]:
-            stored = _stored_fence(previous)
-            if fence is not None and fence.token < stored:
-                return None, None, (previous, stored)
-            token = stored if fence is None else fence.token
-            new = dict(value)
-            if token:
-                new[FENCE_FIELD] = token
-            page_due[0] = self._stamp_page(previous, new)
+            stamped = self.stamp_head(value, previous, fence)
+            if isinstance(stamped, int):
+                return None, None, (previous, stamped)
+            new, page_due[0] = stamped
             head.clear()
             head.update(new)
             return new, index, (previous, -1)
@@ -296,6 +283,54 @@ class DocumentContextStore:
                 # save replaced goes.
                 self._drop_chain(prefix, str(previous[_LAST]), keep=set(written))
         self.write_page(previous, head, due=page_due[0])
+
+    def plan_save(
+        self, record: ContextRecord
+    ) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
+        """What a whole save of ``record`` writes, without writing: its pieces (the base
+        document, then each segment, each naming the one before) and its head document before
+        the fence and the page stamp (:meth:`stamp_head`). An adapter that writes them in
+        one request (the PostgreSQL storage) uses this with writes of its own.
+
+        Returns:
+            ``([(piece key, {"text", "prev"}), ...], head)``.
+
+        Raises:
+            ContextTooLargeError: the record exceeds ``max_document_bytes``.
+        """
+        size = record.stored_bytes
+        self._check_size(record.context_id, size)
+        prev = ""
+        pieces: list[tuple[str, dict[str, Any]]] = []
+        for position, text in enumerate((record.document, *record.segments)):
+            key = self._piece_key(record.context_id, record.base, position)
+            pieces.append((key, {"text": text, "prev": prev}))
+            prev = key
+        head = {k: v for k, v in record_to_dict(record).items() if k not in _NOT_IN_HEAD}
+        head.update({
+            _COUNT: len(record.segments), _LAST: prev, _BYTES: size,
+            _OLDEST: self._outliving(),
+        })
+        return pieces, head
+
+    def stamp_head(
+        self, head: Mapping[str, Any], previous: Mapping[str, Any] | None, fence: Fence | None
+    ) -> tuple[dict[str, Any], bool] | int:
+        """The head a whole save writes over ``previous`` (``None``: nothing stored): the fence
+        kept or raised, the page summary's expiry stamped.
+
+        Returns:
+            ``(new head, whether the page summary is due)``; or the stored fencing token when
+            ``fence`` is lower than it (the save is refused: nothing may be written).
+        """
+        stored = _stored_fence(previous)
+        if fence is not None and fence.token < stored:
+            return stored
+        token = stored if fence is None else fence.token
+        new = dict(head)
+        if token:
+            new[FENCE_FIELD] = token
+        return new, self._stamp_page(previous, new)
 
     def append(self, delta: ContextDelta, *, fence: Fence | None = None) -> bool:
         """Append one incremental checkpoint (:meth:`reactor.ports.ContextStore.append`).
@@ -572,6 +607,19 @@ class DocumentContextStore:
     ) -> None:
         """Move the page summary of a top-level run when its key changed and write it when
         :meth:`_stamp_page` decided so (``due``; ``head[_PAGE_UNTIL]`` is the new expiry)."""
+        moved, put = self.page_writes(previous, head, due=due)
+        if moved is not None:
+            self._pages.delete(moved)
+        if put is not None:
+            key, summary, expires_at = put
+            self._pages.put(key, summary, expires_at=expires_at)
+
+    def page_writes(
+        self, previous: Mapping[str, Any] | None, head: Mapping[str, Any], *, due: bool
+    ) -> tuple[str | None, tuple[str, dict[str, Any], float | None] | None]:
+        """What :meth:`write_page` writes to ``CONTEXT_PAGES``: the key of a summary to
+        delete (the run's page key changed) and the ``(key, summary, expires_at)`` to put;
+        ``None`` for either when there is nothing to do."""
         context_id = str(head["context_id"])
         new_key = (
             page_key(float(head["created_at"]), context_id)
@@ -583,10 +631,11 @@ class DocumentContextStore:
             if previous is not None and previous.get("parent_context_id") is None
             else None
         )
-        if old_key is not None and old_key != new_key:
-            self._pages.delete(old_key)
+        moved = old_key if old_key is not None and old_key != new_key else None
+        put = None
         if new_key is not None and (due or old_key != new_key):
-            self._pages.put(new_key, _page_summary(head), expires_at=head.get(_PAGE_UNTIL))
+            put = (new_key, _page_summary(head), head.get(_PAGE_UNTIL))
+        return moved, put
 
     def scan(
         self,
