@@ -18,7 +18,7 @@ saves"). The plain :class:`Checkpointer` is unfenced; workers use
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -59,6 +59,9 @@ class Checkpointer:
         #: ``monotonic()``); ``None``: no checkpoint read them yet.
         self.noted: dict[str, str] = {}
         self.noted_at: float | None = None
+        #: The secret sealer of this execution's saves, resolved at the first save (the keys
+        #: and the backend do not change within one execution).
+        self._sealer: tuple[Callable[[Any], Any] | None] | None = None
 
     def fence(self) -> Fence | None:
         """The fence every save of this checkpointer carries; ``None`` (unfenced) here.
@@ -108,7 +111,9 @@ class Checkpointer:
         previous_update = ctx.updated_at
         ctx.updated_at = now
         try:
-            seal = secret_policy.sealer(self.env)
+            if self._sealer is None:
+                self._sealer = (secret_policy.sealer(self.env),)
+            seal = self._sealer[0]
             if not self._append(seal):
                 self._save_whole(seal)
         except BaseException:
@@ -226,8 +231,8 @@ def size_limit(env: Env) -> int | None:
 
 
 def new_base_id() -> str:
-    """A fresh base id for a full save (12 hex digits of a UUID4)."""
-    return uuid.uuid4().hex[:12]
+    """A fresh base id for a full save: 12 random hex digits (48 bits)."""
+    return os.urandom(6).hex()
 
 
 def load_context(env: Env, context_id: str, *, open_secrets: bool = True) -> Context | None:

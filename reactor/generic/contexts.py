@@ -49,7 +49,7 @@ a writer that lost its lock is refused by the fence stored on the context docume
 from __future__ import annotations
 
 import dataclasses
-import uuid
+import os
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
@@ -489,7 +489,7 @@ class DocumentContextStore:
 
     @staticmethod
     def _piece_key(context_id: str, base: str, position: int) -> str:
-        return f"{_base_prefix(context_id, base)}{position:08d}/{uuid.uuid4().hex[:12]}"
+        return f"{_base_prefix(context_id, base)}{position:08d}/{os.urandom(6).hex()}"
 
     def _outliving(self) -> float | None:
         """The expiry pieces and page summaries are written with: twice ``context_ttl`` from

@@ -10,7 +10,7 @@ depends on a database's TTL deletion):
 
 * values are JSON-native dicts; they are stored as JSON text, so callers never share mutable
   state with the store and a non-JSON value fails at write time;
-* every write stores a fresh UUID version (no ABA);
+* every write stores a fresh version token, never reused in this process (no ABA);
 * a document with ``expires_at <= now`` reads as absent (``value=None``) but keeps reporting
   its stored ``version`` so a caller can take it over with a compare-and-set;
 * scans return unexpired documents in ascending key order, optionally filtered by ``index``;
@@ -21,9 +21,9 @@ depends on a database's TTL deletion):
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import threading
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -97,6 +97,16 @@ def _remove_sorted(keys: list[str], key: str) -> None:
     at = bisect.bisect_left(keys, key)
     if at < len(keys) and keys[at] == key:
         del keys[at]
+
+
+#: The version tokens of every store of this process: a counter (``next`` on it is atomic under
+#: the GIL), so a token is never reused, not even by another store or view (no ABA), and costs
+#: no random bytes on the write path. A token is opaque: callers only compare it.
+_versions = itertools.count(1)
+
+#: One encoder for every write (``json.dumps`` with a non-default option builds a new one each
+#: call): compact is not needed, refusing NaN and infinities is (JSON has no such numbers).
+_encode = json.JSONEncoder(allow_nan=False).encode
 
 
 def _live(doc: _Doc, now: float) -> bool:
@@ -215,7 +225,7 @@ class MemoryDocumentStore:
             TypeError: ``value`` is not JSON-serializable.
             ValueError: ``value`` holds a non-finite float.
         """
-        text = None if value is None else json.dumps(dict(value), allow_nan=False)
+        text = None if value is None else _encode(value if type(value) is dict else dict(value))
         with self._lock:
             coll = self._collections.get(collection)
             current = None if coll is None else coll.docs.get(key)
@@ -227,7 +237,7 @@ class MemoryDocumentStore:
             else:
                 if coll is None:
                     coll = self._collections[collection] = _Collection()
-                coll.put(key, _Doc(text, uuid.uuid4().hex, expires_at, index))
+                coll.put(key, _Doc(text, f"v{next(_versions):x}", expires_at, index))
             self._writes += 1
             if self._purge_every and self._writes % self._purge_every == 0:
                 self._purge_locked()
