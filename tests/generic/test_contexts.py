@@ -19,6 +19,7 @@ from reactor.generic.contexts import (
     CONTEXT_PAGES,
     CONTEXT_SEGMENTS,
     CONTEXTS,
+    FENCE_FIELD,
     PAGE_UNTIL_FIELD,
     context_page_key,
 )
@@ -876,3 +877,96 @@ def test_scan_returns_at_most_1000_rows_by_default(storage: MemoryStorage) -> No
     assert len(first) == 1000 and first.next_cursor is not None
     rest = storage.contexts.scan(cursor=first.next_cursor)
     assert [row.context_id for row in rest] == ["r1000"]
+
+
+def test_an_append_past_the_document_limit_is_refused(clock: ManualClock) -> None:
+    """The stored size an append is checked against is the base plus every segment, the new
+    one included (docs/protocol.md, "Incremental checkpoints"): an append reaching the limit
+    is stored, one passing it raises ``ContextTooLargeError`` and counts nothing."""
+    docs = MemoryDocumentStore(clock=clock)
+    storage = GenericStorage(docs, capabilities=Capabilities(max_document_bytes=100))
+    storage.contexts.save(dataclasses.replace(record("grow", document="x" * 60), base="b"))
+
+    def delta(position: int, size: int) -> ContextDelta:
+        return ContextDelta(context_id="grow", base="b", position=position,
+                            status="running", updated_at=clock(), segment="y" * size)
+
+    assert storage.contexts.append(delta(1, 30))  # 90 bytes
+    with pytest.raises(ContextTooLargeError) as info:
+        storage.contexts.append(delta(2, 11))
+    assert (info.value.size_bytes, info.value.limit_bytes) == (101, 100)
+    assert storage.contexts.append(delta(2, 10))  # exactly 100 bytes
+    loaded = storage.contexts.load("grow")
+    assert loaded is not None and loaded.segments == ("y" * 30, "y" * 10)
+    assert loaded.stored_bytes == 100
+
+
+def test_a_save_under_the_same_base_drops_the_whole_chain_it_replaced(
+    storage: MemoryStorage, clock: ManualClock
+) -> None:
+    """A record saved back under its own base replaces the stored document and segments
+    (docs/protocol.md, "Incremental checkpoints"): every piece of the replaced chain goes,
+    not only its newest."""
+    rec = dataclasses.replace(record("resaved"), base="b")
+    storage.contexts.save(rec)
+    for position in (1, 2):
+        _append(storage, clock, "resaved", position)
+    assert len(_pieces(storage, "resaved")) == 3
+    again = dataclasses.replace(rec, document='{"v": 2}')
+    storage.contexts.save(again)
+    assert [value["text"] for _, value in _pieces(storage, "resaved")] == ['{"v": 2}']
+    assert storage.contexts.load("resaved") == again
+
+
+def test_a_lost_base_piece_makes_the_run_unreadable_not_wrong(storage: MemoryStorage) -> None:
+    """The oldest piece of the chain (the base document) gone under a live head: the load
+    raises ``DeserializationError`` naming the run, it never returns a record without its
+    document."""
+    rec = dataclasses.replace(record("baseless"), base="b", segments=('{"s":1}',))
+    storage.contexts.save(rec)
+    base = next(key for key, value in _pieces(storage, "baseless") if value["prev"] == "")
+    version = storage.documents.read(CONTEXT_SEGMENTS, base).version
+    assert storage.documents.write(CONTEXT_SEGMENTS, base, None, expected_version=version,
+                                   expires_at=None)
+    with pytest.raises(DeserializationError, match="stored run 'baseless' lost piece"):
+        storage.contexts.load("baseless")
+
+
+def test_unfenced_saves_store_no_fence(storage: MemoryStorage) -> None:
+    """The stored token is the largest one a fenced save carried (docs/protocol.md#contexts):
+    unfenced saves, first or later, store none; a fenced one stores its token."""
+    rec = dataclasses.replace(record("free"), base="b")
+    storage.contexts.save(rec)
+    first = storage.documents.read(CONTEXTS, "free").value
+    assert first is not None and FENCE_FIELD not in first
+    storage.contexts.save(dataclasses.replace(rec, status="paused"))
+    second = storage.documents.read(CONTEXTS, "free").value
+    assert second is not None and FENCE_FIELD not in second
+    storage.contexts.save(rec, fence=Fence(key="async:free", owner="o", token=1))
+    fenced = storage.documents.read(CONTEXTS, "free").value
+    assert fenced is not None and fenced[FENCE_FIELD] == 1
+
+
+def test_a_same_status_save_rewrites_the_summary_only_when_it_would_lapse_first(
+    storage: MemoryStorage, clock: ManualClock
+) -> None:
+    """As for appends: a whole save that changes neither the status nor the page key leaves
+    the run's summary as written until the head it writes would outlive it
+    (docs/protocol.md#contexts)."""
+    start = clock()
+    rec = dataclasses.replace(record("steady", created_at=start), base="b")
+    storage.contexts.save(rec)
+    key = context_page_key(start, "steady")
+    first = storage.documents.raw(CONTEXT_PAGES, key)
+    assert first is not None and first.expires_at == pytest.approx(start + 2 * TTL)
+
+    clock.advance(TTL * 0.5)
+    storage.contexts.save(dataclasses.replace(rec, updated_at=clock()))
+    kept = storage.documents.raw(CONTEXT_PAGES, key)
+    assert kept is not None and (kept.version, kept.expires_at) == (first.version,
+                                                                    first.expires_at)
+    clock.advance(TTL * 0.6)
+    storage.contexts.save(dataclasses.replace(rec, updated_at=clock()))
+    renewed = storage.documents.raw(CONTEXT_PAGES, key)
+    assert renewed is not None and renewed.version != first.version
+    assert renewed.expires_at == pytest.approx(clock() + 2 * TTL)

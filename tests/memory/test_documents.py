@@ -116,6 +116,32 @@ def test_automatic_purge(clock: ManualClock) -> None:
         MemoryDocumentStore(purge_every=-1)
 
 
+def test_purge_every_zero_disables_the_automatic_purge(clock: ManualClock) -> None:
+    """``purge_every=0`` is accepted and turns the automatic purge off: an expired document
+    stays stored until :meth:`MemoryDocumentStore.purge`."""
+    docs = MemoryDocumentStore(clock=clock, purge_every=0)
+    docs.write("c", "a", {}, expected_version=None, expires_at=clock() + 1)
+    clock.advance(1)
+    for n in range(5):
+        docs.write("c", f"k{n}", {}, expected_version=None, expires_at=None)
+    assert docs.raw("c", "a") is not None and docs.read("c", "a").value is None
+    assert docs.purge() == 1
+    assert docs.raw("c", "a") is None
+
+
+def test_the_default_store_purges_on_every_4096th_write(clock: ManualClock) -> None:
+    """``purge_every`` defaults to 4096: the 4096th write removes what expired before it."""
+    docs = MemoryDocumentStore(clock=clock)
+    docs.write("c", "expired", {}, expected_version=None, expires_at=clock() + 1)
+    clock.advance(1)
+    for n in range(4094):  # writes 2 to 4095
+        docs.write("c", f"k{n:04d}", {}, expected_version=None, expires_at=None)
+    assert docs.raw("c", "expired") is not None
+    docs.write("c", "last", {}, expected_version=None, expires_at=None)  # the 4096th
+    assert docs.raw("c", "expired") is None
+    assert len(docs.keys("c")) == 4095
+
+
 def test_raw_set_expiry_collections_and_clear(docs: MemoryDocumentStore) -> None:
     docs.write("c", "k", {"a": 1}, expected_version=None, expires_at=None, index="i")
     raw = docs.raw("c", "k")
