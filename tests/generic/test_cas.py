@@ -98,3 +98,59 @@ def test_state_collection_binds_store_collection_and_codec(fake: FakeDocumentSto
     info = states.read("k", locks.info)
     assert info is not None and info.owner == "a"
     assert fake.raw(LOCKS, "k") is not None
+
+
+@pytest.mark.parametrize("max_attempts", [1, 3, 300])
+def test_every_lost_attempt_but_the_last_is_followed_by_a_pause(
+    fake: FakeDocumentStore, max_attempts: int
+) -> None:
+    """The loop pauses between two attempts, never after the last one: it raises at once
+    (300 attempts: above 256, where ints stop being shared objects)."""
+    slept: list[float] = []
+    fake.lose_next_writes = max_attempts
+    with pytest.raises(StorageError, match=f"lost the compare-and-set {max_attempts} times"):
+        apply(
+            fake,
+            "c",
+            "k",
+            LOCK_CODEC,
+            lambda s, now: locks.acquire(s, now, "a", 10),
+            max_attempts=max_attempts,
+            sleep=slept.append,
+        )
+    assert len(slept) == max_attempts - 1 and fake.lose_next_writes == 0
+
+
+def test_the_backoff_doubles_from_a_tenth_of_a_millisecond_up_to_ten_milliseconds(
+    fake: FakeDocumentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pause after the n-th lost compare-and-set (from 0) is drawn from
+    [0, min(0.01, 0.0001 * 2**n)] seconds: with the draw pinned to its upper end, the pauses
+    are that bound."""
+    monkeypatch.setattr("reactor.generic._cas._RANDOM.uniform", lambda a, b: b)
+    slept: list[float] = []
+    fake.lose_next_writes = 12
+    apply(
+        fake,
+        "c",
+        "k",
+        LOCK_CODEC,
+        lambda s, now: locks.acquire(s, now, "a", 10),
+        sleep=slept.append,
+    )
+    expected = [0.0001, 0.0002, 0.0004, 0.0008, 0.0016, 0.0032, 0.0064] + [0.01] * 5
+    assert slept == pytest.approx(expected)
+
+
+def test_a_new_state_equal_to_the_stored_one_is_not_written(fake: FakeDocumentStore) -> None:
+    """A state that did not change is not written back, even as another object equal to it:
+    no write, and so no new version."""
+    from reactor.generic._cas import StateCodec
+
+    codec: StateCodec[dict[str, int]] = StateCodec(
+        kind="doc", encode=dict, decode=dict, expiry=lambda state: None
+    )
+    assert apply(fake, "c", "k", codec, lambda s, now: ({"n": 1}, "created")) == "created"
+    before = fake.raw("c", "k")
+    assert apply(fake, "c", "k", codec, lambda s, now: (dict(s or {}), "same")) == "same"
+    assert fake.writes == 1 and fake.raw("c", "k") == before

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from reactor.errors import StorageError
-from reactor.generic._durable import require_after
+from reactor.generic._durable import DurableCollection, require_after
+
+from .conftest import FakeDocumentStore
 
 
 def test_a_scan_key_not_strictly_after_its_cursor_is_refused() -> None:
@@ -18,3 +20,18 @@ def test_a_scan_key_not_strictly_after_its_cursor_is_refused() -> None:
     for key in ("b", "a", ""):
         with pytest.raises(StorageError, match=f"returned key {key!r} for after='b'"):
             require_after("c", "b", key)
+
+
+def test_a_loop_gives_up_after_1000_lost_compare_and_sets_in_a_row(
+    fake: FakeDocumentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every write loop of the durable stores tolerates 1000 lost compare-and-sets in a row
+    on one key, then raises ``StorageError`` naming the count, though a 1001st attempt would
+    have won here (the pauses between attempts pinned to 0 s)."""
+    monkeypatch.setattr("reactor.generic._durable._RANDOM.uniform", lambda a, b: 0.0)
+    states = DurableCollection(fake, "c", None)
+    fake.lose_next_writes = 1000
+    with pytest.raises(StorageError, match="gave up after 1000 lost compare-and-sets on c/k"):
+        states.update("k", lambda doc: ({"n": 1}, None, "written"))
+    assert fake.lose_next_writes == 0 and fake.raw("c", "k") is None
+    assert states.update("k", lambda doc: ({"n": 1}, None, "written")) == "written"

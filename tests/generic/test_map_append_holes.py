@@ -79,3 +79,40 @@ def test_a_read_from_a_later_start_still_finds_a_reservation_never_written(
     assert maps.element_ids("m", start=1) == ["ctx-1", "ctx-2"]
     assert maps.element_ids("m", start=1, limit=2) == ["ctx-1", "ctx-2"]
     assert maps.element_ids("m", start=2) == ["ctx-2"]
+
+
+class _AppendAgainAfterTheElementWrite:
+    """A document store that, after the first write to ``map_elements``, runs ``again`` once:
+    a second delivery of the same append, run to its end while the first stands between its
+    element write and the clearing of its reservation."""
+
+    def __init__(self, inner: MemoryDocumentStore) -> None:
+        self.inner = inner
+        self.again: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def write(
+        self, collection: str, key: str, value: Mapping[str, Any] | None, **kwargs: Any
+    ) -> bool:
+        written = self.inner.write(collection, key, value, **kwargs)
+        if collection == MAP_ELEMENTS and self.again is not None:
+            again, self.again = self.again, None
+            again()
+        return written
+
+
+def test_an_append_whose_reservation_a_redelivery_already_cleared_still_succeeds() -> None:
+    """Two deliveries of one append (at-least-once jobs) overlap: the second reuses the
+    pending position and clears it before the first gets to clear it. The first then finds
+    nothing to clear and reports the same position; no hole, no second position."""
+    documents = _AppendAgainAfterTheElementWrite(MemoryDocumentStore())
+    maps = DocumentMapStore(documents)  # type: ignore[arg-type]
+    second: list[int] = []
+    documents.again = lambda: second.append(maps.append_element("m", "ctx-0"))
+    assert maps.append_element("m", "ctx-0") == 0
+    assert second == [0]
+    assert maps.count_elements("m") == 1 and maps.element_ids("m") == ["ctx-0"]
+    assert maps.append_element("m", "ctx-1") == 1
+    assert maps.element_ids("m") == ["ctx-0", "ctx-1"]

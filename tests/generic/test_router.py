@@ -508,6 +508,89 @@ def test_a_waiting_receive_pauses_at_most_the_default_poll_interval_between_clai
     assert len(deliveries) == 1 and queue.waits == [0.05]
 
 
+
+def test_extend_moves_the_lease_end_to_now_plus_the_seconds(
+    generic: GenericRouter, clock: ManualClock
+) -> None:
+    """``extend(delivery, seconds)`` keeps the job invisible for ``seconds`` from now, no
+    longer (docs/protocol.md, "Building a router": ``extend`` is ``change_visibility``)."""
+    generic.enqueue(job())
+    (delivery,) = generic.receive()
+    clock.advance(25)
+    generic.extend(delivery, 60)
+    clock.advance(59.999)
+    assert generic.receive() == []
+    clock.advance(0.001)
+    (again,) = generic.receive()
+    assert again.job.id == delivery.job.id and again.delivery_count == 2
+
+
+def test_a_receive_that_meets_poison_still_returns_at_most_max_jobs(
+    generic: GenericRouter, queue: PlainQueue, clock: ManualClock
+) -> None:
+    """Poison dead-lettered on the way makes the receive claim on, for the deliveries still
+    missing only (docs/protocol.md, "Building a router"): the jobs behind stay queued."""
+    first = job(n=1)
+    generic.enqueue(first)
+    queue.put("poison", "not a job", clock())
+    rest = [job(n=2), job(n=3), job(n=4)]
+    for j in rest:
+        generic.enqueue(j)
+    assert [d.job.id for d in generic.receive(max_jobs=2)] == [first.id, rest[0].id]
+    assert [letter.body for letter in generic.dead_letters()] == ["not a job"]
+    assert [d.job.id for d in generic.receive(max_jobs=5)] == [rest[1].id, rest[2].id]
+
+
+class _CloseOnWait(MemoryQueue):
+    """A queue that can wait, recording each wait and closing ``router`` instead of blocking
+    (so a receive that waits ends at its next check)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+        self.router: GenericRouter | None = None
+
+    def wait_for_messages(self, timeout: float) -> None:
+        self.waits.append(timeout)
+        assert self.router is not None
+        self.router.close()
+
+
+@pytest.mark.parametrize("max_jobs", [0, -1])
+def test_a_receive_of_no_jobs_returns_at_once_whatever_its_wait(max_jobs: int) -> None:
+    """``receive(max_jobs <= 0)`` returns none (docs/protocol.md, "Building a router"), at
+    once: it never waits for jobs it would not take."""
+    queue = _CloseOnWait()
+    queue.router = router = GenericRouter(queue)
+    router.enqueue(job())
+    assert router.receive(max_jobs=max_jobs, wait_seconds=30) == []
+    assert queue.waits == [] and not router.closed
+    assert len(router.receive()) == 1
+
+
+def test_dead_letters_lists_100_letters_by_default(
+    generic: GenericRouter, queue: PlainQueue
+) -> None:
+    """``dead_letters(limit=100, cursor=None)`` (docs/protocol.md, "Dead-letter
+    administration"): without a limit, a page holds 100 letters."""
+    for n in range(101):
+        queue.put(f"m{n}", f"poison {n}", 0.0)
+    assert generic.receive() == []
+    page = generic.dead_letters()
+    assert [letter.body for letter in page] == [f"poison {n}" for n in range(100)]
+    assert [letter.body for letter in generic.dead_letters(cursor=page[-1].id)] == ["poison 100"]
+
+
+def test_the_requeue_message_id_is_fixed_by_the_letter_id() -> None:
+    """A requeue puts the job under a message id derived from the letter id, so a requeue
+    retried after a crash between the put and the removal finds the job queued
+    (docs/protocol.md, "Building a router"). A durable queue (PostgreSQL) keeps that id
+    across processes and releases, so the derivation never changes: ``"dl-"`` and the first
+    40 hex digits of the SHA-256 of the id's UTF-8."""
+    assert requeue_message_id("1") == "dl-6b86b273ff34fce19d6b804eff5a3f5747ada4ea"
+    assert requeue_message_id("42") == "dl-73475cb40a568e8da8a045ced110137e159f890a"
+
+
 # -- the worked example of docs/protocol.md ------------------------------------------------------
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"

@@ -47,3 +47,36 @@ def test_pages_walk_every_index_once_in_label_order() -> None:
     documents = _store({"a": 5, "b": 3})
     assert _all(documents, ["b", "a"], limit=2) == [0, 1, 2, 3, 4, 0, 1, 2]
     assert _all(documents, ["a", "b"], limit=300) == [0, 1, 2, 3, 4, 0, 1, 2]
+
+
+
+class _CountingScans:
+    """A document store counting its ``scan`` calls."""
+
+    def __init__(self, inner: MemoryDocumentStore) -> None:
+        self.inner = inner
+        self.scans = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def scan(self, collection: str, **kwargs: Any) -> Any:
+        self.scans += 1
+        return self.inner.scan(collection, **kwargs)
+
+
+def test_a_limit_of_zero_or_less_reads_nothing_and_hands_the_cursor_back() -> None:
+    """A page of ``limit <= 0`` reads no document and holds no rows, and its ``next_cursor``
+    is the cursor it was given, ``None`` included: the walk stands where it stood."""
+    documents: Any = _CountingScans(_store({"a": 3}))
+    first = keyset_scan(
+        documents, "rows", ["a"], limit=1, cursor=None, decode=lambda value: value["n"]
+    )
+    documents.scans = 0
+    for limit in (0, -1):
+        for cursor in (None, first.next_cursor):
+            page = keyset_scan(
+                documents, "rows", [None, "a"], limit=limit, cursor=cursor, decode=lambda v: v["n"]
+            )
+            assert list(page) == [] and page.next_cursor == cursor
+    assert documents.scans == 0

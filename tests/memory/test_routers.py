@@ -724,3 +724,34 @@ def test_router_from_url() -> None:
 def test_router_from_url_rejects_bad_urls(url: str) -> None:
     with pytest.raises(ConfigurationError):
         router_from_url(url)
+
+
+def test_inline_dead_letters_of_a_limit_of_zero_or_less_are_none(clock: ManualClock) -> None:
+    """``dead_letters(limit)`` returns none when ``limit <= 0`` (docs/protocol.md,
+    "Dead-letter administration"), however many letters there are."""
+    router = InlineRouter(clock=clock)
+    for name in ("a", "b"):
+        router.enqueue(job(name=name))
+    for delivery in router.receive(max_jobs=2):
+        router.dead_letter(delivery, "testing")
+    assert len(router.dead_letters(limit=1)) == 1
+    assert router.dead_letters(limit=0) == []
+    assert router.dead_letters(limit=-1) == []
+    assert router.dead_letters(limit=0, cursor="1") == []
+    assert len(router.dead_letters()) == 2
+
+
+def test_inline_receive_leases_one_job_by_default(clock: ManualClock) -> None:
+    """``receive()`` without ``max_jobs`` leases one job (docs/protocol.md#routers)."""
+    router = InlineRouter(clock=clock)
+    for name in ("a", "b"):
+        router.enqueue(job(name=name))
+    assert [d.job.payload["name"] for d in router.receive()] == ["a"]
+    assert [d.job.payload["name"] for d in router.receive()] == ["b"]
+
+
+@pytest.mark.parametrize("workers", [-1, -2])
+def test_local_router_refuses_a_negative_worker_count(workers: int) -> None:
+    with pytest.raises(ValueError, match="workers must be >= 0"):
+        LocalRouter(workers=workers)
+    assert LocalRouter(workers=0).workers == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -127,6 +128,29 @@ def test_signals_fan_out_and_cross_threads() -> None:
     publisher.start()
     assert a.get(timeout=5) == "ok" and b.get(timeout=5) == "ok"
     publisher.join()
+
+
+
+def test_a_signal_get_with_a_negative_timeout_takes_only_a_waiting_message() -> None:
+    """A ``timeout`` of 0 or less never waits: it returns a message already waiting, else
+    ``None`` (docs/protocol.md, "Signals": wait up to ``timeout`` seconds)."""
+    signals = MemorySignalStore()
+    sub = signals.subscribe("ch")
+    assert sub.get(timeout=-0.5) is None
+    assert sub.get(timeout=-5) is None
+    signals.publish("ch", "waiting")
+    assert sub.get(timeout=-0.5) == "waiting"
+
+
+def test_a_signal_get_waits_out_its_timeout_when_nothing_is_published() -> None:
+    """``get(timeout)`` waits up to ``timeout`` seconds (docs/protocol.md, "Signals"): with
+    nothing published it returns ``None`` only once the whole timeout has passed, so a waiter
+    blocks instead of spinning. The lower bound is what the wait guarantees, whatever the
+    machine's load."""
+    sub = MemorySignalStore().subscribe("ch")
+    started = time.monotonic()
+    assert sub.get(timeout=0.2) is None
+    assert time.monotonic() - started >= 0.2
 
 
 # -- probe -----------------------------------------------------------------------------------------
