@@ -51,6 +51,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+from reactor.engine.dispatch_leases import mark_enqueued, run_unit
 from reactor.engine.env import Env, wait_for_signal
 from reactor.engine.parks import Park, park_delay
 from reactor.errors import AsyncWaitTimeoutError, DeserializationError
@@ -300,6 +301,7 @@ def resume_parked_owner(env: Env, root_context_id: str, reactor: str) -> bool:
         waiting.primitive != "async_step"
     ):
         return False
+    mark_enqueued(env.runtime, run_unit(root_context_id))  # queued, not lost, to the sweeper
     env.runtime.router.enqueue(job(RunPayload(context_id=root_context_id, reactor=reactor)))
     log.info("event=async_owner_resumed run_id=%s unit=%s", root_context_id, waiting.key)
     return True

@@ -19,12 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from reactor.config import Runtime
+from reactor.engine.dispatch_leases import DispatchLease, runtime_lease
 from reactor.engine.env import make_env
 from reactor.engine.fan_out import dispatch_batch
 from reactor.engine.waiting import waiting_on
 from reactor.jobs import observe
 from reactor.jobs.sweepers import (
-    DispatchLease,
     MapSweepCounts,
     SweepCounts,
     sweep_maps,
@@ -36,7 +36,7 @@ from reactor.model.records import ContextRecord, MapMetadata
 from reactor.model.text import escaping_logger
 from reactor.ports.payloads import SweepPayload, job
 
-__all__ = ["TickCounts", "dispatch_lease", "run_sweeps", "schedule_next"]
+__all__ = ["TickCounts", "dispatch_lease", "lateness", "run_sweeps", "schedule_next"]
 
 log = escaping_logger("reactor.sweeper")
 
@@ -70,17 +70,31 @@ def _waiting_on(runtime: Runtime) -> Callable[[ContextRecord], str | None]:
     return lambda record: waiting_on(storage, record)
 
 
-def dispatch_lease(runtime: Runtime) -> DispatchLease:
+def dispatch_lease(runtime: Runtime, *, lateness: float | None = None) -> DispatchLease:
     """The dispatch lease of this runtime's sweeps (docs/workers.md, "Sweep cursors and dispatch
-    leases"): :meth:`DispatchLease.from_settings` with the router's own
-    ``visibility_timeout`` when it has one (as the worker's heartbeat uses), else the setting.
+    leases"): :func:`reactor.engine.dispatch_leases.runtime_lease` -- the settings' lease with
+    the router's own ``visibility_timeout`` when it has one, grown with the measured queue
+    latency, and its settle time.
+
+    Args:
+        runtime: the settings and the router.
+        lateness: the queue latency measured by a tick of the chain, in seconds
+            (:func:`lateness`); ``None`` outside the chain (no settle time).
 
     Returns:
         The lease (seconds).
     """
-    visibility = getattr(runtime.router, "visibility_timeout", None)
-    seconds = float(visibility) if isinstance(visibility, int | float) and visibility > 0 else None
-    return DispatchLease.from_settings(runtime.settings, visibility=seconds)
+    return runtime_lease(runtime, lateness=lateness)
+
+
+def lateness(runtime: Runtime, window: int) -> float:
+    """How late a tick of ``window`` runs: seconds from the window's start (when its delayed
+    job was due) to now on the storage clock, ``0`` for an ad-hoc tick (``window`` 0) or an
+    early one. The tick's own job waited that long in the queue, so it measures the queue's
+    latency at no cost (docs/workers.md, "Sweep cursors and dispatch leases")."""
+    if window <= 0:
+        return 0.0
+    return max(runtime.storage.now() - window * runtime.settings.sweeper_interval, 0.0)
 
 
 def _sweeper_failed(name: str, exc: Exception) -> None:
@@ -94,7 +108,9 @@ def _sweeper_failed(name: str, exc: Exception) -> None:
     )
 
 
-def run_sweeps(runtime: Runtime, *, limit: int | None = None) -> TickCounts:
+def run_sweeps(
+    runtime: Runtime, *, limit: int | None = None, lateness: float | None = None
+) -> TickCounts:
     """Run the run, step and map sweepers once; a failing sweeper never stops the others (it
     is logged as one ``event=sweeper_failed`` line, with the traceback at DEBUG).
 
@@ -105,13 +121,16 @@ def run_sweeps(runtime: Runtime, *, limit: int | None = None) -> TickCounts:
     Args:
         runtime: the storage to scan and the router to re-dispatch on.
         limit: records inspected per sweeper (default ``settings.sweeper_limit``).
+        lateness: the queue latency a tick of the sweep chain measured, in seconds
+            (:func:`lateness`; it grows the lease and gives it its settle time); ``None``
+            (``reactor sweep``, a direct call): units without a lock are recovered at once.
 
     Returns:
         The counts per sweeper.
     """
     bound = runtime.settings.sweeper_limit if limit is None else limit
     storage, router = runtime.storage, runtime.router
-    lease = dispatch_lease(runtime)
+    lease = dispatch_lease(runtime, lateness=lateness)
     runs = steps = None
     maps = None
     try:

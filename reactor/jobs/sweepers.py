@@ -32,7 +32,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from reactor.config import Settings
+from reactor.engine.dispatch_leases import (
+    DEFAULT_LEASE,
+    LEASE_GROWTH,
+    LEASE_INTERVALS,
+    MIN_LEASE_SECONDS,
+    DispatchLease,
+    run_unit,
+    step_unit,
+)
 from reactor.engine.map_rollback import dispatch_rollback_batch
 from reactor.errors import DeserializationError, ScanCursorError
 from reactor.model import checkpoints
@@ -63,6 +71,7 @@ __all__ = [
     "LEASE_GROWTH",
     "LEASE_INTERVALS",
     "MAX_EMPTY_PAGES",
+    "MIN_LEASE_SECONDS",
     "SWEEPERS",
     "DispatchLease",
     "MapSweepCounts",
@@ -94,88 +103,8 @@ T = TypeVar("T")
 #: The sweepers that keep a cursor, by name (the keys of ``storage.sweep_cursors``).
 SWEEPERS: tuple[str, ...] = ("runs", "steps", "maps", "map_rollbacks")
 
-#: The base dispatch lease is at least this many sweep intervals (so the next tick never
-#: re-dispatches a unit the previous tick just re-dispatched).
-LEASE_INTERVALS = 2
-#: The longest dispatch lease, in base leases (bounds the recovery delay of a unit that keeps
-#: getting lost).
-LEASE_GROWTH = 8
-#: The shortest base dispatch lease, in seconds, whatever the settings: queue latency on a
-#: loaded backend does not shrink with the sweep interval, so a short interval must not turn
-#: every unit waiting in a queue into one more copy per few seconds (docs/workers.md, "Sweep
-#: cursors and dispatch leases").
-MIN_LEASE_SECONDS = 30.0
 #: Empty pages :func:`scan_pages` follows in one call before handing the cursor back.
 MAX_EMPTY_PAGES = 100
-
-
-@dataclass(frozen=True, slots=True)
-class DispatchLease:
-    """How long a sweeper's re-dispatch of one unit keeps other sweeps from re-dispatching it.
-
-    A unit's first re-dispatch in an *episode* is leased for ``base`` seconds; while the unit
-    stays lost, every later re-dispatch is leased for the time since the episode started,
-    clamped to ``[base, cap]`` -- so re-dispatches of a unit stuck behind a long queue come at
-    ``base``, ``2 base``, ``4 base``... then every ``cap`` seconds. The episode marker lives
-    :attr:`episode` seconds. Defined in docs/workers.md, "Sweep cursors and dispatch leases".
-
-    Attributes:
-        base: the first lease, in seconds (> 0).
-        cap: the longest lease, in seconds (>= ``base``).
-
-    Raises:
-        ValueError: ``base`` is not positive or ``cap`` is below ``base``.
-    """
-
-    base: float
-    cap: float
-
-    def __post_init__(self) -> None:
-        if not self.base > 0:
-            raise ValueError(f"DispatchLease.base must be > 0 seconds, got {self.base!r}")
-        if not self.cap >= self.base:
-            raise ValueError(f"DispatchLease.cap must be >= base, got {self.cap!r}")
-
-    @classmethod
-    def from_settings(cls, settings: Settings, *, visibility: float | None = None) -> DispatchLease:
-        """The lease the sweep chain uses.
-
-        ``base = max(visibility, LEASE_INTERVALS x sweeper_interval, MIN_LEASE_SECONDS)`` -- a
-        job delivered to a worker that died before taking its liveness lock comes back by itself
-        after the visibility timeout, the next tick must not re-dispatch what this tick did, and
-        a short sweep interval must not re-dispatch queued units faster than a loaded queue
-        delivers them; ``cap = LEASE_GROWTH x base``.
-
-        Args:
-            settings: the engine settings (``sweeper_interval``, ``visibility_timeout``).
-            visibility: the router's delivery lease in seconds, when it has its own
-                (default ``settings.visibility_timeout``).
-
-        Returns:
-            The lease.
-        """
-        seen = settings.visibility_timeout if visibility is None else visibility
-        base = max(seen, LEASE_INTERVALS * settings.sweeper_interval, MIN_LEASE_SECONDS)
-        return cls(base=base, cap=LEASE_GROWTH * base)
-
-    @property
-    def episode(self) -> float:
-        """Seconds the episode marker lives: ``4 x cap`` (several capped leases, so a unit that
-        stays lost keeps its grown lease; then a new episode starts at ``base``)."""
-        return 4.0 * self.cap
-
-    def lease_for(self, elapsed: float) -> float:
-        """The lease of a re-dispatch ``elapsed`` seconds into the unit's episode.
-
-        Returns:
-            ``min(max(base, elapsed), cap)`` seconds.
-        """
-        return min(max(self.base, elapsed), self.cap)
-
-
-#: The lease of the default :class:`reactor.Settings` (base 60 s, cap 480 s), used when a
-#: sweeper is called without one.
-DEFAULT_LEASE = DispatchLease.from_settings(Settings())
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +119,8 @@ class SweepCounts:
         wrapped: the scan reached the end of its index (the next sweep starts over).
         waiting: runs left alone because the unit they wait for is still in flight (the run
             sweeper only; docs/workers.md, "Sweep cursors and dispatch leases").
+        settling: units left alone because their record was written within the lease's
+            settle time: their job is taken as still queued (:class:`DispatchLease`).
     """
 
     inspected: int = 0
@@ -198,6 +129,7 @@ class SweepCounts:
     leased: int = 0
     wrapped: bool = False
     waiting: int = 0
+    settling: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,6 +285,11 @@ class _Leases:
         self._lease = lease
         self._now = storage.now() if lease is not None else 0.0
 
+    def settling(self, written_at: float) -> bool:
+        """Whether a unit whose record was last written at ``written_at`` is still taken as
+        queued (:meth:`DispatchLease.settling`, judged at this sweep's storage time)."""
+        return self._lease is not None and self._lease.settling(written_at, self._now)
+
     def claim(self, unit: str) -> bool:
         """Mark ``unit`` as re-dispatched now; ``False`` while an earlier mark stands.
 
@@ -408,7 +345,7 @@ def sweep_runs(
         StorageError: reading the page or saving the cursor failed (a bad record never
             raises: it is logged and counted).
     """
-    inspected = redispatched = errors = leased = waiting = 0
+    inspected = redispatched = errors = leased = waiting = settling = 0
     page = _Page(
         storage, "runs", storage.contexts.scan, limit,
         statuses=(RunStatus.RUNNING.value, RunStatus.ROLLING_BACK.value),
@@ -420,7 +357,10 @@ def sweep_runs(
         try:
             if storage.locks.held(run_liveness_key(row.context_id)):
                 continue
-            if not leases.claim(f"run:{row.context_id}"):
+            if leases.settling(row.updated_at):
+                settling += 1
+                continue
+            if not leases.claim(run_unit(row.context_id)):
                 leased += 1
                 continue
             if waiting_on is not None and row.status == RunStatus.RUNNING.value:
@@ -438,7 +378,8 @@ def sweep_runs(
             log.exception("event=sweep_error sweeper=runs context_id=%s", row.context_id)
     page.commit()
     return SweepCounts(
-        inspected, redispatched, errors, leased, page.next_cursor is None, waiting=waiting
+        inspected, redispatched, errors, leased, page.next_cursor is None, waiting=waiting,
+        settling=settling,
     )
 
 
@@ -469,7 +410,7 @@ def sweep_steps(
     Raises:
         StorageError: reading the page or saving the cursor failed.
     """
-    inspected = redispatched = errors = leased = 0
+    inspected = redispatched = errors = leased = settling = 0
     now = storage.now()
     page = _Page(storage, "steps", storage.step_results.scan, limit, status="dispatched")
     leases = _Leases(storage, lease)
@@ -480,7 +421,10 @@ def sweep_steps(
                 continue
             if storage.locks.held(step_liveness_key(record.context_id, record.step_name)):
                 continue
-            if not leases.claim(f"step:{record.context_id}:{record.step_name}"):
+            if leases.settling(record.updated_at):
+                settling += 1
+                continue
+            if not leases.claim(step_unit(record.context_id, record.step_name)):
                 leased += 1
                 continue
             payload = StepPayload(
@@ -500,7 +444,9 @@ def sweep_steps(
                 record.step_name,
             )
     page.commit()
-    return SweepCounts(inspected, redispatched, errors, leased, page.next_cursor is None)
+    return SweepCounts(
+        inspected, redispatched, errors, leased, page.next_cursor is None, settling=settling
+    )
 
 
 def _decode(record: ContextRecord) -> dict[str, Any]:

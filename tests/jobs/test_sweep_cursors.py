@@ -327,6 +327,8 @@ def test_lease_arguments_are_validated() -> None:
         DispatchLease(base=0, cap=1)
     with pytest.raises(ValueError, match="cap"):
         DispatchLease(base=10, cap=5)
+    with pytest.raises(ValueError, match="settle"):
+        DispatchLease(base=10, cap=10, settle=-1)
 
 
 def test_the_lease_grows_while_the_unit_stays_lost(
@@ -386,6 +388,10 @@ def test_run_sweeps_uses_the_lease_of_the_runtime(router: RecordingRouter) -> No
     storage = MemoryStorage(clock=ManualClock(START))
     runtime = Runtime(storage=storage, router=router, settings=Settings(sweeper_interval=5))
     assert dispatch_lease(runtime) == DispatchLease(base=30, cap=240)
+    # a tick of the chain: grown to twice the measured latency, with a settle time
+    assert dispatch_lease(runtime, lateness=0) == DispatchLease(base=30, cap=240, settle=30)
+    assert dispatch_lease(runtime, lateness=20) == DispatchLease(base=40, cap=320, settle=40)
+    assert dispatch_lease(runtime, lateness=-5) == DispatchLease(base=30, cap=240, settle=30)
     _run(storage, "r1")
     assert run_sweeps(runtime).runs == SweepCounts(inspected=1, redispatched=1, wrapped=True)
     counts = run_sweeps(runtime).runs

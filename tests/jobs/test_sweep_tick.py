@@ -11,7 +11,7 @@ from reactor.config import Runtime
 from reactor.engine.checkpoint import Checkpointer
 from reactor.engine.env import make_env
 from reactor.jobs.handlers import JobContext, dispatch_job
-from reactor.jobs.sweep_tick import run_sweeps, schedule_next
+from reactor.jobs.sweep_tick import lateness, run_sweeps, schedule_next
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, ManualClock, MemoryStorage
 from reactor.model.context import Context
@@ -80,6 +80,43 @@ def test_run_sweeps_redispatches_lost_runs(runtime: Runtime) -> None:
     assert counts.runs is not None and counts.runs.redispatched == 1
     assert counts.steps is not None and counts.maps is not None
     assert _queued(runtime)[0][1] == RunPayload(context_id="lost-1", reactor="kill.flow")
+
+
+def test_a_tick_of_the_chain_leaves_a_freshly_written_run_alone_until_it_settles(
+    runtime: Runtime, clock: ManualClock
+) -> None:
+    """A run written less than one visibility timeout ago (30 s here) had its job enqueued
+    right after the write: a tick of the chain takes it as queued and enqueues no copy; after
+    that it is lost and re-dispatched (docs/workers.md, "Sweep cursors and dispatch leases").
+    Before the settle time, every tick re-dispatched every unit whose job was still queued."""
+    ctx = Context(context_id="fresh-1", reactor="kill.flow", status=RunStatus.RUNNING)
+    Checkpointer(make_env(runtime), ctx).save()
+    clock.advance(29.0)
+    counts = run_sweeps(runtime, lateness=0.0)
+    assert counts.runs is not None and counts.runs.settling == 1
+    assert counts.runs.redispatched == 0 and _queued(runtime) == []
+    clock.advance(1.0)
+    counts = run_sweeps(runtime, lateness=0.0)
+    assert counts.runs is not None and counts.runs.redispatched == 1
+
+
+def test_a_late_tick_measures_the_queue_latency_and_settles_longer(
+    runtime: Runtime, clock: ManualClock
+) -> None:
+    """A tick that runs 40 s after its window started saw a queue 40 s behind: a run written
+    77 s before is within twice that (80 s), so it is taken as queued; ``reactor sweep`` (no
+    lateness) recovers it at once."""
+    ctx = Context(context_id="slow-1", reactor="kill.flow", status=RunStatus.RUNNING)
+    Checkpointer(make_env(runtime), ctx).save()
+    window = int((START + 3) // 10) + 1
+    clock.set(window * 10 + 40.0)
+    assert lateness(runtime, window) == 40.0
+    assert lateness(runtime, 0) == 0.0  # an ad-hoc tick measures nothing
+    assert lateness(runtime, window + 10) == 0.0  # an early tick is not late
+    dispatch_job(JobContext(runtime=runtime, job=job(SweepPayload(window=window))))
+    assert [p for _, p in _queued(runtime) if isinstance(p, RunPayload)] == []
+    counts = run_sweeps(runtime)
+    assert counts.runs is not None and counts.runs.redispatched == 1
 
 
 def test_worker_with_sweep_starts_the_chain(runtime: Runtime) -> None:

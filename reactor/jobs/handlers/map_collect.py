@@ -11,6 +11,7 @@ a slot does the collector claim the owner signal (first writer wins) and enqueue
 from __future__ import annotations
 
 from reactor.coordination.lock import Lock
+from reactor.engine.dispatch_leases import mark_enqueued, run_unit
 from reactor.engine.env import make_env
 from reactor.engine.liveness import liveness_lock
 from reactor.errors import LockAcquisitionError
@@ -52,6 +53,8 @@ def handle_map_collect(jc: JobContext, payload: MapCollectPayload) -> None:
             return
         if not maps.claim_owner_signal(meta.map_id):
             return
+        # the owner looks lost to the run sweeper until this job runs: mark it queued
+        mark_enqueued(jc.runtime, run_unit(meta.owner_context_id))
         jc.runtime.router.enqueue(
             job(RunPayload(context_id=meta.owner_context_id, reactor=meta.owner_reactor))
         )

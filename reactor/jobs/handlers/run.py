@@ -37,6 +37,7 @@ from reactor import registry
 from reactor.engine import background, fan_out, liveness, map_rollback
 from reactor.engine.checkpoint import decode_context, load_context
 from reactor.engine.dispatch import publish_completion
+from reactor.engine.dispatch_leases import mark_enqueued, run_unit
 from reactor.engine.env import Env, make_env
 from reactor.engine.parks import Park
 from reactor.engine.quarantine import quarantine
@@ -183,11 +184,14 @@ def log_run_outcome(ctx: Context) -> None:
 
 
 def _pause(jc: JobContext, hold: liveness.Liveness, payload: RunPayload, delay: float) -> None:
-    """Re-enqueue after ``delay``; keep the liveness lock as a stamp until then."""
+    """Re-enqueue after ``delay``; keep the liveness lock as a stamp until then, and the run's
+    dispatch mark for the delay and one lease more, while the job waits in the queue
+    (docs/workers.md, "Sweep cursors and dispatch leases")."""
     if jc.inline:
         hold.release()
     else:
         hold.park(delay)
+        mark_enqueued(jc.runtime, run_unit(payload.context_id), delay=delay)
     jc.requeue(payload, delay)
 
 

@@ -8,7 +8,7 @@ enqueued by an operator) also continues the chain if none is scheduled for the n
 from __future__ import annotations
 
 from reactor.jobs.job_context import JobContext
-from reactor.jobs.sweep_tick import run_sweeps, schedule_next
+from reactor.jobs.sweep_tick import lateness, run_sweeps, schedule_next
 from reactor.model.text import escaping_logger
 from reactor.ports.payloads import SweepPayload
 
@@ -24,9 +24,10 @@ def handle_sweep(jc: JobContext, payload: SweepPayload) -> None:
         StorageError, RouterError: scheduling the next tick failed (the worker retries the
             job; the retried tick sweeps again, which is harmless).
     """
-    counts = run_sweeps(jc.runtime)
+    late = lateness(jc.runtime, payload.window)
+    counts = run_sweeps(jc.runtime, lateness=late)
     log.info(
-        "event=sweep_tick window=%d runs=%s steps=%s maps=%s",
-        payload.window, counts.runs, counts.steps, counts.maps,
+        "event=sweep_tick window=%d lateness=%.1f runs=%s steps=%s maps=%s",
+        payload.window, late, counts.runs, counts.steps, counts.maps,
     )
     schedule_next(jc.runtime, after_window=payload.window)
