@@ -47,6 +47,8 @@ SERVICES: Mapping[str, str] = {
     "mongodb": "REACTOR_TEST_MONGODB_URL",
     "postgres": "REACTOR_TEST_POSTGRES_URL",
     "postgres_restart": "REACTOR_TEST_POSTGRES_RESTART",
+    "moto_pid": "REACTOR_TEST_MOTO_PID",
+    "mongodb_wire_pid": "REACTOR_TEST_MONGODB_WIRE_PID",
 }
 """Service name -> environment variable holding its URL (or, for ``postgres_restart``, a
 command).
@@ -61,6 +63,8 @@ command).
 * ``postgres_restart``: a shell command that restarts that cluster (``pg_ctl -m fast -w
   restart`` with the options it was started with, as ``postgres`` when root) and returns once
   it accepts connections again; the order-fulfilment soak's ``--restart-command``.
+* ``moto_pid``, ``mongodb_wire_pid``: the process id of that moto or SecantusDB server (the
+  order-fulfilment soak's ``--server-pid``: it SIGSTOPs the server to pause it).
 """
 
 
@@ -134,7 +138,8 @@ def service_url(name: str, environ: Mapping[str, str] | None = None) -> str:
 
     Args:
         name: a key of :data:`SERVICES` (``"redis"``, ``"redis_cluster"``, ``"moto"``,
-            ``"mongodb_wire"``, ``"mongodb"``, ``"postgres"``, ``"postgres_restart"``).
+            ``"mongodb_wire"``, ``"mongodb"``, ``"postgres"``, ``"postgres_restart"``,
+            ``"moto_pid"``, ``"mongodb_wire_pid"``).
         environ: the environment to read (default ``os.environ``).
 
     Returns:

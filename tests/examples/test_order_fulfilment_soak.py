@@ -38,14 +38,19 @@ SUMMARY = re.compile(r"^soak: (\d+) runs, (\d+) completed, (\d+) failed, (\d+) v
                      r"quiescence ([0-9.]+) s, kills (\d+)(?:, restarts (\d+))?$", re.MULTILINE)
 
 
-def _smoke(storage: str, tmp_path: Path, *extra: str, restarts: int | None = None) -> None:
-    """Run the smoke soak on ``storage`` (storage and router) and check its summary
-    (``restarts``: the server restarts it must report, under ``--pause restart``)."""
+def _smoke(
+    storage: str, tmp_path: Path, *extra: str, restarts: int | None = None,
+    router: str | None = None, orders: int = int(SMOKE["orders"]),
+) -> None:
+    """Run the smoke soak on ``storage`` (and ``router``, default the same URL) and check its
+    summary (``restarts``: the server restarts it must report, under ``--pause restart``;
+    ``orders``: the orders it submits, default the smoke's)."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("REACTOR_STORAGE_URL", "REACTOR_ROUTER_URL")}
     proc = subprocess.run(
         [sys.executable, "-m", "examples.order_fulfilment.soak", "--smoke",
-         "--storage", storage, "--router", storage, "--run-dir", str(tmp_path / "soak"), *extra],
+         "--storage", storage, "--router", router or storage, "--run-dir", str(tmp_path / "soak"),
+         *(() if orders == SMOKE["orders"] else ("--orders", str(orders))), *extra],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=320, check=False,
     )
     logs = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}"
@@ -60,9 +65,11 @@ def _smoke(storage: str, tmp_path: Path, *extra: str, restarts: int | None = Non
     assert violations == 0, report
     made = match.group(7)
     assert (None if made is None else int(made)) == restarts, report
-    assert runs == SMOKE["orders"] == completed + failed
+    assert runs == orders == completed + failed
     assert kills == SMOKE["kills"]
-    assert completed > 0 and failed > 0  # the dataset's failing fraction took part
+    assert completed > 0
+    if orders >= 50:
+        assert failed > 0  # the dataset's failing fraction took part
 
 
 @pytest.mark.soak
@@ -88,6 +95,37 @@ def test_the_smoke_soak_on_postgres_keeps_every_invariant(
     assert expected >= 2  # a couple of restarts under load
     _smoke(f"{service_url('postgres')}?schema=soak", tmp_path, "--pause", "restart",
            "--restart-command", restart, restarts=expected)
+
+
+#: Orders of the smoke on the slow Python test servers (SecantusDB, moto): their sustained rate
+#: is about 0.6 orders/s (docs/workers.md, "Soak"), so the smoke submits 20 over its 30 s load
+#: phase instead of 100, with the same kills and SIGSTOP pauses of the server.
+SLOW_SERVER_ORDERS = 20
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(330)
+def test_the_smoke_soak_on_the_mongodb_wire_server_drains_and_keeps_every_invariant(
+    service_url: Callable[[str], str], tmp_path: Path
+) -> None:
+    """Storage and router on MongoDB (the SecantusDB wire server), 5 worker SIGKILLs and
+    3 SIGSTOPs of the server (docs/workers.md, "Sweep cursors and dispatch leases")."""
+    url = service_url("mongodb_wire").replace("/?", "/soak?", 1)
+    _smoke(url, tmp_path, "--pause", "sigstop", "--server-pid", service_url("mongodb_wire_pid"),
+           orders=SLOW_SERVER_ORDERS)
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(330)
+def test_the_smoke_soak_on_dynamodb_and_sqs_drains_and_keeps_every_invariant(
+    service_url: Callable[[str], str], tmp_path: Path
+) -> None:
+    """Storage on DynamoDB, router on SQS (moto's server), 5 worker SIGKILLs and 3 SIGSTOPs
+    of the server (docs/workers.md, "Sweep cursors and dispatch leases")."""
+    aws = f"region=us-east-1&endpoint_url={service_url('moto')}"
+    _smoke(f"dynamodb://reactor-soak?{aws}", tmp_path, "--pause", "sigstop",
+           "--server-pid", service_url("moto_pid"), router=f"sqs://reactor-soak?{aws}",
+           orders=SLOW_SERVER_ORDERS)
 
 
 # --------------------------------------------------------------------------------------------
