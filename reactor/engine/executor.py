@@ -244,7 +244,9 @@ def _execute_steps(state: RunState) -> Success | Failure | Paused:
             if isinstance(result, Failure):
                 return _fail(state, spec, outcome)
             # The last step's checkpoint is the run's final one when nothing runs after it.
-            final = state.hand_off is None and list(schedule.pending) == [name]
+            final = (  # (a length test: copying the pending names was quadratic in the chain)
+                state.hand_off is None and len(schedule.pending) == 1 and name in schedule.pending
+            )
             stored = _record(state, spec, outcome, final=final)
             if stored is not None:
                 return _fail(state, spec, stored)

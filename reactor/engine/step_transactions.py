@@ -24,8 +24,8 @@ pops its undo-stack entry (:mod:`reactor.engine.rollback`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
-from typing import cast
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from typing import Final, cast
 
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.definition import ReactorDefinition
@@ -141,19 +141,23 @@ def keep(state: RunState, transaction: StepTransaction) -> None:
     state.step_transaction = KeptTransaction(transaction, binding)
 
 
-@contextmanager
-def committing(state: RunState) -> Iterator[None]:
+def committing(state: RunState) -> AbstractContextManager[None]:
     """Run the block (the step's checkpoint) inside the kept transaction, then commit it; no
-    transaction kept: just run the block.
+    transaction kept: just run the block (a shared no-op context, nothing built per step).
 
     Raises:
         StorageError: the commit failed (rolled back) or its reply was lost (the run's
             checkpoint tells whether it applied); whatever the block raised, after a rollback.
     """
     kept, state.step_transaction = state.step_transaction, None
-    if kept is None:
-        yield
-        return
+    return _NOTHING_KEPT if kept is None else _committing(kept)
+
+
+_NOTHING_KEPT: Final = nullcontext()
+
+
+@contextmanager
+def _committing(kept: KeptTransaction) -> Iterator[None]:
     try:
         yield
     except BaseException:
