@@ -87,13 +87,18 @@ def dispatch_lease(runtime: Runtime, *, lateness: float | None = None) -> Dispat
     return runtime_lease(runtime, lateness=lateness)
 
 
-def lateness(runtime: Runtime, window: int) -> float:
+def lateness(runtime: Runtime, window: int) -> float | None:
     """How late a tick of ``window`` runs: seconds from the window's start (when its delayed
-    job was due) to now on the storage clock, ``0`` for an ad-hoc tick (``window`` 0) or an
-    early one. The tick's own job waited that long in the queue, so it measures the queue's
-    latency at no cost (docs/workers.md, "Sweep cursors and dispatch leases")."""
+    job was due) to now on the storage clock, ``0`` for an early one. The tick's own job waited
+    that long in the queue, so it measures the queue's latency at no cost (docs/workers.md,
+    "Sweep cursors and dispatch leases").
+
+    Returns:
+        The seconds; ``None`` for an ad-hoc tick (``window`` 0, enqueued by an operator): it
+        is not part of the chain and sweeps like ``reactor sweep``, without a settle time.
+    """
     if window <= 0:
-        return 0.0
+        return None
     return max(runtime.storage.now() - window * runtime.settings.sweeper_interval, 0.0)
 
 
