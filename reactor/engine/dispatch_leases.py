@@ -35,6 +35,7 @@ __all__ = [
     "MIN_LEASE_SECONDS",
     "DispatchLease",
     "mark_enqueued",
+    "router_visibility",
     "run_unit",
     "runtime_lease",
     "step_unit",
@@ -140,8 +141,10 @@ class DispatchLease:
 DEFAULT_LEASE = DispatchLease.from_settings(Settings())
 
 
-def _visibility(runtime: Runtime) -> float:
-    """The router's own ``visibility_timeout`` when it has one, else the setting (seconds)."""
+def router_visibility(runtime: Runtime) -> float:
+    """The delivery lease jobs get, in seconds: the router's own ``visibility_timeout`` when it
+    has a positive one, else the ``visibility_timeout`` setting (the worker's heartbeat and the
+    sweepers' leases both use it)."""
     seen = getattr(runtime.router, "visibility_timeout", None)
     if isinstance(seen, int | float) and not isinstance(seen, bool) and seen > 0:
         return float(seen)
@@ -169,7 +172,7 @@ def runtime_lease(runtime: Runtime, *, lateness: float | None = None) -> Dispatc
     Returns:
         The lease.
     """
-    visibility = _visibility(runtime)
+    visibility = router_visibility(runtime)
     lease = DispatchLease.from_settings(runtime.settings, visibility=visibility)
     if lateness is None:
         return lease

@@ -32,6 +32,7 @@ from reactor import config, registry
 from reactor.config import Runtime
 from reactor.coordination._heartbeat import Heartbeat
 from reactor.engine import secret_policy
+from reactor.engine.dispatch_leases import router_visibility
 from reactor.errors import DeserializationError, UnknownReactorError
 from reactor.jobs import observe
 from reactor.jobs.handlers import HANDLERS, JobContext, dispatch_job
@@ -131,12 +132,7 @@ class Worker:
         self.max_deliveries = max_deliveries
         self.backoff = backoff
         self.poll_seconds = poll_seconds
-        router_visibility = getattr(self.runtime.router, "visibility_timeout", None)
-        self.visibility = float(
-            visibility
-            or (router_visibility if isinstance(router_visibility, int | float) else None)
-            or self.runtime.settings.visibility_timeout
-        )
+        self.visibility = float(visibility or router_visibility(self.runtime))
         self.drain_timeout = drain_timeout
         self.liveness_wait = liveness_wait
         self._stopping = threading.Event()

@@ -31,6 +31,7 @@ from reactor.config import Runtime, Settings
 from reactor.engine.dispatch_leases import (
     DispatchLease,
     mark_enqueued,
+    router_visibility,
     run_unit,
     runtime_lease,
     step_unit,
@@ -87,14 +88,15 @@ def test_units_are_named_as_the_sweepers_name_them() -> None:
 
 def test_a_sweep_outside_the_chain_has_no_settle_time(manual: Runtime) -> None:
     lease = runtime_lease(manual)
-    assert lease == DispatchLease.from_settings(manual.settings, visibility=_visibility(manual))
+    seen = router_visibility(manual)
+    assert lease == DispatchLease.from_settings(manual.settings, visibility=seen)
     assert lease.settle == 0 and not lease.settling(START, START)
 
 
 def test_the_chain_settles_for_a_visibility_timeout_or_twice_the_queue_latency(
     manual: Runtime,
 ) -> None:
-    visibility = _visibility(manual)
+    visibility = router_visibility(manual)
     assert runtime_lease(manual, lateness=0).settle == visibility
     late = runtime_lease(manual, lateness=100)
     assert late.settle == 200 and late.base == 200 and late.cap == 1600
@@ -183,13 +185,6 @@ def test_a_unit_that_resumes_its_owner_marks_it_queued(
     assert handle.wait(5) == Success(41, run_id=handle.run_id)
 
 
-def _visibility(runtime: Runtime) -> float:
-    seen = getattr(runtime.router, "visibility_timeout", None)
-    if isinstance(seen, int | float):
-        return float(seen)
-    return float(runtime.settings.visibility_timeout)
-
-
 def test_settings_without_a_router_visibility_use_the_setting() -> None:
     class Bare:
         pass
@@ -198,4 +193,5 @@ def test_settings_without_a_router_visibility_use_the_setting() -> None:
         storage=MemoryStorage(), router=Bare(),  # type: ignore[arg-type]
         settings=Settings(visibility_timeout=45),
     )
+    assert router_visibility(runtime) == 45
     assert runtime_lease(runtime, lateness=0).settle == 45
