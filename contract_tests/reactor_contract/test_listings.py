@@ -31,7 +31,6 @@ from hypothesis.stateful import (
     initialize,
     invariant,
     multiple,
-    precondition,
     rule,
     run_state_machine_as_test,
 )
@@ -190,20 +189,25 @@ class ListingsContract:
 
             # -- a sweeper pass walked between writes --------------------------------------
 
-            @precondition(lambda self: self.open is None)
+            # No preconditions: whether a pass is open depends on the adapter's cursors (a page
+            # may end with a non-None cursor and no rows), so a precondition on it would make
+            # hypothesis draw differently when it replays a case (FlakyStrategyDefinition on a
+            # slow server); a rule that does not apply does nothing instead.
             @rule(statuses=st.none() | st.sets(st.sampled_from(STATUSES), min_size=1))
             def open_pass(self, statuses: set[str] | None) -> None:
+                if self.open is not None:
+                    return  # a pass is open: it goes on
                 chosen = None if statuses is None else tuple(sorted(statuses))
                 self.open = Pass(chosen, steady={
                     cid for cid, run in self.model.items()
                     if run.kind == "top" and (chosen is None or run.status in chosen)
                 })
 
-            @precondition(lambda self: self.open is not None)
             @rule(limit=LIMITS)
             def next_page(self, limit: int) -> None:
                 current = self.open
-                assert current is not None
+                if current is None:
+                    return  # no pass open
                 page = storage.contexts.scan(statuses=current.statuses, limit=limit,
                                              cursor=current.cursor)
                 self._check_rows("contexts.scan", page, current.statuses, dispatched=False)
