@@ -18,7 +18,6 @@ saves"). The plain :class:`Checkpointer` is unfenced; workers use
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +26,7 @@ from reactor.engine.env import Env
 from reactor.errors import DeserializationError
 from reactor.model import checkpoints, codec
 from reactor.model.context import Context
+from reactor.model.ids import random_hex
 from reactor.model.records import ContextDelta, ContextRecord, Fence
 
 __all__ = [
@@ -232,7 +232,7 @@ def size_limit(env: Env) -> int | None:
 
 def new_base_id() -> str:
     """A fresh base id for a full save: 12 random hex digits (48 bits)."""
-    return os.urandom(6).hex()
+    return random_hex(6)
 
 
 def load_context(env: Env, context_id: str, *, open_secrets: bool = True) -> Context | None:

@@ -49,7 +49,6 @@ a writer that lost its lock is refused by the fence stored on the context docume
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
@@ -61,6 +60,7 @@ from reactor.errors import (
 )
 from reactor.generic._durable import DurableCollection, Mutation, attempts, require_after
 from reactor.generic._scan import keyset_scan
+from reactor.model.ids import random_hex
 from reactor.model.records import (
     ContextDelta,
     ContextRecord,
@@ -489,7 +489,7 @@ class DocumentContextStore:
 
     @staticmethod
     def _piece_key(context_id: str, base: str, position: int) -> str:
-        return f"{_base_prefix(context_id, base)}{position:08d}/{os.urandom(6).hex()}"
+        return f"{_base_prefix(context_id, base)}{position:08d}/{random_hex(6)}"
 
     def _outliving(self) -> float | None:
         """The expiry pieces and page summaries are written with: twice ``context_ttl`` from
