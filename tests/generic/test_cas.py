@@ -154,3 +154,21 @@ def test_a_new_state_equal_to_the_stored_one_is_not_written(fake: FakeDocumentSt
     before = fake.raw("c", "k")
     assert apply(fake, "c", "k", codec, lambda s, now: (dict(s or {}), "same")) == "same"
     assert fake.writes == 1 and fake.raw("c", "k") == before
+
+
+def test_a_codec_and_a_state_collection_are_frozen_values(fake: FakeDocumentStore) -> None:
+    """A StateCodec (the stores share module-level ones) and a StateCollection refuse any
+    assignment and hash as values."""
+    import dataclasses
+
+    from reactor.generic._cas import StateCodec, StateCollection
+
+    codec: StateCodec[dict[str, int]] = StateCodec(
+        kind="doc", encode=dict, decode=dict, expiry=lambda state: None
+    )
+    states = StateCollection(fake, "c", codec)
+    for value, field in ((codec, "kind"), (states, "collection")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(value, field, "other")
+        assert hash(value) == hash(value)
+    assert codec.kind == "doc" and states.collection == "c"

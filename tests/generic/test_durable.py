@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from reactor.errors import StorageError
@@ -35,3 +37,18 @@ def test_a_loop_gives_up_after_1000_lost_compare_and_sets_in_a_row(
         states.update("k", lambda doc: ({"n": 1}, None, "written"))
     assert fake.lose_next_writes == 0 and fake.raw("c", "k") is None
     assert states.update("k", lambda doc: ({"n": 1}, None, "written")) == "written"
+
+
+def test_the_pause_before_the_nth_retry_grows_by_0_2_ms_up_to_10_ms(
+    fake: FakeDocumentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No pause before the first attempt; before attempt n (from 1) a pause drawn from
+    [0, min(0.0002 * n, 0.01)] seconds: with the draw pinned to its upper end, the pauses
+    are that bound (the 50th reaches 10 ms, the later ones stay there)."""
+    slept: list[float] = []
+    monkeypatch.setattr("reactor.generic._durable._RANDOM.uniform", lambda a, b: b)
+    monkeypatch.setattr("reactor.generic._durable.time", SimpleNamespace(sleep=slept.append))
+    states = DurableCollection(fake, "c", None)
+    fake.lose_next_writes = 60
+    assert states.update("k", lambda doc: ({"n": 1}, None, "written")) == "written"
+    assert slept == pytest.approx([min(0.0002 * n, 0.01) for n in range(1, 61)])

@@ -116,3 +116,21 @@ def test_an_append_whose_reservation_a_redelivery_already_cleared_still_succeeds
     assert maps.count_elements("m") == 1 and maps.element_ids("m") == ["ctx-0"]
     assert maps.append_element("m", "ctx-1") == 1
     assert maps.element_ids("m") == ["ctx-0", "ctx-1"]
+
+
+def test_a_limited_read_with_holes_inside_and_past_its_end_names_every_element(
+    documents: FailingElementWrites,
+) -> None:
+    """element_ids with a limit stops at the first position past its window: a document
+    beyond it (position 4) never stands in for a missing one inside it (position 1, named by
+    its pending reservation), also when the position at the window's end (3) is missing too."""
+    maps = DocumentMapStore(documents)
+    for i in range(5):
+        documents.fail = 1 if i in (1, 3) else 0
+        try:
+            assert maps.append_element("m", f"ctx-{i}") == i
+        except StorageError:
+            assert i in (1, 3)
+    assert maps.count_elements("m") == 5
+    assert maps.element_ids("m", limit=3) == ["ctx-0", "ctx-1", "ctx-2"]
+    assert maps.element_ids("m", start=1, limit=2) == ["ctx-1", "ctx-2"]

@@ -254,3 +254,15 @@ def test_rollback_state_lives_86400_seconds_after_its_last_write_by_default(
     assert rb.metadata("m1") == meta() and rb.outcome("m1", 0) is not None
     clock.advance(0.5)
     assert rb.metadata("m1") is None and rb.outcome("m1", 0) is None
+
+
+def test_scan_lists_at_most_1000_rollbacks_by_default(storage: MemoryStorage) -> None:
+    """MapRollbackStore.scan's default limit is the port's, 1000 rollbacks, then a cursor to
+    the rest."""
+    for i in range(1001):
+        storage.map_rollbacks.start(meta(f"m{i:04d}"))
+    page = storage.map_rollbacks.scan()
+    assert len(page) == 1000 and page[-1].map_id == "m0999"
+    assert page.next_cursor is not None
+    rest = storage.map_rollbacks.scan(cursor=page.next_cursor)
+    assert [m.map_id for m in rest] == ["m1000"]

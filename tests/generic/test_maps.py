@@ -353,3 +353,77 @@ def test_a_page_of_element_ids_reads_from_its_start_not_from_the_first_element(
     wanted = [f"ctx-{i}" for i in range(290, 295)]
     assert storage.maps.element_ids("m1", start=290, limit=5) == wanted
     assert read and min(read) >= "m1:000000000290"
+
+
+def _record_slot_scans(storage: MemoryStorage, monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Record the ``limit`` of every scan of the slot collection from now on."""
+    real_scan = storage.documents.scan
+    limits: list[object] = []
+
+    def scan(collection: str, **kwargs: object) -> list[tuple[str, object]]:
+        if collection == MAP_SLOTS:
+            limits.append(kwargs.get("limit"))
+        return real_scan(collection, **kwargs)  # type: ignore[arg-type,return-value]
+
+    monkeypatch.setattr(storage.documents, "scan", scan)
+    return limits
+
+
+@pytest.mark.parametrize(
+    ("offset", "limit", "width"), [(0, 3, 3), (5, 3, 3), (-1, 3, 2), (-10, 12, 2)]
+)
+def test_a_results_page_reads_no_more_slots_than_its_window_holds(
+    storage: MemoryStorage, monkeypatch: pytest.MonkeyPatch, offset: int, limit: int, width: int
+) -> None:
+    """results_page is one scan of at most the indexes of offset..offset+limit-1 that are
+    >= 0: its cost follows the page, not the offset, and an index below 0 costs nothing."""
+    for i in range(12):
+        storage.maps.put_result("m1", i, f"v{i}")
+    limits = _record_slot_scans(storage, monkeypatch)
+    wanted = [(i, f"v{i}") for i in range(max(offset, 0), offset + limit)]
+    assert storage.maps.results_page("m1", offset=offset, limit=limit) == wanted
+    assert limits == [width]
+
+
+@pytest.mark.parametrize(("offset", "limit"), [(-10, 3), (-3, 3), (4, 0), (4, -2)])
+def test_an_empty_results_window_reads_no_slot(
+    storage: MemoryStorage, monkeypatch: pytest.MonkeyPatch, offset: int, limit: int
+) -> None:
+    """A window with no index >= 0 (wholly below 0, or a limit <= 0) returns [] without a
+    scan: never a scan with a negative limit, which the DocumentStore port leaves undefined."""
+    for i in range(6):
+        storage.maps.put_result("m1", i, f"v{i}")
+    limits = _record_slot_scans(storage, monkeypatch)
+    assert storage.maps.results_page("m1", offset=offset, limit=limit) == []
+    assert limits == []
+
+
+def test_element_ids_with_a_negative_limit_are_none(storage: MemoryStorage) -> None:
+    """element_ids returns at most ``limit`` ids: none for a limit below 0, as for 0."""
+    for x in "abc":
+        storage.maps.append_element("m1", x)
+    assert storage.maps.element_ids("m1", limit=-1) == []
+    assert storage.maps.element_ids("m1", start=1, limit=-5) == []
+
+
+def test_a_finished_append_past_position_256_may_be_duplicated(storage: MemoryStorage) -> None:
+    """An append clears its pending reservation however large its position (ints past 256
+    are equal without being one object): the same context id appended again gets a new
+    position instead of the finished one."""
+    for i in range(257):
+        storage.maps.append_element("m1", f"ctx-{i}")
+    assert storage.maps.append_element("m1", "dup") == 257
+    assert storage.maps.append_element("m1", "dup") == 258
+    assert storage.maps.count_elements("m1") == 259
+    assert storage.maps.element_ids("m1", start=256) == ["ctx-256", "dup", "dup"]
+
+
+def test_scan_lists_at_most_1000_maps_by_default(storage: MemoryStorage) -> None:
+    """MapStore.scan's default limit is the port's, 1000 maps, then a cursor to the rest."""
+    for i in range(1001):
+        storage.maps.init(meta(f"m{i:04d}"))
+    page = storage.maps.scan()
+    assert len(page) == 1000 and page[-1].map_id == "m0999"
+    assert page.next_cursor is not None
+    rest = storage.maps.scan(cursor=page.next_cursor)
+    assert [m.map_id for m in rest] == ["m1000"]
