@@ -101,7 +101,11 @@ class Settings(BaseModel):
         async_wait_timeout: how long a synchronous reader of an async unit blocks.
         async_park_timeout: total parked time of a reader inside a worker, from dispatch.
         sweeper_interval: seconds between sweep ticks (the recovery-latency bound).
-        sweeper_limit: records inspected per sweeper per tick.
+        sweeper_limit: records inspected per sweeper per tick (a tick of the sweep chain reads
+            fewer on a slow backend: docs/workers.md, "Back-pressure and pace").
+        sweeper_backlog: ready jobs in the router's queue at which a tick of the sweep chain
+            re-dispatches nothing (``None``: never defer; docs/workers.md, "Back-pressure and
+            pace").
         map_batch_size: fan-out elements dispatched per throw.
         rollback_chunk: positions per distributed-rollback batch and inline rollback chunk.
         max_context_bytes: the largest serialized context accepted before any write.
@@ -134,6 +138,7 @@ class Settings(BaseModel):
     async_park_timeout: float | None = Field(3600.0, gt=0)
     sweeper_interval: float = Field(30.0, gt=0)
     sweeper_limit: int = Field(1000, ge=1)
+    sweeper_backlog: int | None = Field(1000, ge=1)
     map_batch_size: int = Field(50, ge=1)
     rollback_chunk: int = Field(100, ge=1)
     max_context_bytes: int = Field(64 * MIB, ge=1024)

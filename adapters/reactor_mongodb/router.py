@@ -61,6 +61,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from reactor.errors import DeserializationError, RouterError, StorageError
 from reactor.ports.clock import Clock, sleeper, wall_reader
+from reactor.ports.inspection import QueueStats
 from reactor.ports.router import DeadLetter, Delivery, Job
 from reactor_mongodb._clock import ServerClock
 
@@ -439,6 +440,30 @@ class MongoRouter:
             self.jobs.delete_one({"_id": doc["_id"], "lease": doc.get("lease")})
         except PyMongoError as exc:
             raise RouterError(f"MongoDB dead-lettering failed: {exc}") from exc
+
+    def queue_stats(self) -> QueueStats:
+        """This queue's counts now, from four ``count_documents`` (``reactor info``, the sweep
+        chain's back-pressure; :class:`reactor.ports.inspection.QueueInspector`).
+
+        Returns:
+            ``ready`` (due, no running lease: never delivered, retried and due, or a lapsed
+            lease), ``delayed`` (not yet due, no running lease), ``in_flight`` (a running
+            lease), ``dead_letters`` (this queue's); ``consumers`` unknown (``None``).
+
+        Raises:
+            RouterError: the server failed.
+        """
+        now = self.now()
+        queue = self.queue
+        free = {"$or": [{"lease_until": None}, {"lease_until": {"$lte": now}}]}
+        try:
+            ready = self.jobs.count_documents({"queue": queue, "due_at": {"$lte": now}, **free})
+            delayed = self.jobs.count_documents({"queue": queue, "due_at": {"$gt": now}, **free})
+            in_flight = self.jobs.count_documents({"queue": queue, "lease_until": {"$gt": now}})
+            dead = self.dead.count_documents({"queue": queue})
+        except PyMongoError as exc:
+            raise RouterError(f"MongoDB queue stats failed: {exc}") from exc
+        return QueueStats(ready=ready, delayed=delayed, in_flight=in_flight, dead_letters=dead)
 
     def dead_letters(self, limit: int = 100, cursor: str | None = None) -> list[DeadLetter]:
         """Dead-lettered messages of this queue, oldest first (at most ``limit``), each with its

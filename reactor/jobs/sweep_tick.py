@@ -17,6 +17,7 @@ import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from reactor.config import Runtime
 from reactor.engine.dispatch_leases import DispatchLease, runtime_lease
@@ -24,6 +25,7 @@ from reactor.engine.env import make_env
 from reactor.engine.fan_out import dispatch_batch
 from reactor.engine.waiting import waiting_on
 from reactor.jobs import observe
+from reactor.jobs.sweep_pace import SweepPace, ready_backlog
 from reactor.jobs.sweepers import (
     MapSweepCounts,
     SweepCounts,
@@ -40,6 +42,8 @@ __all__ = ["TickCounts", "dispatch_lease", "lateness", "run_sweeps", "schedule_n
 
 log = escaping_logger("reactor.sweeper")
 
+C = TypeVar("C", SweepCounts, MapSweepCounts)
+
 
 @dataclass(frozen=True, slots=True)
 class TickCounts:
@@ -49,11 +53,14 @@ class TickCounts:
         runs: the run sweeper's counts.
         steps: the async-step sweeper's counts.
         maps: the map sweeper's counts.
+        deferred: the ready jobs that made a tick of the chain re-dispatch nothing (no sweeper
+            ran: docs/workers.md, "Back-pressure and pace"); ``None`` when the sweepers ran.
     """
 
     runs: SweepCounts | None
     steps: SweepCounts | None
     maps: MapSweepCounts | None
+    deferred: int | None = None
 
 
 def _batch_dispatcher(runtime: Runtime) -> Callable[[MapMetadata], object]:
@@ -121,7 +128,10 @@ def run_sweeps(
 
     Each sweeper reads one page of at most ``limit`` records from its saved cursor and takes a
     dispatch lease (:func:`dispatch_lease`) before each re-enqueue (docs/workers.md, "Sweep
-    cursors and dispatch leases").
+    cursors and dispatch leases"). A tick of the chain (``lateness`` given) re-dispatches
+    nothing while ``sweeper_backlog`` jobs are ready, and sizes each sweeper's page to about a
+    quarter of ``sweeper_interval`` (:mod:`reactor.jobs.sweep_pace`; docs/workers.md,
+    "Back-pressure and pace").
 
     Args:
         runtime: the storage to scan and the router to re-dispatch on.
@@ -131,29 +141,41 @@ def run_sweeps(
             (``reactor sweep``, a direct call): units without a lock are recovered at once.
 
     Returns:
-        The counts per sweeper.
+        The counts per sweeper, or a deferred tick's ready count (:attr:`TickCounts.deferred`).
     """
     bound = runtime.settings.sweeper_limit if limit is None else limit
     storage, router = runtime.storage, runtime.router
+    chain = lateness is not None
+    if chain:
+        backlog = ready_backlog(runtime)
+        if backlog is not None:
+            log.info("event=sweep_deferred ready=%d sweeper_backlog=%s", backlog,
+                     runtime.settings.sweeper_backlog)
+            return TickCounts(None, None, None, deferred=backlog)
     lease = dispatch_lease(runtime, lateness=lateness)
-    runs = steps = None
-    maps = None
-    try:
-        runs = sweep_runs(
-            storage, router, limit=bound, lease=lease, waiting_on=_waiting_on(runtime)
-        )
-    except Exception as exc:
-        _sweeper_failed("runs", exc)
-    try:
-        steps = sweep_steps(storage, router, limit=bound, lease=lease)
-    except Exception as exc:
-        _sweeper_failed("steps", exc)
-    try:
-        maps = sweep_maps(
-            storage, router, limit=bound, dispatch_batch=_batch_dispatcher(runtime), lease=lease
-        )
-    except Exception as exc:
-        _sweeper_failed("maps", exc)
+    pace = SweepPace(storage) if chain else None
+    monotonic = runtime.clock.monotonic
+    interval = runtime.settings.sweeper_interval
+
+    def paced(name: str, sweep: Callable[[int], C]) -> C | None:
+        page = bound if pace is None else pace.page(name, limit=bound, interval=interval)
+        started = monotonic()
+        try:
+            counts = sweep(page)
+        except Exception as exc:
+            _sweeper_failed(name, exc)
+            return None
+        if pace is not None:
+            pace.observe(name, counts.inspected, monotonic() - started)
+        return counts
+
+    runs = paced("runs", lambda page: sweep_runs(
+        storage, router, limit=page, lease=lease, waiting_on=_waiting_on(runtime)
+    ))
+    steps = paced("steps", lambda page: sweep_steps(storage, router, limit=page, lease=lease))
+    maps = paced("maps", lambda page: sweep_maps(
+        storage, router, limit=page, dispatch_batch=_batch_dispatcher(runtime), lease=lease
+    ))
     if runtime.hooks.middleware:  # docs/observability.md, "Metrics"
         observe.swept(runtime, {
             "runs": runs.redispatched if runs else 0,

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reactor.errors import RouterError
+from reactor.ports.inspection import QueueStats
 from reactor.ports.queues import ClaimedMessage
 from reactor.ports.router import DeadLetter
 
@@ -63,6 +64,10 @@ class DeadLetterList:
                 if len(out) >= limit:
                     break
         return out
+
+    def count(self) -> int:
+        """How many letters are kept."""
+        return len(self._letters)
 
     def get(self, letter_id: str) -> DeadLetter | None:
         """The letter with id ``letter_id``, else ``None``."""
@@ -248,6 +253,23 @@ class MemoryQueue:
         """Messages not yet deleted or dead-lettered (visible, delayed or claimed)."""
         with self._cond:
             return len(self._messages)
+
+    def counts(self, now: float) -> QueueStats:
+        """The messages by state at ``now`` (epoch seconds): ``ready`` (visible: never claimed,
+        released and due, or a lapsed lease), ``delayed`` (not yet due, not claimed),
+        ``in_flight`` (claimed, lease running) and ``dead_letters``; ``consumers`` unknown.
+        """
+        ready = delayed = in_flight = 0
+        with self._cond:
+            for message in self._messages.values():
+                if message.visible_at <= now:
+                    ready += 1
+                elif message.receipt is None:
+                    delayed += 1
+                else:
+                    in_flight += 1
+            dead = self._dead.count()
+        return QueueStats(ready=ready, delayed=delayed, in_flight=in_flight, dead_letters=dead)
 
     def queued(self) -> list[tuple[float, str | bytes]]:
         """``(visible_at, body)`` of every message not yet deleted or dead-lettered (visible,

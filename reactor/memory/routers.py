@@ -41,6 +41,7 @@ from reactor.generic.router import DEFAULT_VISIBILITY_TIMEOUT, GenericRouter, ch
 from reactor.memory.queue import DeadLetterList, MemoryQueue
 from reactor.ports.capabilities import JobHandler
 from reactor.ports.clock import Clock, wall_reader
+from reactor.ports.inspection import QueueStats
 from reactor.ports.router import JOB_KINDS, DeadLetter, Delivery, Job
 
 __all__ = ["DEFAULT_VISIBILITY_TIMEOUT", "InlineRouter", "LocalRouter"]
@@ -307,11 +308,12 @@ class LocalRouter(GenericRouter):
     :class:`~reactor.memory.queue.MemoryQueue`, plus in-process consumers.
 
     It is a complete router (delays, visibility leases, redelivery, dead letters and their
-    administration, poison messages dead-lettered inside ``receive``) and declares three
+    administration, poison messages dead-lettered inside ``receive``) and declares four
     capabilities (docs/protocol.md, "Capabilities"): :class:`~reactor.ports.capabilities.InProcess`,
     :class:`~reactor.ports.capabilities.HostsEmbeddedWorkers` (``reactor.configure`` attaches
     :attr:`workers` :class:`reactor.jobs.worker.Worker` threads to a ``local://`` router it
-    built) and :class:`~reactor.ports.capabilities.KnowsConsumers`. It runs no worker of its
+    built), :class:`~reactor.ports.capabilities.KnowsConsumers` and
+    :class:`~reactor.ports.inspection.QueueInspector`. It runs no worker of its
     own: jobs are run by the attached consumers, or by a ``Worker`` the caller drives.
 
     Args:
@@ -393,6 +395,16 @@ class LocalRouter(GenericRouter):
         return job_id
 
     # -- attached consumers ----------------------------------------------------------------------
+
+    def queue_stats(self) -> QueueStats:
+        """The queue's counts now (``reactor info``, the sweep chain's back-pressure;
+        :class:`reactor.ports.inspection.QueueInspector`): ``ready``, ``delayed``,
+        ``in_flight`` and ``dead_letters`` exactly, ``consumers`` unknown (``None``).
+
+        Returns:
+            The counts (:meth:`reactor.memory.queue.MemoryQueue.counts` at the router's clock).
+        """
+        return self._queue.counts(self._clock())
 
     def attach_consumers(self, start: Callable[[], None], stop: Callable[[], None]) -> None:
         """Attach in-process consumers started lazily by the first enqueue

@@ -50,7 +50,7 @@ def test_info_on_memory_prints_every_figure_or_unknown() -> None:
         f"reactor: {cli.package_version()}",
         "storage: memory:// (MemoryStorage)",
         "router: local:// (LocalRouter)",
-        "queue: ready=unknown delayed=unknown in_flight=unknown",
+        "queue: ready=0 delayed=0 in_flight=0",
         "dead letters: 0",
         "sweep indexes: unknown",
         "live workers: unknown",
@@ -63,10 +63,10 @@ def test_info_reports_a_failing_backend_on_stderr_with_exit_1(
     from reactor.errors import RouterError
     from reactor.memory import LocalRouter
 
-    def down(self: LocalRouter, limit: int = 100) -> list[object]:
+    def down(self: LocalRouter) -> object:
         raise RouterError("queue down\nsecond line")
 
-    monkeypatch.setattr(LocalRouter, "dead_letters", down)
+    monkeypatch.setattr(LocalRouter, "queue_stats", down)
     out = runner.invoke(cli.app, ["info", "--storage", "memory://"])
     assert out.exit_code == 1, out.output
     assert out.stdout == ""

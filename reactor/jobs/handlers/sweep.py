@@ -27,8 +27,8 @@ def handle_sweep(jc: JobContext, payload: SweepPayload) -> None:
     late = lateness(jc.runtime, payload.window)
     counts = run_sweeps(jc.runtime, lateness=late)
     log.info(
-        "event=sweep_tick window=%d lateness=%s runs=%s steps=%s maps=%s",
+        "event=sweep_tick window=%d lateness=%s runs=%s steps=%s maps=%s deferred=%s",
         payload.window, "-" if late is None else f"{late:.1f}", counts.runs, counts.steps,
-        counts.maps,
+        counts.maps, "-" if counts.deferred is None else counts.deferred,
     )
     schedule_next(jc.runtime, after_window=payload.window)
