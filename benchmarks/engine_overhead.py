@@ -10,11 +10,16 @@ the same ten functions directly, in the same process, and prints:
 Every engine run checkpoints at start and after each step, the last one final (11 saves of the
 context through ``storage.contexts``: one whole, ten appended), validates inputs, keeps a trace
 and an undo stack. No assertion is made: this prints a measurement (docs/architecture.md,
-"Repository layout").
+"Engine cost per step").
+
+With ``--storage URL`` (e.g. ``redis://127.0.0.1:PORT/0``, ``sqlite:///tmp/x.db``) the same run
+goes to that storage; it also prints the CPU time of this process per step (wall time minus
+waiting on the server) and, when the storage answers ``ping()`` (``reactor.ports.inspection
+.Pingable``), one round trip measured in the same process, with the step's ratio to it.
 
 Usage::
 
-    .venv/bin/python benchmarks/engine_overhead.py [--runs N]
+    .venv/bin/python benchmarks/engine_overhead.py [--runs N] [--storage URL]
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from reactor.dsl import (
     step,
 )
 from reactor.model.results import Success
+from reactor.ports.inspection import Pingable
 
 STEPS = 10
 
@@ -54,13 +60,15 @@ def _build_reactor() -> type[Reactor]:
     return type("TenSteps", (Reactor,), namespace)
 
 
-def _time(fn: Callable[[], Any], runs: int) -> float:
+def _time(
+    fn: Callable[[], Any], runs: int, clock: Callable[[], float] = time.perf_counter
+) -> float:
     samples = []
     for _ in range(5):
-        started = time.perf_counter()
+        started = clock()
         for _ in range(runs):
             fn()
-        samples.append((time.perf_counter() - started) / runs)
+        samples.append((clock() - started) / runs)
     return statistics.median(samples)
 
 
@@ -68,9 +76,10 @@ def main() -> None:
     """Measure and print the overhead figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300, help="runs per sample (5 samples)")
+    parser.add_argument("--storage", default="memory://", help="the storage URL")
     args = parser.parse_args()
 
-    config.configure(storage="memory://", router="inline://")
+    runtime = config.configure(storage=args.storage, router="inline://")
     reactor_cls = _build_reactor()
     assert reactor_cls.run(start=0) == Success(STEPS)  # warm up and sanity check
 
@@ -90,10 +99,17 @@ def main() -> None:
     print(f"direct calls, per run:    {direct_run * 1e6:10.3f} us")
     print(f"engine overhead per step: {overhead * 1e6:10.1f} us")
     print(f"ratio engine/direct:      {engine_run / direct_run:10.0f}x")
+    cpu_run = _time(lambda: reactor_cls.run(start=0), args.runs, time.process_time)
+    print(f"engine CPU per step:      {cpu_run / STEPS * 1e6:10.1f} us (this process)")
+    storage = runtime.storage
+    if isinstance(storage, Pingable):
+        round_trip = _time(storage.ping, args.runs * 10)
+        print(f"one round trip (ping):    {round_trip * 1e6:10.1f} us")
+        print(f"step / round trip:        {per_step_engine / round_trip:10.2f}x")
 
     # Same run with per-step checkpoints throttled away (start and end saves only), to show
     # how much of the overhead is persistence (codec + storage) rather than orchestration.
-    config.configure(storage="memory://", router="inline://", checkpoint_min_interval=3600.0)
+    config.configure(storage=args.storage, router="inline://", checkpoint_min_interval=3600.0)
     throttled = _time(lambda: reactor_cls.run(start=0), args.runs)
     print(
         f"per step with checkpoint_min_interval=3600 (2 saves/run): "
