@@ -591,6 +591,83 @@ def test_the_requeue_message_id_is_fixed_by_the_letter_id() -> None:
     assert requeue_message_id("42") == "dl-73475cb40a568e8da8a045ced110137e159f890a"
 
 
+class _ClaimRecorder(MemoryQueue):
+    """A queue recording the ``limit`` of every claim."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.limits: list[int] = []
+
+    def claim(self, limit: int, now: float, visible_at: float) -> list[ClaimedMessage]:
+        self.limits.append(limit)
+        return super().claim(limit, now, visible_at)
+
+
+def test_a_receive_that_got_its_max_jobs_claims_no_more() -> None:
+    """A receive claims only for the deliveries still missing, and the primitive's ``claim``
+    takes ``limit >= 1`` (reactor/ports/queues.py): one that got all 300 (above the small
+    ints CPython shares) asks for none more."""
+    queue = _ClaimRecorder()
+    router = GenericRouter(queue)
+    for n in range(300):
+        router.enqueue(job(n=n))
+    assert len(router.receive(max_jobs=300)) == 300
+    assert queue.limits == [300]
+
+
+def test_dead_letters_of_a_limit_of_zero_or_less_never_reach_the_primitive(
+    generic: GenericRouter, queue: PlainQueue
+) -> None:
+    """``dead_letters(limit <= 0)`` returns none without asking the primitive, whose
+    ``dead_letters`` takes ``limit >= 1`` (reactor/ports/queues.py)."""
+    queue.put("m", "poison", 0.0)
+    assert generic.receive() == [] and len(generic.dead_letters()) == 1
+    queue.calls.clear()
+    assert generic.dead_letters(limit=-1) == [] and generic.dead_letters(limit=0) == []
+    assert queue.calls == []
+
+
+@pytest.mark.parametrize("receipt", ["4:abc", "99:abc"])
+def test_a_receipt_whose_length_prefix_overruns_it_never_reaches_the_primitive(
+    generic: GenericRouter, queue: PlainQueue, caplog: pytest.LogCaptureFixture, receipt: str
+) -> None:
+    """A receipt whose length prefix names more characters than follow it is not one this
+    router wrote: every call on it is logged as stale and no primitive operation runs."""
+    generic.enqueue(job())
+    (delivery,) = generic.receive()
+    queue.calls.clear()
+    foreign = type(delivery)(job=delivery.job, receipt=receipt)
+    with caplog.at_level(logging.WARNING, logger="reactor.generic.router"):
+        generic.ack(foreign)
+        generic.retry(foreign, 0)
+        generic.extend(foreign, 60)
+        generic.dead_letter(foreign, "no")
+    assert queue.calls == []
+    assert caplog.text.count("stale receipt") == 4
+
+
+def test_a_delay_under_a_second_sets_the_jobs_due_time(
+    generic: GenericRouter, clock: ManualClock
+) -> None:
+    """Any delay above 0 stores ``not_before = now + delay`` in the envelope, half a second
+    as well as a week."""
+    generic.enqueue(job(), delay_seconds=0.5)
+    clock.advance(0.25)
+    assert generic.receive() == []
+    clock.advance(0.25)
+    (delivery,) = generic.receive()
+    assert delivery.job.not_before == clock()
+
+
+def test_a_receive_without_wait_seconds_does_not_wait() -> None:
+    """``wait_seconds`` defaults to 0: with nothing due, ``receive()`` claims once and
+    returns none without pausing for a job."""
+    queue = _EnqueueOnWait()
+    queue.router = router = GenericRouter(queue)
+    assert router.receive() == []
+    assert queue.waits == []
+
+
 # -- the worked example of docs/protocol.md ------------------------------------------------------
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import threading
 
 import pytest
@@ -187,3 +189,43 @@ def test_manual_constructor_and_advance() -> None:
     with pytest.raises(ValueError):
         clock.set(clock() - 1)
     clock.set(clock() + 10)
+
+
+def test_a_version_token_is_compared_by_value(docs: MemoryDocumentStore) -> None:
+    """A version token is opaque and compared by value (reactor/ports/documents.py): an equal
+    copy, as a caller gets back from JSON or another process, is as good as the one read."""
+    docs.write("c", "k", {"a": 1}, expected_version=None, expires_at=None)
+    version = docs.read("c", "k").version
+    assert version is not None
+    copy = json.loads(json.dumps(version))
+    assert copy == version and copy is not version
+    assert docs.write("c", "k", {"a": 2}, expected_version=copy, expires_at=None) is True
+    assert docs.read("c", "k").value == {"a": 2}
+
+
+def test_a_raw_document_is_a_frozen_snapshot(docs: MemoryDocumentStore) -> None:
+    """``raw()`` returns a :class:`RawDocument`, an immutable snapshot: assigning a field
+    raises instead of seeming to change the stored document."""
+    docs.write("c", "k", {"a": 1}, expected_version=None, expires_at=None)
+    raw = docs.raw("c", "k")
+    assert raw is not None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(raw, "expires_at", 1.0)  # noqa: B010 (the assignment mypy would refuse)
+    assert raw.expires_at is None and docs.read("c", "k").expires_at is None
+
+
+def test_manual_starts_at_the_manual_clocks_fixed_instant() -> None:
+    """``MemoryDocumentStore.manual()`` without ``start`` starts at 1_700_000_000.0, the fixed
+    instant a :class:`ManualClock` starts at by default."""
+    assert MemoryDocumentStore.manual().now() == 1_700_000_000.0 == ManualClock()()
+
+
+def test_scan_returns_at_most_1000_documents_by_default(docs: MemoryDocumentStore) -> None:
+    """``scan(limit=1000)`` (reactor/ports/documents.py): without a limit, the first 1000
+    keys in order, and the rest after the last of them."""
+    keys = [f"k{n:04d}" for n in range(1001)]
+    for key in keys:
+        docs.write("c", key, {}, expected_version=None, expires_at=None)
+    page = docs.scan("c")
+    assert [k for k, _ in page] == keys[:1000]
+    assert [k for k, _ in docs.scan("c", after=page[-1][0])] == ["k1000"]

@@ -175,3 +175,19 @@ def test_a_dead_letter_page_above_the_small_int_cache_stops_at_its_limit() -> No
     assert [d.id for d in first] == [str(n) for n in range(1, 258)]
     after = letters.page(257, "10")
     assert len(after) == 257 and (after[0].id, after[-1].id) == ("11", "267")
+
+
+@pytest.mark.parametrize("cursor", ["\u0661", "abc"])
+def test_a_cursor_that_is_not_an_arrival_number_is_refused(
+    queue: MemoryQueue, cursor: str
+) -> None:
+    """A dead-letter id is an arrival number in ASCII digits: a cursor of other digits (the
+    Arabic-Indic one, which ``int`` reads as 1) or of letters names no letter and is refused
+    as a bad cursor."""
+    for n in range(2):
+        queue.put(f"m{n}", f"b{n}", 0.0)
+    for claimed in queue.claim(2, 0.0, 30.0):
+        queue.dead_letter(claimed.message_id, claimed.receipt, "r", 1.0)
+    with pytest.raises(ValueError, match="bad dead-letter cursor"):
+        queue.dead_letters(cursor, 10)
+    assert [d.id for d in queue.dead_letters("1", 10)] == ["2"]

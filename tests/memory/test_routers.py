@@ -28,6 +28,7 @@ from reactor.ports.capabilities import (
     InProcess,
     KnowsConsumers,
     RunsJobsInline,
+    in_process,
 )
 from reactor.ports.payloads import SweepPayload
 from reactor.ports.payloads import job as payload_job
@@ -755,3 +756,35 @@ def test_local_router_refuses_a_negative_worker_count(workers: int) -> None:
     with pytest.raises(ValueError, match="workers must be >= 0"):
         LocalRouter(workers=workers)
     assert LocalRouter(workers=0).workers == 0
+
+
+def test_the_in_process_routers_declare_keeps_data_in_process_true() -> None:
+    """``inline://`` and ``local://`` set ``keeps_data_in_process = True``, the value
+    :func:`reactor.ports.capabilities.in_process` reads (an attribute set to anything else
+    does not declare the capability)."""
+    assert in_process(InlineRouter()) and in_process(LocalRouter())
+
+
+def test_close_stops_no_consumers_that_were_never_started(router: LocalRouter) -> None:
+    """``stop`` is called by ``close()`` only when the consumers were started: attached but
+    never started (nothing was enqueued), they are not stopped."""
+    calls: list[str] = []
+    router.attach_consumers(lambda: calls.append("start"), lambda: calls.append("stop"))
+    router.close()
+    assert calls == []
+
+
+def test_a_receive_while_the_router_closes_returns_nothing(router: LocalRouter) -> None:
+    """A closing router returns no deliveries: a receive made while ``close()`` stops the
+    consumers (before the router is marked closed) gets none, and the job stays queued."""
+    got: list[list[Delivery]] = []
+    router.attach_consumers(lambda: None, lambda: got.append(router.receive(max_jobs=5)))
+    router.enqueue(job())  # starts the consumers, so close() calls stop
+    router.close()
+    assert got == [[]] and router.size() == 1
+
+
+def test_a_local_router_built_directly_declares_one_worker() -> None:
+    """``LocalRouter()`` without ``workers`` declares one embedded worker
+    (:class:`~reactor.ports.capabilities.HostsEmbeddedWorkers`)."""
+    assert LocalRouter().workers == 1

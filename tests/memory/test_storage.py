@@ -19,6 +19,7 @@ from reactor.memory import (
     storage_from_url,
 )
 from reactor.ports import ContextRecord
+from reactor.ports.capabilities import in_process
 
 SUB_STORES = {
     "contexts": ports.ContextStore,
@@ -171,3 +172,22 @@ def test_probe_reads_expires_and_reports_ttl() -> None:
     assert docs.read("c", "k").version == version  # expiry is not a write
     assert probe.expires_at("c", "k") == docs.now()
     assert probe.ttl("c", "absent") is None and probe.expires_at("c", "absent") is None
+
+
+def test_memory_storage_declares_keeps_data_in_process_true() -> None:
+    """``memory://`` sets ``keeps_data_in_process = True``, the value
+    :func:`reactor.ports.capabilities.in_process` reads."""
+    assert in_process(MemoryStorage())
+
+
+def test_run_state_is_kept_a_day_by_default() -> None:
+    """``context_ttl`` defaults to 86400 s: a run's state saved now reads back until a day
+    has passed since its last write, and not after."""
+    clock = ManualClock()
+    storage = MemoryStorage(clock=clock)
+    storage.contexts.save(ContextRecord("c", "R", "running", "{}", 1.0, 1.0))
+    assert MemoryProbe(storage).ttl(CONTEXTS, "c") == pytest.approx(86400)
+    clock.advance(86399.5)
+    assert storage.contexts.load("c") is not None
+    clock.advance(0.5)
+    assert storage.contexts.load("c") is None
