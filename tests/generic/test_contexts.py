@@ -21,6 +21,7 @@ from reactor.generic.contexts import (
     CONTEXTS,
     FENCE_FIELD,
     PAGE_UNTIL_FIELD,
+    DocumentContextStore,
     context_page_key,
 )
 from reactor.generic.storage import GenericStorage
@@ -627,19 +628,21 @@ def test_an_append_whose_chain_was_replaced_under_it_reports_not_appended(
 class _Hooked:
     """A :class:`MemoryDocumentStore` with hooks: writes to the collections in ``failing``
     raise (a writer killed there); ``after_context_read`` runs once, right after the next read
-    of a context document (another writer acting between a reader's reads); scans are counted
-    per collection."""
+    of a context document (another writer acting between a reader's reads); reads and scans
+    are counted per collection."""
 
     def __init__(self, docs: MemoryDocumentStore) -> None:
         self.docs = docs
         self.failing: set[str] = set()
         self.after_context_read: Callable[[], object] | None = None
+        self.reads: dict[str, int] = {}
         self.scans: dict[str, int] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.docs, name)
 
     def read(self, collection: str, key: str) -> Any:
+        self.reads[collection] = self.reads.get(collection, 0) + 1
         found = self.docs.read(collection, key)
         hook = self.after_context_read
         if hook is not None and collection == CONTEXTS:
@@ -970,3 +973,184 @@ def test_a_same_status_save_rewrites_the_summary_only_when_it_would_lapse_first(
     renewed = storage.documents.raw(CONTEXT_PAGES, key)
     assert renewed is not None and renewed.version != first.version
     assert renewed.expires_at == pytest.approx(clock() + 2 * TTL)
+
+
+# ------------------------------------------------------------------ more races and corruption
+
+
+@pytest.mark.parametrize("new_base", ["b1", "b2", "b3"])
+def test_a_load_racing_a_whole_save_reads_the_new_chain_whatever_its_piece_keys(
+    clock: ManualClock, new_base: str
+) -> None:
+    """A whole save lands between a load's head read and its piece read: the load reads the
+    head again and returns the new chain, whether the new newest piece's key sorts before the
+    old one's (an earlier base, or the same base with fewer segments) or after it."""
+    docs, storage = _hooked_storage(clock)
+    rec = dataclasses.replace(record("raced"), base="b2", segments=('"1"', '"2"'))
+    storage.contexts.save(rec)
+    rival = dataclasses.replace(rec, base=new_base, document='{"v": "rival"}', segments=())
+    docs.after_context_read = lambda: storage.contexts.save(rival)
+    assert storage.contexts.load("raced") == rival
+
+
+def test_a_load_whose_piece_is_really_lost_gives_up_once_its_head_did_not_move(
+    clock: ManualClock,
+) -> None:
+    """A piece gone under a head that did not move is not coming back: the load reads the
+    head again, sees it unchanged and raises, without reading the chain again."""
+    docs, storage = _hooked_storage(clock)
+    rec = dataclasses.replace(record("holed"), base="b", segments=('{"s":1}', '{"s":2}'))
+    storage.contexts.save(rec)
+    middle = next(key for key, value in _pieces(storage, "holed")  # type: ignore[arg-type]
+                  if value["text"] == '{"s":1}')
+    version = docs.docs.read(CONTEXT_SEGMENTS, middle).version
+    assert docs.docs.write(CONTEXT_SEGMENTS, middle, None, expected_version=version,
+                           expires_at=None)
+    docs.reads.clear()
+    docs.scans.clear()
+    with pytest.raises(DeserializationError, match="holed"):
+        storage.contexts.load("holed")
+    assert (docs.reads.get(CONTEXTS), docs.scans.get(CONTEXT_SEGMENTS)) == (2, 1)
+
+
+@pytest.mark.parametrize("updated_at", [1.5, 3.0])
+def test_a_listing_dropping_a_gone_runs_summary_keeps_one_written_meanwhile(
+    clock: ManualClock, updated_at: float
+) -> None:
+    """The listing finds a summary's run gone and drops the row; a save re-creating the run
+    lands before the listing removes the summary: the summary it wrote (older or newer than
+    the one the listing read) is kept, and the next page lists the run."""
+    docs, storage = _hooked_storage(clock)
+    storage.contexts.save(record("a", status="running"))  # updated_at 2.0
+    head = docs.docs.read(CONTEXTS, "a")
+    assert docs.docs.write(CONTEXTS, "a", None, expected_version=head.version, expires_at=None)
+    again = dataclasses.replace(record("a", status="running"), updated_at=updated_at)
+    docs.after_context_read = lambda: storage.contexts.save(again)
+    assert storage.contexts.page().runs == ()
+    stored = docs.docs.raw(CONTEXT_PAGES, context_page_key(1.0, "a"))
+    assert stored is not None and stored.value["updated_at"] == updated_at
+    (row,) = storage.contexts.page().runs
+    assert (row.context_id, row.updated_at) == ("a", updated_at)
+
+
+def test_a_listing_shows_a_finished_runs_summary_without_reading_the_run(
+    clock: ManualClock,
+) -> None:
+    """Terminal summaries are shown as stored, so the listing's check costs one context read
+    per unfinished run on the page (docs/workers.md, "Run listings after a crash")."""
+    docs, storage = _hooked_storage(clock)
+    storage.contexts.save(record("done", status="completed", created_at=1.0))
+    storage.contexts.save(record("failed", status="failed", created_at=2.0))
+    storage.contexts.save(record("live", status="running", created_at=3.0))
+    docs.reads.clear()
+    runs = storage.contexts.page().runs
+    assert [(r.context_id, r.status) for r in runs] == [
+        ("live", "running"), ("failed", "failed"), ("done", "completed"),
+    ]
+    assert docs.reads.get(CONTEXTS) == 1
+
+
+def test_a_listing_leaves_the_summary_of_a_run_whose_status_did_not_change_as_written(
+    storage: MemoryStorage, clock: ManualClock
+) -> None:
+    """A summary moves only with its run's status (module docstring of
+    reactor.generic.contexts): the listing shows a same-status run's own ``updated_at`` without
+    rewriting its summary, which keeps the expiry its head counts on, so the run stays listed
+    for as long as it lives."""
+    start = clock()
+    storage.contexts.save(dataclasses.replace(record("quiet", created_at=start), base="b"))
+    key = context_page_key(start, "quiet")
+    written = storage.documents.raw(CONTEXT_PAGES, key)
+    assert written is not None
+    clock.advance(TTL * 0.5)
+    _append(storage, clock, "quiet", 1)  # same status: the summary (2 TTL) is kept
+    (row,) = storage.contexts.page().runs
+    assert row.updated_at == clock()  # the run's own, not the summary's
+    kept = storage.documents.raw(CONTEXT_PAGES, key)
+    assert kept is not None and (kept.version, kept.expires_at) == (written.version,
+                                                                    written.expires_at)
+    clock.advance(TTL * 0.4)
+    _append(storage, clock, "quiet", 2)  # the head lives until 1.9 TTL, the summary 2 TTL
+    clock.advance(TTL * 0.7)  # 1.6 TTL: the head is live
+    assert [r.context_id for r in storage.contexts.page().runs] == ["quiet"]
+
+
+@pytest.mark.parametrize("created_at", [1.0, 9.0])
+def test_a_run_re_saved_with_another_created_at_is_listed_once(
+    storage: MemoryStorage, created_at: float
+) -> None:
+    """A save that changes a run's ``created_at`` (earlier or later) moves its summary to the
+    new page key: every run appears once across pages (docs/protocol.md, "page")."""
+    storage.contexts.save(record("a", created_at=5.0))
+    storage.contexts.save(record("a", created_at=created_at))
+    runs = storage.contexts.page().runs
+    assert [(r.context_id, r.created_at) for r in runs] == [("a", created_at)]
+    assert storage.documents.keys(CONTEXT_PAGES) == [context_page_key(created_at, "a")]
+
+
+@pytest.mark.parametrize("shift", [-10.0, 10.0])
+def test_a_save_moving_a_summary_to_a_new_page_key_writes_it_to_outlive_the_head_anew(
+    storage: MemoryStorage, clock: ManualClock, shift: float
+) -> None:
+    """A summary written under a new page key (the run's ``created_at`` changed, the status
+    not) is written like a new one, with twice ``context_ttl`` from now, not with the expiry
+    the old key's summary had."""
+    start = clock()
+    rec = dataclasses.replace(record("moved", created_at=start), base="b")
+    storage.contexts.save(rec)
+    clock.advance(TTL * 0.5)
+    storage.contexts.save(dataclasses.replace(rec, created_at=start + shift))
+    moved = storage.documents.raw(CONTEXT_PAGES, context_page_key(start + shift, "moved"))
+    assert moved is not None and moved.expires_at == pytest.approx(clock() + 2 * TTL, abs=1e-3)
+
+
+def test_a_run_of_more_segments_than_the_small_int_cache_loads(storage: MemoryStorage) -> None:
+    """A chain of 300 segments (above 256, where ints stop being shared objects) loads whole."""
+    rec = dataclasses.replace(record("long"), base="b",
+                              segments=tuple(f'"{n}"' for n in range(300)))
+    storage.contexts.save(rec)
+    assert storage.contexts.load("long") == rec
+
+
+def test_an_append_losing_its_head_write_to_an_unmoved_chain_retries_and_appends(
+    clock: ManualClock,
+) -> None:
+    """An append whose compare-and-set of the head is lost to a write that left the chain
+    where it was retries on the new head and appends its segment once (the chain only moves
+    through the head: docs/protocol.md, "Incremental checkpoints")."""
+    docs, storage = _hooked_storage(clock)
+    rec = dataclasses.replace(record("bumped"), base="b")
+    storage.contexts.save(rec)
+
+    def rewrite_head() -> None:  # the same head written again: a new version, the same chain
+        head = docs.docs.read(CONTEXTS, "bumped")
+        assert docs.docs.write(CONTEXTS, "bumped", head.value, expected_version=head.version,
+                               expires_at=head.expires_at, index="running")
+
+    docs.after_context_read = rewrite_head
+    assert storage.contexts.append(ContextDelta(
+        context_id="bumped", base="b", position=1, status="running", updated_at=3.0,
+        segment='{"s":1}'))
+    loaded = storage.contexts.load("bumped")
+    assert loaded is not None and loaded.segments == ('{"s":1}',)
+    assert len(_pieces(storage, "bumped")) == 2  # type: ignore[arg-type]
+
+
+def test_a_store_built_without_a_ttl_keeps_contexts_a_day(clock: ManualClock) -> None:
+    """``context_ttl`` defaults to 86400 s, the setting's default (docs/protocol.md,
+    "Conventions")."""
+    docs = MemoryDocumentStore(clock=clock)
+    contexts = DocumentContextStore(docs)
+    contexts.save(dataclasses.replace(record("r"), base="b"))
+    assert MemoryProbe(docs).ttl(CONTEXTS, "r") == pytest.approx(86400.0)
+
+
+def test_page_returns_at_most_50_runs_by_default(storage: MemoryStorage) -> None:
+    """``ContextStore.page``'s default ``limit`` is 50 (docs/protocol.md, "Contexts")."""
+    for n in range(51):
+        storage.contexts.save(record(f"r{n:02d}", created_at=float(n + 1)))
+    first = storage.contexts.page()
+    assert len(first.runs) == 50 and first.next_cursor is not None
+    assert first.runs[0].context_id == "r50"
+    rest = storage.contexts.page(cursor=first.next_cursor)
+    assert [row.context_id for row in rest.runs] == ["r00"] and rest.next_cursor is None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reactor.generic.step_results import STEP_RESULTS
-from reactor.memory import ManualClock, MemoryProbe, MemoryStorage
+from reactor.generic.step_results import STEP_RESULTS, DocumentStepResultStore
+from reactor.memory import ManualClock, MemoryDocumentStore, MemoryProbe, MemoryStorage
 from reactor.model.records import StepResultStatus
 from reactor.ports import StepResultRecord
 
@@ -98,3 +98,21 @@ def test_every_put_restamps_retention(storage: MemoryStorage, clock: ManualClock
     clock.advance(TTL)
     assert storage.step_results.get("ctx", "charge") is None
     assert storage.step_results.scan() == []
+
+
+def test_scan_returns_at_most_1000_records_by_default(storage: MemoryStorage) -> None:
+    """``StepResultStore.scan``'s default ``limit`` is 1000 (docs/protocol.md#step-results)."""
+    for n in range(1001):
+        storage.step_results.put(rec(context_id=f"c{n:04d}"))
+    first = storage.step_results.scan()
+    assert len(first) == 1000 and first.next_cursor is not None
+    rest = storage.step_results.scan(cursor=first.next_cursor)
+    assert [record.context_id for record in rest] == ["c1000"]
+
+
+def test_a_store_built_without_a_ttl_keeps_records_a_day(clock: ManualClock) -> None:
+    """``context_ttl`` defaults to 86400 s, the setting's default (docs/protocol.md,
+    "Conventions")."""
+    docs = MemoryDocumentStore(clock=clock)
+    DocumentStepResultStore(docs).put(rec())
+    assert MemoryProbe(docs).ttl(STEP_RESULTS, "ctx:charge") == pytest.approx(86400.0)
