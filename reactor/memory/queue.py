@@ -7,8 +7,9 @@ workers, and ``memqueue://`` builds the bare generic router over it. Every opera
 one lock, so each is atomic; a condition on that lock wakes a waiting ``receive`` when a
 message is put or released (:class:`~reactor.ports.queues.WaitsForMessages`).
 
-Messages are kept in a dict with a due-heap of ``(visible_at, sequence, id, version)`` entries;
-an entry whose version is not the message's current one is stale and skipped. Dead letters are
+Messages are kept in a dict with a due-heap of ``(visible_at, sequence, id, version)`` entries
+(the version is the entry's sequence number, unique in the queue); an entry whose version is
+not the message's current one is stale and skipped. Dead letters are
 a :class:`DeadLetterList`: ids are arrival numbers as text (``"1"``, ``"2"``, ...).
 """
 
@@ -135,11 +136,17 @@ class MemoryQueue:
             self._schedule(message_id, message)
             return True
 
+    def _push(self, message_id: str, message: _Message) -> None:
+        """Give the message a new version, from the queue's sequence (never reused, not even
+        by a later message under the same id: a due entry left by a deleted message can never
+        pass for the current one), and push its due entry (caller holds the lock)."""
+        message.version = next(self._seq)
+        heapq.heappush(self._heap, (message.visible_at, message.version, message_id,
+                                    message.version))
+
     def _schedule(self, message_id: str, message: _Message) -> None:
         """Push the message's current due entry and wake waiters (caller holds the lock)."""
-        heapq.heappush(
-            self._heap, (message.visible_at, next(self._seq), message_id, message.version)
-        )
+        self._push(message_id, message)
         self._cond.notify_all()
 
     def claim(self, limit: int, now: float, visible_at: float) -> list[ClaimedMessage]:
@@ -154,10 +161,7 @@ class MemoryQueue:
                 message.receive_count += 1
                 message.receipt = str(next(self._receipts))
                 message.visible_at = visible_at
-                message.version += 1
-                heapq.heappush(
-                    self._heap, (visible_at, next(self._seq), message_id, message.version)
-                )
+                self._push(message_id, message)
                 out.append(
                     ClaimedMessage(
                         message_id=message_id, body=message.body,
@@ -188,7 +192,6 @@ class MemoryQueue:
             if message is None:
                 return False
             message.visible_at = visible_at
-            message.version += 1
             self._schedule(message_id, message)
             return True
 
@@ -200,7 +203,6 @@ class MemoryQueue:
                 return False
             message.receipt = None
             message.visible_at = visible_at
-            message.version += 1
             self._schedule(message_id, message)
             return True
 

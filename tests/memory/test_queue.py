@@ -191,3 +191,39 @@ def test_a_cursor_that_is_not_an_arrival_number_is_refused(
     with pytest.raises(ValueError, match="bad dead-letter cursor"):
         queue.dead_letters(cursor, 10)
     assert [d.id for d in queue.dead_letters("1", 10)] == ["2"]
+
+
+def test_a_message_put_again_under_a_deleted_ones_id_is_not_claimed_early(
+    queue: MemoryQueue,
+) -> None:
+    """A due entry left by a deleted message must never pass for the new message's current
+    one (a requeued dead letter put again under its fixed id after the first copy was acked):
+    the new message stays leased until its own lease ends. Before versions came from the
+    queue's sequence, both messages counted their versions from 0 and the stale entry due at
+    20 handed the new message out at 20, its lease running to 40."""
+    assert queue.put("m", "first", 0.0)
+    [first] = queue.claim(1, 0.0, 10.0)
+    assert queue.change_visibility("m", first.receipt, 20.0)
+    assert queue.delete("m", first.receipt)
+    assert queue.put("m", "second", 0.0)
+    [second] = queue.claim(1, 0.0, 30.0)
+    assert queue.change_visibility("m", second.receipt, 40.0)
+    assert queue.claim(1, 20.0, 50.0) == []
+    assert queue.claim(1, 39.0, 50.0) == []
+    [again] = queue.claim(1, 40.0, 50.0)
+    assert again.body == "second" and again.receive_count == 2
+
+
+def test_counts_tell_ready_delayed_in_flight_and_dead_messages_apart(queue: MemoryQueue) -> None:
+    """``counts(now)``: visible (never claimed, released and due, or a lapsed lease) is ready,
+    a future message without a receipt is delayed, a running lease is in flight."""
+    for name, due in [("a", 0.0), ("b", 0.0), ("c", 0.0), ("later", 100.0)]:
+        assert queue.put(name, name, due)
+    claimed = {m.message_id: m for m in queue.claim(3, 0.0, 10.0)}
+    assert queue.release("b", claimed["b"].receipt, 5.0)
+    assert queue.dead_letter("c", claimed["c"].receipt, "poison", 1.0)
+    stats = queue.counts(1.0)
+    assert (stats.ready, stats.delayed, stats.in_flight, stats.dead_letters) == (0, 2, 1, 1)
+    assert stats.consumers is None
+    stats = queue.counts(10.0)  # b is due again, a's lease lapsed
+    assert (stats.ready, stats.delayed, stats.in_flight) == (2, 1, 0)
