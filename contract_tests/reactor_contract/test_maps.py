@@ -467,6 +467,9 @@ class MapsContract:
         token = storage.locks.acquire(mine, "me", 30.0)
         fast_paths.settle_releasing(store, map_id, 0, '"a"', fence=Fence(mine, "me", token))
         assert storage.locks.acquire(theirs, "other", None)
+        # Aged: this settle re-stamps every record of the map (a store may re-stamp only what
+        # a write touched while the map's stamp still covers the retention).
+        probe.expire("map", map_id, after=30)
         fast_paths.settle_releasing(store, map_id, 1, '"b"', fence=Fence(theirs, "me", 1))
         released = probe.ttl("lock", mine, FENCE)
         kept = (probe.ttl("lock", theirs), probe.ttl("lock", theirs, FENCE))

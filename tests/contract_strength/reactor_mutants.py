@@ -1194,8 +1194,10 @@ LUA_PATCHES: dict[str, LuaPatch] = {
         "lock_call(KEYS[4], 'acquire', lock_owner, '-1', lock_keep)",
         "context_save.lua: save_taking takes the lock without the claim's TTL (never lapses)"),
     "redis_settle_restamps_lock": LuaPatch(
-        "map", "restamp_all(ttl, 14)", "restamp_all(ttl)",
-        "map.lua: the re-stamp covers every key, the element's lock KEYS[15] included"),
+        "map", "  return restamp_all((ms + math.min(math.floor(ms / 8), 900)) * 1000, 14)",
+        "  return restamp_all((ms + math.min(math.floor(ms / 8), 900)) * 1000)",
+        "map.lua: the re-stamp of an aged map covers every key, the element's lock KEYS[15] "
+        "included"),
     "redis_router_retry_resets_count": LuaPatch(
         "router", "put(body, tonumber(ARGV[4]), tonumber(ARGV[5]))",
         "put(body, tonumber(ARGV[4]), 0)",
