@@ -98,3 +98,40 @@ def test_the_sample_interval_is_wilsons(mutation: ModuleType) -> None:
     assert mutation.wilson(0, 0) == (0.0, 1.0)
     low, high = mutation.wilson(300, 300)
     assert high == pytest.approx(1.0) and 0.98 < low < 0.99
+
+
+def test_a_survivor_the_own_tests_have_not_judged_is_reported_apart(
+    mutation: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A contract survivor whose own-tests verdict is missing (``--rejudge-own`` forgot it and
+    the run stopped before judging it again) awaits the own tests: it is neither a survivor nor
+    in the sample; one the own tests certified is a new survivor; a triaged one is equivalent."""
+    work_db = pytest.importorskip("cosmic_ray.work_db")
+    work_item = pytest.importorskip("cosmic_ray.work_item")
+    own = mutation._OWN_TESTS
+    verdicts = {  # job id: (outcome, output)
+        "killed": ("killed", "F"),
+        "judged": ("survived", f"{own}\n3 passed"),
+        "forgotten": ("survived", "[the contract suite certified it]"),
+        "uncovered": ("survived", mutation._UNCOVERED),
+        "triaged": ("survived", "[the contract suite certified it]"),
+    }
+    db_path = tmp_path / "memory.sqlite"
+    with work_db.use_db(str(db_path), work_db.WorkDB.Mode.create) as db:
+        for row, (job, (outcome, output)) in enumerate(verdicts.items(), 1):
+            db.add_work_item(work_item.WorkItem.single(job, work_item.MutationSpec(
+                "reactor/generic/maps.py", "core/NumberReplacer", 0, (row, 0), (row, 1))))
+            db.set_result(job, work_item.WorkResult(
+                worker_outcome=work_item.WorkerOutcome.NORMAL, output=output,
+                test_outcome=work_item.TestOutcome(outcome)))
+    monkeypatch.setattr(mutation, "mutant_keys", lambda _db: {job: job for job in verdicts})
+    monkeypatch.setattr(mutation, "load_triage", lambda: {"triaged": "no behaviour differs"})
+    order = ["killed", "triaged", "judged", "forgotten", "uncovered"]
+    monkeypatch.setattr(mutation, "sample_rank", order.index)  # the sample order
+    found = mutation.report("memory", db_path)
+    assert [s["mutant"] for s in found["new_survivors"]] == ["judged"]
+    assert found["awaiting_own_tests"] == ["forgotten", "uncovered"]
+    assert (found["killed"], found["survived"], found["equivalent"]) == (1, 1, 1)
+    sample = found["sample"]  # the judged prefix ends where "forgotten" awaits its judgement
+    assert (sample["mutants"], sample["killed"], sample["survived"], sample["equivalent"]) == (
+        3, 1, 1, 1)
