@@ -40,7 +40,7 @@ STORED_CONTEXTS = Path(__file__).parent.parent / "compat" / "stored" / "contexts
 #: One value for every ``private_data`` key the code before the typed state could write, in
 #: the shape it wrote it, keyed by the constant that named it: ``ADMITTED``,
 #: ``RATE_LIMIT_CHARGED``, ``ORDERED_TICKET`` (``"ordered_lock"``), ``STEP_ORDERED_TICKETS``
-#: (``"step_ordered_locks"``), ``PARKED_HOLDS`` and ``WAITING`` (engine/coordination.py);
+#: (``"step_ordered_locks"``), ``PARKED_HOLDS`` and ``WAITING`` (engine/coordination/);
 #: ``ASYNC_STEPS`` (engine/async_step.py, and the bare ``"waiting"`` literal there);
 #: ``VALIDATE_INPUTS`` (engine/background.py and engine/fan_out.py), ``HANDED_OFF``
 #: (engine/background.py), ``ARGUMENT_ERROR`` (engine/fan_out.py); ``QUARANTINE_KEY``
