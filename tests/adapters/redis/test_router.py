@@ -1,0 +1,117 @@
+"""The Redis router's own behaviour outside the contract: the stream reply decoding, the
+blocking read of a waiting receive, ``max_jobs=0`` and a dead letter's malformed time.
+
+Runs on the scripts/test standalone Redis (the decoding helpers need no server).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from reactor.ports.router import Job
+from tests.adapters.redis.round_trips import RoundTrips
+
+pytestmark = pytest.mark.redis
+
+import reactor_redis  # noqa: E402  (installed by scripts/test: fail, never skip)
+from reactor_redis.router import RedisRouter, _field_map, _stream_entries  # noqa: E402
+
+
+@pytest.fixture
+def router(service_url: Callable[[str], str]) -> Iterator[RedisRouter]:
+    """A router on a fresh queue of the standalone server (visibility 1 s)."""
+    url = service_url("redis")
+    built = reactor_redis.router_from_url(
+        f"{url}{'&' if '?' in url else '?'}prefix=rt{uuid.uuid4().hex[:10]}&visibility_timeout=1"
+    )
+    try:
+        yield built
+    finally:
+        built.close()
+
+
+def _warm(router: RedisRouter) -> None:
+    """One enqueue and receive: the group exists, the script is loaded, the prune ran."""
+    router.enqueue(Job(kind="run", payload={}))
+    for delivery in router.receive(max_jobs=1, wait_seconds=1):
+        router.ack(delivery)
+
+
+# ------------------------------------------------------------------ reply decoding
+
+
+def test_a_flat_field_list_pairs_each_name_with_the_value_after_it() -> None:
+    """RESP2 gives a stream entry's fields as ``[k, v, k, v]``."""
+    assert _field_map([b"body", b"{}", "n", 2]) == {b"body": b"{}", b"n": b"2"}
+    assert _field_map({"body": b"{}"}) == {b"body": b"{}"}
+    assert _field_map(None) == {}
+
+
+def test_an_entry_deleted_before_the_read_is_skipped_and_the_others_kept() -> None:
+    reply = [[b"stream", [(b"1-0", None), (b"2-0", [b"body", b"x"])]]]
+    assert _stream_entries(reply) == [("2-0", {b"body": b"x"})]
+
+
+# ------------------------------------------------------------------------ receive
+
+
+def test_receiving_zero_jobs_leases_nothing_and_costs_no_round_trip(
+    router: RedisRouter, trips: RoundTrips
+) -> None:
+    _warm(router)
+    job = Job(kind="run", payload={"left": True})
+    router.enqueue(job)
+    got: list[Any] = []
+    assert trips.of(lambda: got.extend(router.receive(max_jobs=0, wait_seconds=0))) == 0
+    assert got == []
+    assert [(d.job, d.delivery_count) for d in router.receive(max_jobs=5)] == [(job, 1)]
+
+
+def test_a_waiting_receive_blocks_in_reads_instead_of_polling(
+    router: RedisRouter, trips: RoundTrips
+) -> None:
+    """With nothing queued (no delayed job either), the wait is one blocking ``XREADGROUP``
+    per slice, not a script call after another until the deadline."""
+    _warm(router)
+    assert trips.of(lambda: router.receive(max_jobs=1, wait_seconds=0.2)) <= 10
+
+
+def test_an_entry_without_a_body_read_while_waiting_is_dead_lettered_with_its_fields(
+    router: RedisRouter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An entry that arrives during the wait is met by the blocking read, not the script:
+    that path dead-letters a body-less entry too, with a dump of its fields."""
+    _warm(router)
+    script = router._raw_script
+    job = Job(kind="run", payload={"behind": True})
+    calls = 0
+
+    def raw_script(op: str, *args: object) -> Any:
+        nonlocal calls
+        if op != "receive":
+            return script(op, *args)
+        calls += 1
+        if calls == 2:  # the job behind the poison entry: the receive returns at once
+            router.enqueue(job)
+        reply = script(op, *args)
+        if calls == 1:  # after the non-blocking pass: only the blocking read can see it
+            router.client.xadd(router._keys[0], {"junk": "x", "more": "y"})
+        return reply
+
+    monkeypatch.setattr(router, "_raw_script", raw_script)
+    got = router.receive(max_jobs=1, wait_seconds=5)
+    assert [d.job for d in got] == [job]
+    letters = router.dead_letters()
+    assert len(letters) == 1
+    assert letters[0].reason.endswith("stream entry has no 'body' field (junk=x\nmore=y)")
+
+
+def test_a_dead_letter_with_a_malformed_time_reads_as_epoch_zero(router: RedisRouter) -> None:
+    _warm(router)
+    router.client.xadd(router._keys[2], {"body": "{}", "reason": "r", "at": "soon"})
+    letters = router.dead_letters()
+    assert [(letter.reason, letter.at) for letter in letters] == [("r", 0.0)]
