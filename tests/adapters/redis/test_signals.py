@@ -9,17 +9,22 @@ subscription gets exactly the messages of its channel, published after it was co
 from __future__ import annotations
 
 import os
+import queue
 import threading
+import types
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import redis
 from redis.connection import AbstractConnection
 
 pytestmark = pytest.mark.redis
 
 import reactor_redis  # noqa: E402  (installed by scripts/test: fail, never skip)
+from reactor_redis import signals  # noqa: E402
+from reactor_redis.keys import Keys  # noqa: E402
 
 
 @pytest.fixture(params=["redis", "redis_cluster"])
@@ -141,3 +146,128 @@ def test_a_forked_child_listens_on_its_own_connection(storage: Any) -> None:
         os.close(read)
         os.close(write)
         parent.close()
+
+
+# ------------------------------------------------- fakes: deadlines on an injected clock
+
+
+class _Clock:
+    """Monotonic seconds that only move when a read is made."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class _ScriptedPubSub:
+    """An own pub/sub (the cluster's kind) whose every read takes ``step`` seconds of the
+    clock and returns the next scripted reply (``None`` once they run out)."""
+
+    def __init__(
+        self, clock: _Clock, replies: list[dict[str, Any] | None], step: float = 0.5
+    ) -> None:
+        self.clock = clock
+        self.replies = replies
+        self.step = step
+        self.reads = 0
+
+    def subscribe(self, name: str) -> None:
+        pass
+
+    def get_message(self, ignore_subscribe_messages: bool = False, timeout: float = 0.0) -> Any:
+        self.reads += 1
+        if self.reads > 50:
+            raise AssertionError("read on well past the deadline")
+        self.clock.now += self.step
+        return self.replies.pop(0) if self.replies else None
+
+    def unsubscribe(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    """The signals module's clock, injected."""
+    found = _Clock()
+    monkeypatch.setattr(signals, "time", types.SimpleNamespace(monotonic=found.monotonic))
+    return found
+
+
+@pytest.mark.parametrize(("step", "reads"), [(0.5, 10), (0.75, 7)])
+def test_an_own_subscribe_never_confirmed_reads_until_its_deadline(
+    clock: _Clock, step: float, reads: int
+) -> None:
+    """The confirmation is awaited for CONFIRM_TIMEOUT (5 s), then the subscription is
+    returned anyway: reads at 0, 0.5, ... 4.5 s, none at 5 s (or at 0, 0.75, ... 4.5 s, none
+    at 5.25 s: the wait ends once the deadline has passed, not only when met exactly)."""
+    pubsub = _ScriptedPubSub(clock, [], step)
+    store = signals.RedisSignalStore(types.SimpleNamespace(pubsub=lambda: pubsub), Keys("p"))
+    subscription = store._own_subscription("chan")
+    assert pubsub.reads == reads and clock.now == 100.0 + reads * step
+    assert isinstance(subscription, signals.RedisSubscription)
+
+
+def test_an_own_subscription_waits_past_an_empty_read_until_its_deadline(clock: _Clock) -> None:
+    message = {"type": "message", "data": b"hi"}
+    assert signals.RedisSubscription(_ScriptedPubSub(clock, [None, message])).get(5.0) == "hi"
+    pubsub = _ScriptedPubSub(clock, [])
+    assert signals.RedisSubscription(pubsub).get(2.0) is None
+    assert pubsub.reads == 5  # with 2, 1.5, 1, 0.5 and 0 s left
+
+
+class _QueuedPubSub:
+    """A shared listener's pub/sub fed through a queue; an exception queued is raised by the
+    read that meets it. Records the timeout of every read."""
+
+    def __init__(self) -> None:
+        self.items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.timeouts: list[float] = []
+
+    def subscribe(self, channel: str) -> None:
+        self.items.put({"type": "subscribe", "channel": channel})
+
+    def get_message(self, timeout: float = 0.0) -> Any:
+        self.timeouts.append(timeout)
+        try:
+            item = self.items.get(timeout=min(timeout, 0.05))
+        except queue.Empty:
+            return None
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def unsubscribe(self, channel: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_listener_reads_on_after_a_read_error() -> None:
+    """A dropped connection is logged and read again (redis-py reconnects), not the end of
+    the thread: a message that follows still reaches the subscription."""
+    pubsub = _QueuedPubSub()
+    listener = signals._Listener(types.SimpleNamespace(pubsub=lambda: pubsub))
+    try:
+        subscription = listener.add("chan")
+        pubsub.items.put(redis.ConnectionError("dropped"))
+        pubsub.items.put({"type": "message", "channel": "chan", "data": b"after"})
+        assert subscription.get(5.0) == "after"
+    finally:
+        listener.close()
+
+
+def test_the_listener_blocks_in_its_reads() -> None:
+    """Each read of the listener thread waits for a message (it never spins)."""
+    pubsub = _QueuedPubSub()
+    listener = signals._Listener(types.SimpleNamespace(pubsub=lambda: pubsub))
+    try:
+        listener.add("chan")
+    finally:
+        listener.close()
+    assert pubsub.timeouts and min(pubsub.timeouts) > 0
