@@ -7,8 +7,9 @@ Runs on the scripts/test standalone Redis.
 
 from __future__ import annotations
 
+import itertools
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -28,6 +29,8 @@ pytestmark = pytest.mark.redis
 
 import reactor_redis  # noqa: E402  (installed by scripts/test: fail, never skip)
 from reactor_redis import rate_limits  # noqa: E402
+from reactor_redis._scan import IndexTrimmer, ShardPosition  # noqa: E402
+from reactor_redis.keys import SHARDS, shard_of  # noqa: E402
 
 
 @pytest.fixture
@@ -111,3 +114,118 @@ def test_each_rate_window_is_encoded_once(
     for window in (minute, hour, minute, hour):
         assert storage.rate_limits.hit(uid("rl"), [window]).allowed
     assert encoded == [minute, hour]
+
+
+def test_a_scan_cursor_of_another_index_set_starts_the_next_set_at_its_start() -> None:
+    """The resume position applies only inside the index set the cursor names: when that set
+    is not scanned now (other statuses than the page before), the first set still to read is
+    read from its start, not from the cursor's score and member."""
+    position = ShardPosition(3, "running", "1700", "run-9")
+    assert position.resume(3, ["failed", "running", "waiting"]) == (
+        ["running", "waiting"], "1700", "run-9"
+    )
+    assert position.resume(3, ["failed", "succeeded"]) == (["succeeded"], "", "")
+    assert position.resume(4, ["running"]) == (["running"], "", "")
+
+
+class _Monotonic:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_index_trimmer_trims_at_most_once_per_interval() -> None:
+    clock = _Monotonic()
+    calls: list[str] = []
+
+    def scripts(name: str, keys: Sequence[str], args: Sequence[Any]) -> int:
+        calls.append(name)
+        return 0
+
+    trimmer = IndexTrimmer(scripts, lambda shard: f"p:{shard}:", ["a"], interval=60.0,
+                           clock=clock)
+    trimmer.maybe_trim()
+    assert len(calls) == SHARDS  # the first call trims every shard
+    clock.now += 30.0
+    trimmer.maybe_trim()
+    assert len(calls) == SHARDS  # 30 s later: skipped
+    clock.now += 30.0
+    trimmer.maybe_trim()
+    assert len(calls) == 2 * SHARDS  # 60 s after the first trim: trims again
+
+
+def test_a_context_scan_page_full_inside_a_shard_resumes_there(storage: Any) -> None:
+    """A page of more than 256 rows filled in the middle of a shard ends with a cursor into
+    that shard, and the next page lists the rest of it: every run once."""
+    in_shard_0 = (i for i in (str(uuid.uuid4()) for _ in itertools.count()) if shard_of(i) == 0)
+    made = list(itertools.islice(in_shard_0, 320))
+    for run_id in made:
+        storage.contexts.save(context(run_id))
+    first = storage.contexts.scan(limit=300)
+    assert len(first) == 300 and first.next_cursor is not None
+    rest = storage.contexts.scan(limit=300, cursor=first.next_cursor)
+    assert rest.next_cursor is None
+    listed = [r.context_id for r in first] + [r.context_id for r in rest]
+    assert sorted(listed) == sorted(made)
+
+
+def test_the_map_scan_cursor_holds_the_score_of_the_last_map_listed(storage: Any) -> None:
+    """Maps created in turn whose ids sort the other way: the cursor pairs the last map's id
+    with its own score (not the first one's), so the next page does not list them again."""
+    base = uid("map")
+    made = [
+        map_metadata(f"{base}-{letter}", created_at=1_700_000_000.0 + n)
+        for n, letter in enumerate("cba")
+    ]
+    for meta in made:
+        storage.maps.init(meta)
+    first = storage.maps.scan(limit=2)
+    assert [m.map_id for m in first] == [m.map_id for m in made[:2]]
+    rest = storage.maps.scan(limit=2, cursor=first.next_cursor)
+    assert [m.map_id for m in rest] == [made[2].map_id]
+
+
+def test_a_negative_tail_position_is_refused(storage: Any) -> None:
+    map_id = uid("map")
+    storage.maps.init(map_metadata(map_id))
+    with pytest.raises(ValueError, match="tail position"):
+        storage.maps.element_ids_from_tail(map_id, position=-1, count=1, total=3)
+
+
+def test_a_window_shorter_than_a_microsecond_buckets_by_the_microsecond(storage: Any) -> None:
+    """Buckets are ``floor(now / seconds)``: a 1 µs window's bucket is the server's time in
+    µs (a window below 1 µs is read as 1 µs)."""
+    for seconds in (1e-6, 1e-7):
+        window = RateWindow("tiny", seconds, 5)
+        key = uid("rl")
+        before = storage.client.time()
+        assert storage.rate_limits.hit(key, [window]).allowed
+        after = storage.client.time()
+        stored = storage.client.hget(
+            storage.rate_limits._prefix + key, f"{model_window_id(window)}|b"
+        )
+        assert before[0] * 1_000_000 + before[1] <= int(stored)
+        assert int(stored) <= after[0] * 1_000_000 + after[1]
+
+
+def test_the_server_clock_is_calibrated_every_60_seconds_by_default(
+    storage: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wall = _Monotonic()
+    reads: list[float] = []
+
+    def server_time() -> tuple[int, int]:
+        reads.append(wall.now)
+        return int(wall.now), 0
+
+    monkeypatch.setattr(storage._clock, "_wall", wall)
+    monkeypatch.setattr(storage.client, "time", server_time)
+    storage.now()
+    wall.now += 59.5
+    storage.now()
+    assert reads == [1000.0]  # 59.5 s on: the offset measured is still used
+    wall.now += 0.5
+    storage.now()
+    assert reads == [1000.0, 1060.0]
