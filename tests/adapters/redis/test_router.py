@@ -115,3 +115,45 @@ def test_a_dead_letter_with_a_malformed_time_reads_as_epoch_zero(router: RedisRo
     router.client.xadd(router._keys[2], {"body": "{}", "reason": "r", "at": "soon"})
     letters = router.dead_letters()
     assert [(letter.reason, letter.at) for letter in letters] == [("r", 0.0)]
+
+
+def test_a_resp3_entry_list_wrapped_once_more_is_unwrapped() -> None:
+    """RESP3 may wrap a stream's entry list in one more list; an empty stream reads as none."""
+    wrapped = {b"stream": [[(b"1-0", [b"body", b"x"]), (b"2-0", [b"body", b"y"])]]}
+    assert _stream_entries(wrapped) == [("1-0", {b"body": b"x"}), ("2-0", {b"body": b"y"})]
+    assert _stream_entries([[b"stream", []]]) == []
+    assert _stream_entries({b"stream": []}) == []
+
+
+def test_a_receive_without_a_wait_returns_at_once(
+    router: RedisRouter, trips: RoundTrips
+) -> None:
+    """``receive()``'s default ``wait_seconds`` is 0: on an empty queue it costs the one
+    ``receive`` script call and makes no blocking read."""
+    _warm(router)
+    got: list[Any] = []
+    assert trips.of(lambda: got.extend(router.receive())) == 1
+    assert got == []
+
+
+def _server_ms(router: RedisRouter) -> int:
+    seconds, micros = router.client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def test_an_extend_leases_the_job_for_exactly_the_seconds_asked(router: RedisRouter) -> None:
+    """The lease is extended to the server's now plus ``seconds`` (in ms), no more."""
+    _warm(router)
+    router.enqueue(Job(kind="run", payload={}))
+    [delivery] = router.receive(max_jobs=1)
+    before = _server_ms(router)
+    router.extend(delivery, 1000)
+    after = _server_ms(router)
+    entry_id = delivery.receipt.rsplit(":", 1)[0]
+    until = int(router.client.hget(router._keys[3], entry_id))
+    assert before + 1_000_000 <= until <= after + 1_000_000
+
+
+def test_queue_stats_count_a_consumer_that_just_read_as_live(router: RedisRouter) -> None:
+    _warm(router)
+    assert router.queue_stats().consumers == 1
