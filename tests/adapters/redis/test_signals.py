@@ -271,3 +271,16 @@ def test_the_listener_blocks_in_its_reads() -> None:
     finally:
         listener.close()
     assert pubsub.timeouts and min(pubsub.timeouts) > 0
+
+
+def test_a_shared_subscription_reads_a_negative_timeout_as_no_wait() -> None:
+    """A negative timeout waits no time: the queued message, else ``None`` at once."""
+    pubsub = _QueuedPubSub()
+    listener = signals._Listener(types.SimpleNamespace(pubsub=lambda: pubsub))
+    try:
+        subscription = listener.add("chan")
+        assert subscription.get(-0.5) is None
+        subscription.deliver("ready")
+        assert subscription.get(-0.5) == "ready"
+    finally:
+        listener.close()
