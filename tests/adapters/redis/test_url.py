@@ -90,6 +90,14 @@ def test_defaults_without_options() -> None:
         client.close()
 
 
+def test_the_db_option_accepts_database_0() -> None:
+    """``?db=0`` names the first database, as the path ``/0`` does (and is the only one a
+    cluster accepts)."""
+    assert parse_url("redis://127.0.0.1:6390?db=0").db == 0
+    assert parse_url("redis://127.0.0.1:6390/0?db=0").db == 0
+    assert parse_url("redis+cluster://127.0.0.1:7000?db=0").db == 0
+
+
 def test_tls_options_are_accepted_with_rediss() -> None:
     parsed = parse_url("rediss://h:6380/0?ssl_cert_reqs=REQUIRED&ssl_check_hostname=false")
     assert parsed.driver == {"ssl_cert_reqs": "required", "ssl_check_hostname": False}
