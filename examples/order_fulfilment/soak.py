@@ -101,13 +101,16 @@ __all__ = [
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Engine settings of the soak's workers and of its submitting process (``-s`` overrides):
-#: short liveness locks and a 1 s sweep so killed work is recovered within seconds.
+#: short liveness locks and a 1 s sweep so killed work is recovered within seconds; short
+#: snoozes, with enough of them (200 x at least 0.2 s = 40 s) that a unit parked on the SKU
+#: lock of a killed worker (TTL 30 s) outlasts it (docs/workers.md, "Settings that drain").
 SOAK_SETTINGS: Mapping[str, object] = {
     "context_lock_ttl": 6,
     "sweeper_interval": 1,
     "visibility_timeout": 10,
     "lock_snooze_base_delay": 0.2,
     "lock_snooze_jitter": 0.2,
+    "lock_snooze_max_attempts": 200,
 }
 
 #: ``--smoke``: under a minute on Redis (2 workers, 100 orders over 30 s, 5 kills, 3 pauses,

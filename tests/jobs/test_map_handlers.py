@@ -12,7 +12,18 @@ from typing import Any
 
 import pytest
 
-from reactor import DispatchHandle, FanOut, Input, Reactor, config, element, input, map_step, step
+from reactor import (
+    DispatchHandle,
+    FanOut,
+    Input,
+    Reactor,
+    config,
+    element,
+    input,
+    map_step,
+    step,
+    with_lock,
+)
 from reactor.config import Runtime
 from reactor.engine.fan_out import element_context_id
 from reactor.engine.map_rollback import dispatch_rollback_batch
@@ -22,7 +33,7 @@ from reactor.jobs.handlers.map_element import handle_map_element
 from reactor.jobs.handlers.map_element_rollback import handle_map_element_rollback
 from reactor.jobs.sweepers import sweep_maps
 from reactor.memory import MemoryStorage
-from reactor.model.keys import map_element_key
+from reactor.model.keys import map_element_key, sweep_dispatch_key
 from reactor.model.records import MapMetadata, MapRollbackMetadata
 from reactor.ports.payloads import (
     MapCollectPayload,
@@ -280,3 +291,113 @@ def test_a_missing_element_context_is_context_unavailable(rt: Runtime, recorder:
     outcome = rt.storage.map_rollbacks.outcome(rollback.map_id, 0)
     assert outcome is not None
     assert (outcome.index, outcome.outcome) == (None, "context_unavailable")
+
+
+class LockedLine(Reactor, name="test_map_handlers.locked_line"):
+    """One element: ``reserve`` under the lock ``line:<n>`` (a synchronous caller would wait
+    up to 5 s for it)."""
+
+    n = Input(int)
+
+    @step(n=input("n"), coordination=with_lock(key=lambda inputs: f"line:{inputs.n}", ttl=30,
+                                                 wait=5))
+    def reserve(inputs: Any, ctx: Any) -> int:
+        RUNS.append(inputs.n)
+        return int(inputs.n)
+
+    returns = "reserve"
+
+
+class LockedOwner(Reactor, name="test_map_handlers.locked_owner"):
+    items = Input(list)
+    lines = map_step(LockedLine, source=input("items"), args={"n": element("lines")},
+                     fan_out=FanOut(batch_size=10))
+
+
+class GatedLine(Reactor, name="test_map_handlers.gated_line"):
+    """One element whose reactor-level lock ``gate`` is taken before any step runs."""
+
+    n = Input(int)
+    coordination = with_lock(key="gate", ttl=30, wait=5)
+
+    @step(n=input("n"))
+    def reserve(inputs: Any, ctx: Any) -> int:
+        RUNS.append(inputs.n)
+        return int(inputs.n)
+
+    returns = "reserve"
+
+
+class GatedOwner(Reactor, name="test_map_handlers.gated_owner"):
+    items = Input(list)
+    lines = map_step(GatedLine, source=input("items"), args={"n": element("lines")},
+                     fan_out=FanOut(batch_size=10))
+
+
+def test_a_contended_element_parks_and_runs_once_the_lock_is_free(
+    rt: Runtime, recorder: Recorder
+) -> None:
+    """docs/fan_out.md, "What happens" (3.): in a worker an element whose step lock is taken
+    parks like any unit (docs/coordination.md, "Contention"): its context is saved, its job
+    re-enqueued after the park delay, its own lock released and its dispatch mark taken; it
+    never blocks the handler thread for the declaration's ``wait`` and never fails the map.
+    The old code waited ``wait`` seconds in the worker thread and then stored the element
+    failed (``LockAcquisitionError``): a fifth of the orders of a soak with killed workers."""
+    handle = LockedOwner.run(items=[1])
+    assert isinstance(handle, DispatchHandle)
+    (meta,) = rt.storage.maps.scan()
+    recorder.take()
+    assert rt.storage.locks.acquire("line:1", "another-order", 600)
+    payload = MapElementPayload(map_id=meta.map_id, index=0)
+    started = rt.clock.monotonic()
+    handle_map_element(_jc(rt, payload), payload)
+    assert rt.clock.monotonic() - started < 1.0, "the handler thread did not wait"
+    assert RUNS == [] and rt.storage.maps.result_slots(meta.map_id, [0]) == [None]
+    [(requeued, delay)] = recorder.jobs
+    again = parse_payload(requeued)
+    assert isinstance(again, MapElementPayload) and (again.index, again.attempt) == (0, 1)
+    assert delay > 0
+    assert not rt.storage.locks.held(map_element_key(meta.map_id, 0)), "its lock is released"
+    assert rt.storage.periods.marker(sweep_dispatch_key(map_element_key(meta.map_id, 0)))
+    assert sweep_maps(rt.storage, rt.router).redispatched == 0, "the sweep leaves it alone"
+    element = rt.storage.contexts.load(element_context_id(meta.map_id, 0))
+    assert element is not None and element.status == "running"
+    recorder.take()
+
+    assert rt.storage.locks.release("line:1", "another-order")
+    handle_map_element(_jc(rt, again), again)
+    assert RUNS == [1]
+    [slot] = rt.storage.maps.result_slots(meta.map_id, [0])
+    assert slot is not None and "reactor.Success" in slot and '"value":1' in slot
+    assert [type(p).__name__ for p in recorder.take()] == ["MapCollectPayload"]
+
+
+def test_an_element_never_admitted_gives_up_at_the_snooze_cap(
+    rt: Runtime, recorder: Recorder
+) -> None:
+    """docs/fan_out.md, "What happens" (3.): an element whose reactor-level lock stays taken
+    parks ``lock_snooze_max_attempts`` times (2 here), then settles as a non-retryable
+    ``Failure(SnoozeLimitError)``, stored failed without rollback, and the map goes on."""
+    handle = GatedOwner.run(items=[7])
+    assert isinstance(handle, DispatchHandle)
+    (meta,) = rt.storage.maps.scan()
+    recorder.take()
+    assert rt.storage.locks.acquire("gate", "another-order", 600)
+    payload = MapElementPayload(map_id=meta.map_id, index=0)
+    attempts = []
+    for _ in range(2):
+        handle_map_element(_jc(rt, payload), payload)
+        [(requeued, _delay)] = recorder.jobs
+        recorder.jobs.clear()
+        parsed = parse_payload(requeued)
+        assert isinstance(parsed, MapElementPayload)
+        attempts.append(parsed.attempt)
+        payload = parsed
+    assert attempts == [1, 2] and RUNS == []
+    handle_map_element(_jc(rt, payload), payload)  # parked twice: the third gives up
+    assert RUNS == []
+    [slot] = rt.storage.maps.result_slots(meta.map_id, [0])
+    assert slot is not None and "SnoozeLimitError" in slot
+    element = rt.storage.contexts.load(element_context_id(meta.map_id, 0))
+    assert element is not None and element.status == "failed"
+    assert [type(p).__name__ for p in recorder.take()] == ["MapCollectPayload"]

@@ -21,6 +21,14 @@ docs/architecture.md, "Job kinds").
    (a re-run overwrites, never duplicates) and the counter decremented; then the lock is
    released (in the same request where the store can), the element that ends a batch
    dispatches the next one, and the job that brings the counter to 0 enqueues the collector.
+
+Contention **parks** an element like any unit in a worker (docs/coordination.md,
+"Contention"; docs/fan_out.md, "What happens"): a lock, semaphore, rate limit or ordered
+lock of the element's reactor or of one of its steps that is taken saves the element context
+(its holds recorded) and re-enqueues this job after the park delay, with ``attempt`` + 1 for a
+capped park; the element's lock is released and its dispatch mark taken for the delay, so no
+sweep enqueues a copy meanwhile. An element never admitted gives up after
+``lock_snooze_max_attempts`` capped parks: it settles as a ``Failure(SnoozeLimitError)``.
 """
 
 from __future__ import annotations
@@ -30,7 +38,9 @@ from dataclasses import replace
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import executor, fast_paths, observe
 from reactor.engine.checkpoint import Checkpointer, decode_context, load_context
+from reactor.engine.coordination import is_admitted
 from reactor.engine.dispatch import publish_completion, stored_result
+from reactor.engine.dispatch_leases import mark_enqueued
 from reactor.engine.env import Env, make_env
 from reactor.engine.fan_out import (
     dispatch_batch,
@@ -42,6 +52,7 @@ from reactor.engine.fan_out import (
 )
 from reactor.engine.liveness import FencedCheckpointer, Liveness, liveness_lock
 from reactor.engine.map_results import encode_slot
+from reactor.engine.parks import Park
 from reactor.engine.quarantine import quarantine
 from reactor.engine.start import invalid_inputs
 from reactor.engine.state import RunState
@@ -50,6 +61,7 @@ from reactor.errors import (
     DeserializationError,
     InputValidationError,
     LockLost,
+    SnoozeLimitError,
 )
 from reactor.jobs.job_context import JobContext
 from reactor.model.context import Context
@@ -74,7 +86,9 @@ def handle_map_element(jc: JobContext, payload: MapElementPayload) -> None:
         UnknownReactorError: the element reactor is not registered (poison).
         StorageError, RouterError: a backend failed (the worker retries the job).
     """
-    env = make_env(jc.runtime)
+    # In a worker, contention parks instead of blocking a handler thread (docs/architecture.md,
+    # "Execution invariants"); inline, the element runs nested in its caller, which waits.
+    env = replace(make_env(jc.runtime), in_worker=not jc.inline)
     map_id, index = payload.map_id, payload.index
     hold: Liveness | None = None
     element_id = element_context_id(map_id, index)
@@ -97,6 +111,15 @@ def handle_map_element(jc: JobContext, payload: MapElementPayload) -> None:
         hold = Liveness(element_id, lock)
     try:
         outcome = _settle(env, payload, hold, loaded)
+    except Park as park:  # saved with its holds recorded; the lock is released below
+        log.info("event=map_element_parked map_id=%s index=%d reason=%s key=%s delay=%.2f "
+                 "attempt=%d", map_id, index, park.reason, park.key, park.delay, payload.attempt)
+        mark_enqueued(jc.runtime, map_element_key(map_id, index), delay=park.delay)
+        jc.requeue(
+            payload.model_copy(update={"attempt": payload.attempt + 1}) if park.capped
+            else payload, park.delay,
+        )
+        return
     except LockLost as exc:
         log.warning("event=map_element_lock_lost map_id=%s index=%d error=%s",
                     map_id, index, exc)
@@ -186,14 +209,14 @@ def _settle(
                          retryable=False, reactor_name=definition.name)
     elif fresh:
         if start.failed_context is None:  # appended by begin_element (or just above)
-            result = run_element(env, definition, ctx, hold)
+            result = run_element(env, definition, ctx, hold, attempt=payload.attempt)
         # else: the map stopped before this element started (skipped)
     elif element_is_stopped_status(ctx):
         stored = stored_result(ctx)
         assert not isinstance(stored, Paused)  # a map element never pauses
         result = stored
     else:
-        result = run_element(env, definition, ctx, hold)
+        result = run_element(env, definition, ctx, hold, attempt=payload.attempt)
     failed = result is not None and (
         isinstance(result, Halt) or (isinstance(result, Failure) and atomic)
     )
@@ -288,28 +311,35 @@ def _quarantined(env: Env, element_id: str, exc: DeserializationError) -> Contex
 
 
 def run_element(
-    env: Env, definition: ReactorDefinition, ctx: Context, hold: Liveness | None
+    env: Env, definition: ReactorDefinition, ctx: Context, hold: Liveness | None, *,
+    attempt: int = 0,
 ) -> ElementResult:
     """Start a pending element context, or continue a running one, and return its result.
 
     Args:
-        env: the environment.
+        env: the environment (``in_worker``: contention parks).
         definition: the element reactor.
         ctx: the element context (status ``pending`` or ``running``).
         hold: the element's lock (writes are fenced on it), ``None`` on the inline router.
+        attempt: the capped parks of this element so far (``MapElementPayload.attempt``).
 
     Returns:
-        The element run's result, with ``run_id`` set.
+        The element run's result, with ``run_id`` set: a ``Failure(SnoozeLimitError)``,
+        stored, when an element never admitted parks again after ``lock_snooze_max_attempts``
+        capped parks (docs/coordination.md, "Contention").
 
     Raises:
+        Park: in a worker, on contention (the element context was saved with its holds
+            recorded; the caller re-enqueues the job after ``Park.delay``).
         LockLost: the element lock lapsed (nothing more was written).
     """
     with observe.run(env, ctx, "element", started=ctx.status is RunStatus.PENDING):
-        return _run_element(env, definition, ctx, hold)
+        return _run_element(env, definition, ctx, hold, attempt)
 
 
 def _run_element(
-    env: Env, definition: ReactorDefinition, ctx: Context, hold: Liveness | None
+    env: Env, definition: ReactorDefinition, ctx: Context, hold: Liveness | None,
+    attempt: int,
 ) -> ElementResult:
     checkpoint: Checkpointer = (
         Checkpointer(env, ctx) if hold is None else FencedCheckpointer(env, ctx, hold)
@@ -334,9 +364,25 @@ def _run_element(
             )
         ctx.engine_state = replace(ctx.engine_state, validate_inputs=False)
     state = RunState(definition, ctx, env, checkpoint)
-    result = (
-        executor.conclude_failure(state) if ctx.rollback is not None else executor.execute(state)
-    )
+    try:
+        result = (
+            executor.conclude_failure(state) if ctx.rollback is not None
+            else executor.execute(state)
+        )
+    except Park as park:
+        limit = env.settings.lock_snooze_max_attempts
+        if not park.capped or limit is None or attempt < limit or is_admitted(ctx):
+            raise
+        # Never admitted (nothing ran): stored failed without rollback, as a run at its cap.
+        gave_up = SnoozeLimitError(
+            f"gave up after {attempt} parks waiting for {park.reason} {park.key or ''}".strip(),
+            reason=park.reason, key=park.key, attempts=attempt,
+        )
+        result = Failure(gave_up, retryable=False, reactor_name=definition.name)
+        ctx.failure, ctx.status, ctx.current_step = result, RunStatus.FAILED, None
+        checkpoint.save()
+        log.warning("event=snooze_limit context_id=%s reason=%s key=%s attempts=%d",
+                    ctx.context_id, park.reason, park.key, attempt)
     # A map element never pauses: its reactor declares no interrupt (definition check).
     assert not isinstance(result, Paused)
     return result.with_run_id(ctx.context_id)
