@@ -36,6 +36,7 @@ from reactor_redis._url import DEFAULT_SOCKET_TIMEOUT, parse_url  # noqa: E402
         ("redis://127.0.0.1:6390/0?socket_timeout=soon", "socket_timeout"),
         ("redis://127.0.0.1:6390/0?socket_timeout=inf", "socket_timeout"),
         ("redis://127.0.0.1:6390/0?socket_connect_timeout=0", "socket_connect_timeout"),
+        ("redis://127.0.0.1:6390/0?socket_connect_timeout=", "socket_connect_timeout=''"),
         ("redis://127.0.0.1:6390/0?max_connections=0", "max_connections"),
         ("redis://127.0.0.1:6390/0?socket_keepalive=maybe", "socket_keepalive"),
         ("redis://127.0.0.1:6390/0?visibility_timeout=0", "visibility_timeout"),
