@@ -24,6 +24,7 @@ from reactor.model.records import (
     RollbackOutcome,
     RollbackSummary,
 )
+from tests.adapters.redis.round_trips import RoundTrips
 
 pytestmark = pytest.mark.redis
 
@@ -229,3 +230,58 @@ def test_the_server_clock_is_calibrated_every_60_seconds_by_default(
     wall.now += 0.5
     storage.now()
     assert reads == [1000.0, 1060.0]
+
+
+def test_a_filtered_page_lists_each_run_of_a_long_shard_once(storage: Any) -> None:
+    """A filtered page reads a shard a chunk (101 rows) at a time and reads it again only once
+    its buffer is empty: the runs of a shard longer than a chunk are examined once each, so
+    the two oldest, the only ones the filter keeps, are listed once, with no cursor."""
+    in_shard_0 = (i for i in (str(uuid.uuid4()) for _ in itertools.count()) if shard_of(i) == 0)
+    made = list(itertools.islice(in_shard_0, 103))
+    for n, run_id in enumerate(made):
+        status = "completed" if n < 2 else "running"
+        storage.contexts.save(context(run_id, status=status, created_at=1_700_000_000.0 + n))
+    page = storage.contexts.page(limit=5, statuses={"completed"})
+    assert [r.context_id for r in page.runs] == [made[1], made[0]]
+    assert page.next_cursor is None
+
+
+def test_a_hit_on_no_windows_is_allowed(storage: Any) -> None:
+    """All of no windows admit: the hit is allowed (and charges nothing)."""
+    decision = storage.rate_limits.hit(uid("rl"), [])
+    assert decision.allowed and decision.window_index is None
+
+
+def test_a_tail_read_of_no_ids_costs_no_round_trip(storage: Any, trips: RoundTrips) -> None:
+    map_id = uid("map")
+    storage.maps.init(map_metadata(map_id))
+    for element in ("a", "b", "c"):
+        storage.maps.append_element(map_id, element)
+    got: list[str] = []
+
+    def read() -> None:
+        got.extend(storage.maps.element_ids_from_tail(map_id, position=0, count=0, total=3))
+
+    assert trips.of(read) == 0
+    assert got == []
+
+
+def test_a_semaphore_lease_extended_below_a_microsecond_is_one_microsecond(
+    storage: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lease that rounds to 0 µs is sent as 1 µs, as ``acquire`` does: a lease of 0 would
+    store the holder's expiry at the script's own now, already lapsed."""
+    semaphores = storage.semaphores
+    leases: list[tuple[str, int]] = []
+    run = semaphores._scripts
+
+    def scripts(name: str, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        if name == "semaphore" and args[0] in ("acquire", "extend"):
+            leases.append((str(args[0]), int(args[2])))
+        return run(name, keys, args)
+
+    monkeypatch.setattr(semaphores, "_scripts", scripts)
+    key = uid("sem")
+    assert semaphores.acquire(key, "h", 1, 30.0)
+    assert semaphores.extend(key, "h", 1e-7)
+    assert leases == [("acquire", 30_000_000), ("extend", 1)]
