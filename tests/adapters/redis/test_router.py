@@ -157,3 +157,24 @@ def test_an_extend_leases_the_job_for_exactly_the_seconds_asked(router: RedisRou
 def test_queue_stats_count_a_consumer_that_just_read_as_live(router: RedisRouter) -> None:
     _warm(router)
     assert router.queue_stats().consumers == 1
+
+
+@pytest.mark.parametrize(("seconds", "idle_ms"), [(1.0, 1000), (0.0025, 3)])
+def test_the_prune_deletes_consumers_idle_for_the_timeout_in_ms_rounded_up(
+    router: RedisRouter, monkeypatch: pytest.MonkeyPatch, seconds: float, idle_ms: int
+) -> None:
+    """``consumer_idle_timeout`` reaches the prune script as its minimum idle time in ms
+    (rounded up: a consumer is deleted once idle at least that long, never sooner)."""
+    _warm(router)
+    router.consumer_idle_timeout = seconds
+    script = router._script
+    asked: list[tuple[object, ...]] = []
+
+    def spy(op: str, *args: object) -> object:
+        if op == "prune":
+            asked.append(args)
+        return script(op, *args)
+
+    monkeypatch.setattr(router, "_script", spy)
+    router.prune_consumers()
+    assert asked == [("reactor", idle_ms)]
