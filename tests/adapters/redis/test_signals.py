@@ -284,3 +284,28 @@ def test_a_shared_subscription_reads_a_negative_timeout_as_no_wait() -> None:
         assert subscription.get(-0.5) == "ready"
     finally:
         listener.close()
+
+
+class _ClosingPubSub(_QueuedPubSub):
+    """A :class:`_QueuedPubSub` that records, when closed, whether the listener's thread was
+    still alive."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thread_alive_at_close: list[bool] = []
+        self.listener: Any = None
+
+    def close(self) -> None:
+        thread = self.listener._thread
+        self.thread_alive_at_close.append(thread is not None and thread.is_alive())
+
+
+def test_closing_the_listener_stops_its_thread_before_closing_the_connection() -> None:
+    """``close`` waits for the listener thread to leave its read: the connection is never
+    closed under a read in progress, and no thread is left behind."""
+    pubsub = _ClosingPubSub()
+    listener = signals._Listener(types.SimpleNamespace(pubsub=lambda: pubsub))
+    pubsub.listener = listener
+    listener.add("chan")
+    listener.close()
+    assert pubsub.thread_alive_at_close == [False]
