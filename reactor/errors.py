@@ -799,7 +799,7 @@ _FORMER_MODULES = (
     "reactor.model.errors",
     "reactor.model.codec",
     "reactor.model.secrets",
-    "reactor.engine.idempotency",
+    "reactor.engine.run_control.idempotency",
     "reactor.jobs.sweepers",
 )
 

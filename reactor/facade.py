@@ -22,9 +22,10 @@ from reactor.config import Runtime
 from reactor.dsl.definition import ReactorDefinition
 from reactor.dsl.reactor import BaseReactor
 from reactor.dsl.step import BaseStep
-from reactor.engine import api, cancel_run, coordination, idempotency, invoke, retry_run
-from reactor.engine import resume as resuming
+from reactor.engine import api, coordination, invoke
 from reactor.engine.dispatch import DispatchHandle
+from reactor.engine.run_control import cancel_run, idempotency, retry_run
+from reactor.engine.run_control import resume as resuming
 from reactor.errors import InputValidationError
 from reactor.model.results import Failure, Paused, Result, Success
 from reactor.model.run_view import RunView

@@ -19,7 +19,7 @@ An interrupt is a step with no body: reaching it pauses the run (stored ``paused
 
 This module holds the declaration's options and the payload check a resume runs
 (:meth:`InterruptDecl.check_payload`); pausing and resuming live in
-:mod:`reactor.engine.interrupts` and :mod:`reactor.engine.resume`.
+:mod:`reactor.engine.run_control.interrupts` and :mod:`reactor.engine.run_control.resume`.
 """
 
 from __future__ import annotations

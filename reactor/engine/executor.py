@@ -7,7 +7,7 @@ batch. After each step:
 * ``Skipped`` — the value is recorded (it flows to dependants), no undo entry, checkpoint;
 * ``Halt`` — the run stops without rollback, status ``halted``;
 * ``Paused`` — an ``interrupt`` step (directly, or inside a composed child) waits for a resume:
-  the run is stored ``paused`` (:mod:`reactor.engine.interrupts`; docs/run-control.md,
+  the run is stored ``paused`` (:mod:`reactor.engine.run_control.interrupts`; docs/run-control.md,
   "Interrupts"); a resumed interrupt's payload is recorded like a ``Skipped`` value (no undo
   entry), traced ``resumed``;
 * an ``async_step`` is dispatched as its own job and counts as complete for scheduling only
@@ -19,7 +19,8 @@ batch. After each step:
   the final error into :class:`~reactor.errors.CompensationError`.
 
 A root run checks for a cancel request before a continued execution starts and at every step
-boundary, before a ``Success`` or a ``Paused`` is recorded (:mod:`reactor.engine.cancel`;
+boundary, before a ``Success`` or a ``Paused`` is recorded
+(:mod:`reactor.engine.run_control.cancel`;
 docs/run-control.md, "Cancel"): the run then stops there, rolls back and is stored
 ``cancelled``.
 
@@ -47,10 +48,8 @@ from reactor.engine import (
     async_dispatch,
     async_reactor,
     async_step,
-    cancel,
     coordination,
     fan_out,
-    interrupts,
     observe,
     rollback,
     step_transactions,
@@ -59,6 +58,7 @@ from reactor.engine.compose import run_compose
 from reactor.engine.inline_map import run_map
 from reactor.engine.invoke import INTERRUPTIONS, trimmed_traceback
 from reactor.engine.map_rollback import roll_back_fan_out
+from reactor.engine.run_control import cancel, interrupts
 from reactor.engine.state import Executor, RunState
 from reactor.engine.step_runner import StepOutcome, run_leaf
 from reactor.errors import CompensationError, ContextTooLargeError, DependencyError, EncodeError
@@ -410,7 +410,7 @@ def conclude_failure(state: RunState) -> Failure:
     compensate runs, then every entry left on the undo stack is undone, newest first.
 
     A root run whose rollback a cancel started (``EngineState.cancel``) is finished as a
-    cancel instead (:func:`reactor.engine.cancel.conclude`: stored ``cancelled``).
+    cancel instead (:func:`reactor.engine.run_control.cancel.conclude`: stored ``cancelled``).
 
     Returns:
         The run's final ``Failure`` (with ``rollback_failures``; a failed compensate turns the

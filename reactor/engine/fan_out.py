@@ -81,7 +81,7 @@ __all__ = [
 log = logging.getLogger("reactor.map")
 
 #: The reserved step path of a root run's cancel request in the claims store
-#: (re-exported by :mod:`reactor.engine.cancel`, which records and carries it out).
+#: (re-exported by :mod:`reactor.engine.run_control.cancel`, which records and carries it out).
 CANCEL_CLAIM_PATH = "@cancel"
 
 #: ``MapMetadata.extra`` key: compose step names from the owner record to the map's context.

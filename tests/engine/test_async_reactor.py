@@ -406,7 +406,8 @@ def test_a_child_that_completed_before_the_cancel_reached_it_is_undone_by_the_pa
     when the canceller dies first); the child completes unaware. The parent's execution reads
     its request and compensates the step in flight by undoing the child (after it ended:
     its lock is waited for), so nothing the child did is left standing."""
-    from reactor.engine import cancel as cancel_module
+    from reactor.engine.run_control import cancel as cancel_module
+    from reactor.engine.run_control.cancel import notice
 
     def dies_before_handing_over(*args: Any) -> bool:
         return False
@@ -418,7 +419,8 @@ def test_a_child_that_completed_before_the_cancel_reached_it_is_undone_by_the_pa
         assert isinstance(handle, DispatchHandle)
         assert started.wait(30), "the child never started"
         child_id = child_run_id(handle.run_id, "child")
-        monkeypatch.setattr(cancel_module, "hold_for_child", dies_before_handing_over)
+        for module in (cancel_module, notice):  # Reactor.cancel's call and at_start's
+            monkeypatch.setattr(module, "hold_for_child", dies_before_handing_over)
         # the canceller may find the parent parked (its execution finishes the cancel) or
         # take it itself (and wait for the child's lock): either way the same end
         canceller, _ = _run_in_thread(lambda: ArBackgroundParent.cancel(handle.run_id))

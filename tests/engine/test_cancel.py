@@ -37,9 +37,9 @@ from reactor import (
 from reactor.cli import runs as runs_cli
 from reactor.cli._common import app
 from reactor.config import Runtime
-from reactor.engine.cancel import CANCEL_CLAIM_PATH
 from reactor.engine.checkpoint import decode_context
 from reactor.engine.env import make_env
+from reactor.engine.run_control.cancel import CANCEL_CLAIM_PATH
 from reactor.jobs.sweep_tick import run_sweeps
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, MemoryStorage

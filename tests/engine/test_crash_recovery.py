@@ -30,9 +30,10 @@ import pytest
 
 from reactor import DispatchHandle, Failure, config
 from reactor.config import Runtime
-from reactor.engine import api, cancel, checkpoint, liveness, rollback
+from reactor.engine import api, checkpoint, liveness, rollback
 from reactor.engine.async_reactor import child_run_id
 from reactor.engine.env import make_env
+from reactor.engine.run_control import cancel
 from reactor.jobs.sweep_tick import run_sweeps
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, MemoryStorage

@@ -37,8 +37,9 @@ from reactor import (
 from reactor.cli import runs as runs_cli
 from reactor.cli._common import app
 from reactor.config import Runtime
-from reactor.engine import idempotency, liveness
+from reactor.engine import liveness
 from reactor.engine.env import make_env
+from reactor.engine.run_control import idempotency
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, ManualClock, MemoryStorage
 from reactor.model.context import new_context_id

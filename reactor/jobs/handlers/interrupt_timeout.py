@@ -6,7 +6,7 @@ runs: a run that is no longer paused at that step (resumed, expired, gone) is le
 delivered before the deadline (judged on the runtime clock) is re-enqueued for the rest; else the
 job claims the interrupt's expiry (first writer wins against any resume), stores the run
 ``running`` under its liveness lock and enqueues the run's ``run`` job, which fails the
-interrupt step and rolls the run back (:func:`reactor.engine.resume.expire_due`).
+interrupt step and rolls the run back (:func:`reactor.engine.run_control.resume.expire_due`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reactor import registry
-from reactor.engine import resume
 from reactor.engine.env import make_env
+from reactor.engine.run_control import resume
 from reactor.jobs.job_context import JobContext
 from reactor.model.text import escaping_logger
 from reactor.ports.payloads import InterruptTimeoutPayload

@@ -113,12 +113,12 @@ def test_a_running_run_learns_of_a_cancel_from_its_checkpoints_reply(
     """Fast steps, the default 1 s cancel_check_interval: no boundary reads the request, yet
     the checkpoint recording ``b`` returns it and the run stops before ``c``
     (docs/run-control.md, "Cancel"). Before, ``c`` ran and the run completed."""
-    from reactor.engine import cancel
+    from reactor.engine.run_control.cancel import notice
 
     config.configure(storage=redis_url, router="inline://")
     reads: list[str] = []
-    real = cancel.requested
-    monkeypatch.setattr(cancel, "requested",
+    real = notice.requested  # the reads of the step boundaries
+    monkeypatch.setattr(notice, "requested",
                         lambda env, run_id: reads.append(run_id) or real(env, run_id))
     RAN.clear()
     outcome = SelfCancelling.run()

@@ -17,7 +17,8 @@ runs (their rollback is unfinished: ``Reactor.undo`` first), unfinished runs, ma
 runs that failed validating their inputs (nothing ran, and the invalid inputs were stored
 masked: run again with corrected inputs).
 
-When the old run holds an idempotency key (:mod:`reactor.engine.idempotency`), the key moves to
+When the old run holds an idempotency key (:mod:`reactor.engine.run_control.idempotency`), the
+key moves to
 the new run (a compare-and-set in the claims store), so later callers with that key get the
 retry's outcome. When another retry moved it first, the new run runs without the key.
 """

@@ -27,7 +27,7 @@ caller meeting a key whose *finished* run is older than that releases it and cla
 an unfinished run keeps its key.
 
 **Failed runs keep their key.** The same key returns the failure. ``Reactor.retry(run_id)``
-(:mod:`reactor.engine.retry_run`) starts over and moves the key to the new run.
+(:mod:`reactor.engine.run_control.retry_run`) starts over and moves the key to the new run.
 
 Inputs are validated before the key is claimed: a call with invalid inputs runs (and fails)
 without a key and leaves the key free.

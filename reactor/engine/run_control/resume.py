@@ -16,7 +16,8 @@ applied. An invalid payload below the limit claims nothing: it counts one attemp
 ``running`` without its pending interrupt (a fenced save), releases the correlation id, and
 continues the run: in the caller (``resume="inline"``, the default) or in a worker
 (``resume="background"``: a ``run`` job, as a background hand-off). Either way the executor
-meets the interrupt step again and acts on the claim (:mod:`reactor.engine.interrupts`): the
+meets the interrupt step again and acts on the claim
+(:mod:`reactor.engine.run_control.interrupts`): the
 payload becomes the step's result, or the step fails and the run rolls back.
 
 **A claimer that stopped.** A claim is made before the run is saved, so a caller that dies in

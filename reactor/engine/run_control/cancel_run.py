@@ -6,8 +6,8 @@
    finished run (``completed``, ``halted``, ``failed``, ``aborted``)
    raises :class:`~reactor.errors.RunFinishedError`, a run already ``cancelled`` by a cancel
    gives its stored outcome again (idempotent: nothing runs twice).
-2. The request is claimed (:func:`reactor.engine.cancel.claim`, first writer wins: a second
-   cancel keeps the first one's ``reason`` and ``rollback``).
+2. The request is claimed (:func:`reactor.engine.run_control.cancel.claim`, first writer
+   wins: a second cancel keeps the first one's ``reason`` and ``rollback``).
 3. The canceller tries the run's liveness lock ``async:<id>`` (once; for a paused run, whose
    lock is only ever held briefly, again for up to ``context_lock_ttl`` seconds while it stays
    paused):
@@ -21,14 +21,15 @@
      waiting for a fan-out map, parked past its stamp, or its worker died): the canceller
      cancels it here, under the lock (so it never races a worker, which finds the lock held
      and comes back later to a ``cancelled`` run), running the undos and compensates in this
-     process (:func:`reactor.engine.cancel.cancel_stored`), and returns the ``Failure`` of
+     process (:func:`reactor.engine.run_control.cancel.cancel_stored`), and returns the
+     ``Failure`` of
      :class:`~reactor.errors.RunCancelledError`. A fan-out map whose elements are still
      running only stops dispatching: the run waits for it to settle and its resumed
      execution rolls it back (a ``DispatchHandle`` again).
 
    Either way an ``async_reactor`` child the run waits for is handed the same request at
-   once (:func:`reactor.engine.cancel.hold_for_child`: cancelled here when nobody executes
-   it, else by its own execution), and the run ends ``cancelled`` only once the child ended
+   once (:func:`reactor.engine.run_control.cancel.hold_for_child`: cancelled here when nobody
+   executes it, else by its own execution), and the run ends ``cancelled`` only once the child ended
    (a child that completed first is undone by the run's rollback). An ``async_reactor``
    child can also be cancelled by its own id: its parent's step then fails with the child's
    cancelled outcome.
@@ -43,11 +44,11 @@ from reactor import registry
 from reactor.config import Runtime
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import api, liveness
-from reactor.engine import cancel as cancelling
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.dispatch import DispatchHandle, stored_result
 from reactor.engine.env import Env, make_env
 from reactor.engine.liveness import Liveness
+from reactor.engine.run_control import cancel as cancelling
 from reactor.engine.state import RunState
 from reactor.errors import (
     CancelArgumentError,
