@@ -16,15 +16,21 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from reactor.config import Settings
+from reactor.errors import SnoozeLimitError
+from reactor.model.results import Failure
+from reactor.model.status import RunStatus
+
+if TYPE_CHECKING:
+    from reactor.model.context import Context
 
 #: This module's own random stream for jitter: library code never draws from the global
 #: ``random`` state (a user's seeded stream, property-based tests replaying theirs).
 _RANDOM = random.Random()
 
-__all__ = ["Park", "ParkReason", "park_delay"]
+__all__ = ["Park", "ParkReason", "park_delay", "snooze_limit_failure"]
 
 ParkReason = Literal["lock", "semaphore", "rate_limit", "ordered_lock", "liveness", "async_wait"]
 
@@ -79,3 +85,37 @@ def park_delay(
     if retry_after is not None:
         return max(retry_after, 0.1)
     return settings.lock_snooze_base_delay + rand(0.0, settings.lock_snooze_jitter)
+
+
+def snooze_limit_failure(
+    park: Park, attempts: int, settings: Settings, ctx: Context, *, admitted: bool
+) -> Failure | None:
+    """Give up on a unit that parks again at the snooze cap without ever being admitted
+    (docs/coordination.md, "Contention"; docs/workers.md, "Decisions", "Snooze counting").
+
+    A capped park (:attr:`Park.capped`) of a unit that already parked ``attempts`` times,
+    ``attempts >= lock_snooze_max_attempts``, of a unit never admitted (nothing ran: no
+    rollback needed) ends it: ``ctx`` is marked ``failed`` with a non-retryable
+    ``Failure(SnoozeLimitError)`` and no current step; the caller saves it. An admitted unit,
+    an uncapped park or ``lock_snooze_max_attempts=None`` keeps waiting.
+
+    Args:
+        park: the park just raised.
+        attempts: the unit's capped parks before this one (a job payload's count).
+        settings: the engine settings (``lock_snooze_max_attempts``).
+        ctx: the unit's context (changed only when it gives up).
+        admitted: whether the unit passed its reactor-level gates or made progress.
+
+    Returns:
+        The ``Failure`` now on ``ctx``, or ``None`` when the unit parks again.
+    """
+    limit = settings.lock_snooze_max_attempts
+    if not park.capped or limit is None or attempts < limit or admitted:
+        return None
+    error = SnoozeLimitError(
+        f"gave up after {attempts} parks waiting for {park.reason} {park.key or ''}".strip(),
+        reason=park.reason, key=park.key, attempts=attempts,
+    )
+    failure = Failure(error, retryable=False, reactor_name=ctx.reactor)
+    ctx.failure, ctx.status, ctx.current_step = failure, RunStatus.FAILED, None
+    return failure

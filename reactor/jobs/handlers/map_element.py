@@ -52,7 +52,7 @@ from reactor.engine.fan_out import (
 )
 from reactor.engine.liveness import FencedCheckpointer, Liveness, liveness_lock
 from reactor.engine.map_results import encode_slot
-from reactor.engine.parks import Park
+from reactor.engine.parks import Park, snooze_limit_failure
 from reactor.engine.quarantine import quarantine
 from reactor.engine.start import invalid_inputs
 from reactor.engine.state import RunState
@@ -61,7 +61,6 @@ from reactor.errors import (
     DeserializationError,
     InputValidationError,
     LockLost,
-    SnoozeLimitError,
 )
 from reactor.jobs.job_context import JobContext
 from reactor.model.context import Context
@@ -370,16 +369,12 @@ def _run_element(
             else executor.execute(state)
         )
     except Park as park:
-        limit = env.settings.lock_snooze_max_attempts
-        if not park.capped or limit is None or attempt < limit or is_admitted(ctx):
+        gave_up = snooze_limit_failure(park, attempt, env.settings, ctx,
+                                       admitted=is_admitted(ctx))
+        if gave_up is None:
             raise
         # Never admitted (nothing ran): stored failed without rollback, as a run at its cap.
-        gave_up = SnoozeLimitError(
-            f"gave up after {attempt} parks waiting for {park.reason} {park.key or ''}".strip(),
-            reason=park.reason, key=park.key, attempts=attempt,
-        )
-        result = Failure(gave_up, retryable=False, reactor_name=definition.name)
-        ctx.failure, ctx.status, ctx.current_step = result, RunStatus.FAILED, None
+        result = gave_up
         checkpoint.save()
         log.warning("event=snooze_limit context_id=%s reason=%s key=%s attempts=%d",
                     ctx.context_id, park.reason, park.key, attempt)

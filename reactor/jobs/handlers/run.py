@@ -39,13 +39,12 @@ from reactor.engine.checkpoint import decode_context, load_context
 from reactor.engine.dispatch import publish_completion
 from reactor.engine.dispatch_leases import mark_enqueued, run_unit
 from reactor.engine.env import Env, make_env
-from reactor.engine.parks import Park
+from reactor.engine.parks import Park, snooze_limit_failure
 from reactor.engine.quarantine import quarantine
-from reactor.errors import DeserializationError, LockLost, SnoozeLimitError
+from reactor.errors import DeserializationError, LockLost
 from reactor.jobs.job_context import JobContext
 from reactor.model.context import Context
 from reactor.model.keys import run_completion_channel, run_liveness_key
-from reactor.model.results import Failure
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.model.text import escaping_logger
 from reactor.ports.payloads import RunPayload
@@ -210,27 +209,20 @@ def _park(
     """
     limit = env.settings.lock_snooze_max_attempts
     count = payload.snooze_count
-    if park.capped and limit is not None and count >= limit:
-        if not background.is_admitted(ctx):
-            error = SnoozeLimitError(
-                f"gave up after {count} parks waiting for {park.reason} {park.key or ''}".strip(),
-                reason=park.reason, key=park.key, attempts=count,
-            )
-            ctx.failure = Failure(error, retryable=False, reactor_name=ctx.reactor)
-            ctx.status = RunStatus.FAILED
-            ctx.current_step = None
-            liveness.FencedCheckpointer(env, ctx, hold).save()
-            log.warning(
-                "event=snooze_limit context_id=%s reason=%s key=%s attempts=%d",
-                ctx.context_id, park.reason, park.key, count,
-            )
-            return ctx
-        if count == limit:
-            log.warning(
-                "event=snooze_limit_admitted context_id=%s reason=%s key=%s attempts=%d "
-                "(admitted run keeps waiting)",
-                ctx.context_id, park.reason, park.key, count,
-            )
+    admitted = background.is_admitted(ctx)
+    if snooze_limit_failure(park, count, env.settings, ctx, admitted=admitted) is not None:
+        liveness.FencedCheckpointer(env, ctx, hold).save()
+        log.warning(
+            "event=snooze_limit context_id=%s reason=%s key=%s attempts=%d",
+            ctx.context_id, park.reason, park.key, count,
+        )
+        return ctx
+    if park.capped and count == limit:  # an admitted run at the cap keeps waiting
+        log.warning(
+            "event=snooze_limit_admitted context_id=%s reason=%s key=%s attempts=%d "
+            "(admitted run keeps waiting)",
+            ctx.context_id, park.reason, park.key, count,
+        )
     log.info(
         "event=run_parked context_id=%s reason=%s key=%s delay=%.2f snooze_count=%d",
         ctx.context_id, park.reason, park.key, park.delay, count,
