@@ -407,7 +407,7 @@ def test_a_child_that_completed_before_the_cancel_reached_it_is_undone_by_the_pa
     its request and compensates the step in flight by undoing the child (after it ended:
     its lock is waited for), so nothing the child did is left standing."""
     from reactor.engine.run_control import cancel as cancel_module
-    from reactor.engine.run_control.cancel import notice
+    from reactor.engine.run_control.cancel import in_flight, notice
 
     def dies_before_handing_over(*args: Any) -> bool:
         return False
@@ -419,7 +419,9 @@ def test_a_child_that_completed_before_the_cancel_reached_it_is_undone_by_the_pa
         assert isinstance(handle, DispatchHandle)
         assert started.wait(30), "the child never started"
         child_id = child_run_id(handle.run_id, "child")
-        for module in (cancel_module, notice):  # Reactor.cancel's call and at_start's
+        # every module whose code calls it: Reactor.cancel's call, at_start's, and
+        # cancel_stored's (the canceller that takes the parked parent itself)
+        for module in (cancel_module, notice, in_flight):
             monkeypatch.setattr(module, "hold_for_child", dies_before_handing_over)
         # the canceller may find the parent parked (its execution finishes the cancel) or
         # take it itself (and wait for the child's lock): either way the same end
