@@ -13,7 +13,8 @@ It offers the four write shapes the durable stores need:
 * :meth:`DurableCollection.delete` -- compare-and-delete, optionally only when a predicate on
   the live value holds.
 
-Every loop retries only on a lost compare-and-set, after a tiny randomized pause, and gives up
+Every loop retries only on a lost compare-and-set, after a randomized pause that grows with
+each loss (:func:`attempts`), and gives up
 with :class:`reactor.errors.StorageError` after :data:`MAX_ATTEMPTS` losses in a row,
 which under any sane contention never happens.
 """
@@ -37,15 +38,32 @@ __all__ = ["MAX_ATTEMPTS", "DurableCollection", "Mutation", "attempts", "require
 
 #: Lost compare-and-sets tolerated in a row before a loop raises ``StorageError``.
 MAX_ATTEMPTS = 1000
+#: The smallest backoff unit, in seconds (an in-process store's attempt takes microseconds).
+MIN_BACKOFF = 0.0002
 #: The largest pause between two attempts, in seconds.
-MAX_BACKOFF = 0.01
+MAX_BACKOFF = 0.05
 
 
 def attempts() -> Iterator[int]:
-    """Attempt numbers; from the second attempt on, pause a little (randomized) first."""
+    """Attempt numbers; from the second attempt on, pause first: full-jitter exponential
+    backoff in units of the lost attempt's own duration.
+
+    A lost compare-and-set means another writer won meanwhile; when ``n`` writers race on one
+    document, retrying at once makes every round of reads cost ``n`` round trips for one win,
+    so ``n`` appends cost ``n**2`` requests. Each retry therefore waits a random time in
+    ``[0, d * 2**(k-1))`` (``d``: how long the attempt that lost took, at least
+    :data:`MIN_BACKOFF`; ``k``: the losses so far; capped at :data:`MAX_BACKOFF`), which
+    spreads the racers over as many round trips as there are racers, on a slow server as on a
+    fast one (docs/protocol.md, "Document stores").
+    """
+    started = time.monotonic()
     for attempt in range(MAX_ATTEMPTS):
         if attempt:
-            time.sleep(_RANDOM.uniform(0, min(0.0002 * attempt, MAX_BACKOFF)))
+            now = time.monotonic()
+            unit = max(now - started, MIN_BACKOFF)
+            ceiling = min(unit * 2.0 ** min(attempt - 1, 16), MAX_BACKOFF)
+            time.sleep(_RANDOM.uniform(0, ceiling))
+            started = time.monotonic()
         yield attempt
 
 

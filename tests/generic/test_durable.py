@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -39,16 +40,37 @@ def test_a_loop_gives_up_after_1000_lost_compare_and_sets_in_a_row(
     assert states.update("k", lambda doc: ({"n": 1}, None, "written")) == "written"
 
 
-def test_the_pause_before_the_nth_retry_grows_by_0_2_ms_up_to_10_ms(
-    fake: FakeDocumentStore, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("attempt_seconds", "unit"), [(0.004, 0.004), (0.0, 0.0002)])
+def test_the_pause_before_the_nth_retry_doubles_in_units_of_the_lost_attempt(
+    fake: FakeDocumentStore,
+    monkeypatch: pytest.MonkeyPatch,
+    attempt_seconds: float,
+    unit: float,
 ) -> None:
-    """No pause before the first attempt; before attempt n (from 1) a pause drawn from
-    [0, min(0.0002 * n, 0.01)] seconds: with the draw pinned to its upper end, the pauses
-    are that bound (the 50th reaches 10 ms, the later ones stay there)."""
+    """No pause before the first attempt; before retry k (from 1) a pause drawn from
+    [0, min(d * 2**(k-1), 0.05)] seconds, d the duration of the attempt that lost (at least
+    0.2 ms; the pause itself not counted): with the draw pinned to its upper end and every
+    attempt taking 4 ms (a network store) or no time (an in-process one), the pauses are that
+    bound (docs/protocol.md, "Document stores")."""
+    clock = [100.0]
     slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+
+    read = fake.read
+
+    def slow_read(collection: str, key: str) -> Any:
+        clock[0] += attempt_seconds
+        return read(collection, key)
+
     monkeypatch.setattr("reactor.generic._durable._RANDOM.uniform", lambda a, b: b)
-    monkeypatch.setattr("reactor.generic._durable.time", SimpleNamespace(sleep=slept.append))
+    monkeypatch.setattr(
+        "reactor.generic._durable.time", SimpleNamespace(sleep=sleep, monotonic=lambda: clock[0])
+    )
+    monkeypatch.setattr(fake, "read", slow_read)
     states = DurableCollection(fake, "c", None)
-    fake.lose_next_writes = 60
+    fake.lose_next_writes = 20
     assert states.update("k", lambda doc: ({"n": 1}, None, "written")) == "written"
-    assert slept == pytest.approx([min(0.0002 * n, 0.01) for n in range(1, 61)])
+    assert slept == pytest.approx([min(unit * 2 ** (k - 1), 0.05) for k in range(1, 21)])
