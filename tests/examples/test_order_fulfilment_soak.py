@@ -101,6 +101,13 @@ def test_the_smoke_soak_on_postgres_keeps_every_invariant(
 #: is about 0.6 orders/s (docs/workers.md, "Soak"), so the smoke submits 20 over its 30 s load
 #: phase instead of 100, with the same kills and SIGSTOP pauses of the server.
 SLOW_SERVER_ORDERS = 20
+#: Their liveness and visibility leases, in seconds. Rule 1 of docs/workers.md ("Settings that
+#: drain") asks ``lease >= 1.5 x (P + 2 L)``: with the smoke's 1 s SIGSTOPs (``P``) and round
+#: trips (``L``) that reach seconds when two suites share this machine with these single-process
+#: servers (moto applies DynamoDB requests one at a time), the soak's 6 s leases lapsed on slow
+#: renewals and 15 of 20 runs were still being re-run at the 120 s drain deadline. 30 s covers
+#: ``L`` up to 9.5 s; recovering a killed worker's runs then takes about 30 s more (rule 4).
+SLOW_SERVER_LEASES = ("-s", "context_lock_ttl=30", "-s", "visibility_timeout=30")
 
 
 @pytest.mark.soak
@@ -112,7 +119,7 @@ def test_the_smoke_soak_on_the_mongodb_wire_server_drains_and_keeps_every_invari
     3 SIGSTOPs of the server (docs/workers.md, "Sweep cursors and dispatch leases")."""
     url = service_url("mongodb_wire").replace("/?", "/soak?", 1)
     _smoke(url, tmp_path, "--pause", "sigstop", "--server-pid", service_url("mongodb_wire_pid"),
-           orders=SLOW_SERVER_ORDERS)
+           *SLOW_SERVER_LEASES, orders=SLOW_SERVER_ORDERS)
 
 
 @pytest.mark.soak
@@ -124,8 +131,8 @@ def test_the_smoke_soak_on_dynamodb_and_sqs_drains_and_keeps_every_invariant(
     of the server (docs/workers.md, "Sweep cursors and dispatch leases")."""
     aws = f"region=us-east-1&endpoint_url={service_url('moto')}"
     _smoke(f"dynamodb://reactor-soak?{aws}", tmp_path, "--pause", "sigstop",
-           "--server-pid", service_url("moto_pid"), router=f"sqs://reactor-soak?{aws}",
-           orders=SLOW_SERVER_ORDERS)
+           "--server-pid", service_url("moto_pid"), *SLOW_SERVER_LEASES,
+           router=f"sqs://reactor-soak?{aws}", orders=SLOW_SERVER_ORDERS)
 
 
 # --------------------------------------------------------------------------------------------
