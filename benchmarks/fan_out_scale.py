@@ -114,7 +114,7 @@ def _wait(predicate: Any, timeout: float, what: str) -> None:
 def run_once(base_url: str, count: int) -> dict[str, Any]:
     """One measured run of ``count`` elements under a fresh key prefix."""
     from reactor.engine.env import make_env
-    from reactor.engine.map_rollback import aggregate
+    from reactor.engine.maps.rollback import aggregate
 
     url = base_url + ("&" if "?" in base_url else "?") + f"prefix=fanout{uuid.uuid4().hex[:8]}"
     runtime = config.configure(storage=url, router=url)

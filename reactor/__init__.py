@@ -38,7 +38,7 @@ from reactor.dsl import (
 from reactor.dsl.background import Background
 from reactor.dsl.fan_out import FanOut
 from reactor.engine.dispatch import DispatchHandle
-from reactor.engine.map_results import MapResultEnumerator
+from reactor.engine.maps.results import MapResultEnumerator
 from reactor.errors import (
     ArgumentResolutionError,
     AsyncWaitTimeoutError,

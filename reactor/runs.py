@@ -19,7 +19,7 @@ Tools that read stored documents themselves (the dashboard) page with
 from __future__ import annotations
 
 from reactor.engine.dispatch import DispatchHandle
-from reactor.engine.map_elements import iter_map_elements, map_element_page
+from reactor.engine.maps.elements import iter_map_elements, map_element_page
 from reactor.errors import MapElementsArgumentError
 from reactor.model.run_view import (
     MAP_OUTCOMES,

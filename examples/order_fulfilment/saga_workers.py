@@ -14,7 +14,7 @@ its own ``map_element`` job, and the run resumes once the map's collector saw ev
 When a later step fails (a declined card at ``authorize``, an undeliverable address), the
 reservations are released through the map's **distributed rollback**: one
 ``map_element_rollback`` job per reserved line, after which the run finishes its rollback
-(:mod:`reactor.engine.map_rollback`). An out-of-stock line fails the map atomically: the lines
+(:mod:`reactor.engine.maps.rollback`). An out-of-stock line fails the map atomically: the lines
 reserved so far are released the same way.
 
 An async unit is never on its parent's undo stack, so the capture runs last among the steps

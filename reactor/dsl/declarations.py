@@ -399,8 +399,8 @@ def map_step(
         fan_out: ``FanOut(batch_size=N)`` (or ``True`` for ``FanOut()``, batch size 50) runs
             one background job per element, at most ``N`` enqueued per throw, and rolls the
             map back with one job per started element (docs/fan_out.md;
-            :mod:`reactor.engine.fan_out`). Its value is then a lazy
-            :class:`~reactor.engine.map_results.MapResultEnumerator`. ``None`` (default): the
+            :mod:`reactor.engine.maps.fan_out`). Its value is then a lazy
+            :class:`~reactor.engine.maps.results.MapResultEnumerator`. ``None`` (default): the
             elements run inline, one after another. A map inside a map element always runs
             inline.
 

@@ -7,7 +7,7 @@ shorthand for ``FanOut()`` (batch size 50, ruby_reactor's ``Map::DEFAULT_BATCH_S
 The map is a hand-off point: the run that reaches it persists itself, records the map, and
 dispatches at most ``batch_size`` element jobs per "throw"; the element that ends a batch claims
 the next one. The run is resumed by the map's collector once every element has settled. See
-:mod:`reactor.engine.fan_out` and ``docs/fan_out.md``.
+:mod:`reactor.engine.maps.fan_out` and ``docs/fan_out.md``.
 """
 
 from __future__ import annotations

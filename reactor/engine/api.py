@@ -20,7 +20,6 @@ from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import (
     background,
     executor,
-    fan_out,
     liveness,
     observe,
     rollback,
@@ -32,8 +31,9 @@ from reactor.engine.dispatch import DispatchHandle
 from reactor.engine.env import Env, make_env
 from reactor.engine.invoke import INTERRUPTIONS
 from reactor.engine.liveness import Liveness
-from reactor.engine.map_elements import element_reader
-from reactor.engine.map_rollback import roll_back_fan_out
+from reactor.engine.maps import fan_out
+from reactor.engine.maps.elements import element_reader
+from reactor.engine.maps.rollback import roll_back_fan_out
 from reactor.engine.start import launch
 from reactor.engine.state import RunState
 from reactor.errors import RunNotFoundError, RunStateError, StorageError, UndoError
@@ -74,7 +74,7 @@ def run(
     (docs/workers.md, "Stale writers and fenced saves"). A reactor with ``background`` hands
     the run to a worker (:mod:`reactor.engine.background`) and returns a
     :class:`~reactor.engine.dispatch.DispatchHandle` (or the final result if the run already
-    finished, e.g. on the inline router). A fan-out map (:mod:`reactor.engine.fan_out`) is a
+    finished, e.g. on the inline router). A fan-out map (:mod:`reactor.engine.maps.fan_out`) is a
     hand-off point too: the run is saved, its elements dispatched, and the caller gets a
     ``DispatchHandle`` (or the final result when everything already ran inline). A run that
     reaches an interrupt is stored ``paused`` and returns a

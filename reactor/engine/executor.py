@@ -33,7 +33,7 @@ imports (docs/architecture.md, "Layers"): a compose step gets an
 :class:`~reactor.engine.state.Executor` of :func:`execute`, :func:`conclude_failure` and
 :func:`abort`; an inline map gets :func:`execute` for its element runs; the reactor-level
 coordination gets the rollback it runs when it stops a run with completed steps; and every
-rollback gets :func:`reactor.engine.map_rollback.roll_back_fan_out` for fan-out map steps.
+rollback gets :func:`reactor.engine.maps.rollback.roll_back_fan_out` for fan-out map steps.
 """
 
 from __future__ import annotations
@@ -49,15 +49,15 @@ from reactor.engine import (
     async_reactor,
     async_step,
     coordination,
-    fan_out,
     observe,
     rollback,
     step_transactions,
 )
 from reactor.engine.compose import run_compose
-from reactor.engine.inline_map import run_map
 from reactor.engine.invoke import INTERRUPTIONS, trimmed_traceback
-from reactor.engine.map_rollback import roll_back_fan_out
+from reactor.engine.maps import fan_out
+from reactor.engine.maps.inline import run_map
+from reactor.engine.maps.rollback import roll_back_fan_out
 from reactor.engine.run_control import cancel, interrupts
 from reactor.engine.state import Executor, RunState
 from reactor.engine.step_runner import StepOutcome, run_leaf

@@ -18,11 +18,11 @@ that was cut off by an interruption is the same work as undoing it; so is compen
 ``async_reactor`` step a cancel cut off (its child, when it completed, is undone; a child that
 rolled itself back has nothing left).
 
-A fan-out map is rolled back by :mod:`reactor.engine.map_rollback` (docs/fan_out.md,
+A fan-out map is rolled back by :mod:`reactor.engine.maps.rollback` (docs/fan_out.md,
 "Rollback"), whose element rollback replays each element's undo stack with
 :func:`roll_back_child` here: the recursion is closed by a parameter, ``roll_back_fan_out``
 (:class:`FanOutRollback`), that every entry point of this module takes and that its callers
-fill with :func:`reactor.engine.map_rollback.roll_back_fan_out` (docs/architecture.md,
+fill with :func:`reactor.engine.maps.rollback.roll_back_fan_out` (docs/architecture.md,
 "Layers").
 """
 
@@ -53,7 +53,7 @@ _ROLLED_BACK_STATUSES = (RunStatus.COMPLETED, RunStatus.HALTED, RunStatus.ABORTE
 
 class FanOutRollback(Protocol):
     """Rolls back every started element of a fan-out map for its owner and returns the
-    failures (:func:`reactor.engine.map_rollback.roll_back_fan_out`; docs/fan_out.md,
+    failures (:func:`reactor.engine.maps.rollback.roll_back_fan_out`; docs/fan_out.md,
     "Rollback")."""
 
     def __call__(
@@ -71,7 +71,7 @@ class FanOutRollback(Protocol):
             The rollback failures, each with ``map_step``/``element_index``.
 
         Raises:
-            reactor.engine.map_rollback.RollbackHandedOff: the rollback was handed to
+            reactor.engine.maps.rollback.RollbackHandedOff: the rollback was handed to
                 element jobs and is not settled yet.
         """
         ...
@@ -113,13 +113,13 @@ def finish(state: RunState, *, roll_back_fan_out: FanOutRollback) -> list[Rollba
     Args:
         state: the context being rolled back.
         roll_back_fan_out: rolls back a fan-out map step found on the way
-            (:func:`reactor.engine.map_rollback.roll_back_fan_out`).
+            (:func:`reactor.engine.maps.rollback.roll_back_fan_out`).
 
     Returns:
         Every rollback failure recorded so far (``ctx.rollback["failures"]``).
 
     Raises:
-        reactor.engine.map_rollback.RollbackHandedOff: a fan-out map's distributed rollback
+        reactor.engine.maps.rollback.RollbackHandedOff: a fan-out map's distributed rollback
             is not settled yet (the entries left are undone when the owner resumes).
     """
     with observe.rollback(state) as seen:  # docs/observability.md, "Middleware"
@@ -314,7 +314,7 @@ def roll_back_child(
         The child's rollback failures.
 
     Raises:
-        reactor.engine.map_rollback.RollbackHandedOff: see :func:`finish`.
+        reactor.engine.maps.rollback.RollbackHandedOff: see :func:`finish`.
     """
     ctx = state.ctx
     if ctx.status is RunStatus.CANCELLED and ctx.rollback is None and not ctx.undo_stack:
@@ -368,7 +368,7 @@ def roll_back_elements(
         The failures, each with ``map_step`` and ``element_index`` set.
 
     Raises:
-        reactor.engine.map_rollback.RollbackHandedOff: see :func:`finish`.
+        reactor.engine.maps.rollback.RollbackHandedOff: see :func:`finish`.
     """
     failures: list[RollbackFailure] = []
     for index, context_id in sorted(elements, reverse=True):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reactor.engine.fan_out import is_fan_out_ref
+from reactor.engine.maps.fan_out import is_fan_out_ref
 from reactor.errors import DeserializationError
 from reactor.model import checkpoints
 from reactor.model.context import Context

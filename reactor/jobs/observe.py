@@ -11,8 +11,8 @@ import time
 from types import TracebackType
 
 from reactor.config import Runtime
-from reactor.engine.fan_out import element_context_id
 from reactor.engine.invoke import INTERRUPTIONS
+from reactor.engine.maps.dispatcher import element_context_id
 from reactor.engine.observe import NULL, NullScope
 from reactor.jobs.job_context import JobContext
 from reactor.middleware import DeadLetterEvent, JobEvent, Scope, SweepEvent

@@ -22,7 +22,7 @@ from typing import TypeVar
 from reactor.config import Runtime
 from reactor.engine.dispatch_leases import DispatchLease, runtime_lease
 from reactor.engine.env import make_env
-from reactor.engine.fan_out import dispatch_batch
+from reactor.engine.maps.dispatcher import dispatch_batch
 from reactor.engine.waiting import waiting_on
 from reactor.jobs import observe
 from reactor.jobs.sweep_pace import SweepPace, ready_backlog

@@ -41,7 +41,7 @@ from reactor.engine.dispatch_leases import (
     run_unit,
     step_unit,
 )
-from reactor.engine.map_rollback import dispatch_rollback_batch
+from reactor.engine.maps.rollback import dispatch_rollback_batch
 from reactor.errors import DeserializationError, ScanCursorError
 from reactor.model import checkpoints
 from reactor.model.keys import (
@@ -532,7 +532,7 @@ def sweep_maps(
         limit: the maximum number of maps (and of rollbacks) inspected.
         collected: decides whether a parent context already recorded the map step.
         dispatch_batch: claims and dispatches a fan-out map's next throw
-            (:func:`reactor.engine.fan_out.dispatch_batch` bound to a runtime); ``None``
+            (:func:`reactor.engine.maps.dispatcher.dispatch_batch` bound to a runtime); ``None``
             leaves lost forward batch triggers alone.
         lease: the dispatch lease; ``None`` re-dispatches every lost unit on every sweep.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 
 __all__ = [
+    "CANCEL_CLAIM_PATH",
     "CHILD_ID_NAMESPACE",
     "child_run_id",
     "map_collect_key",
@@ -23,6 +24,12 @@ __all__ = [
     "sweep_window_key",
 ]
 
+
+#: The reserved step path of a root run's cancel request in the claims store
+#: (``ClaimStore.interrupt_resumes(root run id, [CANCEL_CLAIM_PATH])``; docs/run-control.md,
+#: "Cancel"): :mod:`reactor.engine.run_control.cancel` records and carries it out, a fan-out
+#: map's dispatcher reads it before each batch.
+CANCEL_CLAIM_PATH = "@cancel"
 
 #: The UUID5 namespace of :func:`child_run_id` (fixed: a stored parent must find its child
 #: again after an upgrade).

@@ -30,7 +30,7 @@ from reactor import (
     step,
 )
 from reactor.config import Runtime
-from reactor.engine.fan_out import element_context_id
+from reactor.engine.maps.dispatcher import element_context_id
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, MemoryStorage
 from reactor.model.records import MapMetadata

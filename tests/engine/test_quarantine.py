@@ -198,7 +198,7 @@ def test_a_corrupt_map_element_settles_as_a_failure_naming_it(rt: Runtime) -> No
     handle = Owner.run(items=[1, 2])
     assert isinstance(handle, DispatchHandle)
     (meta,) = rt.storage.maps.scan()
-    from reactor.engine.fan_out import element_context_id
+    from reactor.engine.maps.dispatcher import element_context_id
 
     element_id = element_context_id(meta.map_id, 0)
     _corrupt(rt, element_id)
@@ -218,7 +218,7 @@ def test_a_duplicate_delivery_of_a_settled_element_leaves_its_context_alone(
     # A settled element's context keeps its undo stack for the map's rollback: a duplicate
     # delivery finds the slot stored before it decodes anything, so a context this worker
     # cannot read (a codec type it lacks) is left as it is, not quarantined.
-    from reactor.engine.fan_out import element_context_id
+    from reactor.engine.maps.dispatcher import element_context_id
     from reactor.ports.payloads import MapElementPayload, job
 
     handle = Owner.run(items=[1, 2])
@@ -244,7 +244,7 @@ def test_a_map_whose_owner_is_corrupt_settles_instead_of_looping(rt: Runtime) ->
     assert isinstance(handle, DispatchHandle)
     (meta,) = rt.storage.maps.scan()
     for index in range(meta.count):  # the elements' pending contexts are gone
-        from reactor.engine.fan_out import element_context_id
+        from reactor.engine.maps.dispatcher import element_context_id
 
         rt.storage.contexts.delete(element_context_id(meta.map_id, index))
     _corrupt(rt, handle.run_id)

@@ -252,7 +252,7 @@ def test_restore_refuses_what_is_not_a_quarantined_top_level_run(rt: Runtime) ->
     with pytest.raises(RunStateError, match="no worker quarantined it yet"):
         restore(env, done.run_id or "")
     # a map element: its map settled it as failed
-    from reactor.engine.fan_out import element_context_id
+    from reactor.engine.maps.dispatcher import element_context_id
 
     handle = Owner.run(items=[1, 2])
     assert isinstance(handle, DispatchHandle)

@@ -25,8 +25,8 @@ from reactor import (
     with_lock,
 )
 from reactor.config import Runtime
-from reactor.engine.fan_out import element_context_id
-from reactor.engine.map_rollback import dispatch_rollback_batch
+from reactor.engine.maps.dispatcher import element_context_id
+from reactor.engine.maps.rollback import dispatch_rollback_batch
 from reactor.jobs.handlers import JobContext
 from reactor.jobs.handlers.map_collect import handle_map_collect
 from reactor.jobs.handlers.map_element import handle_map_element

@@ -19,7 +19,7 @@ import pytest
 
 from reactor import DispatchHandle, FanOut, Input, Reactor, config, element, input, map_step, step
 from reactor.config import Runtime
-from reactor.engine import map_rollback
+from reactor.engine.maps import rollback as map_rollback
 from reactor.jobs.handlers import JobContext
 from reactor.jobs.handlers.map_element import handle_map_element
 from reactor.jobs.handlers.map_element_rollback import handle_map_element_rollback

@@ -20,7 +20,7 @@ run (a marker line in the run's log), and only for the reactors of
   exists, the first such call waits until every claimed element settled, logs
   ``trigger-lost-pid:<pid>`` and stops the process with ``SIGSTOP`` (and never returns); the
   test kills it, so the next batch is never dispatched (``reactor sweep`` re-claims it). The
-  map sweeper's own call (``reactor.engine.fan_out.dispatch_batch``) is not wrapped.
+  map sweeper's own call (``reactor.engine.maps.dispatcher.dispatch_batch``) is not wrapped.
 """
 
 from __future__ import annotations

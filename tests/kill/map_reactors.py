@@ -32,7 +32,7 @@ from reactor import (
     result,
     step,
 )
-from reactor.engine.fan_out import element_context_id
+from reactor.engine.maps.dispatcher import element_context_id
 from tests.kill.reactors import _block_on_first_entry, count, record
 
 __all__ = ["BATCH_SIZE", "MapElement", "MapOwner", "inputs"]

@@ -42,8 +42,8 @@ STORED_CONTEXTS = Path(__file__).parent.parent / "compat" / "stored" / "contexts
 #: ``RATE_LIMIT_CHARGED``, ``ORDERED_TICKET`` (``"ordered_lock"``), ``STEP_ORDERED_TICKETS``
 #: (``"step_ordered_locks"``), ``PARKED_HOLDS`` and ``WAITING`` (engine/coordination/);
 #: ``ASYNC_STEPS`` (engine/async_step.py, and the bare ``"waiting"`` literal there);
-#: ``VALIDATE_INPUTS`` (engine/background.py and engine/fan_out.py), ``HANDED_OFF``
-#: (engine/background.py), ``ARGUMENT_ERROR`` (engine/fan_out.py); ``QUARANTINE_KEY``
+#: ``VALIDATE_INPUTS`` (engine/background.py and engine/maps/fan_out.py), ``HANDED_OFF``
+#: (engine/background.py), ``ARGUMENT_ERROR`` (engine/maps/fan_out.py); ``QUARANTINE_KEY``
 #: (engine/quarantine.py, with ``original_truncated`` when only a prefix was kept);
 #: ``IDEMPOTENCY_KEY``, ``RETRIED_FROM``, ``RETRIES`` (model/run_links.py).
 OLD_PRIVATE_DATA: dict[str, Any] = {

@@ -42,7 +42,8 @@ from reactor.engine.coordination import is_admitted
 from reactor.engine.dispatch import publish_completion, stored_result
 from reactor.engine.dispatch_leases import mark_enqueued
 from reactor.engine.env import Env, make_env
-from reactor.engine.fan_out import (
+from reactor.engine.liveness import FencedCheckpointer, Liveness, liveness_lock
+from reactor.engine.maps.dispatcher import (
     dispatch_batch,
     element_context_id,
     element_definition,
@@ -50,8 +51,7 @@ from reactor.engine.fan_out import (
     enqueue_collector,
     materialize,
 )
-from reactor.engine.liveness import FencedCheckpointer, Liveness, liveness_lock
-from reactor.engine.map_results import encode_slot
+from reactor.engine.maps.results import encode_slot
 from reactor.engine.parks import Park, snooze_limit_failure
 from reactor.engine.quarantine import quarantine
 from reactor.engine.start import invalid_inputs

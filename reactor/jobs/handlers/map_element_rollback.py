@@ -4,7 +4,7 @@ map's element index (docs/fan_out.md, "Rollback"; docs/architecture.md, "Job kin
 1. No rollback metadata, or the position already has an outcome: nothing to do.
 2. The element context id is read at the position, counted from the tail of the first
    ``total`` entries of the element index (later appends never shift it).
-3. :func:`reactor.engine.map_rollback.roll_back_element` takes the element's lock, **then**
+3. :func:`reactor.engine.maps.rollback.roll_back_element` takes the element's lock, **then**
    reads the element's context (in one request where the store can) and checks the
    position's outcome again: a duplicate of this job (the map sweeper re-enqueues a position
    whose job is merely queued) that ran while this one waited settled it, and its saves are
@@ -30,7 +30,7 @@ from reactor import registry
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine.env import make_env
 from reactor.engine.liveness import lease_remaining
-from reactor.engine.map_rollback import (
+from reactor.engine.maps.rollback import (
     Contended,
     dispatch_rollback_batch,
     in_flight,

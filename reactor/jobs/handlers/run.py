@@ -13,9 +13,9 @@
    with the persisted undo stack, or the rollback a crash cut off. A ``rolling_back`` run
    (a fan-out map's distributed rollback was handed to element jobs) is resumed the same way
    (``resume_rollback``): it re-enters the map's rollback, aggregates the settled outcomes and
-   finishes the rest (:mod:`reactor.engine.map_rollback`). A fan-out map that dispatched its
-   elements (:class:`~reactor.engine.fan_out.MapDispatched`) or a map rollback still in flight
-   (:class:`~reactor.engine.map_rollback.RollbackHandedOff`, saved ``rolling_back`` here) ends
+   finishes the rest (:mod:`reactor.engine.maps.rollback`). A fan-out map that dispatched its
+   elements (:class:`~reactor.engine.maps.fan_out.MapDispatched`) or a map rollback still in flight
+   (:class:`~reactor.engine.maps.rollback.RollbackHandedOff`, saved ``rolling_back`` here) ends
    the job: the collector or the last rollback job resumes the run.
 5. Save before releasing the lock (the final save releases it, in the same request where the
    store can), then publish the completion channel (docs/architecture.md, "Execution
@@ -34,17 +34,19 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reactor import registry
-from reactor.engine import background, fan_out, liveness, map_rollback
+from reactor.engine import background, liveness
 from reactor.engine.checkpoint import decode_context, load_context
 from reactor.engine.dispatch import publish_completion
 from reactor.engine.dispatch_leases import mark_enqueued, run_unit
 from reactor.engine.env import Env, make_env
+from reactor.engine.maps import fan_out
+from reactor.engine.maps import rollback as map_rollback
 from reactor.engine.parks import Park, snooze_limit_failure
 from reactor.engine.quarantine import quarantine
 from reactor.errors import DeserializationError, LockLost
 from reactor.jobs.job_context import JobContext
 from reactor.model.context import Context
-from reactor.model.keys import run_completion_channel, run_liveness_key
+from reactor.model.keys import CANCEL_CLAIM_PATH, run_completion_channel, run_liveness_key
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.model.text import escaping_logger
 from reactor.ports.payloads import RunPayload
@@ -89,7 +91,7 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
     reload = False
     try:  # the lock and the run in one request where the store can
         hold, record = liveness.take_loading(
-            env, payload.context_id, wait=wait, claim_paths=(fan_out.CANCEL_CLAIM_PATH,)
+            env, payload.context_id, wait=wait, claim_paths=(CANCEL_CLAIM_PATH,)
         )
     except DeserializationError:  # unreadable: take the lock alone; the load below quarantines
         hold, record, reload = liveness.take(env, payload.context_id, wait=wait), None, True
@@ -123,7 +125,7 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
                 f"not {payload.reactor!r}"
             )
         if ctx.status is RunStatus.ROLLING_BACK:  # resume_rollback: a map rollback settled
-            ctx.status = RunStatus.RUNNING  # (reactor.engine.map_rollback)
+            ctx.status = RunStatus.RUNNING  # (reactor.engine.maps.rollback)
         if ctx.status is not RunStatus.RUNNING:  # finished, paused...: stale or duplicate
             log.info(
                 "event=run_skipped context_id=%s status=%s", ctx.context_id, ctx.status.value

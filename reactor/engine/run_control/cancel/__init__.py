@@ -29,7 +29,7 @@ the run). With ``rollback=True`` the step in flight is compensated when its body
 step whose boundary noticed the cancel, a composed child or a map cut off, a leaf step
 waiting for a retry), then every completed step is undone once, newest first, as after a
 failure (:mod:`reactor.engine.rollback`; a fan-out map's elements through
-:mod:`reactor.engine.map_rollback`). With ``rollback=False`` nothing is rolled back: a step
+:mod:`reactor.engine.maps.rollback`). With ``rollback=False`` nothing is rolled back: a step
 that completed at the boundary is recorded, the undo stack is kept (``Reactor.undo`` rolls it
 back later). Either way the holds the run keeps on its record are released (parked locks and
 semaphore leases; ordered-lock tickets are advanced without poisoning a strict chain), a
@@ -42,7 +42,6 @@ resumed execution rolls the elements back.
 
 from __future__ import annotations
 
-from reactor.engine.fan_out import CANCEL_CLAIM_PATH
 from reactor.engine.run_control.cancel.conclusion import conclude, stop
 from reactor.engine.run_control.cancel.in_flight import (
     HolderCheckpointer,
@@ -63,6 +62,7 @@ from reactor.engine.run_control.cancel.requests import (
     is_root,
     requested,
 )
+from reactor.model.keys import CANCEL_CLAIM_PATH
 
 __all__ = [
     "CANCEL_CLAIM_PATH",

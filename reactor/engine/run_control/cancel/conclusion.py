@@ -10,7 +10,7 @@ from reactor.dsl.coordination import Coordination, OrderedLockDecl
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import coordination, rollback
 from reactor.engine.env import Env
-from reactor.engine.map_rollback import roll_back_fan_out
+from reactor.engine.maps.rollback import roll_back_fan_out
 from reactor.engine.run_control.cancel.requests import (
     cancelled_failure,
 )

@@ -15,8 +15,8 @@ from reactor.engine.arguments import resolve_arguments
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.dispatch import publish_completion
 from reactor.engine.env import Env
-from reactor.engine.fan_out import is_fan_out_ref
 from reactor.engine.liveness import Liveness
+from reactor.engine.maps.fan_out import is_fan_out_ref
 from reactor.engine.run_control.cancel.conclusion import conclude, stop
 from reactor.engine.run_control.cancel.requests import (
     claim,

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from reactor.dsl.declarations import StepSpec
-from reactor.engine.fan_out import CANCEL_CLAIM_PATH, MapDispatched
+from reactor.engine.maps.fan_out import MapDispatched
 from reactor.engine.parks import Park, park_delay
 from reactor.engine.run_control.cancel.conclusion import release_correlation, stop
 from reactor.engine.run_control.cancel.in_flight import (
@@ -26,7 +26,7 @@ from reactor.errors import (
     RunCancelledError,
 )
 from reactor.model.engine_state import CancelRequest
-from reactor.model.keys import child_run_id
+from reactor.model.keys import CANCEL_CLAIM_PATH, child_run_id
 from reactor.model.results import Failure, Halt, Paused, Result, Success
 from reactor.model.status import RunStatus
 

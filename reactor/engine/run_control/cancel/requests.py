@@ -5,7 +5,6 @@ cancel stores (docs/run-control.md, "Cancel").
 import logging
 
 from reactor.engine.env import Env
-from reactor.engine.fan_out import CANCEL_CLAIM_PATH
 from reactor.engine.state import RunState
 from reactor.errors import (
     DeserializationError,
@@ -13,6 +12,7 @@ from reactor.errors import (
 )
 from reactor.model.context import Context
 from reactor.model.engine_state import CancelRequest
+from reactor.model.keys import CANCEL_CLAIM_PATH
 from reactor.model.results import Failure, RollbackFailure
 
 log = logging.getLogger("reactor.cancel")

@@ -42,10 +42,16 @@ from reactor.engine import fast_paths
 from reactor.engine.checkpoint import Checkpointer, decode_context, load_context
 from reactor.engine.env import Env
 from reactor.engine.liveness import FencedCheckpointer, Liveness, liveness_lock
+from reactor.engine.maps.outcomes import (
+    decode_failures,
+    element_failure,
+    encode_failures,
+    in_flight,
+    unavailable,
+)
 from reactor.engine.rollback import roll_back_child
 from reactor.engine.state import RunState
 from reactor.errors import DeserializationError, LockAcquisitionError
-from reactor.model import codec
 from reactor.model.context import Context
 from reactor.model.keys import map_element_key
 from reactor.model.records import ContextRecord, LockClaim, MapRollbackMetadata, RollbackOutcome
@@ -111,46 +117,6 @@ class Contended:
     """
 
     index: int
-
-
-def encode_failures(failures: list[RollbackFailure]) -> str:
-    """The codec JSON text of an outcome's failures."""
-    return codec.dumps(list(failures))
-
-
-def decode_failures(text: str) -> list[RollbackFailure]:
-    """Read an outcome's failures (malformed text yields one ``context_unavailable`` entry)."""
-    try:
-        value = codec.loads(text)
-    except DeserializationError:
-        value = None
-    if isinstance(value, list) and all(isinstance(f, RollbackFailure) for f in value):
-        return list(value)
-    return [RollbackFailure(step="?", kind="undo", reason="context_unavailable",
-                            message="unreadable rollback outcome")]
-
-
-def _entry(step: str, index: int | None, reason: str, message: str) -> RollbackFailure:
-    """A rollback failure for an element as a whole."""
-    return RollbackFailure(
-        step=step, kind="undo", reason=reason,
-        message=f"map element {index if index is not None else '?'} {message}",
-        map_step=step, element_index=index,
-    )
-
-
-def unavailable(step: str, index: int | None = None) -> RollbackOutcome:
-    """The outcome of a position whose element context is gone (its index went with it)."""
-    failure = _entry(step, index, "context_unavailable", "context expired")
-    return RollbackOutcome(index=index, outcome="context_unavailable",
-                           failures=encode_failures([failure]))
-
-
-def in_flight(step: str, index: int) -> RollbackOutcome:
-    """The outcome of an element whose lock stayed held past the snooze cap."""
-    failure = _entry(step, index, "element_in_flight", "was still running at rollback time")
-    return RollbackOutcome(index=index, outcome="element_in_flight",
-                           failures=encode_failures([failure]))
 
 
 def distributed(state: RunState) -> bool:
@@ -423,9 +389,9 @@ def _unseen(
     step: str, started: int | None, unnamed: int, seen: _Bitmap
 ) -> list[RollbackFailure]:
     if started is None:
-        return [_entry(step, None, "context_unavailable", "context expired")] * unnamed
+        return [element_failure(step, None, "context_unavailable", "context expired")] * unnamed
     return [
-        _entry(step, i, "context_unavailable", "context expired")
+        element_failure(step, i, "context_unavailable", "context expired")
         for i in range(started) if i not in seen
     ]
 

@@ -48,7 +48,7 @@ from reactor.dsl.definition import ReactorDefinition
 from reactor.engine.arguments import resolve, resolve_arguments
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.invoke import INTERRUPTIONS
-from reactor.engine.map_rollback import roll_back_fan_out
+from reactor.engine.maps.rollback import roll_back_fan_out
 from reactor.engine.rollback import roll_back_elements
 from reactor.engine.start import launch
 from reactor.engine.state import Executor, InFlight, RunState

@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from reactor.engine.fan_out import element_context_id
+from reactor.engine.maps.dispatcher import element_context_id
 from reactor.errors import DeserializationError
 from reactor.model.checkpoints import raw_document
 from reactor.model.codec import TAG_KEY
