@@ -54,6 +54,7 @@ from reactor.ports.documents import RawDocument, Versioned
 from reactor.ports.driver_errors import translate_errors
 
 __all__ = [
+    "CREATED_BY_RETRY_SLACK",
     "DEFAULT_MAX_DOCUMENT_BYTES",
     "GSI_NAME",
     "MAX_ITEM_BYTES",
@@ -71,6 +72,10 @@ _ENVELOPE_BYTES = 2048
 DEFAULT_MAX_DOCUMENT_BYTES = MAX_ITEM_BYTES - _ENVELOPE_BYTES
 #: Name of the sparse index GSI.
 GSI_NAME = "by_index"
+#: Seconds of clock difference tolerated when a retried ``CreateTable`` finds the table and
+#: :meth:`DynamoDocumentStore.ensure_table` judges by its creation time whether the request's
+#: lost first attempt made it.
+CREATED_BY_RETRY_SLACK = 5.0
 _SEP = "#"
 #: What boto3 raises for a failed request (wrapped in ``StorageError``).
 _DRIVER_ERRORS = (ClientError, BotoCoreError)
@@ -87,6 +92,11 @@ def _utf8_len(text: str) -> int:
 
 def _error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _retried(exc: ClientError) -> bool:
+    """Whether the driver sent the failed request more than once (botocore's retries)."""
+    return int(exc.response.get("ResponseMetadata", {}).get("RetryAttempts", 0) or 0) > 0
 
 
 class DynamoDocumentStore:
@@ -280,12 +290,17 @@ class DynamoDocumentStore:
             wait: block until the table is ``ACTIVE``.
 
         Returns:
-            ``True`` when this call created the table, ``False`` when it existed.
+            ``True`` when this call created the table, ``False`` when it existed. When the
+            driver retried the request and the retry found the table (the first attempt may
+            have created it before its answer was lost), the table counts as this call's if
+            it was created after the call started, give or take
+            :data:`CREATED_BY_RETRY_SLACK` seconds.
 
         Raises:
             StorageError: a request failed.
         """
         created = False
+        started = self.now()
         with translate_errors(_DRIVER_ERRORS, what=f"DynamoDB create_table {self.table}"):
             try:
                 self.client.create_table(
@@ -315,6 +330,10 @@ class DynamoDocumentStore:
             except ClientError as exc:
                 if _error_code(exc) != "ResourceInUseException":  # not "it exists already"
                     raise
+                if _retried(exc):  # it exists: perhaps made by this call's lost first attempt
+                    described = self.client.describe_table(TableName=self.table)["Table"]
+                    made_at = described["CreationDateTime"].timestamp()
+                    created = made_at >= started - CREATED_BY_RETRY_SLACK
         with translate_errors(_DRIVER_ERRORS, what=f"DynamoDB table setup of {self.table}"):
             if wait:
                 self.client.get_waiter("table_exists").wait(

@@ -27,7 +27,9 @@ DynamoDB + SQS; not ``memory://``). What it does:
    pings its own storage and router until they answer); ``none``; the default ``auto`` is
    ``client-pause`` on ``redis://``/``rediss://``, ``sigstop`` when ``--server-pid`` is given,
    else ``none``).
-3. After the last submission it waits, bounded by ``--timeout``, until every run is terminal.
+3. After the last submission it waits, bounded by ``--timeout``, until every run is terminal;
+   with ``--stall S`` it gives up sooner when no run became terminal for ``S`` seconds (so a
+   slow but steady fleet gets the whole ``--timeout``, a wedged one is reported early).
    **Time to quiescence** is from the last submission to the last run's final write (its
    ``updated_at``, on the storage clock).
 4. Stops the workers (SIGTERM, drain) and checks, printing every violation:
@@ -154,6 +156,8 @@ class SoakOptions:
         call_delay: seconds each service call lingers after its side effect, inside the step
             body (so kills often land before the result is stored).
         timeout: seconds to wait for quiescence after the last submission.
+        stall: seconds without a run becoming terminal after which the wait gives up before
+            ``timeout`` (``None``: only ``timeout`` bounds it).
         run_dir: where the journal and worker logs go (``None``: a fresh temp dir).
         keep: keep ``run_dir`` after a clean run.
         seed: seed of the kill victim choice.
@@ -176,6 +180,7 @@ class SoakOptions:
     restart_command: str | None = None
     call_delay: float = 0.05
     timeout: float = 300.0
+    stall: float | None = None
     run_dir: Path | None = None
     keep: bool = False
     seed: int = 1
@@ -693,16 +698,22 @@ def run_soak(opts: SoakOptions, out: TextIO = sys.stdout) -> SoakReport:
             for line in workers.reap():
                 say(f"  worker exited by itself: {line}")
         report.load_seconds = time.monotonic() - t0
+        stall = "" if opts.stall is None else f", or {opts.stall:g}s without a run finishing"
         say(f"soak: load done in {report.load_seconds:.1f}s; waiting for every run "
-            f"(timeout {opts.timeout:g}s)")
+            f"(timeout {opts.timeout:g}s{stall})")
 
         # -- quiescence ----------------------------------------------------------------------
         ids = set(handles)
         deadline = time.monotonic() + opts.timeout
         quiet = _Quiescence(runtime, ids)
+        progress_at, left = time.monotonic(), len(ids)
         while True:
             pending = quiet.pending()
-            if not pending or time.monotonic() > deadline:
+            now = time.monotonic()
+            if len(pending) < left:
+                progress_at, left = now, len(pending)
+            if not pending or now > deadline or (
+                    opts.stall is not None and now - progress_at > opts.stall):
                 break
             for line in workers.reap():
                 say(f"  worker exited by itself: {line}")
@@ -877,6 +888,9 @@ def parse_args(argv: Sequence[str] | None = None) -> SoakOptions:
                    help="seconds each service call lingers after its side effect, before the "
                         "step returns (default 0.05; widens the kill window)")
     p.add_argument("--timeout", type=float, help="seconds to wait for quiescence (default 300)")
+    p.add_argument("--stall", type=float,
+                   help="give up waiting sooner once no run became terminal for this many "
+                        "seconds (default: wait the whole --timeout)")
     p.add_argument("--run-dir", type=Path, help="journal and worker logs (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the run dir after a clean run")
     p.add_argument("--seed", type=int, default=1, help="seed of the kill victim choice")
@@ -908,15 +922,16 @@ def parse_args(argv: Sequence[str] | None = None) -> SoakOptions:
         settings[key.strip()] = value.strip()
     opts = SoakOptions(storage=args.storage, router=router, pause=args.pause,
                        server_pid=args.server_pid, restart_command=args.restart_command,
-                       run_dir=args.run_dir, keep=args.keep,
+                       run_dir=args.run_dir, keep=args.keep, stall=args.stall,
                        seed=args.seed, prefix=args.prefix, settings=settings, **values)
     if not 1 <= opts.orders <= 1200:
         p.error("--orders must be between 1 and 1200 (the dataset)")
     if opts.workers < 1 or opts.threads < 1 or opts.kills < 0 or opts.kill_every <= 0:
         p.error("--workers and --threads must be >= 1, --kills >= 0, --kill-every > 0")
     if opts.rate <= 0 or opts.timeout <= 0 or opts.pause_seconds <= 0 or (
-            opts.pause_every < 0 or opts.call_delay < 0):
-        p.error("--rate, --timeout and --pause-seconds must be > 0, --pause-every and "
+            opts.pause_every < 0 or opts.call_delay < 0) or (
+            opts.stall is not None and opts.stall <= 0):
+        p.error("--rate, --timeout, --stall and --pause-seconds must be > 0, --pause-every and "
                 "--call-delay >= 0")
     if opts.pause == "sigstop" and not opts.server_pid:
         p.error("--pause sigstop needs --server-pid PID")

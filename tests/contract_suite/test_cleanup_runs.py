@@ -33,6 +33,11 @@ LOCAL = "local://?visibility_timeout=1"
 #: Seconds one selected run may take.
 RUN_TIMEOUT = 600.0
 
+#: Each test waits for its run (up to :data:`RUN_TIMEOUT`) and then checks the backend: the
+#: suite's default per-test timeout (300 s) would cut a run on a slow test server short of its
+#: own bound (the DynamoDB + SQS run took over 300 s on moto with two suites on the machine).
+pytestmark = pytest.mark.timeout(RUN_TIMEOUT + 120)
+
 
 def run_contract(
     tmp_path: Path, storage: str, router: str | None = None, *extra: str

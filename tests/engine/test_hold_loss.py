@@ -203,10 +203,13 @@ def test_a_step_under_a_reactor_lock_that_lapsed_is_not_recorded(
 
 
 def test_a_take_over_fails_the_step(storage: Storage) -> None:
-    """An extend answering False (the store gave the lock to someone else) fails the step."""
+    """An extend answering False (the store gave the lock to someone else) fails the step.
+    3 s: the first renewal, a second in, is refused; on a loaded machine with a slow test
+    server it may answer up to 1.75 s late before the lease's own deadline (3 s less the
+    skew budget) would report the loss as a lapse instead (a 1 s lease did, in CI)."""
 
     class Steal(Step):
-        coordination = with_lock(key="shared", ttl=1)
+        coordination = with_lock(key="shared", ttl=3)
 
         def run(self) -> str:
             storage.locks.release("shared", self.context.root_run_id or "")
