@@ -219,7 +219,25 @@ class StorageError(ReactorError):
 
 
 class RouterError(ReactorError):
-    """A router backend failed to enqueue, receive, ack or extend a job."""
+    """A router backend failed to enqueue, receive, ack or extend a job.
+
+    The backend's own exception is chained as ``__cause__``.
+
+    Args:
+        *args: the message (and any further exception arguments).
+        run_id: the run whose job could not be enqueued, when known.
+
+    Attributes:
+        run_id: the run id when the error escaped a run, else ``None``. ``Reactor.run`` sets it
+            (and names the run in the message) when a background hand-off stored the run and
+            then failed to enqueue its job: the run is stored ``running`` and the run sweeper
+            hands it to a worker (docs/workers.md, "Storage outages during a synchronous
+            run").
+    """
+
+    def __init__(self, *args: object, run_id: str | None = None) -> None:
+        super().__init__(*args)
+        self.run_id = run_id
 
 
 class CoordinationError(ReactorError):

@@ -36,7 +36,7 @@ from reactor.engine.maps.elements import element_reader
 from reactor.engine.maps.rollback import roll_back_fan_out
 from reactor.engine.start import launch
 from reactor.engine.state import RunState
-from reactor.errors import RunNotFoundError, RunStateError, StorageError, UndoError
+from reactor.errors import RouterError, RunNotFoundError, RunStateError, StorageError, UndoError
 from reactor.model.context import Context, new_context_id
 from reactor.model.results import Failure, Paused, RollbackFailure, Success
 from reactor.model.run_links import RunLinks
@@ -93,6 +93,9 @@ def run(
             rolled back: the run stays at its last stored checkpoint (``running``), its lock
             is released or lapses, and the run sweeper hands it to a worker, which resumes it
             (docs/workers.md, "Storage outages during a synchronous run").
+        RouterError: a background hand-off stored the run and then failed to enqueue its
+            job; ``exc.run_id`` is the run id and the message names the run, stored
+            ``running``: the run sweeper hands it to a worker.
         LockLost: the caller stalled past its liveness lock's TTL (or its renewals failed
             until the deadline) and stopped before writing; ``StaleWriterError`` (a
             ``LockLost``) when another execution already took the run over and saved it: the
@@ -132,7 +135,7 @@ def run(
                     return background.dispatch(env, state.ctx, state.checkpoint, mode=handoff.mode)
             except fan_out.MapDispatched as dispatched:  # saved before dispatch: no save here
                 return fan_out.caller_result(env, dispatched)
-    except StorageError as exc:
+    except (StorageError, RouterError) as exc:
         _name_run(exc, context_id, definition.name)
         raise
     except INTERRUPTIONS as exc:
@@ -160,9 +163,9 @@ def _holding(env: Env, context_id: str, hold: Liveness | None) -> Iterator[Liven
         hold.release()
 
 
-def _name_run(exc: StorageError, context_id: str, reactor_name: str) -> None:
-    """Tag a storage error that escaped run ``context_id`` with the run id (attribute and
-    message); an error already naming a run (a nested run's) is left alone."""
+def _name_run(exc: StorageError | RouterError, context_id: str, reactor_name: str) -> None:
+    """Tag a storage or router error that escaped run ``context_id`` with the run id
+    (attribute and message); an error already naming a run (a nested run's) is left alone."""
     if getattr(exc, "run_id", None) is not None:
         return
     exc.run_id = context_id

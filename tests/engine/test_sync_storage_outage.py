@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from reactor import Input, Reactor, config, fail, input, result, step
+from reactor import Background, Input, Reactor, config, fail, input, result, step
 from reactor.config import Runtime
-from reactor.errors import RunNotFoundError, StorageError
+from reactor.errors import RouterError, RunNotFoundError, StorageError
 from reactor.jobs.sweep_tick import run_sweeps
 from reactor.jobs.worker import Worker
 from reactor.model.keys import run_liveness_key
@@ -186,3 +186,53 @@ def test_an_outage_on_the_first_write_leaves_nothing_to_recover(runtime: Runtime
 def test_a_storage_error_constructed_directly_has_no_run_id() -> None:
     assert StorageError("x").run_id is None
     assert StorageError("x", run_id="r1").run_id == "r1"
+
+
+class HandedOff(Reactor, name="tests.sync_outage.handed_off"):
+    """One step in the caller, the rest in a worker (a background hand-off after ``first``)."""
+
+    n = Input(int)
+    background = Background(after="first")
+
+    @step(n=input("n"))
+    def first(inputs: Any, ctx: Any) -> int:
+        RAN.append("first")
+        return int(inputs.n) + 1
+
+    @step(v=result("first"))
+    def second(inputs: Any, ctx: Any) -> int:
+        RAN.append("second")
+        return int(inputs.v) * 2
+
+    returns = "second"
+
+
+def test_a_hand_off_whose_enqueue_fails_names_the_stored_run_and_the_sweeper_finishes_it(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The hand-off stored the run ``running`` before its enqueue failed: the ``RouterError``
+    carries the run id (attribute and message), so the caller can find it, and one sweep plus
+    one worker pass complete it without running ``first`` again."""
+    def failing_enqueue(job: Any) -> str:
+        raise RouterError("injected outage enqueueing a job")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(runtime.router, "enqueue", failing_enqueue)
+        with pytest.raises(RouterError) as caught:
+            HandedOff.run(n=1)
+    exc = caught.value
+    assert exc.run_id is not None
+    assert exc.run_id in str(exc) and "tests.sync_outage.handed_off" in str(exc)
+    assert HandedOff.find(exc.run_id).status is RunStatus.RUNNING
+    assert RAN == ["first"]
+    counts = run_sweeps(runtime)
+    assert counts.runs is not None and counts.runs.redispatched == 1
+    assert Worker(runtime, liveness_wait=0.0).run_pending() >= 1
+    view = HandedOff.find(exc.run_id)
+    assert view.status is RunStatus.COMPLETED and view.results["second"] == 4
+    assert RAN == ["first", "second"]
+
+
+def test_a_router_error_constructed_directly_has_no_run_id() -> None:
+    assert RouterError("x").run_id is None
+    assert RouterError("x", run_id="r1").run_id == "r1"
