@@ -13,9 +13,10 @@ A hold's duration is real time (the backend's TTL runs on its own clock), so the
 observations with short sleeps; no assertion depends on a sleep being long enough. A 1 s lease
 holds only when the backend answers an extend well inside it: when a "held through" test loses
 its hold **and** the recorded timings show the machine starved the holder (an extend round trip
-above a quarter of the lease, or extends started more than half a lease apart), the test runs
-again with twice the lease (up to 4 s) and fails, naming the stalls, when every lease starved.
-A lapse without a stall fails at once. Holders use
+above a quarter of the lease, an extend still in flight that long when the loss is found, or
+extends started more than half a lease apart, or none started for half a lease before it), the
+test runs again with twice the lease (up to 4 s) and fails, naming the stalls, when every lease
+starved. A lapse without a stall fails at once. Holders use
 the storage's declared clock-skew budget (``Capabilities.clock_skew``) as the engine does, so an
 application-clock backend must be configured with a budget below 1 s to run them (the DynamoDB
 run in ``scripts/test`` declares 0.25 s).
@@ -66,6 +67,7 @@ class _Faulty:
         self.extends = 0
         self.raised = 0
         self.calls: list[tuple[float, float]] = []  # (start, end) of each real extend
+        self.pending: dict[int, float] = {}  # extend number -> start, while it is in flight
 
     def extend(self, *args: Any) -> bool:
         self.extends += 1
@@ -73,18 +75,23 @@ class _Faulty:
             self.calls.append((time.monotonic(), time.monotonic()))
             self.raised += 1
             raise StorageError(f"injected outage on extend #{self.extends}")
-        start = time.monotonic()
+        number, start = self.extends, time.monotonic()
+        self.pending[number] = start
         try:
             return bool(self._store.extend(*args))
         finally:
+            del self.pending[number]
             self.calls.append((start, time.monotonic()))
 
-    def stall(self, lease: float, since: float) -> str | None:
+    def stall(self, lease: float, since: float, until: float) -> str | None:
         """How the machine starved this holder of a ``lease``-second hold taken at ``since``
-        (monotonic): an extend round trip above ``lease / 4``, or extends started more than
-        ``lease / 2`` apart (renewal runs every ``lease / 3``); ``None`` when it did not."""
-        starts = [since, *(start for start, _ in self.calls)]
-        trip = max((end - start for start, end in self.calls), default=0.0)
+        and found lost at ``until`` (monotonic): an extend round trip above ``lease / 4`` (an
+        extend still in flight at ``until`` counts as lasting until then), or extends started
+        more than ``lease / 2`` apart, or the last one started more than ``lease / 2`` before
+        ``until`` (renewal runs every ``lease / 3``); ``None`` when it did not."""
+        calls = [*self.calls, *((start, until) for start in self.pending.values())]
+        starts = [*sorted([since, *(start for start, _ in calls)]), until]
+        trip = max((end - start for start, end in calls), default=0.0)
         gap = max((b - a for a, b in itertools.pairwise(starts)), default=0.0)
         if trip > lease / 4 or gap > lease / 2:
             return f"{lease:g} s lease: slowest extend {trip:.3f} s, widest gap {gap:.3f} s"
@@ -195,7 +202,8 @@ def _at_the_shortest_lease(attempt: Callable[[float], object]) -> None:
             attempt(lease)
             return
         except _Lost as lost:
-            found = [s for s in (store.stall(lease, since) for store in lost.stores) if s]
+            found = [s for s in (store.stall(lease, since, lost.at) for store in lost.stores)
+                     if s]
             if not found:
                 raise lost.error from None
             stalls.extend(found)
@@ -209,6 +217,7 @@ class _Lost(Exception):
         super().__init__(str(error))
         self.error = error
         self.stores = stores
+        self.at = time.monotonic()  # when the loss was found
 
 
 @contextmanager

@@ -28,8 +28,9 @@ DynamoDB + SQS; not ``memory://``). What it does:
    ``client-pause`` on ``redis://``/``rediss://``, ``sigstop`` when ``--server-pid`` is given,
    else ``none``).
 3. After the last submission it waits, bounded by ``--timeout``, until every run is terminal;
-   with ``--stall S`` it gives up sooner when no run became terminal for ``S`` seconds (so a
-   slow but steady fleet gets the whole ``--timeout``, a wedged one is reported early).
+   with ``--stall S`` it gives up sooner when for ``S`` seconds no run was stored again (none
+   finished, none moved on to a later step), so a slow but steady fleet gets the whole
+   ``--timeout`` and a wedged one is reported early.
    **Time to quiescence** is from the last submission to the last run's final write (its
    ``updated_at``, on the storage clock).
 4. Stops the workers (SIGTERM, drain) and checks, printing every violation:
@@ -156,8 +157,8 @@ class SoakOptions:
         call_delay: seconds each service call lingers after its side effect, inside the step
             body (so kills often land before the result is stored).
         timeout: seconds to wait for quiescence after the last submission.
-        stall: seconds without a run becoming terminal after which the wait gives up before
-            ``timeout`` (``None``: only ``timeout`` bounds it).
+        stall: seconds without any run stored again (finished or moved on) after which the
+            wait gives up before ``timeout`` (``None``: only ``timeout`` bounds it).
         run_dir: where the journal and worker logs go (``None``: a fresh temp dir).
         keep: keep ``run_dir`` after a clean run.
         seed: seed of the kill victim choice.
@@ -566,6 +567,9 @@ class _Quiescence:
         self.runtime = runtime
         self.ids = run_ids
         self.final: dict[str, tuple[RunStatus, float]] = {}
+        #: The latest ``updated_at`` seen on any of the runs (epoch seconds): it moves while
+        #: the fleet makes progress, a run finishing or not.
+        self.latest = 0.0
         self._last_direct = 0.0
 
     def pending(self) -> set[str]:
@@ -573,12 +577,14 @@ class _Quiescence:
         when they are few, or every 10 s)."""
         listing = _listing(self.runtime, self.ids - set(self.final))
         for run_id, (status, updated) in listing.items():
+            self.latest = max(self.latest, updated)
             if status in TERMINAL_STATUSES:
                 self.final[run_id] = (status, updated)
         pending = self.ids - set(self.final)
         if pending and (len(pending) <= 25 or time.monotonic() - self._last_direct >= 10):
             self._last_direct = time.monotonic()
             for run_id, (status, updated) in _stored(self.runtime, pending).items():
+                self.latest = max(self.latest, updated)
                 if status in TERMINAL_STATUSES:
                     self.final[run_id] = (status, updated)
             pending = self.ids - set(self.final)
@@ -698,7 +704,7 @@ def run_soak(opts: SoakOptions, out: TextIO = sys.stdout) -> SoakReport:
             for line in workers.reap():
                 say(f"  worker exited by itself: {line}")
         report.load_seconds = time.monotonic() - t0
-        stall = "" if opts.stall is None else f", or {opts.stall:g}s without a run finishing"
+        stall = "" if opts.stall is None else f", or {opts.stall:g}s without a run progressing"
         say(f"soak: load done in {report.load_seconds:.1f}s; waiting for every run "
             f"(timeout {opts.timeout:g}s{stall})")
 
@@ -706,12 +712,12 @@ def run_soak(opts: SoakOptions, out: TextIO = sys.stdout) -> SoakReport:
         ids = set(handles)
         deadline = time.monotonic() + opts.timeout
         quiet = _Quiescence(runtime, ids)
-        progress_at, left = time.monotonic(), len(ids)
+        progress_at, left, latest = time.monotonic(), len(ids), 0.0
         while True:
             pending = quiet.pending()
             now = time.monotonic()
-            if len(pending) < left:
-                progress_at, left = now, len(pending)
+            if len(pending) < left or quiet.latest > latest:  # a run finished or moved on
+                progress_at, left, latest = now, len(pending), quiet.latest
             if not pending or now > deadline or (
                     opts.stall is not None and now - progress_at > opts.stall):
                 break
@@ -889,8 +895,8 @@ def parse_args(argv: Sequence[str] | None = None) -> SoakOptions:
                         "step returns (default 0.05; widens the kill window)")
     p.add_argument("--timeout", type=float, help="seconds to wait for quiescence (default 300)")
     p.add_argument("--stall", type=float,
-                   help="give up waiting sooner once no run became terminal for this many "
-                        "seconds (default: wait the whole --timeout)")
+                   help="give up waiting sooner once no run was stored again (finished or "
+                        "moved on) for this many seconds (default: wait the whole --timeout)")
     p.add_argument("--run-dir", type=Path, help="journal and worker logs (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the run dir after a clean run")
     p.add_argument("--seed", type=int, default=1, help="seed of the kill victim choice")
