@@ -138,11 +138,7 @@ def _resume(
     state.in_flight = InFlight(step=name, kind="compose", arguments=inputs, body_started=True)
     status = child.status
     if status is RunStatus.COMPLETED:
-        value: Any = (
-            child.intermediate_results.get(definition.returns)
-            if definition.returns is not None
-            else dict(child.intermediate_results)
-        )
+        value: Any = child.returned_value(definition.returns)
         return _outcome(name, inputs, Success(value))
     if status is RunStatus.HALTED:
         return _outcome(name, inputs, _stored_halt(child))

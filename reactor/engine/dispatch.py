@@ -65,11 +65,7 @@ def stored_result(ctx: Context) -> Success | Failure | Paused | None:
             returns = registry.get(ctx.reactor).definition.returns
         except UnknownReactorError:
             returns = None
-        value: Any = (
-            ctx.intermediate_results.get(returns) if returns is not None
-            else dict(ctx.intermediate_results)
-        )
-        return Success(value, run_id=run_id)
+        return Success(ctx.returned_value(returns), run_id=run_id)
     if status is RunStatus.HALTED:
         entry: dict[str, Any] = next(
             (e for e in reversed(ctx.execution_trace) if e.get("type") == "halt"), {}

@@ -275,10 +275,7 @@ def _stored_running(state: RunState) -> bool:
 
 def _run_value(state: RunState) -> Any:
     """The value a completed run returns: its ``returns`` step's result, else every result."""
-    ctx, definition = state.ctx, state.definition
-    if definition.returns is not None:
-        return ctx.intermediate_results.get(definition.returns)
-    return dict(ctx.intermediate_results)
+    return state.ctx.returned_value(state.definition.returns)
 
 
 def _unstorable_inputs(state: RunState, exc: Exception) -> Failure:

@@ -162,6 +162,14 @@ class Context:
         value = self.composed_contexts.get(step)
         return value if isinstance(value, Context) else None
 
+    def returned_value(self, returns: str | None) -> Any:
+        """The value this run returns once completed (docs/concepts.md, "A synchronous
+        run"): the result of step ``returns`` (its reactor's ``returns``), or, when ``None``,
+        every step's result as a new dict."""
+        if returns is not None:
+            return self.intermediate_results.get(returns)
+        return dict(self.intermediate_results)
+
     # ------------------------------------------------------------------ documents
 
     def to_document(self, seal: Callable[[Any], Any] | None = None) -> dict[str, Any]:

@@ -97,11 +97,7 @@ def _resume_element(
     """The outcome of an element the stored map reference names (see "Re-execution")."""
     status = element.status
     if status is RunStatus.COMPLETED:
-        value: Any = (
-            element.intermediate_results.get(definition.returns)
-            if definition.returns is not None
-            else dict(element.intermediate_results)
-        )
+        value: Any = element.returned_value(definition.returns)
         return Success(value)
     if status is RunStatus.HALTED:
         return _stored_halt(element)
