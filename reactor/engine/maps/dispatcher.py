@@ -76,8 +76,6 @@ def map_items(source: Any) -> Sequence[Any]:
     return source if isinstance(source, Sequence) else list(source)
 
 
-
-
 def load_parent(env: Env, meta: MapMetadata) -> tuple[ReactorDefinition, Context] | None:
     """Load the context that owns the map step from its owner record.
 

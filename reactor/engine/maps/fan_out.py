@@ -7,15 +7,17 @@ A ``map_step(..., fan_out=FanOut(batch_size=N))`` is a **hand-off point**:
    records a fan-out ``map_ref`` (``{"type": "map_ref", "map_id", "fan_out": True, "count"}``)
    in ``composed_contexts[step]`` — the ``map_operations`` marker — and **saves itself**, then
    initialises the map (:meth:`MapStore.init` with a :class:`MapMetadata`, counter = count,
-   offset = 0) and dispatches the first batch (:func:`dispatch_batch`). It then raises
+   offset = 0) and dispatches the first batch
+   (:func:`~reactor.engine.maps.dispatcher.dispatch_batch`). It then raises
    :class:`MapDispatched`: a synchronous caller returns a
    :class:`~reactor.engine.dispatch.DispatchHandle`, a worker releases the run.
-2. :func:`dispatch_batch` reserves ``[offset, offset + N)`` with ``advance_offset``, stores one
-   *pending* element context per index (its resolved inputs, so the job payload carries
-   identities only: persist, then enqueue) and enqueues one ``map_element`` job per index. The
-   element that ends a batch dispatches the next one (back pressure). Once the map has stopped
+2. :func:`~reactor.engine.maps.dispatcher.dispatch_batch` reserves ``[offset, offset + N)``
+   with ``advance_offset``, stores one *pending* element context per index (its resolved
+   inputs, so the job payload carries identities only: persist, then enqueue) and enqueues
+   one ``map_element`` job per index. The element that ends a batch dispatches the next one
+   (back pressure). Once the map has stopped
    (``atomic`` failure or a halt), a claim settles every undispatched index as *skipped*
-   instead (:func:`settle_skipped`).
+   instead (:func:`~reactor.engine.maps.dispatcher.settle_skipped`).
 3. The element jobs (:mod:`reactor.jobs.handlers.map_element`) store their result slot by
    index and decrement the counter; the one reaching 0 enqueues the collector
    (:mod:`reactor.jobs.handlers.map_collect`), which checks the slots, claims the owner signal
