@@ -25,14 +25,24 @@ _apt() {
   else die "need root (or sudo) to run: apt-get $*"; fi
 }
 
-# Installs Debian packages ($@) after a single `apt-get update` per process.
+# Installs Debian packages ($@) after a single `apt-get update` per process. Two setups at
+# once (two suites started together) take turns on one machine-wide lock file instead of
+# failing on dpkg's lock, and apt itself waits up to 10 minutes for a lock any other apt
+# holds (DPkg::Lock::Timeout).
 apt_install() {
   command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install $* yourself"
-  if [ -z "${_REACTOR_APT_UPDATED:-}" ]; then
-    _apt update -qq || die "apt-get update failed"
-    _REACTOR_APT_UPDATED=1
-  fi
-  _apt install -y -qq --no-install-recommends "$@" >/dev/null || die "apt-get install $* failed"
+  local lock="${TMPDIR:-/tmp}/reactor-apt.lock" wait=(-o DPkg::Lock::Timeout=600)
+  (
+    if command -v flock >/dev/null 2>&1; then
+      exec 9>>"$lock" && flock -w 1800 9 || die "waited 30 min for $lock (another apt-get)"
+    fi
+    if [ -z "${_REACTOR_APT_UPDATED:-}" ]; then
+      _apt "${wait[@]}" update -qq || die "apt-get update failed"
+    fi
+    _apt "${wait[@]}" install -y -qq --no-install-recommends "$@" >/dev/null \
+      || die "apt-get install $* failed"
+  ) || exit 1
+  _REACTOR_APT_UPDATED=1
 }
 
 reactor_setup_venv() {
