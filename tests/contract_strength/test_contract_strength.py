@@ -249,23 +249,37 @@ def _run_mutant(
     return run_suite(forks, mutant.modules, storage, router, *extra, env_extra=env_extra)
 
 
+def _selected_mutants(session: pytest.Session) -> list[Mutant]:
+    """The mutants whose test this session runs, in run order (``-k`` selects a few)."""
+    chosen: list[Mutant] = []
+    for item in session.items:
+        callspec = getattr(item, "callspec", None)
+        if (getattr(item, "originalname", None) == "test_the_contract_suite_rejects_the_mutant"
+                and callspec is not None):
+            chosen.append(callspec.params["mutant"])
+    return chosen
+
+
 @pytest.fixture(scope="module")
 def mutant_runs(
-    forks: ForkServer, service_url: Callable[[str], str]
+    request: pytest.FixtureRequest, forks: ForkServer, service_url: Callable[[str], str]
 ) -> Iterator[dict[str, Future[tuple[int, str, float]]]]:
-    """Every mutant's run, started :data:`PARALLEL_RUNS` at a time as soon as the first
-    mutant test asks; each test waits for its own. The verdicts do not depend on the order."""
+    """The run of every mutant this session tests (all of them, or those ``-k`` selected),
+    started :data:`PARALLEL_RUNS` at a time, in test order, as soon as the first mutant test
+    asks; each test waits for its own. The verdicts do not depend on the order."""
     with ThreadPoolExecutor(PARALLEL_RUNS, thread_name_prefix="mutant") as pool:
         runs = {
             m.name: pool.submit(_run_mutant, forks, m,
                                 backend_env(m.backend, service_url))
-            for m in MUTANTS
+            for m in _selected_mutants(request.session)
         }
         yield runs
         for run in runs.values():
             run.cancel()
 
 
+# a test waits for its own run, which may start only when an earlier one ends: two runs
+@pytest.mark.timeout(2 * RUN_TIMEOUT + 60)
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
 def test_the_contract_suite_rejects_the_mutant(
     mutant_runs: dict[str, Future[tuple[int, str, float]]], mutant: Mutant
