@@ -1,56 +1,47 @@
-"""``MongoRouter``: a job queue in a MongoDB collection with visibility leases.
+"""The MongoDB router: a jobs collection claimed with one ``find_one_and_update`` per message
+(docs/adapters/mongodb.md, "Router").
 
-Implements :class:`reactor.ports.Router` (docs/protocol.md#routers). One collection
-``<prefix>jobs`` holds every queue's messages, one document each::
+:class:`MongoQueue` is the queue (a :class:`reactor.ports.queues.QueuePrimitive`), every
+operation on single documents, each write atomic on its own. One collection ``<prefix>jobs``
+holds every queue's messages, one document each::
 
-    {_id: <wall ns>-<random>, queue, job_id, body: <JSON envelope text>, due_at: <epoch s>,
-     lease_until: <epoch s | null>, lease: <token | null>, deliveries: <int>, enqueued_at}
+    {_id: <message id>, queue, body: <text | binary>, due_at: <epoch s>,
+     lease_until: <epoch s | null>, lease: <token | null>, deliveries: <int>}
 
-* :meth:`MongoRouter.receive` claims the oldest due message with one ``find_one_and_update``
-  (filter ``due_at <= now`` and the lease absent or lapsed, sort ``due_at, _id``; set a fresh
-  lease token and ``lease_until = now + visibility_timeout``; ``$inc deliveries``). A single
-  document update is atomic, so two workers never hold the same lease.
-* The receipt is ``"<lease token>:<message id>"``, the id written as canonical MongoDB
-  Extended JSON (``"0000...-4f3a..."``, ``{"$oid": "..."}``, ``{"$numberInt": "7"}``), so a
-  message inserted by a foreign producer with any ``_id`` (an ObjectId, a number, a string
-  holding ``:``) is acked like ours. :meth:`ack` deletes, :meth:`retry` re-dues and
-  :meth:`extend` pushes ``lease_until`` only while that token still holds the lease, so a
-  worker whose lease lapsed (and was re-leased by another) cannot touch the message. A stale
-  (or unreadable) receipt is logged, never raised.
-* Dead letters go to ``<prefix>dead_letters`` with the reason (undecodable messages are
-  dead-lettered by :meth:`receive` itself and never returned). The dead letter is written
-  before the message is deleted: a crash in between leaves a duplicate, never a loss.
-* **Poison messages** (docs/workers.md, "Hostile input"): a body :meth:`reactor.ports.Job.
-  from_json` refuses (not UTF-8 bytes, too large, too deep, not an envelope) or that is not
-  text or binary at all is dead-lettered by :meth:`receive` with the reason and kept as stored
-  (text, or BSON binary; another BSON value as its Extended JSON text), and the receive goes on
-  claiming the messages behind it.
-* **Dead-letter administration** (:class:`reactor.ports.router.DeadLetterAdmin`;
-  docs/workers.md, "Dead letters"): a dead letter's id is its ``_id`` in ``<prefix>dead_letters``.
-  :meth:`MongoRouter.requeue_dead_letter` is *claim, enqueue, remove*: it claims the dead letter
-  with one conditional update (a ``requeue`` token and a deadline
-  :data:`REQUEUE_CLAIM_SECONDS` ahead, only where no live claim is set), inserts the job with a
-  deterministic ``_id`` derived from the dead letter's id (the idempotency key), then deletes
-  the dead letter. Two concurrent requeues: one wins the claim, the other gets ``None``. A
-  crash after the insert leaves the dead letter claimed; once the claim lapses a later requeue
-  takes it over, its insert finds the job already queued (duplicate key: nothing added) and the
-  removal completes. The job is never lost, and enqueued twice only if the first copy was
-  already run and acked before the retry (at-least-once).
+(documents written before the router moved onto the queue toolkit also carry ``job_id`` and
+``enqueued_at``, which nothing reads.) A message is visible when ``due_at <= now`` and its
+lease is absent or lapsed (``lease_until <= now``): ``put`` writes ``due_at``, ``claim`` writes
+the lease, ``release`` writes a new ``due_at`` and clears the lease.
 
-Times are on the adapter clock (``reactor_mongodb._clock``: the server's, calibrated), so every
-worker judges due times and leases by the same clock. Waiting in :meth:`receive` polls with a
-growing interval (50 ms up to ``max_poll_interval``); change streams are a possible fast path.
+* ``claim``: ``find_one_and_update`` on ``{queue, due_at <= now, lease free}`` sorted
+  ``due_at, _id``, setting a fresh ``lease`` token, ``lease_until`` and ``$inc deliveries``. A
+  single-document update is atomic, so two claimers never hold one message.
+* A claimed message's id is its ``_id`` as canonical MongoDB Extended JSON (``"0000...-4f3a..."``,
+  ``{"$oid": "..."}``, ``{"$numberInt": "7"}``): a message a foreign producer inserted with any
+  ``_id`` (an ObjectId, a number, a string holding ``:``) is acked like ours.
+  ``delete``/``change_visibility``/``release``/``dead_letter`` filter on ``_id`` and ``lease``,
+  so a stale receipt changes nothing.
+* ``dead_letter`` writes the letter to ``<prefix>dead_letters``, upserted under the delivery
+  (message id and lease), then deletes the message: a crash between the two leaves the
+  message to be claimed again (its next dead-lettering is a new delivery), and a retry after a
+  lost reply finds the letter it wrote instead of adding a second. Letter ids are
+  ``<wall ns>-<random>`` and page in id order.
+* A body that is neither text nor binary (another producer's BSON value) is handed out as its
+  Extended JSON text, so the router dead-letters it as undecodable with that text.
+
+:class:`MongoRouter` is :class:`reactor.generic.router.GenericRouter` over it (job envelopes,
+delays, the stale-receipt rule, poison messages, retries that keep the delivery count,
+dead-letter administration: docs/protocol.md, "Building a router"), on the server's
+calibrated clock (``reactor_mongodb._clock``), plus ``queue_stats``
+(:class:`reactor.ports.inspection.QueueInspector`) and ``enqueue_raw`` for probes. A waiting
+``receive`` polls: 50 ms, doubling to ``max_poll_interval``.
 """
 
 from __future__ import annotations
 
-import logging
-import math
 import threading
-import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable
 from typing import Any
 
 from bson import json_util
@@ -59,19 +50,19 @@ from pymongo.collection import Collection
 from pymongo.database import Database
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from reactor.errors import DeserializationError, RouterError, StorageError
-from reactor.ports.clock import Clock, sleeper, wall_reader
+from reactor.errors import RouterError, StorageError
+from reactor.generic.router import GenericRouter, check_seconds, new_message_id
+from reactor.ports.clock import Clock, wall_reader
+from reactor.ports.driver_errors import translate_errors
 from reactor.ports.inspection import QueueStats
-from reactor.ports.router import DeadLetter, Delivery, Job
+from reactor.ports.queues import ClaimedMessage
+from reactor.ports.router import DeadLetter
 from reactor_mongodb._clock import ServerClock
 
-__all__ = ["REQUEUE_CLAIM_SECONDS", "MongoRouter"]
+__all__ = ["MongoQueue", "MongoRouter"]
 
-logger = logging.getLogger(__name__)
-
-#: Seconds a requeue's claim on a dead letter holds before another requeue may take it over
-#: (only a requeue that crashed between its enqueue and its removal leaves one behind).
-REQUEUE_CLAIM_SECONDS = 30.0
+#: The first pause, in seconds, of a waiting ``receive`` (it doubles up to the ceiling).
+_FIRST_POLL = 0.05
 
 
 def _raw_body(body: object) -> str | bytes:
@@ -87,507 +78,224 @@ def _raw_body(body: object) -> str | bytes:
         return repr(body)
 
 
-def _make_receipt(doc: dict[str, Any]) -> str:
-    """``"<lease token>:<message id as canonical Extended JSON>"`` of a claimed message.
-
-    The lease token (a UUID's hex) never holds ``:``, so the first ``:`` ends it; the id keeps
-    its BSON type through the Extended JSON round trip, whatever a producer chose as ``_id``.
-    """
-    encoded = json_util.dumps(doc["_id"], json_options=json_util.CANONICAL_JSON_OPTIONS)
-    return f"{doc['lease']}:{encoded}"
+def _encode_id(value: Any) -> str:
+    """A message ``_id`` as canonical Extended JSON text (keeps its BSON type)."""
+    return str(json_util.dumps(value, json_options=json_util.CANONICAL_JSON_OPTIONS))
 
 
-def _parse_receipt(receipt: str) -> dict[str, Any] | None:
-    """The ``{"_id", "lease"}`` filter of a :func:`_make_receipt` receipt; ``None`` when
-    ``receipt`` is not one (a receipt of another router, or mangled)."""
-    lease, sep, encoded = receipt.partition(":")
-    if not sep or not lease:
-        return None
+def _decode_id(text: str) -> tuple[bool, Any]:
+    """``(True, _id)`` of an :func:`_encode_id` text, ``(False, None)`` when it is not one."""
     try:
-        message_id = json_util.loads(encoded, json_options=json_util.CANONICAL_JSON_OPTIONS)
+        return True, json_util.loads(text, json_options=json_util.CANONICAL_JSON_OPTIONS)
     except (ValueError, TypeError):
-        return None
-    return {"_id": message_id, "lease": lease}
+        return False, None
 
 
-def _check_delay(seconds: float, name: str = "delay_seconds") -> float:
-    value = float(seconds)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {seconds!r}")
-    return value
+def _letter_id_ok(letter_id: str) -> bool:
+    """Whether ``letter_id`` has the form of this router's letter ids (``<20 digits>-<hex>``)."""
+    stamp, sep, tail = letter_id.partition("-")
+    return (bool(sep) and len(stamp) == 20 and stamp.isascii() and stamp.isdigit()
+            and 0 < len(tail) <= 32 and tail.isascii() and tail.isalnum())
 
 
-class MongoRouter:
-    """A :class:`reactor.ports.Router` on a MongoDB jobs collection.
+class MongoQueue:
+    """A :class:`reactor.ports.queues.QueuePrimitive` on a MongoDB jobs collection (module
+    docstring).
 
     Args:
         database: the pymongo (or API-compatible) database.
-        queue: the queue name (several queues share one collection).
+        queue: the queue name stored in every document (several queues share a collection).
         prefix: collection-name prefix (``<prefix>jobs``, ``<prefix>dead_letters``).
-        visibility_timeout: seconds a delivery stays leased before it is redelivered.
-        clock: ``"server"`` (calibrated server clock), ``"application"``, a callable
-            returning epoch seconds, or a :class:`reactor.ports.Clock` (its ``now``).
-        owns_client: close the database's client on :meth:`close`.
-        sleep: how :meth:`receive` waits between polls (injectable for tests); default
-            ``None``: the system's sleep, looked up at call time.
-        max_poll_interval: the longest pause between polls while waiting, in seconds.
+        owns_client: close the database's client in :meth:`close`.
 
-    Raises:
-        ValueError: a non-positive ``visibility_timeout``.
+    Attributes:
+        database: the database.
+        queue: the queue name.
+        jobs: the ``<prefix>jobs`` collection.
+        dead: the ``<prefix>dead_letters`` collection.
     """
 
     def __init__(
-        self,
-        database: Database[Any],
-        *,
-        queue: str = "default",
-        prefix: str = "reactor_",
-        visibility_timeout: float = 30.0,
-        clock: str | Callable[[], float] | Clock = "server",
-        owns_client: bool = False,
-        sleep: Callable[[float], None] | None = None,
-        max_poll_interval: float = 0.5,
+        self, database: Database[Any], *, queue: str, prefix: str, owns_client: bool = False
     ) -> None:
-        if not visibility_timeout > 0:
-            raise ValueError(f"visibility_timeout must be > 0, got {visibility_timeout!r}")
         self.database = database
         self.queue = queue
-        self.visibility_timeout = float(visibility_timeout)
         self.jobs: Collection[Any] = database[prefix + "jobs"]
         self.dead: Collection[Any] = database[prefix + "dead_letters"]
-        if isinstance(clock, str):
-            self._clock: Callable[[], float] = ServerClock(
-                lambda name: database.client.admin.command(name), mode=clock
-            ).now
-        else:
-            self._clock = wall_reader(clock)
         self._owns_client = owns_client
-        self._sleep = sleeper(sleep)
-        self._max_poll = max_poll_interval
         self._indexed = False
         self._index_lock = threading.Lock()
         self._closed = False
 
-    # -- producer side -----------------------------------------------------------------------
+    def _errors(self, operation: str) -> translate_errors:
+        """Driver errors of ``operation`` as :class:`RouterError`."""
+        return translate_errors(PyMongoError, what=f"MongoDB {operation}", into=RouterError)
 
-    def now(self) -> float:
-        """The router clock in epoch seconds.
+    def _leased(self, message_id: str, receipt: str) -> dict[str, Any] | None:
+        """The filter matching the message only while ``receipt`` is its lease; ``None`` when
+        ``message_id`` is not an id :meth:`claim` handed out."""
+        ok, value = _decode_id(message_id)
+        if not ok or not receipt:
+            return None
+        return {"_id": value, "lease": receipt}
 
-        Raises:
-            RouterError: calibrating the server clock failed (e.g. the server is unreachable:
-                after ``serverSelectionTimeoutMS``).
-        """
-        try:
-            return self._clock()
-        except StorageError as exc:
-            raise RouterError(f"MongoDB router clock failed: {exc}") from exc
+    # -- messages ------------------------------------------------------------------------------
 
-    def enqueue(self, job: Job, delay_seconds: float = 0) -> str:
-        """Queue ``job`` to become due after ``delay_seconds`` (any finite delay >= 0).
-
-        A delayed job's envelope gets ``not_before = now + delay``.
-
-        Returns:
-            The job id.
+    def put(self, message_id: str, body: str | bytes, visible_at: float) -> bool:
+        """Insert the message unless ``message_id`` is queued (the ``_id`` is the key).
 
         Raises:
-            ValueError: ``delay_seconds`` is negative or not finite.
-            RouterError: the server failed or the router is closed.
+            RouterError: the server failed, or the queue is closed.
         """
-        delay = _check_delay(delay_seconds)
-        now = self.now()
-        if delay > 0:
-            job = replace(job, not_before=now + delay)
-        self._insert(job.to_json(), now + delay, job.id)
-        return job.id
-
-    def enqueue_raw(self, body: str | bytes, delay_seconds: float = 0) -> None:
-        """Queue a raw body as a foreign producer would (the router probe's ``inject_raw``).
-
-        Args:
-            body: the body, unvalidated: text, or bytes (stored as BSON binary) that need not
-                be UTF-8.
-            delay_seconds: seconds before it is due.
-
-        Raises:
-            ValueError: ``delay_seconds`` is negative or not finite.
-            RouterError: the server failed.
-        """
-        delay = _check_delay(delay_seconds)
-        self._insert(body, self.now() + delay, None)
-
-    def _insert(
-        self, body: str | bytes, due_at: float, job_id: str | None, message_id: str | None = None
-    ) -> bool:
-        """Insert a message (``message_id``: its ``_id``, an idempotency key); ``False`` when a
-        message with that ``_id`` is already queued (nothing inserted)."""
         if self._closed:
             raise RouterError("the MongoDB router is closed")
         self._ensure_indexes()
-        try:
-            self.jobs.insert_one(
-                {
-                    # wall-clock nanoseconds first: jobs due at the same time go out FIFO
-                    "_id": message_id or f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",
-                    "queue": self.queue,
-                    "job_id": job_id,
-                    "body": body,
-                    "due_at": due_at,
-                    "lease_until": None,
-                    "lease": None,
-                    "deliveries": 0,
-                    "enqueued_at": self.now(),
-                }
-            )
-        except DuplicateKeyError:
-            if message_id is None:
-                raise RouterError("MongoDB enqueue failed: duplicate message id") from None
-            return False
-        except PyMongoError as exc:
-            raise RouterError(f"MongoDB enqueue failed: {exc}") from exc
+        document = {"_id": message_id, "queue": self.queue, "body": body, "due_at": visible_at,
+                    "lease_until": None, "lease": None, "deliveries": 0}
+        with self._errors("enqueue"):
+            try:
+                self.jobs.insert_one(document)
+            except DuplicateKeyError:
+                return False
         return True
 
-    # -- consumer side -----------------------------------------------------------------------
-
-    def receive(self, max_jobs: int = 1, wait_seconds: float = 0) -> list[Delivery]:
-        """Lease up to ``max_jobs`` due jobs, waiting up to ``wait_seconds`` for one.
-
-        Undecodable messages are dead-lettered with the reason and their raw body and not
-        returned; the receive goes on with the messages behind them.
+    def claim(self, limit: int, now: float, visible_at: float) -> list[ClaimedMessage]:
+        """Lease up to ``limit`` visible messages, earliest ``due_at`` (then ``_id``) first,
+        one ``find_one_and_update`` each.
 
         Raises:
             RouterError: the server failed.
         """
         self._ensure_indexes()
-        deadline = time.monotonic() + max(float(wait_seconds), 0.0)
-        pause = 0.05
-        out: list[Delivery] = []
-        while True:
-            while len(out) < max_jobs:
-                claimed = self._claim()
-                if claimed is None:
-                    break
-                delivery = self._decode(claimed)
-                if delivery is not None:
-                    out.append(delivery)
-            remaining = deadline - time.monotonic()
-            if out or remaining <= 0 or self._closed:
-                return out
-            self._sleep(min(pause, remaining))
-            pause = min(pause * 2, self._max_poll)
-
-    def _claim(self) -> dict[str, Any] | None:
-        now = self.now()
-        try:
-            found: dict[str, Any] | None = self.jobs.find_one_and_update(
-                {
-                    "queue": self.queue,
-                    "due_at": {"$lte": now},
-                    "$or": [{"lease_until": None}, {"lease_until": {"$lte": now}}],
-                },
-                {
-                    "$set": {
-                        "lease": uuid.uuid4().hex,
-                        "lease_until": now + self.visibility_timeout,
-                    },
-                    "$inc": {"deliveries": 1},
-                },
-                sort=[("due_at", ASCENDING), ("_id", ASCENDING)],
-                return_document=ReturnDocument.AFTER,
-            )
-        except PyMongoError as exc:
-            raise RouterError(f"MongoDB receive failed: {exc}") from exc
-        return found
-
-    def _decode(self, doc: dict[str, Any]) -> Delivery | None:
-        body = doc.get("body")
-        try:
-            if not isinstance(body, str | bytes):
-                raise DeserializationError(
-                    f"message body is {type(body).__name__}, not text or binary"
+        out: list[ClaimedMessage] = []
+        while len(out) < limit:
+            with self._errors("receive"):
+                found: dict[str, Any] | None = self.jobs.find_one_and_update(
+                    {"queue": self.queue, "due_at": {"$lte": now},
+                     "$or": [{"lease_until": None}, {"lease_until": {"$lte": now}}]},
+                    {"$set": {"lease": uuid.uuid4().hex, "lease_until": visible_at},
+                     "$inc": {"deliveries": 1}},
+                    sort=[("due_at", ASCENDING), ("_id", ASCENDING)],
+                    return_document=ReturnDocument.AFTER,
                 )
-            job = Job.from_json(body)
-        except DeserializationError as exc:
-            self._move_to_dead(doc, _raw_body(body), f"undecodable message: {exc}")
-            return None
-        return Delivery(
-            job=job,
-            receipt=_make_receipt(doc),
-            delivery_count=int(doc.get("deliveries", 1)),
-        )
+            if found is None:
+                break
+            out.append(ClaimedMessage(_encode_id(found["_id"]), _raw_body(found.get("body")),
+                                      int(found.get("deliveries", 1)), str(found["lease"])))
+        return out
 
-    @staticmethod
-    def _receipt(delivery: Delivery) -> dict[str, Any] | None:
-        """The filter matching the message only while this delivery's lease holds it;
-        ``None`` for a receipt this router did not issue."""
-        return _parse_receipt(delivery.receipt)
-
-    def _stale(self, delivery: Delivery, action: str) -> None:
-        logger.warning(
-            "stale receipt on %s: job %s (receipt %s) is no longer leased by this delivery",
-            action,
-            delivery.job.id,
-            delivery.receipt,
-        )
-
-    def ack(self, delivery: Delivery) -> None:
-        """Delete a delivered job; a stale receipt is logged, never raised.
+    def delete(self, message_id: str, receipt: str) -> bool:
+        """Delete the message while ``receipt`` is its lease.
 
         Raises:
             RouterError: the server failed.
         """
-        query = self._receipt(delivery)
+        query = self._leased(message_id, receipt)
         if query is None:
-            self._stale(delivery, "ack")
-            return
-        try:
-            deleted = self.jobs.delete_one(query).deleted_count
-        except PyMongoError as exc:
-            raise RouterError(f"MongoDB ack failed: {exc}") from exc
-        if not deleted:
-            self._stale(delivery, "ack")
+            return False
+        with self._errors("ack"):
+            return bool(self.jobs.delete_one(query).deleted_count)
 
-    def retry(self, delivery: Delivery, delay_seconds: float) -> None:
-        """Release the lease and make the job due after ``delay_seconds``.
-
-        The receipt becomes stale; the delivery count is kept.
-
-        Raises:
-            ValueError: ``delay_seconds`` is negative or not finite.
-            RouterError: the server failed.
-        """
-        delay = _check_delay(delay_seconds)
-        query = self._receipt(delivery)
-        if query is None:
-            self._stale(delivery, "retry")
-            return
-        try:
-            matched = self.jobs.update_one(
-                query,
-                {"$set": {"due_at": self.now() + delay, "lease": None, "lease_until": None}},
-            ).matched_count
-        except PyMongoError as exc:
-            raise RouterError(f"MongoDB retry failed: {exc}") from exc
-        if not matched:
-            self._stale(delivery, "retry")
-
-    def extend(self, delivery: Delivery, seconds: float) -> None:
-        """Keep the job leased for ``seconds`` from now, only while this receipt holds it.
-
-        Raises:
-            ValueError: ``seconds`` is negative or not finite.
-            RouterError: the server failed.
-        """
-        extra = _check_delay(seconds, "seconds")
-        query = self._receipt(delivery)
-        if query is None:
-            self._stale(delivery, "extend")
-            return
-        try:
-            matched = self.jobs.update_one(
-                query, {"$set": {"lease_until": self.now() + extra}}
-            ).matched_count
-        except PyMongoError as exc:
-            raise RouterError(f"MongoDB extend failed: {exc}") from exc
-        if not matched:
-            self._stale(delivery, "extend")
-
-    def dead_letter(self, delivery: Delivery, reason: str) -> None:
-        """Move a delivered job to the dead letters with ``reason`` (and delete it).
-
-        A stale receipt is logged and nothing moves (the current lease holder decides).
+    def change_visibility(self, message_id: str, receipt: str, visible_at: float) -> bool:
+        """Move ``lease_until`` while ``receipt`` is the lease (it stays the lease).
 
         Raises:
             RouterError: the server failed.
         """
-        query = self._receipt(delivery)
+        query = self._leased(message_id, receipt)
         if query is None:
-            self._stale(delivery, "dead_letter")
-            return
-        try:
+            return False
+        with self._errors("extend"):
+            return bool(self.jobs.update_one(
+                query, {"$set": {"lease_until": visible_at}}).matched_count)
+
+    def release(self, message_id: str, receipt: str, visible_at: float) -> bool:
+        """Clear the lease and set ``due_at`` while ``receipt`` is the lease (deliveries kept).
+
+        Raises:
+            RouterError: the server failed.
+        """
+        query = self._leased(message_id, receipt)
+        if query is None:
+            return False
+        with self._errors("retry"):
+            return bool(self.jobs.update_one(
+                query, {"$set": {"due_at": visible_at, "lease": None, "lease_until": None}},
+            ).matched_count)
+
+    def dead_letter(self, message_id: str, receipt: str, reason: str, at: float) -> bool:
+        """Write the letter (upserted under the delivery), then delete the message, while
+        ``receipt`` is its lease.
+
+        The letter is keyed by the message's id and lease: a retry after a failure between
+        the two writes, or after a write whose reply was lost, finds the letter it wrote
+        instead of writing a second one (docs/contract-suite.md, "Faults injected at the
+        driver").
+
+        Raises:
+            RouterError: the server failed.
+        """
+        query = self._leased(message_id, receipt)
+        if query is None:
+            return False
+        with self._errors("dead_letter"):
             doc = self.jobs.find_one(query)
-        except PyMongoError as exc:
-            raise RouterError(f"MongoDB dead_letter failed: {exc}") from exc
-        if doc is None:
-            self._stale(delivery, "dead_letter")
-            return
-        self._move_to_dead(doc, _raw_body(doc.get("body")), reason)
-
-    def _move_to_dead(self, doc: dict[str, Any], body: str | bytes, reason: str) -> None:
-        """Record the leased message ``doc`` as a dead letter, then delete it from the queue.
-
-        The letter is keyed by the delivery (the message's id and its lease): a retry after a
-        failure between the two writes, or after a write whose reply was lost, finds the
-        letter it wrote instead of writing a second one (docs/contract-suite.md, "Faults
-        injected at the driver").
-        """
-        logger.warning("dead-lettered message %s: %s", doc["_id"], reason)
-        try:
+            if doc is None:
+                return False
             self.dead.update_one(
-                {"message_id": doc["_id"], "lease": doc.get("lease")},
-                {
-                    "$setOnInsert": {
-                        # wall-clock nanoseconds first: ties on ``at`` keep insertion order
-                        "_id": f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",
-                        "queue": self.queue,
-                        "body": body,
-                        "reason": reason,
-                        "at": self.now(),
-                    }
-                },
+                {"message_id": doc["_id"], "lease": receipt},
+                {"$setOnInsert": {
+                    "_id": new_message_id(),  # wall-clock ns first: ids page in arrival order
+                    "queue": self.queue,
+                    "body": _raw_body(doc.get("body")),
+                    "reason": reason,
+                    "at": at,
+                }},
                 upsert=True,
             )
-            self.jobs.delete_one({"_id": doc["_id"], "lease": doc.get("lease")})
-        except PyMongoError as exc:
-            raise RouterError(f"MongoDB dead-lettering failed: {exc}") from exc
+            self.jobs.delete_one(query)
+        return True
 
-    def queue_stats(self) -> QueueStats:
-        """This queue's counts now, from four ``count_documents`` (``reactor info``, the sweep
-        chain's back-pressure; :class:`reactor.ports.inspection.QueueInspector`).
+    # -- dead letters ----------------------------------------------------------------------------
 
-        Returns:
-            ``ready`` (due, no running lease: never delivered, retried and due, or a lapsed
-            lease), ``delayed`` (not yet due, no running lease), ``in_flight`` (a running
-            lease), ``dead_letters`` (this queue's); ``consumers`` unknown (``None``).
+    def dead_letters(self, after: str | None, limit: int) -> list[DeadLetter]:
+        """This queue's letters in id order (arrival order) after the letter id ``after``.
 
         Raises:
-            RouterError: the server failed.
-        """
-        now = self.now()
-        queue = self.queue
-        free = {"$or": [{"lease_until": None}, {"lease_until": {"$lte": now}}]}
-        try:
-            ready = self.jobs.count_documents({"queue": queue, "due_at": {"$lte": now}, **free})
-            delayed = self.jobs.count_documents({"queue": queue, "due_at": {"$gt": now}, **free})
-            in_flight = self.jobs.count_documents({"queue": queue, "lease_until": {"$gt": now}})
-            dead = self.dead.count_documents({"queue": queue})
-        except PyMongoError as exc:
-            raise RouterError(f"MongoDB queue stats failed: {exc}") from exc
-        return QueueStats(ready=ready, delayed=delayed, in_flight=in_flight, dead_letters=dead)
-
-    def dead_letters(self, limit: int = 100, cursor: str | None = None) -> list[DeadLetter]:
-        """Dead-lettered messages of this queue, oldest first (at most ``limit``), each with its
-        ``_id`` as ``id``; a binary body that is not UTF-8 comes back base64
-        (:meth:`reactor.ports.DeadLetter.from_raw`; docs/workers.md, "Dead letters").
-
-        Args:
-            limit: the most letters returned.
-            cursor: the id of the last letter of the previous page (``None``: the oldest).
-
-        Raises:
-            ValueError: ``cursor`` names no dead letter of this queue (requeued or purged
-                since: start again from the oldest).
+            ValueError: ``after`` is not a letter id of this router's form.
             RouterError: the server failed.
         """
         if limit <= 0:
             return []
         query: dict[str, Any] = {"queue": self.queue}
-        try:
-            if cursor is not None:
-                last = self.dead.find_one({"_id": cursor, "queue": self.queue})
-                if last is None:
-                    raise ValueError(f"bad dead-letter cursor {cursor!r}: no such dead letter")
-                query["$or"] = [
-                    {"at": {"$gt": last["at"]}},
-                    {"at": last["at"], "_id": {"$gt": last["_id"]}},
-                ]
-            found = (
-                self.dead.find(query)
-                .sort([("at", ASCENDING), ("_id", ASCENDING)])
-                .limit(int(limit))
-            )
+        if after is not None:
+            if not _letter_id_ok(after):
+                raise ValueError(f"bad dead-letter cursor {after!r}: not a letter id")
+            query["_id"] = {"$gt": after}
+        self._ensure_indexes()
+        with self._errors("dead_letters"):
+            found = self.dead.find(query).sort([("_id", ASCENDING)]).limit(int(limit))
             return [self._letter(doc) for doc in found]
-        except PyMongoError as exc:
-            raise RouterError(f"MongoDB dead_letters failed: {exc}") from exc
 
     def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
-        """The dead letter of this queue whose ``_id`` is ``letter_id``, else ``None``
-        (docs/workers.md, "Dead letters").
+        """This queue's letter ``letter_id``; ``None`` when there is none.
 
         Raises:
             RouterError: the server failed.
         """
-        try:
+        with self._errors("get_dead_letter"):
             doc = self.dead.find_one({"_id": letter_id, "queue": self.queue})
-        except PyMongoError as exc:
-            raise RouterError(f"MongoDB get_dead_letter failed: {exc}") from exc
         return None if doc is None else self._letter(doc)
 
-    def requeue_dead_letter(self, letter_id: str) -> str | None:
-        """Move a dead letter back to the queue, due now, with a fresh delivery count.
-
-        Claim, enqueue, remove (module docstring): concurrent requeues of one id enqueue it
-        once, and a crash between the steps never loses it (docs/workers.md, "Dead letters").
-
-        Returns:
-            The job id (the original job's), or ``None`` when there is no such dead letter or
-            another requeue holds its claim.
-
-        Raises:
-            DeserializationError: the body is not a job envelope; the letter is kept
-                (unclaimed).
-            RouterError: the server failed or the router is closed (the letter is kept; a
-                claim already taken lapses after :data:`REQUEUE_CLAIM_SECONDS`).
-        """
-        letter = self.get_dead_letter(letter_id)
-        if letter is None:
-            return None
-        job = letter.to_job()
-        token, now = uuid.uuid4().hex, self.now()
-        try:
-            claimed = self.dead.find_one_and_update(
-                {
-                    "_id": letter_id,
-                    "queue": self.queue,
-                    "$or": [{"requeue_until": None}, {"requeue_until": {"$lte": now}}],
-                },
-                {"$set": {"requeue": token, "requeue_until": now + REQUEUE_CLAIM_SECONDS}},
-                return_document=ReturnDocument.AFTER,
-            )
-        except PyMongoError as exc:
-            raise RouterError(f"MongoDB requeue failed: {exc}") from exc
-        if claimed is None:
-            return None
-        body = letter.raw_body().decode("utf-8")  # to_job decoded it: UTF-8
-        try:
-            # the deterministic _id is the idempotency key: a retried requeue adds no copy
-            self._insert(body, self.now(), job.id, f"{letter_id}-requeued")
-        except RouterError:
-            self._release_claim(letter_id, token)
-            raise
-        try:
-            self.dead.delete_one({"_id": letter_id, "requeue": token})
-        except PyMongoError as exc:
-            raise RouterError(f"MongoDB requeue failed: {exc}") from exc
-        return job.id
-
-    def _release_claim(self, letter_id: str, token: str) -> None:
-        """Drop a requeue's claim after its enqueue failed (best effort: it lapses anyway)."""
-        try:
-            self.dead.update_one(
-                {"_id": letter_id, "requeue": token},
-                {"$set": {"requeue": None, "requeue_until": None}},
-            )
-        except PyMongoError as exc:
-            logger.warning("could not release the requeue claim on %s: %s", letter_id, exc)
-
-    def purge_dead_letters(self, ids: Sequence[str] | None = None) -> int:
-        """Delete this queue's dead letters named by ``ids`` (``None``: all of them); returns
-        how many were deleted (docs/workers.md, "Dead letters").
+    def remove_dead_letter(self, letter_id: str) -> bool:
+        """Delete this queue's letter ``letter_id``; one of concurrent removals gets ``True``.
 
         Raises:
             RouterError: the server failed.
         """
-        query: dict[str, Any] = {"queue": self.queue}
-        if ids is not None:
-            wanted = sorted(set(ids))
-            if not wanted:
-                return 0
-            query["_id"] = {"$in": wanted}
-        try:
-            return int(self.dead.delete_many(query).deleted_count)
-        except PyMongoError as exc:
-            raise RouterError(f"MongoDB purge_dead_letters failed: {exc}") from exc
+        with self._errors("remove_dead_letter"):
+            return bool(self.dead.delete_one({"_id": letter_id, "queue": self.queue})
+                        .deleted_count)
 
     @staticmethod
     def _letter(doc: dict[str, Any]) -> DeadLetter:
@@ -596,8 +304,29 @@ class MongoRouter:
             _raw_body(doc.get("body")), str(doc["reason"]), float(doc["at"]), str(doc["_id"])
         )
 
+    # -- inspection and lifecycle ----------------------------------------------------------------
+
+    def stats(self, now: float) -> QueueStats:
+        """This queue's counts at ``now`` (epoch seconds), from four ``count_documents``.
+
+        Returns:
+            ``ready`` (due, no running lease), ``delayed`` (not yet due, no running lease),
+            ``in_flight`` (a running lease), ``dead_letters``; ``consumers`` unknown.
+
+        Raises:
+            RouterError: the server failed.
+        """
+        queue = self.queue
+        free = {"$or": [{"lease_until": None}, {"lease_until": {"$lte": now}}]}
+        with self._errors("queue stats"):
+            ready = self.jobs.count_documents({"queue": queue, "due_at": {"$lte": now}, **free})
+            delayed = self.jobs.count_documents({"queue": queue, "due_at": {"$gt": now}, **free})
+            in_flight = self.jobs.count_documents({"queue": queue, "lease_until": {"$gt": now}})
+            dead = self.dead.count_documents({"queue": queue})
+        return QueueStats(ready=ready, delayed=delayed, in_flight=in_flight, dead_letters=dead)
+
     def close(self) -> None:
-        """Stop using the router (closes the client when owned); idempotent."""
+        """Stop using the queue (closes the client when owned); idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -610,19 +339,124 @@ class MongoRouter:
         with self._index_lock:
             if self._indexed:
                 return
-            try:
+            with self._errors("index creation"):
                 self.jobs.create_index(
                     [("queue", ASCENDING), ("due_at", ASCENDING), ("_id", ASCENDING)],
                     name="reactor_due",
                 )
-                self.dead.create_index(
-                    [("queue", ASCENDING), ("at", ASCENDING), ("_id", ASCENDING)],
-                    name="reactor_dead_at",
-                )
+                self.dead.create_index([("queue", ASCENDING), ("_id", ASCENDING)],
+                                       name="reactor_dead_id")
                 self.dead.create_index(
                     [("message_id", ASCENDING), ("lease", ASCENDING)],
                     name="reactor_dead_delivery",
                 )
-            except PyMongoError as exc:
-                raise RouterError(f"MongoDB index creation failed: {exc}") from exc
             self._indexed = True
+
+
+class MongoRouter(GenericRouter):
+    """A :class:`reactor.ports.Router` (and ``DeadLetterAdmin``, ``QueueInspector``) on a
+    MongoDB jobs collection: :class:`GenericRouter` over a :class:`MongoQueue`.
+
+    Args:
+        database: the pymongo (or API-compatible) database.
+        queue: the queue name (several queues share one collection).
+        prefix: collection-name prefix (``<prefix>jobs``, ``<prefix>dead_letters``).
+        visibility_timeout: seconds a delivery stays leased before it is redelivered.
+        clock: ``"server"`` (calibrated server clock), ``"application"``, a callable
+            returning epoch seconds, or a :class:`reactor.ports.Clock` (its ``now``).
+        owns_client: close the database's client on :meth:`close`.
+        max_poll_interval: the longest pause between two claims of a waiting ``receive``, in
+            seconds (the first is 50 ms; each next doubles).
+
+    Attributes:
+        primitive: the :class:`MongoQueue`.
+
+    Raises:
+        ValueError: a non-positive ``visibility_timeout`` or ``max_poll_interval`` below
+            50 ms.
+    """
+
+    primitive: MongoQueue
+
+    def __init__(
+        self,
+        database: Database[Any],
+        *,
+        queue: str = "default",
+        prefix: str = "reactor_",
+        visibility_timeout: float = 30.0,
+        clock: str | Callable[[], float] | Clock = "server",
+        owns_client: bool = False,
+        max_poll_interval: float = 0.5,
+    ) -> None:
+        if isinstance(clock, str):
+            read = ServerClock(lambda name: database.client.admin.command(name), mode=clock).now
+        else:
+            read = wall_reader(clock)
+
+        def now() -> float:
+            try:
+                return read()
+            except StorageError as exc:  # the calibration's own error, as the router's
+                raise RouterError(f"MongoDB router clock failed: {exc}") from exc
+
+        super().__init__(
+            MongoQueue(database, queue=queue, prefix=prefix, owns_client=owns_client),
+            visibility_timeout=visibility_timeout,
+            clock=now,
+            poll_interval=_FIRST_POLL,
+            max_poll_interval=max_poll_interval,
+        )
+
+    @property
+    def database(self) -> Database[Any]:
+        """The database the collections live in."""
+        return self.primitive.database
+
+    @property
+    def queue(self) -> str:
+        """The queue name."""
+        return self.primitive.queue
+
+    @property
+    def jobs(self) -> Collection[Any]:
+        """The ``<prefix>jobs`` collection."""
+        return self.primitive.jobs
+
+    @property
+    def dead(self) -> Collection[Any]:
+        """The ``<prefix>dead_letters`` collection."""
+        return self.primitive.dead
+
+    def now(self) -> float:
+        """The router clock in epoch seconds.
+
+        Raises:
+            RouterError: calibrating the server clock failed (e.g. the server is unreachable:
+                after ``serverSelectionTimeoutMS``).
+        """
+        return self._clock()
+
+    def enqueue_raw(self, body: str | bytes, delay_seconds: float = 0) -> None:
+        """Queue a raw body as a foreign producer would (the router probe's ``inject_raw``).
+
+        Args:
+            body: the body, unvalidated: text, or bytes (stored as BSON binary) that need not
+                be UTF-8.
+            delay_seconds: seconds before it is due.
+
+        Raises:
+            ValueError: ``delay_seconds`` is negative or not finite.
+            RouterError: the server failed, or the router is closed.
+        """
+        delay = check_seconds(delay_seconds)
+        self._put(new_message_id(), body, self.now() + delay)
+
+    def queue_stats(self) -> QueueStats:
+        """This queue's counts now (``reactor info``, the sweep chain's back-pressure;
+        :class:`reactor.ports.inspection.QueueInspector`): see :meth:`MongoQueue.stats`.
+
+        Raises:
+            RouterError: the server failed.
+        """
+        return self.primitive.stats(self.now())

@@ -6,9 +6,10 @@ that also offers :class:`~reactor.ports.router.DeadLetterAdmin` by constructing
 :class:`GenericRouter` (docs/protocol.md, "Building a router"). The primitive keeps opaque
 bodies; this module does everything a router means on top:
 
-* **jobs**: ``enqueue`` writes :meth:`Job.to_json` under a fresh message id, visible after the
-  delay (the envelope's ``not_before`` set to the due time when delayed); ``receive`` decodes
-  each claimed body with :meth:`Job.from_json`;
+* **jobs**: ``enqueue`` writes :meth:`Job.to_json` under a fresh message id (:func:`new_message_id`:
+  time-ordered, so a primitive that orders equal visibility times by id keeps put order), visible
+  after the delay (the envelope's ``not_before`` set to the due time when delayed); ``receive``
+  decodes each claimed body with :meth:`Job.from_json`;
 * **leases**: a claim makes a message invisible for ``visibility_timeout`` seconds; a delivery
   not settled by then is claimed again, with a new receipt and ``delivery_count + 1``;
 * **receipts**: a :attr:`Delivery.receipt` names the message and the primitive's receipt of that
@@ -24,7 +25,10 @@ bodies; this module does everything a router means on top:
   from the queue: at least once, never lost).
 
 Time: leases and delays are judged by the injected ``clock`` (epoch seconds), so tests drive
-them with a manual clock; the ``wait_seconds`` of ``receive`` is real time.
+them with a manual clock; the ``wait_seconds`` of ``receive`` is real time. A waiting
+``receive`` over a primitive that cannot signal polls: the first pause is ``poll_interval``,
+each next one doubles up to ``max_poll_interval`` (an idle fleet on a remote store costs a
+claim per worker every ``max_poll_interval`` seconds, not every ``poll_interval``).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ __all__ = [
     "DEFAULT_VISIBILITY_TIMEOUT",
     "GenericRouter",
     "check_seconds",
+    "new_message_id",
     "requeue_message_id",
 ]
 
@@ -90,6 +95,16 @@ def _decode_receipt(text: str) -> tuple[str, str] | None:
     return rest[: int(size)], rest[int(size):]
 
 
+def new_message_id() -> str:
+    """A fresh message id: ``<wall-clock ns, 20 digits>-<12 random hex digits>``.
+
+    Ids sort in the order they were made (across processes, as far as their clocks agree),
+    so a primitive that breaks ties of ``visible_at`` by id hands out jobs due at the same
+    time in put order; the random part keeps two ids of one nanosecond apart.
+    """
+    return f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}"
+
+
 def requeue_message_id(letter_id: str) -> str:
     """The message id a requeue of dead letter ``letter_id`` puts the job under.
 
@@ -114,8 +129,12 @@ class GenericRouter:
         clock: epoch seconds for delays and leases: a callable or a
             :class:`~reactor.ports.Clock` (default ``None``: the system clock, read at call
             time).
-        poll_interval: the longest pause, in real seconds, between two claims of a
-            ``receive`` that waits (default 0.05).
+        poll_interval: the first pause, in real seconds, between two claims of a ``receive``
+            that waits (default 0.05).
+        max_poll_interval: the longest pause, in real seconds: each pause of one waiting
+            ``receive`` doubles, up to this (default ``None``: ``poll_interval``, a fixed
+            pause). A primitive that offers
+            :class:`~reactor.ports.queues.WaitsForMessages` is waited on for each pause.
 
     Attributes:
         primitive: the queue primitive.
@@ -123,7 +142,8 @@ class GenericRouter:
             it every third of it).
 
     Raises:
-        ValueError: ``visibility_timeout`` or ``poll_interval`` is not a positive finite number.
+        ValueError: ``visibility_timeout``, ``poll_interval`` or ``max_poll_interval`` is not a
+            positive finite number, or ``max_poll_interval`` is below ``poll_interval``.
     """
 
     def __init__(
@@ -133,15 +153,23 @@ class GenericRouter:
         visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT,
         clock: Callable[[], float] | Clock | None = None,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
+        max_poll_interval: float | None = None,
     ) -> None:
+        ceiling = poll_interval if max_poll_interval is None else max_poll_interval
         for name, value in (("visibility_timeout", visibility_timeout),
-                            ("poll_interval", poll_interval)):
+                            ("poll_interval", poll_interval),
+                            ("max_poll_interval", ceiling)):
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        if ceiling < poll_interval:
+            raise ValueError(
+                f"max_poll_interval ({ceiling!r}) must be >= poll_interval ({poll_interval!r})"
+            )
         self.primitive = primitive
         self.visibility_timeout = float(visibility_timeout)
         self._clock = wall_reader(clock)
         self._poll_interval = float(poll_interval)
+        self._max_poll_interval = float(ceiling)
         self._waiter = primitive if isinstance(primitive, WaitsForMessages) else None
         self._closed = threading.Event()
 
@@ -168,7 +196,7 @@ class GenericRouter:
         now = self._clock()
         if delay > 0:
             job = replace(job, not_before=now + delay)
-        self._put(uuid.uuid4().hex, job.to_json(), now + delay)
+        self._put(new_message_id(), job.to_json(), now + delay)
         return job.id
 
     def _put(self, message_id: str, body: str | bytes, visible_at: float) -> bool:
@@ -204,6 +232,7 @@ class GenericRouter:
         if max_jobs <= 0:
             return []
         deadline = time.monotonic() + max(float(wait_seconds), 0.0)
+        pause = self._poll_interval
         while True:
             if self._stopped():
                 return []
@@ -211,7 +240,8 @@ class GenericRouter:
             remaining = deadline - time.monotonic()
             if out or remaining <= 0:
                 return out
-            self._pause(min(remaining, self._poll_interval))
+            self._pause(min(remaining, pause))
+            pause = min(pause * 2, self._max_poll_interval)
 
     def _stopped(self) -> bool:
         """Whether ``receive`` returns nothing now (the router is closed)."""

@@ -1380,11 +1380,11 @@ def _mongo_storage(name: str, prefix: str, ttl: float) -> Any:
 def _mongo_router_mutants() -> dict[str, type[Any]]:
     """The MongoDB router (on mongomock) with one broken method each (built lazily)."""
     from pymongo.errors import PyMongoError
-    from reactor_mongodb.router import MongoRouter
+    from reactor_mongodb.router import MongoQueue, MongoRouter
 
     from reactor.errors import RouterError
 
-    class MongoDeadLetterInsertsAgain(MongoRouter):
+    class MongoDeadLetterInsertsAgain(MongoQueue):
         """MongoDB: ``dead_letter`` inserts a new letter (``insert_one``): a retried one writes two.
 
         The letter gets a fresh ``_id`` instead of an upsert keyed by the delivery (message id
@@ -1392,19 +1392,26 @@ def _mongo_router_mutants() -> dict[str, type[Any]]:
         from the queue after it failed) lists the job twice among the dead letters.
         """
 
-        def _move_to_dead(self, doc: dict[str, Any], body: str | bytes, reason: str) -> None:
+        def dead_letter(self, message_id: str, receipt: str, reason: str, at: float) -> bool:
+            query = self._leased(message_id, receipt)
+            if query is None:
+                return False
             try:
+                doc = self.jobs.find_one(query)
+                if doc is None:
+                    return False
                 self.dead.insert_one({
                     "_id": f"{time.time_ns():020d}-{uuid.uuid4().hex[:12]}",
                     "queue": self.queue,
                     "message_id": doc["_id"],
-                    "body": body,
+                    "body": doc["body"],
                     "reason": reason,
-                    "at": self.now(),
+                    "at": at,
                 })
-                self.jobs.delete_one({"_id": doc["_id"], "lease": doc.get("lease")})
+                self.jobs.delete_one(query)
             except PyMongoError as exc:
                 raise RouterError(f"MongoDB dead-lettering failed: {exc}") from exc
+            return True
 
     class MongoCloseAcksHeldJobs(MongoRouter):
         """MongoDB: ``close()`` acks (deletes) the deliveries it holds: they are never redelivered.
@@ -1434,7 +1441,7 @@ def _mongo_router_mutants() -> dict[str, type[Any]]:
             self._held().pop(delivery.receipt, None)
 
         def close(self) -> None:
-            if not self._closed:
+            if not self.closed:
                 for delivery in list(self._held().values()):
                     self.ack(delivery)  # "the worker is gone: its jobs are finished"
             super().close()
@@ -1450,12 +1457,17 @@ MONGO_ROUTERS = ("mongo_dead_letter_inserts_again", "mongo_close_acks_held_jobs"
 
 def _mongo_router(name: str, prefix: str, visibility: float) -> Any:
     """The MongoDB router on the in-process mongomock server, in the namespace ``prefix``."""
+    from reactor_mongodb.router import MongoQueue
     from reactor_mongodb.testing import router_from_url as mongomock_router
 
     router = mongomock_router(f"mongomock://mutants/reactor?prefix={prefix}_"
                               f"&visibility_timeout={visibility}")
     if name != "control_mongomock":
-        router.__class__ = _mongo_router_mutants()[name]
+        mutant = _mongo_router_mutants()[name]
+        if issubclass(mutant, MongoQueue):
+            router.primitive.__class__ = mutant
+        else:
+            router.__class__ = mutant
     return router
 
 

@@ -28,7 +28,7 @@ from reactor_contract.test_dead_letters import DeadLettersContract
 from reactor_contract.test_routers import RoutersContract
 
 from reactor.errors import DeserializationError, RouterError
-from reactor.generic.router import GenericRouter, requeue_message_id
+from reactor.generic.router import GenericRouter, new_message_id, requeue_message_id
 from reactor.memory import ManualClock, MemoryQueue
 from reactor.ports.queues import ClaimedMessage, QueuePrimitive, WaitsForMessages
 from reactor.ports.router import DeadLetter, DeadLetterAdmin, Job, JobSink, JobSource, Router
@@ -507,6 +507,44 @@ def test_a_waiting_receive_pauses_at_most_the_default_poll_interval_between_clai
     deliveries = router.receive(wait_seconds=30)
     assert len(deliveries) == 1 and queue.waits == [0.05]
 
+
+
+class _EnqueueOnFifthWait(_EnqueueOnWait):
+    """Records each wait's timeout; the fifth has a job enqueued instead of returning empty."""
+
+    def wait_for_messages(self, timeout: float) -> None:
+        self.waits.append(timeout)
+        if len(self.waits) == 5:
+            assert self.router is not None
+            self.router.enqueue(job())
+
+
+def test_a_waiting_receive_doubles_its_pause_up_to_max_poll_interval() -> None:
+    """Each pause of one waiting receive doubles from ``poll_interval`` up to
+    ``max_poll_interval`` (docs/protocol.md, "Building a router": waiting)."""
+    queue = _EnqueueOnFifthWait()
+    queue.router = router = GenericRouter(queue, poll_interval=0.05, max_poll_interval=0.3)
+    deliveries = router.receive(wait_seconds=30)
+    assert len(deliveries) == 1
+    assert queue.waits == pytest.approx([0.05, 0.1, 0.2, 0.3, 0.3])
+
+
+@pytest.mark.parametrize("options", [{"max_poll_interval": 0.01},
+                                     {"max_poll_interval": float("nan")},
+                                     {"max_poll_interval": 0.0}])
+def test_a_poll_ceiling_below_the_first_pause_or_not_a_number_is_refused(
+    options: dict[str, float]
+) -> None:
+    with pytest.raises(ValueError, match="max_poll_interval"):
+        GenericRouter(MemoryQueue(), poll_interval=0.05, **options)
+
+
+def test_new_message_ids_sort_in_the_order_they_were_made() -> None:
+    """``new_message_id`` is time-ordered (nanoseconds first), so a primitive that breaks
+    ties of ``visible_at`` by id keeps put order, and never repeats."""
+    ids = [new_message_id() for _ in range(2000)]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert all(re.fullmatch(r"\d{20}-[0-9a-f]{12}", i) for i in ids)
 
 
 def test_extend_moves_the_lease_end_to_now_plus_the_seconds(

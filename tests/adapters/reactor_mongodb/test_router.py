@@ -22,7 +22,7 @@ def clock() -> ManualClock:
 @pytest.fixture
 def router(mongo_db: tuple[str, Any], clock: ManualClock) -> MongoRouter:
     return MongoRouter(
-        mongo_db[1], queue="q", visibility_timeout=10, clock=clock, sleep=lambda s: None
+        mongo_db[1], queue="q", visibility_timeout=10, clock=clock
     )
 
 
@@ -178,3 +178,58 @@ def test_dead_letters_stored_by_the_previous_release_are_listed_requeued_and_pur
     assert [d.job.payload["n"] for d in router.receive(max_jobs=5)] == [7]
     assert router.purge_dead_letters() == 1
     assert router.dead_letters() == []
+
+
+def test_a_new_message_is_stored_in_the_documented_shape(
+    router: MongoRouter, clock: ManualClock
+) -> None:
+    """docs/adapters/mongodb.md, "Router": ``{_id, queue, body, due_at, lease_until, lease,
+    deliveries}``; a claim writes the lease and counts the delivery."""
+    queued = job(1)
+    router.enqueue(queued, delay_seconds=2)
+    (doc,) = router.jobs.find({})
+    assert set(doc) == {"_id", "queue", "body", "due_at", "lease_until", "lease", "deliveries"}
+    assert (doc["queue"], doc["due_at"], doc["lease"], doc["lease_until"], doc["deliveries"]) \
+        == ("q", clock() + 2, None, None, 0)
+    assert Job.from_json(doc["body"]).id == queued.id
+    clock.advance(2)
+    (delivery,) = router.receive()
+    (doc,) = router.jobs.find({})
+    assert doc["lease_until"] == clock() + 10 and doc["deliveries"] == 1 and doc["lease"]
+
+
+def test_a_letter_an_earlier_release_claimed_for_requeue_is_requeued_at_least_once(
+    router: MongoRouter, clock: ManualClock
+) -> None:
+    """An earlier release requeued *claim, insert ``<letter id>-requeued``, delete*; one that
+    crashed after its insert left the letter claimed (``requeue``, ``requeue_until``) and its
+    copy queued. This release requeues the letter like any other: the job is delivered, at
+    least once (docs/adapters/mongodb.md, "Router")."""
+    old = job(5)
+    letter_id = f"{2:020d}-0123456789ab"
+    router.dead.insert_one({
+        "_id": letter_id, "queue": "q", "message_id": "m-old", "body": old.to_json(),
+        "reason": "poison", "at": clock() - 60, "requeue": "0" * 32,
+        "requeue_until": clock() + 30,
+    })
+    _foreign(router, f"{letter_id}-requeued", 5)
+    assert router.requeue_dead_letter(letter_id) == old.id
+    assert router.dead_letters() == []
+    delivered = router.receive(max_jobs=5)
+    assert [d.job.payload for d in delivered] == [{"n": 5}, {"n": 5}]
+
+
+def test_a_page_after_a_letter_that_is_gone_starts_after_its_id(
+    router: MongoRouter, clock: ManualClock
+) -> None:
+    """Letter ids are time-ordered, so a cursor whose letter was requeued or purged since still
+    places; a cursor not of that form is refused (docs/protocol.md, "Building a router")."""
+    for n in range(3):
+        router.enqueue(job(n))
+    for delivery in router.receive(max_jobs=3):
+        router.dead_letter(delivery, f"dead {delivery.job.payload['n']}")
+    first, second, third = router.dead_letters()
+    assert router.purge_dead_letters([first.id, second.id]) == 2
+    assert router.dead_letters(cursor=first.id) == [third]
+    with pytest.raises(ValueError, match="cursor"):
+        router.dead_letters(cursor="no-such-dead-letter")
