@@ -26,8 +26,10 @@ the lease, ``release`` writes a new ``due_at`` and clears the lease.
   message to be claimed again (its next dead-lettering is a new delivery), and a retry after a
   lost reply finds the letter it wrote instead of adding a second. Letter ids are
   ``<wall ns>-<random>`` and page in id order.
-* A body that is neither text nor binary (another producer's BSON value) is handed out as its
-  Extended JSON text, so the router dead-letters it as undecodable with that text.
+* A body that is neither text nor binary (another producer's BSON value) is dead-lettered by
+  the claim itself, kept as its Extended JSON text. A document whose ``deliveries`` is neither
+  absent nor a number is never claimed (``$inc`` would refuse it on every claim); one whose
+  count is NaN, infinite or a fraction is read as a count of at least 1.
 
 :class:`MongoRouter` is :class:`reactor.generic.router.GenericRouter` over it (job envelopes,
 delays, the stale-receipt rule, poison messages, retries that keep the delivery count,
@@ -39,6 +41,7 @@ calibrated clock (``reactor_mongodb._clock``), plus ``queue_stats``
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
 from collections.abc import Callable
@@ -52,6 +55,7 @@ from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from reactor.errors import RouterError, StorageError
 from reactor.generic.router import GenericRouter, check_seconds, new_message_id
+from reactor.model.text import escaping_logger
 from reactor.ports.clock import Clock, wall_reader
 from reactor.ports.driver_errors import translate_errors
 from reactor.ports.inspection import QueueStats
@@ -61,8 +65,19 @@ from reactor_mongodb._clock import ServerClock
 
 __all__ = ["MongoQueue", "MongoRouter"]
 
+#: Message ids and reasons come from stored documents: logged escaped, one line each.
+logger = escaping_logger(__name__)
+
 #: The first pause, in seconds, of a waiting ``receive`` (it doubles up to the ceiling).
 _FIRST_POLL = 0.05
+
+#: The longest message-id text a receipt may carry (a BSON ``_id`` is at most 16 MiB, ours
+#: are 33 characters; a longer text in a receipt is not one this router handed out).
+_MAX_ID_TEXT = 4096
+
+#: The claim's filter on ``deliveries``: absent or a number (``$inc`` refuses anything else,
+#: so a foreign document holding text or null there is never claimed: docs/adapters/mongodb.md).
+_COUNTABLE = {"$or": [{"deliveries": {"$exists": False}}, {"deliveries": {"$type": "number"}}]}
 
 
 def _raw_body(body: object) -> str | bytes:
@@ -84,11 +99,30 @@ def _encode_id(value: Any) -> str:
 
 
 def _decode_id(text: str) -> tuple[bool, Any]:
-    """``(True, _id)`` of an :func:`_encode_id` text, ``(False, None)`` when it is not one."""
-    try:
-        return True, json_util.loads(text, json_options=json_util.CANONICAL_JSON_OPTIONS)
-    except (ValueError, TypeError):
+    """``(True, _id)`` of an :func:`_encode_id` text, ``(False, None)`` when it is not one:
+    unparsable (whatever ``json_util`` raises: a bad ObjectId, a bad decimal, nesting too
+    deep) or an operator document (a ``$``-key that would match more than one ``_id``)."""
+    if len(text) > _MAX_ID_TEXT:
         return False, None
+    try:
+        value = json_util.loads(text, json_options=json_util.CANONICAL_JSON_OPTIONS)
+    except (Exception, RecursionError):
+        return False, None
+    if isinstance(value, dict) and any(str(key).startswith("$") for key in value):
+        return False, None
+    return True, value
+
+
+def _count(value: object) -> int:
+    """A stored ``deliveries`` as the claim's receive count: a foreign document's NaN,
+    infinity or fraction is read as the nearest sane count (at least 1)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 1
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return 1
+        value = int(value)
+    return max(int(value), 1)
 
 
 def _letter_id_ok(letter_id: str) -> bool:
@@ -137,7 +171,7 @@ class MongoQueue:
         ok, value = _decode_id(message_id)
         if not ok or not receipt:
             return None
-        return {"_id": value, "lease": receipt}
+        return {"_id": value, "queue": self.queue, "lease": receipt}
 
     # -- messages ------------------------------------------------------------------------------
 
@@ -169,20 +203,43 @@ class MongoQueue:
         self._ensure_indexes()
         out: list[ClaimedMessage] = []
         while len(out) < limit:
-            with self._errors("receive"):
-                found: dict[str, Any] | None = self.jobs.find_one_and_update(
-                    {"queue": self.queue, "due_at": {"$lte": now},
-                     "$or": [{"lease_until": None}, {"lease_until": {"$lte": now}}]},
-                    {"$set": {"lease": uuid.uuid4().hex, "lease_until": visible_at},
-                     "$inc": {"deliveries": 1}},
-                    sort=[("due_at", ASCENDING), ("_id", ASCENDING)],
-                    return_document=ReturnDocument.AFTER,
-                )
+            try:
+                found = self._claim_one(now, visible_at)
+            except RouterError:
+                if not out:
+                    raise
+                # the messages already leased by this call are handed out, not stranded for
+                # a lease; the next claim meets the failure again if it lasts
+                logger.warning("MongoDB claim failed after %d message(s): returning them",
+                               len(out), exc_info=True)
+                return out
             if found is None:
                 break
-            out.append(ClaimedMessage(_encode_id(found["_id"]), _raw_body(found.get("body")),
-                                      int(found.get("deliveries", 1)), str(found["lease"])))
+            message_id, lease = _encode_id(found["_id"]), str(found["lease"])
+            body = found.get("body")
+            if not isinstance(body, str | bytes):
+                # another producer's BSON value: poison whatever it holds, kept as its text
+                reason = (f"undecodable message: the body is {type(body).__name__},"
+                          " not text or binary")
+                if self.dead_letter(message_id, lease, reason, now):
+                    logger.warning("dead-lettered message %s: %s", message_id, reason)
+                continue
+            out.append(ClaimedMessage(message_id, body, _count(found.get("deliveries")), lease))
         return out
+
+    def _claim_one(self, now: float, visible_at: float) -> dict[str, Any] | None:
+        """Lease the earliest visible message (one ``find_one_and_update``), or ``None``."""
+        with self._errors("receive"):
+            found: dict[str, Any] | None = self.jobs.find_one_and_update(
+                {"queue": self.queue, "due_at": {"$lte": now},
+                 "$and": [{"$or": [{"lease_until": None}, {"lease_until": {"$lte": now}}]},
+                          _COUNTABLE]},
+                {"$set": {"lease": uuid.uuid4().hex, "lease_until": visible_at},
+                 "$inc": {"deliveries": 1}},
+                sort=[("due_at", ASCENDING), ("_id", ASCENDING)],
+                return_document=ReturnDocument.AFTER,
+            )
+        return found
 
     def delete(self, message_id: str, receipt: str) -> bool:
         """Delete the message while ``receipt`` is its lease.
@@ -242,8 +299,9 @@ class MongoQueue:
             doc = self.jobs.find_one(query)
             if doc is None:
                 return False
+            delivery = {"message_id": doc["_id"], "lease": receipt}
             self.dead.update_one(
-                {"message_id": doc["_id"], "lease": receipt},
+                delivery,
                 {"$setOnInsert": {
                     "_id": new_message_id(),  # wall-clock ns first: ids page in arrival order
                     "queue": self.queue,
@@ -253,8 +311,12 @@ class MongoQueue:
                 }},
                 upsert=True,
             )
-            self.jobs.delete_one(query)
-        return True
+            if self.jobs.delete_one(query).deleted_count:
+                return True
+            # the lease lapsed and the message was claimed again between the read and the
+            # delete: the receipt is stale, so the letter this delivery wrote is withdrawn
+            self.dead.delete_one({**delivery, "queue": self.queue})
+        return False
 
     # -- dead letters ----------------------------------------------------------------------------
 
@@ -300,8 +362,11 @@ class MongoQueue:
     @staticmethod
     def _letter(doc: dict[str, Any]) -> DeadLetter:
         """A ``<prefix>dead_letters`` document as a :class:`DeadLetter`."""
+        at = doc.get("at")
+        when = float(at) if isinstance(at, int | float) and not isinstance(at, bool) else 0.0
         return DeadLetter.from_raw(
-            _raw_body(doc.get("body")), str(doc["reason"]), float(doc["at"]), str(doc["_id"])
+            _raw_body(doc.get("body")), str(doc.get("reason", "")),
+            when if math.isfinite(when) else 0.0, str(doc["_id"]),
         )
 
     # -- inspection and lifecycle ----------------------------------------------------------------

@@ -257,25 +257,45 @@ class GenericRouter:
 
     def _claim(self, max_jobs: int) -> list[Delivery]:
         """Claim and decode until ``max_jobs`` deliveries or nothing is visible; poison is
-        dead-lettered on the way."""
+        dead-lettered on the way. A failure after some deliveries were claimed hands those
+        out (logged) instead of stranding them, leased, for a visibility timeout; the next
+        receive meets the failure again if it lasts."""
         out: list[Delivery] = []
-        while len(out) < max_jobs:
+        try:
+            self._claim_into(out, max_jobs)
+        except RouterError:
+            if not out:
+                raise
+            logger.warning("receive failed after %d deliveries: returning them", len(out),
+                           exc_info=True)
+        return out
+
+    def _claim_into(self, out: list[Delivery], max_jobs: int) -> None:
+        """:meth:`_claim`'s loop, appending to ``out``."""
+        failure: RouterError | None = None
+        while len(out) < max_jobs and failure is None:
             now = self._clock()
             with self._backend("claim"):
                 claimed = self.primitive.claim(
                     max_jobs - len(out), now, now + self.visibility_timeout
                 )
             if not claimed:
-                return out
+                return
             for message in claimed:
                 try:
                     job = Job.from_json(message.body)
                 except DeserializationError as exc:
                     reason = f"undecodable message: {exc}"
-                    with self._backend("dead_letter"):
-                        moved = self.primitive.dead_letter(
-                            message.message_id, message.receipt, reason, now
-                        )
+                    try:
+                        with self._backend("dead_letter"):
+                            moved = self.primitive.dead_letter(
+                                message.message_id, message.receipt, reason, now
+                            )
+                    except RouterError as err:
+                        # the rest of this claim is still decoded and handed out (the poison
+                        # comes back after its lease); the error is raised at its end
+                        failure = failure or err
+                        continue
                     if moved:
                         logger.warning("dead-lettered message: %s", reason)
                     continue  # the next message of this receive
@@ -286,7 +306,8 @@ class GenericRouter:
                         delivery_count=message.receive_count,
                     )
                 )
-        return out
+        if failure is not None:
+            raise failure
 
     def _leased(self, delivery: Delivery, action: str) -> tuple[str, str] | None:
         """The primitive's ``(message_id, receipt)`` of a delivery; ``None`` (logged) when the

@@ -753,3 +753,25 @@ def test_the_sqlite_example_is_a_queue_primitive_and_a_working_router(
     built = example.router_from_url(url)
     assert isinstance(built, Router) and built.visibility_timeout == 2.0
     built.close()
+
+
+def test_a_poison_message_that_cannot_be_dead_lettered_does_not_strand_the_jobs_claimed_with_it(
+    generic: GenericRouter, queue: PlainQueue, clock: ManualClock
+) -> None:
+    """The jobs of one claim are handed out even when dead-lettering the poison among them
+    fails (the poison comes back after its lease); with nothing to hand out, the failure is
+    raised (docs/protocol.md, "Building a router")."""
+    queue.put("0-poison", "not a job", clock())
+    jobs = [job(n=1), job(n=2)]
+    for j in jobs:
+        generic.enqueue(j)
+    queue.fail["dead_letter"] = ConnectionError("down")
+    assert [d.job.id for d in generic.receive(max_jobs=3)] == [j.id for j in jobs]
+    assert generic.dead_letters() == []
+    clock.advance(generic.visibility_timeout)
+    queue.fail["dead_letter"] = ConnectionError("down")
+    with pytest.raises(RouterError, match="dead_letter"):
+        generic.receive(max_jobs=1)
+    clock.advance(generic.visibility_timeout)
+    generic.receive(max_jobs=3)
+    assert [letter.body for letter in generic.dead_letters()] == ["not a job"]

@@ -196,6 +196,7 @@ def test_a_new_message_is_stored_in_the_documented_shape(
     (delivery,) = router.receive()
     (doc,) = router.jobs.find({})
     assert doc["lease_until"] == clock() + 10 and doc["deliveries"] == 1 and doc["lease"]
+    assert delivery.job.id == queued.id and delivery.delivery_count == 1
 
 
 def test_a_letter_an_earlier_release_claimed_for_requeue_is_requeued_at_least_once(
@@ -233,3 +234,111 @@ def test_a_page_after_a_letter_that_is_gone_starts_after_its_id(
     assert router.dead_letters(cursor=first.id) == [third]
     with pytest.raises(ValueError, match="cursor"):
         router.dead_letters(cursor="no-such-dead-letter")
+
+
+def test_a_dead_letter_whose_lease_moved_on_mid_way_files_nothing(
+    router: MongoRouter, clock: ManualClock, mongo_db: tuple[str, Any],
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The receipt is checked again by the delete: a lease that lapsed, and was claimed by
+    another worker, between the read and the delete leaves the message live under the new
+    lease and withdraws the letter (docs/protocol.md, "Building a router": dead_letter only
+    while the receipt is current)."""
+    other = MongoRouter(mongo_db[1], queue="q", visibility_timeout=10, clock=clock)
+    router.enqueue(job(1))
+    (slow,) = router.receive()
+    stolen: list[Any] = []
+    letters = router.dead
+
+    class Paused:
+        """The dead-letter collection, with a pause before the letter is written."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(letters, name)
+
+        def update_one(self, *args: Any, **kwargs: Any) -> Any:
+            clock.advance(11)  # the slow worker pauses here; its lease lapses
+            stolen.extend(other.receive())
+            return letters.update_one(*args, **kwargs)
+
+    monkeypatch.setattr(router.primitive, "dead", Paused())
+    with caplog.at_level(logging.WARNING):
+        router.dead_letter(slow, "boom")
+    assert "stale receipt" in caplog.text
+    assert other.dead_letters() == [] and len(stolen) == 1
+    other.ack(stolen[0])
+    assert router.jobs.count_documents({}) == 0
+
+
+def test_a_receipt_of_another_queue_is_stale(
+    mongo_db: tuple[str, Any], clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Queues sharing a collection: a router acts only on its own queue's messages."""
+    a = MongoRouter(mongo_db[1], queue="a", clock=clock, visibility_timeout=10)
+    b = MongoRouter(mongo_db[1], queue="b", clock=clock, visibility_timeout=10)
+    b.enqueue(job(1))
+    (delivery,) = b.receive()
+    with caplog.at_level(logging.WARNING):
+        a.ack(delivery)
+        a.extend(delivery, 1000)
+        a.dead_letter(delivery, "not yours")
+    assert caplog.text.count("stale receipt") == 3
+    assert b.jobs.count_documents({"queue": "b"}) == 1 and a.dead_letters() == []
+    b.ack(delivery)
+    assert b.jobs.count_documents({}) == 0
+
+
+@pytest.mark.parametrize("message_id", ['{"$exists": true}', '{"$where": "1"}',
+                                        '{"$oid": "zz"}', '{"$numberDecimal": "abc"}',
+                                        "[" * 100_000, "x" * 10_000])
+def test_a_forged_message_id_in_a_receipt_is_stale_never_a_query(
+    router: MongoRouter, message_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An id text that does not parse, or parses to an operator document, names no message:
+    the calls are logged no-ops, and the genuine delivery is untouched."""
+    router.enqueue(job(1))
+    (delivery,) = router.receive()
+    lease = str(router.jobs.find_one({})["lease"])
+    forged = replace(delivery, receipt=f"{len(message_id)}:{message_id}{lease}")
+    with caplog.at_level(logging.WARNING):
+        router.ack(forged)
+        router.retry(forged, 0)
+        router.extend(forged, 5)
+        router.dead_letter(forged, "x")
+    assert caplog.text.count("stale receipt") == 4
+    assert router.jobs.count_documents({}) == 1
+    router.ack(delivery)
+    assert router.jobs.count_documents({}) == 0
+
+
+def test_a_body_that_is_neither_text_nor_binary_is_dead_lettered_even_if_it_looks_like_a_job(
+    router: MongoRouter,
+) -> None:
+    """A foreign producer's BSON document body is poison (docs/adapters/mongodb.md,
+    "Router"), kept as its Extended JSON text; the job behind it is delivered."""
+    router.jobs.insert_one({
+        "_id": "foreign", "queue": "q", "body": {"id": "j", "kind": "run", "payload": {}},
+        "due_at": router.now(), "lease_until": None, "lease": None, "deliveries": 0,
+    })
+    router.enqueue(job(2))
+    assert [d.job.payload for d in router.receive(max_jobs=5)] == [{"n": 2}]
+    (letter,) = router.dead_letters()
+    assert "not text or binary" in letter.reason and '"kind": "run"' in str(letter.body)
+
+
+@pytest.mark.parametrize("deliveries", [float("nan"), float("inf"), 2.5, None, "3"])
+def test_a_foreign_delivery_count_never_wedges_the_queue(
+    router: MongoRouter, deliveries: Any
+) -> None:
+    """A document whose ``deliveries`` is not a count is read as a sane count (a number) or
+    never claimed (anything else, which ``$inc`` refuses); the jobs behind it are delivered
+    (docs/adapters/mongodb.md, "Router")."""
+    router.jobs.insert_one({
+        "_id": "0-foreign", "queue": "q", "body": job(1).to_json(), "due_at": router.now(),
+        "lease_until": None, "lease": None, "deliveries": deliveries,
+    })
+    router.enqueue(job(2))
+    got = router.receive(max_jobs=5)
+    numeric = isinstance(deliveries, float)
+    assert [d.job.payload["n"] for d in got] == ([1, 2] if numeric else [2])
+    assert all(d.delivery_count >= 1 for d in got)
