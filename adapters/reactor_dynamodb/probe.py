@@ -122,9 +122,9 @@ class SQSRouterProbe:
         self.router = router
 
     def driver_clients(self) -> list[tuple[object, str]]:
-        """``[(router, "client")]``: the router's boto3 SQS client (docs/contract-suite.md,
-        "Faults injected at the driver")."""
-        return [(self.router, "client")]
+        """``[(router.primitive, "client")]``: the boto3 SQS client of the router's queue
+        (docs/contract-suite.md, "Faults injected at the driver")."""
+        return [(self.router.primitive, "client")]
 
     def inject_raw(self, body: str | bytes) -> None:
         """Send ``body`` as a message, visible now, without validating it.

@@ -45,7 +45,12 @@ from dataclasses import replace
 from reactor.errors import DeserializationError, ReactorError, RouterError
 from reactor.model.text import escaping_logger
 from reactor.ports.clock import Clock, wall_reader
-from reactor.ports.queues import QueuePrimitive, WaitsForMessages
+from reactor.ports.queues import (
+    ClaimsWaiting,
+    QueuePrimitive,
+    RequeuesDeadLetters,
+    WaitsForMessages,
+)
 from reactor.ports.router import DeadLetter, Delivery, Job
 
 __all__ = [
@@ -171,6 +176,7 @@ class GenericRouter:
         self._poll_interval = float(poll_interval)
         self._max_poll_interval = float(ceiling)
         self._waiter = primitive if isinstance(primitive, WaitsForMessages) else None
+        self._long_poller = primitive if isinstance(primitive, ClaimsWaiting) else None
         self._closed = threading.Event()
 
     # -- producer side ---------------------------------------------------------------------
@@ -236,12 +242,14 @@ class GenericRouter:
         while True:
             if self._stopped():
                 return []
-            out = self._claim(max_jobs)
+            wait = deadline - time.monotonic() if self._long_poller is not None else 0.0
+            out = self._claim(max_jobs, wait)
             remaining = deadline - time.monotonic()
             if out or remaining <= 0:
                 return out
-            self._pause(min(remaining, pause))
-            pause = min(pause * 2, self._max_poll_interval)
+            if self._long_poller is None:
+                self._pause(min(remaining, pause))
+                pause = min(pause * 2, self._max_poll_interval)
 
     def _stopped(self) -> bool:
         """Whether ``receive`` returns nothing now (the router is closed)."""
@@ -255,14 +263,15 @@ class GenericRouter:
         else:
             self._closed.wait(seconds)
 
-    def _claim(self, max_jobs: int) -> list[Delivery]:
+    def _claim(self, max_jobs: int, wait: float = 0.0) -> list[Delivery]:
         """Claim and decode until ``max_jobs`` deliveries or nothing is visible; poison is
         dead-lettered on the way. A failure after some deliveries were claimed hands those
         out (logged) instead of stranding them, leased, for a visibility timeout; the next
-        receive meets the failure again if it lasts."""
+        receive meets the failure again if it lasts. ``wait``: the real seconds the first
+        claim may block (a :class:`~reactor.ports.queues.ClaimsWaiting` primitive only)."""
         out: list[Delivery] = []
         try:
-            self._claim_into(out, max_jobs)
+            self._claim_into(out, max_jobs, wait)
         except RouterError:
             if not out:
                 raise
@@ -270,15 +279,20 @@ class GenericRouter:
                            exc_info=True)
         return out
 
-    def _claim_into(self, out: list[Delivery], max_jobs: int) -> None:
+    def _claim_into(self, out: list[Delivery], max_jobs: int, wait: float) -> None:
         """:meth:`_claim`'s loop, appending to ``out``."""
         failure: RouterError | None = None
         while len(out) < max_jobs and failure is None:
             now = self._clock()
+            asked = max_jobs - len(out)
             with self._backend("claim"):
-                claimed = self.primitive.claim(
-                    max_jobs - len(out), now, now + self.visibility_timeout
-                )
+                if wait > 0 and self._long_poller is not None:
+                    claimed = self._long_poller.claim_waiting(
+                        asked, now, now + self.visibility_timeout, wait
+                    )
+                else:
+                    claimed = self.primitive.claim(asked, now, now + self.visibility_timeout)
+            wait = 0.0  # only the first claim waits
             if not claimed:
                 return
             for message in claimed:
@@ -306,6 +320,8 @@ class GenericRouter:
                         delivery_count=message.receive_count,
                     )
                 )
+            if len(claimed) < asked:
+                break  # fewer than asked: nothing more is visible now (one claim saved)
         if failure is not None:
             raise failure
 
@@ -435,6 +451,12 @@ class GenericRouter:
         if letter is None:
             return None
         job = letter.to_job()
+        if isinstance(self.primitive, RequeuesDeadLetters):  # its own claim (an SQS queue)
+            if self._closed.is_set():
+                raise RouterError("the router is closed")
+            with self._backend("requeue_dead_letter"):
+                done = self.primitive.requeue_dead_letter(letter_id, self._clock())
+            return job.id if done else None
         body = letter.raw_body().decode("utf-8")  # to_job decoded it: UTF-8
         self._put(requeue_message_id(letter_id), body, self._clock())
         with self._backend("remove_dead_letter"):

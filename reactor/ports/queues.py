@@ -33,7 +33,13 @@ from typing import Protocol, runtime_checkable
 
 from reactor.ports.router import DeadLetter
 
-__all__ = ["ClaimedMessage", "QueuePrimitive", "WaitsForMessages"]
+__all__ = [
+    "ClaimedMessage",
+    "ClaimsWaiting",
+    "QueuePrimitive",
+    "RequeuesDeadLetters",
+    "WaitsForMessages",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,3 +246,60 @@ class WaitsForMessages(Protocol):
             timeout: the longest wait, in real seconds (``> 0``).
         """
         ...
+
+
+@runtime_checkable
+class RequeuesDeadLetters(Protocol):
+    """An optional capability of a :class:`QueuePrimitive` whose :meth:`QueuePrimitive.put`
+    cannot refuse a second put of one id (an SQS standard queue): it requeues a dead letter
+    itself, under a claim of its own.
+
+    :class:`reactor.generic.router.GenericRouter` checks the letter's body first (a body that
+    is not a job envelope is refused and kept) and then calls :meth:`requeue_dead_letter`
+    instead of its put-then-remove rule (docs/protocol.md, "Building a router").
+    """
+
+    def requeue_dead_letter(self, letter_id: str, visible_at: float) -> bool:
+        """Claim the letter, put its body back as a new message (a fresh receive count)
+        visible from ``visible_at``, then remove the letter.
+
+        Of concurrent requeues of one letter, one gets ``True`` and enqueues the body, as far
+        as the backend's claim holds; a crash after the put leaves the letter to be requeued
+        again (at least once, never lost).
+
+        Args:
+            letter_id: the letter.
+            visible_at: epoch seconds from which the message may be claimed.
+
+        Returns:
+            ``True`` when this call requeued it; ``False`` when there is no such letter (or
+            another caller holds its claim).
+
+        Raises:
+            RouterError: the backend failed (the letter is kept).
+        """
+        ...
+
+
+@runtime_checkable
+class ClaimsWaiting(Protocol):
+    """An optional capability of a :class:`QueuePrimitive` whose backend can block a claim
+    until messages arrive (SQS long polling).
+
+    :class:`reactor.generic.router.GenericRouter` makes each claim of a waiting ``receive``
+    through :meth:`claim_waiting` with the time left, instead of claiming, pausing and
+    claiming again: one request per wait.
+    """
+
+    def claim_waiting(
+        self, limit: int, now: float, visible_at: float, wait_seconds: float
+    ) -> list[ClaimedMessage]:
+        """:meth:`QueuePrimitive.claim`, except that when nothing is visible it blocks up to
+        ``wait_seconds`` (real seconds; the backend may cap or round it) and returns as soon
+        as messages arrive.
+
+        Raises:
+            RouterError: the backend failed.
+        """
+        ...
+

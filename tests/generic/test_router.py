@@ -30,7 +30,13 @@ from reactor_contract.test_routers import RoutersContract
 from reactor.errors import DeserializationError, RouterError
 from reactor.generic.router import GenericRouter, new_message_id, requeue_message_id
 from reactor.memory import ManualClock, MemoryQueue
-from reactor.ports.queues import ClaimedMessage, QueuePrimitive, WaitsForMessages
+from reactor.ports.queues import (
+    ClaimedMessage,
+    ClaimsWaiting,
+    QueuePrimitive,
+    RequeuesDeadLetters,
+    WaitsForMessages,
+)
 from reactor.ports.router import DeadLetter, DeadLetterAdmin, Job, JobSink, JobSource, Router
 
 URL = "memqueue://"
@@ -775,3 +781,88 @@ def test_a_poison_message_that_cannot_be_dead_lettered_does_not_strand_the_jobs_
     clock.advance(generic.visibility_timeout)
     generic.receive(max_jobs=3)
     assert [letter.body for letter in generic.dead_letters()] == ["not a job"]
+
+
+def test_a_claim_that_returns_fewer_than_asked_ends_the_receive(
+    generic: GenericRouter, queue: PlainQueue
+) -> None:
+    """Fewer messages than asked means nothing more is visible now: one claim, not a second
+    that finds nothing (docs/protocol.md, "Building a router")."""
+    generic.enqueue(job(n=1))
+    generic.enqueue(job(n=2))
+    queue.calls.clear()
+    assert len(generic.receive(max_jobs=5)) == 2
+    assert queue.calls == ["claim"]
+
+
+class _OwnRequeue(MemoryQueue):
+    """A queue that requeues dead letters itself (as an SQS queue does), recording calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requeued: list[tuple[str, float]] = []
+
+    def requeue_dead_letter(self, letter_id: str, visible_at: float) -> bool:
+        self.requeued.append((letter_id, visible_at))
+        letter = self.get_dead_letter(letter_id)
+        if letter is None or not self.remove_dead_letter(letter_id):
+            return False
+        self.put(f"own-{letter_id}", letter.raw_body().decode(), visible_at)
+        return True
+
+
+def test_a_primitive_that_requeues_itself_is_asked_to_after_the_body_is_checked(
+    clock: ManualClock,
+) -> None:
+    """:class:`~reactor.ports.queues.RequeuesDeadLetters`: the router checks the body (a
+    letter that is not a job is refused and kept), then lets the primitive requeue."""
+    queue = _OwnRequeue()
+    assert isinstance(queue, RequeuesDeadLetters)
+    router = GenericRouter(queue, clock=clock)
+    queued = job(n=7)
+    router.enqueue(queued)
+    (delivery,) = router.receive()
+    router.dead_letter(delivery, "boom")
+    queue.put("0-poison", "not a job", clock())
+    router.receive()  # dead-letters the poison
+    good, bad = router.dead_letters()
+    with pytest.raises(DeserializationError):
+        router.requeue_dead_letter(bad.id)
+    assert queue.requeued == []
+    assert router.requeue_dead_letter(good.id) == queued.id
+    assert queue.requeued == [(good.id, clock())]
+    assert router.requeue_dead_letter(good.id) is None
+    assert [d.job.id for d in router.receive()] == [queued.id]
+    assert [letter.id for letter in router.dead_letters()] == [bad.id]
+
+
+class _LongPolling(MemoryQueue):
+    """A queue whose claim can block (as SQS long polling), recording each wait; it never
+    blocks, and puts a job on the second wait."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+        self.router: GenericRouter | None = None
+
+    def claim_waiting(
+        self, limit: int, now: float, visible_at: float, wait_seconds: float
+    ) -> list[ClaimedMessage]:
+        self.waits.append(wait_seconds)
+        if len(self.waits) == 2:
+            assert self.router is not None
+            self.router.enqueue(job())
+        return self.claim(limit, now, visible_at)
+
+
+def test_a_waiting_receive_over_a_long_polling_primitive_claims_with_the_time_left() -> None:
+    """:class:`~reactor.ports.queues.ClaimsWaiting`: each claim of a waiting receive blocks in
+    the primitive with the time left; no pause in between, and a receive that does not wait
+    never blocks (docs/protocol.md, "Building a router")."""
+    queue = _LongPolling()
+    assert isinstance(queue, ClaimsWaiting)
+    queue.router = router = GenericRouter(queue, clock=ManualClock(1_800_000_000.0))
+    assert router.receive(wait_seconds=0) == [] and queue.waits == []
+    deliveries = router.receive(wait_seconds=30)
+    assert len(deliveries) == 1 and len(queue.waits) == 2
+    assert 29 < queue.waits[0] <= 30 and queue.waits[1] <= queue.waits[0]
