@@ -25,13 +25,14 @@ plus SQS's fast paths (``ack_many``, a purge by scans) and ``queue_stats``/``pin
   ``DeleteMessage`` with a handle that is not the most recent one "succeeds, but the message
   might not be deleted", and moto deletes it, and ``ChangeMessageVisibility`` accepts old
   handles too. So the queue guards in-process: it remembers, per ``MessageId``, the newest
-  receipt it received (the last 10,000), and an operation with an older receipt of a message
-  it received again changes nothing (``False``: the router logs it). A receipt superseded by a
+  receipt it received (the last 10,000 messages), also after that delivery settled, and
+  revokes a receipt it released (``retry``); an operation with an older or a revoked receipt
+  changes nothing (``False``: the router logs it). A receipt superseded by a
   receive in *another* process cannot be told apart: there the rule holds only as far as SQS
   honours it (best effort). A handle SQS itself refuses as invalid is stale too.
 * **Bodies.** SQS bodies are Unicode text. The queue remembers the body of each receipt (the
-  last 10,000) to dead-letter or re-send it; a delivery whose body it no longer remembers is
-  made visible again instead (delivered again, never lost).
+  last 10,000) to dead-letter or re-send it; for a delivery older than that, the router passes
+  the job it decoded (:meth:`SQSQueue.keep_body`).
 * **Dead letters.** ``dead_letter`` sends the body to the DLQ with ``reason`` and ``at``
   attributes, then deletes the message. Each DLQ message carries a ``delivery`` attribute
   naming the delivery it dead-letters: a standard queue cannot refuse a second send, so a
@@ -79,7 +80,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from reactor.errors import RouterError
-from reactor.generic.router import GenericRouter
+from reactor.generic.router import GenericRouter, decode_receipt
 from reactor.ports.clock import Clock, wall_reader
 from reactor.ports.inspection import QueueStats
 from reactor.ports.queues import ClaimedMessage
@@ -105,6 +106,10 @@ _BATCH = 10
 _NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
 #: Receipts remembered to dead-letter a message with its raw body.
 _BODY_CACHE = 10_000
+#: A receipt the queue revoked (a release): stale, and never a receipt SQS hands out.
+_REVOKED = "\x00revoked"
+#: The largest ``deliveries`` attribute believed (a foreign message may carry any number).
+_MAX_DELIVERIES = 1_000_000.0
 #: Message attribute of a re-sent message: its deliveries before the re-send.
 _DELIVERIES = "deliveries"
 #: Seconds a DLQ scan leases each dead letter it receives (the claim of a requeue).
@@ -315,8 +320,15 @@ class SQSQueue:
             RouterError: a request failed.
         """
         wait = min(max(math.ceil(wait_seconds), 0), 20)
-        messages = self._receive(self.queue_url, min(limit, _BATCH), wait, visible_at - now)
-        now = self._clock() if messages and wait else now  # the long poll took its time
+        messages: list[dict[str, Any]] = []
+        while len(messages) < limit:  # batches of 10 until one comes back short
+            asked = min(limit - len(messages), _BATCH)
+            batch = self._receive(self.queue_url, asked, wait, visible_at - now)
+            messages += batch
+            wait = 0
+            if len(batch) < asked:
+                break
+        now = self._clock() if messages and wait_seconds > 0 else now  # the poll took time
         out: list[ClaimedMessage] = []
         done: list[str] = []
         for message in messages:
@@ -331,10 +343,18 @@ class SQSQueue:
                 done.append(receipt)
                 continue
             count = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
-            count += int(_number_attribute(attrs.get(_DELIVERIES)) or 0)
+            before = _number_attribute(attrs.get(_DELIVERIES)) or 0.0
+            count += int(min(max(before, 0.0), _MAX_DELIVERIES))  # a foreign value, bounded
             self._remember(receipt, body, message_id, count)
             out.append(ClaimedMessage(message_id, body, count, receipt))
-        self.delete_batch(done)
+        try:
+            self.delete_batch(done)
+        except RouterError:
+            if not out:
+                raise
+            # the jobs claimed are handed out; the re-sent copies' originals come back after
+            # their lease and are re-deferred again (a duplicate, never a loss)
+            logger.warning("SQS delete of re-deferred messages failed", exc_info=True)
         return out
 
     def _receive(
@@ -365,23 +385,33 @@ class SQSQueue:
                 while len(self._newest) > _BODY_CACHE:
                     self._newest.popitem(last=False)
 
-    def _forget(self, receipt: str) -> str | None:
+    def _forget(self, receipt: str, *, revoke: bool = False) -> None:
+        """Drop the remembered body of a settled delivery. The newest receipt of its message
+        stays remembered, so an older receipt is still stale after this one settled;
+        ``revoke`` (a release) makes this receipt stale too (docs/protocol.md, "Building a
+        router": a release revokes the receipt)."""
         with self._lock:
             found = self._bodies.pop(receipt, None)
-            if found is None:
-                return None
-            body, message_id, _count = found
-            if self._newest.get(message_id) == receipt:
-                del self._newest[message_id]
-            return body
+            if found is not None and revoke and self._newest.get(found[1]) == receipt:
+                self._newest[found[1]] = _REVOKED
+
+    def keep_body(self, message_id: str, receipt: str, body: str, count: int) -> None:
+        """Remember ``body`` for a delivery whose own body is no longer remembered (more than
+        10,000 receipts since it was claimed): the router passes the job it decoded, so a
+        dead letter or a re-send still carries it. A remembered body is kept as it is."""
+        with self._lock:
+            if receipt not in self._bodies and self._newest.get(message_id) == receipt:
+                self._bodies[receipt] = (body, message_id, count)
 
     def _superseded(self, message_id: str, receipt: str) -> bool:
-        """Whether this queue received the message again since ``receipt`` (stale)."""
+        """Whether this queue received the message again since ``receipt``, or revoked it
+        (stale)."""
         with self._lock:
             newest = self._newest.get(message_id)
             stale = newest is not None and newest != receipt
-            if stale:
-                self._bodies.pop(receipt, None)
+            found = self._bodies.get(receipt)
+            if stale and found is not None and found[1] == message_id:
+                del self._bodies[receipt]
         return stale
 
     def _change(self, receipt: str, seconds: float) -> bool:
@@ -401,8 +431,8 @@ class SQSQueue:
             if not _stale_code(_code(exc)):
                 raise RouterError(f"SQS ChangeMessageVisibility failed: {exc}") from exc
             text = str(exc).lower()
-            if "maximum" in text or "exceed" in text:
-                raise
+            if "maximum" in text or "exceed" in text or "beyond the limit" in text:
+                raise  # the receipt's 12 h visibility budget is spent
             return False
         except BotoCoreError as exc:
             raise RouterError(f"SQS ChangeMessageVisibility failed: {exc}") from exc
@@ -473,8 +503,9 @@ class SQSQueue:
             return False
         try:
             return self._change(receipt, visible_at - self._clock())
-        except ClientError as exc:
-            raise RouterError(f"SQS extend failed: {exc}") from exc
+        except ClientError as exc:  # the receipt's 12 h budget is spent: it cannot be held
+            logger.warning("SQS extend of message %s refused: %s", message_id, exc)
+            return False
 
     def release(self, message_id: str, receipt: str, visible_at: float) -> bool:
         """Make the message visible at ``visible_at``: ``ChangeMessageVisibility`` up to the
@@ -492,17 +523,15 @@ class SQSQueue:
             try:
                 if not self._change(receipt, delay):
                     return False
-                self._forget(receipt)
+                self._forget(receipt, revoke=True)
                 return True
             except ClientError:
                 pass  # the 12 h budget of this receipt is spent: re-send
         with self._lock:
             found = self._bodies.get(receipt)
-        if found is None:  # a body no longer remembered: as close to the delay as SQS allows
-            try:
-                return self._change(receipt, min(delay, MAX_VISIBILITY))
-            except ClientError as exc:
-                raise RouterError(f"SQS retry failed: {exc}") from exc
+        if found is None:
+            raise RouterError(f"SQS retry of message {message_id} cannot re-send it: its body"
+                              " is not remembered here")
         self.send(self.queue_url, found[0], visible_at,
                   {_DELIVERIES: {"DataType": "Number", "StringValue": str(max(found[2], 1))}})
         self.delete_batch([receipt])
@@ -521,10 +550,8 @@ class SQSQueue:
         with self._lock:
             found = self._bodies.get(receipt)
         if found is None:
-            logger.warning("SQS message %s: its body is no longer remembered here; made"
-                           " visible again instead of dead-lettered (%s)", message_id, reason)
-            self._change(receipt, 0)
-            return False
+            raise RouterError(f"SQS dead_letter of message {message_id} cannot send it: its"
+                              " body is not remembered here")
         self._to_dlq(found[0], reason, receipt, at)
         self.delete_batch([receipt])
         self._forget(receipt)  # only now: a retry after a failure above still has the body
@@ -890,6 +917,32 @@ class SQSRouter(GenericRouter):
                 leases.append(parts)
         with self._backend("delete_many"):
             self.primitive.delete_many(leases)
+
+    def retry(self, delivery: Delivery, delay_seconds: float) -> None:
+        """:meth:`GenericRouter.retry`, with the delivered job kept as the body to re-send
+        should the queue no longer remember the message's own (:meth:`SQSQueue.keep_body`).
+
+        Raises:
+            ValueError: ``delay_seconds`` is negative or not finite.
+            RouterError: a request failed.
+        """
+        self._keep_body(delivery)
+        super().retry(delivery, delay_seconds)
+
+    def dead_letter(self, delivery: Delivery, reason: str) -> None:
+        """:meth:`GenericRouter.dead_letter`, with the delivered job kept as the body to send
+        should the queue no longer remember the message's own (:meth:`SQSQueue.keep_body`).
+
+        Raises:
+            RouterError: a request failed.
+        """
+        self._keep_body(delivery)
+        super().dead_letter(delivery, reason)
+
+    def _keep_body(self, delivery: Delivery) -> None:
+        parts = decode_receipt(delivery.receipt)
+        if parts is not None:
+            self.primitive.keep_body(*parts, delivery.job.to_json(), delivery.delivery_count)
 
     def purge_dead_letters(self, ids: Sequence[str] | None = None) -> int:
         """Delete the dead letters named by ``ids`` (``None``: every one the scans find) in

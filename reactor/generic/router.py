@@ -58,6 +58,7 @@ __all__ = [
     "DEFAULT_VISIBILITY_TIMEOUT",
     "GenericRouter",
     "check_seconds",
+    "decode_receipt",
     "new_message_id",
     "requeue_message_id",
 ]
@@ -92,8 +93,13 @@ def _encode_receipt(message_id: str, receipt: str) -> str:
     return f"{len(message_id)}:{message_id}{receipt}"
 
 
-def _decode_receipt(text: str) -> tuple[str, str] | None:
-    """``(message_id, receipt)`` of a receipt :func:`_encode_receipt` wrote, else ``None``."""
+def decode_receipt(text: str) -> tuple[str, str] | None:
+    """The primitive's ``(message_id, receipt)`` a :attr:`Delivery.receipt` of a
+    :class:`GenericRouter` names, else ``None`` (a receipt no generic router wrote).
+
+    Args:
+        text: the delivery's receipt.
+    """
     size, sep, rest = text.partition(":")
     if not sep or not size.isascii() or not size.isdigit() or int(size) > len(rest):
         return None
@@ -328,7 +334,7 @@ class GenericRouter:
     def _leased(self, delivery: Delivery, action: str) -> tuple[str, str] | None:
         """The primitive's ``(message_id, receipt)`` of a delivery; ``None`` (logged) when the
         receipt is not one of this router's."""
-        parts = _decode_receipt(delivery.receipt)
+        parts = decode_receipt(delivery.receipt)
         if parts is None:
             self._stale(delivery, action)
         return parts

@@ -233,3 +233,46 @@ def test_dead_letters_sent_by_the_previous_release_are_listed_requeued_and_purge
     assert [d.job.payload["n"] for d in got] == [7]
     assert router.purge_dead_letters() == 1
     assert router.dead_letters() == []
+
+
+def test_an_older_receipt_stays_stale_after_the_newer_delivery_settled(
+    router: SQSRouter, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The stale-receipt rule holds after the redelivery was retried or acked, and a receipt
+    given back by ``retry`` is revoked (docs/adapters/dynamodb.md, "Router"): neither loses
+    or moves the job (an outside attack lost the job this way)."""
+    router.enqueue(job(1))
+    (first,) = router.receive(wait_seconds=2)
+    (second,) = router.receive(wait_seconds=5)  # the long poll ends when the 1 s lease lapses
+    router.retry(second, 3)
+    with caplog.at_level(logging.WARNING):
+        router.ack(first)
+        router.dead_letter(first, "stale")
+        router.ack(second)  # revoked by its own retry
+    assert caplog.text.count("stale receipt") == 3
+    assert router.dead_letters() == []
+    again = router.receive(wait_seconds=6)
+    assert [d.job.payload["n"] for d in again] == [1] and again[0].delivery_count == 3
+    router.ack(again[0])
+
+
+def test_a_receive_of_more_than_ten_takes_several_batches(router: SQSRouter) -> None:
+    """SQS hands out 10 messages per request; a receive of more asks again until a batch
+    comes back short."""
+    for n in range(15):
+        router.enqueue(job(n))
+    got = router.receive(max_jobs=15)  # moto hands out every visible message (SQS samples)
+    assert sorted(d.job.payload["n"] for d in got) == list(range(15))
+    router.ack_many(got)
+
+
+def test_a_foreign_deliveries_attribute_is_bounded(
+    router: SQSRouter, recording: Recording
+) -> None:
+    for value in ("-5", "1e30"):
+        recording.client.send_message(
+            QueueUrl=router.queue_url, MessageBody=job(1).to_json(),
+            MessageAttributes={"deliveries": {"DataType": "Number", "StringValue": value}},
+        )
+    counts_seen = sorted(d.delivery_count for d in router.receive(max_jobs=10, wait_seconds=1))
+    assert counts_seen[0] == 1 and counts_seen[-1] <= 1_000_001
