@@ -62,7 +62,7 @@ def test_no_previous_runtime_is_restored_as_none() -> None:
     config.reset()
     with TestEnvironment() as env:
         assert config.current() is env.runtime
-    assert config._current is None  # the next current() configures the defaults lazily
+    assert config.runtime._current is None  # the next current() configures the defaults lazily
 
 
 def test_the_test_clock_is_the_runtimes_clock_inside_and_the_previous_one_after(
@@ -91,7 +91,7 @@ def test_environments_nest() -> None:
         with TestEnvironment() as inner:
             assert config.current() is inner.runtime
         assert config.current() is outer.runtime
-    assert config._current is None
+    assert config.runtime._current is None
 
 
 def test_an_environment_is_entered_once() -> None:
