@@ -8,14 +8,15 @@ sweeper re-dispatches a ``running`` run only when the lock is gone.
 Re-entrancy: on the inline router a ``run`` job executes nested inside the
 thread that enqueued it, which already holds the lock; the nested execution skips the lock
 instead of contending with itself. This module tracks, per thread, the runs whose lock the
-thread holds.
+thread holds: a context variable holding an immutable set, replaced (never mutated) on every
+change, so a new thread starts with none, as with a thread-local.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 from reactor.coordination.lock import Lock
 from reactor.engine import fast_paths
@@ -38,19 +39,24 @@ __all__ = [
     "take_loading",
 ]
 
-_local = threading.local()
+#: The runs whose liveness lock this thread holds (ambient run state; an immutable set, so no
+#: two threads or contexts ever share one object).
+_held: ContextVar[frozenset[str]] = ContextVar("reactor_liveness_held", default=frozenset())
 
 
-def _held_ids() -> set[str]:
-    ids: set[str] | None = getattr(_local, "ids", None)
-    if ids is None:
-        ids = _local.ids = set()
-    return ids
+def _hold_here(context_id: str) -> None:
+    _held.set(_held.get() | {context_id})
+
+
+def _drop_here(context_id: str) -> None:
+    ids = _held.get()
+    if context_id in ids:
+        _held.set(ids - {context_id})
 
 
 def held_here(context_id: str) -> bool:
     """Whether the current thread already holds ``async:<context_id>`` (inline re-entry)."""
-    return context_id in _held_ids()
+    return context_id in _held.get()
 
 
 class Liveness:
@@ -78,7 +84,7 @@ class Liveness:
         #: the lock and loaded the run (:func:`take_loading`); ``None``: not read with it.
         self.claims_read: dict[str, str] | None = None
         if lock is not None:
-            _held_ids().add(context_id)
+            _hold_here(context_id)
 
     def claim(self) -> LockClaim:
         """The lock a :attr:`pending` hold takes with the run's first save.
@@ -104,13 +110,13 @@ class Liveness:
         the run's only save is its final one); its saves are unfenced from now on."""
         self.pending = False
         self.lock = None
-        _held_ids().discard(self.context_id)
+        _drop_here(self.context_id)
 
     def released_with_write(self) -> None:
         """The run's final write released the lock in the same request (docs/protocol.md,
         "Optional fast paths"): stop extending it; :meth:`release` is a no-op from now on."""
         lock, self.lock = self.lock, None
-        _held_ids().discard(self.context_id)
+        _drop_here(self.context_id)
         if lock is not None:
             lock.released_elsewhere()
 
@@ -147,7 +153,7 @@ class Liveness:
         lock, self.lock = self.lock, None
         if lock is None:
             return
-        _held_ids().discard(self.context_id)
+        _drop_here(self.context_id)
         if self.pending:  # never taken
             self.pending = False
             return
@@ -167,7 +173,7 @@ class Liveness:
         lock, self.lock = self.lock, None
         if lock is None:
             return
-        _held_ids().discard(self.context_id)
+        _drop_here(self.context_id)
         if self.pending:  # never taken: nothing to keep
             self.pending = False
             return

@@ -6,8 +6,8 @@ parks or fails on contention, marks its period and releases.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -65,7 +65,10 @@ log = logging.getLogger("reactor.coordination")
 
 Mode = Literal["sync", "worker", "direct"]
 
-_active = threading.local()
+#: The ordered-lock keys this thread is inside now (ambient run state; an immutable set,
+#: replaced on every change, so a new thread starts with none, as with a thread-local).
+_active: ContextVar[frozenset[str]] = ContextVar("reactor_active_ordered_keys",
+                                                 default=frozenset())
 
 
 class HasState(Protocol):
@@ -85,14 +88,20 @@ class Scratch:
     engine_state: EngineState = field(default_factory=EngineState)
 
 
-def active_ordered_keys() -> set[str]:
+def active_ordered_keys() -> frozenset[str]:
     """The ordered-lock keys this thread is inside now (a nested unit of the same key is not
-    sequenced: it would wait for itself forever)."""
-    keys: set[str] | None = getattr(_active, "keys", None)
-    if keys is None:
-        keys = set()
-        _active.keys = keys
-    return keys
+    sequenced: it would wait for itself forever; docs/coordination.md)."""
+    return _active.get()
+
+
+def _enter_ordered_key(key: str) -> None:
+    _active.set(_active.get() | {key})
+
+
+def _leave_ordered_key(key: str) -> None:
+    keys = _active.get()
+    if key in keys:
+        _active.set(keys - {key})
 
 
 class Unit:
@@ -317,8 +326,7 @@ class Unit:
 
     def _ordered_gate(self, decl: OrderedLockDecl) -> Result | None:
         key = self._key(decl)
-        active = active_ordered_keys()
-        if key in active:
+        if key in active_ordered_keys():
             # A nested unit on a key this thread already holds in line
             # would wait for itself forever.
             log.warning("event=ordered_lock_nested key=%s scope=%s: not sequenced", key,
@@ -345,7 +353,7 @@ class Unit:
             return Halt("ordered_lock_stale_batch")
         if decision == "skip_chain_failed":
             return Halt("ordered_lock_chain_failed")
-        active.add(key)
+        _enter_ordered_key(key)
         self._owns_active_key = True
         client.start_heartbeat(ticket)
         return None
@@ -365,7 +373,7 @@ class Unit:
         if self.ordered_client is not None:
             self.ordered_client.stop_heartbeat()
         if self._owns_active_key:
-            active_ordered_keys().discard(self.keys.get("ordered_lock", ""))
+            _leave_ordered_key(self.keys.get("ordered_lock", ""))
             self._owns_active_key = False
 
     # -------------------------------------------------------------- enter / leave
