@@ -363,13 +363,11 @@ def _step_arguments(
     """
     name = spec.name
     for entry in reversed(ctx.undo_stack):
-        if entry.get("step") == name and isinstance(entry.get("arguments"), Mapping):
-            return dict(entry["arguments"]), {str(n) for n in entry.get("redacted") or ()}
+        if entry.step == name:
+            return dict(entry.arguments), set(entry.redacted or ())
     rollback = ctx.rollback
-    if rollback is not None and rollback.get("step") == name and isinstance(
-        rollback.get("arguments"), Mapping
-    ):
-        return dict(rollback["arguments"]), {str(n) for n in rollback.get("redacted") or ()}
+    if rollback is not None and rollback.step == name:
+        return dict(rollback.arguments), set(rollback.redacted or ())
     arguments = resolve_arguments(spec, ctx)
     return arguments, set(definition.secret_arguments(name, arguments, ctx.redacted))
 

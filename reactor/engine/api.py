@@ -265,7 +265,7 @@ def _undo_held(
     definition: ReactorDefinition | None, run_id: str, ctx: Context, env: Env
 ) -> Success | Failure:
     """The rollback of :func:`undo`, under the run's liveness lock."""
-    pending = bool(ctx.rollback and ctx.rollback.get("compensate_pending"))
+    pending = ctx.rollback is not None and ctx.rollback.compensate_pending
     # A run cancelled with rollback=False keeps its undo stack: undo rolls it back now
     # (docs/run-control.md, "Cancel"); any other cancelled run has nothing left to undo, and
     # its stored rollback failures are the answer (an earlier undo whose caller never got its

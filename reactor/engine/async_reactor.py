@@ -53,6 +53,7 @@ from reactor.errors import (
 from reactor.model.context import Context
 from reactor.model.keys import CHILD_ID_NAMESPACE, child_run_id
 from reactor.model.results import Failure, Halt, Paused, Result, Success
+from reactor.model.run_records import UndoEntry
 from reactor.model.status import RunStatus
 from reactor.ports.payloads import RunPayload, job
 
@@ -163,8 +164,8 @@ def _outcome(name: str, child_id: str, inputs: dict[str, Any], result: Result) -
             replace(result, rollback_failures=flattened, run_id=None), inputs, body_started=True
         )
     assert isinstance(result, Success)
-    entry = {"step": name, "kind": "async_reactor", "arguments": inputs, "result": None,
-             "child_run_id": child_id}
+    entry = UndoEntry(step=name, kind="async_reactor", arguments=inputs, result=None,
+                      child_run_id=child_id)
     value: Success = (
         Halt(result.reason, step_name=result.step_name, value=result.value)
         if isinstance(result, Halt) else Success(result.value)

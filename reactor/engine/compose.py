@@ -42,6 +42,7 @@ from reactor.engine.step_runner import StepOutcome
 from reactor.errors import ArgumentResolutionError, InputValidationError
 from reactor.model.context import Context, new_context_id
 from reactor.model.results import Failure, Halt, Paused, Success
+from reactor.model.run_records import UndoEntry
 from reactor.model.status import RunStatus
 
 __all__ = ["run_compose"]
@@ -115,7 +116,7 @@ def _outcome(
 ) -> StepOutcome:
     if isinstance(result, Paused):  # the child waits at an interrupt: so does the parent
         return StepOutcome(result, inputs, body_started=True)
-    entry = {"step": name, "kind": "compose", "arguments": inputs, "result": None}
+    entry = UndoEntry(step=name, kind="compose", arguments=inputs, result=None)
     if isinstance(result, Failure):
         flattened = [f.nested(name) for f in result.rollback_failures]
         return StepOutcome(
@@ -169,7 +170,5 @@ def _resume(
 
 def _stored_halt(child: Context) -> Halt:
     """The ``Halt`` a halted child returned, rebuilt from its trace (reason and step)."""
-    for entry in reversed(child.execution_trace):
-        if entry.get("type") == "halt":
-            return Halt(entry.get("detail"), step_name=entry.get("step"))
-    return Halt(None)
+    entry = child.last_trace("halt")
+    return Halt(None) if entry is None else Halt(entry.detail, step_name=entry.step)

@@ -67,10 +67,10 @@ def stored_result(ctx: Context) -> Success | Failure | Paused | None:
             returns = None
         return Success(ctx.returned_value(returns), run_id=run_id)
     if status is RunStatus.HALTED:
-        entry: dict[str, Any] = next(
-            (e for e in reversed(ctx.execution_trace) if e.get("type") == "halt"), {}
-        )
-        return Halt(entry.get("detail"), step_name=entry.get("step"), run_id=run_id)
+        entry = ctx.last_trace("halt")
+        if entry is None:
+            return Halt(None, run_id=run_id)
+        return Halt(entry.detail, step_name=entry.step, run_id=run_id)
     if status is RunStatus.FAILED:
         if ctx.failure is not None:
             return ctx.failure.with_run_id(run_id)

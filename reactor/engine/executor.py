@@ -72,6 +72,7 @@ from reactor.model.results import (
     Success,
     exception_class_name,
 )
+from reactor.model.run_records import UndoEntry
 from reactor.model.status import RunStatus
 
 __all__ = ["abort", "conclude_failure", "execute"]
@@ -312,13 +313,12 @@ def _record(
     elif spec.kind == "interrupt":  # the resumed payload: nothing to undo
         state.trace("resumed", name)
     else:
-        entry = outcome.undo_entry or {
-            "step": name, "kind": spec.kind, "arguments": outcome.arguments,
-            "result": result.value,
-        }
+        entry = outcome.undo_entry or UndoEntry(
+            step=name, kind=spec.kind, arguments=outcome.arguments, result=result.value,
+        )
         ctx.undo_stack.append(_with_secret_names(state, entry))
         pushed = True
-        state.trace("run", name, attempt=ctx.retry_context.get("attempts", {}).get(name))
+        state.trace("run", name, attempt=ctx.attempts_of(name))
     ctx.current_step = None
     state.in_flight = None
     if final:
@@ -328,7 +328,7 @@ def _record(
         with step_transactions.committing(state):  # docs/concepts.md, "Transactional steps"
             state.checkpoint.save(force=final or transactional)
         if state.env.settings.checkpoint_min_interval > 0:  # a throttled save encoded nothing
-            codec.dumps(ctx.undo_stack[-1] if pushed else result.value)
+            codec.dumps(ctx.undo_stack[-1].to_stored() if pushed else result.value)
     except (EncodeError, ContextTooLargeError) as exc:
         # The value cannot be stored: the step fails (its side effect happened: compensate).
         ctx.status = RunStatus.RUNNING
@@ -341,15 +341,13 @@ def _record(
     return None
 
 
-def _with_secret_names(state: RunState, entry: dict[str, Any]) -> dict[str, Any]:
-    """``entry`` with ``"redacted"``: its secret argument names, when it has any (they are
+def _with_secret_names(state: RunState, entry: UndoEntry) -> UndoEntry:
+    """``entry`` with ``redacted``: its secret argument names, when it has any (they are
     sealed at rest and masked in views; docs/security.md, "What is encrypted")."""
-    arguments = entry.get("arguments")
     names = state.definition.secret_arguments(
-        str(entry.get("step")), arguments if isinstance(arguments, dict) else {},
-        state.ctx.redacted,
+        entry.step, dict(entry.arguments), state.ctx.redacted,
     )
-    return {**entry, "redacted": names} if names else entry
+    return replace(entry, redacted=tuple(names)) if names else entry
 
 
 def _halt(state: RunState, name: str, result: Halt, outcome: StepOutcome) -> Halt:
@@ -380,7 +378,7 @@ def _fail(state: RunState, spec: StepSpec, outcome: StepOutcome) -> Failure:
     )
     state.trace(
         "failed", name, detail=failure.message,
-        attempt=ctx.retry_context.get("attempts", {}).get(name),
+        attempt=ctx.attempts_of(name),
     )
     ctx.failure = failure
     state.in_flight = None
@@ -419,10 +417,10 @@ def conclude_failure(state: RunState) -> Failure:
     failure = ctx.failure or Failure(
         "the run failed while rolling back", retryable=False, reactor_name=ctx.reactor
     )
-    name = (ctx.rollback or {}).get("step") or failure.step_name or ""
+    name = (ctx.rollback.step if ctx.rollback else None) or failure.step_name or ""
     failures = rollback.finish(state, roll_back_fan_out=roll_back_fan_out)
     assert ctx.rollback is not None
-    if ctx.rollback.get("compensate_failed"):
+    if ctx.rollback.compensate_failed:
         error = CompensationError(
             f"compensate of step {name!r} failed while rolling back: {failure.message}",
             step_name=name,
@@ -461,8 +459,8 @@ def abort(state: RunState, interruption: BaseException) -> None:
             arguments=in_flight.arguments,
             compensate_pending=True,
         )
-    if ctx.rollback is not None:
-        ctx.rollback.setdefault("interruption", type(interruption).__name__)
+    if ctx.rollback is not None and ctx.rollback.interruption is None:
+        ctx.rollback = replace(ctx.rollback, interruption=type(interruption).__name__)
     ctx.status = RunStatus.ABORTED
     try:
         state.checkpoint.save()

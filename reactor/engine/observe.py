@@ -370,21 +370,21 @@ class _RollbackScope:
 
     def __init__(self, hooks: Hooks, state: RunState) -> None:
         ctx = state.ctx
-        record = ctx.rollback or {}
+        record = ctx.rollback
+        step_name = record.step if record is not None else None
         failure = ctx.failure
-        if record.get("interruption"):
+        if record is not None and record.interruption:
             reason = "interrupted"
-        elif record.get("step"):
+        elif step_name:
             reason = "step_failed"
         elif ctx.status in (RunStatus.COMPLETED, RunStatus.HALTED):
             reason = "undo"
         else:
             reason = "requested"
-        step_name = record.get("step")
         self._scope = hooks.rollback(RollbackEvent(
             run_id=ctx.context_id, reactor=ctx.reactor,
             root_run_id=ctx.root_context_id or ctx.context_id, reason=reason,
-            step=step_name if isinstance(step_name, str) else None,
+            step=step_name,
             error_type=_failure_type(failure) if failure is not None else None,
         ))
 

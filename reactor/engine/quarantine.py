@@ -42,6 +42,7 @@ from reactor.model.engine_state import EngineState, Quarantine
 from reactor.model.keys import run_liveness_key
 from reactor.model.records import ContextRecord
 from reactor.model.results import Failure
+from reactor.model.run_records import TraceRecord
 from reactor.model.status import RunStatus
 
 __all__ = ["RestoredRun", "quarantine", "quarantine_info", "restore"]
@@ -100,7 +101,7 @@ def quarantine(env: Env, context_id: str, error: DeserializationError) -> Contex
         reactor=record.reactor,
         status=RunStatus.FAILED,
         engine_state=EngineState(quarantine=info),
-        execution_trace=[{"type": "failed", "step": None, "at": now, "detail": reason}],
+        execution_trace=[TraceRecord("failed", None, now, {"detail": reason})],
         failure=Failure(error, retryable=False, reactor_name=record.reactor),
         parent_context_id=record.parent_context_id,
         root_context_id=record.root_context_id,

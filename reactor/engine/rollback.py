@@ -28,6 +28,7 @@ fill with :func:`reactor.engine.maps.rollback.roll_back_fan_out` (docs/architect
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Protocol
 
 from reactor.dsl.definition import ReactorDefinition
@@ -38,6 +39,7 @@ from reactor.engine.state import RunState
 from reactor.errors import DeserializationError
 from reactor.model.keys import child_run_id
 from reactor.model.results import Failure, RollbackFailure
+from reactor.model.run_records import RollbackState, UndoEntry
 from reactor.model.status import RunStatus
 
 __all__ = [
@@ -92,17 +94,16 @@ def begin(
     views; docs/security.md, "What is encrypted").
     """
     args = dict(arguments or {})
-    state.ctx.rollback = {
-        "step": step,
-        "kind": kind,
-        "arguments": args,
-        "compensate_pending": compensate_pending,
-        "compensate_failed": False,
-        "failures": list(failures or []),
-    }
     names = state.definition.secret_arguments(step, args, state.ctx.redacted) if step else []
-    if names:
-        state.ctx.rollback["redacted"] = names
+    state.ctx.rollback = RollbackState(
+        step=step,
+        kind=kind,
+        arguments=args,
+        compensate_pending=compensate_pending,
+        compensate_failed=False,
+        failures=tuple(failures or ()),
+        redacted=tuple(names) if names else None,
+    )
 
 
 def finish(state: RunState, *, roll_back_fan_out: FanOutRollback) -> list[RollbackFailure]:
@@ -116,7 +117,7 @@ def finish(state: RunState, *, roll_back_fan_out: FanOutRollback) -> list[Rollba
             (:func:`reactor.engine.maps.rollback.roll_back_fan_out`).
 
     Returns:
-        Every rollback failure recorded so far (``ctx.rollback["failures"]``).
+        Every rollback failure recorded so far (``ctx.rollback.failures``).
 
     Raises:
         reactor.engine.maps.rollback.RollbackHandedOff: a fan-out map's distributed rollback
@@ -134,27 +135,25 @@ def _finish(state: RunState, roll_back_fan_out: FanOutRollback) -> list[Rollback
         begin(state, step=None, kind=None, arguments=None, compensate_pending=False)
     rb = ctx.rollback
     assert rb is not None
-    if rb.get("compensate_pending") and rb.get("step"):
-        failures = _compensate(
-            state, str(rb["step"]), rb.get("kind"), rb.get("arguments") or {},
-            roll_back_fan_out,
+    if rb.compensate_pending and rb.step:
+        step = rb.step
+        failures = _compensate(state, step, dict(rb.arguments), roll_back_fan_out)
+        rb = ctx.rollback = replace(
+            rb.with_failures(failures),
+            compensate_failed=any(f.kind == "compensate" and f.step == step for f in failures),
+            compensate_pending=False,
         )
-        rb["failures"].extend(failures)
-        rb["compensate_failed"] = any(
-            f.kind == "compensate" and f.step == rb["step"] for f in failures
-        )
-        rb["compensate_pending"] = False
         state.checkpoint.save()
     while ctx.undo_stack:
         entry = ctx.undo_stack[-1]
         try:
-            rb["failures"].extend(_undo(state, entry, roll_back_fan_out))
+            rb = ctx.rollback = rb.with_failures(_undo(state, entry, roll_back_fan_out))
             ctx.undo_stack.pop()
             with step_transactions.committing(state):  # a transactional undo's writes
                 state.checkpoint.save()
         finally:  # stopped before the pop's checkpoint: nothing of the undo commits
             step_transactions.discard(state)
-    return list(rb["failures"])
+    return list(rb.failures)
 
 
 # ------------------------------------------------------------------------------ compensate
@@ -163,7 +162,6 @@ def _finish(state: RunState, roll_back_fan_out: FanOutRollback) -> list[Rollback
 def _compensate(
     state: RunState,
     step: str,
-    kind: Any,
     arguments: dict[str, Any],
     roll_back_fan_out: FanOutRollback,
 ) -> list[RollbackFailure]:
@@ -175,9 +173,10 @@ def _compensate(
     if spec.kind == "map":
         return _undo_map_ref(state, step, roll_back_fan_out)
     if spec.kind == "async_reactor":  # cut off by a cancel: its child, when it completed
-        entry = {"child_run_id": child_run_id(state.ctx.context_id, step)}
-        return _undo_async_reactor(state, step, entry, roll_back_fan_out, cut_off=True)
-    interruption = (state.ctx.rollback or {}).get("interruption") or "an interruption"
+        child_id = child_run_id(state.ctx.context_id, step)
+        return _undo_async_reactor(state, step, child_id, roll_back_fan_out, cut_off=True)
+    rb = state.ctx.rollback
+    interruption = (rb.interruption if rb is not None else None) or "an interruption"
     failure = state.ctx.failure or Failure(
         f"step interrupted by {interruption}", retryable=False, step_name=step
     )
@@ -201,29 +200,30 @@ def _compensate(
 
 
 def _undo(
-    state: RunState, entry: dict[str, Any], roll_back_fan_out: FanOutRollback
+    state: RunState, entry: UndoEntry, roll_back_fan_out: FanOutRollback
 ) -> list[RollbackFailure]:
-    step = str(entry.get("step"))
+    step = entry.step
     spec = state.definition.steps.get(step)
     if spec is None:
         return [_unknown_step(step, "undo")]
     if spec.kind == "compose":
         return _undo_compose(state, step, roll_back_fan_out)
     if spec.kind == "async_reactor":
-        return _undo_async_reactor(state, step, entry, roll_back_fan_out)
-    if spec.kind == "map" and entry.get("fan_out"):  # distributed or chunked
-        failures = roll_back_fan_out(state, step, str(entry.get("map_id")), kind="undo")
+        child_id = str(entry.child_run_id)
+        return _undo_async_reactor(state, step, child_id, roll_back_fan_out)
+    if spec.kind == "map" and entry.fan_out:  # distributed or chunked
+        failures = roll_back_fan_out(state, step, str(entry.map_id), kind="undo")
         state.trace("undo_failure" if failures else "undo", step)
         return failures
     if spec.kind == "map":
-        elements = [(int(i), str(cid)) for i, cid in entry.get("elements") or []]
+        elements = list(entry.elements or ())
         failures = roll_back_elements(
             state.env, state.definition.children[step], step, elements,
             roll_back_fan_out=roll_back_fan_out,
         )
         state.trace("undo_failure" if failures else "undo", step)
         return failures
-    arguments = entry.get("arguments") or {}
+    arguments = dict(entry.arguments)
     with coordination.rollback_holds(state, spec, arguments, "undo") as unavailable:
         if unavailable is not None:  # skipped, the rollback goes on
             state.trace("undo_failure", step, detail=unavailable.message)
@@ -231,7 +231,7 @@ def _undo(
         with observe.step(state, step, "undo", arguments=arguments) as seen:
             invocation = step_transactions.run_body(  # kept for the pop's checkpoint
                 state, spec, lambda transaction: invoke.call_undo(
-                    spec, arguments, entry.get("result"),
+                    spec, arguments, entry.result,
                     state.step_context(step, transaction=transaction),
                 ),
             )
@@ -256,7 +256,7 @@ def _undo_compose(
 
 
 def _undo_async_reactor(
-    state: RunState, step: str, entry: dict[str, Any], roll_back_fan_out: FanOutRollback,
+    state: RunState, step: str, child_id: str, roll_back_fan_out: FanOutRollback,
     *, cut_off: bool = False,
 ) -> list[RollbackFailure]:
     """Undo a completed ``async_reactor`` step: replay its child run's stored undo stack
@@ -267,7 +267,6 @@ def _undo_async_reactor(
     rollback never replays the same entries. ``cut_off``: the step was compensated after a
     cancel; a child that rolled itself back (the request passed on to it) reports its own
     rollback failures here, so the cancelled run's ``Failure`` lists them too."""
-    child_id = str(entry.get("child_run_id"))
     env = state.env
     hold = liveness.take(env, child_id, wait=env.settings.context_lock_ttl)
     if hold is None:
@@ -335,12 +334,12 @@ def roll_back_child(
 def _undo_map_ref(
     state: RunState, step: str, roll_back_fan_out: FanOutRollback
 ) -> list[RollbackFailure]:
-    ref = state.ctx.composed_contexts.get(step)
-    if not isinstance(ref, dict):
+    ref = state.ctx.map_ref(step)
+    if ref is None:
         return []
-    if ref.get("fan_out"):  # a fan-out map cut off mid-flight: roll back what started
-        return roll_back_fan_out(state, step, str(ref.get("map_id")), kind="compensate")
-    elements = sorted((int(i), str(cid)) for i, cid in (ref.get("elements") or {}).items())
+    if ref.is_fan_out:  # a fan-out map cut off mid-flight: roll back what started
+        return roll_back_fan_out(state, step, ref.map_id, kind="compensate")
+    elements = sorted(ref.elements.items())
     return roll_back_elements(
         state.env, state.definition.children[step], step, elements,
         roll_back_fan_out=roll_back_fan_out,

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from reactor.config import Runtime, Settings
@@ -27,6 +28,7 @@ from reactor.dsl.definition import ReactorDefinition
 from reactor.engine.env import Env
 from reactor.errors import ConfigurationError
 from reactor.model.context import Context
+from reactor.model.run_records import RollbackState, UndoEntry
 from reactor.model.secrets import (
     ENV_VAR,
     Keyring,
@@ -296,8 +298,10 @@ def _secrets_in_clear(ctx: Context) -> bool:
 
     if clear(ctx.inputs, ctx.redacted):
         return True
-    entries = [*ctx.undo_stack, *([ctx.rollback] if ctx.rollback else [])]
-    if any(clear(entry.get("arguments"), entry.get("redacted")) for entry in entries):
+    entries: list[UndoEntry | RollbackState] = [*ctx.undo_stack]
+    if ctx.rollback is not None:
+        entries.append(ctx.rollback)
+    if any(clear(dict(entry.arguments), entry.redacted) for entry in entries):
         return True
     return any(
         isinstance(child, Context) and _secrets_in_clear(child)
@@ -307,9 +311,31 @@ def _secrets_in_clear(ctx: Context) -> bool:
 
 def _open(ctx: Context, ring: Any) -> None:
     ctx.inputs = open_values(ctx.inputs, ring)
-    ctx.undo_stack = open_values(ctx.undo_stack, ring)
+    ctx.undo_stack = [_opened_entry(entry, ring) for entry in ctx.undo_stack]
     if ctx.rollback is not None:
-        ctx.rollback = open_values(ctx.rollback, ring)
+        rb = ctx.rollback
+        arguments, extra = _opened(rb.arguments, ring), _opened(rb.extra, ring)
+        if arguments is not rb.arguments or extra is not rb.extra:
+            ctx.rollback = replace(rb, arguments=arguments, extra=extra)
     for value in ctx.composed_contexts.values():
         if isinstance(value, Context):
             _open(value, ring)
+
+
+def _opened(values: Mapping[str, Any], ring: Any) -> Mapping[str, Any]:
+    """``values`` with its sealed values opened; ``values`` itself when it holds none."""
+    opened: Mapping[str, Any] = open_values(
+        values if isinstance(values, dict) else dict(values), ring
+    )
+    return opened
+
+
+def _opened_entry(entry: UndoEntry, ring: Any) -> UndoEntry:
+    """An undo entry with the sealed values of its arguments, result and unknown keys opened
+    (``entry`` itself, the very object, when it holds none: an incremental checkpoint finds
+    what changed by identity)."""
+    arguments, extra = _opened(entry.arguments, ring), _opened(entry.extra, ring)
+    result = open_values(entry.result, ring)
+    if arguments is entry.arguments and extra is entry.extra and result is entry.result:
+        return entry
+    return replace(entry, arguments=arguments, extra=extra, result=result)

@@ -15,6 +15,7 @@ from reactor.errors import LockLost
 from reactor.model.context import Context
 from reactor.model.engine_state import KeyedTicket
 from reactor.model.results import Failure, Paused, Success
+from reactor.model.run_records import TraceRecord
 from reactor.model.step_context import Hold, StepContext
 from reactor.ports.capabilities import StepTransaction
 
@@ -126,9 +127,7 @@ class RunState:
 
     def trace(self, type_: str, step: str | None, **extra: Any) -> None:
         """Append an execution trace entry (never holds step arguments: no secret leaks)."""
-        entry: dict[str, Any] = {"type": type_, "step": step, "at": self.now()}
-        entry.update({k: v for k, v in extra.items() if v is not None})
-        self.ctx.execution_trace.append(entry)
+        self.ctx.execution_trace.append(TraceRecord.of(type_, step, self.now(), **extra))
 
     def step_context(
         self, step: str, attempt: int = 0, transaction: StepTransaction | None = None

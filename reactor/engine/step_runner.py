@@ -27,6 +27,7 @@ from reactor.engine.retries import attempt_with_retries
 from reactor.engine.state import InFlight, RunState
 from reactor.errors import ArgumentResolutionError, InputValidationError
 from reactor.model.results import Failure, Result
+from reactor.model.run_records import UndoEntry
 from reactor.ports.capabilities import StepTransaction
 
 __all__ = ["StepOutcome", "retry_policy", "run_leaf"]
@@ -47,7 +48,7 @@ class StepOutcome:
     result: Result
     arguments: dict[str, Any]
     body_started: bool
-    undo_entry: dict[str, Any] | None = None
+    undo_entry: UndoEntry | None = None
 
 
 def retry_policy(spec: StepSpec) -> Retries:
@@ -97,22 +98,20 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
             return result
 
     def on_retry(failed_attempt: int, delay: float, failure: Failure) -> None:
-        attempts = ctx.retry_context.setdefault("attempts", {})
-        attempts[name] = failed_attempt
+        ctx.count_attempts(name, failed_attempt)
         state.trace(
             "retry", name, attempt=failed_attempt,
             detail=f"retrying in {delay:g}s after: {failure.message}",
         )
 
     # A step resumed after a worker re-enqueued its retry continues its attempt count.
-    done = ctx.retry_context.get("attempts", {}).get(name, 0)
+    done = ctx.attempts_of(name) or 0
     result, used = attempt_with_retries(
         retry_policy(spec), attempt, on_retry=on_retry,
-        sleep_fn=state.retry_wait or state.env.sleep,
-        first_attempt=done + 1 if isinstance(done, int) else 1,
+        sleep_fn=state.retry_wait or state.env.sleep, first_attempt=done + 1,
     )
     if used > 1:
-        ctx.retry_context.setdefault("attempts", {})[name] = used
+        ctx.count_attempts(name, used)
     if coordination is not None:
         coordination.finish(result)
     return StepOutcome(result, in_flight.arguments, body_started=in_flight.body_started)

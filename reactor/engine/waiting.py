@@ -14,22 +14,19 @@ whose results are not all stored, an ``async_step`` whose record is not ``comple
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from reactor.engine.maps.fan_out import is_fan_out_ref
 from reactor.errors import DeserializationError
 from reactor.model import checkpoints
 from reactor.model.context import Context
 from reactor.model.records import ContextRecord
+from reactor.model.run_records import MapRef
 from reactor.ports.storage import Storage
 
 __all__ = ["waiting_on"]
 
 
-def _map_in_flight(storage: Storage, ref: Mapping[str, Any]) -> bool:
-    map_id = str(ref["map_id"])
-    count = int(ref.get("count") or 0)
+def _map_in_flight(storage: Storage, ref: MapRef) -> bool:
+    map_id = ref.map_id
+    count = ref.count or 0
     if storage.maps.metadata(map_id) is None:
         return False
     return storage.maps.count_results(map_id) < count
@@ -60,8 +57,8 @@ def waiting_on(storage: Storage, record: ContextRecord) -> str | None:
     except DeserializationError:
         return None
     for ref in ctx.composed_contexts.values():
-        if is_fan_out_ref(ref) and _map_in_flight(storage, ref):
-            return f"map:{ref['map_id']}"
+        if isinstance(ref, MapRef) and ref.is_fan_out and _map_in_flight(storage, ref):
+            return f"map:{ref.map_id}"
     waiting = ctx.engine_state.waiting
     if waiting is not None and waiting.primitive == "async_step":
         step = waiting.key

@@ -14,7 +14,7 @@ one per incremental checkpoint. A segment is an encoded delta document::
 
 An undo entry whose ``"result"`` is the very object recorded as its step's result is written
 without it and marked ``"result_of_step": true`` (in whole documents too:
-:func:`reactor.model.context.stored_undo_entry`); the fold puts the step's result back, so a
+:meth:`reactor.model.run_records.UndoEntry.to_stored`); the fold puts the step's result back, so a
 step's value is encoded once, not twice, and a whole save and its segments measure the same.
 
 What changed is found by identity against :class:`~reactor.model.context.Persisted` (the
@@ -31,12 +31,7 @@ from typing import Any
 
 from reactor.errors import DeserializationError
 from reactor.model import codec
-from reactor.model.context import (
-    RESULT_OF_STEP,
-    Context,
-    Persisted,
-    stored_undo_entry,
-)
+from reactor.model.context import RESULT_OF_STEP, Context, Persisted
 from reactor.model.records import ContextRecord
 
 __all__ = [
@@ -137,11 +132,9 @@ class DeltaDocument:
         if removed:
             document["drop_results"] = removed
         document["trace_keep"] = trace_keep
-        document["trace"] = ctx.execution_trace[trace_keep:]
+        document["trace"] = [entry.to_stored() for entry in ctx.execution_trace[trace_keep:]]
         document["undo_keep"] = undo_keep
-        document["undo"] = [
-            stored_undo_entry(entry, results, seal) for entry in ctx.undo_stack[undo_keep:]
-        ]
+        document["undo"] = [entry.to_stored(results, seal) for entry in ctx.undo_stack[undo_keep:]]
         self.document = document
 
     def written(self, size: int) -> None:

@@ -25,6 +25,16 @@ from reactor.errors import DeserializationError
 from reactor.model.engine_state import EngineState
 from reactor.model.masking import REDACTED, mask_mapping
 from reactor.model.results import Failure, RollbackFailure
+from reactor.model.run_records import (
+    RESULT_OF_STEP,
+    ForeignRef,
+    MapRef,
+    Reference,
+    RetryCounters,
+    RollbackState,
+    TraceRecord,
+    UndoEntry,
+)
 from reactor.model.secrets import seal_names
 from reactor.model.status import RunStatus
 
@@ -35,8 +45,6 @@ __all__ = [
     "Context",
     "Persisted",
     "new_context_id",
-    "sealed_entry",
-    "stored_undo_entry",
 ]
 
 #: The document keys an incremental checkpoint appends to (or leaves alone) instead of
@@ -73,8 +81,8 @@ class Persisted:
     inputs: Any
     redacted: tuple[str, ...]
     results: dict[str, Any]
-    trace: list[Any]
-    undo: list[Any]
+    trace: list[TraceRecord]
+    undo: list[UndoEntry]
 
 
 def new_context_id() -> str:
@@ -96,22 +104,21 @@ class Context:
         engine_state: the engine's typed bookkeeping
             (:class:`~reactor.model.engine_state.EngineState`; immutable: assign a new value
             to change it). Stored as the document's ``private_data`` object.
-        composed_contexts: compose step -> child :class:`Context`; map step -> a ``map_ref``
-            dict ``{"type": "map_ref", "map_id": str, "elements": {index: context_id}}``.
+        composed_contexts: compose step -> child :class:`Context`; map step -> its
+            :class:`~reactor.model.run_records.MapRef`; a reference of a kind this release
+            does not read -> :class:`~reactor.model.run_records.ForeignRef` (kept as stored).
         map_metadata: on a map element's context: ``{"map_step", "map_id", "index",
             "parent_reactor"}``; ``None`` otherwise.
         current_step: the step in flight (the resume cursor), or ``None``.
-        retry_context: ``{"attempts": {step: attempts_used}}``.
-        execution_trace: trace entries ``{"type", "step", "at", ...}`` — types ``run``,
-            ``failed``, ``retry``, ``compensate``, ``compensate_failure``, ``undo``,
-            ``undo_failure``, ``halt``, ``skipped``.
-        undo_stack: completed steps, oldest first: ``{"step", "kind", "arguments", "result"}``
-            (plus ``"elements"`` for a map, and ``"redacted"``: the secret argument names, when
-            there are any).
+        retry_context: the attempts each step used
+            (:class:`~reactor.model.run_records.RetryCounters`).
+        execution_trace: the trace entries, oldest first
+            (:class:`~reactor.model.run_records.TraceRecord`).
+        undo_stack: completed steps, oldest first
+            (:class:`~reactor.model.run_records.UndoEntry`).
         failure: the run's ``Failure`` once it failed.
-        rollback: while rolling back (or aborted mid-rollback): ``{"step", "kind",
-            "arguments", "compensate_pending", "failures"}`` (and ``"redacted"``, as in
-            ``undo_stack``).
+        rollback: while rolling back (or aborted mid-rollback): the
+            :class:`~reactor.model.run_records.RollbackState`.
         redacted: names of the inputs that are secrets: declared ``redact=True``, or fed from
             a parent's secret (a composed child, a map element).
         parent_context_id: the parent run (map elements, composed children).
@@ -126,14 +133,14 @@ class Context:
     status: RunStatus = RunStatus.PENDING
     intermediate_results: dict[str, Any] = field(default_factory=dict)
     engine_state: EngineState = field(default_factory=EngineState)
-    composed_contexts: dict[str, Any] = field(default_factory=dict)
+    composed_contexts: dict[str, Context | Reference] = field(default_factory=dict)
     map_metadata: dict[str, Any] | None = None
     current_step: str | None = None
-    retry_context: dict[str, Any] = field(default_factory=dict)
-    execution_trace: list[dict[str, Any]] = field(default_factory=list)
-    undo_stack: list[dict[str, Any]] = field(default_factory=list)
+    retry_context: RetryCounters = field(default_factory=RetryCounters)
+    execution_trace: list[TraceRecord] = field(default_factory=list)
+    undo_stack: list[UndoEntry] = field(default_factory=list)
     failure: Failure | None = None
-    rollback: dict[str, Any] | None = None
+    rollback: RollbackState | None = None
     redacted: list[str] = field(default_factory=list)
     parent_context_id: str | None = None
     root_context_id: str | None = None
@@ -153,14 +160,30 @@ class Context:
 
     def rollback_failures(self) -> list[RollbackFailure]:
         """The failures collected so far by the rollback in progress (empty if none)."""
-        if not self.rollback:
-            return []
-        return list(self.rollback.get("failures") or [])
+        return [] if self.rollback is None else list(self.rollback.failures)
 
     def child(self, step: str) -> Context | None:
         """The embedded context of compose step ``step``, if any."""
         value = self.composed_contexts.get(step)
         return value if isinstance(value, Context) else None
+
+    def map_ref(self, step: str) -> MapRef | None:
+        """The stored reference of map step ``step`` (docs/protocol.md, "Maps"), if any."""
+        value = self.composed_contexts.get(step)
+        return value if isinstance(value, MapRef) else None
+
+    def attempts_of(self, step: str) -> int | None:
+        """The attempts ``step`` used so far (``retry_context``), or ``None`` when none was
+        counted."""
+        return self.retry_context.attempts_of(step)
+
+    def count_attempts(self, step: str, attempts: int | None) -> None:
+        """Record that ``step`` used ``attempts`` (``None``: forget its count)."""
+        self.retry_context = self.retry_context.counted(step, attempts)
+
+    def last_trace(self, type_: str) -> TraceRecord | None:
+        """The newest trace entry of type ``type_``, or ``None``."""
+        return next((e for e in reversed(self.execution_trace) if e.type == type_), None)
 
     def returned_value(self, returns: str | None) -> Any:
         """The value this run returns once completed (docs/concepts.md, "A synchronous
@@ -187,13 +210,12 @@ class Context:
         """
         inputs = self.inputs if seal is None else self.sealed_inputs(seal)
         results = self.intermediate_results
-        undo_stack = [stored_undo_entry(entry, results, seal) for entry in self.undo_stack]
         return {
             **self.head_document(seal),
             "inputs": inputs,
             "intermediate_results": self.intermediate_results,
-            "execution_trace": self.execution_trace,
-            "undo_stack": undo_stack,
+            "execution_trace": [entry.to_stored() for entry in self.execution_trace],
+            "undo_stack": [entry.to_stored(results, seal) for entry in self.undo_stack],
         }
 
     def sealed_inputs(self, seal: Callable[[Any], Any]) -> dict[str, Any]:
@@ -208,10 +230,8 @@ class Context:
             if isinstance(value, Context):
                 composed[name] = {"type": "compose", "context": value.to_document(seal)}
             else:
-                composed[name] = value
-        rollback = self.rollback
-        if seal is not None and rollback is not None:
-            rollback = sealed_entry(rollback, seal)
+                composed[name] = value.to_stored()
+        rollback = None if self.rollback is None else self.rollback.to_stored(seal)
         return {
             "context_id": self.context_id,
             "reactor": self.reactor,
@@ -220,7 +240,7 @@ class Context:
             "composed_contexts": composed,
             "map_metadata": self.map_metadata,
             "current_step": self.current_step,
-            "retry_context": self.retry_context,
+            "retry_context": self.retry_context.to_stored(),
             "failure": self.failure,
             "rollback": rollback,
             "redacted": self.redacted,
@@ -254,32 +274,26 @@ class Context:
             status = RunStatus.parse(status_text)
         except ValueError as exc:
             raise DeserializationError(f"context has unknown status {status_text!r}") from exc
-        composed: dict[str, Any] = {}
+        composed: dict[str, Context | Reference] = {}
         for name, value in reader.get("composed_contexts", dict).items():
+            where = f"context field 'composed_contexts.{name}'"
             if isinstance(value, Mapping) and value.get("type") == "compose":
                 composed[str(name)] = cls.from_document(value.get("context"))
+            elif MapRef.is_stored_ref(value):
+                composed[str(name)] = MapRef.from_stored(value, where)
             else:
-                composed[str(name)] = value
+                composed[str(name)] = ForeignRef(value)
         failure = reader.optional("failure", Failure)
-        for entry in reader.get("execution_trace", list):
-            if not isinstance(entry, Mapping) or not isinstance(entry.get("step"), str | None):
-                raise DeserializationError("context field 'execution_trace' is malformed")
-        for entry in reader.get("undo_stack", list):
-            if not _valid_undo_entry(entry):
-                raise DeserializationError("context field 'undo_stack' holds a malformed entry")
-        for value in composed.values():
-            if isinstance(value, Mapping) and not _valid_map_ref(value):
-                raise DeserializationError("context field 'composed_contexts' holds a bad map_ref")
+        trace = [
+            TraceRecord.from_stored(entry, f"context field 'execution_trace'[{i}]")
+            for i, entry in enumerate(reader.get("execution_trace", list))
+        ]
         results = dict(reader.get("intermediate_results", dict))
-        undo_stack = []
-        for entry in reader.get("undo_stack", list):
-            entry = dict(entry)
-            if entry.pop(RESULT_OF_STEP, None) is True:
-                entry["result"] = results.get(str(entry.get("step")))
-            undo_stack.append(entry)
+        undo_stack = [
+            UndoEntry.from_stored(entry, results, f"context field 'undo_stack'[{i}]")
+            for i, entry in enumerate(reader.get("undo_stack", list))
+        ]
         rollback = reader.optional("rollback", dict)
-        if rollback is not None and not _valid_rollback(rollback):
-            raise DeserializationError("context field 'rollback' is malformed")
         return cls(
             context_id=reader.get("context_id", str),
             reactor=reader.get("reactor", str),
@@ -290,85 +304,20 @@ class Context:
             composed_contexts=composed,
             map_metadata=reader.optional("map_metadata", dict),
             current_step=reader.optional("current_step", str),
-            retry_context=dict(reader.get("retry_context", dict)),
-            execution_trace=[dict(e) for e in reader.get("execution_trace", list)],
+            retry_context=RetryCounters.from_stored(reader.get("retry_context", dict)),
+            execution_trace=trace,
             undo_stack=undo_stack,
             failure=failure,
-            rollback=dict(rollback) if rollback is not None else None,
+            rollback=(
+                None if rollback is None
+                else RollbackState.from_stored(rollback, "context field 'rollback'")
+            ),
             redacted=[str(x) for x in reader.get("redacted", list)],
             parent_context_id=reader.optional("parent_context_id", str),
             root_context_id=reader.optional("root_context_id", str),
             created_at=reader.number("created_at"),
             updated_at=reader.number("updated_at"),
         )
-
-
-#: The key an undo entry is stored with instead of ``"result"`` when its result is the very
-#: object recorded as its step's result (each value is stored once: docs/protocol.md,
-#: "Incremental checkpoints").
-RESULT_OF_STEP = "result_of_step"
-
-
-def stored_undo_entry(
-    entry: dict[str, Any], results: Mapping[str, Any], seal: Callable[[Any], Any] | None
-) -> dict[str, Any]:
-    """An undo-stack entry as stored: its secret arguments sealed (``seal`` given), and its
-    ``"result"`` replaced by ``"result_of_step": true`` when it is the object recorded as the
-    step's result (:meth:`Context.from_document` puts it back)."""
-    stored = entry if seal is None else sealed_entry(entry, seal)
-    step = entry.get("step")
-    if (
-        "result" in entry
-        and isinstance(step, str)
-        and step in results
-        and results[step] is entry["result"]
-    ):
-        stored = {k: v for k, v in stored.items() if k != "result"}
-        stored[RESULT_OF_STEP] = True
-    return stored
-
-
-def sealed_entry(entry: dict[str, Any], seal: Callable[[Any], Any]) -> dict[str, Any]:
-    """An undo-stack entry or rollback record with its secret ``arguments`` (the names in its
-    ``redacted`` list) sealed with ``seal``; ``entry`` itself when it has none."""
-    names = entry.get("redacted")
-    arguments = entry.get("arguments")
-    if not names or not isinstance(arguments, Mapping):
-        return entry
-    return {**entry, "arguments": seal_names(arguments, names, seal)}
-
-
-def _valid_undo_entry(entry: Any) -> bool:
-    if not isinstance(entry, Mapping) or not isinstance(entry.get("step"), str):
-        return False
-    if not isinstance(entry.get("arguments", {}), Mapping):
-        return False
-    elements = entry.get("elements", [])
-    return isinstance(elements, list) and all(
-        isinstance(pair, list | tuple) and len(pair) == 2
-        and isinstance(pair[0], int) and isinstance(pair[1], str)
-        for pair in elements
-    )
-
-
-def _valid_rollback(rollback: Mapping[str, Any]) -> bool:
-    failures = rollback.get("failures", [])
-    return (
-        isinstance(rollback.get("step"), str | None)
-        and isinstance(rollback.get("arguments", {}), Mapping)
-        and isinstance(rollback.get("compensate_pending", False), bool)
-        and isinstance(failures, list)
-        and all(isinstance(f, RollbackFailure) for f in failures)
-    )
-
-
-def _valid_map_ref(ref: Mapping[str, Any]) -> bool:
-    if ref.get("type") != "map_ref":
-        return True  # other reference kinds are not read by this engine
-    elements = ref.get("elements")
-    return isinstance(ref.get("map_id"), str) and isinstance(elements, Mapping) and all(
-        isinstance(k, str) and k.isdigit() and isinstance(v, str) for k, v in elements.items()
-    )
 
 
 class _Reader:

@@ -23,6 +23,7 @@ from reactor.model.context import Context
 from reactor.model.engine_state import CancelRequest, PendingInterrupt
 from reactor.model.masking import mask_value
 from reactor.model.results import Failure
+from reactor.model.run_records import MapRef, TraceRecord
 from reactor.model.status import RunStatus
 
 __all__ = [
@@ -71,6 +72,16 @@ class MapInfo:
     elements: Mapping[int, str] = field(default_factory=dict)
 
     @classmethod
+    def of(cls, ref: MapRef) -> MapInfo:
+        """The info of a loaded map reference."""
+        if ref.is_fan_out:
+            count = ref.count if ref.count is not None and ref.count >= 0 else 0
+            return cls(map_id=ref.map_id, fan_out=True, count=count)
+        elements = {k: v for k, v in ref.elements.items() if v}
+        return cls(map_id=ref.map_id, fan_out=False, count=len(elements),
+                   elements=dict(sorted(elements.items())))
+
+    @classmethod
     def from_ref(cls, ref: Mapping[str, Any]) -> MapInfo | None:
         """Read a stored ``map_ref`` (raw JSON or as loaded).
 
@@ -96,10 +107,13 @@ class MapInfo:
 
 def map_infos(composed: Mapping[str, Any]) -> dict[str, MapInfo]:
     """Map step name -> :class:`MapInfo` for every map step in a run's ``composed_contexts``
-    (raw JSON or a loaded ``Context``'s); other entries (composed children) are left out."""
+    (raw JSON, or a loaded ``Context``'s :class:`~reactor.model.run_records.MapRef` values);
+    other entries (composed children) are left out."""
     found: dict[str, MapInfo] = {}
     for name, ref in composed.items():
-        if isinstance(ref, Mapping) and (info := MapInfo.from_ref(ref)) is not None:
+        if isinstance(ref, MapRef):
+            found[str(name)] = MapInfo.of(ref)
+        elif isinstance(ref, Mapping) and (info := MapInfo.from_ref(ref)) is not None:
             found[str(name)] = info
     return found
 
@@ -192,6 +206,12 @@ class TraceEntry:
     at: float
     attempt: int | None = None
     detail: str | None = None
+
+    @classmethod
+    def from_record(cls, record: TraceRecord) -> TraceEntry:
+        """Build from a loaded trace record."""
+        return cls(type=record.type, step=record.step, at=float(record.at),
+                   attempt=record.attempt, detail=record.detail)
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any]) -> TraceEntry:
@@ -330,9 +350,9 @@ class RunView:
             status=ctx.status,
             inputs=ctx.redacted_inputs(),
             results={k: mask_value(v) for k, v in ctx.intermediate_results.items()},
-            trace=tuple(TraceEntry.from_entry(e) for e in ctx.execution_trace),
+            trace=tuple(TraceEntry.from_record(e) for e in ctx.execution_trace),
             failure=ctx.failure.masked() if ctx.failure is not None else None,
-            undo_stack=tuple(str(e.get("step")) for e in ctx.undo_stack),
+            undo_stack=tuple(e.step for e in ctx.undo_stack),
             current_step=ctx.current_step,
             map_metadata=ctx.map_metadata,
             parent_run_id=ctx.parent_context_id,

@@ -193,8 +193,8 @@ def test_the_child_runs_in_a_worker_and_the_parent_reads_its_result(rt: Runtime)
     assert record.status == "completed"
     parent = _load(rt, out.run_id)
     assert parent.intermediate_results["child"] == 40
-    assert [e["step"] for e in parent.undo_stack] == ["reserve", "child", "after"]
-    assert parent.undo_stack[1]["child_run_id"] == child_id
+    assert [e.step for e in parent.undo_stack] == ["reserve", "child", "after"]
+    assert parent.undo_stack[1].child_run_id == child_id
     assert events == ["reserve", "child.prepare", "child.work", "after"]
 
 
@@ -235,7 +235,7 @@ def test_a_worker_parent_parks_and_resumes(rt: Runtime) -> None:
     finally:
         worker.stop(5)
     parent = _load(rt, handle.run_id)
-    assert [e["type"] for e in parent.execution_trace if e["step"] == "child"] == [
+    assert [e.type for e in parent.execution_trace if e.step == "child"] == [
         "dispatched", "run"
     ]
 
@@ -273,7 +273,7 @@ def test_a_re_executed_parent_does_not_start_a_second_child(
     ]
     assert children == [child_run_id(handle.run_id, "child")]
     parent = _load(rt, handle.run_id)
-    assert [e["type"] for e in parent.execution_trace].count("dispatched") == 1
+    assert [e.type for e in parent.execution_trace].count("dispatched") == 1
 
 
 # ------------------------------------------------------------------------------ failures

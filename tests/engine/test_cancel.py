@@ -392,9 +392,9 @@ def test_a_map_element_is_refused(memory: Backend) -> None:
     stored = memory.runtime.storage.contexts.load(handle.run_id)
     assert stored is not None
     ctx = decode_context(make_env(memory.runtime), stored, open_secrets=False)
-    ref = ctx.composed_contexts["taken"]
-    assert isinstance(ref, dict)
-    element_id = maps.element_ids(str(ref["map_id"]))[0]
+    ref = ctx.map_ref("taken")
+    assert ref is not None and ref.is_fan_out
+    element_id = maps.element_ids(ref.map_id)[0]
     with pytest.raises(RunStateError, match="map element") as info:
         Reactor.cancel(element_id)
     assert not isinstance(info.value, RunFinishedError)

@@ -123,7 +123,7 @@ def test_a_resumed_child_continues_from_its_checkpoint(events: list[str]) -> Non
     assert done.status is RunStatus.COMPLETED
     resumed = done.child("pay")
     assert resumed is not None and resumed.context_id == child.context_id
-    assert [e["step"] for e in resumed.undo_stack] == ["a", "b", "c"]
+    assert [e.step for e in resumed.undo_stack] == ["a", "b", "c"]
 
 
 def test_a_resumed_child_that_fails_undoes_every_completed_step_once(
@@ -189,7 +189,7 @@ def test_stored_child_outcomes_are_adopted_without_running(events: list[str]) ->
     env = make_env()
     ctx = stored(run_id)
     del ctx.intermediate_results["pay"], ctx.intermediate_results["ship"]
-    ctx.undo_stack = [e for e in ctx.undo_stack if e["step"] == "reserve"]
+    ctx.undo_stack = [e for e in ctx.undo_stack if e.step == "reserve"]
     ctx.status = RunStatus.RUNNING
     from reactor.engine.checkpoint import Checkpointer
 

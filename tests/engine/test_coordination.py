@@ -466,7 +466,7 @@ def test_step_period_skips_the_step_and_the_run_continues(storage: MemoryStorage
     assert third.value == {"report": None, "after": "a"}
     assert type(third) is Success  # the run completes; only the step was skipped
     assert runs == ["report", "after", "report", "after", "after"]
-    assert any(e["type"] == "skipped" and e["step"] == "report"
+    assert any(e.type == "skipped" and e.step == "report"
                for e in stored(third.run_id or "").execution_trace)
 
 

@@ -99,7 +99,7 @@ def test_worker_contention_parks_with_holds_detached_recorded_and_readopted(
     assert ctx.current_step == "post" and ctx.status is RunStatus.RUNNING
     # Detached, not released: the holds survive the park (bounded by their TTL).
     assert storage.locks.held("acct:7") and storage.locks.held("ledger")
-    assert any(e["type"] == "contention_park" for e in ctx.execution_trace)
+    assert any(e.type == "contention_park" for e in ctx.execution_trace)
 
     with pytest.raises(Park):  # still contended: parks again, holds kept
         deliver(R.definition, "run-1")

@@ -18,6 +18,7 @@ from reactor.errors import StaleWriterError
 from reactor.model import checkpoints, codec
 from reactor.model.context import Context
 from reactor.model.records import ContextDelta, ContextRecord, Fence
+from reactor.model.run_records import RetryCounters, TraceRecord, UndoEntry
 from reactor.model.status import RunStatus
 
 
@@ -73,8 +74,8 @@ def test_a_run_is_saved_whole_once_then_appended_to(
     ctx = load_context(make_env(runtime), result.run_id or "")
     assert ctx is not None and ctx.intermediate_results == {"a": {"a": 1}, "b": [1, 2, 3],
                                                             "c": "c"}
-    assert [e["step"] for e in ctx.undo_stack] == ["a", "b", "c"]
-    assert ctx.undo_stack[1]["result"] == [1, 2, 3]
+    assert [e.step for e in ctx.undo_stack] == ["a", "b", "c"]
+    assert ctx.undo_stack[1].result == [1, 2, 3]
 
 
 def test_a_large_result_is_encoded_once(runtime: Runtime, recording: _Recording) -> None:
@@ -90,7 +91,7 @@ def test_a_large_result_is_encoded_once(runtime: Runtime, recording: _Recording)
     assert 1_000_000 < written < 1_100_000  # once, not once per checkpoint nor twice per step
     ctx = load_context(make_env(runtime), result.run_id or "")
     assert ctx is not None and ctx.intermediate_results["first"] == blob
-    assert ctx.undo_stack[0]["result"] == blob
+    assert ctx.undo_stack[0].result == blob
 
 
 def test_a_loaded_run_keeps_appending(runtime: Runtime, recording: _Recording) -> None:
@@ -102,7 +103,7 @@ def test_a_loaded_run_keeps_appending(runtime: Runtime, recording: _Recording) -
     loaded = load_context(env, "resumed")
     assert loaded is not None
     loaded.intermediate_results["b"] = 2
-    loaded.execution_trace.append({"type": "run", "step": "b", "at": 1.0})
+    loaded.execution_trace.append(TraceRecord("run", "b", 1.0))
     Checkpointer(env, loaded).save()
     assert len(recording.saves) == 1 and [d.position for d in recording.appends] == [1, 2]
     again = load_context(env, "resumed")
@@ -176,12 +177,12 @@ def test_segments_past_the_size_limit_fold_into_a_whole_save(runtime: Runtime) -
     saver = Checkpointer(env, ctx)
     saver.save()
     for i in range(40):  # each head repeats ~300 bytes: segments pass 4 KiB, the run does not
-        ctx.retry_context = {"attempts": {"s": i}}
+        ctx.count_attempts("s", i)
         saver.save()
     record = small.storage.contexts.load("limit")
     assert record is not None and record.stored_bytes <= 4096
     loaded = load_context(env, "limit")
-    assert loaded is not None and loaded.retry_context == {"attempts": {"s": 39}}
+    assert loaded is not None and loaded.retry_context == RetryCounters({"s": 39})
 
 
 # -------------------------------------------------------------- any change sequence folds back
@@ -218,12 +219,11 @@ def test_any_sequence_of_changes_loads_back_equal(runtime: Runtime, ops: list[An
             ctx.intermediate_results.pop(name, None)
         elif op == "push":
             shared = ctx.intermediate_results.get(name, value)
-            ctx.undo_stack.append({"step": name, "kind": "step", "arguments": {},
-                                   "result": shared})
+            ctx.undo_stack.append(UndoEntry(name, "step", {}, shared))
         elif op == "pop" and ctx.undo_stack:
             ctx.undo_stack.pop()
         elif op == "trace":
-            ctx.execution_trace.append({"type": "run", "step": name, "at": float(value)})
+            ctx.execution_trace.append(TraceRecord("run", name, float(value)))
         elif op == "untrace" and ctx.execution_trace:
             ctx.execution_trace.pop()
         elif op == "inputs":

@@ -68,13 +68,14 @@ def test_each_element_has_its_own_stored_context_with_index_metadata(
     env = make_env(runtime)
     parent = load_context(env, r.run_id or "")
     assert parent is not None
-    ref = parent.composed_contexts["reserve"]
-    assert ref["type"] == "map_ref" and sorted(ref["elements"]) == ["0", "1"]
+    ref = parent.map_ref("reserve")
+    assert ref is not None and not ref.is_fan_out and sorted(ref.elements) == [0, 1]
+    assert ref.to_stored()["elements"].keys() == {"0", "1"}
     for index in (0, 1):
-        element_ctx = load_context(env, ref["elements"][str(index)])
+        element_ctx = load_context(env, ref.elements[index])
         assert element_ctx is not None
         assert element_ctx.map_metadata == {
-            "map_step": "reserve", "map_id": ref["map_id"], "index": index,
+            "map_step": "reserve", "map_id": ref.map_id, "index": index,
             "parent_reactor": Order.reactor_name,
         }
         assert element_ctx.parent_context_id == r.run_id
@@ -156,7 +157,9 @@ def test_undoing_a_completed_map_undoes_each_element(events: list[str], runtime:
     env = make_env(runtime)
     parent = load_context(env, r.run_id or "")
     assert parent is not None
-    for element_id in parent.composed_contexts["reserve"]["elements"].values():
+    ref = parent.map_ref("reserve")
+    assert ref is not None
+    for element_id in ref.elements.values():
         element_ctx = load_context(env, element_id)
         assert element_ctx is not None
         assert element_ctx.status is RunStatus.CANCELLED and element_ctx.undo_stack == []

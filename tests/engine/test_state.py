@@ -11,6 +11,7 @@ from reactor.engine.checkpoint import Checkpointer
 from reactor.engine.env import make_env
 from reactor.engine.state import RunState
 from reactor.model.context import Context
+from reactor.model.run_records import TraceRecord
 
 
 def _state(runtime: Runtime) -> RunState:
@@ -24,9 +25,9 @@ def _state(runtime: Runtime) -> RunState:
 def test_trace_entries_carry_type_step_time_and_no_arguments(runtime: Runtime) -> None:
     state = _state(runtime)
     state.trace("run", "a", attempt=None, detail="ok")
-    assert state.ctx.execution_trace == [
-        {"type": "run", "step": "a", "at": state.ctx.execution_trace[0]["at"], "detail": "ok"}
-    ]
+    entry = state.ctx.execution_trace[0]
+    assert state.ctx.execution_trace == [TraceRecord("run", "a", entry.at, {"detail": "ok"})]
+    assert entry.to_stored() == {"type": "run", "step": "a", "at": entry.at, "detail": "ok"}
 
 
 def test_step_context_is_read_only(runtime: Runtime) -> None:

@@ -67,9 +67,9 @@ def _map_id(run_id: str) -> str:
 
     ctx = load_context(make_env(), run_id)
     assert ctx is not None
-    ref = ctx.composed_contexts["reserve"]
-    assert ref["fan_out"] is True
-    return str(ref["map_id"])
+    ref = ctx.map_ref("reserve")
+    assert ref is not None and ref.fan_out is True
+    return ref.map_id
 
 
 # ------------------------------------------------------------- one order, with the testing kit

@@ -64,8 +64,8 @@ def caller(backend: Backend) -> Iterator[Runtime]:
 
 def _map_id(runtime: Runtime, run_id: str) -> str | None:
     ctx = load_context(make_env(runtime), run_id, open_secrets=False)
-    ref = None if ctx is None else ctx.composed_contexts.get("m")
-    return str(ref["map_id"]) if isinstance(ref, dict) else None
+    ref = None if ctx is None else ctx.map_ref("m")
+    return None if ref is None else ref.map_id
 
 
 def _done(log: Path) -> Counter[str]:

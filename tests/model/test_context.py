@@ -11,6 +11,7 @@ from reactor.errors import DeserializationError, SchemaVersionError
 from reactor.model import codec
 from reactor.model.context import Context
 from reactor.model.results import Failure, RollbackFailure
+from reactor.model.run_records import MapRef, RollbackState, TraceRecord, UndoEntry
 from reactor.model.status import RunStatus
 
 
@@ -23,13 +24,14 @@ def _sample() -> Context:
         inputs={"amount": Decimal("9.99"), "token": "t"},
         status=RunStatus.FAILED,
         intermediate_results={"a": (1, 2)},
-        composed_contexts={"pay": child, "m": {"type": "map_ref", "map_id": "m1",
-                                                "elements": {"0": "e0"}}},
-        execution_trace=[{"type": "run", "step": "a", "at": 1.0}],
-        undo_stack=[{"step": "a", "kind": "step", "arguments": {}, "result": (1, 2)}],
+        composed_contexts={"pay": child, "m": MapRef("m1", {0: "e0"})},
+        execution_trace=[TraceRecord("run", "a", 1.0)],
+        undo_stack=[UndoEntry("a", "step", {}, (1, 2))],
         failure=Failure("boom", step_name="b"),
-        rollback={"step": "b", "kind": "step", "arguments": {}, "compensate_pending": True,
-                  "failures": [RollbackFailure("a", "undo", "raised", "m")]},
+        rollback=RollbackState.from_stored(
+            {"step": "b", "kind": "step", "arguments": {}, "compensate_pending": True,
+             "failures": [RollbackFailure("a", "undo", "raised", "m")]}
+        ),
         redacted=["token"],
         created_at=1.0,
         updated_at=2.0,

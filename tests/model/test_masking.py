@@ -18,6 +18,7 @@ from reactor.model.masking import (
     mask_value,
 )
 from reactor.model.results import Failure
+from reactor.model.run_records import RollbackState, UndoEntry
 from reactor.model.run_view import RunView
 from reactor.model.secrets import Keyring, generate_key
 from reactor.model.status import RunStatus
@@ -29,10 +30,10 @@ def _context(**extra: Any) -> Context:
     return Context(
         context_id="run-1", reactor="r", status=RunStatus.FAILED,
         inputs={"card": SECRET, "amount": 3}, redacted=["card"],
-        undo_stack=[{"step": "s", "kind": "step", "arguments": {"card": SECRET, "n": 1},
-                     "result": None, "redacted": ["card"]}],
-        rollback={"step": "t", "kind": "step", "arguments": {"token": SECRET, "n": 2},
-                  "compensate_pending": True, "failures": [], "redacted": ["token"]},
+        undo_stack=[UndoEntry("s", "step", {"card": SECRET, "n": 1}, None,
+                              redacted=("card",))],
+        rollback=RollbackState("t", "step", {"token": SECRET, "n": 2},
+                               compensate_pending=True, redacted=("token",)),
         composed_contexts={"child": Context(context_id="c", reactor="r2",
                                             inputs={"token": SECRET}, redacted=["token"])},
         **extra,

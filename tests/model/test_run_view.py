@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from reactor.model.context import Context
+from reactor.model.run_records import TraceRecord, UndoEntry
 from reactor.model.run_view import RunView, TraceEntry
 from reactor.model.status import RunStatus
 from reactor.model.step_context import StepContext
@@ -12,8 +13,8 @@ def test_run_view_redacts_and_lists_trace_and_stack() -> None:
     ctx = Context(
         context_id="r", reactor="x", inputs={"token": "t", "n": 1}, redacted=["token"],
         status=RunStatus.COMPLETED,
-        execution_trace=[{"type": "retry", "step": "a", "at": 3, "attempt": 1, "detail": "d"}],
-        undo_stack=[{"step": "a"}],
+        execution_trace=[TraceRecord("retry", "a", 3, {"attempt": 1, "detail": "d"})],
+        undo_stack=[UndoEntry.from_stored({"step": "a"})],
         composed_contexts={"c": Context(context_id="c", reactor="y")},
     )
     view = RunView.from_context(ctx)

@@ -13,6 +13,7 @@ from reactor.config import Settings
 from reactor.errors import ConfigurationError, DeserializationError, ReactorError, SecretKeyError
 from reactor.model import codec
 from reactor.model.context import Context
+from reactor.model.run_records import RollbackState, UndoEntry
 from reactor.model.secrets import (
     SECRET_TAG,
     Keyring,
@@ -122,10 +123,10 @@ def test_a_context_document_seals_its_secret_inputs_and_arguments() -> None:
     ctx = Context(
         context_id="run-1", reactor="r", inputs={"card": SECRET, "amount": 3},
         redacted=["card"],
-        undo_stack=[{"step": "s", "kind": "step", "arguments": {"card": SECRET, "n": 1},
-                     "result": None, "redacted": ["card"]}],
-        rollback={"step": "t", "kind": "step", "arguments": {"token": SECRET},
-                  "compensate_pending": True, "failures": [], "redacted": ["token"]},
+        undo_stack=[UndoEntry("s", "step", {"card": SECRET, "n": 1}, None,
+                              redacted=("card",))],
+        rollback=RollbackState("t", "step", {"token": SECRET}, compensate_pending=True,
+                               redacted=("token",)),
         composed_contexts={"child": Context(context_id="c", reactor="r2",
                                             inputs={"token": SECRET}, redacted=["token"])},
     )
@@ -136,4 +137,4 @@ def test_a_context_document_seals_its_secret_inputs_and_arguments() -> None:
     assert SECRET in plain  # no sealer: in clear (the in-process backends)
     back = Context.from_document(codec.decode_document(text))
     assert isinstance(back.inputs["card"], Sealed) and back.inputs["amount"] == 3
-    assert open_values(back.undo_stack, ring)[0]["arguments"] == {"card": SECRET, "n": 1}
+    assert open_values(back.undo_stack[0].arguments, ring) == {"card": SECRET, "n": 1}

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -56,6 +55,7 @@ from reactor.errors import (
 from reactor.model.context import Context
 from reactor.model.records import MapMetadata
 from reactor.model.results import Failure, Halt, Paused, Success
+from reactor.model.run_records import MapRef, UndoEntry
 
 __all__ = [
     "MapDispatched",
@@ -92,8 +92,8 @@ class MapDispatched(BaseException):  # noqa: N818 - control flow, not an error
 
 def is_fan_out_ref(value: Any) -> bool:
     """Whether ``value`` (a ``composed_contexts`` entry or an undo entry) names a fan-out map."""
-    return isinstance(value, Mapping) and bool(value.get("fan_out")) and isinstance(
-        value.get("map_id"), str
+    return isinstance(value, MapRef | UndoEntry) and bool(value.fan_out) and isinstance(
+        value.map_id, str
     )
 
 
@@ -112,13 +112,13 @@ def fans_out(state: RunState, spec: StepSpec) -> bool:
     )
 
 
-def fan_out_entry(step: str, map_id: str, count: int) -> dict[str, Any]:
+def fan_out_entry(step: str, map_id: str, count: int) -> UndoEntry:
     """The undo-stack entry of a completed fan-out map (no per-element list: the elements are
     found through the map's element index when it is rolled back)."""
-    return {
-        "step": step, "kind": "map", "arguments": {"map_id": map_id}, "result": None,
-        "map_id": map_id, "fan_out": True, "count": count,
-    }
+    return UndoEntry(
+        step=step, kind="map", arguments={"map_id": map_id}, result=None,
+        map_id=map_id, fan_out=True, count=count,
+    )
 
 
 def _path_to(root: Context, target: Context) -> list[str] | None:
@@ -150,10 +150,9 @@ def run_fan_out(state: RunState, spec: StepSpec) -> StepOutcome:
     """
     ctx = state.ctx
     name = spec.name
-    ref = ctx.composed_contexts.get(name)
-    if is_fan_out_ref(ref):
-        assert isinstance(ref, Mapping)
-        return _adopt(state, spec, str(ref["map_id"]), int(ref.get("count") or 0))
+    ref = ctx.map_ref(name)
+    if ref is not None and ref.is_fan_out:
+        return _adopt(state, spec, ref.map_id, ref.count or 0)
     try:
         items = map_items(resolve(spec.source, ctx)) if spec.source is not None else []
     except ArgumentResolutionError as exc:
@@ -165,9 +164,7 @@ def run_fan_out(state: RunState, spec: StepSpec) -> StepOutcome:
             Success(MapResultEnumerator(map_id, 0)), {}, body_started=False,
             undo_entry=fan_out_entry(name, map_id, 0),
         )
-    ctx.composed_contexts[name] = {
-        "type": "map_ref", "map_id": map_id, "fan_out": True, "count": count, "elements": {},
-    }
+    ctx.composed_contexts[name] = MapRef(map_id=map_id, fan_out=True, count=count)
     state.in_flight = InFlight(step=name, kind="map", arguments={"map_id": map_id},
                                body_started=True)
     state.checkpoint.save()  # the marker first: a resumed owner adopts, never re-dispatches
@@ -220,8 +217,10 @@ def _adopt(state: RunState, spec: StepSpec, map_id: str, count: int) -> StepOutc
         raise MapDispatched(record.context_id, record.reactor, name, map_id)
     stopper = _stopper(env, map_id)
     if stopper is None:
-        ref = state.ctx.composed_contexts[name]
-        ref["started"] = count  # names every element whose context a late rollback misses
+        ref = state.ctx.map_ref(name)
+        assert ref is not None
+        # started: names every element whose context a late rollback misses
+        state.ctx.composed_contexts[name] = replace(ref, started=count)
         return StepOutcome(
             Success(MapResultEnumerator(map_id, count)), {"map_id": map_id},
             body_started=True, undo_entry=fan_out_entry(name, map_id, count),

@@ -56,6 +56,7 @@ from reactor.engine.step_runner import StepOutcome
 from reactor.errors import ArgumentResolutionError, DeserializationError
 from reactor.model.context import Context
 from reactor.model.results import Failure, Halt, MapResults, Paused, Success
+from reactor.model.run_records import MapRef, UndoEntry
 from reactor.model.status import RunStatus
 
 __all__ = ["is_inline_ref", "run_map"]
@@ -71,11 +72,8 @@ def _elements(source: Any) -> list[Any]:
 
 def is_inline_ref(ref: object) -> bool:
     """Whether ``ref`` (a parent's ``composed_contexts`` entry) is a stored inline map
-    reference (``{"type": "map_ref", "map_id", "elements"}``, not a fan-out one)."""
-    return (
-        isinstance(ref, Mapping) and ref.get("type") == "map_ref" and not ref.get("fan_out")
-        and isinstance(ref.get("map_id"), str)
-    )
+    reference (a :class:`~reactor.model.run_records.MapRef`, not a fan-out one)."""
+    return isinstance(ref, MapRef) and not ref.is_fan_out
 
 
 def _stored_element(state: RunState, element_id: str) -> Context | None:
@@ -126,10 +124,8 @@ def _resume_element(
 
 def _stored_halt(element: Context) -> Halt:
     """The ``Halt`` a halted element returned, rebuilt from its trace (reason and step)."""
-    for entry in reversed(element.execution_trace):
-        if entry.get("type") == "halt":
-            return Halt(entry.get("detail"), step_name=entry.get("step"))
-    return Halt(None)
+    entry = element.last_trace("halt")
+    return Halt(None) if entry is None else Halt(entry.detail, step_name=entry.step)
 
 
 def run_map(state: RunState, spec: StepSpec, *, executor: Executor) -> StepOutcome:
@@ -163,24 +159,22 @@ def run_map(state: RunState, spec: StepSpec, *, executor: Executor) -> StepOutco
     except ArgumentResolutionError as exc:
         return StepOutcome(Failure(exc, retryable=False), {}, body_started=False)
     stored = ctx.composed_contexts.get(name)
-    if is_inline_ref(stored):  # re-executed: adopt the map and the elements it names
-        assert isinstance(stored, Mapping)
-        map_id = str(stored["map_id"])
-        known = {str(k): str(v) for k, v in dict(stored.get("elements") or {}).items()}
+    known: dict[int, str] = {}
+    if isinstance(stored, MapRef) and is_inline_ref(stored):  # re-executed: adopt the map
+        map_id, known = stored.map_id, dict(stored.elements)  # and the elements it names
     else:
-        map_id, known = uuid.uuid4().hex, {}
-    ref: dict[str, Any] = {"type": "map_ref", "map_id": map_id, "elements": dict(known)}
-    ctx.composed_contexts[name] = ref
+        map_id = uuid.uuid4().hex
+    ctx.composed_contexts[name] = MapRef(map_id=map_id, elements=dict(known))
     in_flight = InFlight(step=name, kind="map", arguments={"map_id": map_id})
     state.in_flight = in_flight
     completed: list[tuple[int, str]] = []
     results: list[Success | Failure] = []
 
-    def entry() -> dict[str, Any]:
-        return {
-            "step": name, "kind": "map", "arguments": {"map_id": map_id}, "result": None,
-            "map_id": map_id, "elements": [list(pair) for pair in completed],
-        }
+    def entry() -> UndoEntry:
+        return UndoEntry(
+            step=name, kind="map", arguments={"map_id": map_id}, result=None,
+            map_id=map_id, elements=tuple(completed),
+        )
 
     for index, item in enumerate(items):
         try:
@@ -189,7 +183,7 @@ def run_map(state: RunState, spec: StepSpec, *, executor: Executor) -> StepOutco
             element_result: Success | Failure = Failure(exc, retryable=False)
         else:
             in_flight.body_started = True
-            element_id = known.get(str(index))
+            element_id = known.get(index)
             adopted = None if element_id is None else _stored_element(state, element_id)
             outcome: Success | Failure | Halt | Paused
             if adopted is not None:
@@ -199,7 +193,9 @@ def run_map(state: RunState, spec: StepSpec, *, executor: Executor) -> StepOutco
             else:
                 if element_id is None:
                     element_id = str(uuid.uuid4())
-                    ref["elements"][str(index)] = element_id
+                    ref = ctx.map_ref(name)
+                    assert ref is not None
+                    ctx.composed_contexts[name] = ref.with_element(index, element_id)
                     state.checkpoint.save()  # named before it starts (a crash adopts it)
                 element_ctx, outcome = launch(
                     element_definition,

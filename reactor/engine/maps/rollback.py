@@ -128,9 +128,8 @@ def distributed(state: RunState) -> bool:
 
 
 def _started(state: RunState, step: str) -> int | None:
-    ref = state.ctx.composed_contexts.get(step)
-    started = ref.get("started") if isinstance(ref, dict) else None
-    return started if isinstance(started, int) else None
+    ref = state.ctx.map_ref(step)
+    return None if ref is None else ref.started
 
 
 # ------------------------------------------------------------------------------ one element

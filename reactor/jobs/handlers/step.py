@@ -241,16 +241,13 @@ class _Unit:
                         self.context_id, self.step, exc)
         ctx.engine_state = state
         attempts = data.get(DATA_ATTEMPTS)
-        retry = ctx.retry_context.setdefault("attempts", {})
-        if isinstance(attempts, int) and attempts > 0:
-            retry[self.step] = attempts
-        else:
-            retry.pop(self.step, None)
+        counted = isinstance(attempts, int) and not isinstance(attempts, bool) and attempts > 0
+        ctx.count_attempts(self.step, attempts if counted else None)
 
     def _park_state(self, ctx: Context) -> dict[str, Any]:
         ticket = ctx.engine_state.step_ordered_tickets.get(self.step)
         holds = ctx.engine_state.parked_holds.get(self.step)
-        attempts = ctx.retry_context.get("attempts", {}).get(self.step)
+        attempts = ctx.attempts_of(self.step)
         waiting = ctx.engine_state.waiting
         return {
             DATA_TICKET: ticket.to_json() if ticket is not None else None,
@@ -312,7 +309,7 @@ class _Unit:
                 result = Failure(exc, retryable=False, traceback=invoke.trimmed_traceback(exc))
         ctx = state.ctx
         data: dict[str, Any] = {
-            DATA_ATTEMPTS: ctx.retry_context.get("attempts", {}).get(self.step),
+            DATA_ATTEMPTS: ctx.attempts_of(self.step),
             DATA_STARTED: self.started_at,
         }
         if isinstance(result, Failure):

@@ -4,7 +4,6 @@ run nobody executes (docs/run-control.md, "Cancel").
 """
 
 import logging
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -16,7 +15,6 @@ from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.dispatch import publish_completion
 from reactor.engine.env import Env
 from reactor.engine.liveness import Liveness
-from reactor.engine.maps.fan_out import is_fan_out_ref
 from reactor.engine.run_control.cancel.conclusion import conclude, stop
 from reactor.engine.run_control.cancel.requests import (
     claim,
@@ -30,6 +28,7 @@ from reactor.model.engine_state import CancelRequest
 from reactor.model.keys import child_run_id
 from reactor.model.records import Fence
 from reactor.model.results import Failure
+from reactor.model.run_records import MapRef
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 
 log = logging.getLogger("reactor.cancel")
@@ -54,7 +53,6 @@ def stored_in_flight(state: RunState) -> InFlight | None:
         The step in flight (``body_started`` true), or ``None``.
     """
     ctx = state.ctx
-    attempts = ctx.retry_context.get("attempts", {})
     for name, spec in state.definition.steps.items():
         if name in ctx.intermediate_results:
             continue
@@ -62,9 +60,7 @@ def stored_in_flight(state: RunState) -> InFlight | None:
         if spec.kind in ("compose", "map") and embedded is not None:
             arguments = dict(embedded.inputs) if isinstance(embedded, Context) else {}
             return InFlight(name, spec.kind, arguments, body_started=True)
-        if spec.kind == "step" and name == ctx.current_step and isinstance(
-            attempts, Mapping
-        ) and attempts.get(name):
+        if spec.kind == "step" and name == ctx.current_step and ctx.attempts_of(name):
             return InFlight(name, "step", _arguments(spec, ctx), body_started=True)
         if spec.kind == "async_reactor" and _child_record(state, name) is not None:
             return InFlight(name, "async_reactor", {}, body_started=True)
@@ -86,12 +82,12 @@ def _arguments(spec: StepSpec, ctx: Context) -> dict[str, Any]:
         return {}
 
 
-def _fan_out_ref(state: RunState, in_flight: InFlight | None) -> Mapping[str, Any] | None:
+def _fan_out_ref(state: RunState, in_flight: InFlight | None) -> MapRef | None:
     """The fan-out map reference of the step in flight, when it is a fan-out map."""
     if in_flight is None or in_flight.kind != "map":
         return None
-    ref = state.ctx.composed_contexts.get(in_flight.step)
-    return ref if is_fan_out_ref(ref) else None
+    ref = state.ctx.map_ref(in_flight.step)
+    return ref if ref is not None and ref.is_fan_out else None
 
 
 def hold_for_map(state: RunState, request: CancelRequest, in_flight: InFlight | None) -> bool:
@@ -120,7 +116,7 @@ def hold_for_map(state: RunState, request: CancelRequest, in_flight: InFlight | 
     if ref is None:
         return False
     maps = state.env.storage.maps
-    map_id, count = str(ref["map_id"]), int(ref.get("count") or 0)
+    map_id, count = ref.map_id, ref.count or 0
     if maps.metadata(map_id) is None or maps.count_results(map_id) >= count:
         return False
     ctx = state.ctx

@@ -4,7 +4,7 @@
 """
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from reactor.dsl.declarations import StepSpec
 from reactor.engine.maps.fan_out import MapDispatched
@@ -82,9 +82,9 @@ def at_start(state: RunState) -> Failure | None:
     in_flight = stored_in_flight(state)
     if hold_for_map(state, request, in_flight):
         assert in_flight is not None
-        ref = ctx.composed_contexts[in_flight.step]
-        assert isinstance(ref, Mapping)
-        raise MapDispatched(ctx.context_id, ctx.reactor, in_flight.step, str(ref["map_id"]))
+        ref = ctx.map_ref(in_flight.step)
+        assert ref is not None
+        raise MapDispatched(ctx.context_id, ctx.reactor, in_flight.step, ref.map_id)
     if hold_for_child(state, request, in_flight) and state.env.in_worker:
         assert in_flight is not None  # the child was handed the cancel: wait for it to end
         raise Park(delay=park_delay(state.env.settings), reason="async_wait",
