@@ -46,7 +46,7 @@ from reactor.ports.clock import CalibratedClock, Clock, wall_reader
 from reactor.ports.driver_errors import close_quietly, translate_errors
 from reactor.ports.inspection import QueueStats
 from reactor.ports.queues import ClaimedMessage
-from reactor.ports.router import DeadLetter, Job
+from reactor.ports.router import DeadLetter
 from reactor_postgres._client import DRIVER_ERRORS, PostgresClient
 from reactor_postgres.signals import channel_name
 
@@ -184,15 +184,17 @@ class PostgresQueue:
                          fetch=True)
         return bool(rows)
 
-    def put_many(self, message_ids: Sequence[str], bodies: Sequence[bytes],
+    def put_many(self, message_ids: Sequence[str], bodies: Sequence[str | bytes],
                  visible_at: float) -> None:
         """Insert several messages (insert-if-absent each, in order) and notify the queue's
-        listeners once, in one statement.
+        listeners once, in one statement (:class:`reactor.ports.queues.PutsMany`).
 
         Raises:
             RouterError: PostgreSQL failed.
         """
-        self._run("put_many", (self.queue, visible_at, list(message_ids), list(bodies),
+        data = [b.encode("utf-8", "surrogatepass") if isinstance(b, str) else bytes(b)
+                for b in bodies]
+        self._run("put_many", (self.queue, visible_at, list(message_ids), data,
                                self.channel), fetch=True)
 
     def claim(self, limit: int, now: float, visible_at: float) -> list[ClaimedMessage]:
@@ -456,28 +458,6 @@ class PostgresRouter(GenericRouter):
             RouterError: PostgreSQL failed.
         """
         self.primitive.put(f"raw-{uuid.uuid4().hex}", body, self._clock())
-
-    def enqueue_many(self, jobs: Sequence[Job]) -> list[str]:
-        """Queue every job of ``jobs``, due now, in one statement (one round trip) with one
-        notification: the :class:`~reactor.ports.capabilities.EnqueuesMany` fast path
-        (docs/protocol.md, "Optional fast paths"). Every envelope is encoded before anything
-        is sent; the rows keep the order of ``jobs``.
-
-        Returns:
-            Their ids, in order.
-
-        Raises:
-            EncodeError: an envelope cannot be encoded (nothing is queued).
-            RouterError: PostgreSQL failed, or the router is closed (nothing is queued: one
-                statement).
-        """
-        bodies = [job.to_json().encode() for job in jobs]
-        if not bodies:
-            return []
-        if self.closed:
-            raise RouterError("the router is closed")
-        self.primitive.put_many([uuid.uuid4().hex for _ in bodies], bodies, self._clock())
-        return [job.id for job in jobs]
 
     def queue_stats(self) -> QueueStats:
         """Ready, delayed and in-flight jobs and dead letters of this queue.

@@ -321,9 +321,9 @@ class RedisRouterProbe:
         self._router = router
 
     def driver_clients(self) -> list[tuple[object, str]]:
-        """The router's redis-py client, ``router.client`` (docs/contract-suite.md, "Faults
-        injected at the driver")."""
-        return [(self._router, "client")]
+        """The router's redis-py client, ``router.primitive.client`` (docs/contract-suite.md,
+        "Faults injected at the driver")."""
+        return [(self._router.primitive, "client")]
 
     def inject_raw(self, body: str | bytes) -> None:
         """Append ``body`` (text or any bytes, stored byte for byte) to the queue's stream
@@ -331,7 +331,7 @@ class RedisRouterProbe:
         self._router.inject_raw(body)
 
     def _prefix(self) -> str:
-        stream: str = self._router._keys[0]  # "<prefix>:{q:<name>}:stream"
+        stream: str = self._router.primitive._keys[0]  # "<prefix>:{q:<name>}:stream"
         return stream[: stream.index(":{q:")]
 
     def purge_namespace(self) -> int:

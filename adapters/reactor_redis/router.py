@@ -1,43 +1,47 @@
 """The Redis router: a Streams consumer group plus a delayed sorted set (docs/protocol.md#routers).
 
+:class:`RedisQueue` is the queue (a :class:`reactor.ports.queues.QueuePrimitive`, every
+operation one Lua script call, atomic on the server); :class:`RedisRouter` is
+:class:`reactor.generic.router.GenericRouter` over it, so job envelopes, the receive loop, the
+stale-receipt rule, poison handling and dead-letter administration are the ones every router
+of the queue toolkit shares (docs/protocol.md, "Building a router").
+
 Keys (one hash tag ``{q:<queue>}``, so every script runs in one slot): the stream, the delayed
 sorted set (job JSON -> due time in ms), the dead-letter stream and a hash of extended leases.
+Times are judged on the server's clock: the queue turns the router's absolute times into
+durations (ms, rounded up) the moment it sends them, and the script adds them to ``TIME``.
 
-* ``enqueue(job, 0)`` is ``XADD``; a positive delay is ``ZADD`` with the due time on the server
-  clock, moved to the stream at the start of every ``receive``. ``enqueue_many`` (the
-  :class:`~reactor.ports.capabilities.EnqueuesMany` fast path, docs/protocol.md, "Optional fast
-  paths") ``XADD``\\ s every body in one script call: one round trip for the whole batch.
-* ``receive`` is one ``receive`` script call per pass (one round trip): it promotes the due
-  delayed jobs, re-claims entries idle longer than the visibility timeout (a dead consumer's
-  jobs; the delivery count comes from ``XPENDING``) and, when that leaves room, reads new ones
-  with a non-blocking ``XREADGROUP``. Only when the pass found nothing and the caller wants to
-  wait does the router send a blocking ``XREADGROUP`` of its own (scripts cannot block), in
-  slices of at most 1 s up to ``wait_seconds``.
-* ``ack`` is ``XACK`` + ``XDEL``; ``retry`` acks the entry and re-adds its body unchanged
+* ``put`` of a message due now is ``XADD``; a later one is ``ZADD`` with its due time, moved to
+  the stream at the start of every claim. ``put_many`` (the
+  :class:`~reactor.ports.queues.PutsMany` capability behind ``enqueue_many``, docs/protocol.md,
+  "Optional fast paths") ``XADD``\\ s every body in one script call. Message ids are not
+  kept: a message's id is its stream entry id, and requeue has its own atomic script
+  (:class:`~reactor.ports.queues.RequeuesDeadLetters`).
+* ``claim`` is one ``receive`` script call: it promotes the due delayed jobs, re-claims
+  entries idle longer than the lease (a dead consumer's jobs; the delivery count comes from
+  ``XPENDING``) and, when that leaves room, reads new ones with a non-blocking ``XREADGROUP``.
+  ``claim_waiting`` (:class:`~reactor.ports.queues.ClaimsWaiting`) adds, only when that pass
+  found nothing, one blocking ``XREADGROUP`` of at most 1 s (scripts cannot block), never past
+  the next delayed job's due time.
+* ``delete`` is ``XACK`` + ``XDEL``; ``release`` acks the entry and re-adds its body unchanged
   (after the delay, through the sorted set) with a field ``n`` = the deliveries so far, so the
-  next ``delivery_count`` is ``n + 1`` and the worker's backoff and ``max_deliveries`` work as
-  on every router; ``extend`` re-claims the entry to reset its idle time (``JUSTID``: the
-  delivery counter is untouched) and records the extension; ``dead_letter`` acks and appends
-  ``{body, reason, at}`` to the dead-letter stream.
-* **Receipts** are ``"<entry id>:<nonce>"``, the nonce being the entry's pending delivery
-  counter at delivery (``XREADGROUP`` sets 1, every re-claim adds 1). ``ack``, ``retry``,
-  ``extend`` and ``dead_letter`` act only while the entry is still pending with that counter:
-  once a lapsed lease was re-claimed by another receive, the old receipt is stale and its
-  calls are logged no-ops (the stale-receipt rule, docs/writing-an-adapter.md, routers).
+  next ``receive_count`` is ``n + 1``; ``change_visibility`` re-claims the entry to reset its
+  idle time (``JUSTID``: the delivery counter is untouched) and records the extension;
+  ``dead_letter`` acks and appends ``{body, reason, at}`` to the dead-letter stream.
+* **Receipts** are the entry's pending delivery counter at delivery (``XREADGROUP`` sets 1,
+  every re-claim adds 1). ``delete``, ``release``, ``change_visibility`` and ``dead_letter`` act
+  only while the entry is still pending with that counter: once a lapsed lease was re-claimed
+  by another receive, the old receipt is stale.
 * **Poison entries** (docs/workers.md, "Hostile input"): replies holding bodies are read
-  undecoded (redis-py's ``NEVER_DECODE``, whatever the client's ``decode_responses``), and each
-  body goes through :meth:`reactor.ports.Job.from_json` on its own. An entry it refuses (not
-  UTF-8, too large, too deep, not an envelope, no ``body`` field) is dead-lettered inside
-  ``receive`` with the reason and its raw bytes, and the receive goes on reading without
-  waiting: a poison entry never fails a receive and never blocks the jobs behind it.
-* **Dead-letter administration** (:class:`reactor.ports.router.DeadLetterAdmin`; docs/workers.md,
-  "Dead letters"): a dead letter's id is its entry id in the dead-letter stream
-  (``"<ms>-<seq>"``). Pages are ``XRANGE`` with an exclusive start after the cursor;
-  ``requeue_dead_letter`` checks the body in Python, then one script re-adds the body to the
-  stream (a new entry: a fresh delivery count) and deletes the dead entry, atomically, so two
-  concurrent requeues of one id enqueue it once and a crash cannot lose it; ``purge`` is
-  ``XDEL`` (or ``DEL`` of the whole dead-letter stream). Every key involved shares the queue's
-  hash tag, so all of it is cluster-safe.
+  undecoded (redis-py's ``NEVER_DECODE``, whatever the client's ``decode_responses``); an
+  entry without a ``body`` field is claimed with that problem and a dump of its fields as its
+  body, and the generic router dead-letters it with the reason.
+* **Dead letters**: a letter's id is its entry id in the dead-letter stream (``"<ms>-<seq>"``).
+  Pages are ``XRANGE`` with an exclusive start after the cursor; a requeue re-adds the body to
+  the stream (a new entry: a fresh delivery count) and deletes the letter in one script, so
+  two concurrent requeues of one id enqueue it once and a crash cannot lose it; a purge is
+  ``XDEL`` (or ``DEL`` of the whole dead-letter stream,
+  :class:`~reactor.ports.queues.PurgesDeadLetters`).
 """
 
 from __future__ import annotations
@@ -47,16 +51,19 @@ import math
 import re
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import redis
 from redis.client import NEVER_DECODE
 from redis.exceptions import NoScriptError
 
-from reactor.errors import DeserializationError, RouterError
+from reactor.errors import RouterError
+from reactor.generic.router import GenericRouter
+from reactor.ports.clock import Clock, wall_reader
 from reactor.ports.inspection import QueueStats
-from reactor.ports.router import DeadLetter, Delivery, Job
+from reactor.ports.queues import ClaimedMessage
+from reactor.ports.router import DeadLetter
 from reactor_redis._base import Client, RedisScripts, _source, close_client, router_errors
 from reactor_redis.keys import Keys
 
@@ -65,6 +72,7 @@ __all__ = [
     "CONSUMER_PRUNE_INTERVAL",
     "GROUP",
     "LIVE_CONSUMER_IDLE",
+    "RedisQueue",
     "RedisRouter",
 ]
 
@@ -103,13 +111,6 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def _split_receipt(receipt: str) -> tuple[str, str]:
-    """``(entry id, nonce)`` of a ``"<entry id>:<nonce>"`` receipt; a bare entry id (no
-    ``:``) gives an empty nonce, which the script does not check."""
-    entry_id, _, nonce = receipt.partition(":")
-    return entry_id, nonce
-
-
 def _field_map(fields: object) -> dict[bytes, bytes]:
     """A stream entry's fields (a dict, or a flat ``[k, v, ...]`` list) as ``{bytes: bytes}``."""
     def raw(x: object) -> bytes:
@@ -143,31 +144,33 @@ def _stream_entries(reply: Any) -> list[tuple[str, dict[bytes, bytes]]]:
     return out
 
 
-def _delay_ms(delay_seconds: float) -> int:
-    if isinstance(delay_seconds, bool) or not math.isfinite(delay_seconds) or delay_seconds < 0:
-        raise ValueError(f"delay_seconds must be a finite number >= 0, got {delay_seconds!r}")
-    return math.ceil(delay_seconds * 1000)
+def _ms(seconds: float) -> int:
+    """A duration in whole milliseconds, rounded up (a delay or a lease never shortens)."""
+    return max(math.ceil(seconds * 1000), 0)
 
 
-class RedisRouter:
-    """:class:`reactor.ports.Router` on Redis Streams.
+def _no_group(exc: redis.ResponseError) -> bool:
+    return "NOGROUP" in str(exc)
+
+
+class RedisQueue:
+    """A :class:`reactor.ports.queues.QueuePrimitive` on a Redis stream and consumer group
+    (see the module docstring), with the capabilities ``ClaimsWaiting``,
+    ``RequeuesDeadLetters``, ``PutsMany`` and ``PurgesDeadLetters``.
 
     Args:
-        client: a redis-py client (``decode_responses=True``).
+        client: a redis-py client (``Redis`` or ``RedisCluster``).
         prefix: the key namespace.
         queue: the queue name (workers of one queue share a consumer group).
-        visibility_timeout: seconds a delivery stays leased before it is redelivered.
-        consumer: this router's consumer name (default: a random one).
+        consumer: this queue's consumer name (default: a random one).
         owns_client: close the client in :meth:`close`.
         consumer_idle_timeout: seconds after which a consumer of the group that holds no
-            pending entry is deleted by the prune that :meth:`receive` runs at most every
-            :data:`CONSUMER_PRUNE_INTERVAL` seconds (default :data:`CONSUMER_IDLE_TIMEOUT`;
-            docs/adapters/redis.md, "Bounded keys").
-        consumer_prune_interval: seconds between two prunes run by this router's
-            :meth:`receive` (default :data:`CONSUMER_PRUNE_INTERVAL`; ``0``: every receive).
+            pending entry is deleted by the prune a claim runs at most every
+            ``consumer_prune_interval`` seconds (docs/adapters/redis.md, "Bounded keys").
+        consumer_prune_interval: seconds between two prunes (``0``: every claim).
 
     Raises:
-        ValueError: ``visibility_timeout`` or ``consumer_idle_timeout`` is not > 0.
+        ValueError: ``consumer_idle_timeout`` is not a positive finite number.
     """
 
     def __init__(
@@ -176,14 +179,11 @@ class RedisRouter:
         *,
         prefix: str = "reactor",
         queue: str = "jobs",
-        visibility_timeout: float = 30.0,
         consumer: str | None = None,
         owns_client: bool = True,
         consumer_idle_timeout: float = CONSUMER_IDLE_TIMEOUT,
         consumer_prune_interval: float = CONSUMER_PRUNE_INTERVAL,
     ) -> None:
-        if not (visibility_timeout > 0 and math.isfinite(visibility_timeout)):
-            raise ValueError(f"visibility_timeout must be > 0, got {visibility_timeout!r}")
         idle_timeout = consumer_idle_timeout
         if not (idle_timeout > 0 and math.isfinite(idle_timeout)):
             raise ValueError(f"consumer_idle_timeout must be > 0, got {consumer_idle_timeout!r}")
@@ -191,7 +191,6 @@ class RedisRouter:
         self.consumer_prune_interval = max(float(consumer_prune_interval), 0.0)
         self._pruned_at: float | None = None
         self.client = client
-        self.visibility_timeout = visibility_timeout
         self.consumer = consumer or f"c-{uuid.uuid4().hex[:12]}"
         stream, delayed, dead = Keys(prefix).queue(queue)
         self._keys = [stream, delayed, dead, f"{stream}:leases"]
@@ -199,6 +198,15 @@ class RedisRouter:
         self._owns = owns_client
         self._closed = False
         self._group_ready = False
+        self._clock: Callable[[], float] = wall_reader(None)
+
+    def bind_clock(self, clock: Callable[[], float]) -> None:
+        """Turn absolute times into durations by ``clock`` (epoch seconds), the router's."""
+        self._clock = clock
+
+    def _until(self, visible_at: float) -> int:
+        """Milliseconds from now (the bound clock) to ``visible_at``, rounded up; 0 if past."""
+        return _ms(visible_at - self._clock())
 
     def _script(self, op: str, *args: object) -> object:
         return self._scripts("router", self._keys, [op, *args])
@@ -225,227 +233,174 @@ class RedisRouter:
                 raise
         self._group_ready = True
 
-    def enqueue(self, job: Job, delay_seconds: float = 0) -> str:
-        """Queue ``job`` to become visible after ``delay_seconds``; returns the job id.
+    # -- messages ------------------------------------------------------------------------------
+
+    def put(self, message_id: str, body: str | bytes, visible_at: float) -> bool:
+        """Add the body as a stream entry (due now) or a delayed member (due later). Stream
+        entries cannot refuse a second put of one id, so ``message_id`` is not kept (``True``
+        always; a requeue uses :meth:`requeue_dead_letter`).
 
         Raises:
-            ValueError: ``delay_seconds`` is negative or not finite.
-            RouterError: Redis failed.
+            RouterError: Redis failed, or the queue is closed.
         """
-        delay = _delay_ms(delay_seconds)
+        if self._closed:
+            raise RouterError("the Redis router is closed")
         with router_errors("enqueue"):
             self._ensure_group()
-            self._script("enqueue", job.to_json(), delay)
-        return job.id
+            self._script("enqueue", body, self._until(visible_at))
+        return True
 
-    def enqueue_many(self, jobs: Sequence[Job]) -> list[str]:
-        """Queue every job of ``jobs``, due now, in one script call (one round trip).
-
-        The :class:`~reactor.ports.capabilities.EnqueuesMany` fast path (docs/protocol.md,
-        "Optional fast paths"): the same stream entries as :meth:`enqueue` with no delay, in
-        order, added atomically. Every envelope is encoded before anything is sent.
-
-        Args:
-            jobs: the envelopes, in order.
-
-        Returns:
-            Their ids, in order.
+    def put_many(
+        self, message_ids: Sequence[str], bodies: Sequence[str | bytes], visible_at: float
+    ) -> None:
+        """Add every body, in order: one script call when they are due now (the
+        ``enqueue_many`` fast path), else one :meth:`put` each.
 
         Raises:
-            EncodeError: an envelope cannot be encoded (nothing is queued).
-            RouterError: Redis failed.
+            RouterError: Redis failed, or the queue is closed.
         """
-        bodies = [job.to_json() for job in jobs]
-        if not bodies:
-            return []
+        if self._until(visible_at) > 0:
+            for message_id, body in zip(message_ids, bodies, strict=True):
+                self.put(message_id, body, visible_at)
+            return
+        if self._closed:
+            raise RouterError("the Redis router is closed")
         with router_errors("enqueue"):
             self._ensure_group()
             self._script("enqueue_many", *bodies)
-        return [job.id for job in jobs]
 
-    def receive(self, max_jobs: int = 1, wait_seconds: float = 0) -> list[Delivery]:
-        """Lease up to ``max_jobs`` due jobs, waiting up to ``wait_seconds`` for one.
-
-        Poison entries met on the way are dead-lettered (with the reason and their raw bytes)
-        and skipped without waiting, so the jobs behind them are received by this same call
-        (docs/workers.md, "Hostile input"). ``delivery_count`` counts the deliveries before
-        any :meth:`retry` too. A receive that finds a job costs one round trip (the
-        ``receive`` script); one that waits adds a blocking ``XREADGROUP`` per slice of at most
-        1 s, and one prune of idle consumers runs every ``consumer_prune_interval`` seconds.
+    def claim(self, limit: int, now: float, visible_at: float) -> list[ClaimedMessage]:
+        """One ``receive`` script pass: promote due delayed jobs, re-claim entries whose lease
+        (``visible_at - now``) lapsed, read new ones; up to ``limit`` messages.
 
         Raises:
             RouterError: Redis failed.
         """
-        if max_jobs <= 0:
-            return []
-        try:
-            with router_errors("receive"):
-                return self._receive(max_jobs, wait_seconds)
-        except RouterError as exc:
-            if "NOGROUP" not in str(exc):
-                raise
-            # The server lost the group (a restart without persistence): recreate it once.
-            self._group_ready = False
-            with router_errors("receive"):
-                return self._receive(max_jobs, wait_seconds)
+        return self.claim_waiting(limit, now, visible_at, 0.0)
 
-    def _receive(self, max_jobs: int, wait_seconds: float) -> list[Delivery]:
-        deadline = time.monotonic() + max(wait_seconds, 0.0)
-        out: list[Delivery] = []
+    def claim_waiting(
+        self, limit: int, now: float, visible_at: float, wait_seconds: float
+    ) -> list[ClaimedMessage]:
+        """:meth:`claim`; when it finds nothing and ``wait_seconds > 0``, one blocking
+        ``XREADGROUP`` of at most 1 s (never past the next delayed job's due time).
+
+        Raises:
+            RouterError: Redis failed.
+        """
+        with router_errors("receive"):
+            try:
+                return self._claim(limit, now, visible_at, wait_seconds)
+            except redis.ResponseError as exc:
+                if not _no_group(exc):
+                    raise
+                # The server lost the group (a restart without persistence): recreate it once.
+                self._group_ready = False
+                return self._claim(limit, now, visible_at, wait_seconds)
+
+    def _claim(
+        self, limit: int, now: float, visible_at: float, wait_seconds: float
+    ) -> list[ClaimedMessage]:
+        started = time.monotonic()
         self._ensure_group()
-        if self._pruned_at is None or deadline - self._pruned_at >= self.consumer_prune_interval:
-            self._pruned_at = deadline
+        if self._pruned_at is None or started - self._pruned_at >= self.consumer_prune_interval:
+            self._pruned_at = started
             self.prune_consumers()
-        idle = max(math.ceil(self.visibility_timeout * 1000), 1)
-        while True:
-            # One pass, one round trip: promote, reclaim and a non-blocking read.
-            reply = self._raw_script("receive", GROUP, self.consumer, idle, max_jobs - len(out))
-            next_due_ms = int(reply[0])
-            poisoned = False  # a poison entry was dead-lettered in this pass: read on at once
-            for i in range(1, len(reply) - 3, 4):
-                has_body = int(reply[i + 2]) == 1
-                body = bytes(reply[i + 3])
-                problem = None if has_body else f"stream entry has no 'body' field ({_text(body)})"
-                poisoned |= not self._deliver(
-                    out, _text(reply[i]), int(reply[i + 1]), body, problem
-                )  # reply[i] is a receipt: '<entry id>:<nonce>'
-            if not out and not poisoned:
-                # Nothing is due: wait for a new entry (scripts cannot block), at most 1 s at a
-                # time and never past the next delayed job's due time.
-                block = max(min(deadline - time.monotonic(), 1.0), 0.0)
-                if next_due_ms >= 0:
-                    block = min(block, next_due_ms / 1000)
-                if int(block * 1000) > 0:
-                    for entry_id, fields in self._read(max_jobs, int(block * 1000)):
-                        found = fields.get(b"body")
-                        problem = None
-                        if found is None:
-                            found = b"\n".join(k + b"=" + v for k, v in fields.items())
-                            problem = f"stream entry has no 'body' field ({_text(found)})"
-                        try:
-                            before = int(fields.get(b"n", b"0"))
-                        except ValueError:
-                            before = 0
-                        poisoned |= not self._deliver(
-                            out, f"{entry_id}:1", before + 1, found, problem
-                        )
-            if out or (not poisoned and time.monotonic() >= deadline):
-                return out[:max_jobs]
+        lease = max(_ms(visible_at - now), 1)
+        reply = self._raw_script("receive", GROUP, self.consumer, lease, limit)
+        next_due_ms = int(reply[0])
+        out: list[ClaimedMessage] = []
+        for i in range(1, len(reply) - 3, 4):  # receipt '<entry id>:<nonce>', count, flag, body
+            entry_id, _, nonce = _text(reply[i]).partition(":")
+            body = bytes(reply[i + 3])
+            out.append(_claimed(entry_id, nonce, int(reply[i + 1]), body, int(reply[i + 2]) == 1))
+        block = min(wait_seconds, 1.0)
+        if next_due_ms >= 0:
+            block = min(block, next_due_ms / 1000)
+        if out or int(block * 1000) <= 0:
+            return out
+        args: list[object] = ["XREADGROUP", "GROUP", GROUP, self.consumer, "COUNT", limit]
+        args += ["BLOCK", int(block * 1000), "STREAMS", self._keys[0], ">"]
+        for entry_id, fields in _stream_entries(self.client.execute_command(*args, **_RAW)):
+            found = fields.get(b"body")
+            try:
+                before = int(fields.get(b"n", b"0"))
+            except ValueError:
+                before = 0
+            if found is None:
+                dump = b"\n".join(k + b"=" + v for k, v in fields.items())
+                out.append(_claimed(entry_id, "1", before + 1, dump, False))
+            else:
+                out.append(_claimed(entry_id, "1", before + 1, found, True))
+        return out
 
-    def _read(self, count: int, block_ms: int) -> list[tuple[str, dict[bytes, bytes]]]:
-        """A blocking ``XREADGROUP`` of new entries for this consumer (``block_ms`` > 0), the
-        reply left undecoded."""
-        args: list[object] = ["XREADGROUP", "GROUP", GROUP, self.consumer, "COUNT", count]
-        args += ["BLOCK", block_ms, "STREAMS", self._keys[0], ">"]
-        return _stream_entries(self.client.execute_command(*args, **_RAW))
-
-    def _deliver(
-        self, out: list[Delivery], receipt: str, count: int, body: bytes, problem: str | None
-    ) -> bool:
-        """Decode one entry into ``out``; a poison entry is dead-lettered (``False``)."""
-        try:
-            if problem is not None:
-                raise DeserializationError(problem)
-            job = Job.from_json(body)
-        except DeserializationError as exc:
-            logger.warning("dead-lettering undecodable message %s: %s", receipt, exc)
-            entry_id, nonce = _split_receipt(receipt)
-            self._script("dead", GROUP, entry_id, body, f"undecodable message: {exc}", nonce)
-            return False
-        out.append(Delivery(job=job, receipt=receipt, delivery_count=count))
-        return True
-
-    def ack(self, delivery: Delivery) -> None:
-        """Remove a delivered job for good.
-
-        A stale receipt (the entry was acked, retried, dead-lettered or re-claimed by another
-        receive since) is logged and changes nothing, never raised.
+    def delete(self, message_id: str, receipt: str) -> bool:
+        """``XACK`` + ``XDEL`` of the entry, only while its pending counter is ``receipt``.
 
         Raises:
             RouterError: Redis failed.
         """
-        entry_id, nonce = _split_receipt(delivery.receipt)
         with router_errors("ack"):
-            if not self._script("ack", GROUP, entry_id, nonce):
-                logger.warning("ack of a stale receipt %s ignored", delivery.receipt)
+            return bool(self._script("ack", GROUP, message_id, receipt))
 
-    def retry(self, delivery: Delivery, delay_seconds: float) -> None:
-        """Ack the entry and re-add its body unchanged after ``delay_seconds``, keeping the
-        delivery count (the next delivery has ``delivery.delivery_count + 1``).
-
-        A stale receipt (the entry was acked, dead-lettered or re-claimed by another receive
-        since) is logged; nothing changes.
-
-        Raises:
-            ValueError: ``delay_seconds`` is negative or not finite.
-            RouterError: Redis failed.
-        """
-        delay = _delay_ms(delay_seconds)
-        entry_id, nonce = _split_receipt(delivery.receipt)
-        with router_errors("retry"):
-            if not self._script(
-                "retry", GROUP, entry_id, delay, max(delivery.delivery_count, 1), nonce
-            ):
-                logger.warning("retry of a stale receipt %s ignored", delivery.receipt)
-
-    def extend(self, delivery: Delivery, seconds: float) -> None:
-        """Keep the job leased for another ``seconds`` (at least the visibility timeout).
-
-        A stale receipt (see :meth:`ack`) is logged and changes nothing, never raised.
+    def change_visibility(self, message_id: str, receipt: str, visible_at: float) -> bool:
+        """Reset the entry's idle time and record its lease until ``visible_at`` (on the
+        server's clock), only while ``receipt`` is current; the entry stays leased for at
+        least the visibility timeout from now.
 
         Raises:
             RouterError: Redis failed.
         """
-        entry_id, nonce = _split_receipt(delivery.receipt)
         with router_errors("extend"):
-            if not self._script(
-                "extend", GROUP, self.consumer, entry_id, math.ceil(seconds * 1000), nonce
-            ):
-                logger.warning("extend of a stale receipt %s ignored", delivery.receipt)
+            return bool(self._script(
+                "extend", GROUP, self.consumer, message_id, self._until(visible_at), receipt
+            ))
 
-    def dead_letter(self, delivery: Delivery, reason: str) -> None:
-        """Ack the job and append its stored body with ``reason`` to the dead-letter stream.
-
-        A stale receipt (see :meth:`ack`) is logged and dead-letters nothing, never raised.
+    def release(self, message_id: str, receipt: str, visible_at: float) -> bool:
+        """Ack the entry and re-add its body unchanged, due at ``visible_at``, carrying its
+        deliveries so far; only while ``receipt`` is current.
 
         Raises:
             RouterError: Redis failed.
         """
-        entry_id, nonce = _split_receipt(delivery.receipt)
+        with router_errors("retry"):
+            return bool(self._script(
+                "retry", GROUP, message_id, self._until(visible_at), receipt
+            ))
+
+    def dead_letter(self, message_id: str, receipt: str, reason: str, at: float) -> bool:
+        """Ack the entry and append its stored body (a dump of its fields when it has none)
+        with ``reason`` and ``at`` to the dead-letter stream; only while ``receipt`` is current.
+
+        Raises:
+            RouterError: Redis failed.
+        """
         with router_errors("dead letter"):
-            if not self._script(
-                "dead", GROUP, entry_id, delivery.job.to_json(), reason, nonce
-            ):
-                logger.warning("dead_letter of a stale receipt %s ignored", delivery.receipt)
+            return bool(self._script(
+                "dead", GROUP, message_id, "", reason, receipt, _ms(max(at, 0.0))
+            ))
 
-    def dead_letters(self, limit: int = 100, cursor: str | None = None) -> list[DeadLetter]:
-        """Dead-lettered messages, oldest first (bodies exactly as stored: text, or base64 when
-        not UTF-8, :meth:`reactor.ports.DeadLetter.from_raw`), each with its entry id as ``id``
-        (docs/workers.md, "Dead letters").
+    # -- dead letters --------------------------------------------------------------------------
 
-        Args:
-            limit: the most letters returned.
-            cursor: the id of the last letter of the previous page (``None``: the oldest); it
-                need not be a dead letter any more.
+    def dead_letters(self, after: str | None, limit: int) -> list[DeadLetter]:
+        """Dead letters, oldest first, after the letter ``after`` (``XRANGE`` with an
+        exclusive start; bodies as stored: text, or base64 when not UTF-8).
 
         Raises:
-            ValueError: ``cursor`` is not a stream entry id.
+            ValueError: ``after`` is not a stream entry id.
             RouterError: Redis failed.
         """
-        if cursor is not None and not _ENTRY_ID.match(cursor):
-            raise ValueError(f"bad dead-letter cursor {cursor!r}: not a stream entry id")
-        if limit <= 0:
-            return []
-        start = "-" if cursor is None else f"({cursor}"
+        if after is not None and not _ENTRY_ID.match(after):
+            raise ValueError(f"bad dead-letter cursor {after!r}: not a stream entry id")
+        start = "-" if after is None else f"({after}"
         with router_errors("dead letters"):
             reply = self.client.execute_command(
                 "XRANGE", self._keys[2], start, "+", "COUNT", int(limit), **_RAW
             )
-        return [self._letter(entry) for entry in reply or []]
+        return [_letter(entry) for entry in reply or []]
 
     def get_dead_letter(self, letter_id: str) -> DeadLetter | None:
         """The dead letter whose entry id is ``letter_id``, else ``None`` (a malformed id
-        included; docs/workers.md, "Dead letters").
+        included).
 
         Raises:
             RouterError: Redis failed.
@@ -456,37 +411,32 @@ class RedisRouter:
             reply = self.client.execute_command(
                 "XRANGE", self._keys[2], letter_id, letter_id, "COUNT", 1, **_RAW
             )
-        return self._letter(reply[0]) if reply else None
+        return _letter(reply[0]) if reply else None
 
-    def requeue_dead_letter(self, letter_id: str) -> str | None:
-        """Move a dead letter back to the stream, due now, with a fresh delivery count.
-
-        The body is checked first (:meth:`reactor.ports.DeadLetter.to_job`); then one script
-        re-adds it as a new stream entry and deletes the dead entry, atomically: concurrent
-        requeues of one id enqueue it once, and nothing is lost in between (docs/workers.md,
-        "Dead letters").
-
-        Returns:
-            The job id (the original job's), or ``None`` when there is no such dead letter (or
-            a concurrent requeue moved it first).
+    def remove_dead_letter(self, letter_id: str) -> bool:
+        """``XDEL`` of one letter; ``True`` when this call deleted it.
 
         Raises:
-            DeserializationError: the body is not a job envelope; the letter is kept.
             RouterError: Redis failed.
         """
-        letter = self.get_dead_letter(letter_id)
-        if letter is None:
-            return None
-        job = letter.to_job()
+        return self.purge_dead_letters([letter_id]) == 1
+
+    def requeue_dead_letter(self, letter_id: str, visible_at: float) -> bool:
+        """Re-add the letter's body to the stream, due now (a new entry: a fresh delivery
+        count), and delete the letter, in one script: of concurrent requeues, one moves it.
+
+        Raises:
+            RouterError: Redis failed, or the queue is closed.
+        """
+        if self._closed:
+            raise RouterError("the Redis router is closed")
         with router_errors("requeue"):
             self._ensure_group()
-            if not self._script("requeue", letter_id):
-                return None
-        return job.id
+            return bool(self._script("requeue", letter_id))
 
-    def purge_dead_letters(self, ids: Sequence[str] | None = None) -> int:
-        """Delete the dead letters named by ``ids`` (``None``: the whole dead-letter stream);
-        returns how many were deleted (docs/workers.md, "Dead letters").
+    def purge_dead_letters(self, ids: Sequence[str] | None) -> int:
+        """Delete the letters named by ``ids`` (``None``: ``DEL`` of the whole dead-letter
+        stream); returns how many were deleted.
 
         Raises:
             RouterError: Redis failed.
@@ -501,17 +451,7 @@ class RedisRouter:
                 deleted += int(cast(int, self._script("purge", *chunk)))
             return deleted
 
-    @staticmethod
-    def _letter(entry: Any) -> DeadLetter:
-        """A dead-letter stream entry (read undecoded) as a :class:`DeadLetter`."""
-        fields = _field_map(entry[1])
-        try:
-            at = int(fields.get(b"at", b"0")) / 1000
-        except ValueError:
-            at = 0.0
-        return DeadLetter.from_raw(
-            fields.get(b"body", b""), _text(fields.get(b"reason", b"")), at, _text(entry[0])
-        )
+    # -- the rest ------------------------------------------------------------------------------
 
     def inject_raw(self, body: str | bytes) -> None:
         """Append ``body`` (text or any bytes) to the stream unvalidated (the router probe's
@@ -526,12 +466,11 @@ class RedisRouter:
 
     def prune_consumers(self) -> int:
         """Delete the group's consumers idle at least ``consumer_idle_timeout`` seconds that
-        hold no pending entry (workers that died or left without :meth:`close`).
+        hold no pending entry (workers that died or left without closing).
 
-        A dead consumer's pending entries are re-claimed by the live consumers' receives once
+        A dead consumer's pending entries are re-claimed by the live consumers' claims once
         their lease lapses; after that it holds none and goes at the next prune. Deleting a
         consumer that is in fact alive loses nothing: its next read re-creates it.
-        :meth:`receive` runs this at most every ``consumer_prune_interval`` seconds.
 
         Returns:
             How many consumers were deleted.
@@ -545,7 +484,7 @@ class RedisRouter:
             return int(cast(int, self._script("prune", GROUP, idle)))
 
     def ping(self) -> None:
-        """One ``PING`` round trip (``reactor ping``; :class:`reactor.ports.inspection.Pingable`).
+        """One ``PING`` round trip.
 
         Raises:
             RouterError: Redis cannot be reached.
@@ -553,16 +492,9 @@ class RedisRouter:
         with router_errors("ping"):
             self.client.ping()
 
-    def queue_stats(self) -> QueueStats:
+    def stats(self) -> QueueStats:
         """The queue's counts from ``XLEN``, ``XPENDING``, ``ZCARD`` and ``XINFO CONSUMERS``
-        (``reactor info``; :class:`reactor.ports.inspection.QueueInspector`). Reads only:
-        a queue no worker has read yet reports 0 in flight and 0 consumers.
-
-        Returns:
-            ``ready`` (stream entries not leased), ``delayed`` (the delayed sorted set),
-            ``in_flight`` (leased entries), ``dead_letters`` (the dead-letter stream) and
-            ``consumers`` (consumers of the group active in the last
-            :data:`LIVE_CONSUMER_IDLE` seconds).
+        (reads only: a queue no worker has read yet reports 0 in flight and 0 consumers).
 
         Raises:
             RouterError: Redis failed.
@@ -576,7 +508,7 @@ class RedisRouter:
                 pending = self.client.xpending(stream, GROUP)
                 consumers = self.client.xinfo_consumers(stream, GROUP)
             except redis.ResponseError as exc:  # no group yet (NOGROUP) or no stream
-                if "NOGROUP" not in str(exc) and "no such key" not in str(exc):
+                if not _no_group(exc) and "no such key" not in str(exc):
                     raise
                 pending, consumers = {"pending": 0}, []
         leased = int(pending.get("pending", 0)) if isinstance(pending, dict) else 0
@@ -605,3 +537,124 @@ class RedisRouter:
             logger.debug("consumer %s could not leave the group: %s", self.consumer, exc)
         if self._owns:
             close_client(self.client)
+
+
+def _claimed(
+    entry_id: str, nonce: str, count: int, body: bytes, has_body: bool
+) -> ClaimedMessage:
+    """A claimed stream entry; one without a ``body`` field carries that problem and a dump
+    of its fields."""
+    problem = None if has_body else f"stream entry has no 'body' field ({_text(body)})"
+    return ClaimedMessage(entry_id, body, count, nonce, problem)
+
+
+def _letter(entry: Any) -> DeadLetter:
+    """A dead-letter stream entry (read undecoded) as a :class:`DeadLetter`."""
+    fields = _field_map(entry[1])
+    try:
+        at = int(fields.get(b"at", b"0")) / 1000
+    except ValueError:
+        at = 0.0
+    return DeadLetter.from_raw(
+        fields.get(b"body", b""), _text(fields.get(b"reason", b"")), at, _text(entry[0])
+    )
+
+
+class RedisRouter(GenericRouter):
+    """:class:`reactor.ports.Router` (and ``DeadLetterAdmin``, ``QueueInspector``,
+    ``EnqueuesMany``) on Redis Streams: :class:`GenericRouter` over a :class:`RedisQueue`.
+
+    Args:
+        client: a redis-py client.
+        prefix: the key namespace.
+        queue: the queue name (workers of one queue share a consumer group).
+        visibility_timeout: seconds a delivery stays leased before it is redelivered.
+        consumer: this router's consumer name (default: a random one).
+        owns_client: close the client in :meth:`close`.
+        consumer_idle_timeout: seconds after which an idle consumer holding no pending entry
+            is deleted (default :data:`CONSUMER_IDLE_TIMEOUT`; docs/adapters/redis.md,
+            "Bounded keys").
+        consumer_prune_interval: seconds between two prunes run by this router's claims
+            (default :data:`CONSUMER_PRUNE_INTERVAL`; ``0``: every claim).
+        clock: the application clock in epoch seconds (a callable or a
+            :class:`reactor.ports.Clock`; default the system clock): delays and leases are
+            durations measured from it, judged on the server's clock.
+
+    Attributes:
+        primitive: the :class:`RedisQueue`.
+
+    Raises:
+        ValueError: ``visibility_timeout`` or ``consumer_idle_timeout`` is not > 0.
+    """
+
+    primitive: RedisQueue
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        prefix: str = "reactor",
+        queue: str = "jobs",
+        visibility_timeout: float = 30.0,
+        consumer: str | None = None,
+        owns_client: bool = True,
+        consumer_idle_timeout: float = CONSUMER_IDLE_TIMEOUT,
+        consumer_prune_interval: float = CONSUMER_PRUNE_INTERVAL,
+        clock: Callable[[], float] | Clock | None = None,
+    ) -> None:
+        primitive = RedisQueue(
+            client, prefix=prefix, queue=queue, consumer=consumer, owns_client=owns_client,
+            consumer_idle_timeout=consumer_idle_timeout,
+            consumer_prune_interval=consumer_prune_interval,
+        )
+        read = wall_reader(clock)
+        primitive.bind_clock(read)
+        super().__init__(primitive, visibility_timeout=visibility_timeout, clock=read)
+
+    @property
+    def client(self) -> Client:
+        """The redis-py client."""
+        return self.primitive.client
+
+    @property
+    def consumer(self) -> str:
+        """This router's consumer name in the group."""
+        return self.primitive.consumer
+
+    def inject_raw(self, body: str | bytes) -> None:
+        """Append ``body`` to the stream unvalidated (:meth:`RedisQueue.inject_raw`).
+
+        Raises:
+            RouterError: Redis failed.
+        """
+        self.primitive.inject_raw(body)
+
+    def prune_consumers(self) -> int:
+        """Delete idle consumers holding no pending entry (:meth:`RedisQueue.prune_consumers`).
+
+        Returns:
+            How many consumers were deleted.
+
+        Raises:
+            RouterError: Redis failed.
+        """
+        return self.primitive.prune_consumers()
+
+    def ping(self) -> None:
+        """One ``PING`` round trip (``reactor ping``; :class:`reactor.ports.inspection.Pingable`).
+
+        Raises:
+            RouterError: Redis cannot be reached.
+        """
+        self.primitive.ping()
+
+    def queue_stats(self) -> QueueStats:
+        """``ready`` (stream entries not leased), ``delayed`` (the delayed sorted set),
+        ``in_flight`` (leased entries), ``dead_letters`` and ``consumers`` (consumers of the
+        group active in the last :data:`LIVE_CONSUMER_IDLE` seconds) (``reactor info``;
+        :class:`reactor.ports.inspection.QueueInspector`).
+
+        Raises:
+            RouterError: Redis failed.
+        """
+        return self.primitive.stats()

@@ -47,6 +47,8 @@ from reactor.model.text import escaping_logger
 from reactor.ports.clock import Clock, wall_reader
 from reactor.ports.queues import (
     ClaimsWaiting,
+    PurgesDeadLetters,
+    PutsMany,
     QueuePrimitive,
     RequeuesDeadLetters,
     WaitsForMessages,
@@ -211,6 +213,34 @@ class GenericRouter:
         self._put(new_message_id(), job.to_json(), now + delay)
         return job.id
 
+    def enqueue_many(self, jobs: Sequence[Job]) -> list[str]:
+        """Queue every job of ``jobs``, due now: one request over a primitive that
+        :class:`~reactor.ports.queues.PutsMany`, else one :meth:`enqueue` per job (the
+        :class:`~reactor.ports.capabilities.EnqueuesMany` fast path, docs/protocol.md,
+        "Optional fast paths"). Every envelope is encoded before anything is sent.
+
+        Args:
+            jobs: the envelopes, in order.
+
+        Returns:
+            Their ids, in order.
+
+        Raises:
+            EncodeError: an envelope cannot be encoded (nothing is queued).
+            RouterError: the primitive failed (any subset may be queued), or the router is
+                closed (nothing is queued).
+        """
+        bodies = [job.to_json() for job in jobs]
+        if not bodies:
+            return []
+        if self._closed.is_set():
+            raise RouterError("the router is closed")
+        if not isinstance(self.primitive, PutsMany):
+            return [self.enqueue(job) for job in jobs]  # a subclass's enqueue hooks run
+        with self._backend("put_many"):
+            self.primitive.put_many([new_message_id() for _ in bodies], bodies, self._clock())
+        return [job.id for job in jobs]
+
     def _put(self, message_id: str, body: str | bytes, visible_at: float) -> bool:
         """Put one message (insert-if-absent); ``False`` when the id was already queued.
 
@@ -303,6 +333,8 @@ class GenericRouter:
                 return
             for message in claimed:
                 try:
+                    if message.problem is not None:
+                        raise DeserializationError(message.problem)
                     job = Job.from_json(message.body)
                 except DeserializationError as exc:
                     reason = f"undecodable message: {exc}"
@@ -476,6 +508,9 @@ class GenericRouter:
         Raises:
             RouterError: the primitive failed.
         """
+        if isinstance(self.primitive, PurgesDeadLetters):
+            with self._backend("purge_dead_letters"):
+                return self.primitive.purge_dead_letters(None if ids is None else list(ids))
         removed = 0
         if ids is not None:
             for letter_id in dict.fromkeys(ids):

@@ -28,6 +28,7 @@ operation returns ``False`` (or ``None``) and changes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -36,6 +37,8 @@ from reactor.ports.router import DeadLetter
 __all__ = [
     "ClaimedMessage",
     "ClaimsWaiting",
+    "PurgesDeadLetters",
+    "PutsMany",
     "QueuePrimitive",
     "RequeuesDeadLetters",
     "WaitsForMessages",
@@ -54,12 +57,17 @@ class ClaimedMessage:
         receipt: the token of this claim, opaque; it names this claim to :meth:`delete`,
             :meth:`change_visibility`, :meth:`release` and :meth:`dead_letter` until the
             message is claimed again or released.
+        problem: why this message cannot be a job although its body may parse (a Redis
+            stream entry without a ``body`` field, whose ``body`` is then a dump of its
+            fields); ``None`` for every well-formed message. The generic router dead-letters
+            a message with a problem, the problem as its reason.
     """
 
     message_id: str
     body: str | bytes
     receive_count: int
     receipt: str
+    problem: str | None = None
 
 
 @runtime_checkable
@@ -303,3 +311,44 @@ class ClaimsWaiting(Protocol):
         """
         ...
 
+
+
+@runtime_checkable
+class PutsMany(Protocol):
+    """An optional capability of a :class:`QueuePrimitive` that adds several messages in one
+    request. :class:`reactor.generic.router.GenericRouter` then offers
+    :class:`~reactor.ports.capabilities.EnqueuesMany` as one call (docs/protocol.md,
+    "Optional fast paths"); without it, ``enqueue_many`` puts the jobs one by one.
+    """
+
+    def put_many(
+        self, message_ids: Sequence[str], bodies: Sequence[str | bytes], visible_at: float
+    ) -> None:
+        """:meth:`QueuePrimitive.put` of every ``(message_ids[i], bodies[i])``, in order, all
+        visible from ``visible_at``, as one request where the backend can.
+
+        Raises:
+            RouterError: the backend failed (any subset may be added).
+        """
+        ...
+
+
+@runtime_checkable
+class PurgesDeadLetters(Protocol):
+    """An optional capability of a :class:`QueuePrimitive` that deletes many dead letters in
+    one request (a Redis ``DEL`` of the dead-letter stream). :class:`GenericRouter
+    <reactor.generic.router.GenericRouter>` calls it for ``purge_dead_letters`` instead of
+    removing letter by letter.
+    """
+
+    def purge_dead_letters(self, ids: Sequence[str] | None) -> int:
+        """Delete the letters named by ``ids`` (``None``: every one); ids that name no letter
+        (or are malformed) are skipped.
+
+        Returns:
+            How many letters this call deleted.
+
+        Raises:
+            RouterError: the backend failed.
+        """
+        ...

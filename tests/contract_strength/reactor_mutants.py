@@ -1125,7 +1125,7 @@ def _redis_router(patch: LuaPatch, prefix: str, visibility: float) -> Any:
 
     url = _service_url("REACTOR_TEST_REDIS_URL")
     router = router_from_url(f"{url}?prefix={prefix}&visibility_timeout={visibility}")
-    router._scripts = _patched_scripts(router.client, patch)
+    router.primitive._scripts = _patched_scripts(router.client, patch)
     return router
 
 
@@ -1199,7 +1199,7 @@ LUA_PATCHES: dict[str, LuaPatch] = {
         "map.lua: the re-stamp of an aged map covers every key, the element's lock KEYS[15] "
         "included"),
     "redis_router_retry_resets_count": LuaPatch(
-        "router", "put(body, tonumber(ARGV[4]), tonumber(ARGV[5]))",
+        "router", "put(body, tonumber(ARGV[4]), count)",
         "put(body, tonumber(ARGV[4]), 0)",
         "router.lua: retry re-adds the body without its delivery count"),
 }

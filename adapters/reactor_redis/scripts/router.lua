@@ -15,11 +15,12 @@ local S, D, DL, L, op = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1]
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- Whether receipt nonce ``nonce`` is the current delivery of pending entry ``id``.
+-- Whether receipt nonce ``nonce`` is the current delivery of pending entry ``id``; the
+-- second value is the entry's pending delivery counter.
 local function current(group, id, nonce)
   local p = redis.call('XPENDING', S, group, id, id, 1)
-  if #p == 0 then return false end
-  return nonce == '' or tostring(p[1][4]) == nonce
+  if #p == 0 then return false, 0 end
+  return nonce == '' or tostring(p[1][4]) == nonce, tonumber(p[1][4])
 end
 local function ack(group, id)
   local n = redis.call('XACK', S, group, id)
@@ -137,14 +138,17 @@ elseif op == 'receive' then        -- ARGV[2] group, [3] consumer, [4] min idle 
 elseif op == 'ack' then            -- ARGV[2] group, [3] id, [4] nonce; 1 when it was current
   if not current(ARGV[2], ARGV[3], ARGV[4] or '') then return 0 end
   return ack(ARGV[2], ARGV[3])
-elseif op == 'retry' then  -- ARGV[2] group, [3] id, [4] delay ms, [5] deliveries so far, [6] nonce
-  -- Re-adds the entry's own body (unchanged) carrying the delivery count; 0 when stale.
-  if not current(ARGV[2], ARGV[3], ARGV[6] or '') then return 0 end
+elseif op == 'retry' then  -- ARGV[2] group, [3] id, [4] delay ms, [5] nonce
+  -- Re-adds the entry's own body (unchanged) carrying the deliveries so far (its pending
+  -- counter plus its n), so the next delivery counts one more; 0 when stale.
+  local live, counter = current(ARGV[2], ARGV[3], ARGV[5] or '')
+  if not live then return 0 end
   local entry = redis.call('XRANGE', S, ARGV[3], ARGV[3])[1]
   if ack(ARGV[2], ARGV[3]) == 0 or not entry then return 0 end
-  local body = fields_of(entry[2])
+  local body, n = fields_of(entry[2])
   if not body then return 0 end
-  put(body, tonumber(ARGV[4]), tonumber(ARGV[5]))
+  local count = math.max(counter + n, 1)
+  put(body, tonumber(ARGV[4]), count)
   return 1
 elseif op == 'extend' then    -- ARGV[2] group, [3] consumer, [4] id, [5] seconds ms, [6] nonce
   if not current(ARGV[2], ARGV[4], ARGV[6] or '') then return 0 end
@@ -152,17 +156,24 @@ elseif op == 'extend' then    -- ARGV[2] group, [3] consumer, [4] id, [5] second
   if #claimed == 0 then return 0 end
   redis.call('HSET', L, ARGV[4], string.format('%.0f', now_ms + tonumber(ARGV[5])))
   return 1
-elseif op == 'dead' then  -- ARGV[2] group, [3] id ('' = none), [4] body, [5] reason, [6] nonce
-  -- The entry's own stored body wins over ARGV[4] (used with no id). A stale receipt (the
-  -- entry was acked, retried or re-claimed since) dead-letters nothing and returns 0.
+elseif op == 'dead' then
+  -- ARGV[2] group, [3] id ('' = none), [4] body, [5] reason, [6] nonce, [7] at ms ('' = now)
+  -- The entry's own stored body wins over ARGV[4], and a dump of its fields over an empty
+  -- ARGV[4] (an entry without a body). A stale receipt (the entry was acked, retried or
+  -- re-claimed since) dead-letters nothing and returns 0.
   local body = ARGV[4]
   if ARGV[3] ~= '' then
     if not current(ARGV[2], ARGV[3], ARGV[6] or '') then return 0 end
     local entry = redis.call('XRANGE', S, ARGV[3], ARGV[3])[1]
-    if entry then body = fields_of(entry[2]) or body end
+    if entry then
+      local stored, _, dump = fields_of(entry[2])
+      body = stored or (body ~= '' and body) or dump
+    end
     ack(ARGV[2], ARGV[3])
   end
-  redis.call('XADD', DL, '*', 'body', body, 'reason', ARGV[5], 'at', tostring(now_ms))
+  local at = now_ms
+  if ARGV[7] and ARGV[7] ~= '' then at = tonumber(ARGV[7]) end
+  redis.call('XADD', DL, '*', 'body', body, 'reason', ARGV[5], 'at', string.format('%.0f', at))
   return 1
 elseif op == 'requeue' then        -- ARGV[2] dead-letter id; 1 when it was moved to the stream
   -- Claim, enqueue and remove in one atomic step: the dead entry is re-added to the stream

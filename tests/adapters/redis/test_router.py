@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from reactor.generic.router import decode_receipt
 from reactor.ports.router import Job
 from tests.adapters.redis.round_trips import RoundTrips
 
@@ -86,7 +87,7 @@ def test_an_entry_without_a_body_read_while_waiting_is_dead_lettered_with_its_fi
     """An entry that arrives during the wait is met by the blocking read, not the script:
     that path dead-letters a body-less entry too, with a dump of its fields."""
     _warm(router)
-    script = router._raw_script
+    script = router.primitive._raw_script
     job = Job(kind="run", payload={"behind": True})
     calls = 0
 
@@ -99,10 +100,10 @@ def test_an_entry_without_a_body_read_while_waiting_is_dead_lettered_with_its_fi
             router.enqueue(job)
         reply = script(op, *args)
         if calls == 1:  # after the non-blocking pass: only the blocking read can see it
-            router.client.xadd(router._keys[0], {"junk": "x", "more": "y"})
+            router.client.xadd(router.primitive._keys[0], {"junk": "x", "more": "y"})
         return reply
 
-    monkeypatch.setattr(router, "_raw_script", raw_script)
+    monkeypatch.setattr(router.primitive, "_raw_script", raw_script)
     got = router.receive(max_jobs=1, wait_seconds=5)
     assert [d.job for d in got] == [job]
     letters = router.dead_letters()
@@ -112,7 +113,7 @@ def test_an_entry_without_a_body_read_while_waiting_is_dead_lettered_with_its_fi
 
 def test_a_dead_letter_with_a_malformed_time_reads_as_epoch_zero(router: RedisRouter) -> None:
     _warm(router)
-    router.client.xadd(router._keys[2], {"body": "{}", "reason": "r", "at": "soon"})
+    router.client.xadd(router.primitive._keys[2], {"body": "{}", "reason": "r", "at": "soon"})
     letters = router.dead_letters()
     assert [(letter.reason, letter.at) for letter in letters] == [("r", 0.0)]
 
@@ -149,8 +150,8 @@ def test_an_extend_leases_the_job_for_exactly_the_seconds_asked(router: RedisRou
     before = _server_ms(router)
     router.extend(delivery, 1000)
     after = _server_ms(router)
-    entry_id = delivery.receipt.rsplit(":", 1)[0]
-    until = int(router.client.hget(router._keys[3], entry_id))
+    entry_id = decode_receipt(delivery.receipt)[0]  # type: ignore[index]
+    until = int(router.client.hget(router.primitive._keys[3], entry_id))
     assert before + 1_000_000 <= until <= after + 1_000_000
 
 
@@ -166,8 +167,8 @@ def test_the_prune_deletes_consumers_idle_for_the_timeout_in_ms_rounded_up(
     """``consumer_idle_timeout`` reaches the prune script as its minimum idle time in ms
     (rounded up: a consumer is deleted once idle at least that long, never sooner)."""
     _warm(router)
-    router.consumer_idle_timeout = seconds
-    script = router._script
+    router.primitive.consumer_idle_timeout = seconds
+    script = router.primitive._script
     asked: list[tuple[object, ...]] = []
 
     def spy(op: str, *args: object) -> object:
@@ -175,6 +176,6 @@ def test_the_prune_deletes_consumers_idle_for_the_timeout_in_ms_rounded_up(
             asked.append(args)
         return script(op, *args)
 
-    monkeypatch.setattr(router, "_script", spy)
+    monkeypatch.setattr(router.primitive, "_script", spy)
     router.prune_consumers()
     assert asked == [("reactor", idle_ms)]
