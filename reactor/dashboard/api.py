@@ -156,7 +156,7 @@ def get_map_elements(
         raise NotFound(f"run {run_id!r} has no started map step {step!r}", code="map_not_found")
     page = element_page(dashboard.runtime.storage, ref, outcome=outcome, offset=offset,
                         limit=limit)
-    return {"step": step, "map_id": ref.get("map_id"), **page}
+    return {"step": step, "map_id": ref.map_id, **page}
 
 
 @api.post("/runs/{run_id}/retry", response_model=ActionResult, summary="Retry a failed run")

@@ -19,6 +19,7 @@ from reactor.dashboard.values import display
 from reactor.model.engine_state import EngineState
 from reactor.model.masking import mask_value
 from reactor.model.records import StepResultRecord
+from reactor.model.run_records import TraceRecord
 from reactor.ports.storage import Storage
 
 __all__ = ["PARK_GRACE", "merge_runs", "unit_attempts", "unit_views"]
@@ -84,8 +85,8 @@ def unit_views(
 
 
 def merge_runs(
-    trace: Sequence[Mapping[str, Any]], units: Mapping[str, Mapping[str, Any]]
-) -> list[dict[str, Any]]:
+    trace: Sequence[TraceRecord], units: Mapping[str, Mapping[str, Any]]
+) -> list[TraceRecord]:
     """The trace with each started unit's ``run`` entry placed by its start time.
 
     A unit that already has a ``run`` entry in the trace is left as it is.
@@ -95,19 +96,18 @@ def merge_runs(
         units: :func:`unit_views` of the same context.
 
     Returns:
-        A new list; inserted entries carry ``"background": True``.
+        A new list; inserted entries are :attr:`~reactor.model.run_records.TraceRecord.background`.
     """
-    merged = [dict(e) for e in trace]
+    merged = list(trace)
     for step, unit in units.items():
         started = unit.get("started_at")
         if not isinstance(started, int | float):
             continue
-        if any(e.get("type") == "run" and e.get("step") == step for e in merged):
+        if any(e.type == "run" and e.step == step for e in merged):
             continue
-        entry = {"type": "run", "step": step, "at": float(started), "background": True,
-                 "attempt": unit.get("attempts")}
-        later = next((i for i, e in enumerate(merged)
-                      if isinstance(e.get("at"), int | float) and e["at"] > started), None)
+        entry = TraceRecord("run", step, float(started),
+                            {"background": True, "attempt": unit.get("attempts")})
+        later = next((i for i, e in enumerate(merged) if e.at > started), None)
         merged.insert(len(merged) if later is None else later, entry)
     return merged
 

@@ -62,6 +62,7 @@ from reactor.model.coordination.periods import bucket_key
 from reactor.model.engine_state import EngineState, KeyedTicket
 from reactor.model.keys import step_liveness_key
 from reactor.model.masking import REDACTED, is_secret
+from reactor.model.run_documents import trace_of
 from reactor.ports.storage import Storage
 
 __all__ = ["KEY_UNAVAILABLE", "RedactedRead", "build_coordination", "waiting_markers"]
@@ -331,10 +332,9 @@ def _row(
 
 
 def _trace_steps(document: Mapping[str, Any] | None) -> set[str]:
-    trace = document.get("execution_trace") if document is not None else None
-    if not isinstance(trace, list):
+    if document is None:
         return set()
-    return {str(e["step"]) for e in trace if isinstance(e, Mapping) and e.get("step")}
+    return {e.step for e in trace_of(document) if e.step}
 
 
 def _reached(name: str, stored: StoredRun, units: Mapping[str, Any], traced: set[str]) -> bool:

@@ -19,6 +19,7 @@ from reactor.dashboard.stored import engine_state_of
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.definition import ReactorDefinition
 from reactor.model.engine_state import EngineState
+from reactor.model.run_documents import embedded_children, trace_of
 
 __all__ = [
     "ELEMENT_STATE",
@@ -48,10 +49,7 @@ MAX_NESTING = 4
 
 
 def _entries(document: Mapping[str, Any], step: str) -> list[str]:
-    trace = document.get("execution_trace")
-    if not isinstance(trace, list):
-        return []
-    return [str(e.get("type")) for e in trace if isinstance(e, Mapping) and e.get("step") == step]
+    return [e.type for e in trace_of(document) if e.step == step]
 
 
 def step_state(
@@ -113,12 +111,7 @@ def step_state(
 
 
 def _child_document(document: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
-    composed = document.get("composed_contexts")
-    value = composed.get(name) if isinstance(composed, Mapping) else None
-    if isinstance(value, Mapping) and value.get("type") == "compose":
-        child = value.get("context")
-        return child if isinstance(child, Mapping) else None
-    return None
+    return embedded_children(document).get(name)
 
 
 def step_graph(

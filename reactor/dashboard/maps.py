@@ -14,6 +14,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from reactor.dashboard.values import display
+from reactor.model.run_documents import map_refs_of
+from reactor.model.run_records import MapRef
 from reactor.ports.storage import Storage
 from reactor.runs import (
     MAP_OUTCOMES,
@@ -39,19 +41,12 @@ Outcome = MapOutcome
 OUTCOMES: tuple[Outcome, ...] = MAP_OUTCOMES
 #: Elements read to count a map's outcomes; past it the counts say ``complete: false``.
 COUNT_CAP = 20_000
-_EMPTY = MapInfo(map_id="", fan_out=False, count=0)
 
 
-def map_refs(document: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """The ``map_ref`` of every map step a (masked) document started."""
-    composed = document.get("composed_contexts")
-    if not isinstance(composed, Mapping):
-        return {}
-    return {
-        str(name): ref for name, ref in composed.items()
-        if isinstance(ref, Mapping) and ref.get("type") == "map_ref"
-        and isinstance(ref.get("map_id"), str)
-    }
+def map_refs(document: Mapping[str, Any]) -> dict[str, MapRef]:
+    """The ``map_ref`` of every map step a (masked) document started
+    (:func:`reactor.model.run_documents.map_refs_of`)."""
+    return map_refs_of(document)
 
 
 def _shown(element: MapElement) -> dict[str, Any]:
@@ -61,12 +56,12 @@ def _shown(element: MapElement) -> dict[str, Any]:
     }
 
 
-def _elements(storage: Storage, ref: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    for element in iter_map_elements(storage, MapInfo.from_ref(ref) or _EMPTY):
+def _elements(storage: Storage, ref: MapRef) -> Iterator[dict[str, Any]]:
+    for element in iter_map_elements(storage, MapInfo.of(ref)):
         yield _shown(element)
 
 
-def map_summary(storage: Storage, step: str, ref: Mapping[str, Any],
+def map_summary(storage: Storage, step: str, ref: MapRef,
                 sample: int = 10) -> dict[str, Any]:
     """A map step's summary: counts per outcome and the first elements of each.
 
@@ -96,13 +91,12 @@ def map_summary(storage: Storage, step: str, ref: Mapping[str, Any],
             failures.append(element)
         elif element["outcome"] == "succeeded" and len(successes) < sample:
             successes.append(element)
-    count = ref.get("count") if isinstance(ref.get("count"), int) else seen
     return {
         "step": step,
-        "map_id": ref.get("map_id"),
-        "fan_out": bool(ref.get("fan_out")),
-        "count": count,
-        "started": display(ref.get("started")),
+        "map_id": ref.map_id,
+        "fan_out": ref.is_fan_out,
+        "count": ref.count if ref.count is not None else seen,
+        "started": display(ref.started),
         "counts": counts,
         "complete": complete,
         "failures": failures,
@@ -111,7 +105,7 @@ def map_summary(storage: Storage, step: str, ref: Mapping[str, Any],
 
 
 def element_page(
-    storage: Storage, ref: Mapping[str, Any], *, outcome: str | None, offset: int, limit: int
+    storage: Storage, ref: MapRef, *, outcome: str | None, offset: int, limit: int
 ) -> dict[str, Any]:
     """One page of a map's elements, optionally of one outcome
     (:func:`reactor.runs.map_element_page`).
@@ -129,6 +123,6 @@ def element_page(
     Raises:
         MapElementsArgumentError: an argument is unusable.
     """
-    page = map_element_page(storage, MapInfo.from_ref(ref) or _EMPTY, outcome=outcome,
+    page = map_element_page(storage, MapInfo.of(ref), outcome=outcome,
                             offset=offset, limit=limit)
     return {"elements": [_shown(e) for e in page.elements], "next_offset": page.next_offset}

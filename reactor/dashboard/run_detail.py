@@ -28,17 +28,21 @@ from reactor.dashboard.coordination_view import build_coordination
 from reactor.dashboard.graph import step_graph
 from reactor.dashboard.maps import map_refs, map_summary
 from reactor.dashboard.stored import StoredRun, engine_state_of
-from reactor.dashboard.values import display, failure_view, rollback_failure_view
+from reactor.dashboard.values import display, failure_view
 from reactor.errors import StorageError
 from reactor.model.engine_state import EngineState
+from reactor.model.results import RollbackFailure
+from reactor.model.run_documents import (
+    embedded_children,
+    retry_counters_of,
+    rollback_of,
+    trace_of,
+    undo_stack_of,
+)
+from reactor.model.run_records import TraceRecord
 from reactor.ports.storage import Storage
 
 __all__ = ["child_view", "document_view", "run_detail", "trace_view"]
-
-
-def _list(document: Mapping[str, Any], key: str) -> list[Any]:
-    value = document.get(key)
-    return value if isinstance(value, list) else []
 
 
 def _map(document: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -46,54 +50,57 @@ def _map(document: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def trace_view(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def trace_view(entries: Sequence[TraceRecord]) -> list[dict[str, Any]]:
     """Trace entries as shown (bounded values; ``background`` marks a merged unit run)."""
     shown = []
     for entry in entries:
-        at = entry.get("at")
-        item = {
-            "type": display(entry.get("type")),
-            "step": display(entry.get("step")),
-            "at": float(at) if isinstance(at, int | float) else None,
-            "attempt": entry.get("attempt") if isinstance(entry.get("attempt"), int) else None,
-            "detail": display(entry.get("detail")),
+        item: dict[str, Any] = {
+            "type": display(entry.type),
+            "step": display(entry.step),
+            "at": float(entry.at),
+            "attempt": entry.attempt,
+            "detail": display(entry.detail),
         }
-        if entry.get("background"):
+        if entry.background:
             item["background"] = True
-        for extra in ("primitive", "key"):
-            if extra in entry:
-                item[extra] = display(entry.get(extra))
+        if entry.primitive is not None:
+            item["primitive"] = display(entry.primitive)
+        if entry.key is not None:
+            item["key"] = display(entry.key)
         shown.append(item)
     return shown
 
 
 def _undo_stack(document: Mapping[str, Any]) -> list[dict[str, Any]]:
-    shown = []
-    for entry in _list(document, "undo_stack"):
-        if not isinstance(entry, Mapping):
-            continue
-        elements = entry.get("elements")
-        shown.append({
-            "step": display(entry.get("step")),
-            "kind": display(entry.get("kind")),
-            "arguments": display(entry.get("arguments") or {}),
-            "elements": len(elements) if isinstance(elements, list) else None,
-        })
-    return shown
+    return [
+        {
+            "step": display(entry.step),
+            "kind": display(entry.kind),
+            "arguments": display(dict(entry.arguments)),
+            "elements": None if entry.elements is None else len(entry.elements),
+        }
+        for entry in undo_stack_of(document)
+    ]
+
+
+def _failure_shown(failure: RollbackFailure) -> dict[str, Any]:
+    return {
+        "step": display(failure.step), "kind": display(failure.kind),
+        "reason": display(failure.reason), "message": display(failure.message),
+        "map_step": display(failure.map_step), "element_index": display(failure.element_index),
+    }
 
 
 def _pending_compensation(document: Mapping[str, Any]) -> dict[str, Any] | None:
-    rollback = document.get("rollback")
-    if not isinstance(rollback, Mapping):
+    rollback = rollback_of(document)
+    if rollback is None:
         return None
-    failures = rollback.get("failures")
     return {
-        "step": display(rollback.get("step")),
-        "kind": display(rollback.get("kind")),
-        "compensate_pending": bool(rollback.get("compensate_pending")),
-        "arguments": display(rollback.get("arguments") or {}),
-        "failures": [rollback_failure_view(f) for f in failures]
-        if isinstance(failures, list) else [],
+        "step": display(rollback.step),
+        "kind": display(rollback.kind),
+        "compensate_pending": rollback.compensate_pending,
+        "arguments": display(dict(rollback.arguments)),
+        "failures": [_failure_shown(f) for f in rollback.failures],
     }
 
 
@@ -143,8 +150,7 @@ def document_view(
         units = {}
     maps = {name: map_summary(storage, name, ref, sample)
             for name, ref in map_refs(document).items()}
-    retry = _map(document, "retry_context")
-    attempts = retry.get("attempts") if isinstance(retry.get("attempts"), Mapping) else {}
+    attempts = retry_counters_of(document).attempts or {}
     quarantine = engine_state.quarantine
     metadata = document.get("map_metadata")
     return {
@@ -152,10 +158,8 @@ def document_view(
         "inputs": display(_map(document, "inputs")),
         "results": _results(document, maps),
         "maps": list(maps.values()),
-        "trace": trace_view(merge_runs(
-            [e for e in _list(document, "execution_trace") if isinstance(e, Mapping)], units
-        )),
-        "attempts": unit_attempts(attempts or {}, units),
+        "trace": trace_view(merge_runs(trace_of(document), units)),
+        "attempts": unit_attempts(attempts, units),
         "async_steps": units,
         "undo_stack": _undo_stack(document),
         "failure": failure_view(document.get("failure")),
@@ -177,14 +181,12 @@ def child_view(storage: Storage, step: str, child: Mapping[str, Any]) -> dict[st
     and its own children by reference only."""
     context_id = str(child.get("context_id", ""))
     view = document_view(storage, child, context_id, sample=5)
-    nested = {}
-    for name, value in _map(child, "composed_contexts").items():
-        if isinstance(value, Mapping) and value.get("type") == "compose":
-            inner = value.get("context")
-            if isinstance(inner, Mapping):
-                nested[str(name)] = {"run_id": display(inner.get("context_id")),
-                                     "reactor": display(inner.get("reactor")),
-                                     "status": display(inner.get("status"))}
+    nested = {
+        name: {"run_id": display(inner.get("context_id")),
+               "reactor": display(inner.get("reactor")),
+               "status": display(inner.get("status"))}
+        for name, inner in embedded_children(child).items()
+    }
     return {
         "step": step,
         "run_id": context_id,
@@ -217,13 +219,10 @@ def run_detail(stored: StoredRun) -> dict[str, Any]:
     view = document_view(storage, document, record.context_id)
     detail.update(view)
     detail["status"] = record.status  # the record's status is the listing's (and current)
-    children = {}
-    for name, value in _map(document, "composed_contexts").items():
-        if isinstance(value, Mapping) and value.get("type") == "compose":
-            inner = value.get("context")
-            if isinstance(inner, Mapping):
-                children[str(name)] = child_view(storage, str(name), inner)
-    detail["children"] = children
+    detail["children"] = {
+        name: child_view(storage, name, inner)
+        for name, inner in embedded_children(document).items()
+    }
     definition = stored.definition
     background = definition.background if definition is not None else None
     detail["background_handoff"] = None if background is None else {
