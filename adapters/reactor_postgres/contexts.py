@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-from reactor.generic._durable import attempts
+from reactor.generic import attempts
 from reactor.generic.contexts import (
     CONTEXT_PAGES,
     CONTEXT_SEGMENTS,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reactor.model.coordination._expiry import deadline
+from reactor.model.coordination import deadline
 from reactor.model.records import OrderedGate, OrderedGateState, OrderedLockState, OrderedTicket
 from reactor_redis._base import Client, RedisScripts, from_us, storage_errors, to_us, ttl_arg
 from reactor_redis.keys import Keys

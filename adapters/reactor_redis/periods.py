@@ -6,7 +6,7 @@ marks only when no live marker exists (:mod:`reactor.model.coordination.periods`
 
 from __future__ import annotations
 
-from reactor.model.coordination._expiry import deadline
+from reactor.model.coordination import deadline
 from reactor.model.records import PeriodMarker
 from reactor_redis._base import Client, RedisScripts, from_us, storage_errors, ttl_arg
 from reactor_redis.keys import Keys

@@ -8,7 +8,7 @@ follows the longest lease (garbage collection only), so a dead holder never leak
 
 from __future__ import annotations
 
-from reactor.model.coordination.semaphores import _check
+from reactor.model.coordination.semaphores import check_arguments as _check
 from reactor.model.records import SemaphoreState
 from reactor_redis._base import Client, RedisScripts, from_us, storage_errors, to_us
 from reactor_redis.keys import Keys

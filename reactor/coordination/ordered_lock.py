@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from reactor.coordination._heartbeat import Heartbeat
+from reactor.coordination.heartbeat import Heartbeat
 from reactor.errors import LockLost, OrderedLockWaitError
 from reactor.model.coordination.renewal import holder_lease, renew_interval
 from reactor.model.records import OrderedLockState, OrderedTicket

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from types import TracebackType
 
-from reactor.coordination._heartbeat import Heartbeat
+from reactor.coordination.heartbeat import Heartbeat
 from reactor.errors import LockLost, SemaphoreAcquisitionError
 from reactor.model.coordination.renewal import (
     holder_lease,

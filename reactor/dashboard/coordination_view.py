@@ -47,8 +47,7 @@ from reactor.dsl.coordination import (
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.definition import ReactorDefinition
 from reactor.dsl.inputs import InputContract
-from reactor.engine.arguments import resolve_arguments
-from reactor.engine.coordination import REACTOR_SCOPE, step_default_key
+from reactor.engine import REACTOR_SCOPE, resolve_arguments, step_default_key
 from reactor.errors import (
     ArgumentResolutionError,
     CoordinationKeyError,

@@ -19,8 +19,7 @@ from reactor import registry
 from reactor.config import Runtime
 from reactor.dashboard.errors import BackendUnavailable, BadRequest, NotFound
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine.checkpoint import decode_context
-from reactor.engine.env import make_env
+from reactor.engine import decode_context, make_env
 from reactor.errors import DeserializationError, ReactorError, StorageError, UnknownReactorError
 from reactor.model.checkpoints import raw_document
 from reactor.model.context import Context

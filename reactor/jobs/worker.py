@@ -30,7 +30,7 @@ from types import FrameType
 
 from reactor import config, registry
 from reactor.config import Runtime
-from reactor.coordination._heartbeat import Heartbeat
+from reactor.coordination.heartbeat import Heartbeat
 from reactor.engine import secret_policy
 from reactor.engine.dispatch_leases import router_visibility
 from reactor.errors import DeserializationError, UnknownReactorError

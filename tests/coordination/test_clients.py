@@ -13,7 +13,7 @@ from reactor.coordination import (
     Semaphore,
     windows_from,
 )
-from reactor.coordination._heartbeat import Heartbeat
+from reactor.coordination.heartbeat import Heartbeat
 from reactor.errors import (
     LockAcquisitionError,
     LockLost,

@@ -1,4 +1,4 @@
-"""The shared heartbeat scheduler (reactor/coordination/_heartbeat.py).
+"""The shared heartbeat scheduler (reactor/coordination/heartbeat.py).
 
 Every wait below is on an event another thread sets, with a generous timeout that only bounds a
 failing test; no assertion depends on how long something takes. A lease's deadline is kept on
@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import pytest
 
-from reactor.coordination import _heartbeat
-from reactor.coordination._heartbeat import MAX_RENEW_THREADS, Heartbeat
+from reactor.coordination import heartbeat as _heartbeat
+from reactor.coordination.heartbeat import MAX_RENEW_THREADS, Heartbeat
 from reactor.model.coordination import renewal
 
 TICK = 0.001  # the interval of heartbeats that should renew as fast as they can

@@ -2,7 +2,7 @@
 
 Locks, semaphore leases, ordered-lock heartbeats, run and element liveness locks and a worker's
 job visibility are all leases: valid for ``lease`` seconds after the last successful renewal.
-Their renewers (:class:`reactor.coordination._heartbeat.Heartbeat`) follow these rules,
+Their renewers (:class:`reactor.coordination.heartbeat.Heartbeat`) follow these rules,
 defined in ``docs/coordination.md`` ("Renewal and loss"):
 
 * **Interval.** Renew every ``lease / 3`` seconds — no floor, so even the shortest lease gets

@@ -95,10 +95,6 @@ def check_arguments(limit: int | None, lease: float) -> float:
     return lease
 
 
-#: Former private name of :func:`check_arguments`, kept for existing callers.
-_check = check_arguments
-
-
 def acquire(
     state: SemaphoreLeases | None, now: float, holder: str, limit: int, lease: float
 ) -> tuple[SemaphoreLeases | None, bool]:
