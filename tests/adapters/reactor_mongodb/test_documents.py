@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from datetime import UTC
@@ -195,3 +196,30 @@ def test_a_collection_is_used_only_after_its_indexes_exist(
     second.join(10)
     assert events == ["build c started", "build c done", "second write done"]
     assert store.read("c", "b").value == {"n": 2}
+
+
+def test_a_document_of_exactly_the_limit_is_accepted(mongo_db: tuple[str, Any]) -> None:
+    """``max_document_bytes`` is the largest encoded document accepted, inclusive: a document
+    of exactly that many bytes of JSON is written, one byte more is refused."""
+    value = {"blob": "x" * 100}
+    size = len(json.dumps(value, separators=(",", ":")).encode("utf-8"))
+    store = MongoDocumentStore(mongo_db[1], clock="application", max_document_bytes=size)
+    assert store.write("c", "k", value, expected_version=None, expires_at=None)
+    assert store.read("c", "k").value == value
+    with pytest.raises(ContextTooLargeError) as info:
+        store.write("c", "k2", {"blob": "x" * 101}, expected_version=None, expires_at=None)
+    assert (info.value.size_bytes, info.value.limit_bytes) == (size + 1, size)
+    assert store.raw("c", "k2") is None
+
+
+def test_a_scan_without_a_limit_returns_the_first_1000_documents(
+    store: MongoDocumentStore,
+) -> None:
+    """``scan``'s default ``limit`` is 1000 (the ``DocumentStore`` port's): of 1001 documents
+    a scan without a limit returns the first 1000 in key order, and the next page the last."""
+    keys = [f"k{n:04d}" for n in range(1001)]
+    for key in keys:
+        store.write("c", key, {"k": key}, expected_version=None, expires_at=None)
+    page = store.scan("c")
+    assert [k for k, _ in page] == keys[:1000]
+    assert [k for k, _ in store.scan("c", after=page[-1][0])] == keys[1000:]

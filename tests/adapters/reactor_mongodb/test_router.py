@@ -7,8 +7,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+import reactor_mongodb.router
 from bson import ObjectId
-from reactor_mongodb.router import MongoRouter
+from reactor_mongodb.router import MongoQueue, MongoRouter
 
 from reactor.memory.clock import ManualClock
 from reactor.ports.router import Job
@@ -342,3 +343,84 @@ def test_a_foreign_delivery_count_never_wedges_the_queue(
     numeric = isinstance(deliveries, float)
     assert [d.job.payload["n"] for d in got] == ([1, 2] if numeric else [2])
     assert all(d.delivery_count >= 1 for d in got)
+
+
+def test_a_raw_message_becomes_due_after_its_delay(router: MongoRouter, clock: ManualClock) -> None:
+    """``enqueue_raw``'s ``delay_seconds`` counts from the router clock, like ``enqueue``'s:
+    the message is not delivered before the delay and is delivered once it has passed."""
+    router.enqueue_raw(job(1).to_json(), delay_seconds=5)
+    assert router.receive() == []
+    clock.advance(4.9)
+    assert router.receive() == []
+    clock.advance(0.1)
+    assert [d.job.payload for d in router.receive()] == [{"n": 1}]
+
+
+def test_an_operator_id_text_names_no_message_not_even_one_whose_id_is_null(
+    router: MongoRouter, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A receipt whose id text parses to an operator document (``{"$where": "1"}``) is stale
+    even when its lease is the genuine one: it must not fall back to some ``_id`` such as
+    ``null``, which another producer may have used (docs/adapters/mongodb.md, "Router")."""
+    _foreign(router, None, 1)
+    (delivery,) = router.receive()
+    lease = str(router.jobs.find_one({})["lease"])
+    for text in ('{"$where": "1"}', '{"$exists": true}'):
+        forged = replace(delivery, receipt=f"{len(text)}:{text}{lease}")
+        with caplog.at_level(logging.WARNING):
+            router.ack(forged)
+            router.dead_letter(forged, "x")
+    assert caplog.text.count("stale receipt") == 4
+    assert router.jobs.count_documents({}) == 1 and router.dead_letters() == []
+    router.ack(delivery)  # the genuine receipt names the null id
+    assert router.jobs.count_documents({}) == 0
+
+
+def test_a_waiting_receive_pauses_at_most_half_a_second_by_default(
+    mongo_db: tuple[str, Any], clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/adapters/mongodb.md, "Router": a waiting ``receive`` polls after 50 ms, doubling
+    to ``max_poll_interval``, 500 ms by default. The queue records each pause instead of
+    sleeping (a queue that can wait is asked to wait the pause), and the sixth pause has a
+    job enqueued."""
+    pauses: list[float] = []
+    routers: list[MongoRouter] = []
+
+    class RecordingQueue(MongoQueue):
+        def wait_for_messages(self, timeout: float) -> None:
+            pauses.append(timeout)
+            if len(pauses) == 6:
+                routers[0].enqueue(job(1))
+
+    monkeypatch.setattr(reactor_mongodb.router, "MongoQueue", RecordingQueue)
+    routers.append(MongoRouter(mongo_db[1], queue="q", clock=clock))
+    assert len(routers[0].receive(wait_seconds=60)) == 1
+    assert pauses == pytest.approx([0.05, 0.1, 0.2, 0.4, 0.5, 0.5])
+
+
+def test_the_router_collections_are_indexed_on_first_use(router: MongoRouter) -> None:
+    """The claim's filter and sort (``queue, due_at, _id``), a page of letters (``queue,
+    _id``) and a letter's delivery (``message_id, lease``) each have an index from the first
+    enqueue on, so no claim or dead-lettering scans a collection."""
+    router.enqueue(job(1))
+
+    def keys(collection: Any) -> set[tuple[tuple[str, int], ...]]:
+        return {tuple((field, int(order)) for field, order in index["key"])
+                for index in collection.index_information().values()}
+
+    assert (("queue", 1), ("due_at", 1), ("_id", 1)) in keys(router.jobs)
+    assert {(("queue", 1), ("_id", 1)), (("message_id", 1), ("lease", 1))} <= keys(router.dead)
+
+
+@pytest.mark.parametrize("cursor", ["7", "letter-7", "12345-abcdef", f"{1:020d}-",
+                                    f"{1:020d}-{'a' * 33}", f"{1:020d}-ab_cd",
+                                    f"{'x' * 20}-abcdef"])
+def test_a_cursor_not_of_the_letter_id_form_is_refused(router: MongoRouter, cursor: str) -> None:
+    """A letter id is ``<20 digits>-<1 to 32 letters or digits>``; a dead-letter cursor of
+    any other form is refused with ``ValueError`` naming it, whatever part of it is wrong,
+    rather than paging from some arbitrary place (docs/protocol.md, "Building a router")."""
+    router.enqueue(job(1))
+    router.dead_letter(router.receive()[0], "poison")
+    with pytest.raises(ValueError, match="bad dead-letter cursor"):
+        router.dead_letters(cursor=cursor)
+    assert len(router.dead_letters(cursor=f"{0:020d}-0")) == 1  # the form itself pages

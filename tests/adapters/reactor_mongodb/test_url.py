@@ -153,3 +153,44 @@ def test_reactor_options_are_read_typed() -> None:
     assert parse_url("mongodb://h/app").clock("application") == "application"
     with pytest.raises(ConfigurationError, match="clock='' must be 'server' or 'application'"):
         parse_url("mongodb://h/app?clock=")
+
+
+@pytest.mark.parametrize(
+    ("option", "problem"),
+    [("gcgrace=5", "Unknown option"),
+     ("serverSelectionTimeoutMS=-1", "must be greater than 0"),
+     ("directConnection=maybe", "directConnection")],
+)
+def test_a_bad_driver_option_is_named_with_reactors_own_options(option: str, problem: str) -> None:
+    """An unknown driver option (a misspelt reactor option, say) or a bad value is refused on
+    its own, the message naming it, pymongo's reason and reactor's own options, the options a
+    user may have meant (not reported as a conflict between options)."""
+    name, _, value = option.partition("=")
+    with pytest.raises(ConfigurationError) as excinfo:
+        parse_url(f"mongodb://h/app?replicaSet=rs0&{option}")
+    message = str(excinfo.value)
+    assert message.startswith(f"MongoDB URL option {name}={value!r} is not accepted (")
+    assert problem in message
+    assert ("reactor's own options are clock, clock_skew_budget, gc_grace, prefix, queue, "
+            "visibility_timeout") in message
+    assert "conflicting" not in message
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [("ssl=true&tls=false", "ssl and tls"),
+     ("tlsInsecure=true&tlsAllowInvalidCertificates=true",
+      "tlsInsecure and tlsAllowInvalidCertificates")],
+)
+def test_driver_options_valid_alone_but_conflicting_are_configuration_errors(
+    options: str, named: str
+) -> None:
+    """Options each valid on its own that pymongo refuses together raise reactor's
+    ``ConfigurationError`` at construction, naming the conflict and the URL without its
+    password (never a driver error, never at first use)."""
+    url = f"mongodb://app:hunter2@h/app?{options}"
+    with pytest.raises(ConfigurationError, match="conflicting MongoDB URL options") as excinfo:
+        parse_url(url)
+    assert named in str(excinfo.value) and "hunter2" not in str(excinfo.value)
+    with pytest.raises(ConfigurationError, match="conflicting MongoDB URL options"):
+        configured_storage(url)
