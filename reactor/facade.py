@@ -22,7 +22,7 @@ from reactor.config import Runtime
 from reactor.dsl.definition import ReactorDefinition
 from reactor.dsl.reactor import BaseReactor
 from reactor.dsl.step import BaseStep
-from reactor.engine import api, coordination, invoke
+from reactor.engine import api, coordination, coroutines, invoke
 from reactor.engine.dispatch import DispatchHandle
 from reactor.engine.run_control import cancel_run, idempotency, retry_run
 from reactor.engine.run_control import resume as resuming
@@ -299,6 +299,118 @@ class Reactor(BaseReactor, abstract=True):
         """
         return cancel_run.cancel(
             _own_definition(cls), run_id, reason=reason, rollback=rollback, runtime=runtime,
+        )
+
+
+    # -- the awaitable API (docs/concepts.md, "Async steps") ------------------------------------
+
+    @classmethod
+    async def arun(
+        cls, *, idempotency_key: str | None = None, **inputs: Any
+    ) -> Success | Failure | Paused | DispatchHandle:
+        """:meth:`run`, awaitable: the engine's blocking work runs in reactor's thread pool, off
+        the calling event loop, and ``async def`` step bodies run on this loop (they may use
+        the application's loop-bound clients). Cancelling the awaiting task does not stop the
+        run (use :meth:`acancel`).
+
+        Args:
+            idempotency_key: see :meth:`run`.
+            **inputs: the reactor inputs by name.
+
+        Returns:
+            See :meth:`run`.
+
+        Raises:
+            IdempotencyKeyError: see :meth:`run`.
+        """
+        return await coroutines.off_loop(cls.execute, inputs, idempotency_key=idempotency_key)
+
+    @classmethod
+    async def aexecute(
+        cls,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        runtime: Runtime | None = None,
+        idempotency_key: str | None = None,
+    ) -> Success | Failure | Paused | DispatchHandle:
+        """:meth:`execute`, awaitable (see :meth:`arun`).
+
+        Raises:
+            InputValidationError, IdempotencyKeyError: see :meth:`execute`.
+        """
+        return await coroutines.off_loop(
+            cls.execute, inputs, runtime=runtime, idempotency_key=idempotency_key
+        )
+
+    @classmethod
+    async def afind(cls, run_id: str, *, runtime: Runtime | None = None) -> RunView:
+        """:meth:`find`, awaitable (the store is read off the calling loop).
+
+        Raises:
+            RunNotFoundError, DeserializationError: see :meth:`find`.
+        """
+        return await coroutines.off_loop(cls.find, run_id, runtime=runtime)
+
+    @classmethod
+    async def aundo(cls, run_id: str, *, runtime: Runtime | None = None) -> Success | Failure:
+        """:meth:`undo`, awaitable (see :meth:`arun`).
+
+        Raises:
+            RunNotFoundError, RunStateError, DeserializationError: see :meth:`undo`.
+        """
+        return await coroutines.off_loop(cls.undo, run_id, runtime=runtime)
+
+    @classmethod
+    async def aretry(
+        cls, run_id: str, *, runtime: Runtime | None = None
+    ) -> Success | Failure | Paused | DispatchHandle:
+        """:meth:`retry`, awaitable (see :meth:`arun`).
+
+        Raises:
+            RunNotFoundError, RunStateError, SecretKeyError: see :meth:`retry`.
+        """
+        return await coroutines.off_loop(cls.retry, run_id, runtime=runtime)
+
+    @classmethod
+    async def aresume(
+        cls,
+        run_id: str | None = None,
+        *,
+        correlation_id: str | None = None,
+        payload: Any = None,
+        step: str | None = None,
+        resume: resuming.ResumeMode = "inline",
+        runtime: Runtime | None = None,
+    ) -> Success | Failure | Paused | DispatchHandle:
+        """:meth:`resume`, awaitable (see :meth:`arun`).
+
+        Raises:
+            InterruptArgumentError, RunNotFoundError, InterruptNotFoundError,
+            InterruptAlreadyResumedError, InterruptPayloadError, InterruptExpiredError: see
+            :meth:`resume`.
+        """
+        return await coroutines.off_loop(
+            cls.resume, run_id, correlation_id=correlation_id, payload=payload, step=step,
+            resume=resume, runtime=runtime,
+        )
+
+    @classmethod
+    async def acancel(
+        cls,
+        run_id: str,
+        *,
+        reason: str | None = None,
+        rollback: bool = True,
+        runtime: Runtime | None = None,
+    ) -> Success | Failure | Paused | DispatchHandle:
+        """:meth:`cancel`, awaitable (see :meth:`arun`).
+
+        Raises:
+            CancelArgumentError, RunNotFoundError, RunFinishedError, RunStateError: see
+            :meth:`cancel`.
+        """
+        return await coroutines.off_loop(
+            cls.cancel, run_id, reason=reason, rollback=rollback, runtime=runtime
         )
 
 

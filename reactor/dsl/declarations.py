@@ -37,10 +37,12 @@ RunFunction = Callable[..., Any]
 
 
 def _check_sync(fn: Any, what: str) -> None:
-    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+    """Refuse a generator body: plain and ``async def`` functions are step bodies
+    (docs/concepts.md, "Async steps"), generators return no result."""
+    if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
         raise DefinitionError(
-            f"{what} {getattr(fn, '__qualname__', fn)!r} is async: the synchronous engine runs "
-            "plain functions only"
+            f"{what} {getattr(fn, '__qualname__', fn)!r} is a generator: a step body is a plain "
+            "or async def function that returns its result"
         )
 
 

@@ -99,10 +99,10 @@ class BaseStep:
         )
         for hook in ("run", "undo", "compensate"):
             fn = cls.__dict__.get(hook)
-            if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+            if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
                 raise DefinitionError(
-                    f"{cls.__qualname__}.{hook} is async: the synchronous engine runs plain "
-                    "methods only"
+                    f"{cls.__qualname__}.{hook} is a generator: a step hook is a plain or "
+                    "async def method that returns its result (docs/concepts.md, \"Async steps\")"
                 )
         check_step_class(cls, ("run", "undo", "compensate"))
         retries = cls.__dict__.get("retries")

@@ -19,6 +19,7 @@ from typing import Any
 from reactor import config, registry
 from reactor.config import Runtime
 from reactor.engine.checkpoint import load_context
+from reactor.engine.coroutines import off_loop
 from reactor.engine.env import make_env, wait_for_signal
 from reactor.errors import (
     AsyncWaitTimeoutError,
@@ -278,3 +279,16 @@ class DispatchHandle:
             RunNotFoundError: the run is not stored.
         """
         return wait_for_run(self._runtime(), self.run_id, timeout)
+
+    async def wait_async(self, timeout: float | None = None) -> Success | Failure | Paused:
+        """:meth:`wait`, awaitable: the wait blocks a thread of reactor's pool, not the
+        calling event loop (docs/concepts.md, "Async steps").
+
+        Args:
+            timeout: seconds; ``None`` = ``settings.async_wait_timeout`` (default 30 s).
+
+        Raises:
+            AsyncWaitTimeoutError: the run had not finished at the deadline (it keeps running).
+            RunNotFoundError: the run is not stored.
+        """
+        return await off_loop(self.wait, timeout)

@@ -2,6 +2,7 @@
 
 Every call goes through :func:`capture`, which
 
+* runs an ``async def`` body's coroutine to completion (:mod:`reactor.engine.coroutines`);
 * listens for signals (``fail()``/``halt()``/``skip()``/``succeed()``) and uses their result;
 * turns a plain return value into ``Success(value)`` (a result is kept as is);
 * turns **any** exception — ``Exception`` or a custom ``BaseException`` subclass,
@@ -14,6 +15,7 @@ Every call goes through :func:`capture`, which
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import traceback
 from collections.abc import Callable, Mapping
@@ -23,6 +25,7 @@ from typing import Any
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.inputs import Inputs
 from reactor.dsl.step import BaseStep
+from reactor.engine.coroutines import await_result
 from reactor.engine.parks import Park
 from reactor.errors import InputValidationError, UndeclaredInputError
 from reactor.model import signals
@@ -120,6 +123,8 @@ def capture(fn: Callable[..., Any], *args: Any) -> Invocation:
     try:
         with signals.listening():
             returned = fn(*args)
+            if inspect.iscoroutine(returned):  # an ``async def`` body (docs/concepts.md)
+                returned = await_result(returned)
     except signals.StepSignal as sig:
         return Invocation(sig.result)
     except _PASS_THROUGH:  # interruptions, and a park giving the worker thread back

@@ -210,18 +210,40 @@ def test_step_only_reserved_names_are_fine_for_reactor_inputs() -> None:
     assert R.run(context="x").value == {"s": "x"}
 
 
-def test_async_bodies_are_rejected() -> None:
+def test_generator_bodies_are_rejected_and_async_ones_accepted() -> None:
+    """A generator (sync or async) returns no result: refused at declaration; an ``async def``
+    body is a step body like a plain one (docs/concepts.md, "Async steps")."""
+
+    async def agen(inputs: Any, ctx: Any) -> Any:
+        yield None
+
+    def gen(inputs: Any, ctx: Any) -> Any:
+        yield None
+
     async def body(inputs: Any, ctx: Any) -> None:
         return None
 
-    with pytest.raises(DefinitionError, match="async"):
-        step(body)
-    with pytest.raises(DefinitionError, match="async"):
-        step()(body)
-    with pytest.raises(DefinitionError, match="async"):
-        step(_noop).undo(body)
-    with pytest.raises(DefinitionError, match="async"):
+    for bad in (agen, gen):
+        with pytest.raises(DefinitionError, match="generator"):
+            step(bad)
+        with pytest.raises(DefinitionError, match="generator"):
+            step()(bad)
+        with pytest.raises(DefinitionError, match="generator"):
+            step(_noop).undo(bad)
+    with pytest.raises(DefinitionError, match="generator"):
 
         class S(Step):
-            async def run(self) -> None:
-                return None
+            async def run(self) -> Any:
+                yield None
+
+    async def undo(result: Any, inputs: Any, ctx: Any) -> None:
+        return None
+
+    step(body)
+    step(_noop).undo(undo)
+
+    class A(Step):
+        async def run(self) -> None:
+            return None
+
+    assert A.call({}).value is None
