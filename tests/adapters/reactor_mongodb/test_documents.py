@@ -223,3 +223,32 @@ def test_a_scan_without_a_limit_returns_the_first_1000_documents(
     page = store.scan("c")
     assert [k for k, _ in page] == keys[:1000]
     assert [k for k, _ in store.scan("c", after=page[-1][0])] == keys[1000:]
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
+def test_a_value_json_cannot_hold_is_refused_before_any_write(
+    store: MongoDocumentStore, number: float
+) -> None:
+    """Documents are JSON: a NaN or infinite number has no JSON text, so the write raises
+    ``ValueError`` and stores nothing (not the non-JSON text ``NaN`` or ``Infinity``), and an
+    existing document keeps its value."""
+    with pytest.raises(ValueError):
+        store.write("c", "k", {"x": number}, expected_version=None, expires_at=None)
+    assert store.raw("c", "k") is None
+    store.write("c", "k", {"x": 1}, expected_version=None, expires_at=None)
+    version = store.read("c", "k").version
+    with pytest.raises(ValueError):
+        store.write("c", "k", {"x": [number]}, expected_version=version, expires_at=None)
+    assert store.read("c", "k").value == {"x": 1}
+
+
+def test_the_default_gc_grace_is_a_minute(mongo_db: tuple[str, Any]) -> None:
+    """Without ``gc_grace`` the TTL date trails the logical expiry by 60 s (docs/adapters/
+    mongodb.md, "Logical expiry": the default grace)."""
+    store = MongoDocumentStore(mongo_db[1], prefix="d_", clock=lambda: T0)
+    store.write("c", "k", {"n": 1}, expected_version=None, expires_at=T0 + 5)
+    raw = mongo_db[1]["d_c"].find_one({"_id": "k"})
+    assert raw is not None
+    stamp = raw["expires_at"]
+    gc_at = (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+    assert gc_at == pytest.approx(T0 + 65, abs=0.002)

@@ -194,3 +194,12 @@ def test_driver_options_valid_alone_but_conflicting_are_configuration_errors(
     assert named in str(excinfo.value) and "hunter2" not in str(excinfo.value)
     with pytest.raises(ConfigurationError, match="conflicting MongoDB URL options"):
         configured_storage(url)
+
+
+def test_the_typed_readers_give_the_documented_defaults_when_the_url_sets_nothing() -> None:
+    """``MongoURL`` (what ``build_storage``/``build_router`` take) reads an absent option as
+    its documented default (module docstring of ``reactor_mongodb._url``): the server clock,
+    ``gc_grace`` 60 s, ``clock_skew_budget`` 1 s, ``visibility_timeout`` 30 s."""
+    parsed = parse_url("mongodb://h/app")
+    assert (parsed.clock(), parsed.gc_grace(), parsed.clock_skew_budget(),
+            parsed.visibility_timeout()) == ("server", 60.0, 1.0, 30.0)  # fmt: skip
