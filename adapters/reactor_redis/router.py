@@ -103,6 +103,16 @@ _ENTRY_ID = re.compile(r"\A(?:0|[1-9][0-9]{0,19})-(?:0|[1-9][0-9]{0,19})\Z")
 #: Dead-letter ids one ``purge`` script call deletes at most (larger purges take several calls).
 _PURGE_CHUNK = 500
 
+#: The largest part of a stream entry id (each of ``<ms>-<seq>`` is an unsigned 64-bit number).
+_MAX_PART = 2**64 - 1
+
+#: A receipt's nonce as the script writes it: a pending delivery counter, ``>= 1``.
+_NONCE = re.compile(r"\A[1-9][0-9]{0,18}\Z")
+
+#: The longest delay or lease sent to the script, in ms (about 31,700 years): a longer finite
+#: one is the same for any clock that will ever read it, and stays a finite script argument.
+_MAX_MS = 10**15
+
 
 def _text(value: object) -> str:
     """A reply item (bytes from a raw reply) as text; undecodable bytes are escaped."""
@@ -145,8 +155,33 @@ def _stream_entries(reply: Any) -> list[tuple[str, dict[bytes, bytes]]]:
 
 
 def _ms(seconds: float) -> int:
-    """A duration in whole milliseconds, rounded up (a delay or a lease never shortens)."""
-    return max(math.ceil(seconds * 1000), 0)
+    """A duration in whole milliseconds, rounded up (a delay or a lease never shortens), at
+    most :data:`_MAX_MS`."""
+    if not seconds > 0:
+        return 0
+    return min(math.ceil(min(seconds, _MAX_MS / 1000) * 1000), _MAX_MS)
+
+
+def _entry_id(text: str) -> bool:
+    """Whether ``text`` is a stream entry id Redis accepts (canonical, each part < 2**64)."""
+    if not _ENTRY_ID.match(text):
+        return False
+    ms, _, seq = text.partition("-")
+    return int(ms) <= _MAX_PART and int(seq) <= _MAX_PART
+
+
+def _receipt(message_id: str, receipt: str) -> bool:
+    """Whether ``(message_id, receipt)`` can name a delivery of this queue: anything else is
+    stale without a round trip (a forged receipt never reaches the script)."""
+    return _entry_id(message_id) and bool(_NONCE.match(receipt))
+
+
+def _count(raw: bytes | None) -> int:
+    """A delivery count read from a stored ``n`` field, as the script reads it (a whole number
+    of at most 15 digits, else 0)."""
+    if raw is None or not 0 < len(raw) <= 15 or not raw.isdigit():
+        return 0
+    return int(raw)
 
 
 def _no_group(exc: redis.ResponseError) -> bool:
@@ -304,15 +339,10 @@ class RedisQueue:
         self._ensure_group()
         if self._pruned_at is None or started - self._pruned_at >= self.consumer_prune_interval:
             self._pruned_at = started
-            self.prune_consumers()
+            idle = math.ceil(self.consumer_idle_timeout * 1000)
+            self._script("prune", GROUP, idle)  # raw errors: a NOGROUP is recovered above
         lease = max(_ms(visible_at - now), 1)
-        reply = self._raw_script("receive", GROUP, self.consumer, lease, limit)
-        next_due_ms = int(reply[0])
-        out: list[ClaimedMessage] = []
-        for i in range(1, len(reply) - 3, 4):  # receipt '<entry id>:<nonce>', count, flag, body
-            entry_id, _, nonce = _text(reply[i]).partition(":")
-            body = bytes(reply[i + 3])
-            out.append(_claimed(entry_id, nonce, int(reply[i + 1]), body, int(reply[i + 2]) == 1))
+        out, next_due_ms = self._pass(limit, lease)
         block = min(wait_seconds, 1.0)
         if next_due_ms >= 0:
             block = min(block, next_due_ms / 1000)
@@ -322,16 +352,28 @@ class RedisQueue:
         args += ["BLOCK", int(block * 1000), "STREAMS", self._keys[0], ">"]
         for entry_id, fields in _stream_entries(self.client.execute_command(*args, **_RAW)):
             found = fields.get(b"body")
-            try:
-                before = int(fields.get(b"n", b"0"))
-            except ValueError:
-                before = 0
+            before = _count(fields.get(b"n"))
             if found is None:
                 dump = b"\n".join(k + b"=" + v for k, v in fields.items())
                 out.append(_claimed(entry_id, "1", before + 1, dump, False))
             else:
                 out.append(_claimed(entry_id, "1", before + 1, found, True))
+        if not out:
+            # The blocking read sees new entries only: a delayed job that fell due or a lease
+            # that lapsed during the wait is found by one more pass.
+            out, _ = self._pass(limit, lease)
         return out
+
+    def _pass(self, limit: int, lease_ms: int) -> tuple[list[ClaimedMessage], int]:
+        """One ``receive`` script call: the claimed messages and the ms until the next delayed
+        job is due (``-1``: none)."""
+        reply = self._raw_script("receive", GROUP, self.consumer, lease_ms, limit)
+        out: list[ClaimedMessage] = []
+        for i in range(1, len(reply) - 3, 4):  # receipt '<entry id>:<nonce>', count, flag, body
+            entry_id, _, nonce = _text(reply[i]).partition(":")
+            body = bytes(reply[i + 3])
+            out.append(_claimed(entry_id, nonce, int(reply[i + 1]), body, int(reply[i + 2]) == 1))
+        return out, int(reply[0])
 
     def delete(self, message_id: str, receipt: str) -> bool:
         """``XACK`` + ``XDEL`` of the entry, only while its pending counter is ``receipt``.
@@ -339,6 +381,8 @@ class RedisQueue:
         Raises:
             RouterError: Redis failed.
         """
+        if not _receipt(message_id, receipt):
+            return False
         with router_errors("ack"):
             return bool(self._script("ack", GROUP, message_id, receipt))
 
@@ -350,6 +394,8 @@ class RedisQueue:
         Raises:
             RouterError: Redis failed.
         """
+        if not _receipt(message_id, receipt):
+            return False
         with router_errors("extend"):
             return bool(self._script(
                 "extend", GROUP, self.consumer, message_id, self._until(visible_at), receipt
@@ -362,6 +408,8 @@ class RedisQueue:
         Raises:
             RouterError: Redis failed.
         """
+        if not _receipt(message_id, receipt):
+            return False
         with router_errors("retry"):
             return bool(self._script(
                 "retry", GROUP, message_id, self._until(visible_at), receipt
@@ -374,6 +422,8 @@ class RedisQueue:
         Raises:
             RouterError: Redis failed.
         """
+        if not _receipt(message_id, receipt):
+            return False
         with router_errors("dead letter"):
             return bool(self._script(
                 "dead", GROUP, message_id, "", reason, receipt, _ms(max(at, 0.0))
@@ -389,8 +439,10 @@ class RedisQueue:
             ValueError: ``after`` is not a stream entry id.
             RouterError: Redis failed.
         """
-        if after is not None and not _ENTRY_ID.match(after):
+        if after is not None and not _entry_id(after):
             raise ValueError(f"bad dead-letter cursor {after!r}: not a stream entry id")
+        if after == f"{_MAX_PART}-{_MAX_PART}":
+            return []  # nothing can come after the largest id
         start = "-" if after is None else f"({after}"
         with router_errors("dead letters"):
             reply = self.client.execute_command(
@@ -405,7 +457,7 @@ class RedisQueue:
         Raises:
             RouterError: Redis failed.
         """
-        if not _ENTRY_ID.match(letter_id):
+        if not _entry_id(letter_id):
             return None
         with router_errors("dead letter"):
             reply = self.client.execute_command(
@@ -430,6 +482,8 @@ class RedisQueue:
         """
         if self._closed:
             raise RouterError("the Redis router is closed")
+        if not _entry_id(letter_id):
+            return False
         with router_errors("requeue"):
             self._ensure_group()
             return bool(self._script("requeue", letter_id))
@@ -444,7 +498,7 @@ class RedisQueue:
         with router_errors("purge dead letters"):
             if ids is None:
                 return int(cast(int, self._script("purge")))
-            wanted = sorted({i for i in ids if _ENTRY_ID.match(i)})
+            wanted = sorted({i for i in ids if _entry_id(i)})
             deleted = 0
             for start in range(0, len(wanted), _PURGE_CHUNK):
                 chunk = wanted[start : start + _PURGE_CHUNK]

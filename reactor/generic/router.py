@@ -269,8 +269,11 @@ class GenericRouter:
             The deliveries, each leased for :attr:`visibility_timeout` seconds.
 
         Raises:
+            ValueError: ``wait_seconds`` is NaN.
             RouterError: the primitive failed.
         """
+        if math.isnan(wait_seconds):
+            raise ValueError("wait_seconds must be a number of seconds, got nan")
         if max_jobs <= 0:
             return []
         deadline = time.monotonic() + max(float(wait_seconds), 0.0)

@@ -7,20 +7,23 @@
 -- A receipt is '<entry id>:<nonce>', the nonce being the entry's pending delivery counter when
 -- it was delivered (XREADGROUP sets 1, each re-claim adds 1; extend's XCLAIM JUSTID keeps it).
 -- ack/retry/extend/dead take the nonce and do nothing (return 0) unless the entry is still
--- pending with that counter: a receipt whose lease lapsed and was re-claimed is stale.
--- An empty nonce (a bare id) skips the check.
+-- pending with that counter: a receipt whose lease lapsed and was re-claimed is stale, and so
+-- is an empty nonce.
 -- A dead letter is an entry {body, reason, at} of the dead-letter stream; its entry id is the
 -- dead letter's id. 'requeue' and 'purge' administer them (docs/workers.md, "Dead letters").
 local S, D, DL, L, op = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1]
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- Due times start from now rounded up to the ms, so a delay never ends early on this clock.
+local due_base = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000)
 
 -- Whether receipt nonce ``nonce`` is the current delivery of pending entry ``id``; the
--- second value is the entry's pending delivery counter.
+-- second value is the entry's pending delivery counter. A lost group (NOGROUP) or an empty
+-- nonce names no current delivery.
 local function current(group, id, nonce)
-  local p = redis.call('XPENDING', S, group, id, id, 1)
-  if #p == 0 then return false, 0 end
-  return nonce == '' or tostring(p[1][4]) == nonce, tonumber(p[1][4])
+  local p = redis.pcall('XPENDING', S, group, id, id, 1)
+  if type(p) ~= 'table' or p.err or #p == 0 or nonce == '' then return false, 0 end
+  return tostring(p[1][4]) == nonce, tonumber(p[1][4])
 end
 local function ack(group, id)
   local n = redis.call('XACK', S, group, id)
@@ -41,15 +44,21 @@ local function put(body, delay_ms, n)
   else
     local member = body
     if n > 0 then member = '#' .. tostring(n) .. '#' .. body end
-    redis.call('ZADD', D, string.format('%.0f', now_ms + delay_ms), member)
+    redis.call('ZADD', D, string.format('%.0f', due_base + delay_ms), member)
   end
+end
+-- A delivery count read from a stored field: a whole number of digits below 2^53, else 0 (a
+-- foreign producer's 'inf' or '1e400' must not pin the count).
+local function count_of(v)
+  if type(v) ~= 'string' or #v > 15 or not string.match(v, '^%d+$') then return 0 end
+  return tonumber(v)
 end
 -- The fields of a stream entry: body (or nil), n (0 when absent) and a text dump of all fields.
 local function fields_of(flat)
   local body, n, dump = nil, 0, {}
   for i = 1, #flat, 2 do
     local k, v = flat[i], flat[i + 1]
-    if k == 'body' then body = v elseif k == 'n' then n = tonumber(v) or 0 end
+    if k == 'body' then body = v elseif k == 'n' then n = count_of(v) end
     dump[#dump + 1] = k .. '=' .. v
   end
   return body, n, table.concat(dump, '\n')
@@ -64,7 +73,7 @@ local function promote()
     if string.byte(member, 1) == 35 then   -- '#<n>#<body>'
       local stop = string.find(member, '#', 2, true)
       if stop then
-        n = tonumber(string.sub(member, 2, stop - 1)) or 0
+        n = count_of(string.sub(member, 2, stop - 1))
         body = string.sub(member, stop + 1)
       end
     end
@@ -89,24 +98,33 @@ end
 -- extended past now (a dead consumer's jobs), appending each delivery to `out`. The delivery
 -- count is the pending counter after the claim (plus the entry's n). An entry deleted from
 -- the stream meanwhile is acked away.
+-- Idle entries whose lease was extended past now are skipped: the scan pages on past them
+-- (at most 10 pages of max(4 * count, 100) entries per call), so leases extended beyond the
+-- timeout never hide an abandoned delivery behind them.
 local function reclaim(out, group, consumer, idle, count)
-  local pending = redis.call('XPENDING', S, group, 'IDLE', idle, '-', '+', count * 4)
   local stop = #out + count * 4
-  for _, p in ipairs(pending) do
-    if #out >= stop then break end
-    local id = p[1]
-    local extended = tonumber(redis.call('HGET', L, id) or '0')
-    if extended <= now_ms then
-      local claimed = redis.call('XCLAIM', S, group, consumer, idle, id)
-      redis.call('HDEL', L, id)
-      local entry = claimed[1]
-      if entry and entry[2] then
-        local nonce = tonumber(p[4]) + 1
-        deliver(out, id .. ':' .. tostring(nonce), nonce, entry[2])
-      else
-        redis.call('XACK', S, group, id)
+  local page = math.max(count * 4, 100)
+  local start = '-'
+  for _ = 1, 10 do
+    local pending = redis.call('XPENDING', S, group, 'IDLE', idle, start, '+', page)
+    for _, p in ipairs(pending) do
+      if #out >= stop then return end
+      local id = p[1]
+      local extended = tonumber(redis.call('HGET', L, id) or '0')
+      if extended <= now_ms then
+        local claimed = redis.call('XCLAIM', S, group, consumer, idle, id)
+        redis.call('HDEL', L, id)
+        local entry = claimed[1]
+        if entry and entry[2] then
+          local nonce = tonumber(p[4]) + 1
+          deliver(out, id .. ':' .. tostring(nonce), nonce, entry[2])
+        else
+          redis.call('XACK', S, group, id)
+        end
       end
     end
+    if #pending < page or #out >= stop then return end
+    start = '(' .. pending[#pending][1]
   end
 end
 
@@ -147,30 +165,28 @@ elseif op == 'retry' then  -- ARGV[2] group, [3] id, [4] delay ms, [5] nonce
   if ack(ARGV[2], ARGV[3]) == 0 or not entry then return 0 end
   local body, n = fields_of(entry[2])
   if not body then return 0 end
-  local count = math.max(counter + n, 1)
+  local count = math.min(math.max(counter + n, 1), 9007199254740991)
   put(body, tonumber(ARGV[4]), count)
   return 1
 elseif op == 'extend' then    -- ARGV[2] group, [3] consumer, [4] id, [5] seconds ms, [6] nonce
   if not current(ARGV[2], ARGV[4], ARGV[6] or '') then return 0 end
   local claimed = redis.call('XCLAIM', S, ARGV[2], ARGV[3], 0, ARGV[4], 'JUSTID')
   if #claimed == 0 then return 0 end
-  redis.call('HSET', L, ARGV[4], string.format('%.0f', now_ms + tonumber(ARGV[5])))
+  redis.call('HSET', L, ARGV[4], string.format('%.0f', due_base + tonumber(ARGV[5])))
   return 1
 elseif op == 'dead' then
-  -- ARGV[2] group, [3] id ('' = none), [4] body, [5] reason, [6] nonce, [7] at ms ('' = now)
+  -- ARGV[2] group, [3] id, [4] body, [5] reason, [6] nonce, [7] at ms ('' = now)
   -- The entry's own stored body wins over ARGV[4], and a dump of its fields over an empty
   -- ARGV[4] (an entry without a body). A stale receipt (the entry was acked, retried or
   -- re-claimed since) dead-letters nothing and returns 0.
   local body = ARGV[4]
-  if ARGV[3] ~= '' then
-    if not current(ARGV[2], ARGV[3], ARGV[6] or '') then return 0 end
-    local entry = redis.call('XRANGE', S, ARGV[3], ARGV[3])[1]
-    if entry then
-      local stored, _, dump = fields_of(entry[2])
-      body = stored or (body ~= '' and body) or dump
-    end
-    ack(ARGV[2], ARGV[3])
+  if not current(ARGV[2], ARGV[3], ARGV[6] or '') then return 0 end
+  local entry = redis.call('XRANGE', S, ARGV[3], ARGV[3])[1]
+  if entry then
+    local stored, _, dump = fields_of(entry[2])
+    body = stored or (body ~= '' and body) or dump
   end
+  ack(ARGV[2], ARGV[3])
   local at = now_ms
   if ARGV[7] and ARGV[7] ~= '' then at = tonumber(ARGV[7]) end
   redis.call('XADD', DL, '*', 'body', body, 'reason', ARGV[5], 'at', string.format('%.0f', at))
