@@ -34,6 +34,7 @@ from reactor.model.engine_state import EngineState
 from reactor.model.results import RollbackFailure
 from reactor.model.run_documents import (
     embedded_children,
+    map_membership_of,
     retry_counters_of,
     rollback_of,
     trace_of,
@@ -152,7 +153,7 @@ def document_view(
             for name, ref in map_refs(document).items()}
     attempts = retry_counters_of(document).attempts or {}
     quarantine = engine_state.quarantine
-    metadata = document.get("map_metadata")
+    membership = map_membership_of(document)
     return {
         "status": display(document.get("status")),
         "inputs": display(_map(document, "inputs")),
@@ -170,7 +171,7 @@ def document_view(
         "quarantine": None if quarantine is None else {
             "reason": quarantine.reason, "original_status": quarantine.original_status,
         },
-        "map_element": display(metadata) if isinstance(metadata, Mapping) else None,
+        "map_element": None if membership is None else display(membership.to_stored()),
         "handed_off": engine_state.handed_off,
         "links": _links(engine_state),
     }

@@ -152,14 +152,13 @@ class _RunScope:
                  resumed_from: TraceContext | None = None) -> None:
         self._hooks = hooks
         self._ctx = ctx
-        meta = ctx.map_metadata or {}
-        index = meta.get("index")
+        membership = ctx.map_metadata
         self._scope = hooks.run(RunEvent(
             run_id=ctx.context_id, reactor=ctx.reactor, origin=origin,
             root_run_id=ctx.root_context_id or ctx.context_id,
             parent_run_id=ctx.parent_context_id,
-            map_step=meta.get("map_step") if isinstance(meta.get("map_step"), str) else None,
-            element_index=index if isinstance(index, int) else None,
+            map_step=None if membership is None else membership.map_step,
+            element_index=None if membership is None else membership.index,
             started=started, status_before=ctx.status.value, resumed_from=resumed_from,
         ))
 

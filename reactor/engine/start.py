@@ -24,6 +24,7 @@ from reactor.model.context import Context, new_context_id
 from reactor.model.engine_state import EngineState
 from reactor.model.results import Failure, Paused, Success
 from reactor.model.run_links import RunLinks
+from reactor.model.run_records import MapMembership
 from reactor.model.status import RunStatus
 
 __all__ = ["invalid_inputs", "launch"]
@@ -37,7 +38,7 @@ def launch(
     execute: Execute,
     context_id: str | None = None,
     parent: Context | None = None,
-    map_metadata: dict[str, Any] | None = None,
+    map_metadata: MapMembership | None = None,
     hand_off: Callable[[RunState, str, str], None] | None = None,
     hold: Liveness | None = None,
     secret_inputs: Iterable[str] = (),
@@ -54,7 +55,7 @@ def launch(
             inside the executor).
         context_id: the id to use (default: a fresh UUID).
         parent: the parent context (map elements).
-        map_metadata: the element's map metadata (map elements).
+        map_metadata: the element's membership of its map (map elements).
         hand_off: the ``background after:/before:`` hook of a caller's root run
             (:func:`reactor.engine.background.trigger`).
         hold: the caller's liveness hold on ``context_id``: every save is fenced with it, so

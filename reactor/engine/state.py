@@ -142,7 +142,7 @@ class RunState:
             attempt=attempt,
             root_run_id=ctx.root_context_id or ctx.context_id,
             parent_run_id=ctx.parent_context_id,
-            map_metadata=MappingProxyType(dict(ctx.map_metadata)) if ctx.map_metadata else None,
+            map_membership=ctx.map_metadata,
             results=MappingProxyType(ctx.intermediate_results),
             reactor_inputs=MappingProxyType(ctx.inputs),
             holds=self.holds + self.step_holds,

@@ -53,6 +53,7 @@ from reactor.model.keys import (
     sweep_episode_key,
 )
 from reactor.model.records import ContextRecord, MapMetadata
+from reactor.model.run_documents import map_membership_of
 from reactor.model.status import RunStatus
 from reactor.model.text import escaping_logger
 from reactor.ports.payloads import (
@@ -491,10 +492,8 @@ def _element_index(storage: Storage, element_context_id: str | None) -> int | No
     record = storage.contexts.load(element_context_id)
     if record is None:
         return None
-    document = _decode(record)
-    metadata = document.get("map_metadata")
-    index = metadata.get("index") if isinstance(metadata, dict) else None
-    return index if isinstance(index, int) else None
+    membership = map_membership_of(_decode(record))
+    return None if membership is None else membership.index
 
 
 def sweep_maps(

@@ -28,6 +28,7 @@ from reactor.model.results import Failure, RollbackFailure
 from reactor.model.run_records import (
     RESULT_OF_STEP,
     ForeignRef,
+    MapMembership,
     MapRef,
     Reference,
     RetryCounters,
@@ -107,8 +108,10 @@ class Context:
         composed_contexts: compose step -> child :class:`Context`; map step -> its
             :class:`~reactor.model.run_records.MapRef`; a reference of a kind this release
             does not read -> :class:`~reactor.model.run_records.ForeignRef` (kept as stored).
-        map_metadata: on a map element's context: ``{"map_step", "map_id", "index",
-            "parent_reactor"}``; ``None`` otherwise.
+        map_metadata: on a map element's context, its
+            :class:`~reactor.model.run_records.MapMembership` (the map step, map id, index
+            and parent reactor; stored as ``{"map_step", "map_id", "index",
+            "parent_reactor"}``); ``None`` otherwise.
         current_step: the step in flight (the resume cursor), or ``None``.
         retry_context: the attempts each step used
             (:class:`~reactor.model.run_records.RetryCounters`).
@@ -134,7 +137,7 @@ class Context:
     intermediate_results: dict[str, Any] = field(default_factory=dict)
     engine_state: EngineState = field(default_factory=EngineState)
     composed_contexts: dict[str, Context | Reference] = field(default_factory=dict)
-    map_metadata: dict[str, Any] | None = None
+    map_metadata: MapMembership | None = None
     current_step: str | None = None
     retry_context: RetryCounters = field(default_factory=RetryCounters)
     execution_trace: list[TraceRecord] = field(default_factory=list)
@@ -232,13 +235,14 @@ class Context:
             else:
                 composed[name] = value.to_stored()
         rollback = None if self.rollback is None else self.rollback.to_stored(seal)
+        membership = None if self.map_metadata is None else self.map_metadata.to_stored()
         return {
             "context_id": self.context_id,
             "reactor": self.reactor,
             "status": self.status.value,
             "private_data": self.engine_state.to_json(),
             "composed_contexts": composed,
-            "map_metadata": self.map_metadata,
+            "map_metadata": membership,
             "current_step": self.current_step,
             "retry_context": self.retry_context.to_stored(),
             "failure": self.failure,
@@ -264,7 +268,9 @@ class Context:
         Raises:
             DeserializationError: a field is missing, of the wrong type, or holds an unknown
                 status; ``private_data`` holds a malformed value
-                (:meth:`reactor.model.engine_state.EngineState.from_json`).
+                (:meth:`reactor.model.engine_state.EngineState.from_json`); ``map_metadata`` is
+                neither null nor a map membership
+                (:meth:`reactor.model.run_records.MapMembership.from_stored`).
         """
         if not isinstance(doc, Mapping):
             raise DeserializationError(f"context document must be an object, got {type(doc)}")
@@ -294,6 +300,7 @@ class Context:
             for i, entry in enumerate(reader.get("undo_stack", list))
         ]
         rollback = reader.optional("rollback", dict)
+        membership = doc.get("map_metadata")
         return cls(
             context_id=reader.get("context_id", str),
             reactor=reader.get("reactor", str),
@@ -302,7 +309,10 @@ class Context:
             intermediate_results=results,
             engine_state=EngineState.from_json(reader.get("private_data", dict)),
             composed_contexts=composed,
-            map_metadata=reader.optional("map_metadata", dict),
+            map_metadata=(
+                None if membership is None
+                else MapMembership.from_stored(membership, "context field 'map_metadata'")
+            ),
             current_step=reader.optional("current_step", str),
             retry_context=RetryCounters.from_stored(reader.get("retry_context", dict)),
             execution_trace=trace,

@@ -1,6 +1,8 @@
 """A stored run document's bookkeeping as typed run records, for the views that show what is
-stored (the dashboard): the raw JSON of a document (:func:`reactor.model.checkpoints.raw_document`,
-usually masked with :func:`reactor.model.masking.mask_document`) read entry by entry into the
+stored (the dashboard) and the sweepers that read one field of a stored run without loading it
+whole (:func:`map_membership_of`): the raw JSON of a document
+(:func:`reactor.model.checkpoints.raw_document`, usually masked with
+:func:`reactor.model.masking.mask_document`) or the decoded one, read entry by entry into the
 records of :mod:`reactor.model.run_records` (docs/protocol.md, "Contexts").
 
 A view shows what it can: an entry that does not read (a malformed or foreign entry) is left
@@ -15,10 +17,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from reactor.errors import DeserializationError
-from reactor.model.run_records import MapRef, RetryCounters, RollbackState, TraceRecord, UndoEntry
+from reactor.model.run_records import (
+    MapMembership,
+    MapRef,
+    RetryCounters,
+    RollbackState,
+    TraceRecord,
+    UndoEntry,
+)
 
 __all__ = [
     "embedded_children",
+    "map_membership_of",
     "map_refs_of",
     "retry_counters_of",
     "rollback_of",
@@ -94,6 +104,27 @@ def map_refs_of(document: Mapping[str, Any]) -> dict[str, MapRef]:
             except DeserializationError:
                 continue
     return found
+
+
+def map_membership_of(document: Mapping[str, Any]) -> MapMembership | None:
+    """The document's ``map_metadata``: the map a map element's run belongs to
+    (docs/concepts.md, "Inline map"; docs/fan_out.md).
+
+    Args:
+        document: a run document as raw JSON (or decoded: ``map_metadata`` holds no tagged
+            value either way).
+
+    Returns:
+        The :class:`~reactor.model.run_records.MapMembership`, or ``None`` when the run is no
+        map element or its ``map_metadata`` does not read.
+    """
+    raw = document.get("map_metadata")
+    if raw is None:
+        return None
+    try:
+        return MapMembership.from_stored(raw)
+    except DeserializationError:
+        return None
 
 
 def embedded_children(document: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:

@@ -1,6 +1,7 @@
 """Typed, frozen records of a run's bookkeeping: its undo-stack entries, the rollback in
-progress, its execution-trace entries, its retry counters and the map references among its
-``composed_contexts`` (docs/protocol.md, "Contexts"; docs/concepts.md, "Stored runs").
+progress, its execution-trace entries, its retry counters, the map references among its
+``composed_contexts`` and, on a map element, its membership of the map (``map_metadata``)
+(docs/protocol.md, "Contexts"; docs/concepts.md, "Stored runs").
 
 Each record reads its stored shape with ``from_stored`` (validating: a malformed field raises
 :class:`~reactor.errors.DeserializationError` naming it) and writes it back with
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Final
 
 from reactor.errors import DeserializationError
@@ -31,6 +33,7 @@ __all__ = [
     "MAP_REF",
     "RESULT_OF_STEP",
     "ForeignRef",
+    "MapMembership",
     "MapRef",
     "Reference",
     "RetryCounters",
@@ -686,3 +689,90 @@ class ForeignRef:
 
 #: What a ``composed_contexts`` entry other than an embedded child context is.
 Reference = MapRef | ForeignRef
+
+
+# ------------------------------------------------------------------------------ map membership
+
+
+@dataclass(frozen=True, slots=True)
+class MapMembership:
+    """What makes a run a map element: the map it belongs to and its place in it, stored as
+    the element context's ``map_metadata`` (docs/concepts.md, "Inline map";
+    docs/fan_out.md).
+
+    Stored as ``{"map_step", "map_id", "index", "parent_reactor"}``, in that order (the only
+    shape the engine has written, inline and fan-out alike); a run that is no map element
+    stores ``null``.
+
+    Attributes:
+        map_step: the parent's map step that started the element.
+        map_id: the map's id (the parent's :class:`MapRef` ``map_id``).
+        index: the element's 0-based index in the map's source.
+        parent_reactor: the registered name of the reactor declaring the map step.
+        extra: stored keys this release does not know, written back as they were.
+    """
+
+    map_step: str
+    map_id: str
+    index: int
+    parent_reactor: str
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_stored(cls, raw: Any, where: str = "map_metadata") -> MapMembership:
+        """Read a stored ``map_metadata``.
+
+        Args:
+            raw: the stored dict (decoded, or raw JSON: it holds no tagged value).
+            where: names the record in errors (e.g. ``"context field 'map_metadata'"``).
+
+        Returns:
+            The membership.
+
+        Raises:
+            DeserializationError: ``raw`` is no object, ``map_step``, ``map_id`` or
+                ``parent_reactor`` is missing or no string, ``index`` missing or no
+                non-negative integer.
+        """
+        reader = _Fields(raw, where)
+        map_step = reader.text("map_step", required=True)
+        map_id = reader.text("map_id", required=True)
+        if not reader.has("index"):
+            raise DeserializationError(f"{where} has no 'index' field")
+        index = reader.integer("index")
+        if index is None or index < 0:
+            raise reader.error("index", "a non-negative integer")
+        parent_reactor = reader.text("parent_reactor", required=True)
+        assert map_step is not None and map_id is not None and parent_reactor is not None
+        return cls(map_step, map_id, index, parent_reactor, reader.extra())
+
+    def to_stored(self) -> dict[str, Any]:
+        """The stored ``map_metadata``: a new dict ``{"map_step", "map_id", "index",
+        "parent_reactor"}``, ``extra`` last."""
+        stored: dict[str, Any] = {
+            "map_step": self.map_step, "map_id": self.map_id, "index": self.index,
+            "parent_reactor": self.parent_reactor,
+        }
+        return _written(stored, self.extra)
+
+    @staticmethod
+    def index_in(raw: Any) -> int | None:
+        """The element index a ``map_metadata`` mapping names, however partial (a
+        ``StepContext`` built by hand for a unit test may hold only ``{"index": 3}``).
+
+        Args:
+            raw: a ``map_metadata`` mapping, or ``None``.
+
+        Returns:
+            Its ``index`` when that is a non-negative integer, else ``None``.
+        """
+        value = raw.get("index") if isinstance(raw, Mapping) else None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return None
+        return value
+
+    def as_mapping(self) -> Mapping[str, Any]:
+        """The stored ``map_metadata`` as a read-only mapping: what the public views
+        (``RunView.map_metadata``, ``StepContext.map_metadata``) show a map element's users
+        (docs/concepts.md, "Inline map")."""
+        return MappingProxyType(self.to_stored())

@@ -23,7 +23,7 @@ from reactor.model.context import Context
 from reactor.model.engine_state import CancelRequest, PendingInterrupt
 from reactor.model.masking import mask_value
 from reactor.model.results import Failure
-from reactor.model.run_records import MapRef, TraceRecord
+from reactor.model.run_records import MapMembership, MapRef, TraceRecord
 from reactor.model.status import RunStatus
 
 __all__ = [
@@ -242,7 +242,8 @@ class RunView:
         failure: the run's ``Failure`` (redacted inputs), if it failed.
         undo_stack: the names of the completed steps still on the undo stack, oldest first.
         current_step: the step in flight when the run stopped (aborted runs), if any.
-        map_metadata: for a map element: ``{"map_step", "map_id", "index", "parent_reactor"}``.
+        map_metadata: for a map element: ``{"map_step", "map_id", "index", "parent_reactor"}``
+            (a read-only mapping: the stored form of :attr:`map_membership`); else ``None``.
         parent_run_id: the parent run's id, if any.
         root_run_id: the top-level run's id.
         created_at: epoch seconds.
@@ -262,6 +263,10 @@ class RunView:
             ``None``.
         maps: map step name -> :class:`MapInfo`, for every map step the run started (its
             elements: :meth:`map_elements`).
+        map_membership: for a map element, the typed
+            :class:`~reactor.model.run_records.MapMembership` behind :attr:`map_metadata` (map
+            step, map id, index, parent reactor: docs/concepts.md, "Inline map"); else
+            ``None``.
     """
 
     run_id: str
@@ -286,6 +291,7 @@ class RunView:
     cancel: CancelRequest | None = None
     maps: Mapping[str, MapInfo] = field(default_factory=dict)
     element_reader: ElementReader | None = field(default=None, compare=False, repr=False)
+    map_membership: MapMembership | None = None
 
     def map_elements(
         self, step: str, *, outcome: str | None = None, offset: int = 0, limit: int = 100
@@ -354,7 +360,7 @@ class RunView:
             failure=ctx.failure.masked() if ctx.failure is not None else None,
             undo_stack=tuple(e.step for e in ctx.undo_stack),
             current_step=ctx.current_step,
-            map_metadata=ctx.map_metadata,
+            map_metadata=None if ctx.map_metadata is None else ctx.map_metadata.as_mapping(),
             parent_run_id=ctx.parent_context_id,
             root_run_id=ctx.root_context_id,
             created_at=ctx.created_at,
@@ -367,4 +373,5 @@ class RunView:
             cancel=ctx.engine_state.cancel,
             maps=map_infos(ctx.composed_contexts),
             element_reader=elements,
+            map_membership=ctx.map_metadata,
         )

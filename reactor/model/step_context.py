@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from reactor.errors import LockLost
+from reactor.errors import DeserializationError, LockLost
+from reactor.model.run_records import MapMembership
 
 __all__ = ["Hold", "StepContext"]
 
@@ -69,7 +70,8 @@ class StepContext:
         attempt: the attempt number (1-based) of ``run``; ``0`` in ``undo``/``compensate``.
         root_run_id: the top-level run's id.
         parent_run_id: the parent run's id (map elements, composed children), else ``None``.
-        map_metadata: for a map element: ``{"map_step", "map_id", "index", "parent_reactor"}``.
+        map_metadata: for a map element: ``{"map_step", "map_id", "index", "parent_reactor"}``
+            (read-only; the stored form of :attr:`map_membership`); else ``None``.
         results: the results of the steps completed so far (read-only).
         reactor_inputs: the run's validated inputs (read-only; includes redacted ones).
         holds: the locks, semaphore leases and ordered-lock turns the body runs under,
@@ -79,6 +81,11 @@ class StepContext:
             checkpoint (PostgreSQL: a ``psycopg.Connection``). Write through it and never
             commit or roll it back yourself (docs/concepts.md, "Transactional steps").
             ``None`` otherwise.
+        map_membership: for a map element, the typed
+            :class:`~reactor.model.run_records.MapMembership` (map step, map id, index, parent
+            reactor: docs/concepts.md, "Inline map"); else ``None``. Give either this or
+            :attr:`map_metadata`: the other is derived from it (a partial hand-built
+            ``map_metadata`` derives no membership).
     """
 
     run_id: str
@@ -92,6 +99,17 @@ class StepContext:
     reactor_inputs: Mapping[str, Any] = field(default_factory=_empty)
     holds: tuple[Hold, ...] = ()
     transaction: Any = None
+    map_membership: MapMembership | None = None
+
+    def __post_init__(self) -> None:
+        if self.map_membership is not None and self.map_metadata is None:
+            object.__setattr__(self, "map_metadata", self.map_membership.as_mapping())
+        elif self.map_membership is None and self.map_metadata is not None:
+            try:
+                membership = MapMembership.from_stored(self.map_metadata)
+            except DeserializationError:
+                return
+            object.__setattr__(self, "map_membership", membership)
 
     @property
     def hold_lost(self) -> bool:
@@ -133,7 +151,6 @@ class StepContext:
     @property
     def element_index(self) -> int | None:
         """The map element's 0-based index, or ``None`` outside a map element."""
-        if not self.map_metadata:
-            return None
-        index = self.map_metadata.get("index")
-        return index if isinstance(index, int) else None
+        if self.map_membership is not None:
+            return self.map_membership.index
+        return MapMembership.index_in(self.map_metadata)

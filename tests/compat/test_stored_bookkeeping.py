@@ -11,23 +11,34 @@ entries with their details in both orders, inline and fan-out map references and
 of an unknown kind; the same run with its secrets sealed; and the sparse shapes older writers
 left (an undo entry with only its step, a rollback record without ``compensate_failed``, an
 integer ``at``). Never regenerate the file: its value is that an older version wrote it.
+
+``stored/map_elements.json`` holds the stored records (base document and incremental segments)
+of an inline map's element and a fan-out map's element as the engine wrote them while their
+``map_metadata`` was a dict; they load into a ``MapMembership`` and are written back byte for
+byte. Never regenerate it either.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from reactor.model import codec
+from reactor.model import checkpoints, codec
 from reactor.model.context import Context
+from reactor.model.records import ContextRecord
 from reactor.model.results import RollbackFailure
-from reactor.model.run_records import ForeignRef, MapRef
+from reactor.model.run_documents import map_membership_of
+from reactor.model.run_records import ForeignRef, MapMembership, MapRef
 from reactor.model.secrets import Sealed
 
 STORED: dict[str, str] = json.loads(
     (Path(__file__).parent / "stored" / "bookkeeping.json").read_text(encoding="utf-8")
+)
+ELEMENTS: dict[str, dict[str, Any]] = json.loads(
+    (Path(__file__).parent / "stored" / "map_elements.json").read_text(encoding="utf-8")
 )
 
 
@@ -83,3 +94,52 @@ def test_sparse_shapes_of_older_writers_stay_sparse() -> None:
     assert ctx.rollback is not None and ctx.rollback.absent == {"compensate_failed"}
     assert ctx.execution_trace[0].at == 1700000000
     assert ctx.retry_context.attempts == {}
+
+
+def _element_record(name: str) -> ContextRecord:
+    stored = ELEMENTS[name]
+    return ContextRecord(context_id=stored["context_id"], reactor="compat.line",
+                         status="completed", document=stored["document"],
+                         created_at=1700000000.0, updated_at=1700000000.0,
+                         segments=tuple(stored["segments"]))
+
+
+@pytest.mark.parametrize("name", sorted(ELEMENTS))
+def test_a_stored_map_element_base_is_written_back_byte_for_byte(name: str) -> None:
+    base = ELEMENTS[name]["document"]
+    ctx = Context.from_document(codec.decode_document(base))
+    assert isinstance(ctx.map_metadata, MapMembership)
+    assert codec.encode_document(ctx.to_document()) == base
+
+
+@pytest.mark.parametrize(
+    ("name", "index", "parent"),
+    [("inline_element", 1, "compat.inline_order"), ("fan_out_element", 2, "compat.fan_order")],
+)
+def test_a_stored_map_element_reads_its_membership_every_way(
+    name: str, index: int, parent: str
+) -> None:
+    record = _element_record(name)
+    ctx = Context.from_document(checkpoints.stored_document(record))
+    membership = ctx.map_metadata
+    assert membership is not None and membership.extra == {}
+    assert (membership.map_step, membership.index, membership.parent_reactor) == (
+        "reserve", index, parent
+    )
+    # the readers of the raw JSON (dashboard) and of the decoded document (sweepers) agree
+    assert map_membership_of(checkpoints.raw_document(record)) == membership
+    assert map_membership_of(checkpoints.stored_document(record)) == membership
+    # every segment's head rewrites map_metadata as the engine wrote it
+    for segment in ELEMENTS[name]["segments"]:
+        head = json.loads(segment)["head"]
+        assert json.dumps(ctx.head_document()["map_metadata"]) == json.dumps(head["map_metadata"])
+
+
+def test_a_newer_key_in_a_stored_map_element_is_kept() -> None:
+    base = ELEMENTS["inline_element"]["document"].replace(
+        '"parent_reactor":"compat.inline_order"}',
+        '"parent_reactor":"compat.inline_order","a_newer_key":[1]}',
+    )
+    ctx = Context.from_document(codec.decode_document(base))
+    assert ctx.map_metadata is not None and ctx.map_metadata.extra == {"a_newer_key": [1]}
+    assert codec.encode_document(ctx.to_document()) == base

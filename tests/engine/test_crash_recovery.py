@@ -191,7 +191,7 @@ def _die_inside_an_inline_map(
         save(self, force=force)
         ctx = self.context
         if (not died and ctx.root_context_id == run_id and ctx.map_metadata is not None
-                and ctx.map_metadata.get("index") == 2 and "pack" in ctx.intermediate_results):
+                and ctx.map_metadata.index == 2 and "pack" in ctx.intermediate_results):
             died.append(ctx.context_id)  # element 2 completed and stored; element 3 never
             raise WorkerDied             # started: the worker dies here
 

@@ -17,6 +17,7 @@ from reactor.dsl import (
 from reactor.engine.checkpoint import load_context
 from reactor.engine.env import make_env
 from reactor.model.results import Failure, MapResults, Success
+from reactor.model.run_records import MapMembership
 from reactor.model.signals import halt
 from reactor.model.status import RunStatus
 
@@ -74,10 +75,10 @@ def test_each_element_has_its_own_stored_context_with_index_metadata(
     for index in (0, 1):
         element_ctx = load_context(env, ref.elements[index])
         assert element_ctx is not None
-        assert element_ctx.map_metadata == {
-            "map_step": "reserve", "map_id": ref.map_id, "index": index,
-            "parent_reactor": Order.reactor_name,
-        }
+        assert element_ctx.map_metadata == MapMembership(
+            map_step="reserve", map_id=ref.map_id, index=index,
+            parent_reactor=Order.reactor_name,
+        )
         assert element_ctx.parent_context_id == r.run_id
         assert element_ctx.status is RunStatus.COMPLETED
 

@@ -69,6 +69,9 @@ def test_a_view_names_each_element_run_with_its_index(view: RunView, step_name: 
         assert element_view.inputs == {"n": item}
         assert element_view.map_metadata is not None
         assert element_view.map_metadata["index"] == found.index
+        assert element_view.map_membership is not None
+        assert element_view.map_membership.index == found.index
+        assert element_view.map_membership.map_step == step_name
     failed = [e for e in page.elements if e.outcome == "failed"]
     assert [e.error for e in failed] == ["negative -2", "negative -5"]
 

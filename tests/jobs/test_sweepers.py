@@ -249,7 +249,8 @@ def test_map_sweeper_redispatches_claimed_rollback_positions_without_outcome(
     _context(storage, "owner", "rolling_back")
     for index in range(3):
         _context(storage, f"el{index}", "completed", parent="owner",
-                 document={"map_metadata": {"index": index}})
+                 document={"map_metadata": {"map_step": "reserve", "map_id": "m1",
+                                            "index": index, "parent_reactor": "orders.fulfil"}})
         storage.maps.append_element("m1", f"el{index}")
         storage.maps.put_result("m1", index, "1")
     _rollback(storage, total=3)

@@ -11,7 +11,13 @@ from reactor.errors import DeserializationError, SchemaVersionError
 from reactor.model import codec
 from reactor.model.context import Context
 from reactor.model.results import Failure, RollbackFailure
-from reactor.model.run_records import MapRef, RollbackState, TraceRecord, UndoEntry
+from reactor.model.run_records import (
+    MapMembership,
+    MapRef,
+    RollbackState,
+    TraceRecord,
+    UndoEntry,
+)
 from reactor.model.status import RunStatus
 
 
@@ -75,12 +81,34 @@ def test_legacy_skipped_status_reads_as_halted() -> None:
         ("undo_stack", [{"step": None}]),
         ("composed_contexts", {"m": {"type": "map_ref", "map_id": "x", "elements": [1]}}),
         ("composed_contexts", {"c": {"type": "compose", "context": {"context_id": "c"}}}),
+        ("map_metadata", [1]),
+        ("map_metadata", {"map_step": "s", "map_id": "m", "index": "0", "parent_reactor": "p"}),
+        ("map_metadata", {"map_step": "s", "index": 0, "parent_reactor": "p"}),
     ],
 )
 def test_malformed_fields_raise_deserialization_error(key: str, bad: Any) -> None:
     doc = _sample().to_document()
     doc[key] = bad
     with pytest.raises(DeserializationError):
+        Context.from_document(doc)
+
+
+def test_a_map_element_round_trips_its_membership_as_stored() -> None:
+    element = Context(context_id="e", reactor="line", parent_context_id="root",
+                      map_metadata=MapMembership("lines", "m1", 3, "root.r", {"later": True}))
+    doc = element.to_document()
+    assert list(doc["map_metadata"].items()) == [
+        ("map_step", "lines"), ("map_id", "m1"), ("index", 3), ("parent_reactor", "root.r"),
+        ("later", True),
+    ]
+    assert _round_trip(element) == element
+    assert _round_trip(_sample()).map_metadata is None
+
+
+def test_malformed_map_metadata_is_named_in_the_error() -> None:
+    doc = _sample().to_document()
+    doc["map_metadata"] = {"map_step": "s", "map_id": "m", "index": -4, "parent_reactor": "p"}
+    with pytest.raises(DeserializationError, match=r"map_metadata.*'index'"):
         Context.from_document(doc)
 
 

@@ -12,13 +12,20 @@ from reactor.model.masking import mask_document
 from reactor.model.results import RollbackFailure
 from reactor.model.run_documents import (
     embedded_children,
+    map_membership_of,
     map_refs_of,
     retry_counters_of,
     rollback_of,
     trace_of,
     undo_stack_of,
 )
-from reactor.model.run_records import MapRef, RollbackState, TraceRecord, UndoEntry
+from reactor.model.run_records import (
+    MapMembership,
+    MapRef,
+    RollbackState,
+    TraceRecord,
+    UndoEntry,
+)
 from reactor.model.status import RunStatus
 
 _FAILURE = RollbackFailure("a", "undo", "raised", "boom", "m", 1)
@@ -75,3 +82,19 @@ def test_entries_that_do_not_read_are_left_out() -> None:
 def test_a_document_without_bookkeeping_reads_empty() -> None:
     assert trace_of({}) == [] and undo_stack_of({"undo_stack": "x"}) == []
     assert rollback_of({"rollback": None}) is None and map_refs_of({}) == {}
+
+
+def test_a_map_element_document_reads_its_membership() -> None:
+    membership = MapMembership("lines", "m1", 2, "orders", {"later": 1})
+    element = Context(context_id="e", reactor="line", map_metadata=membership)
+    raw = json.loads(codec.encode_document(element.to_document()))
+    assert map_membership_of(mask_document(raw)) == membership
+    assert map_membership_of(codec.decode_document(json.dumps(raw))) == membership
+    assert map_membership_of(_raw()) is None  # no map element
+
+
+def test_a_map_membership_that_does_not_read_is_left_out() -> None:
+    for bad in ([1], {"index": 2}, {"map_step": "s", "map_id": "m", "index": "2",
+                                    "parent_reactor": "p"}):
+        assert map_membership_of({"map_metadata": bad}) is None
+    assert map_membership_of({}) is None

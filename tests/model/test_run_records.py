@@ -15,6 +15,7 @@ from reactor.errors import DeserializationError
 from reactor.model.results import RollbackFailure
 from reactor.model.run_records import (
     RESULT_OF_STEP,
+    MapMembership,
     MapRef,
     RetryCounters,
     RollbackState,
@@ -308,3 +309,108 @@ def test_an_inline_ref_names_its_elements_by_index() -> None:
 def test_a_malformed_map_ref_names_its_field(raw: dict[str, Any], field: str) -> None:
     with pytest.raises(DeserializationError, match=field):
         MapRef.from_stored(raw)
+
+
+# ------------------------------------------------------------------------------ map membership
+
+#: ``map_metadata`` as the inline and fan-out maps store it, and with a key a newer version adds.
+_MEMBERSHIP_SHAPES: list[dict[str, Any]] = [
+    {"map_step": "lines", "map_id": "m1", "index": 0, "parent_reactor": "orders"},
+    {"map_step": "lines", "map_id": "m1", "index": 7, "parent_reactor": "orders",
+     "later": {"x": 1}},
+]
+
+
+@pytest.mark.parametrize("shape", _MEMBERSHIP_SHAPES)
+def test_every_map_membership_shape_round_trips_in_order(shape: dict[str, Any]) -> None:
+    membership = MapMembership.from_stored(shape)
+    assert _ordered(membership.to_stored()) == _ordered(shape)
+    assert (membership.map_step, membership.map_id, membership.parent_reactor) == (
+        "lines", "m1", "orders"
+    )
+    assert membership.index == shape["index"]
+
+
+@given(step=_names, map_id=_names, index=st.integers(min_value=0), parent=_names,
+       extra=_unknown)
+def test_any_map_membership_round_trips(
+    step: str, map_id: str, index: int, parent: str, extra: dict[str, Any]
+) -> None:
+    stored = {"map_step": step, "map_id": map_id, "index": index, "parent_reactor": parent,
+              **extra}
+    membership = MapMembership.from_stored(json.loads(json.dumps(stored)))
+    assert membership == MapMembership(step, map_id, index, parent, extra)
+    assert _ordered(membership.to_stored()) == _ordered(stored)
+
+
+def test_a_map_membership_keeps_unknown_keys_after_the_known_ones() -> None:
+    membership = MapMembership.from_stored(
+        {"later": 1, "map_step": "s", "map_id": "m", "index": 2, "parent_reactor": "p"}
+    )
+    assert membership.extra == {"later": 1}
+    assert list(membership.to_stored()) == ["map_step", "map_id", "index", "parent_reactor",
+                                            "later"]
+
+
+def test_a_map_membership_shows_as_a_read_only_mapping() -> None:
+    shown = MapMembership("s", "m", 2, "p").as_mapping()
+    assert shown == {"map_step": "s", "map_id": "m", "index": 2, "parent_reactor": "p"}
+    with pytest.raises(TypeError):
+        shown["index"] = 3  # type: ignore[index]
+
+
+_WHOLE = {"map_step": "s", "map_id": "m", "index": 2, "parent_reactor": "p"}
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({k: v for k, v in _WHOLE.items() if k != "map_step"}, "'map_step'"),
+        ({**_WHOLE, "map_step": None}, "'map_step'"),
+        ({k: v for k, v in _WHOLE.items() if k != "map_id"}, "'map_id'"),
+        ({**_WHOLE, "map_id": 7}, "'map_id'"),
+        ({k: v for k, v in _WHOLE.items() if k != "index"}, "'index'"),
+        ({**_WHOLE, "index": None}, "'index'"),
+        ({**_WHOLE, "index": "2"}, "'index'"),
+        ({**_WHOLE, "index": 2.0}, "'index'"),
+        ({**_WHOLE, "index": True}, "'index'"),
+        ({**_WHOLE, "index": -1}, "'index'"),
+        ({k: v for k, v in _WHOLE.items() if k != "parent_reactor"}, "'parent_reactor'"),
+        ({**_WHOLE, "parent_reactor": ["p"]}, "'parent_reactor'"),
+    ],
+)
+def test_a_malformed_map_membership_names_its_field(raw: dict[str, Any], field: str) -> None:
+    with pytest.raises(DeserializationError, match=field):
+        MapMembership.from_stored(raw, "context field 'map_metadata'")
+
+
+@pytest.mark.parametrize("raw", [None, [], "lines", 3, [["map_step", "s"]]])
+def test_a_map_membership_that_is_no_object_is_refused(raw: Any) -> None:
+    with pytest.raises(DeserializationError, match="map_metadata"):
+        MapMembership.from_stored(raw)
+
+
+_hostile_membership = _json | st.dictionaries(
+    st.sampled_from(["map_step", "map_id", "index", "parent_reactor", "later"]),
+    _json | st.integers(min_value=-2, max_value=2) | _names, max_size=5,
+)
+
+
+@given(_hostile_membership)
+def test_hostile_map_metadata_reads_whole_or_is_refused(raw: Any) -> None:
+    try:
+        membership = MapMembership.from_stored(raw)
+    except DeserializationError:
+        return
+    assert membership.to_stored() == raw and membership.index >= 0
+    assert all(isinstance(v, str)
+               for v in (membership.map_step, membership.map_id, membership.parent_reactor))
+
+
+@pytest.mark.parametrize(
+    ("raw", "index"),
+    [(None, None), ({}, None), ({"index": 3}, 3), (_WHOLE, 2), ({"index": "3"}, None),
+     ({"index": True}, None), ({"index": -1}, None), ([3], None)],
+)
+def test_the_index_of_a_partial_map_metadata(raw: Any, index: int | None) -> None:
+    assert MapMembership.index_in(raw) == index

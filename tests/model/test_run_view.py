@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from reactor.model.context import Context
-from reactor.model.run_records import TraceRecord, UndoEntry
+from reactor.model.run_records import MapMembership, TraceRecord, UndoEntry
 from reactor.model.run_view import RunView, TraceEntry
 from reactor.model.status import RunStatus
 from reactor.model.step_context import StepContext
@@ -27,3 +29,26 @@ def test_run_view_redacts_and_lists_trace_and_stack() -> None:
 def test_step_context_element_index() -> None:
     assert StepContext("r", "x", "s").element_index is None
     assert StepContext("r", "x", "s", map_metadata={"index": 3}).element_index == 3
+    assert StepContext("r", "x", "s", map_metadata={"index": 3}).map_membership is None
+
+
+def test_step_context_map_membership_and_its_mapping_derive_from_each_other() -> None:
+    membership = MapMembership("lines", "m1", 2, "orders")
+    stored = {"map_step": "lines", "map_id": "m1", "index": 2, "parent_reactor": "orders"}
+    typed = StepContext("r", "x", "s", map_membership=membership)
+    assert typed.map_metadata == stored and typed.element_index == 2
+    with pytest.raises(TypeError):
+        typed.map_metadata["index"] = 3  # type: ignore[index]
+    assert StepContext("r", "x", "s", map_metadata=stored).map_membership == membership
+
+
+def test_a_map_element_view_shows_its_membership_both_ways() -> None:
+    membership = MapMembership("lines", "m1", 2, "orders", {"later": 1})
+    view = RunView.from_context(Context(context_id="e", reactor="x", map_metadata=membership))
+    assert view.map_membership == membership
+    assert view.map_metadata == {"map_step": "lines", "map_id": "m1", "index": 2,
+                                 "parent_reactor": "orders", "later": 1}
+    with pytest.raises(TypeError):
+        view.map_metadata["index"] = 3  # type: ignore[index]
+    plain = RunView.from_context(Context(context_id="r", reactor="x"))
+    assert plain.map_metadata is None and plain.map_membership is None

@@ -29,6 +29,7 @@ from reactor.model.context import Context
 from reactor.model.engine_state import EngineState
 from reactor.model.keys import CANCEL_CLAIM_PATH
 from reactor.model.records import ContextRecord, MapMetadata
+from reactor.model.run_records import MapMembership
 from reactor.model.status import RunStatus
 from reactor.ports.payloads import MapCollectPayload, MapElementPayload, job
 
@@ -153,10 +154,10 @@ def materialize(
             redacted=definition.child_redacted(meta.step_name, parent.redacted),
             parent_context_id=parent.context_id,
             root_context_id=root_id,
-            map_metadata={
-                "map_step": meta.step_name, "map_id": meta.map_id, "index": index,
-                "parent_reactor": meta.parent_reactor,
-            },
+            map_metadata=MapMembership(
+                map_step=meta.step_name, map_id=meta.map_id, index=index,
+                parent_reactor=meta.parent_reactor,
+            ),
             created_at=now,
             updated_at=now,
         )

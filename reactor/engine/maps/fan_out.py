@@ -246,13 +246,13 @@ def _stopper(env: Env, map_id: str) -> tuple[int, Failure | Halt] | None:
         element = load_context(env, failed_id)
     except DeserializationError:
         element = None
-    index = (element.map_metadata or {}).get("index") if element is not None else None
-    if isinstance(index, int):
+    if element is not None and element.map_metadata is not None:
+        index = element.map_metadata.index
         text = env.storage.maps.result_slots(map_id, [index])[0]
         result = decode_slot(text) if text is not None else None
         if isinstance(result, Failure | Halt):
             return index, result
-        if element is not None and element.failure is not None:
+        if element.failure is not None:
             return index, element.failure
     message = f"map element context {failed_id} failed and is no longer readable"
     return -1, Failure(message, retryable=False)

@@ -56,7 +56,7 @@ from reactor.engine.step_runner import StepOutcome
 from reactor.errors import ArgumentResolutionError, DeserializationError
 from reactor.model.context import Context
 from reactor.model.results import Failure, Halt, MapResults, Paused, Success
-from reactor.model.run_records import MapRef, UndoEntry
+from reactor.model.run_records import MapMembership, MapRef, UndoEntry
 from reactor.model.status import RunStatus
 
 __all__ = ["is_inline_ref", "run_map"]
@@ -205,12 +205,12 @@ def run_map(state: RunState, spec: StepSpec, *, executor: Executor) -> StepOutco
                     context_id=element_id,
                     parent=ctx,
                     secret_inputs=state.definition.child_redacted(name, ctx.redacted),
-                    map_metadata={
-                        "map_step": name,
-                        "map_id": map_id,
-                        "index": index,
-                        "parent_reactor": state.definition.name,
-                    },
+                    map_metadata=MapMembership(
+                        map_step=name,
+                        map_id=map_id,
+                        index=index,
+                        parent_reactor=state.definition.name,
+                    ),
                 )
             # A map element never pauses: its reactor declares no interrupt (definition check).
             assert not isinstance(outcome, Paused)

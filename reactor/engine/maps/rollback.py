@@ -189,8 +189,7 @@ def roll_back_element(
     ctx = _load_element(env, element_id)  # names the lock only: never replayed when locked
     if ctx is None:
         return unavailable(step)
-    raw_index = (ctx.map_metadata or {}).get("index")
-    index = raw_index if isinstance(raw_index, int) else -1
+    index = -1 if ctx.map_metadata is None else ctx.map_metadata.index
     hold: Liveness | None = None
     record: ContextRecord | None = None
     if use_lock:
