@@ -252,3 +252,30 @@ def test_the_default_gc_grace_is_a_minute(mongo_db: tuple[str, Any]) -> None:
     stamp = raw["expires_at"]
     gc_at = (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
     assert gc_at == pytest.approx(T0 + 65, abs=0.002)
+
+
+def test_closing_a_store_leaves_a_client_it_does_not_own_open(
+    mongo_db: tuple[str, Any], clock: ManualClock
+) -> None:
+    """By default (``owns_client=False``) the store does not own the client it was given:
+    closing the store leaves that client usable for the application's other work (here a
+    second store on the same client)."""
+    first = MongoDocumentStore(mongo_db[1], prefix="o_", clock=clock)
+    first.write("c", "k", {"n": 1}, expected_version=None, expires_at=None)
+    first.close()
+    second = MongoDocumentStore(mongo_db[1], prefix="o_", clock=clock)
+    assert second.read("c", "k").value == {"n": 1}
+    assert second.write("c", "k2", {"n": 2}, expected_version=None, expires_at=None)
+
+
+def test_an_expiry_past_the_year_9999_is_stored_and_reads_alive(
+    store: MongoDocumentStore,
+) -> None:
+    """An expiry beyond what a BSON date built here can hold (a caller's "practically never",
+    1e12 epoch seconds) is written, its logical expiry kept exactly, and reads as alive: only
+    the garbage-collection date is clamped to the year 9999."""
+    far = 1e12
+    assert store.write("c", "k", {"n": 1}, expected_version=None, expires_at=far)
+    found = store.read("c", "k")
+    assert (found.value, found.expires_at) == ({"n": 1}, far)
+    assert [k for k, _ in store.scan("c")] == ["k"]
