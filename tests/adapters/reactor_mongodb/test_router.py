@@ -364,7 +364,9 @@ def test_an_operator_id_text_names_no_message_not_even_one_whose_id_is_null(
     ``null``, which another producer may have used (docs/adapters/mongodb.md, "Router")."""
     _foreign(router, None, 1)
     (delivery,) = router.receive()
-    lease = str(router.jobs.find_one({})["lease"])
+    stored = router.jobs.find_one({})
+    assert stored is not None and stored["_id"] is None
+    lease = str(stored["lease"])
     for text in ('{"$where": "1"}', '{"$exists": true}'):
         forged = replace(delivery, receipt=f"{len(text)}:{text}{lease}")
         with caplog.at_level(logging.WARNING):
