@@ -279,3 +279,13 @@ def test_an_expiry_past_the_year_9999_is_stored_and_reads_alive(
     found = store.read("c", "k")
     assert (found.value, found.expires_at) == ({"n": 1}, far)
     assert [k for k, _ in store.scan("c")] == ["k"]
+
+
+@pytest.mark.parametrize("budget", [-0.5, -1e-9, -1.0])
+def test_a_negative_clock_skew_budget_is_refused(
+    mongo_db: tuple[str, Any], budget: float
+) -> None:
+    """``clock_skew_budget`` is a difference between clocks, at least 0: any negative value,
+    however small, is refused with ``ValueError`` naming it."""
+    with pytest.raises(ValueError, match="clock_skew_budget must be >= 0"):
+        MongoDocumentStore(mongo_db[1], clock="application", clock_skew_budget=budget)
