@@ -68,7 +68,7 @@ class PostgresContextStore(DocumentContextStore):
         self._heads_lock = threading.Lock()
 
     def append(self, delta: ContextDelta, *, fence: Fence | None = None) -> bool:
-        """Append one incremental checkpoint (:meth:`reactor.ports.ContextStore.append`): the
+        """Append one incremental checkpoint (``AppendsContexts.append``): the
         piece and the head in one statement, against the remembered head when there is one.
 
         Returns:

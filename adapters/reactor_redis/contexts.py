@@ -296,7 +296,7 @@ class RedisContextStore:
     def append(self, delta: ContextDelta, *, fence: Fence | None = None) -> bool:
         """Append one incremental checkpoint in one script (one round trip), unless fenced off.
 
-        The rule is :meth:`reactor.ports.ContextStore.append` (docs/protocol.md, "Incremental
+        The rule is ``AppendsContexts.append`` (docs/protocol.md, "Incremental
         checkpoints"): atomically, the script checks the stored fence (as :meth:`save` does),
         that the hash's ``base`` is ``delta.base`` and its ``_count`` is ``delta.position - 1``
         and that ``_bytes`` plus the segment stays within ``max_document_bytes``; then it

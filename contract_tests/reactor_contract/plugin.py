@@ -57,12 +57,18 @@ __all__ = [
     "NOT_APPLICABLE",
     "NOT_APPLICABLE_CONCERNS",
     "NOT_RUN",
+    "NO_APPEND",
+    "NO_MAP_INSPECTION",
+    "NO_ROLLBACK_INSPECTION",
+    "NO_SEMAPHORE_RESET",
     "NO_SIZE_LIMIT",
     "RUN_FIRST",
     "SERVER_CLOCK",
     "STRONGER",
     "STRONGER_THAN_PREMISE",
     "UNCARRIABLE_BODY",
+    "UNDECLARED",
+    "UNDECLARED_OPERATIONS",
     "CleanupTally",
     "ConformanceReport",
     "NamespaceJanitor",
@@ -131,6 +137,45 @@ IN_PROCESS_NO_DRIVER = (
     f"{STRONGER} the adapter keeps its data in this process (InProcess), so it has no driver "
     "whose requests could fail"
 )
+
+#: The reason category of a test of an optional storage operation (a runtime-checkable
+#: protocol of ``reactor.ports.capabilities`` the engine never calls or can do without) that
+#: the adapter does not declare: not a gap, the row stays ``ok`` (docs/contract-suite.md,
+#: "Verdicts"); :mod:`reactor_contract.optional_operations` skips with the reasons below.
+UNDECLARED = f"{NOT_APPLICABLE} the adapter does not declare"
+
+#: The skip reason of a test of incremental checkpoints on a store without them.
+NO_APPEND = (
+    f"{UNDECLARED} AppendsContexts (incremental checkpoints are optional: the engine saves "
+    "whole contexts on a store without them)"
+)
+#: The skip reason of a test of the map reads the engine never calls.
+NO_MAP_INSPECTION = (
+    f"{UNDECLARED} InspectsMaps (counter, element_ids, element_id are optional: the engine "
+    "never calls them)"
+)
+#: The skip reason of a test of the rollback progress reads the engine never calls.
+NO_ROLLBACK_INSPECTION = (
+    f"{UNDECLARED} InspectsMapRollbacks (indexes_seen, summary are optional: the engine never "
+    "calls them)"
+)
+#: The skip reason of a test of the operators' semaphore reset.
+NO_SEMAPHORE_RESET = (
+    f"{UNDECLARED} ResetsSemaphores (reset is optional: the engine never calls it)"
+)
+
+
+#: ``{concern: reasons}``: the skips of undeclared optional operations the suite issues, by
+#: concern; the same words anywhere else (an adapter's own skip) are a gap.
+UNDECLARED_OPERATIONS: dict[str, tuple[str, ...]] = {
+    "contexts": (NO_APPEND,),
+    "driver_faults": (NO_APPEND,),
+    "declarations": (NO_APPEND,),
+    "maps": (NO_MAP_INSPECTION,),
+    "concurrency": (NO_MAP_INSPECTION,),
+    "map_rollbacks": (NO_ROLLBACK_INSPECTION,),
+    "semaphores": (NO_SEMAPHORE_RESET,),
+}
 
 #: ``{concern: reasons}``: the stronger-than-the-premise skips the suite issues, by concern.
 #: A skip counts as "stronger" only when its reason starts with one listed for its concern;
@@ -337,6 +382,8 @@ def _not_applicable(concern: str, reason: str | None) -> bool:
     if not reason:
         return False
     if concern in NOT_APPLICABLE_CONCERNS and reason.startswith(NOT_APPLICABLE):
+        return True
+    if reason in UNDECLARED_OPERATIONS.get(concern, ()):
         return True
     return is_stronger(concern, reason)
 

@@ -29,6 +29,7 @@ import pytest
 from reactor.model.records import RateWindow, RollbackOutcome
 from reactor.ports.storage import Storage
 from reactor_contract._support import HOUR, map_metadata, rollback_metadata, teach, uid
+from reactor_contract.optional_operations import read_counter
 
 __all__ = [
     "MAX_ROUNDS",
@@ -259,7 +260,7 @@ class ConcurrencyContract:
         )
         seen = sorted(v for batch in values for v in batch)
         assert seen == list(range(200))
-        assert storage.maps.counter(meta.map_id) == 0
+        assert read_counter(storage.maps, meta.map_id) == 0
 
     @pytest.mark.obligations("O-maps-23")
     def test_element_appends_never_share_a_position(self, storage: Storage) -> None:

@@ -26,6 +26,7 @@ from reactor_contract._support import (
     uid,
     walk_scan,
 )
+from reactor_contract.optional_operations import appender
 from reactor_contract.plugin import NO_SIZE_LIMIT
 from reactor_contract.probe import ClockProbe, Probe
 from reactor_contract.test_concurrency import race_rounds
@@ -547,8 +548,8 @@ class ContextsContract:
     def test_appends_follow_the_base_in_order(self, storage: Storage) -> None:
         record = dataclasses.replace(context(status="running", document='{"v":0}'), base="b1")
         storage.contexts.save(record)
-        assert storage.contexts.append(_delta(record, 1, '{"s":1}')) is True
-        assert storage.contexts.append(
+        assert appender(storage).append(_delta(record, 1, '{"s":1}')) is True
+        assert appender(storage).append(
             _delta(record, 2, '{"s":2}', status="completed", updated_at=1_700_000_099.5)
         ) is True
         loaded = storage.contexts.load(record.context_id)
@@ -566,32 +567,32 @@ class ContextsContract:
     @pytest.mark.obligations("O-contexts-35")
     def test_an_append_to_another_view_writes_nothing(self, storage: Storage) -> None:
         absent = dataclasses.replace(context(), base="b1")
-        assert storage.contexts.append(_delta(absent, 1, '{"s":1}')) is False
+        assert appender(storage).append(_delta(absent, 1, '{"s":1}')) is False
         assert storage.contexts.load(absent.context_id) is None
         record = dataclasses.replace(context(status="running", document='{"v":0}'), base="b1")
         storage.contexts.save(record)
-        assert storage.contexts.append(_delta(record, 1, '{"s":1}')) is True
+        assert appender(storage).append(_delta(record, 1, '{"s":1}')) is True
         before = storage.contexts.load(record.context_id)
         other_base = dataclasses.replace(record, base="b2")
-        assert storage.contexts.append(_delta(other_base, 2, '{"x":1}')) is False
-        assert storage.contexts.append(_delta(record, 1, '{"again":1}')) is False
-        assert storage.contexts.append(_delta(record, 3, '{"gap":1}')) is False
+        assert appender(storage).append(_delta(other_base, 2, '{"x":1}')) is False
+        assert appender(storage).append(_delta(record, 1, '{"again":1}')) is False
+        assert appender(storage).append(_delta(record, 3, '{"gap":1}')) is False
         assert storage.contexts.load(record.context_id) == before
         legacy = context(status="running")  # written before bases existed
         storage.contexts.save(legacy)
-        assert storage.contexts.append(_delta(record, 1, '{"s":1}', run=legacy)) is False
+        assert appender(storage).append(_delta(record, 1, '{"s":1}', run=legacy)) is False
         assert storage.contexts.load(legacy.context_id) == legacy
 
     @pytest.mark.obligations("O-contexts-35", "O-contexts-39")
     def test_a_whole_save_replaces_the_segments(self, storage: Storage) -> None:
         record = dataclasses.replace(context(status="running", document='{"v":0}'), base="b1")
         storage.contexts.save(record)
-        assert storage.contexts.append(_delta(record, 1, '{"s":1}')) is True
+        assert appender(storage).append(_delta(record, 1, '{"s":1}')) is True
         whole = dataclasses.replace(record, base="b2", document='{"v":"whole"}')
         storage.contexts.save(whole)
         assert storage.contexts.load(record.context_id) == whole
-        assert storage.contexts.append(_delta(record, 2, '{"s":2}')) is False
-        assert storage.contexts.append(_delta(whole, 1, '{"s":"new"}')) is True
+        assert appender(storage).append(_delta(record, 2, '{"s":2}')) is False
+        assert appender(storage).append(_delta(whole, 1, '{"s":"new"}')) is True
         loaded = storage.contexts.load(record.context_id)
         assert loaded is not None and loaded.segments == ('{"s":"new"}',)
 
@@ -601,15 +602,15 @@ class ContextsContract:
     ) -> None:
         record = dataclasses.replace(context(status="running", document='{"v":0}'), base="b1")
         storage.contexts.save(record, fence=_fence(record, 100))
-        assert storage.contexts.append(_delta(record, 1, '{"s":1}'), fence=_fence(record, 200))
+        assert appender(storage).append(_delta(record, 1, '{"s":1}'), fence=_fence(record, 200))
         before = storage.contexts.load(record.context_id)
         with pytest.raises(StaleWriterError) as refused:
-            storage.contexts.append(_delta(record, 2, '{"stale":1}'), fence=_fence(record, 100))
+            appender(storage).append(_delta(record, 2, '{"stale":1}'), fence=_fence(record, 100))
         assert (refused.value.token, refused.value.stored_token) == (100, 200)
         assert storage.contexts.load(record.context_id) == before
         with pytest.raises(StaleWriterError):  # the append raised the stored fence to 200
             storage.contexts.save(record, fence=_fence(record, 150))
-        assert storage.contexts.append(
+        assert appender(storage).append(
             _delta(record, 2, '{"s":2}'), fence=_fence(record, 200)
         ) is True
 
@@ -619,7 +620,7 @@ class ContextsContract:
         storage.contexts.save(record)
         probe.expire("context", record.context_id, after=60)
         assert_ttl(probe.ttl("context", record.context_id), 60)
-        assert storage.contexts.append(_delta(record, 1, '{"s":1}')) is True
+        assert appender(storage).append(_delta(record, 1, '{"s":1}')) is True
         assert_ttl(probe.ttl("context", record.context_id), CONTEXT_TTL)
         loaded = storage.contexts.load(record.context_id)
         assert loaded is not None and loaded.segments == ('{"s":1}',)
@@ -631,17 +632,17 @@ class ContextsContract:
         record = dataclasses.replace(context(status="running"), base="b1")
         storage.contexts.save(record)
         probe.expire("context", record.context_id)
-        assert storage.contexts.append(_delta(record, 1, '{"s":1}')) is False
+        assert appender(storage).append(_delta(record, 1, '{"s":1}')) is False
         assert storage.contexts.load(record.context_id) is None
 
     @pytest.mark.obligations("O-contexts-5")
     def test_delete_removes_the_segments(self, storage: Storage) -> None:
         record = dataclasses.replace(context(status="running"), base="b1")
         storage.contexts.save(record)
-        assert storage.contexts.append(_delta(record, 1, '{"s":1}')) is True
+        assert appender(storage).append(_delta(record, 1, '{"s":1}')) is True
         assert storage.contexts.delete(record.context_id) is True
         assert storage.contexts.load(record.context_id) is None
-        assert storage.contexts.append(_delta(record, 2, '{"s":2}')) is False
+        assert appender(storage).append(_delta(record, 2, '{"s":2}')) is False
         storage.contexts.save(record)
         assert storage.contexts.load(record.context_id) == record
 
@@ -654,7 +655,7 @@ class ContextsContract:
         storage.contexts.save(record)
         big = '"' + "x" * (limit - len(record.document)) + '"'
         with pytest.raises(ContextTooLargeError):
-            storage.contexts.append(_delta(record, 1, big))
+            appender(storage).append(_delta(record, 1, big))
         assert storage.contexts.load(record.context_id) == record
 
     @pytest.mark.obligations("O-contexts-41", "O-contexts-35")
@@ -664,7 +665,7 @@ class ContextsContract:
 
         def append(run: str, i: int) -> bool:
             record = dataclasses.replace(context(run), base="b1")
-            return storage.contexts.append(_delta(record, 1, f'{{"s":{i}}}'))
+            return appender(storage).append(_delta(record, 1, f'{{"s":{i}}}'))
 
         def check(run: str, appended: list[bool]) -> None:
             loaded = storage.contexts.load(run)

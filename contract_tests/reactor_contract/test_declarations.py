@@ -46,6 +46,7 @@ from reactor.ports.inspection import Pingable, QueueInspector, QueueStats, Sweep
 from reactor.ports.router import DeadLetterAdmin, Job, Router
 from reactor.ports.storage import Storage
 from reactor_contract._support import SUITE_DOC, context, eventually, step_result, teach, uid
+from reactor_contract.optional_operations import appender
 from reactor_contract.plugin import open_router, open_storage
 from reactor_contract.probe import ClockProbe, Probe
 
@@ -137,6 +138,28 @@ DECLARATIONS: dict[str, str] = {
         "composed); test_no_router_capability_is_half_declared"
     ),
     "SavesContextsTogether": "test_saving_contexts_together_saves_every_record",
+    "AppendsContexts": (
+        "test_contexts (declared: incremental checkpoints, fenced, conditional on the base and "
+        "the segment count; undeclared: those tests are n/a and the engine saves whole "
+        "contexts)"
+    ),
+    "KeepsSweepCursors": (
+        "test_sweeps (the scans the cursors page through); the cursor records themselves are "
+        "checked by the adapter's tests: undeclared, the sweepers keep cursors in memory"
+    ),
+    "HasVisibilityTimeout": (
+        "test_routers (a delivery not acknowledged within the router's visibility timeout "
+        "comes back); the engine only sizes heartbeats and dispatch leases with it"
+    ),
+    "InspectsMaps": (
+        "test_maps (declared: counter, element_ids, element_id; undeclared: n/a, the other "
+        "map tests read the same state with required operations)"
+    ),
+    "InspectsMapRollbacks": (
+        "test_map_rollbacks (declared: indexes_seen and summary follow the stored outcomes; "
+        "undeclared: n/a)"
+    ),
+    "ResetsSemaphores": "test_semaphores (declared: reset drops every lease; undeclared: n/a)",
     "BeginsAndSettlesElements": "test_maps element fast-path tests (native or composed)",
     "SettlesAndReleases": "test_maps.test_settle_releasing_* (native or composed)",
     "LocksWithContexts": "test_contexts lock-with-record fast-path tests (native and composed)",
@@ -226,7 +249,7 @@ class DeclaredContextLimitsContract:
         segment = document_of(total - total // 2)
         delta = ContextDelta(record.context_id, "b1", 1, "running", 1_700_000_050.0, segment)
         try:
-            appended = storage.contexts.append(delta)
+            appended = appender(storage).append(delta)
         except ContextTooLargeError as exc:
             pytest.fail(teach(
                 "contexts",

@@ -48,6 +48,7 @@ from reactor_contract.driver_faults import (
     VALIDATION,
     FaultInjector,
 )
+from reactor_contract.optional_operations import appender
 from reactor_contract.plugin import IN_PROCESS_NO_DRIVER, open_router
 from reactor_contract.probe import DriverProbe, Probe, RouterProbe, load_router_probe
 
@@ -231,7 +232,7 @@ def _verify_appended(storage: Storage, record: Any, _: Any) -> None:
     assert loaded.status == "completed", f"status {loaded.status!r} after the append"
     follow = ContextDelta(record.context_id, record.base, 2, "completed", 1_700_000_200.0,
                           '{"seg":2}')
-    assert storage.contexts.append(follow) is True, "the chain refuses the next segment"
+    assert appender(storage).append(follow) is True, "the chain refuses the next segment"
     again = storage.contexts.load(record.context_id)
     assert again is not None and again.segments == ('{"seg":1}', '{"seg":2}'), (
         f"segments {None if again is None else again.segments!r} after the next append"
@@ -321,7 +322,7 @@ STORAGE_OPS: dict[str, _Op] = {
         _saved_with_base, lambda s, r: s.contexts.load(r.context_id), _verify_loaded,
     ),
     "contexts.append": _Op(
-        _saved_with_base, lambda s, r: s.contexts.append(_delta(r)), _verify_appended,
+        _saved_with_base, lambda s, r: appender(s).append(_delta(r)), _verify_appended,
     ),
     "locks.acquire": _Op(
         _lock_setup, lambda s, k: s.locks.acquire(k, "owner-a", HOUR), _verify_acquired,

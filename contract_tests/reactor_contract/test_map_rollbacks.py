@@ -23,6 +23,7 @@ from reactor_contract._support import (
     uid,
     walk_scan,
 )
+from reactor_contract.optional_operations import rollback_inspector
 from reactor_contract.probe import Probe
 from reactor_contract.test_concurrency import race_rounds
 
@@ -108,8 +109,8 @@ class MapRollbacksContract:
         storage.map_rollbacks.put_outcome(map_id, 0, UNAVAILABLE)
         storage.map_rollbacks.put_outcome(map_id, 1, FAILED)
         storage.map_rollbacks.put_outcome(map_id, 2, UNDONE)
-        assert storage.map_rollbacks.indexes_seen(map_id, [0, 1, 2]) == [False, True, True]
-        assert storage.map_rollbacks.indexes_seen(map_id, []) == []
+        assert rollback_inspector(storage).indexes_seen(map_id, [0, 1, 2]) == [False, True, True]
+        assert rollback_inspector(storage).indexes_seen(map_id, []) == []
 
     @pytest.mark.obligations("O-map_rollbacks-19")
     def test_summary_counts_failures(self, storage: Storage) -> None:
@@ -118,10 +119,10 @@ class MapRollbacksContract:
         storage.map_rollbacks.put_outcome(map_id, 0, UNAVAILABLE)
         storage.map_rollbacks.put_outcome(map_id, 1, FAILED)
         storage.map_rollbacks.put_outcome(map_id, 2, UNDONE)
-        assert storage.map_rollbacks.summary(map_id) == RollbackSummary(
+        assert rollback_inspector(storage).summary(map_id) == RollbackSummary(
             total=4, settled=3, outstanding=1, failed=2
         )
-        assert storage.map_rollbacks.summary(uid("map")) is None
+        assert rollback_inspector(storage).summary(uid("map")) is None
 
     @pytest.mark.obligations("O-map_rollbacks-15", "O-map_rollbacks-16")
     def test_hand_off_flag_and_signal_claim(self, storage: Storage) -> None:
@@ -166,9 +167,9 @@ class MapRollbacksContract:
         storage.map_rollbacks.mark_handed_off(map_id)
         probe.expire("map_rollback", map_id)
         assert storage.map_rollbacks.metadata(map_id) is None
-        assert storage.map_rollbacks.summary(map_id) is None
+        assert rollback_inspector(storage).summary(map_id) is None
         assert storage.map_rollbacks.count_outcomes(map_id) == 0
-        assert storage.map_rollbacks.indexes_seen(map_id, [1]) == [False]
+        assert rollback_inspector(storage).indexes_seen(map_id, [1]) == [False]
         assert storage.map_rollbacks.handed_off(map_id) is False
         assert storage.map_rollbacks.scan() == []
         assert storage.map_rollbacks.start(meta) == (True, meta)
@@ -228,11 +229,11 @@ class MapRollbacksContract:
                 _RULES,
             )
         named = {o.index for o in expected.values() if o.index is not None}
-        assert storage.map_rollbacks.indexes_seen(map_id, list(range(12))) == [
+        assert rollback_inspector(storage).indexes_seen(map_id, list(range(12))) == [
             i in named for i in range(12)
         ]
         failed = sum(o.outcome in FAILED_ROLLBACK_OUTCOMES for o in expected.values())
-        assert storage.map_rollbacks.summary(map_id) == RollbackSummary(
+        assert rollback_inspector(storage).summary(map_id) == RollbackSummary(
             total=12, settled=12, outstanding=0, failed=failed
         )
 
@@ -261,10 +262,10 @@ class MapRollbacksContract:
                 "an outcome column restricted to undone/failed, or index None stored as 0",
                 _RULES,
             )
-        assert storage.map_rollbacks.indexes_seen(map_id, [0, 1, 2, 3, 4]) == [
+        assert rollback_inspector(storage).indexes_seen(map_id, [0, 1, 2, 3, 4]) == [
             True, True, False, True, True
         ]
-        assert storage.map_rollbacks.summary(map_id) == RollbackSummary(
+        assert rollback_inspector(storage).summary(map_id) == RollbackSummary(
             total=5, settled=5, outstanding=0, failed=3
         ), teach(
             "map_rollbacks",
@@ -301,7 +302,7 @@ class MapRollbacksContract:
         for thread in threads:
             thread.join()
         assert sorted(wins) == [False] * 7 + [True]
-        summary = storage.map_rollbacks.summary(map_id)
+        summary = rollback_inspector(storage).summary(map_id)
         assert summary == RollbackSummary(total=3, settled=2, outstanding=1, failed=2), teach(
             "map_rollbacks",
             f"a losing put_outcome changes no counter: two settled failures, got {summary}",
@@ -311,7 +312,7 @@ class MapRollbacksContract:
         assert storage.map_rollbacks.count_outcomes(map_id) == 2
         winner = storage.map_rollbacks.outcome(map_id, 1)
         assert winner is not None and winner.index is not None
-        seen = storage.map_rollbacks.indexes_seen(map_id, [5, *range(10, 18)])
+        seen = rollback_inspector(storage).indexes_seen(map_id, [5, *range(10, 18)])
         assert seen == [False] + [i == winner.index for i in range(10, 18)], teach(
             "map_rollbacks",
             "only the stored (first) outcome's index is seen, never a loser's",
@@ -382,10 +383,10 @@ class MapRollbacksContract:
             winner = wins.index(True)
             stored = storage.map_rollbacks.outcome(map_id, 0)
             assert stored is not None and stored.index == winner
-            assert storage.map_rollbacks.indexes_seen(map_id, list(range(8))) == [
+            assert rollback_inspector(storage).indexes_seen(map_id, list(range(8))) == [
                 i == winner for i in range(8)
             ]
-            assert storage.map_rollbacks.summary(map_id) == RollbackSummary(
+            assert rollback_inspector(storage).summary(map_id) == RollbackSummary(
                 total=2, settled=1, outstanding=1, failed=1
             )
 

@@ -23,6 +23,7 @@ from reactor_contract._support import (
     uid,
     walk_scan,
 )
+from reactor_contract.optional_operations import element_ids_of, map_inspector, read_counter
 from reactor_contract.probe import FENCE, Probe
 from reactor_contract.test_concurrency import race_rounds
 
@@ -68,10 +69,10 @@ def _forward_state(maps: MapStore, map_id: str, count: int) -> tuple[Any, ...]:
     """What a map's forward state reads as through the protocol."""
     return (
         maps.metadata(map_id),
-        maps.counter(map_id),
+        read_counter(maps, map_id),
         maps.failed_context(map_id),
         maps.result_slots(map_id, list(range(count))),
-        maps.element_ids(map_id),
+        element_ids_of(maps, map_id),
     )
 
 
@@ -99,10 +100,10 @@ class MapsContract:
     def test_init_sets_the_counter_once(self, storage: Storage) -> None:
         meta = map_metadata(count=5)
         assert storage.maps.init(meta) is True
-        assert storage.maps.counter(meta.map_id) == 5
+        assert read_counter(storage.maps, meta.map_id) == 5
         storage.maps.add_to_counter(meta.map_id, -2)
         assert storage.maps.init(map_metadata(meta.map_id, count=9)) is False
-        assert storage.maps.counter(meta.map_id) == 3
+        assert read_counter(storage.maps, meta.map_id) == 3
         assert storage.maps.metadata(meta.map_id) == meta
 
     @pytest.mark.obligations("O-maps-14")
@@ -130,8 +131,8 @@ class MapsContract:
         assert storage.maps.add_to_counter(meta.map_id, -2) == 3
         assert storage.maps.add_to_counter(meta.map_id, -1) == 2
         assert storage.maps.add_to_counter(meta.map_id, 1) == 3
-        assert storage.maps.counter(meta.map_id) == 3
-        assert storage.maps.counter(uid("map")) is None
+        assert read_counter(storage.maps, meta.map_id) == 3
+        assert read_counter(storage.maps, uid("map")) is None
 
     @pytest.mark.obligations("O-maps-7", "O-maps-8")
     def test_offset_is_set_once_then_advanced(self, storage: Storage) -> None:
@@ -201,23 +202,24 @@ class MapsContract:
     def test_element_index_is_append_only(self, storage: Storage) -> None:
         map_id = uid("map")
         assert [storage.maps.append_element(map_id, c) for c in ("a", "b", "c")] == [0, 1, 2]
-        assert storage.maps.element_ids(map_id) == ["a", "b", "c"]
-        assert storage.maps.element_ids(map_id, start=1) == ["b", "c"]
-        assert storage.maps.element_ids(map_id, start=1, limit=1) == ["b"]
-        assert storage.maps.element_id(map_id, -1) == "c"
-        assert storage.maps.element_id(map_id, 0) == "a"
-        assert storage.maps.element_id(map_id, -3) == "a"
-        assert storage.maps.element_id(map_id, 3) is None
-        assert storage.maps.element_id(map_id, -4) is None
+        assert element_ids_of(storage.maps, map_id) == ["a", "b", "c"]
         assert storage.maps.count_elements(map_id) == 3
         assert storage.maps.count_elements(uid("map")) == 0
+        inspector = map_inspector(storage)  # the rest is optional (InspectsMaps)
+        assert inspector.element_ids(map_id, start=1) == ["b", "c"]
+        assert inspector.element_ids(map_id, start=1, limit=1) == ["b"]
+        assert inspector.element_id(map_id, -1) == "c"
+        assert inspector.element_id(map_id, 0) == "a"
+        assert inspector.element_id(map_id, -3) == "a"
+        assert inspector.element_id(map_id, 3) is None
+        assert inspector.element_id(map_id, -4) is None
 
     @pytest.mark.obligations("O-maps-22")
     def test_duplicates_are_appended_not_merged(self, storage: Storage) -> None:
         map_id = uid("map")
         storage.maps.append_element(map_id, "a")
         assert storage.maps.append_element(map_id, "a") == 1
-        assert storage.maps.element_ids(map_id) == ["a", "a"]
+        assert element_ids_of(storage.maps, map_id) == ["a", "a"]
 
     @pytest.mark.obligations("O-maps-26")
     def test_tail_windows_are_anchored_at_total(self, storage: Storage) -> None:
@@ -299,7 +301,7 @@ class MapsContract:
         storage.maps.append_element(meta.map_id, "ctx-0")
         probe.expire("map", meta.map_id)
         assert storage.maps.metadata(meta.map_id) is None
-        assert storage.maps.counter(meta.map_id) is None
+        assert read_counter(storage.maps, meta.map_id) is None
         assert storage.maps.offset(meta.map_id) is None
         assert storage.maps.count_results(meta.map_id) == 0
         assert storage.maps.result_slots(meta.map_id, [0]) == [None]
@@ -370,8 +372,8 @@ class MapsContract:
         assert begin(maps, map_id, 2, "ctx-2") == ElementStart(meta, True, None, None)
         maps.set_failed_context(map_id, "ctx-1")
         assert begin(maps, map_id, 0, "ctx-x") == ElementStart(meta, False, "ctx-1", None)
-        assert maps.element_ids(map_id) == ["ctx-0", "ctx-1"]
-        assert maps.counter(map_id) == 3, "beginning an element never counts it"
+        assert element_ids_of(maps, map_id) == ["ctx-0", "ctx-1"]
+        assert read_counter(maps, map_id) == 3, "beginning an element never counts it"
 
     @pytest.mark.obligations("O-maps-31", "O-maps-17", "O-maps-20")
     def test_settle_element_stores_the_failure_the_slot_and_counts_down(
@@ -394,7 +396,7 @@ class MapsContract:
         # the slots, not the counter, decide completion
         assert settle(maps, map_id, 2, '"c2"') == -1
         assert maps.result_slots(map_id, [2]) == ['"c2"']
-        assert maps.counter(map_id) == -1
+        assert read_counter(maps, map_id) == -1
 
     @pytest.mark.obligations("O-maps-30", "O-maps-31")
     def test_element_fast_paths_refuse_negative_indexes(self, storage: Storage) -> None:
@@ -527,7 +529,7 @@ class MapsContract:
 
         def check(map_id: str, values: list[list[int]]) -> None:
             seen = sorted(v for batch in values for v in batch)
-            counter = storage.maps.counter(map_id)
+            counter = read_counter(storage.maps, map_id)
             assert seen == list(range(40)) and counter == 0, teach(
                 "maps",
                 "8 racers decrementing a counter of 40 five times each see every value 39..0 "
@@ -588,7 +590,7 @@ class MapsContract:
                 _MAPS_DOC,
             )
             assert storage.maps.count_elements(map_id) == 40
-            assert sorted(storage.maps.element_ids(map_id)) == sorted(
+            assert sorted(element_ids_of(storage.maps, map_id)) == sorted(
                 f"ctx-{i}-{j}" for i in range(8) for j in range(5)
             )
 

@@ -8,6 +8,7 @@ import pytest
 
 from reactor.ports.storage import Storage
 from reactor_contract._support import HOUR, assert_ttl, teach, uid
+from reactor_contract.optional_operations import semaphore_resetter
 from reactor_contract.probe import Probe
 
 __all__ = ["SemaphoresContract"]
@@ -92,10 +93,10 @@ class SemaphoresContract:
         key = uid("sem")
         storage.semaphores.acquire(key, "h1", 2, HOUR)
         storage.semaphores.acquire(key, "h2", 2, HOUR)
-        storage.semaphores.reset(key)
+        semaphore_resetter(storage).reset(key)
         assert storage.semaphores.state(key) is None
         assert storage.semaphores.release(key, "h1") is False
-        storage.semaphores.reset(uid("sem"))
+        semaphore_resetter(storage).reset(uid("sem"))
 
     @pytest.mark.obligations("O-semaphores-5")
     def test_extend_sets_the_lease_never_adds(self, storage: Storage, probe: Probe) -> None:

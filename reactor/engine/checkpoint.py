@@ -19,7 +19,7 @@ saves"). The plain :class:`Checkpointer` is unfenced; workers use
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from reactor.engine import fast_paths, secret_policy
 from reactor.engine.env import Env
@@ -28,6 +28,7 @@ from reactor.model import checkpoints, codec
 from reactor.model.context import Context
 from reactor.model.ids import random_hex
 from reactor.model.records import ContextDelta, ContextRecord, Fence
+from reactor.ports.capabilities import AppendsContexts, declares
 
 __all__ = [
     "Checkpointer",
@@ -125,10 +126,10 @@ class Checkpointer:
         """Store one segment; ``False`` when a full save is needed instead."""
         ctx = self.context
         persisted = ctx.persisted
-        if persisted is None or not persisted.base or not hasattr(
-            self.env.storage.contexts, "append"
+        if persisted is None or not persisted.base or not declares(
+            self.env.storage.contexts, AppendsContexts
         ):
-            return False
+            return False  # a store without incremental checkpoints saves whole contexts
         delta = checkpoints.DeltaDocument(ctx, seal)
         text = codec.encode_document(delta.document)
         size = len(text.encode("utf-8"))
@@ -157,8 +158,10 @@ class Checkpointer:
         )
 
     def write_segment(self, delta: ContextDelta) -> bool:
-        """Send one incremental checkpoint (``ContextStore.append``, fenced with
-        :meth:`fence` when it gives one); a subclass may send it with a lock operation.
+        """Send one incremental checkpoint (``AppendsContexts.append``, fenced with
+        :meth:`fence` when it gives one); a subclass may send it with a lock operation. Called
+        only for a context store that declares
+        :class:`~reactor.ports.capabilities.AppendsContexts`.
 
         Returns:
             Whether it was appended (``False``: a full save is needed).
@@ -174,7 +177,7 @@ class Checkpointer:
             if claims is not None:
                 self.noted, self.noted_at = claims, self.env.clock.monotonic()
             return appended
-        store = self.env.storage.contexts
+        store = cast(AppendsContexts, self.env.storage.contexts)  # checked by _append
         return bool(store.append(delta) if fence is None else store.append(delta, fence=fence))
 
     def write_whole(self, record: ContextRecord) -> None:

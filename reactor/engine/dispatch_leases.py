@@ -22,10 +22,12 @@ handlers that enqueue units use it alike.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from reactor.config import Runtime, Settings
 from reactor.model.keys import sweep_dispatch_key
 from reactor.model.text import escaping_logger
+from reactor.ports.capabilities import HasVisibilityTimeout, declares
 
 __all__ = [
     "DEFAULT_LEASE",
@@ -143,9 +145,13 @@ DEFAULT_LEASE = DispatchLease.from_settings(Settings())
 
 def router_visibility(runtime: Runtime) -> float:
     """The delivery lease jobs get, in seconds: the router's own ``visibility_timeout`` when it
-    has a positive one, else the ``visibility_timeout`` setting (the worker's heartbeat and the
-    sweepers' leases both use it)."""
-    seen = getattr(runtime.router, "visibility_timeout", None)
+    declares :class:`~reactor.ports.capabilities.HasVisibilityTimeout` with a positive one, else
+    the ``visibility_timeout`` setting (the worker's heartbeat and the sweepers' leases both
+    use it)."""
+    router = runtime.router
+    if not declares(router, HasVisibilityTimeout):
+        return float(runtime.settings.visibility_timeout)
+    seen: object = cast(HasVisibilityTimeout, router).visibility_timeout
     if isinstance(seen, int | float) and not isinstance(seen, bool) and seen > 0:
         return float(seen)
     return float(runtime.settings.visibility_timeout)

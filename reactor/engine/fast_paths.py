@@ -13,6 +13,7 @@ from typing import TypeVar, cast
 
 from reactor.model.records import ContextDelta, ContextRecord, ElementStart, Fence, LockClaim
 from reactor.ports.capabilities import (
+    AppendsContexts,
     BeginsAndSettlesElements,
     EnqueuesMany,
     LocksWithContexts,
@@ -213,8 +214,9 @@ def append_reading_claims(
 ) -> tuple[bool, dict[str, str] | None]:
     """``append_reading_claims`` of a
     :class:`~reactor.ports.capabilities.ReadsClaimsWhenAppending` context store, else
-    ``append`` alone: the claims are then not read (``None``; the caller reads them itself
-    when it needs them, one request more).
+    ``AppendsContexts.append`` alone (nothing, ``(False, None)``, on a store without it): the
+    claims are then not read (``None``; the caller reads them itself when it needs them, one
+    request more).
 
     Returns:
         ``(appended, claims)``: ``claims`` is ``{step_path: payload}`` for the claimed paths
@@ -222,7 +224,7 @@ def append_reading_claims(
         appended).
 
     Raises:
-        StaleWriterError, ContextTooLargeError, StorageError: as ``ContextStore.append``.
+        StaleWriterError, ContextTooLargeError, StorageError: as ``AppendsContexts.append``.
     """
     contexts = storage.contexts
     if step_paths and declares(contexts, ReadsClaimsWhenAppending):
@@ -230,7 +232,10 @@ def append_reading_claims(
             delta, fence, step_paths
         )
         return appended, (claims if appended else None)
-    appended = contexts.append(delta) if fence is None else contexts.append(delta, fence=fence)
+    if not declares(contexts, AppendsContexts):
+        return False, None  # no incremental checkpoints: the caller saves the whole context
+    appender = cast(AppendsContexts, contexts)
+    appended = appender.append(delta) if fence is None else appender.append(delta, fence=fence)
     return bool(appended), None
 
 
@@ -261,12 +266,14 @@ def append_releasing(
         Whether the segment was appended (``False``: nothing written, the lock still held).
 
     Raises:
-        StaleWriterError, ContextTooLargeError, StorageError: as ``ContextStore.append``.
+        StaleWriterError, ContextTooLargeError, StorageError: as ``AppendsContexts.append``.
     """
     contexts = storage.contexts
     if declares(contexts, LocksWithContexts):
         return cast(LocksWithContexts, contexts).append_releasing(delta, fence, announce=announce)
-    if not contexts.append(delta, fence=fence):
+    if not declares(contexts, AppendsContexts):
+        return False  # no incremental checkpoints: the caller saves the whole context
+    if not cast(AppendsContexts, contexts).append(delta, fence=fence):
         return False
     _release_quietly(storage, fence.key, fence.owner)
     _publish_quietly(storage, announce, delta.status)

@@ -333,7 +333,7 @@ class DocumentContextStore:
         return new, self._stamp_page(previous, new)
 
     def append(self, delta: ContextDelta, *, fence: Fence | None = None) -> bool:
-        """Append one incremental checkpoint (:meth:`reactor.ports.ContextStore.append`).
+        """Append one incremental checkpoint (``AppendsContexts.append``).
 
         Reads the head, writes the segment as a new piece naming the head's newest piece, then
         compare-and-sets the head (fence, base and count checked against what was read, so the

@@ -30,7 +30,7 @@ import inspect
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from reactor.engine.dispatch_leases import (
     DEFAULT_LEASE,
@@ -56,6 +56,7 @@ from reactor.model.records import ContextRecord, MapMetadata
 from reactor.model.run_documents import map_membership_of
 from reactor.model.status import RunStatus
 from reactor.model.text import escaping_logger
+from reactor.ports.capabilities import KeepsSweepCursors, declares
 from reactor.ports.payloads import (
     MapCollectPayload,
     MapElementPayload,
@@ -245,8 +246,14 @@ class _LocalCursors:
 
 
 def _cursors(storage: Storage) -> SweepCursorStore:
-    found = getattr(storage, "sweep_cursors", None)
-    return found if isinstance(found, SweepCursorStore) else _LocalCursors(storage)
+    """The storage's cursor store when it declares
+    :class:`~reactor.ports.capabilities.KeepsSweepCursors` (and set it), else this process's
+    memory (docs/protocol.md, "Sweep cursors")."""
+    if declares(storage, KeepsSweepCursors):
+        found = cast(KeepsSweepCursors, storage).sweep_cursors
+        if found is not None:
+            return found
+    return _LocalCursors(storage)
 
 
 class _Page:

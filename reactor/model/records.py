@@ -96,7 +96,7 @@ class ContextRecord:
 @dataclass(frozen=True, slots=True)
 class ContextDelta:
     """One incremental checkpoint of a run: a segment appended after a stored context's base
-    (``ContextStore.append``; docs/protocol.md, "Incremental checkpoints").
+    (``AppendsContexts.append``; docs/protocol.md, "Incremental checkpoints").
 
     Attributes:
         context_id: the run's id.

@@ -34,7 +34,16 @@ with ``isinstance`` instead of probing for concrete adapter classes or undeclare
   writes in and writes the step's checkpoint in that same transaction (transactional steps:
   docs/protocol.md, "Transactional steps");
 * :class:`Migrates`: a storage or router whose backend has a schema ``reactor migrate``
-  brings up to date (docs/protocol.md, "Capabilities").
+  brings up to date (docs/protocol.md, "Capabilities");
+* :class:`HasVisibilityTimeout`: a router that says how long a delivery stays leased (the
+  worker's heartbeat and the sweepers' dispatch leases use it);
+* :class:`AppendsContexts`: a context store that writes incremental checkpoints (without it
+  every checkpoint is a whole save);
+* :class:`KeepsSweepCursors`: a storage that keeps the sweepers' scan cursors (without it they
+  live in process memory);
+* :class:`InspectsMaps`, :class:`InspectsMapRollbacks`, :class:`ResetsSemaphores`: reads and
+  an operator's reset the engine never calls, kept by the shipped stores for operators, tests
+  and the contract suite.
 
 A router without a capability is still a complete router: the core simply skips what the
 capability enables (docs/protocol.md, "Routers").
@@ -46,21 +55,35 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
-from reactor.model.records import ContextDelta, ContextRecord, ElementStart, Fence, LockClaim
+from reactor.model.records import (
+    ContextDelta,
+    ContextRecord,
+    ElementStart,
+    Fence,
+    LockClaim,
+    RollbackSummary,
+)
 from reactor.ports.router import Job
+from reactor.ports.storage import SweepCursorStore
 
 __all__ = [
+    "AppendsContexts",
     "BeginsAndSettlesElements",
     "BoundedNativeDelay",
     "EnqueuesMany",
+    "HasVisibilityTimeout",
     "HostsEmbeddedWorkers",
     "InProcess",
+    "InspectsMapRollbacks",
+    "InspectsMaps",
     "JobHandler",
+    "KeepsSweepCursors",
     "KnowsConsumers",
     "LocksWithContexts",
     "Migrates",
     "ReadsClaimsWhenAppending",
     "ReadsClaimsWhenTaking",
+    "ResetsSemaphores",
     "RunsJobsInline",
     "RunsStepTransactions",
     "SavesContextsTogether",
@@ -354,7 +377,7 @@ class LocksWithContexts(Protocol):
     def append_releasing(
         self, delta: ContextDelta, fence: Fence, *, announce: str | None = None
     ) -> bool:
-        """``ContextStore.append(delta, fence=fence)`` and, only when it appended, release the
+        """``AppendsContexts.append(delta, fence=fence)`` and, only when it appended, release the
         lock ``fence.key`` held by ``fence.owner`` and, given ``announce``, publish
         ``delta.status`` on that signals channel (as ``Storage.signals.publish``; a run's
         completion: docs/architecture.md, "Execution invariants").
@@ -417,7 +440,7 @@ class ReadsClaimsWhenTaking(Protocol):
 @runtime_checkable
 class ReadsClaimsWhenAppending(Protocol):
     """A context store whose incremental checkpoint also reads claims of the run in the same
-    request (docs/protocol.md, "Optional fast paths"): exactly ``ContextStore.append`` followed,
+    request (docs/protocol.md, "Optional fast paths"): exactly ``AppendsContexts.append`` followed,
     when it appended, by ``ClaimStore.interrupt_resumes(delta.context_id, step_paths)`` of the
     same storage, made one request. A running run learns of its cancel request this way from
     the checkpoint it writes after each step, at no extra round trip (docs/run-control.md,
@@ -435,7 +458,7 @@ class ReadsClaimsWhenAppending(Protocol):
             ``(False, {})`` when nothing was written (as ``append`` returning ``False``).
 
         Raises:
-            StaleWriterError, ContextTooLargeError, StorageError: as ``ContextStore.append``
+            StaleWriterError, ContextTooLargeError, StorageError: as ``AppendsContexts.append``
                 (nothing written).
         """
         ...
@@ -527,6 +550,149 @@ class RunsStepTransactions(Protocol):
         ...
 
 
+@runtime_checkable
+class HasVisibilityTimeout(Protocol):
+    """A router that says how long a delivery stays leased (docs/protocol.md, "Capabilities").
+
+    The worker's visibility heartbeat and the sweepers' dispatch leases take the router's
+    :attr:`visibility_timeout` when it is a positive number, else the ``visibility_timeout``
+    setting (:func:`reactor.engine.dispatch_leases.router_visibility`). Declared by every
+    :class:`~reactor.generic.GenericRouter` (``local://``, ``memqueue://`` and the shipped
+    routers).
+
+    Attributes:
+        visibility_timeout: seconds a delivery stays invisible before it comes back (an
+            attribute every instance of the class has; a value that is not a positive number
+            is ignored).
+    """
+
+    visibility_timeout: float
+
+
+@runtime_checkable
+class AppendsContexts(Protocol):
+    """A context store that writes incremental checkpoints (docs/protocol.md, "Incremental
+    checkpoints"); the engine saves the whole context (``ContextStore.save``) on a store
+    without it. Declared by every shipped context store."""
+
+    def append(self, delta: ContextDelta, *, fence: Fence | None = None) -> bool:
+        """Append one incremental checkpoint to a stored context, unless fenced off.
+
+        In one atomic write: check the fence (the rule of ``ContextStore.save``), check that the
+        stored record's :attr:`~reactor.model.records.ContextRecord.base` is ``delta.base`` and
+        that exactly ``delta.position - 1`` segments follow it, then append ``delta.segment``,
+        set the record's ``status`` and ``updated_at`` (moving its scan index and page entry as
+        ``save`` does), raise the stored fence to ``fence.token`` and re-stamp the retention of
+        the record and all its segments to ``context_ttl``. Readers never see a segment
+        without the head that counts it.
+
+        Args:
+            delta: the segment and the head fields it changes.
+            fence: the writer's hold on the lock guarding the record, or ``None``.
+
+        Returns:
+            ``True`` when appended; ``False`` when nothing was written because the record is
+            absent or expired, has another base, or holds another number of segments (the
+            writer's view is not the stored one: it saves the whole context instead).
+
+        Raises:
+            StaleWriterError: ``fence.token`` is lower than the record's stored fence (nothing
+                is written).
+            ContextTooLargeError: the record with this segment exceeds the backend's document
+                limit (nothing is written).
+            StorageError: the backend failed.
+        """
+        ...
+
+
+@runtime_checkable
+class KeepsSweepCursors(Protocol):
+    """A storage that keeps the sweepers' scan cursors between ticks (docs/protocol.md, "Sweep
+    cursors"); without it each process keeps them in memory. Declared by the generic storages
+    (``memory://``, MongoDB, DynamoDB, PostgreSQL, the SQLite example) and Redis.
+
+    Attributes:
+        sweep_cursors: the cursor store (an attribute every instance of the class has; ``None``
+            is taken as absent).
+    """
+
+    sweep_cursors: SweepCursorStore
+
+
+@runtime_checkable
+class InspectsMaps(Protocol):
+    """A map store that reads a map's counter and its element index by position
+    (docs/protocol.md, "Capabilities"). The engine never calls these: operators, tests and
+    the contract suite do (the suite checks them only on a store that declares this).
+    Declared by every shipped map store."""
+
+    def counter(self, map_id: str) -> int | None:
+        """Read the counter (``MapStore.add_to_counter``'s), ``None`` when the map is unknown.
+
+        Raises:
+            StorageError: the backend failed.
+        """
+        ...
+
+    def element_ids(self, map_id: str, *, start: int = 0, limit: int | None = None) -> list[str]:
+        """Element context ids in append order (``MapStore.append_element``'s), from position
+        ``start``, at most ``limit`` (``None``: all).
+
+        Raises:
+            StorageError: the backend failed.
+        """
+        ...
+
+    def element_id(self, map_id: str, position: int) -> str | None:
+        """The id at ``position`` (negative counts from the end), ``None`` when out of range.
+
+        Raises:
+            StorageError: the backend failed.
+        """
+        ...
+
+
+@runtime_checkable
+class InspectsMapRollbacks(Protocol):
+    """A map-rollback store that reports a rollback's progress (docs/protocol.md,
+    "Capabilities"). The engine never calls these: operators, tests and the contract suite do
+    (the suite checks them only on a store that declares this). Declared by every shipped
+    map-rollback store."""
+
+    def indexes_seen(self, map_id: str, indexes: Sequence[int]) -> list[bool]:
+        """For each element index of ``indexes``, whether a stored outcome
+        (``MapRollbackStore.put_outcome``) named it.
+
+        Raises:
+            StorageError: the backend failed.
+        """
+        ...
+
+    def summary(self, map_id: str) -> RollbackSummary | None:
+        """Progress counts (total, settled, outstanding, failed), ``None`` when this map never
+        rolled back.
+
+        Raises:
+            StorageError: the backend failed.
+        """
+        ...
+
+
+@runtime_checkable
+class ResetsSemaphores(Protocol):
+    """A semaphore store with the operators' reset (docs/protocol.md, "Capabilities"). The
+    engine never calls it; the contract suite checks it only on a store that declares this.
+    Declared by every shipped semaphore store."""
+
+    def reset(self, key: str) -> None:
+        """Drop every lease of semaphore ``key`` (``SemaphoreStore.state`` then reads ``None``).
+
+        Raises:
+            StorageError: the backend failed.
+        """
+        ...
+
+
 #: ``declares``' answers, by (the object's type, the protocol).
 _DECLARED: dict[tuple[type[Any], type[Any]], bool] = {}
 
@@ -535,7 +701,8 @@ def declares(obj: object, protocol: Any) -> bool:
     """``isinstance(obj, protocol)`` for a runtime-checkable capability protocol, answered
     once per type of ``obj``: the engine asks on every checkpoint and job, and a protocol
     ``isinstance`` walks the protocol's members each time (docs/protocol.md, "Capabilities").
-    A capability is a property of an adapter's class (its methods and class attributes), so
+    A capability is a property of an adapter's class (its methods and class attributes, or an
+    attribute every instance of the class sets, such as :class:`HasVisibilityTimeout`'s), so
     every instance of one type answers alike.
 
     Args:

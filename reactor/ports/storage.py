@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from reactor.model.records import (
-    ContextDelta,
     ContextRecord,
     Fence,
     LockInfo,
@@ -42,7 +41,6 @@ from reactor.model.records import (
     RateDecision,
     RateWindow,
     RollbackOutcome,
-    RollbackSummary,
     RunPage,
     RunSummary,
     ScanPage,
@@ -71,7 +69,11 @@ __all__ = [
 
 @runtime_checkable
 class ContextStore(Protocol):
-    """Run contexts, one JSON document per run (docs/protocol.md#contexts)."""
+    """Run contexts, one JSON document per run (docs/protocol.md#contexts).
+
+    Incremental checkpoints (``append``) are an optional capability on top:
+    :class:`reactor.ports.capabilities.AppendsContexts` (docs/protocol.md, "Capabilities").
+    """
 
     def save(self, record: ContextRecord, *, fence: Fence | None = None) -> None:
         """Write a whole context and re-stamp its retention to ``context_ttl``, unless fenced
@@ -108,46 +110,13 @@ class ContextStore(Protocol):
         """
         ...
 
-    def append(self, delta: ContextDelta, *, fence: Fence | None = None) -> bool:
-        """Append one incremental checkpoint to a stored context, unless fenced off
-        (docs/protocol.md, "Incremental checkpoints").
-
-        In one atomic write: check the fence (the rule of :meth:`save`), check that the stored
-        record's :attr:`~reactor.model.records.ContextRecord.base` is ``delta.base`` and that
-        exactly ``delta.position - 1`` segments follow it, then append ``delta.segment``, set
-        the record's ``status`` and ``updated_at`` (moving its scan index and page entry
-        as :meth:`save` does), raise the stored fence to ``fence.token`` and re-stamp the
-        retention of the record and all its segments to ``context_ttl``. Readers never see
-        a segment without the head that counts it.
-
-        Optional for a third-party store: the engine falls back to :meth:`save` when a store
-        has no ``append``.
-
-        Args:
-            delta: the segment and the head fields it changes.
-            fence: the writer's hold on the lock guarding the record, or ``None``.
-
-        Returns:
-            ``True`` when appended; ``False`` when nothing was written because the record is
-            absent or expired, has another base, or holds another number of segments (the
-            writer's view is not the stored one: it saves the whole context instead).
-
-        Raises:
-            StaleWriterError: ``fence.token`` is lower than the record's stored fence (nothing
-                is written).
-            ContextTooLargeError: the record with this segment exceeds the backend's document
-                limit (nothing is written).
-            StorageError: the backend failed.
-        """
-        ...
-
     def load(self, context_id: str) -> ContextRecord | None:
         """Read a context by id, or ``None`` when absent or expired.
 
         Returns:
             The record: its ``document`` (the base) and, in order, every segment appended to
-            that base (:meth:`append`); a segment appended to an earlier base is never
-            returned.
+            that base (:meth:`reactor.ports.capabilities.AppendsContexts.append`); a segment
+            appended to an earlier base is never returned.
         """
         ...
 
@@ -253,6 +222,10 @@ class MapStore(Protocol):
 
     Result slots are index-keyed: re-storing index *i* overwrites it. Completion is judged by
     the slots (:meth:`missing_indices`), not by the counter.
+
+    Reading the counter and the element index by position (``counter``, ``element_ids``,
+    ``element_id``) is an optional capability the engine never uses:
+    :class:`reactor.ports.capabilities.InspectsMaps` (docs/protocol.md, "Capabilities").
     """
 
     def init(self, metadata: MapMetadata) -> bool:
@@ -283,10 +256,6 @@ class MapStore(Protocol):
 
     def add_to_counter(self, map_id: str, delta: int) -> int:
         """Atomically add ``delta`` (may be negative) to the counter; returns the new value."""
-        ...
-
-    def counter(self, map_id: str) -> int | None:
-        """Read the counter, ``None`` when the map is unknown."""
         ...
 
     def init_offset(self, map_id: str, value: int) -> bool:
@@ -349,14 +318,6 @@ class MapStore(Protocol):
         """
         ...
 
-    def element_ids(self, map_id: str, *, start: int = 0, limit: int | None = None) -> list[str]:
-        """Element context ids in append order, from position ``start``, at most ``limit``."""
-        ...
-
-    def element_id(self, map_id: str, position: int) -> str | None:
-        """The id at ``position`` (negative counts from the end), ``None`` when out of range."""
-        ...
-
     def count_elements(self, map_id: str) -> int:
         """The number of appended element ids."""
         ...
@@ -374,7 +335,12 @@ class MapStore(Protocol):
 
 @runtime_checkable
 class MapRollbackStore(Protocol):
-    """Distributed map rollback state (docs/protocol.md#map-rollbacks)."""
+    """Distributed map rollback state (docs/protocol.md#map-rollbacks).
+
+    Progress reads the engine never uses (``indexes_seen``, ``summary``) are an optional
+    capability: :class:`reactor.ports.capabilities.InspectsMapRollbacks` (docs/protocol.md,
+    "Capabilities").
+    """
 
     def start(self, metadata: MapRollbackMetadata) -> tuple[bool, MapRollbackMetadata]:
         """Create the rollback metadata once (NX on the whole record).
@@ -426,10 +392,6 @@ class MapRollbackStore(Protocol):
         """Yield ``(position, outcome)`` in position order, reading ``page_size`` at a time."""
         ...
 
-    def indexes_seen(self, map_id: str, indexes: Sequence[int]) -> list[bool]:
-        """For each element index, whether a stored outcome named it."""
-        ...
-
     def mark_handed_off(self, map_id: str) -> None:
         """Record that the owner saved itself as ``rolling_back`` (idempotent)."""
         ...
@@ -445,10 +407,6 @@ class MapRollbackStore(Protocol):
         sweeper recovers the owner from then on (docs/workers.md, "Sweep cursors and dispatch
         leases").
         """
-        ...
-
-    def summary(self, map_id: str) -> RollbackSummary | None:
-        """Progress counts, ``None`` when this map never rolled back."""
         ...
 
     def scan(
@@ -578,6 +536,8 @@ class SemaphoreStore(Protocol):
     """Counting semaphores as per-holder leases.
 
     Semantics: docs/protocol.md#semaphores; pure model: ``reactor.model.coordination.semaphores``.
+    The operators' ``reset`` is an optional capability the engine never uses:
+    :class:`reactor.ports.capabilities.ResetsSemaphores` (docs/protocol.md, "Capabilities").
     """
 
     def acquire(self, key: str, holder: str, limit: int, lease: float) -> bool:
@@ -598,10 +558,6 @@ class SemaphoreStore(Protocol):
 
     def state(self, key: str) -> SemaphoreState | None:
         """Limit and unexpired holders, ``None`` when the semaphore was never used or is empty."""
-        ...
-
-    def reset(self, key: str) -> None:
-        """Drop every lease (operators)."""
         ...
 
 
@@ -721,9 +677,10 @@ class SweepCursorStore(Protocol):
     """Where each sweeper keeps its scan cursor between ticks (docs/workers.md, "Sweep cursors
     and dispatch leases").
 
-    Optional: a storage offers it as the attribute ``sweep_cursors`` (the generic stores and
-    Redis do). It is not a member of :class:`Storage`, so an adapter without it still conforms;
-    its sweepers then keep their cursors in process memory.
+    Optional: a storage offers it as the attribute ``sweep_cursors`` and so declares
+    :class:`reactor.ports.capabilities.KeepsSweepCursors` (the generic stores and Redis do). It
+    is not a member of :class:`Storage`, so an adapter without it still conforms; its sweepers
+    then keep their cursors in process memory.
     """
 
     def load(self, sweeper: str) -> str | None:

@@ -23,32 +23,36 @@ from reactor.model.status import RunStatus
 
 
 class _Recording:
-    """A context store that records the calls made to it (and forwards them)."""
+    """A context store that records the calls made to it (and forwards them); it has no
+    ``append``: a store written before appends existed (it does not declare
+    ``AppendsContexts``, a property of its class: docs/protocol.md, "Capabilities")."""
 
-    def __init__(self, inner: Any, *, can_append: bool = True) -> None:
+    def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.saves: list[ContextRecord] = []
         self.appends: list[ContextDelta] = []
-        if can_append:
-            self.append = self._append
 
     def save(self, record: ContextRecord, **fence: Any) -> None:
         self.saves.append(record)
         self.inner.save(record, **fence)
 
-    def _append(self, delta: ContextDelta, **fence: Any) -> bool:
-        self.appends.append(delta)
-        return bool(self.inner.append(delta, **fence))
-
     def __getattr__(self, name: str) -> Any:
-        if name == "append":  # a store written before appends existed
+        if name == "append":
             raise AttributeError(name)
         return getattr(self.inner, name)
 
 
+class _Appending(_Recording):
+    """:class:`_Recording` that declares ``AppendsContexts`` (it records the appends too)."""
+
+    def append(self, delta: ContextDelta, **fence: Any) -> bool:
+        self.appends.append(delta)
+        return bool(self.inner.append(delta, **fence))
+
+
 @pytest.fixture
 def recording(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> _Recording:
-    store = _Recording(runtime.storage.contexts)
+    store = _Appending(runtime.storage.contexts)
     monkeypatch.setattr(runtime.storage, "contexts", store)
     return store
 
@@ -113,7 +117,7 @@ def test_a_loaded_run_keeps_appending(runtime: Runtime, recording: _Recording) -
 def test_a_store_without_append_gets_whole_saves(
     runtime: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = _Recording(runtime.storage.contexts, can_append=False)
+    store = _Recording(runtime.storage.contexts)
     monkeypatch.setattr(runtime.storage, "contexts", store)
 
     class R(Reactor):

@@ -42,7 +42,7 @@ def build_client(build: Callable[[], _C]) -> _C:
 
 def skew_budget(storage: Storage) -> float:
     """The storage's clock-skew budget in seconds (``docs/coordination.md``, "Clock skew")."""
-    return float(getattr(storage.capabilities, "clock_skew", 0.0))
+    return float(storage.capabilities.clock_skew)
 
 
 @dataclass
