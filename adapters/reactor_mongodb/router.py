@@ -47,7 +47,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from bson import json_util
+from bson import Decimal128, json_util
 from pymongo import ASCENDING, ReturnDocument
 from pymongo.collection import Collection
 from pymongo.database import Database
@@ -70,10 +70,6 @@ logger = escaping_logger(__name__)
 
 #: The first pause, in seconds, of a waiting ``receive`` (it doubles up to the ceiling).
 _FIRST_POLL = 0.05
-
-#: The longest message-id text a receipt may carry (a BSON ``_id`` is at most 16 MiB, ours
-#: are 33 characters; a longer text in a receipt is not one this router handed out).
-_MAX_ID_TEXT = 4096
 
 #: The claim's filter on ``deliveries``: absent or a number (``$inc`` refuses anything else,
 #: so a foreign document holding text or null there is never claimed: docs/adapters/mongodb.md).
@@ -101,9 +97,10 @@ def _encode_id(value: Any) -> str:
 def _decode_id(text: str) -> tuple[bool, Any]:
     """``(True, _id)`` of an :func:`_encode_id` text, ``(False, None)`` when it is not one:
     unparsable (whatever ``json_util`` raises: a bad ObjectId, a bad decimal, nesting too
-    deep) or an operator document (a ``$``-key that would match more than one ``_id``)."""
-    if len(text) > _MAX_ID_TEXT:
-        return False, None
+    deep) or an operator document (a ``$``-key that would match more than one ``_id``).
+
+    No length is refused: another producer's ``_id`` may be as long as a document (16 MiB),
+    and its receipt must name it like any other (a parse is linear in the text)."""
     try:
         value = json_util.loads(text, json_options=json_util.CANONICAL_JSON_OPTIONS)
     except (Exception, RecursionError):
@@ -115,7 +112,11 @@ def _decode_id(text: str) -> tuple[bool, Any]:
 
 def _count(value: object) -> int:
     """A stored ``deliveries`` as the claim's receive count: a foreign document's NaN,
-    infinity or fraction is read as the nearest sane count (at least 1)."""
+    infinity or fraction is read as the nearest sane count (at least 1), a BSON decimal (a
+    number to the claim's filter, kept decimal by ``$inc``) like a double of its value."""
+    if isinstance(value, Decimal128):
+        decimal = value.to_decimal()
+        value = int(decimal) if decimal.is_finite() else math.nan
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 1
     if isinstance(value, float):

@@ -289,3 +289,19 @@ def test_a_negative_clock_skew_budget_is_refused(
     however small, is refused with ``ValueError`` naming it."""
     with pytest.raises(ValueError, match="clock_skew_budget must be >= 0"):
         MongoDocumentStore(mongo_db[1], clock="application", clock_skew_budget=budget)
+
+
+def test_the_default_limit_is_16_mib_less_a_1_kib_envelope(mongo_db: tuple[str, Any]) -> None:
+    """docs/adapters/mongodb.md, "Limits": by default a document whose JSON exceeds 16 MiB
+    minus a 1 KiB envelope is refused before any write; a large document under it (4 MiB) is
+    written and read back whole."""
+    store = MongoDocumentStore(mongo_db[1], clock="application")
+    big = {"blob": "x" * (4 * 1024 * 1024)}
+    assert store.write("c", "big", big, expected_version=None, expires_at=None)
+    assert store.read("c", "big").value == big
+    limit = 16 * 1024 * 1024 - 1024
+    over = {"blob": "x" * (limit - len('{"blob":""}') + 1)}
+    with pytest.raises(ContextTooLargeError) as info:
+        store.write("c", "over", over, expected_version=None, expires_at=None)
+    assert (info.value.size_bytes, info.value.limit_bytes) == (limit + 1, limit)
+    assert store.raw("c", "over") is None

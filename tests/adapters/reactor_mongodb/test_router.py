@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import replace
 from typing import Any
 
 import pytest
 import reactor_mongodb.router
-from bson import ObjectId
+from bson import Decimal128, ObjectId
 from reactor_mongodb.router import MongoQueue, MongoRouter
 
 from reactor.memory.clock import ManualClock
@@ -378,6 +379,32 @@ def test_an_operator_id_text_names_no_message_not_even_one_whose_id_is_null(
     assert router.jobs.count_documents({}) == 0
 
 
+#: The backends holding a real server (mongomock cannot ``$inc`` a BSON decimal).
+SERVERS = ["wire"] + (["real"] if os.environ.get("REACTOR_TEST_MONGODB_URL", "").strip() else [])
+
+
+@pytest.mark.parametrize("mongo_db", SERVERS, indirect=True)
+def test_a_decimal_delivery_count_is_read_as_its_value(router: MongoRouter) -> None:
+    """A foreign document may count ``deliveries`` as a BSON decimal (a number to the claim's
+    filter, kept decimal by ``$inc``): the delivery count is its value, so a worker's
+    ``max_deliveries`` still dead-letters a job that keeps failing (it was read as 1 on every
+    delivery); a decimal NaN or infinity is read as 1, like a double's."""
+    router.jobs.insert_one({
+        "_id": "0-decimal", "queue": "q", "body": job(1).to_json(), "due_at": router.now(),
+        "lease_until": None, "lease": None, "deliveries": Decimal128("4"),
+    })
+    (delivery,) = router.receive()
+    assert delivery.delivery_count == 5
+    router.retry(delivery, 0)
+    assert router.receive()[0].delivery_count == 6
+    for n, special in enumerate(("NaN", "Infinity", "-Infinity")):
+        router.jobs.insert_one({
+            "_id": f"1-{n}", "queue": "q", "body": job(2).to_json(), "due_at": router.now(),
+            "lease_until": None, "lease": None, "deliveries": Decimal128(special),
+        })
+    assert [d.delivery_count for d in router.receive(max_jobs=5)] == [1, 1, 1]
+
+
 def test_a_waiting_receive_pauses_at_most_half_a_second_by_default(
     mongo_db: tuple[str, Any], clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -426,3 +453,62 @@ def test_a_cursor_not_of_the_letter_id_form_is_refused(router: MongoRouter, curs
     with pytest.raises(ValueError, match="bad dead-letter cursor"):
         router.dead_letters(cursor=cursor)
     assert len(router.dead_letters(cursor=f"{0:020d}-0")) == 1  # the form itself pages
+
+
+def test_a_delivery_is_leased_for_30_seconds_by_default(
+    mongo_db: tuple[str, Any], clock: ManualClock
+) -> None:
+    """Without ``visibility_timeout`` a delivery stays leased for 30 s of the router clock
+    (the documented default): not redelivered before, redelivered at 30 s."""
+    router = MongoRouter(mongo_db[1], queue="q", clock=clock)
+    router.enqueue(job(1))
+    (first,) = router.receive()
+    clock.advance(29.9)
+    assert router.receive() == []
+    clock.advance(0.1)
+    (second,) = router.receive()
+    assert (second.job.id, second.delivery_count) == (first.job.id, 2)
+
+
+@pytest.mark.parametrize("at", [None, "yesterday", True, float("nan"), float("inf")],
+                         ids=["missing", "text", "bool", "nan", "inf"])
+def test_a_letter_without_a_readable_time_lists_at_time_0(
+    router: MongoRouter, at: Any
+) -> None:
+    """A letter document another writer left without a usable ``at`` (absent, not a number,
+    not finite) or without a reason still lists, gets and requeues; its time reads as 0
+    (unknown) and its reason as empty, never as an error or a made-up time."""
+    letter_id = f"{3:020d}-0123456789ab"
+    document = {"_id": letter_id, "queue": "q", "message_id": "m", "body": job(9).to_json()}
+    if at is not None:
+        document["at"] = at
+    router.dead.insert_one(document)
+    (letter,) = router.dead_letters()
+    assert (letter.id, letter.reason, letter.at) == (letter_id, "", 0.0)
+    assert router.get_dead_letter(letter_id) == letter
+    assert router.requeue_dead_letter(letter_id) is not None
+    assert [d.job.payload for d in router.receive()] == [{"n": 9}]
+
+
+def test_a_foreign_message_with_a_long_id_is_acked_and_dead_lettered_like_any_other(
+    router: MongoRouter, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another producer's ``_id`` may be long (up to the 16 MiB of a document): the receipt
+    of such a message names it like any other, so it is retried, acked and dead-lettered
+    (docs/adapters/mongodb.md, "Router": any ``_id``). A length cap on the id text of a
+    receipt made every call on it a stale no-op: the message came back after every visibility
+    timeout, and not even ``max_deliveries`` could dead-letter it."""
+    _foreign(router, "k" * 5000, 1)
+    (first,) = router.receive()
+    with caplog.at_level(logging.WARNING):
+        router.retry(first, 0)
+        (second,) = router.receive()
+        router.ack(second)
+    assert second.delivery_count == 2 and router.jobs.count_documents({}) == 0
+    _foreign(router, {"key": "v" * 5000}, 2)
+    (third,) = router.receive()
+    with caplog.at_level(logging.WARNING):
+        router.dead_letter(third, "poison")
+    assert router.jobs.count_documents({}) == 0
+    assert [d.reason for d in router.dead_letters()] == ["poison"]
+    assert "stale receipt" not in caplog.text
