@@ -25,6 +25,7 @@ from typing import Any
 __all__ = [
     "AbandonedRunError",
     "ArgumentResolutionError",
+    "AsyncStepCancelledError",
     "AsyncStepDeadlockError",
     "AsyncWaitTimeoutError",
     "CancelArgumentError",
@@ -37,6 +38,7 @@ __all__ = [
     "DependencyError",
     "DeserializationError",
     "EncodeError",
+    "EventLoopBlockedError",
     "IdempotencyKeyError",
     "InputValidationError",
     "InterruptAlreadyResumedError",
@@ -725,6 +727,27 @@ class AsyncStepDeadlockError(ReactorError):
         super().__init__(message)
         self.step = step
         self.key = key
+
+
+class EventLoopBlockedError(ReactorError):
+    """An ``async def`` step body cannot run: the thread that would wait for it is running the
+    event loop the body needs (a synchronous ``Reactor.run``, ``resume``, ``retry``, ``undo`` or
+    ``cancel`` called from async code on that loop; docs/concepts.md, "Async steps"). Await
+    ``Reactor.arun`` and the other awaitable methods instead. Not retryable: a retry would
+    block the same loop again.
+    """
+
+    retryable = False
+
+
+class AsyncStepCancelledError(ReactorError):
+    """An ``async def`` step body was cancelled by its event loop going away while it ran: the
+    task that awaited ``Reactor.arun`` was cancelled and its loop shut down (docs/concepts.md,
+    "Async steps"). The step fails (compensated, as its body started) and the run rolls back,
+    its later async bodies running on reactor's own loop. Not retryable.
+    """
+
+    retryable = False
 
 
 class EncodeError(ReactorError, TypeError):

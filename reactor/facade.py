@@ -331,15 +331,17 @@ class Reactor(BaseReactor, abstract=True):
         inputs: Mapping[str, Any] | None = None,
         *,
         runtime: Runtime | None = None,
+        sleep: Callable[[float], None] | None = None,
         idempotency_key: str | None = None,
     ) -> Success | Failure | Paused | DispatchHandle:
-        """:meth:`execute`, awaitable (see :meth:`arun`).
+        """:meth:`execute`, awaitable (see :meth:`arun`); ``sleep`` runs in the engine's thread,
+        never on the calling loop.
 
         Raises:
             InputValidationError, IdempotencyKeyError: see :meth:`execute`.
         """
         return await coroutines.off_loop(
-            cls.execute, inputs, runtime=runtime, idempotency_key=idempotency_key
+            cls.execute, inputs, runtime=runtime, sleep=sleep, idempotency_key=idempotency_key
         )
 
     @classmethod

@@ -6,22 +6,28 @@ runs the saga. A step body written ``async def`` returns a coroutine there, and
 :func:`await_result` runs it to completion before the engine goes on, on one of two loops:
 
 * **the caller's loop**, when the run was started from async code through the awaitable API
-  (``await Reactor.arun(...)``, :func:`off_loop`): the engine runs in a thread of reactor's
-  pool, off the caller's loop, and hands each coroutine back to that loop
-  (``asyncio.run_coroutine_threadsafe``). A step body therefore shares the loop, and every
-  loop-bound object (an ``httpx.AsyncClient``, a lock, a queue) of the application that
-  started the run;
-* **reactor's loop** otherwise (a synchronous ``Reactor.run``, a worker thread): one event loop
-  per process, on a daemon thread started at the first async step, shared by every thread of
-  the process, so async bodies of concurrent runs and units overlap on it and a loop-bound
-  client made in one step is usable in the next.
+  (``await Reactor.arun(...)``, :func:`off_loop`) and that loop is still running: the engine
+  runs in a thread of reactor's pool, off the caller's loop, and hands each coroutine back to
+  that loop. A step body therefore shares the loop, and every loop-bound object (an
+  ``httpx.AsyncClient``, a lock, a queue) of the application that started the run;
+* **reactor's loop** otherwise (a synchronous ``Reactor.run``, a worker thread, or a caller
+  whose loop stopped or closed since it awaited): one event loop per process, on a daemon
+  thread started at the first async step, shared by every thread of the process, so async
+  bodies of concurrent runs and units overlap on it and a loop-bound client made in one step
+  is usable in the next.
 
 The calling thread blocks until the coroutine is done; a body's exception, signal (``fail()``,
 ``halt()``, ``skip()``, ``succeed()``) or return value reaches the engine exactly as from a plain
 method, with the context variables of the calling thread (the coroutine runs in a copy of
-them). A synchronous ``Reactor.run`` called on the very loop that would run the coroutine (an
-``async def`` step that calls ``Other.run()`` instead of ``await Other.arun()``) cannot
-complete and raises :class:`~reactor.errors.DefinitionError` saying so.
+them), and an interruption (``KeyboardInterrupt``, ``SystemExit``, ``asyncio.CancelledError``
+raised by the body) is re-raised in the engine's thread, where it aborts the run as from a
+plain body; it never reaches, nor stops, the loop. An interruption of the waiting thread
+(Ctrl-C) cancels the body before it propagates. A body cancelled by its loop going away (the
+task awaiting ``arun`` was cancelled and ``asyncio.run`` ended) fails its step with
+:class:`~reactor.errors.AsyncStepCancelledError`, not retried. A synchronous ``Reactor.run``
+called on the very loop that would run the coroutine (an ``async def`` step that calls
+``Other.run()`` instead of ``await Other.arun()``) cannot complete: that step fails with
+:class:`~reactor.errors.EventLoopBlockedError`, not retried.
 """
 
 from __future__ import annotations
@@ -31,24 +37,39 @@ import atexit
 import concurrent.futures
 import contextvars
 import functools
+import inspect
 import os
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from reactor.errors import DefinitionError
+from reactor.errors import AsyncStepCancelledError, EventLoopBlockedError
 
 __all__ = ["POOL_THREADS", "await_result", "off_loop"]
 
 _T = TypeVar("_T")
 
 #: Threads of the pool that runs the blocking engine for the awaitable API: at most this many
-#: ``arun``/``aresume``/... calls of one process make progress at once; the rest queue.
+#: ``arun``/``aresume``/... calls of one process make progress at once; the rest queue. An
+#: awaitable call made from inside an async step body (a nested run, ``wait_async``) gets a
+#: thread of its own instead, so nesting never waits for the pool its parent holds.
 POOL_THREADS = 64
+
+#: Seconds between two checks, while a thread waits for a body, that the body's loop still runs.
+_WATCH = 0.25
+
+#: Seconds an interrupted wait gives the body it cancels to finish cancelling.
+_CANCEL_GRACE = 5.0
 
 #: The loop of the code that awaited the awaitable API (``None``: not inside one).
 _CALLER_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
     "reactor_caller_loop", default=None
+)
+
+#: Whether this context runs an engine call of the awaitable API (on a pool thread, or in a
+#: body that such a thread waits for).
+_IN_ENGINE_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "reactor_in_engine_call", default=False
 )
 
 _lock = threading.Lock()
@@ -58,17 +79,24 @@ _pool: concurrent.futures.ThreadPoolExecutor | None = None
 
 
 def _reactor_loop() -> asyncio.AbstractEventLoop:
-    """The process's own loop, started on a daemon thread at the first call."""
+    """The process's own loop, started on a daemon thread at the first call (and again if its
+    thread died)."""
     global _loop, _loop_thread
     with _lock:
-        if _loop is None or _loop.is_closed():
+        alive = _loop_thread is not None and _loop_thread.is_alive()
+        if _loop is None or _loop.is_closed() or not alive:
             loop = asyncio.new_event_loop()
             ready = threading.Event()
 
             def serve() -> None:
                 asyncio.set_event_loop(loop)
                 loop.call_soon(ready.set)
-                loop.run_forever()
+                while not loop.is_closed():
+                    try:
+                        loop.run_forever()
+                        return  # stopped on purpose (_stop_reactor_loop)
+                    except BaseException:  # nothing may end this thread
+                        continue
 
             thread = threading.Thread(target=serve, name="reactor-async-loop", daemon=True)
             thread.start()
@@ -103,36 +131,144 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_after_fork)
 
 
+class _Handoff:
+    """One coroutine handed to a loop: run there by :meth:`run`, which never lets anything
+    escape to the loop, and waited for by the engine's thread."""
+
+    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self.coro = coro
+        self.lock = threading.Lock()
+        self.started = False
+        self.abandoned = False
+        self.done = threading.Event()
+        self.task: asyncio.Task[Any] | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    async def run(self) -> None:
+        with self.lock:
+            if self.abandoned:  # the engine gave up on this loop before it started us
+                return
+            self.started = True
+            self.task = asyncio.current_task()
+            self.loop = asyncio.get_running_loop()
+        try:
+            self.value = await self.coro
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling() > 0:  # cancelled from outside
+                self.error = AsyncStepCancelledError(
+                    "the event loop running this async step body cancelled it (the task "
+                    "awaiting Reactor.arun was cancelled and its loop shut down)"
+                )
+            else:  # the body raised it itself: an interruption, as from a plain body
+                self.error = exc
+        except BaseException as exc:  # re-raised in the engine's thread
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def abandon(self) -> bool:
+        """Give up on a loop that never started this hand-off; ``False`` once it started."""
+        with self.lock:
+            if not self.started:
+                self.abandoned = True
+            return self.abandoned
+
+    def cancel(self) -> None:
+        """Cancel the body: close it if it never started (it never will), else cancel its
+        task and wait a little for it to finish cancelling."""
+        with self.lock:
+            task, loop = self.task, self.loop
+            if not self.started and not self.abandoned:
+                self.abandoned = True
+                self.coro.close()
+        if task is not None and loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # the loop closed meanwhile
+                return
+            self.done.wait(_CANCEL_GRACE)
+
+
+def _submit(handoff: _Handoff, loop: asyncio.AbstractEventLoop) -> bool:
+    """Schedule ``handoff`` on ``loop``; ``False`` when the loop is closed."""
+    runner = handoff.run()
+    try:
+        asyncio.run_coroutine_threadsafe(runner, loop)
+    except RuntimeError:  # closed
+        runner.close()
+        return False
+    return True
+
+
+def _usable(loop: asyncio.AbstractEventLoop | None) -> bool:
+    return loop is not None and not loop.is_closed() and loop.is_running()
+
+
 def await_result(coro: Coroutine[Any, Any, _T]) -> _T:
     """Run ``coro`` (an ``async def`` step body's coroutine) to completion and return its
-    value, blocking the calling thread: on the caller's loop inside the awaitable API, else on
-    reactor's loop (module docstring).
+    value, blocking the calling thread: on the caller's loop inside the awaitable API while it
+    runs, else on reactor's loop (module docstring).
 
     Args:
-        coro: the coroutine; it is always awaited or closed, never left pending.
+        coro: the coroutine; it is awaited, or closed when it cannot be.
 
     Returns:
         What the coroutine returned.
 
     Raises:
-        DefinitionError: the calling thread is running the loop the coroutine would need (a
-            synchronous run started from an ``async def`` step; use the awaitable API).
-        BaseException: whatever the coroutine raised, unchanged.
+        EventLoopBlockedError: the calling thread is running the loop the coroutine would need
+            (a synchronous run started from an ``async def`` step; use the awaitable API).
+        AsyncStepCancelledError: the body's loop cancelled it (the loop shut down).
+        BaseException: whatever the coroutine raised, unchanged (interruptions included).
     """
-    loop = _CALLER_LOOP.get() or _reactor_loop()
+    caller = _CALLER_LOOP.get()
+    loop = caller if caller is not None and _usable(caller) else _reactor_loop()
     try:
-        running = asyncio.get_running_loop()
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
         running = None
     if running is loop:
         coro.close()
-        raise DefinitionError(
+        raise EventLoopBlockedError(
             "an async step body cannot run: this thread is running the event loop it needs "
             "(a synchronous Reactor.run, resume, retry, undo or cancel was called from async "
             "code on that loop; await Reactor.arun(...) and the other awaitable methods "
             "instead: docs/concepts.md, \"Async steps\")"
         )
-    return asyncio.run_coroutine_threadsafe(coro, loop).result()
+    handoff = _Handoff(coro)
+    try:  # from the submission on: an interruption anywhere here cancels the body
+        if not _submit(handoff, loop):
+            loop = _reactor_loop()
+            _submit(handoff, loop)
+        while not handoff.done.wait(_WATCH):
+            if loop is not caller or _usable(caller):
+                continue
+            # The caller's loop stopped or closed while we wait.
+            if handoff.abandon():  # it never started the body: run it on reactor's loop
+                handoff = _Handoff(handoff.coro)
+                loop = _reactor_loop()
+                _submit(handoff, loop)
+            elif caller is not None and caller.is_closed():  # closed mid-body: it is gone
+                raise AsyncStepCancelledError(
+                    "the event loop running this async step body closed before the body "
+                    "finished (the task awaiting Reactor.arun was cancelled and its loop "
+                    "shut down)"
+                )
+    except BaseException:
+        handoff.cancel()  # an interrupted wait (Ctrl-C) leaves no body running behind it
+        raise
+    if handoff.error is not None:
+        raise handoff.error
+    value = handoff.value
+    if inspect.iscoroutine(value):
+        value.close()
+        raise TypeError(
+            "the async step body returned an un-awaited coroutine (a missing await?)"
+        )
+    return value  # type: ignore[no-any-return]
 
 
 def _engine_pool() -> concurrent.futures.ThreadPoolExecutor:
@@ -145,13 +281,32 @@ def _engine_pool() -> concurrent.futures.ThreadPoolExecutor:
         return _pool
 
 
+def _own_thread(call: Callable[[], _T]) -> concurrent.futures.Future[_T]:
+    """Run ``call`` on a new thread of its own (a nested engine call: see POOL_THREADS)."""
+    future: concurrent.futures.Future[_T] = concurrent.futures.Future()
+
+    def work() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(call())
+        except BaseException as exc:  # handed to the awaiting task
+            future.set_exception(exc)
+
+    threading.Thread(target=work, name="reactor-arun-nested", daemon=False).start()
+    return future
+
+
 async def off_loop(fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
     """Run the blocking ``fn(*args, **kwargs)`` (an engine entry point) in reactor's pool,
     with the caller's context variables, and await it without blocking the caller's loop;
-    ``async def`` step bodies it meets run back on this loop (:func:`await_result`).
+    ``async def`` step bodies it meets run back on this loop (:func:`await_result`). Called
+    from inside an async step body of another such call, it runs on a thread of its own
+    (never waiting for the pool its parent holds a thread of).
 
-    Cancelling the awaiting task does not stop ``fn``: a run goes on to its next checkpoint
-    and beyond (cancel a run with ``Reactor.acancel``).
+    Cancelling the awaiting task does not stop ``fn``: a run goes on to its end, its later
+    async bodies on reactor's loop once this loop is gone (cancel a run with
+    ``Reactor.acancel``).
 
     Args:
         fn: the blocking call.
@@ -165,10 +320,14 @@ async def off_loop(fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
         BaseException: whatever ``fn`` raised.
     """
     loop = asyncio.get_running_loop()
-    token = _CALLER_LOOP.set(loop)
+    nested = _IN_ENGINE_CALL.get()
+    tokens = (_CALLER_LOOP.set(loop), _IN_ENGINE_CALL.set(True))
     try:
         context = contextvars.copy_context()
     finally:
-        _CALLER_LOOP.reset(token)
+        _IN_ENGINE_CALL.reset(tokens[1])
+        _CALLER_LOOP.reset(tokens[0])
     call = functools.partial(context.run, fn, *args, **kwargs)
+    if nested:
+        return await asyncio.wrap_future(_own_thread(call))
     return await loop.run_in_executor(_engine_pool(), call)
