@@ -5,8 +5,8 @@ Each loop moves one job through enqueue, receive and ack; the floor does the sam
 fewest raw stream commands (``XADD``, ``XREADGROUP``, ``XACK`` + ``XDEL``) and no envelope.
 Prints jobs/s of each (median of 10 alternating chunks), the ratio, and the round trips of one
 loop (benchmarks/_roundtrips.py). ``--native REF`` also times the router module as it was at
-git ``REF`` (the native router before the toolkit) in the same run: how issue 31's "unless
-the native path is materially faster" was judged. No assertions.
+git ``REF`` (the native router before the toolkit) in the same run: how the choice to build
+the Redis router on the toolkit was judged (docs/adapters/redis.md). No assertions.
 """
 
 from __future__ import annotations

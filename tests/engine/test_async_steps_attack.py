@@ -1,5 +1,5 @@
-"""An outside attack on ``async def`` step bodies and the awaitable API (issue 32, first part;
-docs/concepts.md, "Async steps"; reactor/engine/coroutines.py). Each test demonstrates a
+"""An outside attack on ``async def`` step bodies and the awaitable API (docs/concepts.md,
+"Async steps"; reactor/engine/coroutines.py). Each test demonstrates a
 defect the attack found: it fails on 6bcfc05 (the first version) and passes on the fixed one.
 A test that would otherwise hang detects the hang with a deadline and unblocks what it
 started before it fails, so the session goes on."""

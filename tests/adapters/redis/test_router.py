@@ -181,7 +181,7 @@ def test_the_prune_deletes_consumers_idle_for_the_timeout_in_ms_rounded_up(
     assert asked == [("reactor", idle_ms)]
 
 
-# ------------------------------------------------- issue 31: the port, attacked from outside
+# ------------------------------------- the router on the queue toolkit, attacked from outside
 # Each test below fails on the router of 82ba9ef (a hostile review's findings, fixed since).
 
 
