@@ -168,3 +168,53 @@ def test_a_failed_condition_is_a_lost_race_not_an_error() -> None:
     assert store.write("c", "k", {}, expected_version="v1", expires_at=None) is False
     assert store.write("c", "k", None, expected_version="v1", expires_at=None) is False
     assert store.set_expiry("c", "k", T0) is False
+
+
+class _CreateRefused:
+    """A DynamoDB client on moto whose ``CreateTable`` fails with ``error``."""
+
+    def __init__(self, client: Any, error: ClientError) -> None:
+        self.client = client
+        self.error = error
+
+    def create_table(self, **_: Any) -> Any:
+        raise self.error
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def test_a_refused_create_table_is_a_storage_error_naming_the_refusal(
+    dynamodb_client: Any, unique: str
+) -> None:
+    """Only ``ResourceInUseException`` means "it exists already": any other refusal (here no
+    ``dynamodb:CreateTable`` permission) fails ``ensure_table`` (and so ``reactor dynamodb
+    create-table``) at once, naming it, instead of going on to wait for a table that will
+    never exist."""
+    denied = ClientError(
+        {"Error": {"Code": "AccessDeniedException", "Message": "not authorized"},
+         "ResponseMetadata": {"RetryAttempts": 0}},
+        "CreateTable",
+    )
+    store = DynamoDocumentStore(_CreateRefused(dynamodb_client, denied), f"denied-{unique}")
+    failed = f"^DynamoDB create_table denied-{unique} failed: "
+    with pytest.raises(StorageError, match=failed) as info:
+        store.ensure_table(wait=False)
+    assert info.value.__cause__ is denied
+
+
+def test_a_table_another_process_just_created_is_not_claimed_without_a_retry(
+    dynamodb_client: Any, unique: str
+) -> None:
+    """``ensure_table`` reports ``True`` only for a table this call created: a single attempt
+    that meets ``ResourceInUseException`` found it made by someone else, however recently. A
+    client whose errors carry no retry count (botocore's ``Stubber``, a wrapping client)
+    made one attempt."""
+    table = f"race-{unique}"
+    DynamoDocumentStore(dynamodb_client, table).ensure_table(wait=False)  # the other process
+    exists = ClientError(
+        {"Error": {"Code": "ResourceInUseException", "Message": "Table already exists"}},
+        "CreateTable",
+    )
+    store = DynamoDocumentStore(_CreateRefused(dynamodb_client, exists), table)
+    assert store.ensure_table(wait=False) is False

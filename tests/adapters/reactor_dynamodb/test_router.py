@@ -11,6 +11,8 @@ import pytest
 from reactor_dynamodb import router_from_url
 from reactor_dynamodb.router import MAX_SQS_DELAY, SQSRouter
 
+from reactor.errors import RouterError
+from reactor.memory.clock import ManualClock
 from reactor.ports.capabilities import BoundedNativeDelay
 from reactor.ports.router import Job
 
@@ -276,3 +278,102 @@ def test_a_foreign_deliveries_attribute_is_bounded(
         )
     counts_seen = sorted(d.delivery_count for d in router.receive(max_jobs=10, wait_seconds=1))
     assert counts_seen[0] == 1 and counts_seen[-1] <= 1_000_001
+
+
+def test_a_retry_sqs_refuses_as_stale_is_logged_and_changes_nothing(
+    router: SQSRouter, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A retry whose ``ChangeMessageVisibility`` SQS refuses (the message was deleted: here
+    acked, as another holder of the receipt would) is a stale receipt: logged, not raised,
+    nothing re-sent (docs/adapters/dynamodb.md, "Router")."""
+    router.enqueue(job(3))
+    (delivery,) = router.receive(wait_seconds=1)
+    router.ack(delivery)
+    sent = len(router.client.sent)
+    with caplog.at_level(logging.WARNING):
+        router.retry(delivery, 1)
+    assert f"for job {delivery.job.id}: retry ignored" in caplog.text
+    assert len(router.client.sent) == sent
+    assert router.queue_stats().in_flight == 0
+
+
+def test_a_retry_of_exactly_the_native_delay_limit_keeps_the_message(
+    recording: Recording, unique: str
+) -> None:
+    """A retry of up to the native delay limit (900 s, the limit included) sets the message's
+    visibility: the same message, in flight, with its receive count; only a longer delay is
+    re-sent (docs/adapters/dynamodb.md, "Router", Extend/Retry). A manual clock makes the
+    delay exactly the limit."""
+    clock = ManualClock(float(int(time.time())))
+    router = SQSRouter(recording, "jobs", prefix=f"t{unique}-", visibility_timeout=1,
+                       clock=clock)
+    router.enqueue(job(4))
+    (delivery,) = router.receive(wait_seconds=1)
+    sent = len(recording.sent)
+    router.retry(delivery, MAX_SQS_DELAY)
+    assert len(recording.sent) == sent  # nothing re-sent
+    stats = router.queue_stats()
+    assert (stats.in_flight, stats.delayed) == (1, 0)
+
+
+def test_a_stats_or_ping_failure_is_a_router_error(router: SQSRouter) -> None:
+    """``reactor ping`` and ``reactor info`` get a :class:`RouterError` naming the failed
+    call when SQS refuses ``GetQueueAttributes`` (here: the queue was deleted)."""
+    router.client.delete_queue(QueueUrl=router.queue_url)
+    with pytest.raises(RouterError, match="SQS GetQueueAttributes failed"):
+        router.ping()
+    with pytest.raises(RouterError, match="SQS GetQueueAttributes failed"):
+        router.queue_stats()
+
+
+class _EndlessQueue:
+    """An SQS client stand-in whose queue always has fresh messages (``m<n>``), and which
+    delivers ``again`` a second time, under a new receipt, on the next receive."""
+
+    def __init__(self) -> None:
+        self.received = 0
+        self.again: str | None = None
+        self.bodies: dict[str, str] = {}
+        self.deleted: list[str] = []
+
+    def create_queue(self, QueueName: str) -> dict[str, str]:  # noqa: N803 - boto3's names
+        return {"QueueUrl": f"https://sqs.invalid/{QueueName}"}
+
+    def receive_message(self, MaxNumberOfMessages: int, **_: Any) -> dict[str, Any]:  # noqa: N803
+        messages = []
+        for _n in range(MaxNumberOfMessages):
+            self.received += 1
+            message_id, count = f"m{self.received}", 1
+            if self.again is not None:
+                message_id, count, self.again = self.again, 2, None
+            body = self.bodies.setdefault(message_id, job(self.received).to_json())
+            messages.append({
+                "MessageId": message_id, "ReceiptHandle": f"r{self.received}", "Body": body,
+                "Attributes": {"ApproximateReceiveCount": str(count)},
+            })
+        return {"Messages": messages}
+
+    def delete_message(self, ReceiptHandle: str, **_: Any) -> None:  # noqa: N803
+        self.deleted.append(ReceiptHandle)
+
+
+def test_the_newest_messages_keep_the_stale_receipt_rule_however_many_came_before(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The queue remembers the newest receipt of the last 10,000 messages it received
+    (docs/adapters/dynamodb.md, "Router"): past that many, the oldest are forgotten, never the
+    one just received, so a lapsed lease of a recent message stays stale."""
+    sqs = _EndlessQueue()
+    router = SQSRouter(sqs, "jobs")
+    for _batch in range(1_001):  # 10,010 messages
+        router.receive(max_jobs=10)
+    (first,) = router.receive(max_jobs=1)
+    sqs.again = f"m{sqs.received}"
+    (second,) = router.receive(max_jobs=1)  # the lease lapsed: delivered again
+    assert (second.job.id, second.delivery_count) == (first.job.id, 2)
+    with caplog.at_level(logging.WARNING):
+        router.ack(first)
+    assert sqs.deleted == []
+    assert f"for job {first.job.id}: ack ignored" in caplog.text
+    router.ack(second)
+    assert sqs.deleted == [f"r{sqs.received}"]

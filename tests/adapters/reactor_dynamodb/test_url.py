@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 import time
 
 import pytest
@@ -120,3 +121,11 @@ def test_a_bad_option_value_names_the_url_and_hides_credentials() -> None:
 def test_whole_numbers_written_as_floats_stay_valid_attempt_counts() -> None:
     assert parse_url("sqs://q?region=us-east-1&max_attempts=2.0", "sqs").max_attempts == 2
     assert parse_url("sqs://q?region=us-east-1", "sqs").max_attempts == DEFAULT_MAX_ATTEMPTS
+
+
+def test_without_boto3_a_client_is_a_configuration_error_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "boto3", None)  # what ``import boto3`` meets uninstalled
+    with pytest.raises(ConfigurationError, match=r"pip install 'reactor-saga\[dynamodb\]'"):
+        make_client("sqs", parse_url("sqs://q?region=us-east-1", "sqs"))
