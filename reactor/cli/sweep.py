@@ -134,11 +134,16 @@ def sweep(
     _import_modules(import_ or [])
     runtime = _runtime(storage, router, setting)
     stop = threading.Event()
+    previous = {}
     if every is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
-    with unknown_reactors() as unknown:
-        _loop(runtime, every, limit, stop, unknown)
+        previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                    for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with unknown_reactors() as unknown:
+            _loop(runtime, every, limit, stop, unknown)
+    finally:  # the process's own handlers again once the loop is done
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _loop(

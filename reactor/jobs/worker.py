@@ -267,18 +267,24 @@ class Worker:
                 log.info("event=worker_stopping signal=%d", signum)
                 self._stopping.set()
 
-            signal.signal(signal.SIGTERM, on_signal)
-            signal.signal(signal.SIGINT, on_signal)
+            previous = {sig: signal.signal(sig, on_signal)
+                        for sig in (signal.SIGTERM, signal.SIGINT)}
+        else:
+            previous = {}
         try:
-            self.start()
-        except BaseException:
-            # Never leave handler threads logging into a process that is exiting (their
-            # output would hit a closed stderr: "I/O operation on closed file").
-            self.stop(timeout=self.poll_seconds + 1.0)
-            raise
-        while not self._stopping.wait(0.5):
-            pass
-        clean = self.stop()
+            try:
+                self.start()
+            except BaseException:
+                # Never leave handler threads logging into a process that is exiting (their
+                # output would hit a closed stderr: "I/O operation on closed file").
+                self.stop(timeout=self.poll_seconds + 1.0)
+                raise
+            while not self._stopping.wait(0.5):
+                pass
+            clean = self.stop()
+        finally:  # the process's own handlers again once the worker is done
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         log.info("event=worker_stopped clean=%s processed=%d", clean, self.processed)
         return 0 if clean else 1
 

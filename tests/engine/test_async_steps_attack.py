@@ -130,10 +130,14 @@ def test_an_interrupted_wait_for_an_async_body_cancels_the_body() -> None:
         target=lambda: (started.wait(HANG), signal.pthread_kill(main, signal.SIGINT)),
         daemon=True,
     )
-    interrupter.start()
-    with pytest.raises(KeyboardInterrupt):
-        Charge.run()
-    interrupter.join()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises
+    try:
+        interrupter.start()
+        with pytest.raises(KeyboardInterrupt):
+            Charge.run()
+        interrupter.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert body, "the body never started"
 
     async def settled() -> bool:

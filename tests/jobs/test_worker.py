@@ -251,6 +251,35 @@ def test_a_repeated_stop_signal_logs_worker_stopping_once(
     assert sum("event=worker_stopping" in r.message for r in caplog.records) == 1
 
 
+def test_serve_gives_the_process_its_own_signal_handlers_back(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SIGTERM/SIGINT handlers ``serve`` installs last only while it serves: once it
+    returns, the handlers the process had before are back (a Ctrl-C in the same process
+    raises KeyboardInterrupt again instead of only setting a stopped worker's flag)."""
+    import signal as signal_module
+
+    mine = {sig: (lambda signum, frame: None) for sig in (signal_module.SIGTERM,
+                                                           signal_module.SIGINT)}
+    before = {sig: signal_module.signal(sig, handler) for sig, handler in mine.items()}
+    try:
+        worker = Worker(runtime, poll_seconds=0.01)
+        seen: dict[int, Any] = {}
+
+        def start() -> None:  # serving: reactor's handlers are installed; stop at once
+            for sig in mine:
+                seen[sig] = signal_module.getsignal(sig)
+            signal_module.getsignal(signal_module.SIGTERM)(signal_module.SIGTERM, None)
+
+        monkeypatch.setattr(worker, "start", start)
+        assert worker.serve() == 0
+        assert all(seen[sig] is not mine[sig] for sig in mine)
+        assert {sig: signal_module.getsignal(sig) for sig in mine} == mine
+    finally:
+        for sig, handler in before.items():
+            signal_module.signal(sig, handler)
+
+
 def test_an_unreachable_router_is_retried_with_backoff_one_line_per_attempt(
     runtime: Runtime, caplog: pytest.LogCaptureFixture
 ) -> None:
