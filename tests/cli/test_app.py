@@ -199,3 +199,33 @@ def test_sweep_imports_the_reactor_modules_like_the_worker(
         cli.app, ["sweep", "--storage", "memory://", "--import", "no_such_module_here"],
     )
     assert out.exit_code == 2
+
+
+def test_sweep_every_gives_the_process_its_own_signal_handlers_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``reactor sweep --every`` stops on SIGTERM/SIGINT through handlers of its own while it
+    loops; once it returns, the handlers the process had before are back."""
+    import signal
+
+    from reactor.cli import sweep as sweep_module
+
+    mine = {sig: (lambda signum, frame: None) for sig in (signal.SIGTERM, signal.SIGINT)}
+    before = {sig: signal.signal(sig, handler) for sig, handler in mine.items()}
+    real = sweep_module.run_sweeps
+
+    def once_then_stop(*args: object, **kwargs: object) -> object:
+        counts = real(*args, **kwargs)  # type: ignore[arg-type]
+        signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)  # the loop's own handler
+        return counts
+
+    monkeypatch.setattr(sweep_module, "run_sweeps", once_then_stop)
+    try:
+        out = runner.invoke(cli.app, ["sweep", "--storage", "memory://", "--router",
+                                      "local://", "--every", "0.1"])
+        assert out.exit_code == 0, out.output
+        assert "runs: inspected=" in out.output
+        assert {sig: signal.getsignal(sig) for sig in mine} == mine
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
