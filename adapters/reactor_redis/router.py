@@ -339,8 +339,7 @@ class RedisQueue:
         self._ensure_group()
         if self._pruned_at is None or started - self._pruned_at >= self.consumer_prune_interval:
             self._pruned_at = started
-            idle = math.ceil(self.consumer_idle_timeout * 1000)
-            self._script("prune", GROUP, idle)  # raw errors: a NOGROUP is recovered above
+            self._prune()  # raw errors: a NOGROUP is recovered above
         lease = max(_ms(visible_at - now), 1)
         out, next_due_ms = self._pass(limit, lease)
         block = min(wait_seconds, 1.0)
@@ -534,8 +533,12 @@ class RedisQueue:
         """
         with router_errors("prune consumers"):
             self._ensure_group()
-            idle = math.ceil(self.consumer_idle_timeout * 1000)
-            return int(cast(int, self._script("prune", GROUP, idle)))
+            return self._prune()
+
+    def _prune(self) -> int:
+        """One ``prune`` script call (redis-py errors raised as they are)."""
+        idle = math.ceil(self.consumer_idle_timeout * 1000)
+        return int(cast(int, self._script("prune", GROUP, idle)))
 
     def ping(self) -> None:
         """One ``PING`` round trip.
