@@ -32,13 +32,19 @@ from reactor.errors import DefinitionError
 from reactor.model import codec
 from reactor.model.masking import mask_mapping
 
-__all__ = ["RESERVED_STEP_NAMES", "ReactorDefinition", "attach_background", "build_definition"]
+__all__ = [
+    "RESERVED_STEP_NAMES",
+    "ReactorDefinition",
+    "attach_background",
+    "attach_concurrency",
+    "build_definition",
+]
 
 #: Step names that would shadow ``Reactor`` class attributes.
 RESERVED_STEP_NAMES: frozenset[str] = frozenset(
     {
         "run", "execute", "find", "undo", "cancel", "definition", "reactor_name", "returns",
-        "mro", "coordination", "background",
+        "mro", "coordination", "background", "max_concurrency",
     }
 )
 
@@ -62,6 +68,9 @@ class ReactorDefinition:
             (:mod:`reactor.dsl.coordination`).
         background: where the run moves to a worker (:mod:`reactor.dsl.background`), or
             ``None`` for a synchronous reactor.
+        max_concurrency: how many of the run's independent leaf steps may run at the same
+            time (docs/concepts.md, "Concurrency"); ``1`` (the default) runs every step one
+            after another, in declaration order.
     """
 
     name: str
@@ -73,6 +82,7 @@ class ReactorDefinition:
     children: Mapping[str, ReactorDefinition] = field(default_factory=dict)
     coordination: tuple[Coordination, ...] = ()
     background: Background | None = None
+    max_concurrency: int = 1
 
     def step(self, name: str) -> StepSpec:
         """The bound spec of step ``name``.
@@ -404,3 +414,34 @@ def attach_background(
             f"{owner}: {declared!r} names no step (steps: {', '.join(definition.steps)})"
         )
     return replace(definition, background=declared)
+
+
+def attach_concurrency(
+    definition: ReactorDefinition, declared: Any, owner: str
+) -> ReactorDefinition:
+    """Validate a reactor's ``max_concurrency`` class attribute and record it on its
+    definition (docs/concepts.md, "Concurrency").
+
+    Args:
+        definition: the reactor's validated definition.
+        declared: the ``max_concurrency`` class attribute: a positive ``int``.
+        owner: the class's qualified name (for messages).
+
+    Returns:
+        ``definition`` itself when ``declared`` is ``1``, else a copy whose
+        ``max_concurrency`` is set.
+
+    Raises:
+        DefinitionError: ``declared`` is not an ``int`` (a ``bool`` is not one) or is below 1.
+    """
+    if isinstance(declared, bool) or not isinstance(declared, int):
+        raise DefinitionError(
+            f"{owner}: max_concurrency must be a whole number of steps (1 or more), "
+            f"got {declared!r}"
+        )
+    if declared < 1:
+        raise DefinitionError(
+            f"{owner}: max_concurrency must be 1 or more (1 runs one step at a time), "
+            f"got {declared}"
+        )
+    return definition if declared == 1 else replace(definition, max_concurrency=declared)

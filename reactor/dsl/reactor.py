@@ -26,7 +26,12 @@ from reactor import registry
 from reactor.dsl.background import Background
 from reactor.dsl.coordination import Coordination, normalize_coordination
 from reactor.dsl.declarations import StepSpec
-from reactor.dsl.definition import ReactorDefinition, attach_background, build_definition
+from reactor.dsl.definition import (
+    ReactorDefinition,
+    attach_background,
+    attach_concurrency,
+    build_definition,
+)
 from reactor.dsl.inputs import REACTOR_RESERVED_INPUT_NAMES, Input, InputContract, check_input_name
 
 __all__ = ["BaseReactor"]
@@ -49,6 +54,9 @@ class BaseReactor:
         background: a :class:`~reactor.dsl.background.Background` declaration (``all=True``,
             ``after="step"`` or ``before="step"``) moving the run to a worker; ``None`` runs
             synchronously.
+        max_concurrency: how many independent leaf steps of one run may run at the same
+            time (a positive ``int``; ``1``, the default, runs them one after another;
+            docs/concepts.md, "Concurrency").
         reactor_name: the registered name (set on class creation).
         definition: the validated :class:`~reactor.dsl.definition.ReactorDefinition`.
     """
@@ -56,6 +64,7 @@ class BaseReactor:
     returns: ClassVar[str | None] = None
     coordination: ClassVar[tuple[Coordination, ...]] = ()
     background: ClassVar[Background | None] = None
+    max_concurrency: ClassVar[int] = 1
     reactor_name: ClassVar[str] = ""
     definition: ClassVar[ReactorDefinition]
 
@@ -88,6 +97,9 @@ class BaseReactor:
             coordination=cls.coordination,
         )
         cls.definition = attach_background(cls.definition, cls.background, cls.__qualname__)
+        cls.definition = attach_concurrency(
+            cls.definition, cls.max_concurrency, cls.__qualname__
+        )
         registry.register(reactor_name, cls)
         # a process that only reads this reactor's runs can decode every type they hold
         cls.definition.register_codec_types_on_demand()

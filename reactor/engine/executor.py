@@ -38,7 +38,7 @@ rollback gets :func:`reactor.engine.maps.rollback.roll_back_fan_out` for fan-out
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -53,6 +53,7 @@ from reactor.engine import (
     rollback,
     step_transactions,
 )
+from reactor.engine.branches import Branch, Branches, branches_off
 from reactor.engine.compose import run_compose
 from reactor.engine.invoke import INTERRUPTIONS, trimmed_traceback
 from reactor.engine.maps import fan_out
@@ -170,6 +171,14 @@ class _Schedule:
         wave, self._wave = sorted(self._wave, key=self._order.__getitem__), []
         return wave
 
+    def peek(self) -> list[str]:
+        """The steps ready to start, in declaration order, left ready until :meth:`take`."""
+        return sorted(self._wave, key=self._order.__getitem__)
+
+    def take(self, name: str) -> None:
+        """``name`` starts: it is no longer ready (it stays pending until :meth:`done`)."""
+        self._wave.remove(name)
+
     def done(self, name: str) -> None:
         """Mark ``name`` completed (or dispatched, for an ``async_step``)."""
         self.pending.pop(name, None)
@@ -205,6 +214,9 @@ def _execute_steps(state: RunState) -> Success | Failure | Paused:
         return _unstorable_inputs(state, exc)
     schedule = _Schedule(definition, set(ctx.intermediate_results)
                          | async_step.dispatched_units(ctx))
+    # Background hand-off points run one step at a time (the run moves at a step boundary).
+    if definition.max_concurrency > 1 and state.hand_off is None:
+        return _execute_concurrently(state, schedule)
     while schedule.pending:
         ready = schedule.next_wave()
         if not ready:
@@ -212,53 +224,223 @@ def _execute_steps(state: RunState) -> Success | Failure | Paused:
                 f"{definition.name}: no step is ready among {schedule.remaining()}"
             )
         for name in ready:
-            spec = definition.steps[name]
-            request = cancel.before_step(state)  # read with the last checkpoint, if any
-            if request is not None:
-                return cancel.stop(state, request, in_flight=None, coordinated=True)
-            if state.hand_off is not None:  # background before: (docs/workers.md)
-                state.hand_off(state, "before", name)
-            if spec.kind == "async_step":  # complete for scheduling only
-                refused = async_dispatch.dispatch(state, spec)
-                if refused is not None:
-                    return _fail(state, spec, StepOutcome(refused, {}, body_started=False))
-                schedule.done(name)
-                continue
-            outcome = _observed_step(state, spec)
-            lost = state.lost_hold()
-            if lost is not None:  # the run's own lock/lease/turn lapsed while the step ran
-                outcome = replace(
-                    outcome, result=coordination.hold_lost(state, name, outcome.result, lost)
-                )
-            result = outcome.result
-            if not isinstance(result, Success):  # nothing of it commits (a lost hold too)
-                step_transactions.discard(state)
-            request = cancel.at_boundary(state, result, kind=spec.kind)  # one claims read
-            if request is not None:
-                return cancel.stop_at_boundary(
-                    state, spec, outcome, request, record=partial(_record, state, spec, outcome)
-                )
-            if isinstance(result, Paused):
-                return interrupts.pause(state, name, result)
-            if isinstance(result, Halt):
-                return _halt(state, name, result, outcome)
-            if isinstance(result, Failure):
-                return _fail(state, spec, outcome)
-            # The last step's checkpoint is the run's final one when nothing runs after it.
-            final = (  # (a length test: copying the pending names was quadratic in the chain)
-                state.hand_off is None and len(schedule.pending) == 1 and name in schedule.pending
-            )
-            stored = _record(state, spec, outcome, final=final)
-            if stored is not None:
-                return _fail(state, spec, stored)
-            schedule.done(name)
-            if state.hand_off is not None:  # background after: (docs/workers.md)
-                state.hand_off(state, "after", name)
+            stopped = _run_alone(state, definition.steps[name], schedule)
+            if stopped is not None:
+                return stopped
+    return _complete(state)
+
+
+def _complete(state: RunState) -> Success:
+    """Every step completed: store the run ``completed`` (unless the last step's checkpoint
+    did) and return its value."""
+    ctx = state.ctx
     if ctx.status is not RunStatus.COMPLETED:  # the last step's checkpoint did not finish it
         ctx.status = RunStatus.COMPLETED
         ctx.current_step = None
         state.checkpoint.save()
     return Success(_run_value(state))
+
+
+def _run_alone(
+    state: RunState, spec: StepSpec, schedule: _Schedule
+) -> Success | Failure | Paused | None:
+    """Run step ``spec`` (of any kind) with nothing else in flight, record it and mark it
+    done in ``schedule``.
+
+    Returns:
+        The run's result when the step stopped the run (a cancel, a pause, a halt, a
+        failure), else ``None``: the run goes on.
+    """
+    name = spec.name
+    request = cancel.before_step(state)  # read with the last checkpoint, if any
+    if request is not None:
+        return cancel.stop(state, request, in_flight=None, coordinated=True)
+    if state.hand_off is not None:  # background before: (docs/workers.md)
+        state.hand_off(state, "before", name)
+    if spec.kind == "async_step":  # complete for scheduling only
+        refused = async_dispatch.dispatch(state, spec)
+        if refused is not None:
+            return _fail(state, spec, StepOutcome(refused, {}, body_started=False))
+        schedule.done(name)
+        return None
+    outcome = _checked(state, name, _observed_step(state, spec))
+    result = outcome.result
+    request = cancel.at_boundary(state, result, kind=spec.kind)  # one claims read
+    if request is not None:
+        return cancel.stop_at_boundary(
+            state, spec, outcome, request, record=partial(_record, state, spec, outcome)
+        )
+    if isinstance(result, Paused):
+        return interrupts.pause(state, name, result)
+    if isinstance(result, Halt):
+        return _halt(state, name, result, outcome)
+    if isinstance(result, Failure):
+        return _fail(state, spec, outcome)
+    stored = _record(state, spec, outcome, final=_is_last(state, schedule, name))
+    if stored is not None:
+        return _fail(state, spec, stored)
+    schedule.done(name)
+    if state.hand_off is not None:  # background after: (docs/workers.md)
+        state.hand_off(state, "after", name)
+    return None
+
+
+def _is_last(state: RunState, schedule: _Schedule, name: str) -> bool:
+    """Whether ``name``'s checkpoint is the run's final one: nothing runs after it (a length
+    test: copying the pending names was quadratic in the chain)."""
+    return state.hand_off is None and len(schedule.pending) == 1 and name in schedule.pending
+
+
+def _checked(state: RunState, name: str, outcome: StepOutcome) -> StepOutcome:
+    """``outcome`` failed with :class:`~reactor.errors.LockLost` when a reactor-level hold of
+    the run lapsed while the step ran; a step result that is no ``Success`` (a lost hold too)
+    commits nothing of a transactional step."""
+    lost = state.lost_hold()
+    if lost is not None:  # the run's own lock/lease/turn lapsed while the step ran
+        outcome = replace(
+            outcome, result=coordination.hold_lost(state, name, outcome.result, lost)
+        )
+    if not isinstance(outcome.result, Success):
+        step_transactions.discard(state)
+    return outcome
+
+
+@dataclass
+class _Stop:
+    """Why a concurrent execution stops starting steps (the first cause wins, except that an
+    interruption wins over everything and a failure over every other cause)."""
+
+    branch: Branch | None = None
+    outcome: StepOutcome | None = None
+    error: BaseException | None = None
+    request: Any = None
+
+    @property
+    def rank(self) -> int:
+        """Higher wins: an interruption, a failure, another exception, a halt, a cancel."""
+        if self.error is not None:
+            return 4 if isinstance(self.error, INTERRUPTIONS) else 2
+        if self.outcome is not None:
+            return 3 if isinstance(self.outcome.result, Failure) else 1
+        return 0
+
+
+def _execute_concurrently(state: RunState, schedule: _Schedule) -> Success | Failure | Paused:
+    """Run the remaining steps with up to ``max_concurrency`` leaf steps in flight
+    (docs/concepts.md, "Concurrency"): ready steps start in declaration order as branches
+    (:mod:`reactor.engine.branches`); a step that cannot branch runs alone once nothing is in
+    flight. This thread records every settled branch, checkpointing each, in the order they
+    settle. The first failure, halt, cancel or exception stops new starts; the branches in
+    flight finish (their successes recorded, so the rollback undoes them); then the run
+    stops as for that cause."""
+    definition = state.definition
+    stop: _Stop | None = None
+    sibling_failures: list[RollbackFailure] = []
+    with Branches(state, definition.max_concurrency, _observed_step) as group:
+        while True:
+            if stop is None:
+                for name in schedule.peek():
+                    spec = definition.steps[name]
+                    if not branches_off(spec):
+                        if group.busy:
+                            break  # runs alone, once the branches in flight settle
+                        schedule.take(name)
+                        stopped = _run_alone(state, spec, schedule)
+                        if stopped is not None:
+                            return stopped
+                        break  # what it made ready starts in the next pass
+                    if group.full:
+                        break
+                    request = cancel.before_step(state)
+                    if request is not None:
+                        stop = _Stop(request=request)
+                        break
+                    schedule.take(name)
+                    state.ctx.current_step = name
+                    group.start(spec)
+            if not group.busy:
+                if stop is not None or not schedule.pending:
+                    break
+                if not schedule.peek():
+                    raise DependencyError(
+                        f"{definition.name}: no step is ready among {schedule.remaining()}"
+                    )
+                continue
+            try:
+                settled = group.wait()
+            except INTERRUPTIONS as exc:  # Ctrl-C while waiting: let the branches settle
+                stop = _first(state, stop, _Stop(error=exc), sibling_failures)
+                continue
+            for branch in settled:
+                stop = _settle_branch(state, schedule, branch, stop, sibling_failures)
+    return _stopped(state, stop, sibling_failures) if stop is not None else _complete(state)
+
+
+def _settle_branch(
+    state: RunState,
+    schedule: _Schedule,
+    branch: Branch,
+    stop: _Stop | None,
+    sibling_failures: list[RollbackFailure],
+) -> _Stop | None:
+    """Record one settled branch; return the stop cause that holds after it."""
+    spec = branch.spec
+    if branch.error is not None:
+        return _first(state, stop, _Stop(branch=branch, error=branch.error), sibling_failures)
+    assert branch.outcome is not None
+    outcome = _checked(state, spec.name, branch.outcome)
+    if isinstance(outcome.result, Success) and not isinstance(outcome.result, Halt):
+        stored = _record(
+            state, spec, outcome, final=stop is None and _is_last(state, schedule, spec.name),
+            started=branch.started,
+        )
+        if stored is None:
+            schedule.done(spec.name)
+            if stop is None and schedule.pending:  # a step boundary: a cancel stops here
+                request = cancel.at_boundary(state, outcome.result)  # one claims read
+                if request is not None:
+                    return _Stop(request=request)
+            return stop
+        outcome = stored
+    return _first(state, stop, _Stop(branch=branch, outcome=outcome), sibling_failures)
+
+
+def _first(
+    state: RunState, stop: _Stop | None, cause: _Stop, sibling_failures: list[RollbackFailure]
+) -> _Stop:
+    """The stop cause that wins between the current one and a new one (see :class:`_Stop`;
+    the earlier wins a tie). A failed step whose cause loses is compensated now, with its own
+    failure (its compensate failure joins ``sibling_failures``)."""
+    if stop is None:
+        return cause
+    winner, loser = (cause, stop) if cause.rank > stop.rank else (stop, cause)
+    outcome = loser.outcome
+    if outcome is not None and loser.branch is not None and isinstance(outcome.result, Failure):
+        name, failure = loser.branch.name, outcome.result
+        state.trace("failed", name, detail=failure.message, attempt=state.ctx.attempts_of(name))
+        if outcome.body_started:
+            sibling_failures.extend(
+                rollback.compensate_sibling(state, name, outcome.arguments, failure)
+            )
+    return winner
+
+
+def _stopped(
+    state: RunState, stop: _Stop, sibling_failures: list[RollbackFailure]
+) -> Success | Failure | Paused:
+    """Stop a concurrent execution, every branch settled, for its winning cause."""
+    if stop.error is not None:
+        if stop.branch is not None:  # its compensate is pending when its body started
+            state.in_flight = stop.branch.state.in_flight
+        raise stop.error
+    if stop.outcome is not None and stop.branch is not None:
+        spec, outcome = stop.branch.spec, stop.outcome
+        result = outcome.result
+        if isinstance(result, Halt):
+            return _halt(state, spec.name, result, outcome)
+        assert isinstance(result, Failure)
+        return _fail(state, spec, outcome, also=sibling_failures)
+    return cancel.stop(state, stop.request, in_flight=None, coordinated=True)
 
 
 def _stored_running(state: RunState) -> bool:
@@ -295,12 +477,19 @@ def _unstorable_inputs(state: RunState, exc: Exception) -> Failure:
 
 
 def _record(
-    state: RunState, spec: StepSpec, outcome: StepOutcome, *, final: bool = False
+    state: RunState,
+    spec: StepSpec,
+    outcome: StepOutcome,
+    *,
+    final: bool = False,
+    started: float | None = None,
 ) -> StepOutcome | None:
     """Record a successful step and checkpoint; on an unstorable value return a failure.
 
     ``final``: no step runs after this one, so this checkpoint completes the run (status
     ``completed``, never throttled) instead of being followed by a checkpoint of its own.
+    ``started``: a concurrent branch's start (epoch seconds), kept on its ``run`` trace entry
+    so overlapping steps show (docs/concepts.md, "Concurrency").
     """
     ctx = state.ctx
     name = spec.name
@@ -318,7 +507,7 @@ def _record(
         )
         ctx.undo_stack.append(_with_secret_names(state, entry))
         pushed = True
-        state.trace("run", name, attempt=ctx.attempts_of(name))
+        state.trace("run", name, attempt=ctx.attempts_of(name), started=started)
     ctx.current_step = None
     state.in_flight = None
     if final:
@@ -363,7 +552,16 @@ def _halt(state: RunState, name: str, result: Halt, outcome: StepOutcome) -> Hal
     return Halt(result.reason, step_name=name, value=result.value)
 
 
-def _fail(state: RunState, spec: StepSpec, outcome: StepOutcome) -> Failure:
+def _fail(
+    state: RunState,
+    spec: StepSpec,
+    outcome: StepOutcome,
+    *,
+    also: list[RollbackFailure] | None = None,
+) -> Failure:
+    """Fail the run at step ``spec``: record the rollback (the step's compensate pending when
+    its body started), checkpoint, and roll back (:func:`conclude_failure`). ``also``: the
+    rollback failures already met (compensates of concurrent siblings that failed too)."""
     ctx = state.ctx
     definition = state.definition
     name = spec.name
@@ -388,7 +586,7 @@ def _fail(state: RunState, spec: StepSpec, outcome: StepOutcome) -> Failure:
         kind=spec.kind,
         arguments=outcome.arguments,
         compensate_pending=outcome.body_started and spec.kind == "step",
-        failures=list(failure.rollback_failures),
+        failures=[*failure.rollback_failures, *(also or ())],
     )
     try:  # the rollback intent survives a crash (a worker resumes it)
         state.checkpoint.save()

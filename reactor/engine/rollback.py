@@ -45,6 +45,7 @@ from reactor.model.status import RunStatus
 __all__ = [
     "FanOutRollback",
     "begin",
+    "compensate_sibling",
     "finish",
     "roll_back_child",
     "roll_back_elements",
@@ -159,11 +160,40 @@ def _finish(state: RunState, roll_back_fan_out: FanOutRollback) -> list[Rollback
 # ------------------------------------------------------------------------------ compensate
 
 
+def compensate_sibling(
+    state: RunState, step: str, arguments: dict[str, Any], failure: Failure
+) -> list[RollbackFailure]:
+    """Compensate leaf step ``step``, which failed in a concurrent group after a sibling's
+    failure had already started the run's rollback (docs/concepts.md, "Concurrency"): its
+    compensate runs at once, with its own ``failure``, before the rollback of the run.
+
+    Args:
+        state: the run.
+        step: the failed step (a leaf step whose body started).
+        arguments: the arguments its body saw.
+        failure: its own failure (what its compensate receives).
+
+    Returns:
+        The rollback failure of a compensate that failed or could not take its holds, else
+        ``[]``.
+    """
+    return _compensate(state, step, arguments, _no_fan_out, failure=failure)
+
+
+def _no_fan_out(
+    state: RunState, step: str, map_id: str, *, kind: str = "undo"
+) -> list[RollbackFailure]:
+    """A leaf step's compensate never meets a fan-out map."""
+    raise AssertionError(f"step {step!r} is a leaf step: it has no fan-out map to roll back")
+
+
 def _compensate(
     state: RunState,
     step: str,
     arguments: dict[str, Any],
     roll_back_fan_out: FanOutRollback,
+    *,
+    failure: Failure | None = None,
 ) -> list[RollbackFailure]:
     spec = state.definition.steps.get(step)
     if spec is None:
@@ -177,7 +207,7 @@ def _compensate(
         return _undo_async_reactor(state, step, child_id, roll_back_fan_out, cut_off=True)
     rb = state.ctx.rollback
     interruption = (rb.interruption if rb is not None else None) or "an interruption"
-    failure = state.ctx.failure or Failure(
+    failure = failure or state.ctx.failure or Failure(
         f"step interrupted by {interruption}", retryable=False, step_name=step
     )
     with coordination.rollback_holds(state, spec, arguments, "compensate") as unavailable:

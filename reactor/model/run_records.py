@@ -480,6 +480,14 @@ class TraceRecord:
         return value if isinstance(value, str) else None
 
     @property
+    def started(self) -> float | None:
+        """A concurrent branch's ``run`` entry: epoch seconds when the step started, else
+        ``None`` (docs/concepts.md, "Concurrency")."""
+        value = self.extra.get("started")
+        return float(value) if isinstance(value, int | float) and not isinstance(
+            value, bool) else None
+
+    @property
     def primitive(self) -> str | None:
         """A ``hold_lost`` entry's primitive (``lock``, ``semaphore``...), else ``None``."""
         value = self.extra.get("primitive")

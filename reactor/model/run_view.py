@@ -199,6 +199,9 @@ class TraceEntry:
         at: epoch seconds (storage clock).
         attempt: the attempt number for ``run``/``failed``/``retry`` entries.
         detail: a short message (failure message, retry delay, halt reason...).
+        started: on the ``run`` entry of a step that ran as a concurrent branch, epoch
+            seconds when it started (``at`` is when it was recorded), so overlapping steps
+            show (docs/concepts.md, "Concurrency"); else ``None``.
     """
 
     type: str
@@ -206,12 +209,13 @@ class TraceEntry:
     at: float
     attempt: int | None = None
     detail: str | None = None
+    started: float | None = None
 
     @classmethod
     def from_record(cls, record: TraceRecord) -> TraceEntry:
         """Build from a loaded trace record."""
         return cls(type=record.type, step=record.step, at=float(record.at),
-                   attempt=record.attempt, detail=record.detail)
+                   attempt=record.attempt, detail=record.detail, started=record.started)
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any]) -> TraceEntry:
@@ -219,12 +223,15 @@ class TraceEntry:
         attempt = entry.get("attempt")
         detail = entry.get("detail")
         at = entry.get("at", 0.0)
+        started = entry.get("started")
         return cls(
             type=str(entry.get("type", "")),
             step=entry.get("step"),
             at=float(at) if isinstance(at, int | float) else 0.0,
             attempt=attempt if isinstance(attempt, int) else None,
             detail=str(detail) if detail is not None else None,
+            started=(float(started) if isinstance(started, int | float)
+                     and not isinstance(started, bool) else None),
         )
 
 

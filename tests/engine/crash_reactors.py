@@ -7,6 +7,7 @@ counts exactly how many times each side effect ran.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -23,12 +24,15 @@ from reactor import (
 )
 
 __all__ = [
-    "FlatShipment", "Leg", "Packing", "Parcel", "Shipment", "Trio", "Trip", "journal", "record",
+    "FlatShipment", "Fork", "Leg", "Packing", "Parcel", "Shipment", "Trio", "Trip", "journal",
+    "record", "release",
 ]
 
 _lock = threading.Lock()
 #: What ran, in order (step bodies and undos).
 journal: list[str] = []
+#: Lets :class:`Fork`'s held branches finish (set by the test; cleared with the journal).
+release = threading.Event()
 
 
 def record(entry: str) -> None:
@@ -146,3 +150,45 @@ class Trip(Reactor, name="tests.crash.trip"):
     order_id = Input(str)
     hotel = _step("hotel")
     leg = async_reactor(Leg, args={"order_id": input("order_id")}, wait_for="hotel")
+
+
+def _held(name: str) -> Any:
+    """An ``async def`` branch that logs ``run:<name>:<order>`` once :data:`release` is set."""
+
+    async def run(inputs: Any, ctx: Any) -> str:
+        loop = asyncio.get_running_loop()
+        if not await loop.run_in_executor(None, release.wait, 60.0):
+            raise RuntimeError("the test never released the branch")
+        record(f"run:{name}:{inputs.order_id}")
+        return name
+
+    run.__name__ = run.__qualname__ = f"run_{name}"
+    spec = step(run, order_id=input("order_id"))
+
+    @spec.undo
+    async def undo(value: Any, inputs: Any, ctx: Any) -> None:
+        record(f"undo:{name}:{inputs.order_id}")
+
+    return spec
+
+
+class Fork(Reactor, name="tests.crash.fork"):
+    """Concurrent branches in a worker (docs/concepts.md, "Concurrency"): ``quick`` and the
+    two async ``held`` branches (which wait for :data:`release`) run at once, then ``join``,
+    which fails when ``fail_join`` is set."""
+
+    order_id = Input(str)
+    fail_join = Input(bool)
+    background = Background(all=True)
+    max_concurrency = 3
+    quick = _step("quick")
+    held1 = _held("held1")
+    held2 = _held("held2")
+
+    @step(order_id=input("order_id"), fail_join=input("fail_join"),
+          wait_for=["quick", "held1", "held2"])
+    def join(inputs: Any, ctx: Any) -> str:
+        record(f"run:join:{inputs.order_id}")
+        if inputs.fail_join:
+            raise RuntimeError("the join refused")
+        return "joined"

@@ -13,6 +13,10 @@
 * A fan-out map dispatched by an owner whose cancel request stands (accepted while the owner
   executed, never noticed by it) runs no further throw: the element that ends a throw reads
   the request and stops the map; the owner, resumed by the collector, rolls back what ran.
+* A worker that dies while concurrent branches are in flight (docs/concepts.md,
+  "Concurrency") leaves the branches it recorded recorded: the recovered execution runs
+  exactly the branches that had not completed (a branch in flight at the death at least
+  once more), then the rest of the run; a later failure undoes each branch exactly once.
 * Two ``Reactor.undo`` calls of one run at once undo each step once: the undo stack is read
   under the run's liveness lock (docs/protocol.md, "Rollback jobs: lock before read"); so is
   an ``async_reactor`` child's, when its parent's rollback races an undo of the child.
@@ -45,7 +49,16 @@ from reactor.testing import TestClock
 from tests.backends import BACKENDS, backend_urls
 from tests.engine import cancel_reactors
 from tests.engine.cancel_reactors import Fan
-from tests.engine.crash_reactors import FlatShipment, Leg, Shipment, Trio, Trip, journal
+from tests.engine.crash_reactors import (
+    FlatShipment,
+    Fork,
+    Leg,
+    Shipment,
+    Trio,
+    Trip,
+    journal,
+    release,
+)
 
 CANCELLED = "reactor.errors.RunCancelledError"
 
@@ -97,7 +110,9 @@ def backend(
         )
         runtime = config.configure(storage=storage_url, router=router_url, clock=clock)
     journal.clear()
+    release.clear()
     yield Backend(name, runtime, clock)
+    release.set()  # a branch a failed test left waiting ends
     config.reset()
 
 
@@ -110,7 +125,9 @@ def memory(monkeypatch: pytest.MonkeyPatch) -> Iterator[Backend]:
         storage=MemoryStorage(clock=clock), router=LocalRouter(clock=clock), clock=clock
     )
     journal.clear()
+    release.clear()
     yield Backend("memory", runtime, clock)
+    release.set()
     config.reset()
 
 
@@ -329,3 +346,49 @@ def test_a_parent_rollback_racing_an_undo_of_its_async_child_undoes_the_child_on
     racers[0].join(30)
     assert journal.count(f"undo:leg:{order}") == 1, journal  # the child undone once
     assert journal.count(f"undo:hotel:{order}") == 1, journal
+
+
+@pytest.mark.parametrize("fail_join", [False, True], ids=["completed", "rolled-back"])
+def test_a_worker_dying_with_branches_in_flight_resumes_only_the_unfinished_ones(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch, fail_join: bool
+) -> None:
+    order = _order()
+    handle = Fork.run(order_id=order, fail_join=fail_join)
+    assert isinstance(handle, DispatchHandle)
+    run_id = handle.run_id
+    save = checkpoint.Checkpointer.save
+    died: list[bool] = []
+
+    def dies_after_quick(self: checkpoint.Checkpointer, *, force: bool = True) -> None:
+        save(self, force=force)
+        ctx = self.context
+        if not died and ctx.context_id == run_id and "quick" in ctx.intermediate_results:
+            died.append(True)  # quick is stored; held1 and held2 are still in flight
+            raise WorkerDied
+
+    monkeypatch.setattr(checkpoint.Checkpointer, "save", dies_after_quick)
+    with pytest.raises(WorkerDied):
+        Worker(backend.runtime, liveness_wait=0.0).run_pending()
+    monkeypatch.setattr(checkpoint.Checkpointer, "save", save)
+    stored = Fork.find(run_id)
+    assert stored.status is RunStatus.RUNNING and set(stored.results) == {"quick"}
+    # The dead worker's branches finish their bodies; nothing of them is recorded.
+    release.set()
+    deadline = time.monotonic() + 30
+    while not {f"run:held1:{order}", f"run:held2:{order}"} <= set(journal):
+        assert time.monotonic() < deadline, journal
+        time.sleep(0.01)
+
+    backend.recover_until(lambda: Fork.find(run_id).status in TERMINAL_STATUSES)
+    view = Fork.find(run_id)
+    ran = {name: journal.count(f"run:{name}:{order}")
+           for name in ("quick", "held1", "held2", "join")}
+    # quick was recorded: never again; the branches in flight ran once more; join once
+    assert ran == {"quick": 1, "held1": 2, "held2": 2, "join": 1}, journal
+    undone = {name: journal.count(f"undo:{name}:{order}") for name in ("quick", "held1", "held2")}
+    if fail_join:
+        assert view.status is RunStatus.FAILED, view.status
+        assert undone == {"quick": 1, "held1": 1, "held2": 1}, journal
+    else:
+        assert view.status is RunStatus.COMPLETED, view.status
+        assert undone == {"quick": 0, "held1": 0, "held2": 0}, journal
