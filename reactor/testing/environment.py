@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from reactor import config
 from reactor.config import Runtime, Settings
+from reactor.engine.coroutines import off_loop
 from reactor.errors import ConfigurationError
 from reactor.facade import Reactor
 from reactor.jobs.sweep_tick import run_sweeps
@@ -113,6 +114,21 @@ class TestEnvironment:
         return self
 
     def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Restore the previous runtime (see :meth:`close`)."""
+        self.close()
+
+    async def __aenter__(self) -> TestEnvironment:
+        """``async with TestEnvironment() as env:`` in an async test: install the environment
+        as the active runtime (see :meth:`start`; docs/testing.md, "Async tests")."""
+        self.start()
+        return self
+
+    async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
@@ -231,6 +247,57 @@ class TestEnvironment:
                     f"max_seconds={max_seconds:g} of moving the clock", self.pending_jobs(),
                 )
             self.clock._move_to(due_at)
+
+    async def arun_pending(self, *, max_jobs: int = DEFAULT_MAX_JOBS) -> int:
+        """:meth:`run_pending` for an async test: the jobs run off the test's event loop,
+        and their ``async def`` step bodies run on it (docs/testing.md, "Async tests").
+
+        Args:
+            max_jobs: the most jobs to run.
+
+        Returns:
+            How many jobs ran.
+
+        Raises:
+            NotIdleError: as :meth:`run_pending`.
+        """
+        return await off_loop(self.run_pending, max_jobs=max_jobs)
+
+    async def arun_until_idle(
+        self, *, max_jobs: int = DEFAULT_MAX_JOBS, max_seconds: float = DEFAULT_MAX_SECONDS
+    ) -> int:
+        """:meth:`run_until_idle` for an async test: the jobs run off the test's event loop,
+        and their ``async def`` step bodies run on it (docs/testing.md, "Async tests").
+
+        Args:
+            max_jobs: the most jobs to run before giving up.
+            max_seconds: the most seconds to move the clock before giving up.
+
+        Returns:
+            How many jobs ran.
+
+        Raises:
+            NotIdleError: as :meth:`run_until_idle`.
+            ValueError: as :meth:`run_until_idle`.
+        """
+        return await off_loop(self.run_until_idle, max_jobs=max_jobs, max_seconds=max_seconds)
+
+    async def aadvance(self, seconds: float) -> float:
+        """``clock.advance(seconds)`` for an async test: the jobs due on the way run off the
+        test's event loop, their ``async def`` step bodies on it (docs/testing.md, "Async
+        tests").
+
+        Args:
+            seconds: how far to move, in seconds.
+
+        Returns:
+            The new time in epoch seconds.
+
+        Raises:
+            ValueError: ``seconds`` is negative or not finite.
+            NotIdleError: as ``clock.advance``.
+        """
+        return await off_loop(self.clock.advance, seconds)
 
     def _due_now(self) -> bool:
         pending = self._driver.pending()
