@@ -67,6 +67,7 @@ __all__ = [
     "SignalOutsideStepError",
     "SnoozeLimitError",
     "StaleWriterError",
+    "StepTimeout",
     "StepTransactionError",
     "StepTransactionMisuseError",
     "StorageError",
@@ -748,6 +749,32 @@ class AsyncStepCancelledError(ReactorError):
     """
 
     retryable = False
+
+
+class StepTimeout(ReactorError, TimeoutError):
+    """A step's attempt ran past its time limit (``Timeouts(per_attempt=..., total=...)``;
+    docs/concepts.md, "Time limits").
+
+    The attempt fails with this error: the step's retry policy applies to a ``per_attempt``
+    timeout; a ``total`` timeout is not retried (no time is left). An ``async def`` body is
+    cancelled; a plain body cannot be stopped: the engine stops waiting for it, and what it
+    returns later is discarded (logged, never recorded).
+
+    Attributes:
+        step_name: the step.
+        limit: ``"per_attempt"`` or ``"total"``.
+        seconds: the limit that passed, in seconds.
+        attempt: the attempt that timed out (1-based).
+    """
+
+    def __init__(self, message: str, *, step_name: str = "", limit: str = "per_attempt",
+                 seconds: float = 0.0, attempt: int = 0) -> None:
+        super().__init__(message)
+        self.step_name = step_name
+        self.limit = limit
+        self.seconds = seconds
+        self.attempt = attempt
+        self.retryable = limit != "total"
 
 
 class EncodeError(ReactorError, TypeError):

@@ -24,6 +24,7 @@ from reactor.dsl.reactor import BaseReactor
 from reactor.dsl.retries import Retries
 from reactor.dsl.step import BaseStep
 from reactor.dsl.templates import element, input, result, value
+from reactor.dsl.timeouts import Timeouts
 
 __all__ = [
     "BaseReactor",
@@ -34,6 +35,7 @@ __all__ = [
     "ReactorDefinition",
     "Retries",
     "StepSpec",
+    "Timeouts",
     "async_reactor",
     "async_step",
     "compose",

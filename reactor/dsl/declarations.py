@@ -25,6 +25,7 @@ from reactor.dsl.interrupt import DEFAULT_MAX_ATTEMPTS, InterruptDecl
 from reactor.dsl.retries import Retries
 from reactor.dsl.step import BaseStep
 from reactor.dsl.templates import Template, ValueRef
+from reactor.dsl.timeouts import Timeouts
 from reactor.errors import DefinitionError
 from reactor.model.interrupt_claim import MAX_CORRELATION_ID_LENGTH
 
@@ -79,6 +80,8 @@ class StepSpec:
         arguments: argument name -> template (after wiring by name, in a bound copy).
         wait_for: extra dependencies that pass no data.
         retries: the step-level retry policy (leaf steps only).
+        timeouts: the step-level time limits (leaf steps only; docs/concepts.md, "Time
+            limits").
         step_class: the ``Step`` subclass of a class-based leaf step.
         function: the ``run`` function of a function step.
         undo_function: ``fn(result, inputs, ctx)`` of a function step.
@@ -104,6 +107,7 @@ class StepSpec:
     arguments: dict[str, Template] = field(default_factory=dict)
     wait_for: tuple[str, ...] = ()
     retries: Retries | None = None
+    timeouts: Timeouts | None = None
     step_class: type[BaseStep] | None = None
     function: RunFunction | None = None
     undo_function: Callable[..., Any] | None = None
@@ -183,12 +187,13 @@ class _StepDecorator:
 
     def __init__(self, arguments: dict[str, Template], wait_for: tuple[str, ...],
                  retries: Retries | None, coordination: Any = None,
-                 transaction: bool | None = None) -> None:
+                 transaction: bool | None = None, timeouts: Timeouts | None = None) -> None:
         self._arguments = arguments
         self._wait_for = wait_for
         self._retries = retries
         self._coordination = coordination
         self._transaction = transaction
+        self._timeouts = timeouts
 
     def __call__(self, fn: RunFunction) -> StepSpec:
         if isinstance(fn, type) or not callable(fn):
@@ -197,11 +202,36 @@ class _StepDecorator:
         label = f"step {getattr(fn, '__qualname__', fn)!r}"
         check_function_hook(fn, "run", label)
         coordination = normalize_coordination(self._coordination, label)
+        transaction = _transactional(self._transaction, False, coordination, label)
         return StepSpec(
             kind="step", arguments=self._arguments, wait_for=self._wait_for,
             retries=self._retries, function=fn, coordination=coordination,
-            transaction=_transactional(self._transaction, False, coordination, label),
+            transaction=transaction,
+            timeouts=_timed(self._timeouts, None, transaction, label),
         )
+
+
+def _timed(
+    given: Any, declared: Timeouts | None, transaction: bool, label: str
+) -> Timeouts | None:
+    """The effective ``timeouts`` of a leaf step: ``step(..., timeouts=)``, else the Step
+    class's ``timeouts`` attribute (docs/concepts.md, "Time limits").
+
+    Raises:
+        DefinitionError: ``given`` is not a :class:`Timeouts`, or the step is transactional
+            (its body runs in the engine's thread, inside the transaction the checkpoint
+            commits: it cannot be abandoned).
+    """
+    if given is not None and not isinstance(given, Timeouts):
+        raise DefinitionError(f"{label}: timeouts= must be a Timeouts(...), got {given!r}")
+    timeouts = given if given is not None else declared
+    if timeouts is not None and transaction:
+        raise DefinitionError(
+            f"{label}: a transactional step cannot declare timeouts: its body runs inside "
+            "the transaction its checkpoint commits and cannot be abandoned; bound the "
+            "database work itself (statement_timeout)"
+        )
+    return timeouts
 
 
 def _transactional(
@@ -240,6 +270,7 @@ def step(
     retries: Retries | None = None,
     coordination: Any = None,
     transaction: bool | None = None,
+    timeouts: Timeouts | None = None,
     **arguments: Any,
 ) -> StepSpec: ...
 
@@ -253,6 +284,7 @@ def step(
     retries: Retries | None = None,
     coordination: Any = None,
     transaction: bool | None = None,
+    timeouts: Timeouts | None = None,
     **arguments: Any,
 ) -> Callable[[RunFunction], StepSpec]: ...
 
@@ -265,6 +297,7 @@ def step(
     retries: Retries | None = None,
     coordination: Any = None,
     transaction: bool | None = None,
+    timeouts: Timeouts | None = None,
     **arguments: Any,
 ) -> StepSpec | Callable[[RunFunction], StepSpec]:
     """Declare a leaf step: ``step(StepClass, **args)`` or ``@step(**args)`` on a function.
@@ -280,6 +313,8 @@ def step(
             exactly once (docs/concepts.md, "Transactional steps"); ``None``: the Step class's
             ``transaction`` attribute (default ``False``). Needs a storage that can
             (PostgreSQL); any other refuses the run with ``ConfigurationError``.
+        timeouts: the step's time limits (overrides the Step class's ``timeouts``;
+            docs/concepts.md, "Time limits").
         **arguments: the step's arguments (templates or literals). For a ``Step`` class, a
             declared input with no argument takes the reactor input of the same name.
 
@@ -289,16 +324,18 @@ def step(
     Raises:
         DefinitionError: ``retries`` is not a ``Retries``, ``impl`` is neither a ``Step``
             subclass nor a function, a coordination primitive is declared twice (in the
-            list, or both inline and on the Step class), ``transaction`` is not a bool, or
-            a transactional step declares step-level coordination.
+            list, or both inline and on the Step class), ``transaction`` is not a bool, a
+            transactional step declares step-level coordination, ``timeouts`` is not a
+            ``Timeouts``, or a transactional step declares timeouts.
     """
     if retries is not None and not isinstance(retries, Retries):
         raise DefinitionError(f"retries= must be a Retries(...), got {retries!r}")
     _transactional(transaction, False, (), "step()")  # a bad flag fails here, not when applied
+    _timed(timeouts, None, False, "step()")
     args = {k: _as_template(k, v) for k, v in arguments.items()}
     deps = _names(wait_for)
     if impl is None:
-        return _StepDecorator(args, deps, retries, coordination, transaction)
+        return _StepDecorator(args, deps, retries, coordination, transaction, timeouts)
     if isinstance(impl, type):
         if not issubclass(impl, BaseStep):
             raise DefinitionError(
@@ -308,17 +345,19 @@ def step(
         merged = merge_coordination(
             impl.coordination, normalize_coordination(coordination, label), label
         )
+        transactional = _transactional(transaction, impl.transaction, merged, label)
         return StepSpec(kind="step", arguments=args, wait_for=deps, retries=retries,
-                        step_class=impl, coordination=merged,
-                        transaction=_transactional(transaction, impl.transaction, merged, label))
+                        step_class=impl, coordination=merged, transaction=transactional,
+                        timeouts=_timed(timeouts, impl.timeouts, transactional, label))
     if callable(impl):
         _check_sync(impl, "step")
         label = f"step {getattr(impl, '__qualname__', impl)!r}"
         check_function_hook(impl, "run", label)
         inline = normalize_coordination(coordination, label)
+        transactional = _transactional(transaction, False, inline, label)
         return StepSpec(kind="step", arguments=args, wait_for=deps, retries=retries,
-                        function=impl, coordination=inline,
-                        transaction=_transactional(transaction, False, inline, label))
+                        function=impl, coordination=inline, transaction=transactional,
+                        timeouts=_timed(timeouts, None, transactional, label))
     raise DefinitionError(f"step() takes a Step subclass or a function, got {impl!r}")
 
 

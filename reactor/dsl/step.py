@@ -34,6 +34,7 @@ from reactor.dsl.inputs import (
     check_input_name,
 )
 from reactor.dsl.retries import Retries
+from reactor.dsl.timeouts import Timeouts
 from reactor.errors import DefinitionError
 from reactor.model.results import Failure, Skipped
 from reactor.model.step_context import StepContext
@@ -48,6 +49,8 @@ class BaseStep:
     Class attributes:
         retries: an optional :class:`~reactor.dsl.retries.Retries` policy (overridden by
             ``step(..., retries=...)``).
+        timeouts: optional :class:`~reactor.dsl.timeouts.Timeouts` (overridden by
+            ``step(..., timeouts=...)``; docs/concepts.md, "Time limits").
         coordination: step-level ``with_*`` declarations (one or a list; stored as a tuple),
             keyed on this step's validated inputs (:mod:`reactor.dsl.coordination`).
         transaction: ``True``: ``run`` and ``undo`` execute in a database transaction of the
@@ -67,6 +70,7 @@ class BaseStep:
     """
 
     retries: ClassVar[Retries | None] = None
+    timeouts: ClassVar[Timeouts | None] = None
     coordination: ClassVar[tuple[Coordination, ...]] = ()
     transaction: ClassVar[bool] = False
     contract: ClassVar[InputContract] = InputContract("Step", [])
@@ -108,6 +112,11 @@ class BaseStep:
         retries = cls.__dict__.get("retries")
         if retries is not None and not isinstance(retries, Retries):
             raise DefinitionError(f"{cls.__qualname__}.retries must be a Retries(...)")
+        timeouts = cls.__dict__.get("timeouts")
+        if timeouts is not None and not isinstance(timeouts, Timeouts):
+            raise DefinitionError(
+                f"{cls.__qualname__}.timeouts must be a Timeouts(...), got {timeouts!r}"
+            )
         if not isinstance(cls.transaction, bool):
             raise DefinitionError(
                 f"{cls.__qualname__}.transaction must be True or False, got {cls.transaction!r}"

@@ -135,8 +135,13 @@ class _Handoff:
     """One coroutine handed to a loop: run there by :meth:`run`, which never lets anything
     escape to the loop, and waited for by the engine's thread."""
 
-    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+    def __init__(
+        self, coro: Coroutine[Any, Any, Any], timeout: float | None = None,
+        expired: Callable[[], BaseException] | None = None,
+    ) -> None:
         self.coro = coro
+        self.timeout = timeout
+        self.expired = expired
         self.lock = threading.Lock()
         self.started = False
         self.abandoned = False
@@ -154,7 +159,10 @@ class _Handoff:
             self.task = asyncio.current_task()
             self.loop = asyncio.get_running_loop()
         try:
-            self.value = await self.coro
+            if self.timeout is None:
+                self.value = await self.coro
+            else:
+                self.value = await self._limited(self.timeout)
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is not None and task.cancelling() > 0:  # cancelled from outside
@@ -168,6 +176,17 @@ class _Handoff:
             self.error = exc
         finally:
             self.done.set()
+
+    async def _limited(self, seconds: float) -> Any:
+        """Await the body for at most ``seconds``; past them it is cancelled and
+        :attr:`expired` is raised instead (docs/concepts.md, "Time limits")."""
+        try:
+            async with asyncio.timeout(seconds) as scope:
+                return await self.coro
+        except TimeoutError:
+            if scope.expired() and self.expired is not None:
+                raise self.expired() from None
+            raise  # the body's own TimeoutError
 
     def abandon(self) -> bool:
         """Give up on a loop that never started this hand-off; ``False`` once it started."""
@@ -207,13 +226,21 @@ def _usable(loop: asyncio.AbstractEventLoop | None) -> bool:
     return loop is not None and not loop.is_closed() and loop.is_running()
 
 
-def await_result(coro: Coroutine[Any, Any, _T]) -> _T:
+def await_result(
+    coro: Coroutine[Any, Any, _T],
+    *,
+    timeout: float | None = None,
+    expired: Callable[[], BaseException] | None = None,
+) -> _T:
     """Run ``coro`` (an ``async def`` step body's coroutine) to completion and return its
     value, blocking the calling thread: on the caller's loop inside the awaitable API while it
     runs, else on reactor's loop (module docstring).
 
     Args:
         coro: the coroutine; it is awaited, or closed when it cannot be.
+        timeout: seconds the coroutine may run; past them it is cancelled and ``expired()``
+            is raised (docs/concepts.md, "Time limits"). ``None``: no limit.
+        expired: builds the error raised when ``timeout`` passes.
 
     Returns:
         What the coroutine returned.
@@ -238,7 +265,7 @@ def await_result(coro: Coroutine[Any, Any, _T]) -> _T:
             "code on that loop; await Reactor.arun(...) and the other awaitable methods "
             "instead: docs/concepts.md, \"Async steps\")"
         )
-    handoff = _Handoff(coro)
+    handoff = _Handoff(coro, timeout, expired)
     try:  # from the submission on: an interruption anywhere here cancels the body
         if not _submit(handoff, loop):
             loop = _reactor_loop()
@@ -248,7 +275,7 @@ def await_result(coro: Coroutine[Any, Any, _T]) -> _T:
                 continue
             # The caller's loop stopped or closed while we wait.
             if handoff.abandon():  # it never started the body: run it on reactor's loop
-                handoff = _Handoff(handoff.coro)
+                handoff = _Handoff(handoff.coro, timeout, expired)
                 loop = _reactor_loop()
                 _submit(handoff, loop)
             elif caller is not None and caller.is_closed():  # closed mid-body: it is gone

@@ -15,8 +15,11 @@ Every call goes through :func:`capture`, which
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
+import logging
 import os
+import threading
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,13 +30,14 @@ from reactor.dsl.inputs import Inputs
 from reactor.dsl.step import BaseStep
 from reactor.engine.coroutines import await_result
 from reactor.engine.parks import Park
-from reactor.errors import InputValidationError, UndeclaredInputError
+from reactor.errors import InputValidationError, StepTimeout, UndeclaredInputError
 from reactor.model import signals
 from reactor.model.results import Failure, Paused, Result, Skipped, Success
 from reactor.model.step_context import StepContext
 
 __all__ = [
     "INTERRUPTIONS",
+    "AttemptLimit",
     "Invocation",
     "call_class_compensate",
     "call_class_run",
@@ -60,6 +64,8 @@ _PASS_THROUGH: tuple[type[BaseException], ...] = (*INTERRUPTIONS, Park)
 
 #: What a missing function-step undo/compensate "returns": nothing to do.
 _NO_HOOK: Result = Skipped()
+
+_log = logging.getLogger("reactor.engine")
 
 _MAX_FRAMES = 50
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # reactor/
@@ -113,18 +119,57 @@ def _as_result(returned: Any) -> Result:
     return returned if isinstance(returned, Result) else Success(returned)
 
 
-def capture(fn: Callable[..., Any], *args: Any) -> Invocation:
+@dataclass(frozen=True)
+class AttemptLimit:
+    """The time limit of one attempt of a step body (docs/concepts.md, "Time limits").
+
+    Attributes:
+        seconds: how long the attempt may run.
+        kind: ``"per_attempt"`` or ``"total"`` (which of the step's ``Timeouts`` it is).
+        step: the step name.
+        attempt: the attempt (1-based).
+    """
+
+    seconds: float
+    kind: str
+    step: str
+    attempt: int
+
+    def error(self) -> StepTimeout:
+        """The error a body that ran past this limit fails with."""
+        what = ("its per-attempt limit" if self.kind == "per_attempt"
+                else "what was left of its total limit")
+        return StepTimeout(
+            f"step {self.step!r} attempt {self.attempt} ran past {what} of "
+            f"{self.seconds:g}s", step_name=self.step, limit=self.kind,
+            seconds=self.seconds, attempt=self.attempt,
+        )
+
+
+def capture(
+    fn: Callable[..., Any], *args: Any, limit: AttemptLimit | None = None
+) -> Invocation:
     """Call ``fn(*args)`` and convert whatever happens into an :class:`Invocation`.
+
+    With ``limit``, an ``async def`` ``fn`` is cancelled when the limit passes; a plain ``fn``
+    runs in a thread of its own, which the calling thread stops waiting for when the limit
+    passes (what it returns later is logged and discarded). Either way the invocation is then
+    a ``Failure`` of :class:`~reactor.errors.StepTimeout` (docs/concepts.md, "Time limits").
 
     Raises:
         KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, CancelledError: re-raised.
         Park: re-raised (user code inside a worker parked; engine/parks.py).
     """
+    if limit is not None and not inspect.iscoroutinefunction(fn):
+        return _capture_in_thread(fn, args, limit)
     try:
         with signals.listening():
             returned = fn(*args)
             if inspect.iscoroutine(returned):  # an ``async def`` body (docs/concepts.md)
-                returned = await_result(returned)
+                returned = (
+                    await_result(returned) if limit is None
+                    else await_result(returned, timeout=limit.seconds, expired=limit.error)
+                )
     except signals.StepSignal as sig:
         return Invocation(sig.result)
     except _PASS_THROUGH:  # interruptions, and a park giving the worker thread back
@@ -134,6 +179,51 @@ def capture(fn: Callable[..., Any], *args: Any) -> Invocation:
     return Invocation(_as_result(returned))
 
 
+def _capture_in_thread(
+    fn: Callable[..., Any], args: tuple[Any, ...], limit: AttemptLimit
+) -> Invocation:
+    """:func:`capture` of a plain body under ``limit``: it runs in a daemon thread (with the
+    caller's context variables) that the caller waits for at most ``limit.seconds``."""
+    done = threading.Event()
+    outcome: list[Invocation] = []
+    raised: list[BaseException] = []
+    abandoned = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome.append(capture(fn, *args))
+        except BaseException as exc:  # an interruption or a park: the caller re-raises it
+            raised.append(exc)
+        finally:
+            done.set()
+            if abandoned.is_set():
+                _log.warning(
+                    "step %r attempt %d returned after its time limit of %gs: its result "
+                    "(%s) is discarded, never recorded (docs/concepts.md, \"Time limits\")",
+                    limit.step, limit.attempt, limit.seconds,
+                    type(outcome[0].result).__name__ if outcome else type(raised[0]).__name__,
+                )
+
+    context = contextvars.copy_context()
+    thread = threading.Thread(
+        target=context.run, args=(work,), daemon=True,
+        name=f"reactor-step-{limit.step}-{limit.attempt}",
+    )
+    thread.start()
+    if not done.wait(limit.seconds):
+        abandoned.set()
+        if not done.is_set():  # it did not finish in the meantime
+            error = limit.error()
+            return Invocation(
+                Failure(error, retryable=error.retryable, traceback=trimmed_traceback(error)),
+                raised=True,
+            )
+        abandoned.clear()
+    if raised:
+        raise raised[0]
+    return outcome[0]
+
+
 # ----------------------------------------------------------------------------- engine entry
 
 
@@ -141,13 +231,17 @@ def _class_inputs(cls: type[BaseStep], args: Mapping[str, Any]) -> Inputs:
     return Inputs(args, declared=cls.contract.names)
 
 
-def call_run(spec: StepSpec, args: Mapping[str, Any], ctx: StepContext) -> Invocation:
-    """Run a leaf step's body with already validated ``args``."""
+def call_run(
+    spec: StepSpec, args: Mapping[str, Any], ctx: StepContext,
+    limit: AttemptLimit | None = None,
+) -> Invocation:
+    """Run a leaf step's body with already validated ``args`` (within ``limit``, when given:
+    :func:`capture`)."""
     if spec.step_class is not None:
         instance = spec.step_class(_class_inputs(spec.step_class, args), ctx)
-        return capture(instance.run)
+        return capture(instance.run, limit=limit)
     assert spec.function is not None
-    return capture(spec.function, Inputs(args), ctx)
+    return capture(spec.function, Inputs(args), ctx, limit=limit)
 
 
 def call_undo(

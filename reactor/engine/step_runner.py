@@ -10,7 +10,11 @@ enforcement, step coordination, body, signal catch):
   waiting through the run's retry wait (``Env.sleep``: the runtime clock's, or the run's own
   ``sleep=``); ``retryable=False`` stops at once;
 * a transactional step's attempt runs in a transaction of its own, rolled back unless the
-  attempt succeeded (:mod:`reactor.engine.step_transactions`).
+  attempt succeeded (:mod:`reactor.engine.step_transactions`);
+* a step with ``Timeouts`` gives each attempt's body the tighter of ``per_attempt`` and what
+  is left of ``total`` (measured on the runtime clock from the first attempt of this
+  execution, retry waits included); past it the attempt fails with ``StepTimeout``
+  (docs/concepts.md, "Time limits").
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.retries import NO_RETRIES, Retries
+from reactor.dsl.timeouts import Timeouts
 from reactor.engine import invoke, observe, step_transactions
 from reactor.engine.arguments import resolve_arguments
 from reactor.engine.coordination import StepCoordination
@@ -30,7 +35,7 @@ from reactor.model.results import Failure, Result
 from reactor.model.run_records import UndoEntry
 from reactor.ports.capabilities import StepTransaction
 
-__all__ = ["StepOutcome", "retry_policy", "run_leaf"]
+__all__ = ["StepOutcome", "retry_policy", "run_leaf", "timeout_policy"]
 
 
 @dataclass
@@ -60,6 +65,16 @@ def retry_policy(spec: StepSpec) -> Retries:
     return NO_RETRIES
 
 
+def timeout_policy(spec: StepSpec) -> Timeouts | None:
+    """The effective time limits: ``step(..., timeouts=)``, else the Step class's, else none
+    (docs/concepts.md, "Time limits")."""
+    if spec.timeouts is not None:
+        return spec.timeouts
+    if spec.step_class is not None:
+        return spec.step_class.timeouts
+    return None
+
+
 def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
     """Run leaf step ``spec`` to its final result (all attempts)."""
     ctx = state.ctx
@@ -71,6 +86,9 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
     in_flight = InFlight(step=name, kind="step", arguments=arguments)
     state.in_flight = in_flight
     coordination = StepCoordination.for_step(state, spec)
+    timeouts = timeout_policy(spec)
+    clock = state.env.clock
+    first_started = clock.monotonic()
 
     def run_attempt(n: int) -> Result:
         args = arguments
@@ -81,11 +99,20 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
                 return Failure(exc, retryable=False, validation_errors=exc.field_errors)
         in_flight.arguments = args
 
+        limit: invoke.AttemptLimit | None = None
+        if timeouts is not None:
+            seconds, kind = timeouts.limit(clock.monotonic() - first_started)
+            if seconds is not None:
+                limit = invoke.AttemptLimit(seconds, kind, name, n)
+                if seconds <= 0:  # retry waits used up the total: the body does not start
+                    error = limit.error()
+                    return Failure(error, retryable=False)
+
         def body() -> Result:
             def call(transaction: StepTransaction | None) -> invoke.Invocation:
                 in_flight.body_started = True
                 context = state.step_context(name, attempt=n, transaction=transaction)
-                return invoke.call_run(spec, args, context)
+                return invoke.call_run(spec, args, context, limit)
 
             return step_transactions.run_body(state, spec, call).result
 
