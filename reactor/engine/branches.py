@@ -7,7 +7,19 @@ steps at once. Each runs in a thread of the run's own :class:`Branches` pool, ag
 own trace and its own engine state, so the branch's bookkeeping (retry counts, trace entries,
 a parked hold) never races the executor's thread, the run's single writer, which records each
 settled branch and checkpoints. :meth:`Branches.wait` merges a settled branch's bookkeeping
-into the run's context before the executor sees its outcome.
+into the run's context before the executor sees its outcome: its trace entries, its attempt
+count and what it changed of the engine state (a three-way merge against the engine state it
+started from, so two branches' changes never overwrite each other).
+
+A run never contends with itself: a ready step whose step-level lock or period key a branch
+in flight holds, or whose semaphore key as many branches in flight hold as the semaphore's
+limit, does not start until one of them settled (:meth:`Branches.admits`; a lock is owned by
+the run's root id and re-entrant, so two branches under one key would both "hold" it at once,
+and two branches of one period key would both pass its check before either marked it).
+
+No branch outlives its group: :meth:`Branches.drain` waits for every branch in flight (the
+executor calls it before an ``Exception`` of its own, a failed checkpoint, leaves the group),
+and :meth:`Branches.close` joins the pool's threads.
 
 Only leaf steps (``kind == "step"``) branch, and of those neither a transactional step (its
 transaction is bound to the thread that commits it with the checkpoint) nor a step under a
@@ -21,17 +33,34 @@ from __future__ import annotations
 import concurrent.futures
 import contextvars
 import copy
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from reactor.dsl.coordination import OrderedLockDecl
+from reactor.dsl.coordination import LockDecl, OrderedLockDecl, PeriodDecl, SemaphoreDecl
 from reactor.dsl.declarations import StepSpec
+from reactor.engine.arguments import resolve_arguments
 from reactor.engine.checkpoint import Checkpointer
+from reactor.engine.coordination.keys import step_default_key
+from reactor.engine.invoke import INTERRUPTIONS
 from reactor.engine.state import RunState
 from reactor.engine.step_runner import StepOutcome
+from reactor.model.engine_state import EngineState
 
-__all__ = ["Branch", "Branches", "branches_off"]
+__all__ = [
+    "Branch",
+    "Branches",
+    "SiblingKey",
+    "branches_off",
+    "merge_engine_state",
+    "sibling_keys",
+]
+
+
+#: ``(primitive, key, limit)``: a step-level lock or period key (limit 1), or semaphore key
+#: (its limit), that a branch holds; key ``None``: not known before the step runs (it stands
+#: for every key of the primitive, limit 1).
+SiblingKey = tuple[str, str | None, int]
 
 
 def branches_off(spec: StepSpec) -> bool:
@@ -42,6 +71,71 @@ def branches_off(spec: StepSpec) -> bool:
         and not spec.transaction
         and not any(isinstance(decl, OrderedLockDecl) for decl in spec.coordination)
     )
+
+
+def sibling_keys(state: RunState, spec: StepSpec) -> tuple[SiblingKey, ...]:
+    """The step-level lock, period and semaphore keys leaf step ``spec`` will hold, computed
+    as its coordination computes them (from its resolved, validated arguments), with the
+    number of branches of one run that may hold each at once: 1 for a lock (re-entrant for the
+    run's owner, so it must be kept to one branch here) and for a period (the second branch
+    must see the first one's mark), the limit for a semaphore.
+
+    A step that reads an ``async_step`` unit's result is not resolved here (the read blocks,
+    or parks in a worker, and belongs to the branch): each of its keys is unknown (``None``).
+
+    Returns:
+        The keys; ``()`` when the step declares none, or when its arguments or a key cannot be
+        computed (the step then fails on its own, holding nothing, when it runs).
+    """
+    decls = [d for d in spec.coordination if isinstance(d, LockDecl | PeriodDecl | SemaphoreDecl)]
+    if not decls:
+        return ()
+    definition = state.definition
+    if any(definition.steps[dep].kind == "async_step"
+           for dep in definition.dependencies.get(spec.name, ())):
+        return tuple((decl.primitive, None, 1) for decl in decls)
+    try:
+        arguments: Mapping[str, Any] = resolve_arguments(spec, state.ctx)
+        if spec.step_class is not None:
+            arguments = spec.step_class.contract.validate(arguments, step_name=spec.name)
+        default = step_default_key(definition.name, spec)
+        return tuple(
+            (decl.primitive, decl.resolve_key(arguments, default),
+             decl.limit if isinstance(decl, SemaphoreDecl) else 1)
+            for decl in decls
+        )
+    except Exception:  # resolution, validation or a key function failed: the step will too
+        return ()
+
+
+def merge_engine_state(
+    current: EngineState, base: EngineState, changed: EngineState
+) -> EngineState:
+    """``current`` with what ``changed`` changed of ``base`` (a three-way merge): a field the
+    branch did not change keeps the run's current value; in a mapping field (parked holds,
+    step tickets...) only the keys the branch changed are taken from it.
+
+    Args:
+        current: the run's engine state now.
+        base: the engine state the branch started from.
+        changed: the branch's engine state when it settled.
+    """
+    updates: dict[str, Any] = {}
+    for f in fields(EngineState):
+        was, now = getattr(base, f.name), getattr(changed, f.name)
+        if was == now:
+            continue
+        if isinstance(was, Mapping) and isinstance(now, Mapping):
+            merged = dict(getattr(current, f.name))
+            for key in set(was) | set(now):
+                if key not in now:
+                    merged.pop(key, None)
+                elif key not in was or was[key] != now[key]:
+                    merged[key] = now[key]
+            updates[f.name] = merged
+        else:
+            updates[f.name] = now
+    return replace(current, **updates) if updates else current
 
 
 class _BranchCheckpoint(Checkpointer):
@@ -69,16 +163,28 @@ class Branch:
         started: epoch seconds (storage clock) when the branch started.
         outcome: once settled without raising, what the step produced.
         error: once settled by an exception (an interruption, a park...), that exception.
-        base_engine_state: the run's engine state when the branch started (its shadow
-            changed it when they differ).
+        base_engine_state: the run's engine state when the branch started (what its shadow
+            changed of it is merged into the run's: :func:`merge_engine_state`).
+        keys: the step-level lock, period and semaphore keys it holds
+            (:func:`sibling_keys`).
     """
 
     spec: StepSpec
     state: RunState
     started: float
-    base_engine_state: Any = None
+    base_engine_state: EngineState = field(default_factory=EngineState)
     outcome: StepOutcome | None = None
     error: BaseException | None = None
+    keys: tuple[SiblingKey, ...] = ()
+
+    @property
+    def body_started(self) -> bool:
+        """Whether the step's body started (its compensate is owed when it did not
+        complete)."""
+        if self.outcome is not None:
+            return self.outcome.body_started
+        in_flight = self.state.in_flight
+        return in_flight is not None and in_flight.body_started
 
     @property
     def name(self) -> str:
@@ -107,6 +213,7 @@ class Branches:
         self._run_step = run_step
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._in_flight: dict[concurrent.futures.Future[StepOutcome], Branch] = {}
+        self._keys: dict[str, tuple[SiblingKey, ...]] = {}
 
     @property
     def busy(self) -> bool:
@@ -118,6 +225,25 @@ class Branches:
         """Whether ``limit`` branches are in flight."""
         return len(self._in_flight) >= self._limit
 
+    def admits(self, spec: StepSpec) -> bool:
+        """Whether ready leaf step ``spec`` may start now without contending with a branch
+        of its own run (module docstring): none of its step-level lock or period keys is
+        held by a branch in flight, and none of its semaphore keys by as many as the
+        limit (an unknown key, :data:`SiblingKey`, conflicts with every key of its
+        primitive)."""
+        keys = self._keys.get(spec.name)
+        if keys is None:  # its arguments are fixed once it is ready: computed once
+            keys = self._keys[spec.name] = sibling_keys(self._state, spec)
+        for primitive, key, limit in keys:
+            holders = sum(
+                1 for branch in self._in_flight.values()
+                if any(p == primitive and (k == key or None in (k, key))
+                       for p, k, _ in branch.keys)
+            )
+            if holders >= limit:
+                return False
+        return True
+
     def start(self, spec: StepSpec) -> Branch:
         """Start leaf step ``spec`` in a branch thread, with the context variables of the
         calling thread (an ``await Reactor.arun`` caller's loop, the current span).
@@ -126,6 +252,9 @@ class Branches:
             The started branch.
         """
         state = self._state
+        keys = self._keys.pop(spec.name, None)
+        if keys is None:
+            keys = sibling_keys(state, spec)
         shadow = copy.copy(state.ctx)
         shadow.intermediate_results = dict(state.ctx.intermediate_results)
         shadow.execution_trace = []
@@ -141,7 +270,7 @@ class Branches:
         )
         branch = Branch(
             spec=spec, state=branch_state, started=state.now(),
-            base_engine_state=shadow.engine_state,
+            base_engine_state=shadow.engine_state, keys=keys,
         )
         if self._pool is None:
             self._pool = concurrent.futures.ThreadPoolExecutor(
@@ -174,22 +303,43 @@ class Branches:
             settled.append(branch)
         return settled
 
+    def drain(self) -> None:
+        """Wait until every branch in flight settled, and drop them unrecorded: the group
+        stops for an ``Exception`` of the executor's thread (a failed checkpoint...), and no
+        branch may run on after it propagates. An interruption of the waiting thread does
+        not stop the wait (the bodies are never cancelled: the caller would get its error
+        while user code of the run still ran)."""
+        while self._in_flight:
+            try:
+                done, _ = concurrent.futures.wait(
+                    self._in_flight, return_when=concurrent.futures.ALL_COMPLETED
+                )
+            except INTERRUPTIONS:
+                continue
+            for future in done:
+                self._in_flight.pop(future, None)
+
     def _merge(self, branch: Branch) -> None:
         """Bring what the branch recorded in its shadow context into the run's: its trace
-        entries, its attempt count and, when it changed it (a parked hold), the engine
-        state."""
+        entries, its attempt count and what it changed of the engine state (a parked hold,
+        a cleared wait: :func:`merge_engine_state`)."""
         ctx, shadow, name = self._state.ctx, branch.state.ctx, branch.name
         ctx.execution_trace.extend(shadow.execution_trace)
         attempts = shadow.attempts_of(name)
         if attempts != ctx.attempts_of(name):
             ctx.count_attempts(name, attempts)
         if shadow.engine_state is not branch.base_engine_state:
-            ctx.engine_state = shadow.engine_state
+            ctx.engine_state = merge_engine_state(
+                ctx.engine_state, branch.base_engine_state, shadow.engine_state
+            )
 
     def close(self) -> None:
-        """Let the pool's threads end (without waiting for a branch still in flight)."""
+        """Shut the pool down and join its threads once nothing is in flight (no thread of
+        the run outlives it). With branches still in flight (the group unwinds for a
+        ``BaseException`` that is no interruption, as a process dying would), let the threads
+        end on their own instead."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False)
+            self._pool.shutdown(wait=not self._in_flight)
             self._pool = None
 
     def __enter__(self) -> Branches:

@@ -59,6 +59,7 @@ from reactor.engine.invoke import INTERRUPTIONS, trimmed_traceback
 from reactor.engine.maps import fan_out
 from reactor.engine.maps.inline import run_map
 from reactor.engine.maps.rollback import roll_back_fan_out
+from reactor.engine.parks import Park
 from reactor.engine.run_control import cancel, interrupts
 from reactor.engine.state import Executor, RunState
 from reactor.engine.step_runner import StepOutcome, run_leaf
@@ -77,7 +78,6 @@ from reactor.model.run_records import UndoEntry
 from reactor.model.status import RunStatus
 
 __all__ = ["abort", "conclude_failure", "execute"]
-
 
 def _run_step(state: RunState, spec: StepSpec) -> StepOutcome:
     state.ctx.current_step = spec.name
@@ -307,8 +307,8 @@ def _checked(state: RunState, name: str, outcome: StepOutcome) -> StepOutcome:
 
 @dataclass
 class _Stop:
-    """Why a concurrent execution stops starting steps (the first cause wins, except that an
-    interruption wins over everything and a failure over every other cause)."""
+    """Why a concurrent execution stops starting steps (:func:`_first` picks the one that
+    holds)."""
 
     branch: Branch | None = None
     outcome: StepOutcome | None = None
@@ -317,63 +317,118 @@ class _Stop:
 
     @property
     def rank(self) -> int:
-        """Higher wins: an interruption, a failure, another exception, a halt, a cancel."""
+        """Higher wins: an interruption, a failure, another exception, a halt, a cancel and
+        last a park (a branch waiting for a hold is no outcome of the run: whatever else
+        stops the run stops it, and the parked branch gives its holds back)."""
         if self.error is not None:
-            return 4 if isinstance(self.error, INTERRUPTIONS) else 2
+            if isinstance(self.error, INTERRUPTIONS):
+                return 4
+            return -1 if isinstance(self.error, Park) else 2
         if self.outcome is not None:
             return 3 if isinstance(self.outcome.result, Failure) else 1
         return 0
+
+    @property
+    def owes_compensate(self) -> bool:
+        """Whether the cause is a branch that raised after its body started: its compensate
+        is owed (an aborted run records it pending)."""
+        return self.branch is not None and self.error is not None and self.branch.body_started
 
 
 def _execute_concurrently(state: RunState, schedule: _Schedule) -> Success | Failure | Paused:
     """Run the remaining steps with up to ``max_concurrency`` leaf steps in flight
     (docs/concepts.md, "Concurrency"): ready steps start in declaration order as branches
-    (:mod:`reactor.engine.branches`); a step that cannot branch runs alone once nothing is in
-    flight. This thread records every settled branch, checkpointing each, in the order they
-    settle. The first failure, halt, cancel or exception stops new starts; the branches in
-    flight finish (their successes recorded, so the rollback undoes them); then the run
-    stops as for that cause."""
+    (:mod:`reactor.engine.branches`), except one that would contend with a branch of its own
+    run for a step-level lock, period or semaphore key (it starts once that branch settled);
+    a step that cannot branch runs alone once nothing is in flight. This thread records every
+    settled branch, checkpointing each, in the order they settle. The first failure, halt,
+    cancel, park or exception stops new starts; the branches in flight finish (their
+    successes recorded, so the rollback undoes them); then the run stops for the cause that
+    ranks highest (:class:`_Stop`).
+
+    An interruption of this thread anywhere in the group (a Ctrl-C while it waits, records a
+    branch or compensates one) is such a cause: the branches in flight still settle and are
+    recorded before it propagates. An ``Exception`` of this thread (a failed checkpoint)
+    propagates once every branch in flight finished, unrecorded: no branch runs on after the
+    caller has its error."""
+    sibling_failures: list[RollbackFailure] = []
+    with Branches(state, state.definition.max_concurrency, _observed_step) as group:
+        try:
+            stop = _run_group(state, schedule, group, sibling_failures)
+        except Exception:  # a failed checkpoint...: no branch runs on after the caller knows
+            group.drain()
+            raise
+        if isinstance(stop, Success | Failure | Paused):
+            return stop  # a step that ran alone stopped the run
+    return _stopped(state, stop, sibling_failures) if stop is not None else _complete(state)
+
+
+def _run_group(
+    state: RunState,
+    schedule: _Schedule,
+    group: Branches,
+    sibling_failures: list[RollbackFailure],
+) -> _Stop | Success | Failure | Paused | None:
+    """The loop of :func:`_execute_concurrently`: start, wait, record, until every step
+    completed (``None``), a step that ran alone stopped the run (its result) or a stop cause
+    holds and every branch settled (the cause)."""
     definition = state.definition
     stop: _Stop | None = None
-    sibling_failures: list[RollbackFailure] = []
-    with Branches(state, definition.max_concurrency, _observed_step) as group:
-        while True:
+    settled: list[Branch] = []
+    while True:
+        try:
+            while settled:  # one at a time: an interruption leaves the rest to record
+                stop = _settle_branch(state, schedule, settled.pop(0), stop, sibling_failures)
             if stop is None:
-                for name in schedule.peek():
-                    spec = definition.steps[name]
-                    if not branches_off(spec):
-                        if group.busy:
-                            break  # runs alone, once the branches in flight settle
-                        schedule.take(name)
-                        stopped = _run_alone(state, spec, schedule)
-                        if stopped is not None:
-                            return stopped
-                        break  # what it made ready starts in the next pass
-                    if group.full:
-                        break
-                    request = cancel.before_step(state)
-                    if request is not None:
-                        stop = _Stop(request=request)
-                        break
-                    schedule.take(name)
-                    state.ctx.current_step = name
-                    group.start(spec)
+                started = _start_ready(state, schedule, group)
+                if isinstance(started, _Stop):
+                    stop = started
+                elif started is not None:
+                    return started
             if not group.busy:
                 if stop is not None or not schedule.pending:
-                    break
+                    return stop
                 if not schedule.peek():
                     raise DependencyError(
                         f"{definition.name}: no step is ready among {schedule.remaining()}"
                     )
                 continue
-            try:
-                settled = group.wait()
-            except INTERRUPTIONS as exc:  # Ctrl-C while waiting: let the branches settle
-                stop = _first(state, stop, _Stop(error=exc), sibling_failures)
-                continue
-            for branch in settled:
-                stop = _settle_branch(state, schedule, branch, stop, sibling_failures)
-    return _stopped(state, stop, sibling_failures) if stop is not None else _complete(state)
+            settled.extend(group.wait())
+        except INTERRUPTIONS as exc:  # a Ctrl-C: let the branches in flight settle
+            if stop is None and not group.busy and not settled:
+                raise  # nothing of the group is pending: as in a sequential run
+            stop = _first(state, stop, _Stop(error=exc), sibling_failures)
+
+
+def _start_ready(
+    state: RunState, schedule: _Schedule, group: Branches
+) -> Success | Failure | Paused | _Stop | None:
+    """Start the ready steps that may start now, in declaration order (see
+    :func:`_execute_concurrently`).
+
+    Returns:
+        A cancel request read before a start (as a :class:`_Stop`); the run's result when a
+        step that ran alone stopped the run; else ``None``.
+    """
+    definition = state.definition
+    for name in schedule.peek():
+        spec = definition.steps[name]
+        if not branches_off(spec):
+            if group.busy:
+                return None  # runs alone, once the branches in flight settle
+            schedule.take(name)
+            return _run_alone(state, spec, schedule)  # what it made ready starts next pass
+        if group.full:
+            return None
+        if not group.admits(spec):
+            continue  # a branch in flight holds its lock, period or semaphore key: later
+        request = cancel.before_step(state)
+        if request is not None:
+            return _Stop(request=request)
+        schedule.take(name)
+        state.ctx.current_step = name
+        group.start(spec)
+    return None
 
 
 def _settle_branch(
@@ -408,21 +463,68 @@ def _settle_branch(
 def _first(
     state: RunState, stop: _Stop | None, cause: _Stop, sibling_failures: list[RollbackFailure]
 ) -> _Stop:
-    """The stop cause that wins between the current one and a new one (see :class:`_Stop`;
-    the earlier wins a tie). A failed step whose cause loses is compensated now, with its own
-    failure (its compensate failure joins ``sibling_failures``)."""
+    """The stop cause that wins between the current one and a new one (the higher
+    :attr:`_Stop.rank`; the earlier wins a tie). The loser is given up at once
+    (:func:`_give_up`), except an interrupted branch that loses to an interruption owing
+    no compensate (a Ctrl-C of the waiting thread): the winner takes the branch over, so
+    the aborted run records its compensate pending (``Reactor.undo`` runs it)."""
     if stop is None:
         return cause
     winner, loser = (cause, stop) if cause.rank > stop.rank else (stop, cause)
-    outcome = loser.outcome
-    if outcome is not None and loser.branch is not None and isinstance(outcome.result, Failure):
-        name, failure = loser.branch.name, outcome.result
-        state.trace("failed", name, detail=failure.message, attempt=state.ctx.attempts_of(name))
-        if outcome.body_started:
-            sibling_failures.extend(
-                rollback.compensate_sibling(state, name, outcome.arguments, failure)
-            )
+    if winner.rank == loser.rank == 4 and loser.owes_compensate and not winner.owes_compensate:
+        return replace(winner, branch=loser.branch)
+    _give_up(state, loser, sibling_failures)
     return winner
+
+
+def _give_up(state: RunState, loser: _Stop, sibling_failures: list[RollbackFailure]) -> None:
+    """Settle a branch whose stop cause lost: a branch that failed, or was interrupted or
+    raised after its body started, is compensated now with its own failure (its compensate
+    failure joins ``sibling_failures``): nothing else would, as the run stops for another
+    cause; inside a worker too, its compensate waits for its holds instead of parking. A
+    parked branch gives its holds back (the run does not wait for them any more)."""
+    branch = loser.branch
+    if branch is None:
+        return
+    name = branch.name
+    if isinstance(loser.error, Park):
+        _release_parked(state, name)
+        return
+    if loser.outcome is not None and isinstance(loser.outcome.result, Failure):
+        failure, arguments = loser.outcome.result, loser.outcome.arguments
+    elif loser.error is not None and branch.state.in_flight is not None:
+        failure, arguments = _failure_of(name, loser.error), branch.state.in_flight.arguments
+    else:
+        return  # a halt: nothing to settle
+    state.trace("failed", name, detail=failure.message, attempt=state.ctx.attempts_of(name))
+    if branch.body_started:
+        # No park: the run's rollback record does not hold this compensate, so a redelivery
+        # would not resume it (nor know the run failed); its holds are waited for in this
+        # thread, up to their rollback_wait, as in a synchronous rollback.
+        waits = replace(state, env=replace(state.env, in_worker=False))
+        sibling_failures.extend(rollback.compensate_sibling(waits, name, arguments, failure))
+
+
+def _failure_of(name: str, error: BaseException) -> Failure:
+    """What the compensate of a branch that raised ``error`` receives: the failure an
+    aborted run's pending compensate gets for an interruption, else the exception."""
+    if isinstance(error, INTERRUPTIONS):
+        return Failure(f"step interrupted by {type(error).__name__}", retryable=False,
+                       step_name=name)
+    return Failure(error, retryable=False, step_name=name,
+                   traceback=trimmed_traceback(error))
+
+
+def _release_parked(state: RunState, name: str) -> None:
+    """Release the holds branch ``name`` parked with (detached and recorded for a
+    redelivery that will not come for them) and forget them and its wait."""
+    ctx = state.ctx
+    for entry in ctx.engine_state.parked_holds.get(name, ()):
+        coordination.release_parked(state.env.storage, entry, event="branch_release")
+    engine_state = ctx.engine_state.with_parked_holds(name, ())
+    if engine_state.waiting is not None and engine_state.waiting.scope == name:
+        engine_state = replace(engine_state, waiting=None)
+    ctx.engine_state = engine_state
 
 
 def _stopped(
