@@ -28,6 +28,7 @@ from typing import Any
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.inputs import Inputs
 from reactor.dsl.step import BaseStep
+from reactor.engine import body_threads
 from reactor.engine.coroutines import await_result
 from reactor.engine.parks import Park
 from reactor.errors import InputValidationError, StepTimeout, UndeclaredInputError
@@ -182,12 +183,16 @@ def capture(
 def _capture_in_thread(
     fn: Callable[..., Any], args: tuple[Any, ...], limit: AttemptLimit
 ) -> Invocation:
-    """:func:`capture` of a plain body under ``limit``: it runs in a daemon thread (with the
-    caller's context variables) that the caller waits for at most ``limit.seconds``."""
-    done = threading.Event()
+    """:func:`capture` of a plain body under ``limit``: it runs on a body thread
+    (:mod:`reactor.engine.body_threads`, with the caller's context variables) that the caller
+    waits for at most ``limit.seconds``; a body that ends later has its result logged as
+    discarded."""
+    finished = threading.Lock()  # held until the body ends (a lock waits faster than an Event)
+    finished.acquire()
+    settle = threading.Lock()  # orders "the body ended" against "the caller gave up"
     outcome: list[Invocation] = []
     raised: list[BaseException] = []
-    abandoned = threading.Event()
+    abandoned: list[bool] = []
 
     def work() -> None:
         try:
@@ -195,8 +200,10 @@ def _capture_in_thread(
         except BaseException as exc:  # an interruption or a park: the caller re-raises it
             raised.append(exc)
         finally:
-            done.set()
-            if abandoned.is_set():
+            with settle:
+                late = bool(abandoned)
+            finished.release()
+            if late:
                 _log.warning(
                     "step %r attempt %d returned after its time limit of %gs: its result "
                     "(%s) is discarded, never recorded (docs/concepts.md, \"Time limits\")",
@@ -205,20 +212,17 @@ def _capture_in_thread(
                 )
 
     context = contextvars.copy_context()
-    thread = threading.Thread(
-        target=context.run, args=(work,), daemon=True,
-        name=f"reactor-step-{limit.step}-{limit.attempt}",
-    )
-    thread.start()
-    if not done.wait(limit.seconds):
-        abandoned.set()
-        if not done.is_set():  # it did not finish in the meantime
-            error = limit.error()
-            return Invocation(
-                Failure(error, retryable=error.retryable, traceback=trimmed_traceback(error)),
-                raised=True,
-            )
-        abandoned.clear()
+    body_threads.submit(lambda: context.run(work))
+    if not finished.acquire(timeout=limit.seconds):
+        with settle:
+            if not (outcome or raised):  # still running: give up on it
+                abandoned.append(True)
+                error = limit.error()
+                return Invocation(
+                    Failure(error, retryable=error.retryable,
+                            traceback=trimmed_traceback(error)),
+                    raised=True,
+                )
     if raised:
         raise raised[0]
     return outcome[0]

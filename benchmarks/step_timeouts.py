@@ -1,0 +1,81 @@
+"""The cost of ``Timeouts`` on steps that do not time out (docs/concepts.md, "Time limits").
+
+A 10-step chain of trivial steps (a plain body returning at once, an ``async def`` body
+returning at once) and of 1 ms I/O steps (``time.sleep`` / ``asyncio.sleep``), each run with
+and without ``Timeouts(per_attempt=30)``, interleaved in rounds so both see the same machine.
+It prints the median µs per step of each and the ratio timed / untimed (an ``async def`` body
+is awaited under ``asyncio.timeout``; a plain body is handed to a kept body thread and waited
+for, which is the cost of being able to stop waiting for it).
+
+Usage: ``python benchmarks/step_timeouts.py [STORAGE_URL] [--runs N] [--rounds N]`` (default
+``memory://``). No assertions (performance is measured, not asserted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from typing import Any
+
+import reactor
+from reactor import Reactor, Timeouts, step
+
+
+def _chain(flavour: str, io: float, timeouts: Timeouts | None) -> type[Reactor]:
+    attrs: dict[str, Any] = {}
+    previous: str | None = None
+    for i in range(10):
+        if flavour == "async":
+            async def body(inputs: Any, ctx: Any) -> int:
+                if io:
+                    await asyncio.sleep(io)
+                return 1
+        else:
+            def body(inputs: Any, ctx: Any) -> int:  # type: ignore[misc]
+                if io:
+                    time.sleep(io)
+                return 1
+        body.__name__ = body.__qualname__ = f"s{i}"
+        attrs[f"s{i}"] = step(body, timeouts=timeouts, wait_for=[previous] if previous else None)
+        previous = f"s{i}"
+    suffix = "timed" if timeouts else "plain"
+    name = f"bench.timeouts.{flavour}.{int(io * 1000)}ms.{suffix}"
+    return type(name.replace(".", "_"), (Reactor,), attrs, name=name)
+
+
+def _per_step(saga: type[Reactor], runs: int) -> float:
+    started = time.perf_counter()
+    for _ in range(runs):
+        saga.run()
+    return (time.perf_counter() - started) / (runs * 10) * 1e6
+
+
+def main() -> None:
+    """Measure and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("storage", nargs="?", default="memory://")
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    reactor.configure(storage=args.storage, router="inline://")
+    limit = Timeouts(per_attempt=30)
+    print(f"10-step chains, {args.runs} runs x {args.rounds} rounds, on {args.storage}")
+    for flavour in ("plain", "async"):
+        for io in (0.0, 0.001):
+            plain, timed = _chain(flavour, io, None), _chain(flavour, io, limit)
+            _per_step(plain, 10)
+            _per_step(timed, 10)
+            untimed_us, timed_us = [], []
+            for _ in range(args.rounds):
+                untimed_us.append(_per_step(plain, args.runs))
+                timed_us.append(_per_step(timed, args.runs))
+            a, b = statistics.median(untimed_us), statistics.median(timed_us)
+            what = f"{flavour} body, {'no I/O' if not io else f'{io * 1000:g} ms of I/O'}"
+            print(f"{what:28} without {a:8.1f} µs/step   with Timeouts {b:8.1f} µs/step   "
+                  f"ratio {b / a:.2f}")
+
+
+if __name__ == "__main__":
+    main()
