@@ -6,11 +6,13 @@ assertions (performance is measured, not asserted).
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-__all__ = ["interleaved", "rate"]
+__all__ = ["gathered_with_lag", "interleaved", "rate"]
 
 
 def rate(n: int, fn: Callable[[int], object]) -> float:
@@ -35,3 +37,31 @@ def interleaved(
         for name, fn in fns.items():
             rates[name].append(rate(chunk, fn))
     return {name: statistics.median(values) for name, values in rates.items()}
+
+
+async def gathered_with_lag(
+    make: Callable[[], Awaitable[Any]], n: int
+) -> tuple[list[Any], float, float]:
+    """Await ``n`` calls of ``make()`` at once (``asyncio.gather``) while a 5 ms ticker measures
+    how late the loop wakes (a blocked loop shows as a lag as long as the blocking call).
+
+    Returns:
+        ``(results, seconds elapsed, largest loop lag in seconds)``.
+    """
+    lag = 0.0
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal lag
+        while not stop.is_set():
+            before = time.perf_counter()
+            await asyncio.sleep(0.005)
+            lag = max(lag, time.perf_counter() - before - 0.005)
+
+    tick = asyncio.ensure_future(ticker())
+    started = time.perf_counter()
+    results = await asyncio.gather(*(make() for _ in range(n)))
+    elapsed = time.perf_counter() - started
+    stop.set()
+    await tick
+    return list(results), elapsed, lag

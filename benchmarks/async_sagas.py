@@ -24,6 +24,8 @@ import concurrent.futures
 import time
 from typing import Any
 
+from _timing import gathered_with_lag
+
 import reactor
 from reactor import Reactor, step
 
@@ -52,22 +54,7 @@ def _build(io: float) -> type[Reactor]:
 
 async def _arun_batch(order: type[Reactor], n: int) -> tuple[float, float]:
     """Seconds for ``n`` concurrent ``arun`` calls, and the loop's largest lag (seconds)."""
-    lag = 0.0
-    stop = asyncio.Event()
-
-    async def ticker() -> None:
-        nonlocal lag
-        while not stop.is_set():
-            before = time.perf_counter()
-            await asyncio.sleep(0.005)
-            lag = max(lag, time.perf_counter() - before - 0.005)
-
-    tick = asyncio.ensure_future(ticker())
-    started = time.perf_counter()
-    results = await asyncio.gather(*(order.arun() for _ in range(n)))
-    elapsed = time.perf_counter() - started
-    stop.set()
-    await tick
+    results, elapsed, lag = await gathered_with_lag(order.arun, n)
     assert all(r.value == "shipped" for r in results)
     return elapsed, lag
 

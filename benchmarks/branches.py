@@ -26,6 +26,8 @@ import statistics
 import time
 from typing import Any
 
+from _timing import gathered_with_lag
+
 import reactor
 from reactor import Reactor, result, step
 
@@ -74,23 +76,8 @@ def _latency(saga: type[Reactor], repeat: int) -> float:
 
 async def _arun_batch(saga: type[Reactor], n: int) -> tuple[float, float]:
     """Seconds for ``n`` concurrent ``arun`` calls, and the loop's largest lag (seconds)."""
-    lag = 0.0
-    stop = asyncio.Event()
-
-    async def ticker() -> None:
-        nonlocal lag
-        while not stop.is_set():
-            before = time.perf_counter()
-            await asyncio.sleep(0.005)
-            lag = max(lag, time.perf_counter() - before - 0.005)
-
-    tick = asyncio.ensure_future(ticker())
-    started = time.perf_counter()
-    outs = await asyncio.gather(*(saga.arun() for _ in range(n)))
-    elapsed = time.perf_counter() - started
-    stop.set()
-    await tick
-    assert all(out.value == "confirmed" for out in outs)
+    results, elapsed, lag = await gathered_with_lag(saga.arun, n)
+    assert all(out.value == "confirmed" for out in results)
     return elapsed, lag
 
 
