@@ -1,7 +1,9 @@
 """The executor: runs a context's steps in dependency order (docs/concepts.md, "A synchronous run").
 
 Ready steps (all dependencies complete) run **sequentially in definition order**, batch by
-batch. After each step:
+batch; a reactor with ``max_concurrency`` above 1 runs ready leaf steps as concurrent branches
+instead (:func:`_execute_concurrently`, :mod:`reactor.engine.branches`; docs/concepts.md,
+"Concurrency"), recording each as it settles by the same rules. After each step:
 
 * ``Success`` — the value is recorded, the step is pushed on the undo stack, checkpoint;
 * ``Skipped`` — the value is recorded (it flows to dependants), no undo entry, checkpoint;
@@ -65,6 +67,7 @@ from reactor.engine.state import Executor, RunState
 from reactor.engine.step_runner import StepOutcome, run_leaf
 from reactor.errors import CompensationError, ContextTooLargeError, DependencyError, EncodeError
 from reactor.model import codec
+from reactor.model.engine_state import CancelRequest
 from reactor.model.results import (
     Failure,
     Halt,
@@ -313,7 +316,7 @@ class _Stop:
     branch: Branch | None = None
     outcome: StepOutcome | None = None
     error: BaseException | None = None
-    request: Any = None
+    request: CancelRequest | None = None
 
     @property
     def rank(self) -> int:
@@ -542,6 +545,7 @@ def _stopped(
             return _halt(state, spec.name, result, outcome)
         assert isinstance(result, Failure)
         return _fail(state, spec, outcome, also=sibling_failures)
+    assert stop.request is not None
     return cancel.stop(state, stop.request, in_flight=None, coordinated=True)
 
 
