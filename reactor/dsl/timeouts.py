@@ -1,10 +1,10 @@
 """The ``Timeouts`` declaration: how long a step's attempts may run (docs/concepts.md, "Time
 limits").
 
-``per_attempt`` bounds each attempt of the body; ``total`` bounds every attempt and retry wait
-of the step together, from the start of its first attempt. An attempt past its limit fails
-with :class:`~reactor.errors.StepTimeout`, which the step's retry policy retries like any
-failure (a timeout of ``total`` is not retried: no time is left).
+``per_attempt`` bounds each attempt of the body; ``total`` bounds the step's bodies and retry
+waits together, in one execution, on the runtime clock. An attempt past its limit fails with
+:class:`~reactor.errors.StepTimeout`, which the step's retry policy retries like any failure
+(a timeout of ``total`` is not retried: no time is left).
 """
 
 from __future__ import annotations
@@ -15,27 +15,52 @@ from typing import Any
 
 from reactor.errors import DefinitionError
 
-__all__ = ["Timeouts"]
+__all__ = ["MAX_SECONDS", "Timeouts"]
+
+
+#: The longest limit a ``Timeouts`` field may declare, in seconds (30 days): every platform's
+#: thread waits accept it (``threading.TIMEOUT_MAX`` is about 49.7 days on Windows).
+MAX_SECONDS = 30 * 24 * 3600.0
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)`` for an error message, cut short (a huge int has thousands of digits,
+    and a hostile ``__repr__`` may raise)."""
+    try:
+        text = repr(value)
+    except Exception:  # only for a message: a failing __repr__ is not the point
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def _seconds(field: str, value: Any) -> float | None:
-    """``value`` as positive, finite seconds, or ``None`` when not set.
+    """``value`` as positive, finite seconds (at most :data:`MAX_SECONDS`), or ``None`` when
+    not set.
+
+    The value is converted with ``int``'s or ``float``'s own conversion before it is checked,
+    so a subclass overriding ``__float__`` or the comparisons cannot slip a bad limit through.
 
     Raises:
-        DefinitionError: ``value`` is not a number (a bool is not one), not finite, or not
-            above 0.
+        DefinitionError: ``value`` is not an ``int`` or ``float`` (a bool is not one), not
+            finite, not above 0, or above :data:`MAX_SECONDS`.
     """
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise DefinitionError(
-            f"Timeouts.{field} must be a number of seconds, got {value!r}"
+            f"Timeouts.{field} must be a number of seconds (an int or a float), got "
+            f"{_shown(value)}"
         )
-    if not math.isfinite(value) or value <= 0:
+    try:
+        seconds = int.__float__(value) if isinstance(value, int) else float.__float__(value)
+    except OverflowError:  # an int beyond any float
+        seconds = math.inf
+    if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_SECONDS:
         raise DefinitionError(
-            f"Timeouts.{field} must be a finite number of seconds above 0, got {value!r}"
+            f"Timeouts.{field} must be a finite number of seconds above 0 and at most "
+            f"{MAX_SECONDS:,.0f} (30 days), got {_shown(value)}"
         )
-    return float(value)
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -44,12 +69,12 @@ class Timeouts:
 
     Args:
         per_attempt: seconds each attempt of the body may run; ``None``: no limit.
-        total: seconds every attempt and retry wait of the step may take together, from the
-            start of its first attempt; ``None``: no limit.
+        total: seconds the step's bodies and retry waits may take together (in one
+            execution, on the runtime clock); ``None``: no limit.
 
     Raises:
-        DefinitionError: a limit is not a finite number of seconds above 0, or neither is
-            set.
+        DefinitionError: a limit is not an int or float of seconds above 0 and at most
+            :data:`MAX_SECONDS`, or neither is set.
     """
 
     per_attempt: float | None = None
@@ -67,8 +92,7 @@ class Timeouts:
         """The seconds the next attempt may run, and which limit that is.
 
         Args:
-            elapsed: seconds since the step's first attempt started (its attempts and retry
-                waits).
+            elapsed: seconds of ``total`` used so far (the step's bodies and retry waits).
 
         Returns:
             ``(seconds, "per_attempt" | "total")``: the tighter limit (at least 0), or

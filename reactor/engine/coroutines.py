@@ -38,11 +38,14 @@ import concurrent.futures
 import contextvars
 import functools
 import inspect
+import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from reactor.engine.parks import Park
 from reactor.errors import AsyncStepCancelledError, EventLoopBlockedError
 
 __all__ = ["POOL_THREADS", "await_result", "off_loop"]
@@ -58,7 +61,9 @@ POOL_THREADS = 64
 #: Seconds between two checks, while a thread waits for a body, that the body's loop still runs.
 _WATCH = 0.25
 
-#: Seconds an interrupted wait gives the body it cancels to finish cancelling.
+#: Seconds an interrupted wait gives the body it cancels to finish cancelling; also what a
+#: body cancelled at its time limit is given to end before the engine stops waiting for it
+#: (docs/concepts.md, "Time limits").
 _CANCEL_GRACE = 5.0
 
 #: The loop of the code that awaited the awaitable API (``None``: not inside one).
@@ -70,6 +75,14 @@ _CALLER_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = context
 #: body that such a thread waits for).
 _IN_ENGINE_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "reactor_in_engine_call", default=False
+)
+
+_log = logging.getLogger("reactor.engine")
+
+#: What an async body raises that is not its failure, even past its time limit: the
+#: interruptions of reactor.engine.invoke.INTERRUPTIONS, and a park.
+_NOT_FAILURES: tuple[type[BaseException], ...] = (
+    KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, asyncio.CancelledError, Park,
 )
 
 _lock = threading.Lock()
@@ -145,6 +158,8 @@ class _Handoff:
         self.lock = threading.Lock()
         self.started = False
         self.abandoned = False
+        self.given_up = False  # the engine stopped waiting: what the body ends with is dropped
+        self.discarded: str | None = None  # what the body ended with past its limit
         self.done = threading.Event()
         self.task: asyncio.Task[Any] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -175,18 +190,73 @@ class _Handoff:
         except BaseException as exc:  # re-raised in the engine's thread
             self.error = exc
         finally:
-            self.done.set()
+            with self.lock:  # logged before the engine goes on (or gives up meanwhile)
+                if self.given_up or self.discarded is not None:
+                    self._log_discarded()
+                self.done.set()
+
+    def _log_discarded(self) -> None:
+        """Log what a body ended with past its limit: it is never recorded."""
+        what = self.discarded or (
+            type(self.error).__name__ if self.error is not None else "Success"
+        )
+        _log.warning(
+            "%s: what the async body ended with after it (%s) is discarded, never recorded "
+            "(docs/concepts.md, \"Time limits\")",
+            self.expired() if self.expired is not None else "an async step body", what,
+        )
 
     async def _limited(self, seconds: float) -> Any:
         """Await the body for at most ``seconds``; past them it is cancelled and
-        :attr:`expired` is raised instead (docs/concepts.md, "Time limits")."""
+        :attr:`expired` is raised instead, whatever the body does once cancelled (a body that
+        catches the cancellation and returns, or raises something else, still timed out:
+        what it ended with is discarded; docs/concepts.md, "Time limits")."""
+        scope = asyncio.timeout(seconds)
         try:
-            async with asyncio.timeout(seconds) as scope:
-                return await self.coro
-        except TimeoutError:
+            async with scope:
+                value = await self.coro
+        except TimeoutError as exc:
             if scope.expired() and self.expired is not None:
+                if not isinstance(exc.__cause__, asyncio.CancelledError):
+                    self.discarded = "TimeoutError"  # its own, once cancelled
                 raise self.expired() from None
-            raise  # the body's own TimeoutError
+            raise  # the body's own TimeoutError, within its limit
+        except _NOT_FAILURES:  # an interruption or a park stays one
+            raise
+        except BaseException as exc:
+            if self.expired is not None and self._past(scope):
+                self.discarded = type(exc).__name__
+                raise self.expired() from None
+            raise
+        if self.expired is not None and self._past(scope):
+            self.discarded = "Success"  # it caught the cancellation, or blocked its loop
+            raise self.expired()
+        return value
+
+    @staticmethod
+    def _past(scope: asyncio.Timeout) -> bool:
+        """Whether ``scope``'s deadline passed: it expired, or the body kept the loop from
+        expiring it (synchronous work in an ``async def`` body)."""
+        when = scope.when()
+        return scope.expired() or (
+            when is not None and asyncio.get_running_loop().time() >= when
+        )
+
+    def give_up(self) -> bool:
+        """Stop waiting for a body past its limit (and its grace): a body that never started
+        is closed, a running one goes on and what it ends with is logged as discarded.
+
+        Returns:
+            ``False`` when the body ended meanwhile (use what it ended with).
+        """
+        with self.lock:
+            if self.done.is_set():
+                return False
+            self.given_up = True
+            if not self.started and not self.abandoned:
+                self.abandoned = True
+                self.coro.close()
+            return True
 
     def abandon(self) -> bool:
         """Give up on a loop that never started this hand-off; ``False`` once it started."""
@@ -239,7 +309,9 @@ def await_result(
     Args:
         coro: the coroutine; it is awaited, or closed when it cannot be.
         timeout: seconds the coroutine may run; past them it is cancelled and ``expired()``
-            is raised (docs/concepts.md, "Time limits"). ``None``: no limit.
+            is raised, whatever it does once cancelled; a body that has not ended
+            :data:`_CANCEL_GRACE` seconds later is no longer waited for (what it ends with is
+            logged and discarded; docs/concepts.md, "Time limits"). ``None``: no limit.
         expired: builds the error raised when ``timeout`` passes.
 
     Returns:
@@ -266,11 +338,24 @@ def await_result(
             "instead: docs/concepts.md, \"Async steps\")"
         )
     handoff = _Handoff(coro, timeout, expired)
+    # A body under a limit is cancelled on its loop at the limit; the engine waits for it to
+    # end at most the limit and a grace, then stops waiting (it ignores its cancellation, or
+    # blocks its loop, or the loop is too busy to start it).
+    deadline = None if timeout is None else time.monotonic() + timeout + _CANCEL_GRACE
+    gave_up = False
     try:  # from the submission on: an interruption anywhere here cancels the body
         if not _submit(handoff, loop):
             loop = _reactor_loop()
             _submit(handoff, loop)
-        while not handoff.done.wait(_WATCH):
+        while not handoff.done.wait(
+            _WATCH if deadline is None
+            else min(_WATCH, max(deadline - time.monotonic(), 0.0))
+        ):
+            if deadline is not None and time.monotonic() >= deadline:
+                gave_up = handoff.give_up()
+                if gave_up:
+                    break
+                continue  # it ended just now
             if loop is not caller or _usable(caller):
                 continue
             # The caller's loop stopped or closed while we wait.
@@ -287,6 +372,10 @@ def await_result(
     except BaseException:
         handoff.cancel()  # an interrupted wait (Ctrl-C) leaves no body running behind it
         raise
+    if gave_up:
+        if expired is not None:
+            raise expired()
+        raise TimeoutError(f"the async body ran past its limit of {timeout:g}s")
     if handoff.error is not None:
         raise handoff.error
     value = handoff.value

@@ -20,6 +20,7 @@ import inspect
 import logging
 import os
 import threading
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -153,24 +154,25 @@ def capture(
     """Call ``fn(*args)`` and convert whatever happens into an :class:`Invocation`.
 
     With ``limit``, an ``async def`` ``fn`` is cancelled when the limit passes; a plain ``fn``
-    runs in a thread of its own, which the calling thread stops waiting for when the limit
-    passes (what it returns later is logged and discarded). Either way the invocation is then
+    runs on a body thread, which the calling thread stops waiting for when the limit passes
+    (what it returns later is logged and discarded). A plain ``fn`` that returns a coroutine
+    (an ``async def`` under a plain decorator) has it awaited within what is left of the
+    limit, and cancelled at it, like an ``async def`` body. Either way the invocation is then
     a ``Failure`` of :class:`~reactor.errors.StepTimeout` (docs/concepts.md, "Time limits").
 
     Raises:
         KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, CancelledError: re-raised.
         Park: re-raised (user code inside a worker parked; engine/parks.py).
     """
-    if limit is not None and not inspect.iscoroutinefunction(fn):
-        return _capture_in_thread(fn, args, limit)
+    started = time.monotonic()
     try:
         with signals.listening():
-            returned = fn(*args)
+            if limit is not None and not inspect.iscoroutinefunction(fn):
+                returned = _call_on_body_thread(fn, args, limit)
+            else:
+                returned = fn(*args)
             if inspect.iscoroutine(returned):  # an ``async def`` body (docs/concepts.md)
-                returned = (
-                    await_result(returned) if limit is None
-                    else await_result(returned, timeout=limit.seconds, expired=limit.error)
-                )
+                returned = _await_body(returned, limit, started)
     except signals.StepSignal as sig:
         return Invocation(sig.result)
     except _PASS_THROUGH:  # interruptions, and a park giving the worker thread back
@@ -180,25 +182,58 @@ def capture(
     return Invocation(_as_result(returned))
 
 
-def _capture_in_thread(
+def _await_body(coro: Any, limit: AttemptLimit | None, started: float) -> Any:
+    """Run an async body's coroutine to its end, within what is left of ``limit`` (measured
+    from ``started``, when the call began)."""
+    if limit is None:
+        return await_result(coro)
+    left = limit.seconds - (time.monotonic() - started)
+    if left <= 0:  # the plain call that made it used the whole limit
+        coro.close()
+        raise limit.error()
+    return await_result(coro, timeout=left, expired=limit.error)
+
+
+def _described(ok: bool, value: Any) -> str:
+    """What a body that ended after its limit produced, for the 'discarded' log line (a
+    coroutine it returned is closed: it will never be awaited)."""
+    if not ok:
+        if isinstance(value, signals.StepSignal):
+            return type(value.result).__name__
+        return type(value).__name__
+    if inspect.iscoroutine(value):
+        value.close()
+        return "an un-awaited coroutine, closed"
+    return type(_as_result(value)).__name__
+
+
+def _call_on_body_thread(
     fn: Callable[..., Any], args: tuple[Any, ...], limit: AttemptLimit
-) -> Invocation:
-    """:func:`capture` of a plain body under ``limit``: it runs on a body thread
+) -> Any:
+    """``fn(*args)`` of a plain body under ``limit``: it runs on a body thread
     (:mod:`reactor.engine.body_threads`, with the caller's context variables) that the caller
-    waits for at most ``limit.seconds``; a body that ends later has its result logged as
-    discarded."""
+    waits for at most ``limit.seconds``; a body that ends later has what it produced logged as
+    discarded.
+
+    Returns:
+        What ``fn`` returned (a coroutine included: the caller awaits it).
+
+    Raises:
+        StepTimeout: the limit passed before the body ended.
+        BaseException: what ``fn`` raised (a signal, an interruption, a park, a failure),
+            re-raised in the calling thread.
+    """
     finished = threading.Lock()  # held until the body ends (a lock waits faster than an Event)
     finished.acquire()
     settle = threading.Lock()  # orders "the body ended" against "the caller gave up"
-    outcome: list[Invocation] = []
-    raised: list[BaseException] = []
+    ended: list[tuple[bool, Any]] = []
     abandoned: list[bool] = []
 
     def work() -> None:
         try:
-            outcome.append(capture(fn, *args))
-        except BaseException as exc:  # an interruption or a park: the caller re-raises it
-            raised.append(exc)
+            ended.append((True, fn(*args)))
+        except BaseException as exc:  # handed to the caller, which re-raises it
+            ended.append((False, exc))
         finally:
             with settle:
                 late = bool(abandoned)
@@ -207,25 +242,27 @@ def _capture_in_thread(
                 _log.warning(
                     "step %r attempt %d returned after its time limit of %gs: its result "
                     "(%s) is discarded, never recorded (docs/concepts.md, \"Time limits\")",
-                    limit.step, limit.attempt, limit.seconds,
-                    type(outcome[0].result).__name__ if outcome else type(raised[0]).__name__,
+                    limit.step, limit.attempt, limit.seconds, _described(*ended[0]),
                 )
 
-    context = contextvars.copy_context()
+    context = contextvars.copy_context()  # inside signals.listening(): signals work there
     body_threads.submit(lambda: context.run(work))
-    if not finished.acquire(timeout=limit.seconds):
+    try:
+        done = finished.acquire(timeout=min(limit.seconds, threading.TIMEOUT_MAX))
+    except BaseException:  # the waiting thread was interrupted (Ctrl-C): the body goes on
         with settle:
-            if not (outcome or raised):  # still running: give up on it
+            if not ended:
                 abandoned.append(True)
-                error = limit.error()
-                return Invocation(
-                    Failure(error, retryable=error.retryable,
-                            traceback=trimmed_traceback(error)),
-                    raised=True,
-                )
-    if raised:
-        raise raised[0]
-    return outcome[0]
+        raise
+    if not done:
+        with settle:
+            if not ended:  # still running: give up on it
+                abandoned.append(True)
+                raise limit.error()
+    ok, value = ended[0]
+    if ok:
+        return value
+    raise value
 
 
 # ----------------------------------------------------------------------------- engine entry

@@ -12,15 +12,17 @@ enforcement, step coordination, body, signal catch):
 * a transactional step's attempt runs in a transaction of its own, rolled back unless the
   attempt succeeded (:mod:`reactor.engine.step_transactions`);
 * a step with ``Timeouts`` gives each attempt's body the tighter of ``per_attempt`` and what
-  is left of ``total`` (measured on the runtime clock from the first attempt of this
-  execution, retry waits included); past it the attempt fails with ``StepTimeout``
-  (docs/concepts.md, "Time limits").
+  is left of ``total``: the time its bodies ran and its retry waits took in this execution,
+  on the runtime clock (a step-level lock or semaphore wait, the contract check and the
+  middleware around an attempt are not counted); past it the attempt fails with
+  ``StepTimeout`` (docs/concepts.md, "Time limits").
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.retries import NO_RETRIES, Retries
@@ -36,6 +38,8 @@ from reactor.model.run_records import UndoEntry
 from reactor.ports.capabilities import StepTransaction
 
 __all__ = ["StepOutcome", "retry_policy", "run_leaf", "timeout_policy"]
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -88,7 +92,16 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
     coordination = StepCoordination.for_step(state, spec)
     timeouts = timeout_policy(spec)
     clock = state.env.clock
-    first_started = clock.monotonic()
+    spent = 0.0  # of ``total``: the runtime clock's seconds in bodies and retry waits
+
+    def counted(call: Callable[[], _T]) -> _T:
+        """``call()``, its time on the runtime clock added to ``spent``."""
+        nonlocal spent
+        began = clock.monotonic()
+        try:
+            return call()
+        finally:
+            spent += clock.monotonic() - began
 
     def run_attempt(n: int) -> Result:
         args = arguments
@@ -101,10 +114,10 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
 
         limit: invoke.AttemptLimit | None = None
         if timeouts is not None:
-            seconds, kind = timeouts.limit(clock.monotonic() - first_started)
+            seconds, kind = timeouts.limit(spent)
             if seconds is not None:
                 limit = invoke.AttemptLimit(seconds, kind, name, n)
-                if seconds <= 0:  # retry waits used up the total: the body does not start
+                if seconds <= 0:  # bodies and retry waits used up the total: no start
                     error = limit.error()
                     return Failure(error, retryable=False)
 
@@ -112,7 +125,9 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
             def call(transaction: StepTransaction | None) -> invoke.Invocation:
                 in_flight.body_started = True
                 context = state.step_context(name, attempt=n, transaction=transaction)
-                return invoke.call_run(spec, args, context, limit)
+                if timeouts is None:
+                    return invoke.call_run(spec, args, context)
+                return counted(lambda: invoke.call_run(spec, args, context, limit))
 
             return step_transactions.run_body(state, spec, call).result
 
@@ -133,9 +148,11 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
 
     # A step resumed after a worker re-enqueued its retry continues its attempt count.
     done = ctx.attempts_of(name) or 0
+    sleep = state.retry_wait or state.env.sleep
     result, used = attempt_with_retries(
         retry_policy(spec), attempt, on_retry=on_retry,
-        sleep_fn=state.retry_wait or state.env.sleep, first_attempt=done + 1,
+        sleep_fn=sleep if timeouts is None else lambda delay: counted(lambda: sleep(delay)),
+        first_attempt=done + 1,
     )
     if used > 1:
         ctx.count_attempts(name, used)
