@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from reactor.engine.parks import Park
+from reactor.engine.interruptions import PASS_THROUGH
 from reactor.errors import AsyncStepCancelledError, EventLoopBlockedError
 
 __all__ = ["POOL_THREADS", "await_result", "off_loop"]
@@ -78,12 +78,6 @@ _IN_ENGINE_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar(
 )
 
 _log = logging.getLogger("reactor.engine")
-
-#: What an async body raises that is not its failure, even past its time limit: the
-#: interruptions of reactor.engine.invoke.INTERRUPTIONS, and a park.
-_NOT_FAILURES: tuple[type[BaseException], ...] = (
-    KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError, asyncio.CancelledError, Park,
-)
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
@@ -221,7 +215,7 @@ class _Handoff:
                     self.discarded = "TimeoutError"  # its own, once cancelled
                 raise self.expired() from None
             raise  # the body's own TimeoutError, within its limit
-        except _NOT_FAILURES:  # an interruption or a park stays one
+        except PASS_THROUGH:  # an interruption or a park stays one
             raise
         except BaseException as exc:
             if self.expired is not None and self._past(scope):

@@ -14,7 +14,6 @@ Every call goes through :func:`capture`, which
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import inspect
 import logging
@@ -31,7 +30,7 @@ from reactor.dsl.inputs import Inputs
 from reactor.dsl.step import BaseStep
 from reactor.engine import body_threads
 from reactor.engine.coroutines import await_result
-from reactor.engine.parks import Park
+from reactor.engine.interruptions import INTERRUPTIONS, PASS_THROUGH
 from reactor.errors import InputValidationError, StepTimeout, UndeclaredInputError
 from reactor.model import signals
 from reactor.model.results import Failure, Paused, Result, Skipped, Success
@@ -51,18 +50,6 @@ __all__ = [
     "failure_from_exception",
     "trimmed_traceback",
 ]
-
-#: Exceptions that interrupt a run instead of failing it (no rollback; status ``aborted``).
-INTERRUPTIONS: tuple[type[BaseException], ...] = (
-    KeyboardInterrupt,
-    SystemExit,
-    GeneratorExit,
-    MemoryError,
-    asyncio.CancelledError,
-)
-
-#: What :func:`capture` re-raises instead of turning into a ``Failure``.
-_PASS_THROUGH: tuple[type[BaseException], ...] = (*INTERRUPTIONS, Park)
 
 #: What a missing function-step undo/compensate "returns": nothing to do.
 _NO_HOOK: Result = Skipped()
@@ -175,7 +162,7 @@ def capture(
                 returned = _await_body(returned, limit, started)
     except signals.StepSignal as sig:
         return Invocation(sig.result)
-    except _PASS_THROUGH:  # interruptions, and a park giving the worker thread back
+    except PASS_THROUGH:  # interruptions, and a park giving the worker thread back
         raise
     except BaseException as exc:  # every other exception is a step failure
         return Invocation(failure_from_exception(exc), raised=True)
