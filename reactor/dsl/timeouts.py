@@ -2,7 +2,8 @@
 limits").
 
 ``per_attempt`` bounds each attempt of the body; ``total`` bounds the step's bodies and retry
-waits together, in one execution, on the runtime clock. An attempt past its limit fails with
+waits together, on the runtime clock (across the executions of a run a worker re-enqueued for
+a retry). An attempt past its limit fails with
 :class:`~reactor.errors.StepTimeout`, which the step's retry policy retries like any failure
 (a timeout of ``total`` is not retried: no time is left).
 """
@@ -69,8 +70,8 @@ class Timeouts:
 
     Args:
         per_attempt: seconds each attempt of the body may run; ``None``: no limit.
-        total: seconds the step's bodies and retry waits may take together (in one
-            execution, on the runtime clock); ``None``: no limit.
+        total: seconds the step's bodies and retry waits may take together (on the runtime
+            clock, across a worker's re-enqueued retries); ``None``: no limit.
 
     Raises:
         DefinitionError: a limit is not an int or float of seconds above 0 and at most

@@ -12,10 +12,12 @@ enforcement, step coordination, body, signal catch):
 * a transactional step's attempt runs in a transaction of its own, rolled back unless the
   attempt succeeded (:mod:`reactor.engine.step_transactions`);
 * a step with ``Timeouts`` gives each attempt's body the tighter of ``per_attempt`` and what
-  is left of ``total``: the time its bodies ran and its retry waits took in this execution,
-  on the runtime clock (a step-level lock or semaphore wait, the contract check and the
-  middleware around an attempt are not counted); past it the attempt fails with
-  ``StepTimeout`` (docs/concepts.md, "Time limits").
+  is left of ``total``: the time its bodies ran and its retry waits took, on the runtime
+  clock (a step-level lock or semaphore wait, the contract check and the middleware around an
+  attempt are not counted); past it the attempt fails with ``StepTimeout``. A worker that
+  hands a retry wait to the queue keeps what was used in ``retry_context`` (the wait counted
+  as its declared delay), so ``total`` spans the executions of the step (docs/concepts.md,
+  "Time limits").
 """
 
 from __future__ import annotations
@@ -92,7 +94,9 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
     coordination = StepCoordination.for_step(state, spec)
     timeouts = timeout_policy(spec)
     clock = state.env.clock
-    spent = 0.0  # of ``total``: the runtime clock's seconds in bodies and retry waits
+    # Of ``total``: the runtime clock's seconds in bodies and retry waits, with what earlier
+    # executions used when a worker handed a retry wait to the queue.
+    spent = ctx.time_spent(name) if timeouts is not None else 0.0
 
     def counted(call: Callable[[], _T]) -> _T:
         """``call()``, its time on the runtime clock added to ``spent``."""
@@ -146,16 +150,26 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
             detail=f"retrying in {delay:g}s after: {failure.message}",
         )
 
+    def limited_wait(delay: float) -> None:
+        if state.retry_wait is not None and timeouts is not None and timeouts.total is not None:
+            # The worker hands the wait to the queue (it raises RetryLater, and the context
+            # is saved): the next execution goes on from what was used, the wait counted as
+            # its declared delay.
+            ctx.keep_time_spent(name, spent + delay)
+        counted(lambda: sleep(delay))
+
     # A step resumed after a worker re-enqueued its retry continues its attempt count.
     done = ctx.attempts_of(name) or 0
     sleep = state.retry_wait or state.env.sleep
     result, used = attempt_with_retries(
         retry_policy(spec), attempt, on_retry=on_retry,
-        sleep_fn=sleep if timeouts is None else lambda delay: counted(lambda: sleep(delay)),
+        sleep_fn=sleep if timeouts is None else limited_wait,
         first_attempt=done + 1,
     )
     if used > 1:
         ctx.count_attempts(name, used)
+    if timeouts is not None and ctx.time_spent(name):
+        ctx.keep_time_spent(name, None)
     if coordination is not None:
         coordination.finish(result)
     return StepOutcome(result, in_flight.arguments, body_started=in_flight.body_started)

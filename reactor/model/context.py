@@ -184,6 +184,17 @@ class Context:
         """Record that ``step`` used ``attempts`` (``None``: forget its count)."""
         self.retry_context = self.retry_context.counted(step, attempts)
 
+    def time_spent(self, step: str) -> float:
+        """The seconds of ``step``'s ``total`` time limit used before its retry was handed to
+        the queue (``retry_context``; 0 when none were kept; docs/concepts.md, "Time
+        limits")."""
+        return self.retry_context.spent_of(step)
+
+    def keep_time_spent(self, step: str, seconds: float | None) -> None:
+        """Keep ``seconds`` as the time ``step`` used of its ``total`` limit (``None``:
+        forget it)."""
+        self.retry_context = self.retry_context.with_spent(step, seconds)
+
     def last_trace(self, type_: str) -> TraceRecord | None:
         """The newest trace entry of type ``type_``, or ``None``."""
         return next((e for e in reversed(self.execution_trace) if e.type == type_), None)

@@ -20,6 +20,7 @@ with ``raw=True`` where a field holds a tagged value (:meth:`RollbackState.from_
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -545,16 +546,38 @@ class TraceRecord:
 @dataclass(frozen=True, slots=True)
 class RetryCounters:
     """A run's retry bookkeeping, stored as ``retry_context``: ``{}`` until a step first
-    retries, then ``{"attempts": {step: attempts used}}`` (docs/concepts.md, "Retries").
+    retries, then ``{"attempts": {step: attempts used}}`` (docs/concepts.md, "Retries"), and
+    ``"spent": {step: seconds}`` while a step with a ``total`` time limit waits in a queue for
+    its next attempt (docs/concepts.md, "Time limits").
 
     Attributes:
         attempts: step name -> the attempts it used so far, or ``None`` (not stored) before
             any was counted.
+        spent: step name -> the seconds of its ``total`` limit used by the attempts and
+            retry waits before the retry was handed to the queue; ``None`` (not stored) when
+            no step's is kept.
         extra: stored keys this release does not know, written back as they were.
     """
 
     attempts: Mapping[str, int] | None = None
+    spent: Mapping[str, float] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def spent_of(self, step: str) -> float:
+        """The seconds of ``step``'s ``total`` limit used in earlier executions (0 when none
+        were kept)."""
+        return 0.0 if self.spent is None else self.spent.get(step, 0.0)
+
+    def with_spent(self, step: str, seconds: float | None) -> RetryCounters:
+        """A copy keeping ``seconds`` as the time ``step`` used (``None``: forgotten; the
+        ``spent`` object is dropped when it names no step, so a run that never handed a
+        limited retry to the queue stores what it always did)."""
+        spent = dict(self.spent or {})
+        if seconds is None:
+            spent.pop(step, None)
+        else:
+            spent[step] = float(seconds)
+        return replace(self, spent=spent or None)
 
     def attempts_of(self, step: str) -> int | None:
         """The attempts ``step`` used so far, or ``None`` when none was counted."""
@@ -587,13 +610,28 @@ class RetryCounters:
             )
         ):
             raise reader.error("attempts", "an object of step name -> integer")
-        return cls(None if attempts is None else dict(attempts), reader.extra())
+        spent = reader.value("spent")
+        if spent is not None and not (
+            isinstance(spent, Mapping) and all(
+                isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool)
+                and math.isfinite(v) and v >= 0
+                for k, v in spent.items()
+            )
+        ):
+            raise reader.error("spent", "an object of step name -> seconds (a number >= 0)")
+        return cls(
+            None if attempts is None else dict(attempts),
+            None if spent is None else dict(spent),
+            reader.extra(),
+        )
 
     def to_stored(self) -> dict[str, Any]:
         """The stored ``retry_context``: a new dict."""
         stored: dict[str, Any] = {}
         if self.attempts is not None:
             stored["attempts"] = dict(self.attempts)
+        if self.spent:
+            stored["spent"] = dict(self.spent)
         return _written(stored, self.extra)
 
 

@@ -809,29 +809,6 @@ def test_in_a_worker_a_timed_out_step_fails_the_run_and_rolls_back() -> None:
     assert events == ["compensate charge: StepTimeout", "undo reserve"]
 
 
-def test_in_a_worker_total_counts_one_execution_only() -> None:
-    """Documented limitation (docs/concepts.md, "Time limits"): a worker re-enqueues the run
-    for each retry wait, and each execution counts ``total`` afresh, so in a worker ``total``
-    never ends a step's retries; it only bounds each attempt, like ``per_attempt``."""
-    attempts: list[int] = []
-
-    class Retried(Reactor):
-        background = Background(all=True)
-
-        @step(timeouts=Timeouts(total=25),
-              retries=Retries(max_attempts=5, backoff="fixed", base_delay=10))
-        def call(inputs: Any, ctx: Any) -> None:
-            attempts.append(ctx.attempt)
-            raise RuntimeError("down")
-
-    with TestEnvironment() as env:
-        handle = Retried.run()
-        env.run_until_idle()
-        view = Retried.find(_run_id(handle))
-    assert attempts == [1, 2, 3, 4, 5]  # 40 s of retry waits, past the 25 s total
-    assert view.failure is not None and view.failure.exception_class == "RuntimeError"
-
-
 # ----------------------------------------------------------------------------- stored failure
 
 

@@ -248,7 +248,8 @@ def test_a_malformed_trace_entry_names_its_field(raw: dict[str, Any], field: str
 
 
 @pytest.mark.parametrize(
-    "shape", [{}, {"attempts": {}}, {"attempts": {"a": 2, "b": 1}}, {"attempts": {}, "v2": 1}]
+    "shape", [{}, {"attempts": {}}, {"attempts": {"a": 2, "b": 1}}, {"attempts": {}, "v2": 1},
+              {"attempts": {"a": 2}, "spent": {"a": 0.5, "b": 3}}]
 )
 def test_every_retry_shape_round_trips(shape: dict[str, Any]) -> None:
     assert RetryCounters.from_stored(shape).to_stored() == shape
@@ -262,8 +263,23 @@ def test_counting_attempts_materialises_the_attempts_object() -> None:
     assert counted.counted("a", None).to_stored() == {"attempts": {}}
 
 
+def test_time_spent_is_kept_per_step_and_dropped_when_no_step_keeps_any() -> None:
+    """docs/concepts.md, "Time limits": ``spent`` exists only while a step keeps a figure, so
+    a run that never handed a limited retry to the queue stores what it always did."""
+    counters = RetryCounters().counted("a", 1)
+    assert counters.spent_of("a") == 0.0
+    kept = counters.with_spent("a", 0.25).with_spent("b", 1)
+    assert kept.spent_of("a") == 0.25 and kept.spent_of("b") == 1.0
+    assert kept.to_stored() == {"attempts": {"a": 1}, "spent": {"a": 0.25, "b": 1.0}}
+    dropped = kept.with_spent("a", None).with_spent("b", None)
+    assert dropped.spent is None and dropped.to_stored() == {"attempts": {"a": 1}}
+
+
 @pytest.mark.parametrize("raw", [[1], {"attempts": [1]}, {"attempts": {"a": "2"}},
-                                 {"attempts": {"a": True}}])
+                                 {"attempts": {"a": True}}, {"spent": [1]},
+                                 {"spent": {"a": "1"}}, {"spent": {"a": True}},
+                                 {"spent": {"a": -1}}, {"spent": {"a": float("nan")}},
+                                 {"spent": {"a": float("inf")}}])
 def test_malformed_retry_counters_are_refused(raw: Any) -> None:
     with pytest.raises(DeserializationError, match="retry_context"):
         RetryCounters.from_stored(raw)
