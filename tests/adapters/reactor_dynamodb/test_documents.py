@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
-from reactor_dynamodb import storage_from_url
+from reactor_dynamodb import DYNAMO_CAPABILITIES, storage_from_url
 from reactor_dynamodb.documents import GSI_NAME, DynamoDocumentStore
 
 from reactor.errors import ContextTooLargeError, StorageError
@@ -95,6 +95,40 @@ def test_items_over_400_kb_are_refused_before_the_request(store: DynamoDocumentS
     assert store.raw("c", "big") is None
 
 
+class _RecordingQueries:
+    """Forwards to a real boto3 DynamoDB client and records the ``Query`` requests."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.queries: list[dict[str, Any]] = []
+
+    def query(self, **request: Any) -> Any:
+        self.queries.append(request)
+        return self.client.query(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def test_a_scan_reads_the_table_consistently_and_the_index_as_dynamodb_allows(
+    dynamodb_client: Any, unique: str, clock: ManualClock
+) -> None:
+    """A scan of a collection is a strongly consistent ``Query`` (the module docstring of
+    ``reactor_dynamodb.documents``), so on AWS too it lists a write just made, as a read does;
+    an indexed scan queries the GSI, which DynamoDB cannot read consistently (it refuses
+    ``ConsistentRead`` there). moto is consistent whatever the request asks, so the request
+    is what tells them apart."""
+    recording = _RecordingQueries(dynamodb_client)
+    store = DynamoDocumentStore(recording, f"docs-{unique}", clock=clock)
+    assert store.ensure_table() is True
+    store.write("c", "k", {"n": 1}, expected_version=None, expires_at=None, index="x")
+    assert store.scan("c") == [("k", {"n": 1})]
+    assert store.scan("c", index="x") == [("k", {"n": 1})]
+    table, index = recording.queries
+    assert table["ConsistentRead"] is True and "IndexName" not in table
+    assert index["IndexName"] == GSI_NAME and "ConsistentRead" not in index
+
+
 def test_backdoor_rewrites_expiry_in_place(store: DynamoDocumentStore, clock: ManualClock) -> None:
     store.write("c", "k", {"n": 1}, expected_version=None, expires_at=None, index="i")
     before = store.raw("c", "k")
@@ -126,6 +160,20 @@ def test_factory_creates_the_table_and_honours_create_false(moto_url: str, uniqu
         assert storage.capabilities.signals is False
         assert storage.claims is not None
         assert storage.documents.table == f"t-{unique}"
+    finally:
+        storage.close()
+
+
+def test_the_exported_capabilities_are_those_of_a_storage_with_the_defaults(
+    moto_url: str, unique: str
+) -> None:
+    """``DYNAMO_CAPABILITIES`` says what a storage built from a URL that sets neither a
+    document limit nor a ``clock_skew_budget`` declares, the application clock and the
+    documented skew budget of 1 s among it."""
+    storage = storage_from_url(f"dynamodb://caps-{unique}?region=us-east-1&endpoint_url={moto_url}")
+    try:
+        assert storage.capabilities == DYNAMO_CAPABILITIES
+        assert (DYNAMO_CAPABILITIES.clock, DYNAMO_CAPABILITIES.clock_skew) == ("application", 1.0)
     finally:
         storage.close()
 

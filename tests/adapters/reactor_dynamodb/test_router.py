@@ -335,6 +335,7 @@ class _EndlessQueue:
         self.again: str | None = None
         self.bodies: dict[str, str] = {}
         self.deleted: list[str] = []
+        self.sent: list[dict[str, Any]] = []
 
     def create_queue(self, QueueName: str) -> dict[str, str]:  # noqa: N803 - boto3's names
         return {"QueueUrl": f"https://sqs.invalid/{QueueName}"}
@@ -355,6 +356,15 @@ class _EndlessQueue:
 
     def delete_message(self, ReceiptHandle: str, **_: Any) -> None:  # noqa: N803
         self.deleted.append(ReceiptHandle)
+
+    def delete_message_batch(
+        self, Entries: list[dict[str, str]], **_: Any  # noqa: N803 - boto3's names
+    ) -> dict[str, Any]:
+        self.deleted += [entry["ReceiptHandle"] for entry in Entries]
+        return {"Successful": [{"Id": entry["Id"]} for entry in Entries]}
+
+    def send_message(self, **request: Any) -> None:
+        self.sent.append(request)
 
 
 def test_the_newest_messages_keep_the_stale_receipt_rule_however_many_came_before(
@@ -377,3 +387,27 @@ def test_the_newest_messages_keep_the_stale_receipt_rule_however_many_came_befor
     assert f"for job {first.job.id}: ack ignored" in caplog.text
     router.ack(second)
     assert sqs.deleted == [f"r{sqs.received}"]
+
+
+def test_a_stale_receipt_never_dead_letters_its_job_once_the_message_is_forgotten(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A settle refused as stale forgets that receipt's body at once. After 10,000 later
+    messages the queue no longer remembers the message's newest receipt, so it cannot tell
+    the old receipt stale any more (docs/adapters/dynamodb.md, "Router"); but with no body to
+    send, a late ``dead_letter`` through it fails instead of putting a job another delivery
+    acked long ago among the dead letters."""
+    sqs = _EndlessQueue()
+    router = SQSRouter(sqs, "jobs")
+    (first,) = router.receive(max_jobs=1)
+    sqs.again = f"m{sqs.received}"
+    (second,) = router.receive(max_jobs=1)  # the lease lapsed: delivered again
+    with caplog.at_level(logging.WARNING):
+        router.ack(first)
+    assert f"for job {first.job.id}: ack ignored" in caplog.text
+    router.ack(second)
+    for _batch in range(1_000):  # 10,000 later messages, each acked
+        router.ack_many(router.receive(max_jobs=10))
+    with pytest.raises(RouterError, match="body is not remembered"):
+        router.dead_letter(first, "late")
+    assert sqs.sent == []

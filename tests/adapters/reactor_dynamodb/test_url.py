@@ -76,6 +76,17 @@ def test_client_timeouts_and_retries_are_bounded_by_default() -> None:
         sqs.close()
 
 
+def test_an_sqs_client_waits_30_seconds_for_a_reply_by_default() -> None:
+    """The documented SQS default (docs/adapters/dynamodb.md, the options table): a reply may
+    take as long as a 20 s long poll, so SQS reads wait 30 s unless ``read_timeout`` says
+    otherwise."""
+    sqs = make_client("sqs", parse_url("sqs://q?region=us-east-1", "sqs"))
+    try:
+        assert sqs.meta.config.read_timeout == 30.0
+    finally:
+        sqs.close()
+
+
 def test_no_region_anywhere_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(name, raising=False)
