@@ -34,6 +34,7 @@ __all__ = [
     "ContextTooLargeError",
     "CoordinationError",
     "CoordinationKeyError",
+    "DeadlineError",
     "DefinitionError",
     "DependencyError",
     "DeserializationError",
@@ -57,6 +58,7 @@ __all__ = [
     "ReactorError",
     "RouterError",
     "RunCancelledError",
+    "RunDeadlineExceeded",
     "RunFinishedError",
     "RunNotFoundError",
     "RunStateError",
@@ -775,6 +777,48 @@ class StepTimeout(ReactorError, TimeoutError):
         self.seconds = seconds
         self.attempt = attempt
         self.retryable = limit != "total"
+
+
+class RunDeadlineExceeded(ReactorError, TimeoutError):
+    """A run's deadline passed before it finished (``deadline=`` on the reactor class or at
+    start; docs/concepts.md, "Run deadlines"). The run started no further step, was rolled
+    back (the step in flight compensated when its body had started, every completed step
+    undone once, newest first) and is stored ``failed`` with this error. Not retryable.
+
+    Args:
+        message: the reason; it names the run and the deadline.
+        run_id: the run.
+        deadline: the deadline that passed, in epoch seconds on the runtime clock.
+
+    Attributes:
+        run_id, deadline: as given.
+    """
+
+    retryable = False
+
+    def __init__(self, message: str, run_id: str = "", *, deadline: float = 0.0) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.deadline = deadline
+
+
+class DeadlineError(ReactorError, ValueError):
+    """A run deadline is not usable (docs/concepts.md, "Run deadlines"): not a number of
+    seconds, a ``timedelta`` or a timezone-aware ``datetime``; not finite; not above 0 (or
+    already past, for a ``datetime``); or beyond :data:`reactor.dsl.deadlines.MAX_SECONDS`.
+    Nothing was stored or run.
+
+    Args:
+        message: the reason; it names the field.
+        field: ``"deadline"``.
+
+    Attributes:
+        field: as given.
+    """
+
+    def __init__(self, message: str, *, field: str = "deadline") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class EncodeError(ReactorError, TypeError):

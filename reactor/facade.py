@@ -49,7 +49,7 @@ class Reactor(BaseReactor, abstract=True):
 
     @classmethod
     def run(
-        cls, *, idempotency_key: str | None = None, **inputs: Any
+        cls, *, idempotency_key: str | None = None, deadline: Any = None, **inputs: Any
     ) -> Success | Failure | Paused | DispatchHandle:
         """Run the reactor with ``inputs`` (docs/concepts.md; docs/workers.md with ``background``).
 
@@ -60,6 +60,11 @@ class Reactor(BaseReactor, abstract=True):
                 caller whose key names a run still in progress waits for it up to
                 ``async_wait_timeout`` seconds, then gets a ``DispatchHandle`` for it
                 (docs/run-control.md, "Idempotency keys"). ``None``: no key.
+            deadline: when the run must have finished: seconds from now (``int``/``float``),
+                a ``timedelta`` or a timezone-aware ``datetime``; ``None``: the class's
+                ``deadline``, if any. Once it passes the run starts no further step, rolls
+                back and is stored ``failed`` with ``RunDeadlineExceeded``
+                (docs/concepts.md, "Run deadlines").
             **inputs: the reactor inputs by name.
 
         Returns:
@@ -75,10 +80,12 @@ class Reactor(BaseReactor, abstract=True):
         Raises:
             IdempotencyKeyError: ``idempotency_key`` is not a non-empty string of at most 255
                 characters (nothing is claimed or run).
+            DeadlineError: ``deadline`` is not usable (another type, not finite, not above 0,
+                a naive or past ``datetime``, beyond 3,650 days); nothing is claimed or run.
             KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError: re-raised after the run
                 is stored as ``aborted`` (finish it with :meth:`undo`).
         """
-        return cls.execute(inputs, idempotency_key=idempotency_key)
+        return cls.execute(inputs, idempotency_key=idempotency_key, deadline=deadline)
 
     @classmethod
     def execute(
@@ -88,6 +95,7 @@ class Reactor(BaseReactor, abstract=True):
         runtime: Runtime | None = None,
         sleep: Callable[[float], None] | None = None,
         idempotency_key: str | None = None,
+        deadline: Any = None,
     ) -> Success | Failure | Paused | DispatchHandle:
         """Run the reactor with an inputs mapping and optional per-run hooks.
 
@@ -98,6 +106,7 @@ class Reactor(BaseReactor, abstract=True):
                 ``sleep`` (``reactor.configure(clock=...)``); coordination and reader waits
                 keep the clock (docs/testing.md, "The clock").
             idempotency_key: see :meth:`run` (docs/run-control.md, "Idempotency keys").
+            deadline: see :meth:`run` (docs/concepts.md, "Run deadlines").
 
         Returns:
             See :meth:`run`.
@@ -105,6 +114,7 @@ class Reactor(BaseReactor, abstract=True):
         Raises:
             InputValidationError: ``inputs`` is not a mapping (e.g. a list).
             IdempotencyKeyError: ``idempotency_key`` is invalid (see :meth:`run`).
+            DeadlineError: ``deadline`` is invalid (see :meth:`run`).
         """
         if inputs is not None and not isinstance(inputs, Mapping):
             raise InputValidationError(
@@ -114,9 +124,10 @@ class Reactor(BaseReactor, abstract=True):
         if idempotency_key is not None:
             return idempotency.run_once(
                 cls.definition, dict(inputs or {}), idempotency_key, runtime=runtime,
-                sleep=sleep,
+                sleep=sleep, deadline=deadline,
             )
-        return api.run(cls.definition, dict(inputs or {}), runtime=runtime, sleep=sleep)
+        return api.run(cls.definition, dict(inputs or {}), runtime=runtime, sleep=sleep,
+                       deadline=deadline)
 
     @classmethod
     def find(cls, run_id: str, *, runtime: Runtime | None = None) -> RunView:
@@ -306,7 +317,7 @@ class Reactor(BaseReactor, abstract=True):
 
     @classmethod
     async def arun(
-        cls, *, idempotency_key: str | None = None, **inputs: Any
+        cls, *, idempotency_key: str | None = None, deadline: Any = None, **inputs: Any
     ) -> Success | Failure | Paused | DispatchHandle:
         """:meth:`run`, awaitable: the engine's blocking work runs in reactor's thread pool, off
         the calling event loop, and ``async def`` step bodies run on this loop (they may use
@@ -315,15 +326,18 @@ class Reactor(BaseReactor, abstract=True):
 
         Args:
             idempotency_key: see :meth:`run`.
+            deadline: see :meth:`run`.
             **inputs: the reactor inputs by name.
 
         Returns:
             See :meth:`run`.
 
         Raises:
-            IdempotencyKeyError: see :meth:`run`.
+            IdempotencyKeyError, DeadlineError: see :meth:`run`.
         """
-        return await coroutines.off_loop(cls.execute, inputs, idempotency_key=idempotency_key)
+        return await coroutines.off_loop(
+            cls.execute, inputs, idempotency_key=idempotency_key, deadline=deadline
+        )
 
     @classmethod
     async def aexecute(
@@ -333,15 +347,17 @@ class Reactor(BaseReactor, abstract=True):
         runtime: Runtime | None = None,
         sleep: Callable[[float], None] | None = None,
         idempotency_key: str | None = None,
+        deadline: Any = None,
     ) -> Success | Failure | Paused | DispatchHandle:
         """:meth:`execute`, awaitable (see :meth:`arun`); ``sleep`` runs in the engine's thread,
         never on the calling loop.
 
         Raises:
-            InputValidationError, IdempotencyKeyError: see :meth:`execute`.
+            InputValidationError, IdempotencyKeyError, DeadlineError: see :meth:`execute`.
         """
         return await coroutines.off_loop(
-            cls.execute, inputs, runtime=runtime, sleep=sleep, idempotency_key=idempotency_key
+            cls.execute, inputs, runtime=runtime, sleep=sleep, idempotency_key=idempotency_key,
+            deadline=deadline,
         )
 
     @classmethod

@@ -25,6 +25,7 @@ from typing import Any
 
 from reactor.dsl.background import Background
 from reactor.dsl.coordination import Coordination
+from reactor.dsl.deadlines import declared_seconds
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.inputs import InputContract
 from reactor.dsl.templates import ElementRef, InputRef, ResultRef, Template
@@ -37,6 +38,7 @@ __all__ = [
     "ReactorDefinition",
     "attach_background",
     "attach_concurrency",
+    "attach_deadline",
     "build_definition",
 ]
 
@@ -44,7 +46,7 @@ __all__ = [
 RESERVED_STEP_NAMES: frozenset[str] = frozenset(
     {
         "run", "execute", "find", "undo", "cancel", "definition", "reactor_name", "returns",
-        "mro", "coordination", "background", "max_concurrency",
+        "mro", "coordination", "background", "max_concurrency", "deadline",
     }
 )
 
@@ -71,6 +73,8 @@ class ReactorDefinition:
         max_concurrency: how many of the run's independent leaf steps may run at the same
             time (docs/concepts.md, "Concurrency"); ``1`` (the default) runs every step one
             after another, in declaration order.
+        deadline: each run's deadline in seconds from its start (docs/concepts.md, "Run
+            deadlines"), or ``None``; ``run(deadline=...)`` overrides it.
     """
 
     name: str
@@ -83,6 +87,7 @@ class ReactorDefinition:
     coordination: tuple[Coordination, ...] = ()
     background: Background | None = None
     max_concurrency: int = 1
+    deadline: float | None = None
 
     def step(self, name: str) -> StepSpec:
         """The bound spec of step ``name``.
@@ -445,3 +450,23 @@ def attach_concurrency(
             f"got {declared}"
         )
     return definition if declared == 1 else replace(definition, max_concurrency=declared)
+
+
+def attach_deadline(definition: ReactorDefinition, declared: Any, owner: str) -> ReactorDefinition:
+    """Validate a reactor's ``deadline`` class attribute and record it on its definition
+    (docs/concepts.md, "Run deadlines").
+
+    Args:
+        definition: the reactor's validated definition.
+        declared: the ``deadline`` class attribute: ``None``, seconds or a ``timedelta``.
+        owner: the class's qualified name (for messages).
+
+    Returns:
+        ``definition`` itself when no deadline is declared, else a copy whose ``deadline``
+        is set (seconds).
+
+    Raises:
+        DefinitionError: see :func:`reactor.dsl.deadlines.declared_seconds`.
+    """
+    seconds = declared_seconds(declared, owner)
+    return definition if seconds is None else replace(definition, deadline=seconds)

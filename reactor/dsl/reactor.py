@@ -20,6 +20,7 @@ validated and registered when it is created::
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, ClassVar
 
 from reactor import registry
@@ -30,6 +31,7 @@ from reactor.dsl.definition import (
     ReactorDefinition,
     attach_background,
     attach_concurrency,
+    attach_deadline,
     build_definition,
 )
 from reactor.dsl.inputs import REACTOR_RESERVED_INPUT_NAMES, Input, InputContract, check_input_name
@@ -57,6 +59,9 @@ class BaseReactor:
         max_concurrency: how many independent leaf steps of one run may run at the same
             time (a positive ``int``; ``1``, the default, runs them one after another;
             docs/concepts.md, "Concurrency").
+        deadline: each run's deadline, from its start: seconds or a ``timedelta``; ``None``
+            (the default) sets none; ``run(deadline=...)`` overrides it (docs/concepts.md,
+            "Run deadlines").
         reactor_name: the registered name (set on class creation).
         definition: the validated :class:`~reactor.dsl.definition.ReactorDefinition`.
     """
@@ -65,6 +70,7 @@ class BaseReactor:
     coordination: ClassVar[tuple[Coordination, ...]] = ()
     background: ClassVar[Background | None] = None
     max_concurrency: ClassVar[int] = 1
+    deadline: ClassVar[float | timedelta | None] = None
     reactor_name: ClassVar[str] = ""
     definition: ClassVar[ReactorDefinition]
 
@@ -100,6 +106,7 @@ class BaseReactor:
         cls.definition = attach_concurrency(
             cls.definition, cls.max_concurrency, cls.__qualname__
         )
+        cls.definition = attach_deadline(cls.definition, cls.deadline, cls.__qualname__)
         registry.register(reactor_name, cls)
         # a process that only reads this reactor's runs can decode every type they hold
         cls.definition.register_codec_types_on_demand()

@@ -16,6 +16,7 @@ from typing import Any
 
 from reactor import registry
 from reactor.config import Runtime
+from reactor.dsl.deadlines import absolute_deadline
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import (
     background,
@@ -34,6 +35,7 @@ from reactor.engine.liveness import Liveness
 from reactor.engine.maps import fan_out
 from reactor.engine.maps.elements import element_reader
 from reactor.engine.maps.rollback import roll_back_fan_out
+from reactor.engine.run_control import deadline as run_deadline
 from reactor.engine.start import launch
 from reactor.engine.state import RunState
 from reactor.errors import RouterError, RunNotFoundError, RunStateError, StorageError, UndoError
@@ -59,6 +61,7 @@ def run(
     context_id: str | None = None,
     links: RunLinks | None = None,
     hold: Liveness | None = None,
+    deadline: Any = None,
 ) -> Success | Failure | Paused | DispatchHandle:
     """Run a reactor; the result carries ``run_id``.
 
@@ -80,7 +83,12 @@ def run(
     reaches an interrupt is stored ``paused`` and returns a
     :class:`~reactor.model.results.Paused` (docs/run-control.md, "Interrupts").
 
+    ``deadline`` (seconds from now, a ``timedelta`` or a timezone-aware ``datetime``; ``None``:
+    the reactor class's ``deadline``, if any) is stored on the run; a run that leaves this call
+    unfinished gets its ``run_deadline`` timer job (docs/concepts.md, "Run deadlines").
+
     Raises:
+        DeadlineError: ``deadline`` is unusable (nothing was stored).
         ConfigurationError: the reactor has ``redact=True`` values, the backend is not
             in-process and no secret key is configured (docs/security.md, "Secure by
             default"), or it has a transactional step and the storage cannot run one
@@ -105,19 +113,37 @@ def run(
     definition.register_codec_types()
     env = make_env(runtime, sleep)
     try:
+        deadline_at = absolute_deadline(deadline, definition.deadline, env.now())
         secret_policy.check(definition, env)
         step_transactions.check(definition, env)
     except BaseException:
         if hold is not None:
             hold.release()
         raise
+    outcome = _start(definition, inputs, env, context_id, links, hold, deadline_at)
+    if deadline_at is not None and not isinstance(outcome, Success | Failure):
+        # it left this call unfinished (a worker, an interrupt, a fan-out map): its timer
+        run_deadline.schedule(env, context_id, definition.name, deadline_at)
+    return outcome
+
+
+def _start(
+    definition: ReactorDefinition,
+    inputs: Mapping[str, Any],
+    env: Env,
+    context_id: str,
+    links: RunLinks | None,
+    hold: Liveness | None,
+    deadline_at: float | None,
+) -> Success | Failure | Paused | DispatchHandle:
+    """Store and start the run (see :func:`run`)."""
     declared = definition.background
     try:
         if declared is not None and declared.mode == "all":
             try:
                 return background.start_all(
                     definition, inputs, env, context_id=context_id,
-                    links=links, hold=hold,
+                    links=links, hold=hold, deadline=deadline_at,
                 )
             finally:
                 if hold is not None:
@@ -127,7 +153,7 @@ def run(
                 ctx, result = launch(
                     definition, inputs, env, execute=executor.execute, context_id=context_id,
                     hand_off=background.trigger(declared), hold=held,
-                    links=links,
+                    links=links, deadline=deadline_at,
                 )
             except background.HandOff as handoff:  # save, enqueue, then release the lock
                 state = handoff.state

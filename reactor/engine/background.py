@@ -172,6 +172,7 @@ def start_all(
     context_id: str,
     links: RunLinks | None = None,
     hold: Liveness | None = None,
+    deadline: float | None = None,
 ) -> DispatchHandle | Success | Failure | Paused:
     """Store a ``Background(all=True)`` run with its raw inputs and enqueue it.
 
@@ -188,6 +189,8 @@ def start_all(
         hold: the caller's liveness hold on ``async:<context_id>`` (an idempotent start): the
             first save is fenced with it and it is released right after that save, before
             the enqueue.
+        deadline: the run's deadline, epoch seconds on the runtime clock (docs/concepts.md,
+            "Run deadlines"); ``None``: none.
 
     Returns:
         See :func:`dispatch`; a ``Failure`` (with ``run_id``) for unstorable inputs.
@@ -198,7 +201,9 @@ def start_all(
         inputs=dict(inputs),
         redacted=sorted(definition.contract.redacted),
         created_at=env.now(),
-        engine_state=EngineState(validate_inputs=True, links=links or RunLinks()),
+        engine_state=EngineState(
+            validate_inputs=True, links=links or RunLinks(), deadline=deadline
+        ),
     )
     # Enqueue-time ordering: the ordered-lock ticket is taken before the save.
     coordination.assign_ordered_ticket(definition, ctx, env)

@@ -29,6 +29,7 @@ def attempt_with_retries(
     on_retry: Callable[[int, float, Failure], None],
     sleep_fn: Callable[[float], None],
     first_attempt: int = 1,
+    cut: Callable[[int, float, Failure], Failure | None] | None = None,
 ) -> tuple[Result, int]:
     """Call ``attempt(n)`` until it does not fail, is not retryable, or attempts run out.
 
@@ -39,6 +40,9 @@ def attempt_with_retries(
         sleep_fn: waits ``delay_seconds``.
         first_attempt: the number of the first attempt to make (a run re-enqueued by a worker
             retry resumes at the attempt after the one that failed).
+        cut: called with ``(failed_attempt, delay_seconds, failure)`` before each wait; a
+            ``Failure`` it returns is the final result instead of the retry (a run deadline
+            the wait would pass); ``None``: retry.
 
     Returns:
         ``(final_result, attempts_used)``.
@@ -53,6 +57,10 @@ def attempt_with_retries(
         ):
             return result, n
         delay = policy.delay(n)
+        if cut is not None:
+            final = cut(n, delay, result)
+            if final is not None:
+                return final, n
         on_retry(n, delay, result)
         sleep_fn(delay)
         n += 1

@@ -43,6 +43,7 @@ def launch(
     hold: Liveness | None = None,
     secret_inputs: Iterable[str] = (),
     links: RunLinks | None = None,
+    deadline: float | None = None,
 ) -> tuple[Context, Success | Failure | Paused]:
     """Create, validate and execute one stored run (a top-level run or a map element).
 
@@ -65,6 +66,8 @@ def launch(
             ones (a map element's arguments fed from the parent's secrets).
         links: the run-control links the run starts with (an idempotency key,
             ``retried_from``: docs/run-control.md); ``None``: none.
+        deadline: the run's deadline, epoch seconds on the runtime clock (docs/concepts.md,
+            "Run deadlines"); ``None``: none.
 
     Returns:
         ``(context, result)``; the result has no ``run_id`` yet (``Paused`` when the run
@@ -83,7 +86,7 @@ def launch(
         root_context_id=(parent.root_context_id or parent.context_id) if parent else None,
         map_metadata=map_metadata,
         created_at=env.now(),
-        engine_state=EngineState(links=links or RunLinks()),
+        engine_state=EngineState(links=links or RunLinks(), deadline=deadline),
     )
     checkpoint = (
         Checkpointer(env, ctx) if hold is None

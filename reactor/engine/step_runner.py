@@ -17,7 +17,9 @@ enforcement, step coordination, body, signal catch):
   attempt are not counted); past it the attempt fails with ``StepTimeout``. A worker that
   hands a retry wait to the queue keeps what was used in ``retry_context`` (the wait counted
   as its declared delay), so ``total`` spans the executions of the step (docs/concepts.md,
-  "Time limits").
+  "Time limits");
+* a retry whose wait would end after the run's deadline is not waited for: the step ends
+  with a ``RunDeadlineExceeded`` failure at once (docs/concepts.md, "Run deadlines").
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from reactor.engine import invoke, observe, step_transactions
 from reactor.engine.arguments import resolve_arguments
 from reactor.engine.coordination import StepCoordination
 from reactor.engine.retries import attempt_with_retries
+from reactor.engine.run_control import deadline
 from reactor.engine.state import InFlight, RunState
 from reactor.errors import ArgumentResolutionError, InputValidationError
 from reactor.model.results import Failure, Result
@@ -161,8 +164,13 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
     # A step resumed after a worker re-enqueued its retry continues its attempt count.
     done = ctx.attempts_of(name) or 0
     sleep = state.retry_wait or state.env.sleep
+    def cut(failed_attempt: int, delay: float, failure: Failure) -> Failure | None:
+        # a retry that would start after the run's deadline is not waited for
+        return deadline.retry_cut(state.checkpoint.context, state.env.now(), delay, name,
+                                  failure)
+
     result, used = attempt_with_retries(
-        retry_policy(spec), attempt, on_retry=on_retry,
+        retry_policy(spec), attempt, on_retry=on_retry, cut=cut,
         sleep_fn=sleep if timeouts is None else limited_wait,
         first_attempt=done + 1,
     )

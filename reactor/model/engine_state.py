@@ -42,7 +42,10 @@ stored key                field                        stored value
                                                        "deadline", "expiry",
                                                        "max_attempts", "attempts"}``
 ``cancel``                ``cancel``                   ``{"reason", "rollback",
-                                                       "requested_at"}``
+                                                       "requested_at"}``, plus
+                                                       ``"cause": "deadline"`` when the
+                                                       run's deadline ended it
+``deadline``              ``deadline``                 epoch seconds (runtime clock)
 ========================  ===========================  =================================
 
 A fact at its default (``False``, ``None``, empty) is not written; a stored ``null`` reads as
@@ -393,16 +396,24 @@ class CancelRequest:
         reason: why the run was cancelled (the caller's text, shown in views), or ``None``.
         rollback: whether the run's completed work is rolled back (``False``: it is kept).
         requested_at: epoch seconds on the runtime clock when the cancel was requested.
+        cause: ``"deadline"`` when the run's deadline passed (docs/concepts.md, "Run
+            deadlines": the run ends ``failed`` with ``RunDeadlineExceeded``, not
+            ``cancelled``); ``None`` for a cancel asked for by ``Reactor.cancel``.
     """
 
     reason: StrictStr | None = None
     rollback: StrictBool = True
     requested_at: _Seconds = 0.0
+    cause: Literal["deadline"] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The stored form (every field, ``null`` where unset)."""
-        return {"reason": self.reason, "rollback": self.rollback,
-                "requested_at": self.requested_at}
+        """The stored form (every field, ``null`` where unset; ``cause`` only when set, so a
+        cancel's stored form is what earlier versions wrote and read)."""
+        stored: dict[str, Any] = {"reason": self.reason, "rollback": self.rollback,
+                                  "requested_at": self.requested_at}
+        if self.cause is not None:
+            stored["cause"] = self.cause
+        return stored
 
     @classmethod
     def from_json(cls, value: Any, path: str = "cancel") -> CancelRequest:
@@ -507,6 +518,7 @@ class _StoredState(BaseModel):
     quarantine: Quarantine | None = None
     interrupt: PendingInterrupt | None = None
     cancel: CancelRequest | None = None
+    deadline: _Seconds | None = None
 
 
 #: Every ``private_data`` key :class:`EngineState` reads as a typed field (any other key is
@@ -555,6 +567,8 @@ class EngineState:
             "Interrupts"), else ``None``.
         cancel: set once a cancel of the run started (docs/run-control.md, "Cancel"): the
             request it carries out; else ``None``.
+        deadline: the run's deadline, epoch seconds on the runtime clock (docs/concepts.md,
+            "Run deadlines"), or ``None``.
         extra: stored ``private_data`` keys this version does not know, kept as read and
             written back unchanged (never one of :data:`STORED_KEYS`).
 
@@ -576,6 +590,7 @@ class EngineState:
     quarantine: Quarantine | None = None
     interrupt: PendingInterrupt | None = None
     cancel: CancelRequest | None = None
+    deadline: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -675,6 +690,7 @@ class EngineState:
             QUARANTINE_KEY: None if self.quarantine is None else self.quarantine.to_json(),
             "interrupt": None if self.interrupt is None else self.interrupt.to_json(),
             "cancel": None if self.cancel is None else self.cancel.to_json(),
+            "deadline": self.deadline,
         }
         return {**{k: v for k, v in stored.items() if v is not None}, **self.extra}
 
@@ -713,6 +729,7 @@ class EngineState:
             quarantine=stored.quarantine,
             interrupt=stored.interrupt,
             cancel=stored.cancel,
+            deadline=stored.deadline,
             extra=stored.model_extra or {},
         )
 

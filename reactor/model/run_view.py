@@ -267,7 +267,10 @@ class RunView:
         cancel: for a run cancelled (or being cancelled) by ``Reactor.cancel``, the request:
             its ``reason``, whether the work was rolled back (``rollback``) and when it was
             requested (``requested_at``, epoch seconds; docs/run-control.md, "Cancel"); else
-            ``None``.
+            ``None``. A run its deadline stopped holds the deadline's request here
+            (``cause == "deadline"``).
+        deadline: the run's deadline, epoch seconds on the runtime clock (docs/concepts.md,
+            "Run deadlines"), or ``None``.
         maps: map step name -> :class:`MapInfo`, for every map step the run started (its
             elements: :meth:`map_elements`).
         map_membership: for a map element, the typed
@@ -296,6 +299,7 @@ class RunView:
     retries: tuple[str, ...] = ()
     interrupt: PendingInterrupt | None = None
     cancel: CancelRequest | None = None
+    deadline: float | None = None
     maps: Mapping[str, MapInfo] = field(default_factory=dict)
     element_reader: ElementReader | None = field(default=None, compare=False, repr=False)
     map_membership: MapMembership | None = None
@@ -378,6 +382,7 @@ class RunView:
             retries=links.retries,
             interrupt=ctx.engine_state.interrupt,
             cancel=ctx.engine_state.cancel,
+            deadline=ctx.engine_state.deadline,
             maps=map_infos(ctx.composed_contexts),
             element_reader=elements,
             map_membership=ctx.map_metadata,

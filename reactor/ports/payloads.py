@@ -39,6 +39,7 @@ __all__ = [
     "MapElementPayload",
     "MapElementRollbackPayload",
     "Payload",
+    "RunDeadlinePayload",
     "RunPayload",
     "StepPayload",
     "SweepPayload",
@@ -272,6 +273,24 @@ class InterruptTimeoutPayload(Payload):
     deadline: float = Field(allow_inf_nan=False)
 
 
+class RunDeadlinePayload(Payload):
+    """Stop a run at its deadline if it has not finished (docs/concepts.md, "Run
+    deadlines"). Enqueued with a delay when a run with a deadline leaves its caller
+    unfinished; a finished run is left alone.
+
+    Attributes:
+        context_id: the root run.
+        reactor: its registered reactor name.
+        deadline: the deadline, in epoch seconds on the runtime clock (a job delivered early
+            is re-enqueued for the rest).
+    """
+
+    kind: ClassVar[str] = "run_deadline"
+    context_id: str = Field(min_length=1)
+    reactor: str = Field(min_length=1)
+    deadline: float = Field(allow_inf_nan=False)
+
+
 #: Payload model per job kind.
 PAYLOAD_TYPES: dict[str, type[Payload]] = {
     cls.kind: cls
@@ -283,6 +302,7 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
         MapElementRollbackPayload,
         SweepPayload,
         InterruptTimeoutPayload,
+        RunDeadlinePayload,
     )
 }
 

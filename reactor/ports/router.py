@@ -67,6 +67,7 @@ __all__ = [
 JobKind = Literal[
     "run", "step", "map_element", "map_collect", "map_element_rollback", "sweep",
     "interrupt_timeout",
+    "run_deadline",
 ]
 
 #: Every job kind a worker knows.

@@ -74,7 +74,8 @@ OLD_PRIVATE_DATA: dict[str, Any] = {
 
 
 #: Keys added since the typed state (an older version keeps them in its unknown keys).
-NEW_KEYS = frozenset({"interrupt", "cancel"})  # docs/run-control.md, "Interrupts", "Cancel"
+NEW_KEYS = frozenset({"interrupt", "cancel", "deadline"})  # docs/run-control.md, "Interrupts",
+# "Cancel"; docs/concepts.md, "Run deadlines"
 
 
 def test_every_key_the_old_code_wrote_loads_into_its_typed_field() -> None:
@@ -135,6 +136,25 @@ def test_a_cancel_request_round_trips_and_reads_as_a_claim() -> None:
         EngineState.from_json({"cancel": {"rollback": "no"}})
     with pytest.raises(DeserializationError, match="'cancel claim' must be an object"):
         CancelRequest.decode("[1]")
+
+
+def test_a_deadline_and_a_deadlines_stop_request_round_trip() -> None:
+    """docs/concepts.md, "Run deadlines": ``deadline`` is stored as epoch seconds; a cancel
+    request's ``cause`` is written only when set, so a cancel's stored form is unchanged."""
+    stored = {"deadline": 1700000060,
+              "cancel": {"reason": "its deadline passed", "rollback": True,
+                         "requested_at": 1700000061.5, "cause": "deadline"}}
+    state = EngineState.from_json(stored)
+    assert state.deadline == 1700000060.0
+    assert state.cancel == CancelRequest("its deadline passed", True, 1700000061.5, "deadline")
+    assert state.to_json() == stored
+    assert CancelRequest.decode(state.cancel.encode()).cause == "deadline"
+    assert "cause" not in CancelRequest("ops").to_json()
+    assert EngineState().to_json() == {}
+    with pytest.raises(DeserializationError, match=r"'private_data\.deadline'"):
+        EngineState.from_json({"deadline": "soon"})
+    with pytest.raises(DeserializationError, match=r"'private_data\.cancel\.cause'"):
+        EngineState.from_json({"cancel": {"cause": "boredom"}})
 
 
 def test_a_pending_interrupt_round_trips_every_field() -> None:

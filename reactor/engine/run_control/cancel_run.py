@@ -49,6 +49,7 @@ from reactor.engine.dispatch import DispatchHandle, stored_result
 from reactor.engine.env import Env, make_env
 from reactor.engine.liveness import Liveness
 from reactor.engine.run_control import cancel as cancelling
+from reactor.engine.run_control import deadline
 from reactor.engine.state import RunState
 from reactor.errors import (
     CancelArgumentError,
@@ -84,6 +85,7 @@ def cancel(
     rollback: bool = True,
     runtime: Runtime | None = None,
     sleep: Callable[[float], None] | None = None,
+    deadline_passed: bool = False,
 ) -> Success | Failure | Paused | DispatchHandle:
     """Cancel run ``run_id`` (see the module docstring).
 
@@ -96,6 +98,10 @@ def cancel(
             steps; ``False``: keep the completed work (``Reactor.undo`` can roll it back later).
         runtime: the runtime (default ``reactor.config.current()``).
         sleep: the waits of the undos run here (as for :func:`reactor.engine.api.run`).
+        deadline_passed: the run's deadline passed (the ``run_deadline`` timer job,
+            docs/concepts.md, "Run deadlines"): the request is the deadline's (``reason``
+            and ``rollback`` are ignored) and the run ends ``failed`` with
+            ``RunDeadlineExceeded`` instead of ``cancelled``.
 
     Returns:
         The ``Failure`` of :class:`~reactor.errors.RunCancelledError` (``run_id`` set, its
@@ -125,7 +131,14 @@ def cancel(
     if definition is None:
         definition = registry.get(ctx.reactor).definition
     definition.register_codec_types()
-    request = cancelling.claim(env, run_id, CancelRequest(reason, rollback, env.clock.now()))
+    now = env.clock.now()
+    stored_deadline = ctx.engine_state.deadline
+    wanted = (
+        deadline.deadline_request(stored_deadline, now)
+        if deadline_passed and stored_deadline is not None
+        else CancelRequest(reason, rollback, now)
+    )
+    request = cancelling.claim(env, run_id, wanted)
     hold = _take(env, run_id, paused=ctx.status is RunStatus.PAUSED)
     if hold is None or hold.lock is None:  # None: an execution owns it (re-entrant: ours)
         if hold is not None:

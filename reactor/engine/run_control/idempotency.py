@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from reactor.config import Runtime
+from reactor.dsl.deadlines import absolute_deadline
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import api, liveness, secret_policy
 from reactor.engine.checkpoint import load_context
@@ -108,6 +109,7 @@ def run_once(
     runtime: Runtime | None = None,
     sleep: Callable[[float], None] | None = None,
     monotonic: Callable[[], float] | None = None,
+    deadline: Any = None,
 ) -> Success | Failure | Paused | DispatchHandle:
     """Run ``definition`` at most once per idempotency key (see the module docstring).
 
@@ -119,6 +121,9 @@ def run_once(
         sleep: the per-run retry sleep (as for :func:`reactor.engine.api.run`).
         monotonic: the clock of the wait bound; ``None``: the runtime clock's
             ``monotonic`` (docs/testing.md, "The clock").
+        deadline: the new run's deadline (as for :func:`reactor.engine.api.run`; checked
+            before the key is claimed). A caller answered with another run's outcome gets
+            that run's own deadline.
 
     Returns:
         The run's result (this caller ran it), or the outcome of the run holding the key, or
@@ -129,6 +134,7 @@ def run_once(
 
     Raises:
         IdempotencyKeyError: the key is invalid (nothing is claimed or stored).
+        DeadlineError: ``deadline`` is invalid (nothing is claimed or stored).
         ConfigurationError: secrets without a key on a real backend (nothing is claimed).
         StorageError: the backend failed; other exceptions as :func:`reactor.engine.api.run`.
     """
@@ -137,12 +143,13 @@ def run_once(
     if monotonic is None:
         monotonic = env.clock.monotonic
     definition.register_codec_types()
+    absolute_deadline(deadline, definition.deadline, env.now())  # refused before any claim
     secret_policy.check(definition, env)
     try:
         definition.contract.validate(inputs)
     except InputValidationError:  # fails without a key: a corrected call may use it
-        return api.run(definition, inputs, runtime=env.runtime, sleep=sleep)
-    deadline = monotonic() + env.settings.async_wait_timeout
+        return api.run(definition, inputs, runtime=env.runtime, sleep=sleep, deadline=deadline)
+    wait_until = monotonic() + env.settings.async_wait_timeout
     claims = env.storage.claims
     while True:
         context_id = new_context_id()
@@ -156,11 +163,11 @@ def run_once(
         if holder is None or holder == context_id:
             return api.run(
                 definition, inputs, runtime=env.runtime, sleep=sleep, context_id=context_id,
-                links=RunLinks(idempotency_key=key), hold=hold,
+                links=RunLinks(idempotency_key=key), hold=hold, deadline=deadline,
             )
         if hold is not None:
             hold.release()
-        answer = _answer(definition, env, key, holder, deadline, monotonic)
+        answer = _answer(definition, env, key, holder, wait_until, monotonic)
         if answer is not None:
             return answer
         # the holder was released (dead claimer or expired key): race for the key again

@@ -43,6 +43,7 @@ from reactor.engine.maps import fan_out
 from reactor.engine.maps import rollback as map_rollback
 from reactor.engine.parks import Park, snooze_limit_failure
 from reactor.engine.quarantine import quarantine
+from reactor.engine.run_control import deadline
 from reactor.errors import DeserializationError, LockLost
 from reactor.jobs.job_context import JobContext
 from reactor.model.context import Context
@@ -138,7 +139,7 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
                 "event=retry_queued context_id=%s step=%s delay=%.2f",
                 ctx.context_id, retry.step, retry.delay,
             )
-            _pause(jc, hold, payload, retry.delay)
+            _pause(jc, hold, payload, deadline.capped_delay(ctx, retry.delay, env.now()))
             return
         except Park as park:
             finished = _park(jc, env, hold, ctx, payload, park)
@@ -232,5 +233,7 @@ def _park(
     next_payload = (
         payload.model_copy(update={"snooze_count": count + 1}) if park.capped else payload
     )
-    _pause(jc, hold, next_payload, park.delay)
+    # a run with a deadline comes back at it and stops itself (docs/concepts.md, "Run
+    # deadlines")
+    _pause(jc, hold, next_payload, deadline.capped_delay(ctx, park.delay, env.now()))
     return None

@@ -1,6 +1,7 @@
 """Carrying a cancel out: compensating the step in flight, undoing the completed steps,
 releasing the holds kept on the record and storing the run ``cancelled``
-(docs/run-control.md, "Cancel").
+(docs/run-control.md, "Cancel"); ``failed`` with ``RunDeadlineExceeded`` when the request is
+a passed deadline's (docs/concepts.md, "Run deadlines").
 """
 
 import logging
@@ -64,7 +65,8 @@ def stop(
         release_correlation(state.env, ctx.context_id, pending.correlation_id)
     ctx.engine_state = replace(ctx.engine_state, cancel=request, interrupt=None, waiting=None)
     step = in_flight.step if in_flight is not None else None
-    state.trace("cancelled", step, detail=request.reason)
+    state.trace("deadline" if request.cause == "deadline" else "cancelled", step,
+                detail=request.reason)
     ctx.failure = cancelled_failure(ctx, request, [])  # what a compensate is handed
     if request.rollback:
         started = in_flight is not None and in_flight.body_started
@@ -113,12 +115,15 @@ def conclude(state: RunState, *, coordinated: bool = False) -> Failure:
         _release_stored_holds(state.env, state.definition, ctx)
     _end_children(ctx)
     ctx.rollback = None
-    ctx.status = RunStatus.CANCELLED
+    # a deadline's stop ends the run failed (docs/concepts.md, "Run deadlines")
+    by_deadline = request.cause == "deadline"
+    ctx.status = RunStatus.FAILED if by_deadline else RunStatus.CANCELLED
     ctx.current_step = None
     failure = cancelled_failure(ctx, request, failures)
     ctx.failure = failure
     state.checkpoint.save()
-    log.info("event=run_cancelled run_id=%s rolled_back=%s rollback_failures=%d",
+    log.info("event=%s run_id=%s rolled_back=%s rollback_failures=%d",
+             "run_deadline_exceeded" if by_deadline else "run_cancelled",
              ctx.context_id, request.rollback, len(failures))
     return failure
 

@@ -1,6 +1,8 @@
 """Noticing a cancel request where a root run executes: before a continued execution starts
 (:func:`at_start`), before a step (:func:`before_step`) and at each step boundary
-(:func:`at_boundary`, :func:`stop_at_boundary`) (docs/run-control.md, "Cancel").
+(:func:`at_boundary`, :func:`stop_at_boundary`) (docs/run-control.md, "Cancel"); a passed
+run deadline is noticed at the same places (:func:`overdue`; docs/concepts.md, "Run
+deadlines").
 """
 
 import logging
@@ -9,6 +11,7 @@ from collections.abc import Callable
 from reactor.dsl.declarations import StepSpec
 from reactor.engine.maps.fan_out import MapDispatched
 from reactor.engine.parks import Park, park_delay
+from reactor.engine.run_control import deadline
 from reactor.engine.run_control.cancel.conclusion import release_correlation, stop
 from reactor.engine.run_control.cancel.in_flight import (
     hold_for_child,
@@ -16,6 +19,7 @@ from reactor.engine.run_control.cancel.in_flight import (
     stored_in_flight,
 )
 from reactor.engine.run_control.cancel.requests import (
+    claim,
     decoded_request,
     is_root,
     requested,
@@ -78,6 +82,8 @@ def at_start(state: RunState) -> Failure | None:
     else:
         request = requested(state.env, ctx.context_id)
     if request is None:
+        request = overdue(state)
+    if request is None:
         return None
     in_flight = stored_in_flight(state)
     if hold_for_map(state, request, in_flight):
@@ -137,19 +143,54 @@ def at_boundary(state: RunState, result: Result, *, kind: str = "step") -> Cance
 def before_step(state: RunState) -> CancelRequest | None:
     """The cancel request the run's last incremental checkpoint read with its write (a
     :class:`~reactor.ports.capabilities.ReadsClaimsWhenAppending` store), checked before each
-    step starts: no request of its own (docs/run-control.md, "Cancel").
+    step starts: no request of its own (docs/run-control.md, "Cancel"); else the stop
+    request of a passed deadline (:func:`overdue`).
 
     Args:
         state: the execution.
 
     Returns:
         The request, or ``None`` (none read, or the store does not read claims with its
-        appends: :func:`at_boundary` reads them then).
+        appends: :func:`at_boundary` reads them then; no deadline passed).
+
+    Raises:
+        StorageError: the claims store failed (claiming a deadline's request).
     """
-    checkpoint = state.checkpoint
-    if checkpoint.noted_at is None or not is_root(state):
+    if not is_root(state):
         return None
-    return decoded_request(state.ctx.context_id, checkpoint.noted.get(CANCEL_CLAIM_PATH))
+    checkpoint = state.checkpoint
+    if checkpoint.noted_at is not None:
+        noted = decoded_request(state.ctx.context_id, checkpoint.noted.get(CANCEL_CLAIM_PATH))
+        if noted is not None:
+            return noted
+    return overdue(state)
+
+
+def overdue(state: RunState) -> CancelRequest | None:
+    """The stop request of a root run whose deadline has passed (docs/concepts.md, "Run
+    deadlines"), claimed as its cancel request (first writer wins: an earlier
+    ``Reactor.cancel`` stands instead).
+
+    Args:
+        state: the execution (only a root run with a deadline is checked; no store request
+            before the deadline passed).
+
+    Returns:
+        The request to carry out, or ``None`` (no deadline, not passed, not a root run).
+
+    Raises:
+        StorageError: the claims store failed.
+    """
+    ctx = state.ctx
+    deadline_at = ctx.engine_state.deadline
+    if deadline_at is None or not is_root(state):
+        return None
+    now = state.env.now()
+    if now < deadline_at:
+        return None
+    log.info("event=deadline_passed run_id=%s deadline=%s", ctx.context_id,
+             deadline.shown(deadline_at))
+    return claim(state.env, ctx.context_id, deadline.deadline_request(deadline_at, now))
 
 
 def _child_cancelled(result: Result) -> bool:

@@ -5,6 +5,7 @@ cancel stores (docs/run-control.md, "Cancel").
 import logging
 
 from reactor.engine.env import Env
+from reactor.engine.run_control.deadline import deadline_failure
 from reactor.engine.state import RunState
 from reactor.errors import (
     DeserializationError,
@@ -92,8 +93,12 @@ def cancelled_failure(
         failures: the rollback failures (undos and compensates that did not complete).
 
     Returns:
-        A non-retryable ``Failure`` of :class:`~reactor.errors.RunCancelledError`.
+        A non-retryable ``Failure`` of :class:`~reactor.errors.RunCancelledError`; of
+        :class:`~reactor.errors.RunDeadlineExceeded` when the run's deadline stopped it
+        (``request.cause == "deadline"``, docs/concepts.md, "Run deadlines").
     """
+    if request.cause == "deadline":
+        return deadline_failure(ctx, request, failures)
     because = f": {request.reason}" if request.reason else ""
     kept = "" if request.rollback else " (its completed work was kept: rollback=False)"
     error = RunCancelledError(
