@@ -197,6 +197,27 @@ def _conditional_failure() -> Exception:
     )
 
 
+class _Closable:
+    """A boto3 client stand-in that counts its ``close`` calls."""
+
+    def __init__(self) -> None:
+        self.closed = 0
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def test_a_store_closes_only_a_client_it_owns_and_only_once() -> None:
+    """``close`` leaves a client the caller lent open (the caller may share it) and closes one
+    the store owns (a storage built from a URL) once, however often it is called."""
+    lent, owned = _Closable(), _Closable()
+    DynamoDocumentStore(lent, "t").close()
+    store = DynamoDocumentStore(owned, "t", owns_client=True)
+    store.close()
+    store.close()
+    assert (lent.closed, owned.closed) == (0, 1)
+
+
 def test_driver_errors_are_storage_errors_naming_the_operation_with_the_cause_chained() -> None:
     error = EndpointConnectionError(endpoint_url="http://127.0.0.1:1")
     store = DynamoDocumentStore(_FailingClient(error), "t", clock=lambda: T0)
@@ -266,3 +287,24 @@ def test_a_table_another_process_just_created_is_not_claimed_without_a_retry(
     )
     store = DynamoDocumentStore(_CreateRefused(dynamodb_client, exists), table)
     assert store.ensure_table(wait=False) is False
+
+
+def test_a_retried_create_counts_a_table_made_up_to_5_seconds_before_the_call_as_its_own(
+    dynamodb_client: Any, unique: str
+) -> None:
+    """When botocore's retry of ``CreateTable`` meets the table, ``ensure_table`` judges by the
+    table's creation time whether the lost first attempt made it: made after the call started,
+    give or take ``CREATED_BY_RETRY_SLACK`` (5 s of clock difference between this process and
+    DynamoDB). A table made 4.5 s before the call's start counts as this call's; one made
+    5.5 s before does not."""
+    table = f"slack-{unique}"
+    DynamoDocumentStore(dynamodb_client, table).ensure_table(wait=False)
+    made = dynamodb_client.describe_table(TableName=table)["Table"]["CreationDateTime"]
+    reply: Any = {"Error": {"Code": "ResourceInUseException", "Message": "Table already exists"},
+                  "ResponseMetadata": {"RetryAttempts": 1}}  # botocore's retry met the table
+    retried = ClientError(reply, "CreateTable")
+    for started, created in [(made.timestamp() + 4.5, True), (made.timestamp() + 5.5, False)]:
+        store = DynamoDocumentStore(
+            _CreateRefused(dynamodb_client, retried), table, clock=ManualClock(started)
+        )
+        assert store.ensure_table(wait=False) is created, started - made.timestamp()

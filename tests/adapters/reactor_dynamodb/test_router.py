@@ -336,6 +336,7 @@ class _EndlessQueue:
         self.bodies: dict[str, str] = {}
         self.deleted: list[str] = []
         self.sent: list[dict[str, Any]] = []
+        self.closed = 0
 
     def create_queue(self, QueueName: str) -> dict[str, str]:  # noqa: N803 - boto3's names
         return {"QueueUrl": f"https://sqs.invalid/{QueueName}"}
@@ -365,6 +366,9 @@ class _EndlessQueue:
 
     def send_message(self, **request: Any) -> None:
         self.sent.append(request)
+
+    def close(self) -> None:
+        self.closed += 1
 
 
 def test_the_newest_messages_keep_the_stale_receipt_rule_however_many_came_before(
@@ -411,3 +415,17 @@ def test_a_stale_receipt_never_dead_letters_its_job_once_the_message_is_forgotte
     with pytest.raises(RouterError, match="body is not remembered"):
         router.dead_letter(first, "late")
     assert sqs.sent == []
+
+
+def test_a_router_closes_only_a_client_it_owns_once_and_its_queue_sends_nothing_after() -> None:
+    """``close`` leaves a client the caller lent open and closes one the router owns (a router
+    built from a URL) once; the queue refuses to send once closed."""
+    lent, owned = _EndlessQueue(), _EndlessQueue()
+    SQSRouter(lent, "jobs").close()
+    router = SQSRouter(owned, "jobs", owns_client=True)
+    router.close()
+    router.primitive.close()  # the queue's own close is idempotent too
+    assert (lent.closed, owned.closed) == (0, 1)
+    with pytest.raises(RouterError, match="closed"):
+        router.primitive.send(router.queue_url, job().to_json(), None)
+    assert owned.sent == []
