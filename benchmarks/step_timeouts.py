@@ -5,7 +5,9 @@ returning at once) and of 1 ms I/O steps (``time.sleep`` / ``asyncio.sleep``), e
 and without ``Timeouts(per_attempt=30)``, interleaved in rounds so both see the same machine.
 It prints the median µs per step of each and the ratio timed / untimed (an ``async def`` body
 is awaited under ``asyncio.timeout``; a plain body is handed to a kept body thread and waited
-for, which is the cost of being able to stop waiting for it).
+for, which is the cost of being able to stop waiting for it). Then the cost of one
+``ctx.heartbeat(details)`` call (docs/concepts.md, "Heartbeats"): a body making 10,000 calls,
+against a plain loop calling a no-op function as often (µs per call, in the same process).
 
 Usage: ``python benchmarks/step_timeouts.py [STORAGE_URL] [--runs N] [--rounds N]`` (default
 ``memory://``). No assertions (performance is measured, not asserted).
@@ -75,6 +77,38 @@ def main() -> None:
             what = f"{flavour} body, {'no I/O' if not io else f'{io * 1000:g} ms of I/O'}"
             print(f"{what:28} without {a:8.1f} µs/step   with Timeouts {b:8.1f} µs/step   "
                   f"ratio {b / a:.2f}")
+    _heartbeat_cost(args.rounds)
+
+
+def _heartbeat_cost(rounds: int, calls: int = 10_000) -> None:
+    """Print the µs per ``ctx.heartbeat`` call inside a step with ``Timeouts(heartbeat=30)``
+    against a no-op call (the baseline), median of ``rounds``."""
+    spent: list[float] = []
+
+    def beats(inputs: Any, ctx: Any) -> int:
+        began = time.perf_counter()
+        for n in range(calls):
+            ctx.heartbeat(n)
+        spent.append(time.perf_counter() - began)
+        return calls
+
+    def noop(details: Any) -> None:
+        return None
+
+    saga = type("bench_heartbeats", (Reactor,), {
+        "beats": step(beats, timeouts=Timeouts(heartbeat=30)),
+    }, name="bench.heartbeats")
+    baseline: list[float] = []
+    for _ in range(rounds):
+        saga.run()
+        began = time.perf_counter()
+        for n in range(calls):
+            noop(n)
+        baseline.append(time.perf_counter() - began)
+    per_call = statistics.median(spent) / calls * 1e6
+    floor = statistics.median(baseline) / calls * 1e6
+    print(f"ctx.heartbeat: {per_call:.2f} µs per call (a no-op call: {floor:.3f} µs; ratio "
+          f"{per_call / floor:.1f}); it writes nothing: 0 store writes per call")
 
 
 if __name__ == "__main__":

@@ -72,21 +72,27 @@ class Timeouts:
         per_attempt: seconds each attempt of the body may run; ``None``: no limit.
         total: seconds the step's bodies and retry waits may take together (on the runtime
             clock, across a worker's re-enqueued retries); ``None``: no limit.
+        heartbeat: seconds an attempt's body may go without calling ``ctx.heartbeat``
+            (from its start, then from its last call); ``None``: no limit (docs/concepts.md,
+            "Heartbeats").
 
     Raises:
         DefinitionError: a limit is not an int or float of seconds above 0 and at most
-            :data:`MAX_SECONDS`, or neither is set.
+            :data:`MAX_SECONDS`, or none is set.
     """
 
     per_attempt: float | None = None
     total: float | None = None
+    heartbeat: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "per_attempt", _seconds("per_attempt", self.per_attempt))
         object.__setattr__(self, "total", _seconds("total", self.total))
-        if self.per_attempt is None and self.total is None:
+        object.__setattr__(self, "heartbeat", _seconds("heartbeat", self.heartbeat))
+        if self.per_attempt is None and self.total is None and self.heartbeat is None:
             raise DefinitionError(
-                "Timeouts() sets no limit: give per_attempt= and/or total= (seconds)"
+                "Timeouts() sets no limit: give per_attempt=, total= and/or heartbeat= "
+                "(seconds)"
             )
 
     def limit(self, elapsed: float) -> tuple[float | None, str]:

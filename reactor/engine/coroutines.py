@@ -145,10 +145,12 @@ class _Handoff:
     def __init__(
         self, coro: Coroutine[Any, Any, Any], timeout: float | None = None,
         expired: Callable[[], BaseException] | None = None,
+        due: Callable[[], float] | None = None,
     ) -> None:
         self.coro = coro
         self.timeout = timeout
         self.expired = expired
+        self.due = due
         self.lock = threading.Lock()
         self.started = False
         self.abandoned = False
@@ -168,7 +170,7 @@ class _Handoff:
             self.task = asyncio.current_task()
             self.loop = asyncio.get_running_loop()
         try:
-            if self.timeout is None:
+            if self.timeout is None and self.due is None:
                 self.value = await self.coro
             else:
                 self.value = await self._limited(self.timeout)
@@ -200,14 +202,19 @@ class _Handoff:
             self.expired() if self.expired is not None else "an async step body", what,
         )
 
-    async def _limited(self, seconds: float) -> Any:
-        """Await the body for at most ``seconds``; past them it is cancelled and
-        :attr:`expired` is raised instead, whatever the body does once cancelled (a body that
-        catches the cancellation and returns, or raises something else, still timed out:
-        what it ended with is discarded; docs/concepts.md, "Time limits")."""
-        scope = asyncio.timeout(seconds)
+    async def _limited(self, seconds: float | None) -> Any:
+        """Await the body for at most ``seconds`` (or until :attr:`due`, which a heartbeat
+        moves later: a watcher task expires the scope when it passes); past them it is
+        cancelled and :attr:`expired` is raised instead, whatever the body does once
+        cancelled (a body that catches the cancellation and returns, or raises something
+        else, still timed out: what it ended with is discarded; docs/concepts.md, "Time
+        limits")."""
+        scope = asyncio.timeout(seconds if self.due is None else None)
+        watcher: asyncio.Task[None] | None = None
         try:
             async with scope:
+                if self.due is not None:
+                    watcher = asyncio.get_running_loop().create_task(self._watch(scope))
                 value = await self.coro
         except TimeoutError as exc:
             if scope.expired() and self.expired is not None:
@@ -222,19 +229,34 @@ class _Handoff:
                 self.discarded = type(exc).__name__
                 raise self.expired() from None
             raise
+        finally:
+            if watcher is not None:
+                watcher.cancel()
         if self.expired is not None and self._past(scope):
             self.discarded = "Success"  # it caught the cancellation, or blocked its loop
             raise self.expired()
         return value
 
-    @staticmethod
-    def _past(scope: asyncio.Timeout) -> bool:
+    async def _watch(self, scope: asyncio.Timeout) -> None:
+        """Expire ``scope`` once :attr:`due` passes (asked again each time: a heartbeat
+        moves it later)."""
+        assert self.due is not None
+        while True:
+            left = self.due() - time.monotonic()
+            if left <= 0:
+                scope.reschedule(asyncio.get_running_loop().time())
+                return
+            await asyncio.sleep(left)
+
+    def _past(self, scope: asyncio.Timeout) -> bool:
         """Whether ``scope``'s deadline passed: it expired, or the body kept the loop from
         expiring it (synchronous work in an ``async def`` body)."""
+        if scope.expired():
+            return True
+        if self.due is not None:
+            return time.monotonic() >= self.due()
         when = scope.when()
-        return scope.expired() or (
-            when is not None and asyncio.get_running_loop().time() >= when
-        )
+        return when is not None and asyncio.get_running_loop().time() >= when
 
     def give_up(self) -> bool:
         """Stop waiting for a body past its limit (and its grace): a body that never started
@@ -295,6 +317,7 @@ def await_result(
     *,
     timeout: float | None = None,
     expired: Callable[[], BaseException] | None = None,
+    due: Callable[[], float] | None = None,
 ) -> _T:
     """Run ``coro`` (an ``async def`` step body's coroutine) to completion and return its
     value, blocking the calling thread: on the caller's loop inside the awaitable API while it
@@ -307,6 +330,9 @@ def await_result(
             :data:`_CANCEL_GRACE` seconds later is no longer waited for (what it ends with is
             logged and discarded; docs/concepts.md, "Time limits"). ``None``: no limit.
         expired: builds the error raised when ``timeout`` passes.
+        due: instead of ``timeout``: the ``time.monotonic`` time the limit passes, asked
+            again whenever it is reached (a heartbeat moves it later; docs/concepts.md,
+            "Heartbeats").
 
     Returns:
         What the coroutine returned.
@@ -331,11 +357,14 @@ def await_result(
             "code on that loop; await Reactor.arun(...) and the other awaitable methods "
             "instead: docs/concepts.md, \"Async steps\")"
         )
-    handoff = _Handoff(coro, timeout, expired)
+    handoff = _Handoff(coro, timeout, expired, due)
     # A body under a limit is cancelled on its loop at the limit; the engine waits for it to
     # end at most the limit and a grace, then stops waiting (it ignores its cancellation, or
     # blocks its loop, or the loop is too busy to start it).
-    deadline = None if timeout is None else time.monotonic() + timeout + _CANCEL_GRACE
+    if due is None and timeout is not None:
+        limit_at = time.monotonic() + timeout
+        due = lambda: limit_at  # noqa: E731 - a constant limit
+    deadline = None if due is None else due() + _CANCEL_GRACE
     gave_up = False
     try:  # from the submission on: an interruption anywhere here cancels the body
         if not _submit(handoff, loop):
@@ -345,6 +374,8 @@ def await_result(
             _WATCH if deadline is None
             else min(_WATCH, max(deadline - time.monotonic(), 0.0))
         ):
+            if due is not None:
+                deadline = due() + _CANCEL_GRACE  # a heartbeat moves it later
             if deadline is not None and time.monotonic() >= deadline:
                 gave_up = handoff.give_up()
                 if gave_up:
@@ -354,7 +385,7 @@ def await_result(
                 continue
             # The caller's loop stopped or closed while we wait.
             if handoff.abandon():  # it never started the body: run it on reactor's loop
-                handoff = _Handoff(handoff.coro, timeout, expired)
+                handoff = _Handoff(handoff.coro, timeout, expired, handoff.due)
                 loop = _reactor_loop()
                 _submit(handoff, loop)
             elif caller is not None and caller.is_closed():  # closed mid-body: it is gone

@@ -33,6 +33,7 @@ from reactor.engine.coroutines import await_result
 from reactor.engine.interruptions import INTERRUPTIONS, PASS_THROUGH
 from reactor.errors import InputValidationError, StepTimeout, UndeclaredInputError
 from reactor.model import signals
+from reactor.model.heartbeats import Heartbeats
 from reactor.model.results import Failure, Paused, Result, Skipped, Success
 from reactor.model.step_context import StepContext
 
@@ -113,19 +114,42 @@ class AttemptLimit:
     """The time limit of one attempt of a step body (docs/concepts.md, "Time limits").
 
     Attributes:
-        seconds: how long the attempt may run.
+        seconds: how long the attempt may run (``math.inf``: only its heartbeat limit).
         kind: ``"per_attempt"`` or ``"total"`` (which of the step's ``Timeouts`` it is).
         step: the step name.
         attempt: the attempt (1-based).
+        heartbeat: seconds the body may go without a heartbeat (docs/concepts.md,
+            "Heartbeats"), or ``None``.
+        heartbeats: the step's heartbeats (when ``heartbeat`` is set).
     """
 
     seconds: float
     kind: str
     step: str
     attempt: int
+    heartbeat: float | None = None
+    heartbeats: Heartbeats | None = None
 
-    def error(self) -> StepTimeout:
-        """The error a body that ran past this limit fails with."""
+    def due(self, started: float) -> float:
+        """The ``time.monotonic`` time this attempt, started at ``started``, runs out: its
+        limit, or earlier when its body has gone ``heartbeat`` seconds without one."""
+        limit_at = started + self.seconds
+        if self.heartbeat is None or self.heartbeats is None:
+            return limit_at
+        return min(limit_at, self.heartbeats.due(self.heartbeat))
+
+    def error(self, started: float | None = None) -> StepTimeout:
+        """The error a body that ran past this limit fails with (``started``: when the
+        attempt began, to tell a missed heartbeat from the limit itself)."""
+        if (
+            started is not None and self.heartbeat is not None and self.heartbeats is not None
+            and self.heartbeats.due(self.heartbeat) < started + self.seconds
+        ):
+            return StepTimeout(
+                f"step {self.step!r} attempt {self.attempt} went {self.heartbeat:g}s without "
+                "a heartbeat", step_name=self.step, limit="heartbeat", seconds=self.heartbeat,
+                attempt=self.attempt,
+            )
         what = ("its per-attempt limit" if self.kind == "per_attempt"
                 else "what was left of its total limit")
         return StepTimeout(
@@ -155,7 +179,7 @@ def capture(
     try:
         with signals.listening():
             if limit is not None and not inspect.iscoroutinefunction(fn):
-                returned = _call_on_body_thread(fn, args, limit)
+                returned = _call_on_body_thread(fn, args, limit, started)
             else:
                 returned = fn(*args)
             if inspect.iscoroutine(returned):  # an ``async def`` body (docs/concepts.md)
@@ -174,11 +198,12 @@ def _await_body(coro: Any, limit: AttemptLimit | None, started: float) -> Any:
     from ``started``, when the call began)."""
     if limit is None:
         return await_result(coro)
-    left = limit.seconds - (time.monotonic() - started)
-    if left <= 0:  # the plain call that made it used the whole limit
+    if time.monotonic() >= limit.due(started):  # the plain call that made it used it all
         coro.close()
-        raise limit.error()
-    return await_result(coro, timeout=left, expired=limit.error)
+        raise limit.error(started)
+    return await_result(
+        coro, due=lambda: limit.due(started), expired=lambda: limit.error(started)
+    )
 
 
 def _described(ok: bool, value: Any) -> str:
@@ -195,7 +220,7 @@ def _described(ok: bool, value: Any) -> str:
 
 
 def _call_on_body_thread(
-    fn: Callable[..., Any], args: tuple[Any, ...], limit: AttemptLimit
+    fn: Callable[..., Any], args: tuple[Any, ...], limit: AttemptLimit, started: float
 ) -> Any:
     """``fn(*args)`` of a plain body under ``limit``: it runs on a body thread
     (:mod:`reactor.engine.body_threads`, with the caller's context variables) that the caller
@@ -235,7 +260,11 @@ def _call_on_body_thread(
     context = contextvars.copy_context()  # inside signals.listening(): signals work there
     body_threads.submit(lambda: context.run(work))
     try:
-        done = finished.acquire(timeout=min(limit.seconds, threading.TIMEOUT_MAX))
+        while True:  # until the body ends or its limit passes (a heartbeat moves it later)
+            left = limit.due(started) - time.monotonic()
+            done = finished.acquire(timeout=min(max(left, 0.0), threading.TIMEOUT_MAX))
+            if done or time.monotonic() >= limit.due(started):
+                break
     except BaseException:  # the waiting thread was interrupted (Ctrl-C): the body goes on
         with settle:
             if not ended:
@@ -245,7 +274,7 @@ def _call_on_body_thread(
         with settle:
             if not ended:  # still running: give up on it
                 abandoned.append(True)
-                raise limit.error()
+                raise limit.error(started)
     ok, value = ended[0]
     if ok:
         return value

@@ -14,6 +14,7 @@ from reactor.engine.env import Env
 from reactor.errors import LockLost
 from reactor.model.context import Context
 from reactor.model.engine_state import KeyedTicket
+from reactor.model.heartbeats import Heartbeats, LastHeartbeat
 from reactor.model.results import Failure, Paused, Success
 from reactor.model.run_records import TraceRecord
 from reactor.model.step_context import Hold, StepContext
@@ -130,10 +131,13 @@ class RunState:
         self.ctx.execution_trace.append(TraceRecord.of(type_, step, self.now(), **extra))
 
     def step_context(
-        self, step: str, attempt: int = 0, transaction: StepTransaction | None = None
+        self, step: str, attempt: int = 0, transaction: StepTransaction | None = None,
+        *, heartbeats: Heartbeats | None = None, last_heartbeat: LastHeartbeat | None = None,
     ) -> StepContext:
         """The read-only :class:`StepContext` handed to user code for ``step`` (with the
-        connection of ``transaction``, a transactional step's, as ``ctx.transaction``)."""
+        connection of ``transaction``, a transactional step's, as ``ctx.transaction``; in a
+        ``run``, the step's ``heartbeats`` and the ``last_heartbeat`` before this attempt:
+        docs/concepts.md, "Heartbeats")."""
         ctx = self.ctx
         return StepContext(
             run_id=ctx.context_id,
@@ -147,6 +151,8 @@ class RunState:
             reactor_inputs=MappingProxyType(ctx.inputs),
             holds=self.holds + self.step_holds,
             transaction=None if transaction is None else transaction.connection,
+            last_heartbeat=last_heartbeat,
+            heartbeats=heartbeats,
         )
 
 

@@ -24,8 +24,10 @@ enforcement, step coordination, body, signal catch):
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from reactor.dsl.declarations import StepSpec
@@ -38,11 +40,15 @@ from reactor.engine.retries import attempt_with_retries
 from reactor.engine.run_control import deadline
 from reactor.engine.state import InFlight, RunState
 from reactor.errors import ArgumentResolutionError, InputValidationError
+from reactor.model import codec
+from reactor.model.heartbeats import Heartbeats, LastHeartbeat
 from reactor.model.results import Failure, Result
 from reactor.model.run_records import UndoEntry
 from reactor.ports.capabilities import StepTransaction
 
 __all__ = ["StepOutcome", "retry_policy", "run_leaf", "timeout_policy"]
+
+_log = logging.getLogger("reactor.engine")
 
 _T = TypeVar("_T")
 
@@ -100,6 +106,8 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
     # Of ``total``: the runtime clock's seconds in bodies and retry waits, with what earlier
     # executions used when a worker handed a retry wait to the queue.
     spent = ctx.time_spent(name) if timeouts is not None else 0.0
+    # The step's heartbeats over its attempts, from the last one an earlier execution kept.
+    beats = Heartbeats(ctx.kept_heartbeat(name))
 
     def counted(call: Callable[[], _T]) -> _T:
         """``call()``, its time on the runtime clock added to ``spent``."""
@@ -122,16 +130,23 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
         limit: invoke.AttemptLimit | None = None
         if timeouts is not None:
             seconds, kind = timeouts.limit(spent)
-            if seconds is not None:
-                limit = invoke.AttemptLimit(seconds, kind, name, n)
-                if seconds <= 0:  # bodies and retry waits used up the total: no start
+            if seconds is not None or timeouts.heartbeat is not None:
+                limit = invoke.AttemptLimit(
+                    math.inf if seconds is None else seconds, kind or "per_attempt", name, n,
+                    timeouts.heartbeat, beats,
+                )
+                if seconds is not None and seconds <= 0:  # the total is used up: no start
                     error = limit.error()
                     return Failure(error, retryable=False)
 
         def body() -> Result:
             def call(transaction: StepTransaction | None) -> invoke.Invocation:
                 in_flight.body_started = True
-                context = state.step_context(name, attempt=n, transaction=transaction)
+                last = beats.start(n)  # the attempt shows life from its start
+                context = state.step_context(
+                    name, attempt=n, transaction=transaction, heartbeats=beats,
+                    last_heartbeat=last,
+                )
                 if timeouts is None:
                     return invoke.call_run(spec, args, context)
                 return counted(lambda: invoke.call_run(spec, args, context, limit))
@@ -153,13 +168,19 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
             detail=f"retrying in {delay:g}s after: {failure.message}",
         )
 
-    def limited_wait(delay: float) -> None:
-        if state.retry_wait is not None and timeouts is not None and timeouts.total is not None:
+    def wait(delay: float) -> None:
+        if state.retry_wait is not None:
             # The worker hands the wait to the queue (it raises RetryLater, and the context
-            # is saved): the next execution goes on from what was used, the wait counted as
-            # its declared delay.
-            ctx.keep_time_spent(name, spent + delay)
-        counted(lambda: sleep(delay))
+            # is saved): the next execution goes on from what was used of ``total``, the
+            # wait counted as its declared delay, and reads the last heartbeat.
+            if timeouts is not None and timeouts.total is not None:
+                ctx.keep_time_spent(name, spent + delay)
+            if beats.last is not None:
+                ctx.keep_heartbeat(name, _storable(beats.last, name))
+        if timeouts is None:
+            sleep(delay)
+        else:
+            counted(lambda: sleep(delay))
 
     # A step resumed after a worker re-enqueued its retry continues its attempt count.
     done = ctx.attempts_of(name) or 0
@@ -171,13 +192,27 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
 
     result, used = attempt_with_retries(
         retry_policy(spec), attempt, on_retry=on_retry, cut=cut,
-        sleep_fn=sleep if timeouts is None else limited_wait,
+        sleep_fn=wait,
         first_attempt=done + 1,
     )
     if used > 1:
         ctx.count_attempts(name, used)
     if timeouts is not None and ctx.time_spent(name):
         ctx.keep_time_spent(name, None)
+    if ctx.kept_heartbeat(name) is not None:
+        ctx.keep_heartbeat(name, None)
     if coordination is not None:
         coordination.finish(result)
     return StepOutcome(result, in_flight.arguments, body_started=in_flight.body_started)
+
+
+def _storable(last: LastHeartbeat, step: str) -> LastHeartbeat:
+    """``last`` as the run can store it: details the codec cannot encode are dropped (logged),
+    so a heartbeat never fails the save that hands a retry to the queue."""
+    try:
+        codec.dumps(last.details)
+    except (codec.EncodeError, ValueError, RecursionError) as exc:
+        _log.warning("event=heartbeat_details_unstorable step=%s error=%s (kept without its "
+                     "details)", step, exc)
+        return replace(last, details=None)
+    return last

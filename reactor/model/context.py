@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from reactor.errors import DeserializationError
 from reactor.model.engine_state import EngineState
+from reactor.model.heartbeats import LastHeartbeat
 from reactor.model.masking import REDACTED, mask_mapping
 from reactor.model.results import Failure, RollbackFailure
 from reactor.model.run_records import (
@@ -194,6 +195,15 @@ class Context:
         """Keep ``seconds`` as the time ``step`` used of its ``total`` limit (``None``:
         forget it)."""
         self.retry_context = self.retry_context.with_spent(step, seconds)
+
+    def kept_heartbeat(self, step: str) -> LastHeartbeat | None:
+        """``step``'s last heartbeat kept when its retry was handed to the queue
+        (``retry_context``; docs/concepts.md, "Heartbeats"), or ``None``."""
+        return self.retry_context.heartbeat_of(step)
+
+    def keep_heartbeat(self, step: str, last: LastHeartbeat | None) -> None:
+        """Keep ``last`` as ``step``'s last heartbeat (``None``: forget it)."""
+        self.retry_context = self.retry_context.with_heartbeat(step, last)
 
     def last_trace(self, type_: str) -> TraceRecord | None:
         """The newest trace entry of type ``type_``, or ``None``."""

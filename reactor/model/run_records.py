@@ -27,6 +27,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from reactor.errors import DeserializationError
+from reactor.model.heartbeats import LastHeartbeat
 from reactor.model.results import RollbackFailure
 from reactor.model.secrets import seal_names
 
@@ -556,12 +557,30 @@ class RetryCounters:
         spent: step name -> the seconds of its ``total`` limit used by the attempts and
             retry waits before the retry was handed to the queue; ``None`` (not stored) when
             no step's is kept.
+        heartbeats: step name -> its last heartbeat when the retry was handed to the queue
+            (docs/concepts.md, "Heartbeats"), stored as ``"heartbeats": {step: {"details",
+            "at", "attempt"}}``; ``None`` (not stored) when no step's is kept.
         extra: stored keys this release does not know, written back as they were.
     """
 
     attempts: Mapping[str, int] | None = None
     spent: Mapping[str, float] | None = None
+    heartbeats: Mapping[str, LastHeartbeat] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def heartbeat_of(self, step: str) -> LastHeartbeat | None:
+        """The last heartbeat ``step`` made before its retry was handed to the queue."""
+        return None if self.heartbeats is None else self.heartbeats.get(step)
+
+    def with_heartbeat(self, step: str, last: LastHeartbeat | None) -> RetryCounters:
+        """A copy keeping ``last`` as ``step``'s last heartbeat (``None``: forgotten; the
+        ``heartbeats`` object is dropped when it names no step)."""
+        kept = dict(self.heartbeats or {})
+        if last is None:
+            kept.pop(step, None)
+        else:
+            kept[step] = last
+        return replace(self, heartbeats=kept or None)
 
     def spent_of(self, step: str) -> float:
         """The seconds of ``step``'s ``total`` limit used in earlier executions (0 when none
@@ -619,9 +638,18 @@ class RetryCounters:
             )
         ):
             raise reader.error("spent", "an object of step name -> seconds (a number >= 0)")
+        beats = reader.value("heartbeats")
+        if beats is not None and not (
+            isinstance(beats, Mapping) and all(isinstance(k, str) for k in beats)
+        ):
+            raise reader.error("heartbeats", "an object of step name -> heartbeat")
         return cls(
             None if attempts is None else dict(attempts),
             None if spent is None else dict(spent),
+            None if beats is None else {
+                step: LastHeartbeat.from_stored(raw, f"{where} field 'heartbeats.{step}'")
+                for step, raw in beats.items()
+            },
             reader.extra(),
         )
 
@@ -632,6 +660,10 @@ class RetryCounters:
             stored["attempts"] = dict(self.attempts)
         if self.spent:
             stored["spent"] = dict(self.spent)
+        if self.heartbeats:
+            stored["heartbeats"] = {
+                step: last.to_stored() for step, last in self.heartbeats.items()
+            }
         return _written(stored, self.extra)
 
 

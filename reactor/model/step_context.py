@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from reactor.errors import DeserializationError, LockLost
+from reactor.model.heartbeats import Heartbeats, LastHeartbeat
 from reactor.model.run_records import MapMembership
 
 __all__ = ["Hold", "StepContext"]
@@ -86,6 +87,11 @@ class StepContext:
             reactor: docs/concepts.md, "Inline map"); else ``None``. Give either this or
             :attr:`map_metadata`: the other is derived from it (a partial hand-built
             ``map_metadata`` derives no membership).
+        last_heartbeat: in ``run``: the last heartbeat an earlier attempt of the step made
+            (its ``details``, ``at`` and ``attempt``; docs/concepts.md, "Heartbeats"), or
+            ``None``.
+        heartbeats: the engine's record of the step's heartbeats (:meth:`heartbeat` writes
+            it); ``None`` outside a step's ``run``.
     """
 
     run_id: str
@@ -100,6 +106,23 @@ class StepContext:
     holds: tuple[Hold, ...] = ()
     transaction: Any = None
     map_membership: MapMembership | None = None
+    last_heartbeat: LastHeartbeat | None = None
+    heartbeats: Heartbeats | None = field(default=None, compare=False, repr=False)
+
+    def heartbeat(self, details: Any = None) -> None:
+        """Say the body is alive, with its progress (docs/concepts.md, "Heartbeats").
+
+        Cheap: kept in memory, no I/O. A step declared ``Timeouts(heartbeat=...)`` fails its
+        attempt with ``StepTimeout`` when its body goes that long without a call; the next
+        attempt reads the last ``details`` as :attr:`last_heartbeat`. Outside a step's
+        ``run`` (an ``undo``, a ``compensate``, ``Step.call``) it does nothing.
+
+        Args:
+            details: the progress to resume from (a value the codec can store, e.g. an
+                offset or a cursor); ``None``: none.
+        """
+        if self.heartbeats is not None:
+            self.heartbeats.beat(details)
 
     def __post_init__(self) -> None:
         if self.map_membership is not None and self.map_metadata is None:
