@@ -131,6 +131,29 @@ def test_a_message_whose_not_before_passed_is_delivered(
     assert counts(router) == {"visible": 0, "delayed": 0, "in_flight": 0}
 
 
+def test_a_message_due_this_very_moment_is_delivered_and_one_due_later_re_sent_plain(
+    recording: Recording, unique: str
+) -> None:
+    """A ``not_before`` equal to the clock is due: delivered, not re-deferred. One still
+    ahead, within the native delay limit, is re-sent with that delay alone: the copy carries
+    no ``not_before`` of its own, which only a delay beyond the limit needs (a manual clock
+    makes both exact)."""
+    clock = ManualClock(float(int(time.time())))
+    router = SQSRouter(recording, "jobs", prefix=f"t{unique}-", visibility_timeout=1,
+                       clock=clock)
+    for n, due in [(1, clock()), (2, clock() + 500)]:
+        recording.client.send_message(
+            QueueUrl=router.queue_url, MessageBody=job(n).to_json(),
+            MessageAttributes={"not_before": {"DataType": "Number", "StringValue": repr(due)}},
+        )
+    got = router.receive(max_jobs=10)
+    assert [d.job.payload["n"] for d in got] == [1]
+    (resent,) = recording.sent
+    assert resent["DelaySeconds"] == 500 and "MessageAttributes" not in resent
+    assert json.loads(resent["MessageBody"])["payload"] == {"n": 2}
+    router.ack(got[0])
+
+
 def test_batch_receive_and_ack_many(router: SQSRouter) -> None:
     for n in range(12):
         router.enqueue(job(n))
@@ -316,6 +339,20 @@ def test_a_retry_of_exactly_the_native_delay_limit_keeps_the_message(
     assert (stats.in_flight, stats.delayed) == (1, 0)
 
 
+def test_a_short_retry_keeps_the_message_in_flight(
+    router: SQSRouter, recording: Recording
+) -> None:
+    """A retry shorter than the native delay limit sets the message's visibility: nothing is
+    re-sent, and the message stays in flight until its delay is over."""
+    router.enqueue(job(6))
+    (delivery,) = router.receive(wait_seconds=1)
+    sent = len(recording.sent)
+    router.retry(delivery, 3)
+    assert len(recording.sent) == sent
+    stats = router.queue_stats()
+    assert (stats.in_flight, stats.delayed, stats.ready) == (1, 0, 0)
+
+
 def test_a_stats_or_ping_failure_is_a_router_error(router: SQSRouter) -> None:
     """``reactor ping`` and ``reactor info`` get a :class:`RouterError` naming the failed
     call when SQS refuses ``GetQueueAttributes`` (here: the queue was deleted)."""
@@ -337,6 +374,7 @@ class _EndlessQueue:
         self.deleted: list[str] = []
         self.sent: list[dict[str, Any]] = []
         self.closed = 0
+        self.changed: list[str] = []
 
     def create_queue(self, QueueName: str) -> dict[str, str]:  # noqa: N803 - boto3's names
         return {"QueueUrl": f"https://sqs.invalid/{QueueName}"}
@@ -366,6 +404,9 @@ class _EndlessQueue:
 
     def send_message(self, **request: Any) -> None:
         self.sent.append(request)
+
+    def change_message_visibility(self, ReceiptHandle: str, **_: Any) -> None:  # noqa: N803
+        self.changed.append(ReceiptHandle)
 
     def close(self) -> None:
         self.closed += 1
@@ -429,3 +470,24 @@ def test_a_router_closes_only_a_client_it_owns_once_and_its_queue_sends_nothing_
     with pytest.raises(RouterError, match="closed"):
         router.primitive.send(router.queue_url, job().to_json(), None)
     assert owned.sent == []
+
+
+def test_the_queue_remembers_the_bodies_of_its_last_10000_receipts_only() -> None:
+    """The bodies of claimed messages are kept for the last 10,000 receipts, so a long-lived
+    router's memory stays bounded. Past them the queue can no longer dead-letter (or re-send)
+    a delivery by itself (the router passes its own copy of the job, ``keep_body``), while a
+    release within the native delay limit, which sends no body, still goes through."""
+    sqs = _EndlessQueue()
+    queue = SQSRouter(sqs, "jobs").primitive
+    first, second = queue.claim(2, 0.0, 30.0)
+    for _batch in range(999):
+        queue.claim(10, 0.0, 30.0)
+    queue.claim(8, 0.0, 30.0)  # 10,000 receipts held: every body remembered
+    assert queue.dead_letter(first.message_id, first.receipt, "poison", 0.0)
+    assert len(sqs.sent) == 1
+    queue.claim(2, 0.0, 30.0)  # 10,001 held: the oldest body, the second's, is forgotten
+    with pytest.raises(RouterError, match="body is not remembered"):
+        queue.dead_letter(second.message_id, second.receipt, "late", 0.0)
+    assert len(sqs.sent) == 1
+    assert queue.release(second.message_id, second.receipt, 0.0)
+    assert sqs.changed == [second.receipt]
