@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from reactor_dynamodb import router_from_url
-from reactor_dynamodb.router import MAX_SQS_DELAY, SQSRouter
+from reactor_dynamodb.router import DLQ_LEASE, MAX_SQS_DELAY, SQSRouter
 
 from reactor.errors import RouterError
 from reactor.memory.clock import ManualClock
@@ -18,15 +18,21 @@ from reactor.ports.router import Job
 
 
 class Recording:
-    """Forwards to a real boto3 client and records ``send_message`` requests."""
+    """Forwards to a real boto3 client and records ``send_message`` and ``receive_message``
+    requests."""
 
     def __init__(self, client: Any) -> None:
         self.client = client
         self.sent: list[dict[str, Any]] = []
+        self.received: list[dict[str, Any]] = []
 
     def send_message(self, **request: Any) -> Any:
         self.sent.append(request)
         return self.client.send_message(**request)
+
+    def receive_message(self, **request: Any) -> Any:
+        self.received.append(request)
+        return self.client.receive_message(**request)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
@@ -258,6 +264,28 @@ def test_dead_letters_sent_by_the_previous_release_are_listed_requeued_and_purge
     assert [d.job.payload["n"] for d in got] == [7]
     assert router.purge_dead_letters() == 1
     assert router.dead_letters() == []
+
+
+def test_a_page_of_dead_letters_reads_the_dlq_only_until_it_has_enough(
+    router: SQSRouter, recording: Recording
+) -> None:
+    """Without a cursor, a page of dead letters stops scanning the DLQ once it has read as
+    many letters as it lists (module docstring, the limits): a page of 2 out of 15 takes one
+    receive of 10, which does not wait and leases what it read for ``DLQ_LEASE`` seconds;
+    those are made visible again at once, so the next page sees all 15."""
+    for n in range(15):
+        recording.client.send_message(
+            QueueUrl=router.dlq_url, MessageBody=job(n).to_json(),
+            MessageAttributes={
+                "reason": {"DataType": "String", "StringValue": f"poison {n}"},
+                "at": {"DataType": "Number", "StringValue": repr(1_000.0 + n)},
+            },
+        )
+    assert len(router.dead_letters(limit=2)) == 2
+    scans = [r for r in recording.received if r["QueueUrl"] == router.dlq_url]
+    assert [(r["MaxNumberOfMessages"], r["WaitTimeSeconds"], r["VisibilityTimeout"])
+            for r in scans] == [(10, 0, DLQ_LEASE)]
+    assert len(router.dead_letters(limit=100)) == 15
 
 
 def test_an_older_receipt_stays_stale_after_the_newer_delivery_settled(
