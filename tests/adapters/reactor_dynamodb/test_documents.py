@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from reactor_dynamodb import DYNAMO_CAPABILITIES, storage_from_url
-from reactor_dynamodb.documents import GSI_NAME, DynamoDocumentStore
+from reactor_dynamodb.documents import GSI_NAME, MAX_ITEM_BYTES, DynamoDocumentStore
 
 from reactor.errors import ContextTooLargeError, StorageError
 from reactor.memory.clock import ManualClock
@@ -88,6 +88,14 @@ def test_scan_fills_its_limit_past_expired_items(
     assert store.scan("c", limit=5) == [("999", {"i": 999})]
 
 
+def test_a_scan_stops_at_its_limit_after_a_page_that_filled_it(store: DynamoDocumentStore) -> None:
+    """A scan whose first page fills its limit, with more keys behind it, returns the limit:
+    257 of 260 keys (a limit past the small integers Python shares, 256)."""
+    for i in range(260):
+        store.write("c", f"{i:03d}", {"i": i}, expected_version=None, expires_at=None)
+    assert [k for k, _ in store.scan("c", limit=257)] == [f"{i:03d}" for i in range(257)]
+
+
 def test_items_over_400_kb_are_refused_before_the_request(store: DynamoDocumentStore) -> None:
     with pytest.raises(ContextTooLargeError) as info:
         store.write("c", "big", {"blob": "x" * 410_000}, expected_version=None, expires_at=None)
@@ -127,6 +135,46 @@ def test_a_scan_reads_the_table_consistently_and_the_index_as_dynamodb_allows(
     table, index = recording.queries
     assert table["ConsistentRead"] is True and "IndexName" not in table
     assert index["IndexName"] == GSI_NAME and "ConsistentRead" not in index
+
+
+class _Puts:
+    """A DynamoDB client stand-in that takes every ``PutItem`` (no size limit of its own)."""
+
+    def __init__(self) -> None:
+        self.items: list[dict[str, Any]] = []
+
+    def put_item(self, **request: Any) -> None:
+        self.items.append(request["Item"])
+
+
+def test_a_value_over_the_stores_own_limit_is_refused_before_the_request() -> None:
+    """``max_document_bytes`` bounds the encoded value: a value of exactly the limit is sent,
+    one a byte longer refused before any request."""
+    client = _Puts()
+    store = DynamoDocumentStore(client, "t", max_document_bytes=100, clock=lambda: T0)
+    fits = {"blob": "x" * (100 - len('{"blob":""}'))}
+    assert store.write("c", "k", fits, expected_version=None, expires_at=None)
+    with pytest.raises(ContextTooLargeError) as info:
+        store.write("c", "k", {"blob": fits["blob"] + "x"}, expected_version=None,
+                    expires_at=None)
+    assert (info.value.limit_bytes, len(client.items)) == (100, 1)
+
+
+def test_the_item_size_counts_names_and_values_and_a_number_as_21_bytes() -> None:
+    """DynamoDB's 400 KB (409,600 bytes) counts the UTF-8 lengths of attribute names and
+    values; the store counts a number as its worst case, 21 bytes. With the store's value
+    limit out of the way, an item of exactly 409,600 bytes is sent and one a byte larger
+    refused before any request."""
+    client = _Puts()
+    store = DynamoDocumentStore(client, "t", max_document_bytes=MAX_ITEM_BYTES, clock=lambda: T0)
+    # names: pk sk value version expires_at (26); values: "c", "k", the version (32 hex), the
+    # expiry (21), and the JSON text around the blob, {"blob":""} (11)
+    fits = {"blob": "x" * (MAX_ITEM_BYTES - 26 - 1 - 1 - 32 - 21 - 11)}
+    assert store.write("c", "k", fits, expected_version=None, expires_at=T0 + 60)
+    with pytest.raises(ContextTooLargeError) as info:
+        store.write("c", "k", {"blob": fits["blob"] + "x"}, expected_version=None,
+                    expires_at=T0 + 60)
+    assert (info.value.size_bytes, len(client.items)) == (MAX_ITEM_BYTES + 1, 1)
 
 
 def test_backdoor_rewrites_expiry_in_place(store: DynamoDocumentStore, clock: ManualClock) -> None:

@@ -15,6 +15,7 @@ import pytest
 import reactor_dynamodb
 from botocore.exceptions import ClientError
 from reactor_dynamodb._aws import make_client as real_make_client
+from reactor_dynamodb.documents import DynamoDocumentStore
 
 TTL_EVENT = "event=dynamodb_ttl_unavailable"
 
@@ -108,3 +109,20 @@ def test_a_start_that_cannot_enable_ttl_warns_and_still_starts(
     assert warning.levelno == logging.WARNING
     assert table in warning.getMessage() and "not authorized" in warning.getMessage()
     assert _ttl(dynamodb_client, table)["TimeToLiveStatus"] == "DISABLED"
+
+
+@pytest.mark.parametrize("attribute", ["deleted_at", "purge_at"])
+def test_ttl_on_another_attribute_is_left_alone_and_warned_about(
+    table: str, attribute: str, dynamodb_client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A table whose TTL is enabled on another attribute (named before or after
+    ``expires_at``) keeps it: ``ensure_ttl`` answers ``False`` with a warning that expired
+    items will not be purged."""
+    dynamodb_client.update_time_to_live(
+        TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": attribute}
+    )
+    store = DynamoDocumentStore(dynamodb_client, table)
+    with caplog.at_level(logging.WARNING, logger="reactor_dynamodb"):
+        assert store.ensure_ttl() is False
+    assert "TTL is enabled on another attribute" in caplog.text
+    assert _ttl(dynamodb_client, table)["AttributeName"] == attribute
