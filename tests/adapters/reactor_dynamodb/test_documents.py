@@ -280,6 +280,31 @@ def test_driver_errors_are_storage_errors_naming_the_operation_with_the_cause_ch
         assert excinfo.value.__cause__ is error
 
 
+def test_a_refused_request_is_a_storage_error_not_a_lost_race() -> None:
+    """Only ``ConditionalCheckFailedException`` is a lost race: any other refusal of a
+    conditional write (here no permission) is a :class:`StorageError`."""
+    denied = ClientError(
+        {"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}}, "PutItem"
+    )
+    store = DynamoDocumentStore(_FailingClient(denied), "t", clock=lambda: T0)
+    with pytest.raises(StorageError, match="not authorized"):
+        store.write("c", "k", {}, expected_version=None, expires_at=None)
+    with pytest.raises(StorageError, match="not authorized"):
+        store.set_expiry("c", "k", T0)
+
+
+def test_a_scan_reads_pages_of_25_to_1000_items(dynamodb_client: Any, unique: str) -> None:
+    """``Limit`` counts the items a page reads before the expiry filter drops the expired
+    ones, so a scan asks for at least 25 (a small limit is not read one item per request)
+    and at most 1,000."""
+    recording = _RecordingQueries(dynamodb_client)
+    store = DynamoDocumentStore(recording, f"docs-{unique}", clock=lambda: T0)
+    store.ensure_table()
+    store.write("c", "k", {"n": 1}, expected_version=None, expires_at=None)
+    assert store.scan("c", limit=1) == store.scan("c", limit=5_000) == [("k", {"n": 1})]
+    assert [q["Limit"] for q in recording.queries] == [25, 1_000]
+
+
 def test_a_failed_condition_is_a_lost_race_not_an_error() -> None:
     store = DynamoDocumentStore(_FailingClient(_conditional_failure()), "t", clock=lambda: T0)
     assert store.write("c", "k", {}, expected_version="v1", expires_at=None) is False

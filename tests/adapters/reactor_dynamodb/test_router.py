@@ -331,6 +331,21 @@ def test_a_foreign_deliveries_attribute_is_bounded(
     assert counts_seen[0] == 1 and counts_seen[-1] <= 1_000_001
 
 
+def test_a_foreign_deliveries_attribute_that_is_no_finite_number_is_ignored(
+    router: SQSRouter, recording: Recording
+) -> None:
+    """A ``deliveries`` attribute that does not read as a finite number (a foreign producer's
+    text, NaN, an infinity) adds nothing to the receive count."""
+    for value in ("many", "NaN", "-inf"):
+        recording.client.send_message(
+            QueueUrl=router.queue_url, MessageBody=job(1).to_json(),
+            MessageAttributes={"deliveries": {"DataType": "String", "StringValue": value}},
+        )
+    got = router.receive(max_jobs=10, wait_seconds=1)
+    assert [d.delivery_count for d in got] == [1, 1, 1]
+    router.ack_many(got)
+
+
 def test_a_retry_sqs_refuses_as_stale_is_logged_and_changes_nothing(
     router: SQSRouter, caplog: pytest.LogCaptureFixture
 ) -> None:
