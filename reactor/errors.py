@@ -73,6 +73,7 @@ __all__ = [
     "StepTransactionError",
     "StepTransactionMisuseError",
     "StorageError",
+    "SuspendArgumentError",
     "UndeclaredInputError",
     "UndoError",
     "UnknownRateLimitError",
@@ -817,6 +818,25 @@ class DeadlineError(ReactorError, ValueError):
     """
 
     def __init__(self, message: str, *, field: str = "deadline") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class SuspendArgumentError(ReactorError, ValueError):
+    """``Reactor.suspend`` or ``Reactor.unsuspend`` was called with an unusable argument
+    (docs/operations.md, "Suspend and unsuspend"): a ``run_id`` that is not a non-blank
+    string, or a ``reason``/``by`` that is not a string of at most 1,000 characters. Nothing
+    was read or claimed.
+
+    Args:
+        message: the reason; it names the argument.
+        field: the offending argument's name.
+
+    Attributes:
+        field: as given.
+    """
+
+    def __init__(self, message: str, *, field: str) -> None:
         super().__init__(message)
         self.field = field
 

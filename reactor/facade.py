@@ -26,9 +26,11 @@ from reactor.engine import api, coordination, coroutines, invoke
 from reactor.engine.dispatch import DispatchHandle
 from reactor.engine.run_control import cancel_run, idempotency, retry_run
 from reactor.engine.run_control import resume as resuming
+from reactor.engine.run_control import suspend as suspending
 from reactor.errors import InputValidationError
 from reactor.model.results import Failure, Paused, Result, Success
 from reactor.model.run_view import RunView
+from reactor.model.status import RunStatus
 from reactor.model.step_context import StepContext
 
 __all__ = ["Reactor", "Step"]
@@ -312,6 +314,58 @@ class Reactor(BaseReactor, abstract=True):
             _own_definition(cls), run_id, reason=reason, rollback=rollback, runtime=runtime,
         )
 
+
+    @classmethod
+    def suspend(
+        cls, run_id: str, *, reason: str | None = None, by: str | None = None,
+        runtime: Runtime | None = None,
+    ) -> str:
+        """Hold run ``run_id`` for an operator: it starts no further step until
+        :meth:`unsuspend` (docs/operations.md, "Suspend and unsuspend"). Steps in flight
+        finish; the run releases its locks and slots, keeps its undo stack and is stored
+        ``suspended``; ``cancel`` still works on it.
+
+        Args:
+            run_id: the top-level run.
+            reason: why (shown in views), at most 1,000 characters; ``None``: none.
+            by: who asked, at most 1,000 characters; ``None``: unknown.
+            runtime: the runtime to use (default: ``reactor.config.current()``).
+
+        Returns:
+            ``"suspended"`` when the run is stored ``suspended`` (by this call or an earlier
+            one); ``"requested"`` when the execution that owns it suspends it before its
+            next step.
+
+        Raises:
+            SuspendArgumentError: an unusable argument (``exc.field``); nothing read.
+            RunNotFoundError: no stored run with this id belongs to this reactor.
+            RunFinishedError: the run finished; nothing changed.
+            RunStateError: a map element, or a run rolling back; nothing changed.
+        """
+        return suspending.suspend(
+            _own_definition(cls), run_id, reason=reason, by=by, runtime=runtime
+        )
+
+    @classmethod
+    def unsuspend(cls, run_id: str, *, runtime: Runtime | None = None) -> RunStatus:
+        """Let a suspended run go on (docs/operations.md, "Suspend and unsuspend"): it is
+        stored back ``running`` and its job enqueued (a worker continues it at its next
+        step), or back ``paused`` when it was waiting at an interrupt.
+
+        Args:
+            run_id: the run.
+            runtime: the runtime to use (default: ``reactor.config.current()``).
+
+        Returns:
+            ``RunStatus.RUNNING`` or ``RunStatus.PAUSED``.
+
+        Raises:
+            SuspendArgumentError: an unusable ``run_id``.
+            RunNotFoundError: no stored run with this id belongs to this reactor.
+            RunStateError: the run is not suspended; nothing changed.
+            LockAcquisitionError: the run's liveness lock stayed held (try again).
+        """
+        return suspending.unsuspend(_own_definition(cls), run_id, runtime=runtime)
 
     # -- the awaitable API (docs/concepts.md, "Async steps") ------------------------------------
 

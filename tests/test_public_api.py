@@ -74,6 +74,7 @@ EXPECTED_REACTOR = sorted(
         "Step",
         "StepContext",
         "StorageError",
+        "SuspendArgumentError",
         "Success",
         "TraceEntry",
         "UndeclaredInputError",

@@ -4,7 +4,9 @@
 (docs/run-control.md, "Interrupts"); ``reactor runs cancel ID``: stop a run and roll it back
 (docs/run-control.md, "Cancel"); ``reactor runs undo ID``: roll back a finished or aborted run
 (docs/run-control.md, "Undoing a run"); ``reactor runs restore ID``: put a quarantined run back
-once it decodes (docs/run-control.md, "Restoring a quarantined run").
+once it decodes (docs/run-control.md, "Restoring a quarantined run"); ``reactor runs suspend
+ID`` and ``reactor runs unsuspend ID``: hold a run for an operator and let it go
+(docs/operations.md, "Suspend and unsuspend").
 
 Both commands read the stored documents as they are and mask them with
 :func:`reactor.model.masking.mask_document` (docs/security.md, "What each view shows"): no key
@@ -53,6 +55,7 @@ from reactor.errors import (
     ReactorError,
     RunNotFoundError,
     RunStateError,
+    SuspendArgumentError,
     UnknownReactorError,
 )
 from reactor.facade import Reactor
@@ -452,6 +455,80 @@ def runs_cancel(
     if failures:
         fail(f"the run is cancelled, but {len(failures)} undo/compensate call(s) did not "
              "complete: see 'reactor runs show'", EXIT_FAILURE)
+
+
+@runs_app.command("suspend")
+def runs_suspend(
+    run_id: str,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why (stored and shown with the run).")
+    ] = None,
+    by: Annotated[
+        str | None, typer.Option("--by", help="Who asked (stored and shown with the run).")
+    ] = None,
+    storage: StorageOpt = None,
+    router: RouterOpt = None,
+    import_: ImportOpt = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object: {run_id, outcome}.")
+    ] = False,
+    setting: SettingOpt = None,
+) -> None:
+    """Suspend a run for an operator: it starts no further step until 'reactor runs unsuspend'
+    (docs/operations.md, "Suspend and unsuspend").
+
+    Prints the run's id and "suspended", or "requested" when the execution that owns the run
+    suspends it before its next step (tab-separated, or --json). Exit code 0 then; 1 when the
+    run does not exist, finished, is a map element or is rolling back, or a backend failed; 2
+    for a usage or configuration error (a --reason or --by over 1,000 characters).
+    """
+    _import_modules(import_ or [])
+    runtime = _runtime(storage, router, setting)
+    try:
+        outcome = Reactor.suspend(run_id, reason=reason, by=by, runtime=runtime)
+    except SuspendArgumentError as exc:
+        fail(str(exc), EXIT_USAGE)
+    except (RunNotFoundError, RunStateError) as exc:
+        fail(str(exc), EXIT_FAILURE)
+    except ReactorError as exc:
+        fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE)
+    if as_json:
+        typer.echo(json.dumps({"run_id": run_id, "outcome": outcome}))
+    else:
+        typer.echo(f"{printable(run_id)}\t{outcome}")
+
+
+@runs_app.command("unsuspend")
+def runs_unsuspend(
+    run_id: str,
+    storage: StorageOpt = None,
+    router: RouterOpt = None,
+    import_: ImportOpt = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object: {run_id, status}.")
+    ] = False,
+    setting: SettingOpt = None,
+) -> None:
+    """Let a suspended run go on: stored back "running" (its job is enqueued for a worker) or
+    "paused" (it waits at its interrupt again) (docs/operations.md, "Suspend and unsuspend").
+
+    Prints the run's id and its status (tab-separated, or --json). Exit code 0 then; 1 when
+    the run does not exist, is not suspended, or a backend failed; 2 for a usage error.
+    """
+    _import_modules(import_ or [])
+    runtime = _runtime(storage, router, setting)
+    try:
+        status = Reactor.unsuspend(run_id, runtime=runtime)
+    except SuspendArgumentError as exc:
+        fail(str(exc), EXIT_USAGE)
+    except (RunNotFoundError, RunStateError) as exc:
+        fail(str(exc), EXIT_FAILURE)
+    except ReactorError as exc:
+        fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE)
+    if as_json:
+        typer.echo(json.dumps({"run_id": run_id, "status": status.value}))
+    else:
+        typer.echo(f"{printable(run_id)}\t{status.value}")
 
 
 def _failure_rows(outcome: Failure) -> list[dict[str, Any]]:

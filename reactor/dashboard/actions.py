@@ -67,7 +67,7 @@ ACTIONS: tuple[str, ...] = ("retry", "undo", "cancel", "resume")
 
 _RETRYABLE = frozenset({"failed", "cancelled"})
 _UNDOABLE = frozenset({"aborted", "completed", "halted"})
-_CANCELLABLE = frozenset({"pending", "running", "paused"})
+_CANCELLABLE = frozenset({"pending", "running", "paused", "suspended"})
 
 
 def _cancel_function() -> Callable[..., Any] | None:
@@ -98,8 +98,8 @@ def available(stored: StoredRun, guard: Guard) -> dict[str, dict[str, Any]]:
                         "of reactor (Reactor.cancel)"}
     else:
         cancel_state = decide(status in _CANCELLABLE and not element,
-                              f"only a pending, running or paused top-level run can be "
-                              f"cancelled; this one is {status}")
+                              f"only a pending, running, paused or suspended top-level run "
+                              f"can be cancelled; this one is {status}")
     return {
         "retry": decide(status in _RETRYABLE and not element,
                         f"only a failed or cancelled top-level run can be retried; this one is "

@@ -46,7 +46,8 @@ __all__ = [
 RESERVED_STEP_NAMES: frozenset[str] = frozenset(
     {
         "run", "execute", "find", "undo", "cancel", "definition", "reactor_name", "returns",
-        "mro", "coordination", "background", "max_concurrency", "deadline",
+        "mro", "coordination", "background", "max_concurrency", "deadline", "suspend",
+        "unsuspend",
     }
 )
 

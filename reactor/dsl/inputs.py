@@ -246,7 +246,8 @@ STEP_RESERVED_INPUT_NAMES: frozenset[str] = frozenset(
 REACTOR_RESERVED_INPUT_NAMES: frozenset[str] = frozenset(
     {
         "to_dict", "run", "execute", "find", "undo", "retry", "cancel", "idempotency_key",
-        "definition", "reactor_name", "returns", "coordination", "deadline",
+        "definition", "reactor_name", "returns", "coordination", "deadline", "suspend",
+        "unsuspend",
     }
 )
 

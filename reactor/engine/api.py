@@ -48,7 +48,8 @@ from reactor.model.status import RunStatus
 __all__ = ["find", "load_run", "run", "undo"]
 
 _UNDO_REFUSED = frozenset(
-    {RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.ROLLING_BACK}
+    {RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.ROLLING_BACK,
+     RunStatus.SUSPENDED}
 )
 
 
@@ -172,6 +173,9 @@ def _start(
                 f"finish its rollback with Reactor.undo({context_id!r})"
             )
         raise
+    if ctx.status is RunStatus.SUSPENDED:  # an operator suspended it (docs/operations.md)
+        return DispatchHandle(run_id=ctx.context_id, job_id="", reactor=ctx.reactor,
+                              results=dict(ctx.intermediate_results), runtime=env.runtime)
     return result.with_run_id(ctx.context_id)
 
 

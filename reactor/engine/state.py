@@ -87,6 +87,9 @@ class RunState:
         path_prefix: what this context's step names are prefixed with to make the step paths
             of its interrupts: ``""`` for a root run, ``"<compose step>."`` for a composed
             child (nested children add their own; docs/run-control.md, "Interrupts").
+        suspend_claim: the text of the run's suspend request, once a claims read (with a
+            cancel check, or a checkpoint's) found one (docs/operations.md, "Suspend and
+            unsuspend"); the run suspends before its next step.
         cancel_checked_at: the runtime clock's ``monotonic()`` when this execution last read
             its cancel request (or started): the next boundary reads it again only
             ``cancel_check_interval`` seconds later (docs/run-control.md, "Cancel").
@@ -111,6 +114,7 @@ class RunState:
     on_ordered_ticket: Callable[[str, KeyedTicket], None] | None = None
     path_prefix: str = ""
     cancel_checked_at: float | None = None
+    suspend_claim: str | None = None
     claims_read: dict[str, str] | None = None
     step_transaction: KeptTransaction | None = None
 

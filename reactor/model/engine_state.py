@@ -46,6 +46,9 @@ stored key                field                        stored value
                                                        ``"cause": "deadline"`` when the
                                                        run's deadline ended it
 ``deadline``              ``deadline``                 epoch seconds (runtime clock)
+``suspension``            ``suspension``               ``{"reason", "by", "at",
+                                                       "resume"}``
+``suspend_generation``    ``suspend_generation``       integer (absent: 0)
 ========================  ===========================  =================================
 
 A fact at its default (``False``, ``None``, empty) is not written; a stored ``null`` reads as
@@ -106,6 +109,7 @@ __all__ = [
     "ParkedHold",
     "PendingInterrupt",
     "Quarantine",
+    "Suspension",
     "Waiting",
     "WaitingPrimitive",
 ]
@@ -495,6 +499,54 @@ _Waiting = Annotated[Waiting, _stored_as(_StoredWaiting)]
 _List = Annotated[list[_T], Strict()]
 
 
+@dataclass(frozen=True)
+class Suspension:
+    """An operator's hold on a run (docs/operations.md, "Suspend and unsuspend"): the claim
+    ``Reactor.suspend`` makes in the claims store (its text is :meth:`encode`), and, while
+    the run is ``suspended``, the record kept on it. Stored as ``{"reason", "by", "at",
+    "resume"}``.
+
+    Attributes:
+        reason: why (the operator's text), or ``None``.
+        by: who asked (the operator's text), or ``None``.
+        at: epoch seconds on the runtime clock when it was asked for.
+        resume: the status ``Reactor.unsuspend`` gives the run back: ``"running"`` (it
+            continues at its next step, in a worker) or ``"paused"`` (it waits at its
+            interrupt again).
+    """
+
+    reason: StrictStr | None = None
+    by: StrictStr | None = None
+    at: _Seconds = 0.0
+    resume: Literal["running", "paused"] = "running"
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (every field, ``null`` where unset)."""
+        return {"reason": self.reason, "by": self.by, "at": self.at, "resume": self.resume}
+
+    @classmethod
+    def from_json(cls, value: Any, path: str = "suspension") -> Suspension:
+        """Read the stored form (``path``: where it sits, for the error message).
+
+        Raises:
+            DeserializationError: the value is malformed (the message names the field).
+        """
+        return _read(_SUSPENSION, value, path)
+
+    def encode(self) -> str:
+        """The claim's text for ``ClaimStore.claim_interrupt_resume`` (codec JSON)."""
+        return codec.dumps(self.to_json())
+
+    @classmethod
+    def decode(cls, text: str) -> Suspension:
+        """Read a claim's text back.
+
+        Raises:
+            DeserializationError: the text is not a request this version wrote.
+        """
+        return cls.from_json(codec.loads(text), "suspend claim")
+
+
 class _StoredState(BaseModel):
     """The stored ``private_data`` object: one field per known key, named as stored; ``None``
     for an absent key or a stored ``null``; any other key is kept, unread, in ``model_extra``."""
@@ -519,6 +571,8 @@ class _StoredState(BaseModel):
     interrupt: PendingInterrupt | None = None
     cancel: CancelRequest | None = None
     deadline: _Seconds | None = None
+    suspension: Suspension | None = None
+    suspend_generation: StrictInt | None = None
 
 
 #: Every ``private_data`` key :class:`EngineState` reads as a typed field (any other key is
@@ -534,6 +588,7 @@ _ASYNC_STEP: Final = TypeAdapter(AsyncStepRef)
 _QUARANTINE: Final = TypeAdapter(Quarantine)
 _INTERRUPT: Final = TypeAdapter(PendingInterrupt)
 _CANCEL: Final = TypeAdapter(CancelRequest)
+_SUSPENSION: Final = TypeAdapter(Suspension)
 
 
 @dataclass(frozen=True)
@@ -569,6 +624,10 @@ class EngineState:
             request it carries out; else ``None``.
         deadline: the run's deadline, epoch seconds on the runtime clock (docs/concepts.md,
             "Run deadlines"), or ``None``.
+        suspension: set while the run is ``suspended`` by an operator (docs/operations.md,
+            "Suspend and unsuspend"), else ``None``.
+        suspend_generation: how many times the run was unsuspended: the claim path of the
+            next suspend request is ``@suspend.<generation>``.
         extra: stored ``private_data`` keys this version does not know, kept as read and
             written back unchanged (never one of :data:`STORED_KEYS`).
 
@@ -591,6 +650,8 @@ class EngineState:
     interrupt: PendingInterrupt | None = None
     cancel: CancelRequest | None = None
     deadline: float | None = None
+    suspension: Suspension | None = None
+    suspend_generation: int = 0
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -691,6 +752,8 @@ class EngineState:
             "interrupt": None if self.interrupt is None else self.interrupt.to_json(),
             "cancel": None if self.cancel is None else self.cancel.to_json(),
             "deadline": self.deadline,
+            "suspension": None if self.suspension is None else self.suspension.to_json(),
+            "suspend_generation": self.suspend_generation or None,
         }
         return {**{k: v for k, v in stored.items() if v is not None}, **self.extra}
 
@@ -730,6 +793,8 @@ class EngineState:
             interrupt=stored.interrupt,
             cancel=stored.cancel,
             deadline=stored.deadline,
+            suspension=stored.suspension,
+            suspend_generation=stored.suspend_generation or 0,
             extra=stored.model_extra or {},
         )
 

@@ -12,6 +12,7 @@ import uuid
 __all__ = [
     "CANCEL_CLAIM_PATH",
     "CHILD_ID_NAMESPACE",
+    "FIRST_SUSPEND_CLAIM_PATH",
     "child_run_id",
     "map_collect_key",
     "map_element_key",
@@ -19,6 +20,7 @@ __all__ = [
     "run_liveness_key",
     "step_completion_channel",
     "step_liveness_key",
+    "suspend_claim_path",
     "sweep_dispatch_key",
     "sweep_episode_key",
     "sweep_window_key",
@@ -30,6 +32,18 @@ __all__ = [
 #: "Cancel"): :mod:`reactor.engine.run_control.cancel` records and carries it out, a fan-out
 #: map's dispatcher reads it before each batch.
 CANCEL_CLAIM_PATH = "@cancel"
+
+
+def suspend_claim_path(generation: int) -> str:
+    """The reserved claim path of a run's suspend request (docs/operations.md, "Suspend and
+    unsuspend"): ``@suspend.<generation>``, ``generation`` the times the run was unsuspended
+    (claims are first-writer-wins and never cleared, so each suspension has a path of its
+    own)."""
+    return f"@suspend.{generation}"
+
+
+#: The suspend claim path of a run never unsuspended (read with a worker's load of the run).
+FIRST_SUSPEND_CLAIM_PATH = suspend_claim_path(0)
 
 #: The UUID5 namespace of :func:`child_run_id` (fixed: a stored parent must find its child
 #: again after an upgrade).

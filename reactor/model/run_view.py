@@ -20,7 +20,7 @@ from typing import Any, Final, Literal
 
 from reactor.errors import MapElementsArgumentError
 from reactor.model.context import Context
-from reactor.model.engine_state import CancelRequest, PendingInterrupt
+from reactor.model.engine_state import CancelRequest, PendingInterrupt, Suspension
 from reactor.model.masking import mask_value
 from reactor.model.results import Failure
 from reactor.model.run_records import MapMembership, MapRef, TraceRecord
@@ -271,6 +271,9 @@ class RunView:
             (``cause == "deadline"``).
         deadline: the run's deadline, epoch seconds on the runtime clock (docs/concepts.md,
             "Run deadlines"), or ``None``.
+        suspension: while the run is ``suspended``: who suspended it, why, when and the
+            status it goes back to (docs/operations.md, "Suspend and unsuspend"); else
+            ``None``.
         maps: map step name -> :class:`MapInfo`, for every map step the run started (its
             elements: :meth:`map_elements`).
         map_membership: for a map element, the typed
@@ -300,6 +303,7 @@ class RunView:
     interrupt: PendingInterrupt | None = None
     cancel: CancelRequest | None = None
     deadline: float | None = None
+    suspension: Suspension | None = None
     maps: Mapping[str, MapInfo] = field(default_factory=dict)
     element_reader: ElementReader | None = field(default=None, compare=False, repr=False)
     map_membership: MapMembership | None = None
@@ -383,6 +387,7 @@ class RunView:
             interrupt=ctx.engine_state.interrupt,
             cancel=ctx.engine_state.cancel,
             deadline=ctx.engine_state.deadline,
+            suspension=ctx.engine_state.suspension,
             maps=map_infos(ctx.composed_contexts),
             element_reader=elements,
             map_membership=ctx.map_metadata,

@@ -12,8 +12,9 @@ class RunStatus(StrEnum):
 
     ``aborted`` means the run was interrupted in the caller's process (KeyboardInterrupt,
     SystemExit) and keeps its undo stack for ``Reactor.undo(run_id)``; ``rolling_back`` means a
-    distributed map rollback is in progress. The legacy stored value ``skipped`` reads as
-    ``halted``.
+    distributed map rollback is in progress; ``suspended`` means an operator holds the run
+    (docs/operations.md, "Suspend and unsuspend"): it starts no step until
+    ``Reactor.unsuspend``. The legacy stored value ``skipped`` reads as ``halted``.
     """
 
     PENDING = "pending"
@@ -25,6 +26,7 @@ class RunStatus(StrEnum):
     CANCELLED = "cancelled"
     ABORTED = "aborted"
     ROLLING_BACK = "rolling_back"
+    SUSPENDED = "suspended"
 
     @classmethod
     def parse(cls, value: str) -> RunStatus:

@@ -26,6 +26,7 @@ from reactor.model.engine_state import (
     ParkedHold,
     PendingInterrupt,
     Quarantine,
+    Suspension,
     Waiting,
 )
 from reactor.model.masking import mask_document
@@ -74,8 +75,9 @@ OLD_PRIVATE_DATA: dict[str, Any] = {
 
 
 #: Keys added since the typed state (an older version keeps them in its unknown keys).
-NEW_KEYS = frozenset({"interrupt", "cancel", "deadline"})  # docs/run-control.md, "Interrupts",
-# "Cancel"; docs/concepts.md, "Run deadlines"
+NEW_KEYS = frozenset({"interrupt", "cancel", "deadline", "suspension", "suspend_generation"})
+# docs/run-control.md, "Interrupts", "Cancel"; docs/concepts.md, "Run deadlines";
+# docs/operations.md, "Suspend and unsuspend"
 
 
 def test_every_key_the_old_code_wrote_loads_into_its_typed_field() -> None:
@@ -155,6 +157,22 @@ def test_a_deadline_and_a_deadlines_stop_request_round_trip() -> None:
         EngineState.from_json({"deadline": "soon"})
     with pytest.raises(DeserializationError, match=r"'private_data\.cancel\.cause'"):
         EngineState.from_json({"cancel": {"cause": "boredom"}})
+
+
+def test_a_suspension_round_trips_and_reads_as_a_claim() -> None:
+    stored = {"suspension": {"reason": "incident", "by": "alice", "at": 1700000000,
+                             "resume": "paused"},
+              "suspend_generation": 2}
+    state = EngineState.from_json(stored)
+    assert state.suspension == Suspension("incident", "alice", 1700000000.0, "paused")
+    assert state.suspend_generation == 2
+    assert state.to_json() == stored
+    assert Suspension.decode(state.suspension.encode()) == state.suspension
+    assert EngineState(suspend_generation=0).to_json() == {}
+    with pytest.raises(DeserializationError, match=r"'private_data\.suspension\.resume'"):
+        EngineState.from_json({"suspension": {"resume": "later"}})
+    with pytest.raises(DeserializationError, match=r"'private_data\.suspend_generation'"):
+        EngineState.from_json({"suspend_generation": "2"})
 
 
 def test_a_pending_interrupt_round_trips_every_field() -> None:

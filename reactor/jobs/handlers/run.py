@@ -47,7 +47,12 @@ from reactor.engine.run_control import deadline
 from reactor.errors import DeserializationError, LockLost
 from reactor.jobs.job_context import JobContext
 from reactor.model.context import Context
-from reactor.model.keys import CANCEL_CLAIM_PATH, run_completion_channel, run_liveness_key
+from reactor.model.keys import (
+    CANCEL_CLAIM_PATH,
+    FIRST_SUSPEND_CLAIM_PATH,
+    run_completion_channel,
+    run_liveness_key,
+)
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.model.text import escaping_logger
 from reactor.ports.payloads import RunPayload
@@ -92,7 +97,8 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
     reload = False
     try:  # the lock and the run in one request where the store can
         hold, record = liveness.take_loading(
-            env, payload.context_id, wait=wait, claim_paths=(CANCEL_CLAIM_PATH,)
+            env, payload.context_id, wait=wait,
+            claim_paths=(CANCEL_CLAIM_PATH, FIRST_SUSPEND_CLAIM_PATH),
         )
     except DeserializationError:  # unreadable: take the lock alone; the load below quarantines
         hold, record, reload = liveness.take(env, payload.context_id, wait=wait), None, True

@@ -22,7 +22,6 @@ from reactor.engine.run_control.cancel.requests import (
     claim,
     decoded_request,
     is_root,
-    requested,
 )
 from reactor.engine.state import InFlight, RunState
 from reactor.engine.step_runner import StepOutcome
@@ -30,7 +29,12 @@ from reactor.errors import (
     RunCancelledError,
 )
 from reactor.model.engine_state import CancelRequest
-from reactor.model.keys import CANCEL_CLAIM_PATH, child_run_id
+from reactor.model.keys import (
+    CANCEL_CLAIM_PATH,
+    FIRST_SUSPEND_CLAIM_PATH,
+    child_run_id,
+    suspend_claim_path,
+)
 from reactor.model.results import Failure, Halt, Paused, Result, Success
 from reactor.model.status import RunStatus
 
@@ -72,15 +76,22 @@ def at_start(state: RunState) -> Failure | None:
     """
     ctx = state.ctx
     state.cancel_checked_at = state.env.clock.monotonic()  # the boundaries' interval starts
-    if is_root(state):  # each incremental checkpoint reads the request where it can
-        state.checkpoint.noting = (CANCEL_CLAIM_PATH,)
+    if is_root(state):  # each incremental checkpoint reads the requests where it can
+        state.checkpoint.noting = (CANCEL_CLAIM_PATH, _suspend_path(state))
     if ctx.status is not RunStatus.RUNNING or not is_root(state) or ctx.persisted is None:
         return None
     known, state.claims_read = state.claims_read, None  # fresh for this start only
     if known is not None:  # read with the load that started this execution (no request)
         request = decoded_request(ctx.context_id, known.get(CANCEL_CLAIM_PATH))
+        path = _suspend_path(state)
+        if path == FIRST_SUSPEND_CLAIM_PATH:  # read with the load (jobs/handlers/run.py)
+            state.suspend_claim = known.get(path)
+        else:  # a run unsuspended before: its path is read on its own
+            state.suspend_claim = state.env.storage.claims.interrupt_resumes(
+                ctx.context_id, [path]
+            ).get(path)
     else:
-        request = requested(state.env, ctx.context_id)
+        request = _read(state)
     if request is None:
         request = overdue(state)
     if request is None:
@@ -119,7 +130,7 @@ def at_boundary(state: RunState, result: Result, *, kind: str = "step") -> Cance
         # to the child (the child ended cancelled, or completed before it read it): always
         # read, whatever the interval, so the run stops here and undoes a completed child
         state.cancel_checked_at = state.env.clock.monotonic()
-        request = requested(state.env, state.ctx.context_id)
+        request = _read(state)
         if request is not None or _child_cancelled(result):
             return request
     if isinstance(result, Halt | Failure) or not isinstance(result, Success | Paused):
@@ -137,7 +148,23 @@ def at_boundary(state: RunState, result: Result, *, kind: str = "step") -> Cance
     if last is not None and now - last < state.env.settings.cancel_check_interval:
         return None  # read less than cancel_check_interval ago (or the execution started)
     state.cancel_checked_at = now
-    return requested(state.env, state.ctx.context_id)
+    return _read(state)
+
+
+def _suspend_path(state: RunState) -> str:
+    """The claim path of the run's next suspend request (docs/operations.md)."""
+    return suspend_claim_path(state.ctx.engine_state.suspend_generation)
+
+
+def _read(state: RunState) -> CancelRequest | None:
+    """Read the run's cancel request, and its suspend request with it (one claims-store
+    request; a suspend request found is kept as :attr:`RunState.suspend_claim`)."""
+    path = _suspend_path(state)
+    run_id = state.ctx.context_id
+    found = state.env.storage.claims.interrupt_resumes(run_id, [CANCEL_CLAIM_PATH, path])
+    if found.get(path) is not None:
+        state.suspend_claim = found[path]
+    return decoded_request(run_id, found.get(CANCEL_CLAIM_PATH))
 
 
 def before_step(state: RunState) -> CancelRequest | None:
@@ -160,6 +187,9 @@ def before_step(state: RunState) -> CancelRequest | None:
         return None
     checkpoint = state.checkpoint
     if checkpoint.noted_at is not None:
+        suspend = checkpoint.noted.get(_suspend_path(state))
+        if suspend is not None:
+            state.suspend_claim = suspend
         noted = decoded_request(state.ctx.context_id, checkpoint.noted.get(CANCEL_CLAIM_PATH))
         if noted is not None:
             return noted

@@ -1,0 +1,323 @@
+"""``Reactor.suspend`` / ``Reactor.unsuspend``: an operator holds a run and lets it go
+(docs/operations.md, "Suspend and unsuspend").
+
+**Suspend.** The arguments are checked and the run read. A map element is refused (suspend
+its top-level run), so is a finished run (:class:`~reactor.errors.RunFinishedError`) and one
+rolling back (:class:`~reactor.errors.RunStateError`: it ends by itself); a run already
+``suspended`` is answered ``"suspended"`` again. The request is claimed first-writer-wins in
+the claims store under ``@suspend.<generation>`` (:func:`reactor.model.keys
+.suspend_claim_path`; ``generation`` counts the run's unsuspends, so every suspension has a
+path of its own), then the run's liveness lock is tried as a cancel tries it:
+
+* **taken** (nobody executes the run: queued, parked past its stamp, paused at an
+  interrupt, its worker dead): the run is stored ``suspended`` here, under the lock, with
+  the request (``EngineState.suspension``: reason, who, when, and the status to give back:
+  ``running`` or ``paused``); the locks and semaphore leases a park kept for it are released
+  (an ordered-lock place is kept). Returns ``"suspended"``.
+* **held** (an execution owns it): the execution reads the request with its next cancel check
+  (every ``cancel_check_interval`` seconds at a step boundary, or with a checkpoint on a store
+  that reads claims with its appends; a parked or retry-delayed run when its job comes back,
+  before it takes its coordination again: :func:`at_start`) and suspends **before its next
+  step**: the steps in
+  flight finish and are recorded, no further step starts, the reactor-level holds are released
+  as at an interrupt, and the run is stored ``suspended`` with ``current_step`` naming the
+  step it will start with. Returns ``"requested"``.
+
+A suspended run holds no lock or slot, keeps its undo stack, results and deadline, and is
+listed with status ``suspended``; no sweep re-dispatches it; ``Reactor.cancel`` still works
+on it (and so does its deadline).
+
+**Unsuspend.** Under the run's liveness lock: a run that is not ``suspended`` is refused
+(:class:`~reactor.errors.RunStateError`); else the suspension is removed, the generation
+counted, and the run is stored back ``paused`` (it waits at its interrupt again) or
+``running`` — then its ``run`` job is enqueued (persist before enqueue) and a worker continues
+it at its next step.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Literal
+
+from reactor.config import Runtime
+from reactor.dsl.definition import ReactorDefinition
+from reactor.engine import api, coordination, liveness
+from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine.dispatch_leases import mark_enqueued, run_unit
+from reactor.engine.env import Env, make_env
+from reactor.engine.liveness import FencedCheckpointer
+from reactor.engine.state import RunState
+from reactor.errors import (
+    DeserializationError,
+    LockAcquisitionError,
+    RunFinishedError,
+    RunNotFoundError,
+    RunStateError,
+    SuspendArgumentError,
+)
+from reactor.model.context import Context
+from reactor.model.engine_state import Suspension
+from reactor.model.keys import run_liveness_key, suspend_claim_path
+from reactor.model.results import Paused
+from reactor.model.run_records import TraceRecord
+from reactor.model.status import TERMINAL_STATUSES, RunStatus
+from reactor.ports.capabilities import RunsJobsInline
+from reactor.ports.payloads import RunPayload, job
+
+__all__ = ["MAX_TEXT_LENGTH", "at_start", "noticed", "stop", "suspend", "unsuspend"]
+
+log = logging.getLogger("reactor.suspend")
+
+#: The longest ``reason`` or ``by``, in characters.
+MAX_TEXT_LENGTH = 1000
+
+SuspendOutcome = Literal["suspended", "requested"]
+
+
+def _check(run_id: object, **texts: object) -> None:
+    """Refuse unusable arguments before anything is read.
+
+    Raises:
+        SuspendArgumentError: naming the argument.
+    """
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise SuspendArgumentError(
+            f"run_id must be a non-blank string, got {type(run_id).__name__}", field="run_id"
+        )
+    for name, value in texts.items():
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise SuspendArgumentError(
+                f"{name} must be a string or None, got {type(value).__name__}", field=name
+            )
+        if len(value) > MAX_TEXT_LENGTH:
+            raise SuspendArgumentError(
+                f"{name} is {len(value)} characters, over {MAX_TEXT_LENGTH}", field=name
+            )
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise SuspendArgumentError(
+                f"{name} is not valid text (a lone surrogate cannot be stored)", field=name
+            ) from None
+
+
+def _refuse(ctx: Context) -> None:
+    """Raise when the run cannot be suspended (see the module docstring)."""
+    run_id, status = ctx.context_id, ctx.status
+    if ctx.map_metadata is not None:
+        raise RunStateError(
+            f"run {run_id!r} is a map element; suspend its top-level run "
+            f"{ctx.root_context_id!r} instead", run_id=run_id, status=status.value,
+        )
+    if status in TERMINAL_STATUSES:
+        raise RunFinishedError(
+            f"run {run_id!r} is {status.value}; only an unfinished run can be suspended",
+            run_id=run_id, status=status.value,
+        )
+    if status is RunStatus.ROLLING_BACK or ctx.rollback is not None:
+        raise RunStateError(
+            f"run {run_id!r} is rolling back; it ends by itself", run_id=run_id,
+            status=status.value,
+        )
+
+
+def suspend(
+    definition: ReactorDefinition | None,
+    run_id: str,
+    *,
+    reason: str | None = None,
+    by: str | None = None,
+    runtime: Runtime | None = None,
+) -> SuspendOutcome:
+    """Suspend run ``run_id`` (see the module docstring).
+
+    Args:
+        definition: the reactor the run must belong to; ``None``: any registered reactor.
+        run_id: the top-level run.
+        reason: why (shown in views and the dashboard), at most 1,000 characters.
+        by: who asked, at most 1,000 characters.
+        runtime: the runtime (default ``reactor.config.current()``).
+
+    Returns:
+        ``"suspended"`` when the run is stored ``suspended`` (by this call or before);
+        ``"requested"`` when the execution that owns it suspends it before its next step.
+
+    Raises:
+        SuspendArgumentError: an unusable argument (``exc.field``); nothing read.
+        RunNotFoundError: no stored run ``run_id`` (of this reactor).
+        RunFinishedError: the run finished (``exc.status``); nothing changed.
+        RunStateError: a map element, or a run rolling back; nothing changed.
+        StorageError, LockLost: a backend failed.
+    """
+    _check(run_id, reason=reason, by=by)
+    env = make_env(runtime)
+    ctx = api.load_run(definition, run_id, env, open_secrets=False)
+    if ctx.status is RunStatus.SUSPENDED:
+        return "suspended"
+    _refuse(ctx)
+    path = suspend_claim_path(ctx.engine_state.suspend_generation)
+    asked = Suspension(reason, by, env.clock.now())
+    claims = env.storage.claims
+    if not claims.claim_interrupt_resume(run_id, path, asked.encode()):
+        asked = _decoded(run_id, claims.interrupt_resumes(run_id, [path]).get(path)) or asked
+    hold = liveness.take(env, run_id)
+    if hold is None or hold.lock is None:
+        if hold is not None:
+            hold.release()
+        log.info("event=suspend_requested run_id=%s (the execution that owns it suspends "
+                 "it before its next step)", run_id)
+        return "requested"
+    try:
+        stored = load_context(env, run_id, open_secrets=False)
+        if stored is None:
+            raise RunNotFoundError(f"no stored run {run_id!r}", run_id=run_id)
+        if stored.status is RunStatus.SUSPENDED:
+            return "suspended"
+        _refuse(stored)
+        _suspend_stored(env, stored, asked, FencedCheckpointer(env, stored, hold))
+        return "suspended"
+    finally:
+        hold.release()
+
+
+def _decoded(run_id: str, text: str | None) -> Suspension | None:
+    """A suspend claim's text decoded; the defaults when unreadable (someone asked)."""
+    if text is None:
+        return None
+    try:
+        return Suspension.decode(text)
+    except DeserializationError as exc:
+        log.warning("event=suspend_claim_unreadable run_id=%s error=%s", run_id, exc)
+        return Suspension()
+
+
+def at_start(state: RunState, asked: Suspension) -> Paused:
+    """Suspend a stored root run an execution continues (a job delivered again, after a park
+    or a retry delay), before its coordination and its next step: its parked holds are
+    released. Returns what :func:`stop` returns.
+
+    Raises:
+        StorageError, LockLost: a backend failed, or the run is not this execution's any more.
+    """
+    ctx = state.ctx
+    state.suspend_claim = None
+    _suspend_stored(state.env, ctx, asked, state.checkpoint)
+    return Paused(step=ctx.current_step or "")
+
+
+def _suspend_stored(
+    env: Env, ctx: Context, asked: Suspension, checkpoint: Checkpointer
+) -> None:
+    """Store a run nobody executes ``suspended`` (its parked holds released)."""
+    resume: Literal["running", "paused"] = (
+        "paused" if ctx.status is RunStatus.PAUSED else "running"
+    )
+    storage = env.storage
+    for holds in ctx.engine_state.parked_holds.values():
+        for hold in holds:
+            coordination.release_parked(storage, hold, event="suspend_release")
+    ctx.engine_state = replace(
+        ctx.engine_state, parked_holds={}, waiting=None,
+        suspension=replace(asked, resume=resume),
+    )
+    ctx.status = RunStatus.SUSPENDED
+    checkpoint.save()
+    log.info("event=run_suspended run_id=%s by=%s at=stored", ctx.context_id, asked.by)
+
+
+def noticed(state: RunState) -> Suspension | None:
+    """The suspend request an execution of a root run read (with a cancel check or a
+    checkpoint), or ``None``."""
+    text = state.suspend_claim
+    return None if text is None else _decoded(state.ctx.context_id, text)
+
+
+def stop(state: RunState, step: str, asked: Suspension) -> Paused:
+    """Suspend the executing root run before step ``step`` (nothing in flight): store it
+    ``suspended`` with ``step`` as its resume cursor. The executor returns the ``Paused``
+    this gives, so the reactor-level holds are released as at an interrupt; callers report the
+    run by its status.
+
+    Raises:
+        StorageError, LockLost: a backend failed, or the run is not this execution's any more.
+    """
+    ctx = state.ctx
+    ctx.current_step = step
+    ctx.status = RunStatus.SUSPENDED
+    ctx.engine_state = replace(ctx.engine_state, suspension=replace(asked, resume="running"))
+    state.suspend_claim = None
+    state.trace("suspended", step, detail=asked.reason)
+    state.checkpoint.save()
+    log.info("event=run_suspended run_id=%s by=%s at=%s", ctx.context_id, asked.by, step)
+    return Paused(step=step)
+
+
+def unsuspend(
+    definition: ReactorDefinition | None, run_id: str, *, runtime: Runtime | None = None,
+) -> RunStatus:
+    """Let a suspended run go on (see the module docstring).
+
+    Args:
+        definition: the reactor the run must belong to; ``None``: any registered reactor.
+        run_id: the run.
+        runtime: the runtime (default ``reactor.config.current()``).
+
+    Returns:
+        The status the run is stored with now: ``RunStatus.RUNNING`` (its ``run`` job is
+        enqueued) or ``RunStatus.PAUSED`` (it waits at its interrupt again).
+
+    Raises:
+        SuspendArgumentError: an unusable ``run_id``.
+        RunNotFoundError: no stored run ``run_id`` (of this reactor).
+        RunStateError: the run is not ``suspended`` (``exc.status``); nothing changed.
+        LockAcquisitionError: the run's liveness lock stayed held (retry).
+        StorageError, RouterError: a backend failed.
+    """
+    _check(run_id)
+    env = make_env(runtime)
+    ctx = api.load_run(definition, run_id, env, open_secrets=False)
+    _require_suspended(ctx)
+    hold = liveness.take(env, run_id, wait=float(env.settings.context_lock_ttl))
+    if hold is None:
+        raise LockAcquisitionError(
+            f"run {run_id!r} is held by another execution (its liveness lock); try again",
+            key=run_liveness_key(run_id),
+        )
+    try:
+        stored = load_context(env, run_id, open_secrets=False)
+        if stored is None:
+            raise RunNotFoundError(f"no stored run {run_id!r}", run_id=run_id)
+        suspension = _require_suspended(stored)
+        stored.engine_state = replace(
+            stored.engine_state, suspension=None,
+            suspend_generation=stored.engine_state.suspend_generation + 1,
+        )
+        status = RunStatus.PAUSED if suspension.resume == "paused" else RunStatus.RUNNING
+        stored.status = status
+        stored.execution_trace.append(
+            TraceRecord.of("unsuspended", stored.current_step, env.clock.now())
+        )
+        FencedCheckpointer(env, stored, hold).save()
+    finally:
+        hold.release()
+    log.info("event=run_unsuspended run_id=%s status=%s", run_id, status.value)
+    if status is RunStatus.RUNNING:
+        router = env.runtime.router
+        if not isinstance(router, RunsJobsInline):
+            mark_enqueued(env.runtime, run_unit(run_id))
+        router.enqueue(job(RunPayload(context_id=run_id, reactor=stored.reactor)))
+    return status
+
+
+def _require_suspended(ctx: Context) -> Suspension:
+    """The run's suspension; raises when it is not suspended."""
+    suspension = ctx.engine_state.suspension
+    if ctx.status is not RunStatus.SUSPENDED or suspension is None:
+        raise RunStateError(
+            f"run {ctx.context_id!r} is {ctx.status.value}, not suspended",
+            run_id=ctx.context_id, status=ctx.status.value,
+        )
+    return suspension

@@ -1,0 +1,73 @@
+"""``reactor runs suspend RUN_ID`` and ``reactor runs unsuspend RUN_ID`` (reactor/cli/runs.py;
+docs/operations.md, "Suspend and unsuspend"): the outcome on stdout, errors on stderr with exit
+codes 1 (refused, unknown run) and 2 (usage)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from reactor import Background, Reactor, config, step
+from reactor.cli import runs as runs_cli
+from reactor.cli._common import app
+from reactor.config import Runtime
+from reactor.memory import LocalRouter, ManualClock, MemoryStorage
+from reactor.model.status import RunStatus
+
+ran: list[str] = []
+
+
+class Nightly(Reactor, name="test_cli_runs_suspend.nightly"):
+    background = Background(all=True)
+
+    @step()
+    def settle(inputs: Any, ctx: Any) -> str:
+        ran.append("settle")
+        return "settled"
+
+
+@pytest.fixture
+def rt(monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
+    ran.clear()
+    clock = ManualClock(1_700_000_000.0)
+    runtime = config.configure(storage=MemoryStorage(clock=clock),
+                               router=LocalRouter(clock=clock, workers=0))
+    monkeypatch.setattr(runs_cli, "_runtime", lambda storage, router, setting=None: runtime)
+    yield runtime
+    config.reset()
+
+
+def _invoke(*args: str) -> Any:
+    return CliRunner().invoke(app, ["runs", *args])
+
+
+def test_suspend_then_unsuspend_a_queued_run(rt: Runtime) -> None:
+    handle = Nightly.run()
+    run_id = handle.run_id or ""
+    out = _invoke("suspend", run_id, "--reason", "ledger migration", "--by", "ops")
+    assert out.exit_code == 0, out.output
+    assert out.stdout == f"{run_id}\tsuspended\n" and out.stderr == ""
+    view = Nightly.find(run_id)
+    assert view.status is RunStatus.SUSPENDED
+    assert view.suspension is not None and view.suspension.by == "ops"
+    again = _invoke("unsuspend", run_id, "--json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout) == {"run_id": run_id, "status": "running"}
+    assert Nightly.find(run_id).status is RunStatus.RUNNING
+    assert ran == []  # a worker continues it
+
+
+def test_refusals_exit_1_and_usage_errors_exit_2(rt: Runtime) -> None:
+    handle = Nightly.run()
+    run_id = handle.run_id or ""
+    unknown = _invoke("suspend", "no-such-run")
+    assert unknown.exit_code == 1 and "no-such-run" in unknown.stderr
+    not_suspended = _invoke("unsuspend", run_id)
+    assert not_suspended.exit_code == 1 and "not suspended" in not_suspended.stderr
+    too_long = _invoke("suspend", run_id, "--reason", "x" * 1001)
+    assert too_long.exit_code == 2 and "reason" in too_long.stderr
+    assert Nightly.find(run_id).status is RunStatus.RUNNING  # nothing changed
