@@ -10,7 +10,7 @@ absolute deadline, in epoch seconds on the runtime clock.
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reactor.errors import DeadlineError, DefinitionError
@@ -33,7 +33,9 @@ def _shown(value: Any) -> str:
 def _relative(value: Any) -> float | str:
     """``value`` (seconds or a ``timedelta``) as seconds, or the reason it is no deadline."""
     if isinstance(value, timedelta):
-        seconds = value.total_seconds()
+        # the type's own conversion, as for numbers: a subclass's total_seconds() could
+        # return anything (a str, a huge int) or lie about a far deadline
+        seconds = timedelta.total_seconds(value)
     elif isinstance(value, bool) or not isinstance(value, int | float):
         return ("must be a number of seconds (an int or a float), a timedelta or a "
                 "timezone-aware datetime")
@@ -45,6 +47,36 @@ def _relative(value: Any) -> float | str:
     if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_SECONDS:
         return f"must be finite, above 0 and at most {MAX_SECONDS:,.0f} seconds (3,650 days)"
     return seconds
+
+
+def _instant(value: datetime) -> float:
+    """An aware ``datetime``'s epoch seconds, read with the type's own conversion (a
+    subclass's ``timestamp()`` could return NaN or lie); a naive one, or one whose time zone
+    fails or gives no usable offset, is a :class:`DeadlineError`."""
+    try:
+        offset = datetime.utcoffset(value)
+        at = None if offset is None else datetime.timestamp(value)
+    except Exception as exc:  # the tzinfo's own code, or an offset datetime refuses
+        raise DeadlineError(
+            f"deadline {_shown(value)} has no usable time zone offset: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    if at is None:
+        raise DeadlineError(
+            f"deadline must be a timezone-aware datetime (a naive one is ambiguous), got "
+            f"{_shown(value)}"
+        )
+    if not math.isfinite(at):  # pragma: no cover - datetime.timestamp is always finite
+        raise DeadlineError(f"deadline {_shown(value)} is not a finite time")
+    return at
+
+
+def _iso(at: float) -> str:
+    """Epoch seconds ``at`` as an ISO 8601 UTC time, for a message."""
+    try:
+        return datetime.fromtimestamp(at, tz=UTC).isoformat()
+    except (OverflowError, ValueError, OSError):
+        return f"{at!r} (epoch seconds)"
 
 
 def declared_seconds(value: Any, owner: str) -> float | None:
@@ -95,17 +127,12 @@ def absolute_deadline(value: Any, declared: float | None, now: float) -> float |
     if value is None:
         return None if declared is None else now + declared
     if isinstance(value, datetime):
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise DeadlineError(
-                f"deadline must be a timezone-aware datetime (a naive one is ambiguous), got "
-                f"{_shown(value)}"
-            )
-        at = value.timestamp()
+        at = _instant(value)
         if at <= now:
-            raise DeadlineError(f"deadline {value.isoformat()} has already passed")
+            raise DeadlineError(f"deadline {_iso(at)} has already passed")
         if at - now > MAX_SECONDS:
             raise DeadlineError(
-                f"deadline {value.isoformat()} is more than {MAX_SECONDS:,.0f} seconds away"
+                f"deadline {_iso(at)} is more than {MAX_SECONDS:,.0f} seconds away"
             )
         return at
     seconds = _relative(value)
