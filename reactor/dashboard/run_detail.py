@@ -142,7 +142,9 @@ def document_view(
     Returns:
         ``{"status", "inputs", "results", "maps", "trace", "attempts", "async_steps",
         "undo_stack", "failure", "pending_compensation", "current_step", "interrupt",
-        "cancel", "quarantine", "map_element", "handed_off", "links"}``.
+        "cancel", "quarantine", "map_element", "handed_off", "links", "deadline",
+        "suspension", "heartbeats"}`` (``heartbeats``: step -> the last heartbeat kept for
+        a queued retry, docs/concepts.md, "Heartbeats").
     """
     engine_state = engine_state_of(dict(document))
     try:
@@ -174,7 +176,21 @@ def document_view(
         "map_element": None if membership is None else display(membership.to_stored()),
         "handed_off": engine_state.handed_off,
         "links": _links(engine_state),
+        "deadline": getattr(engine_state, "deadline", None),
+        "suspension": _suspension(engine_state),
+        "heartbeats": {
+            step: display(last.to_stored())
+            for step, last in (retry_counters_of(document).heartbeats or {}).items()
+        },
     }
+
+
+def _suspension(engine_state: EngineState) -> dict[str, Any] | None:
+    """Who suspended the run, why and when, while it is suspended (docs/operations.md,
+    "Suspend and unsuspend")."""
+    held: Any = getattr(engine_state, "suspension", None)
+    to_json = getattr(held, "to_json", None)
+    return display(to_json()) if callable(to_json) else None
 
 
 def child_view(storage: Storage, step: str, child: Mapping[str, Any]) -> dict[str, Any]:

@@ -163,6 +163,24 @@ def test_a_paused_run_shows_its_interrupt(backend: Runtime, api: Api) -> None:
     assert run["actions"]["resume"]["enabled"] is True
 
 
+def test_a_suspended_run_shows_who_held_it_why_and_its_deadline(
+    backend: Runtime, api: Api
+) -> None:
+    paused = Review.run(order_id="r-8", deadline=3600)
+    assert paused.run_id is not None
+    assert Review.suspend(paused.run_id, reason="carrier incident", by="alice") == "suspended"
+    run = api.json(f"/api/runs/{paused.run_id}")
+    assert run["status"] == "suspended"
+    assert run["suspension"]["by"] == "alice" and run["suspension"]["resume"] == "paused"
+    assert run["suspension"]["reason"] == "carrier incident"
+    assert run["deadline"] == pytest.approx(run["created_at"] + 3600, abs=5)
+    assert run["actions"]["cancel"]["enabled"] is True
+    page = api.get(f"/runs/{paused.run_id}")
+    assert page.status_code == 200
+    assert "Suspended by an operator" in page.text and "alice" in page.text
+    assert "carrier incident" in page.text
+
+
 def test_an_async_steps_run_is_merged_into_the_trace_by_start_time(
     backend: Runtime, api: Api
 ) -> None:
