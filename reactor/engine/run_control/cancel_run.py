@@ -50,6 +50,7 @@ from reactor.engine.env import Env, make_env
 from reactor.engine.liveness import Liveness
 from reactor.engine.run_control import cancel as cancelling
 from reactor.engine.run_control import deadline
+from reactor.engine.run_control.arguments import MAX_TEXT_LENGTH, check_run_id, check_text
 from reactor.engine.state import RunState
 from reactor.errors import (
     CancelArgumentError,
@@ -67,7 +68,7 @@ __all__ = ["MAX_REASON_LENGTH", "cancel"]
 log = logging.getLogger("reactor.cancel")
 
 #: The longest ``reason``, in characters.
-MAX_REASON_LENGTH = 1000
+MAX_REASON_LENGTH = MAX_TEXT_LENGTH
 #: Bounds of the poll interval while a paused run's lock is briefly held, in seconds.
 MIN_LOCK_POLL = 0.05
 MAX_LOCK_POLL = 1.0
@@ -189,29 +190,8 @@ def _check_arguments(run_id: object, reason: object, rollback: object) -> None:
     Raises:
         CancelArgumentError: naming the argument.
     """
-    if not isinstance(run_id, str) or not run_id.strip():
-        raise CancelArgumentError(
-            f"cancel(run_id=...) must be a non-blank string, got {type(run_id).__name__}",
-            field="run_id",
-        )
-    if reason is not None and not isinstance(reason, str):
-        raise CancelArgumentError(
-            f"cancel(reason=...) must be a string or None, got {type(reason).__name__}",
-            field="reason",
-        )
-    if isinstance(reason, str) and len(reason) > MAX_REASON_LENGTH:
-        raise CancelArgumentError(
-            f"cancel(reason=...) is {len(reason)} characters, over {MAX_REASON_LENGTH}",
-            field="reason",
-        )
-    if isinstance(reason, str):
-        try:
-            reason.encode("utf-8")
-        except UnicodeEncodeError as exc:  # a lone surrogate: storable nowhere
-            raise CancelArgumentError(
-                f"cancel(reason=...) is not valid text: character {exc.start} is a lone "
-                "surrogate, which cannot be stored", field="reason",
-            ) from None
+    check_run_id("cancel", run_id, CancelArgumentError)
+    check_text("cancel", "reason", reason, CancelArgumentError)
     if not isinstance(rollback, bool):
         raise CancelArgumentError(
             f"cancel(rollback=...) must be True or False, got {type(rollback).__name__}",

@@ -47,6 +47,7 @@ from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.dispatch_leases import mark_enqueued, run_unit
 from reactor.engine.env import Env, make_env
 from reactor.engine.liveness import FencedCheckpointer
+from reactor.engine.run_control.arguments import MAX_TEXT_LENGTH, check_run_id, check_text
 from reactor.engine.state import RunState
 from reactor.errors import (
     DeserializationError,
@@ -69,39 +70,18 @@ __all__ = ["MAX_TEXT_LENGTH", "at_start", "noticed", "stop", "suspend", "unsuspe
 
 log = logging.getLogger("reactor.suspend")
 
-#: The longest ``reason`` or ``by``, in characters.
-MAX_TEXT_LENGTH = 1000
-
 SuspendOutcome = Literal["suspended", "requested"]
 
 
-def _check(run_id: object, **texts: object) -> None:
+def _check(call: str, run_id: object, **texts: object) -> None:
     """Refuse unusable arguments before anything is read.
 
     Raises:
         SuspendArgumentError: naming the argument.
     """
-    if not isinstance(run_id, str) or not run_id.strip():
-        raise SuspendArgumentError(
-            f"run_id must be a non-blank string, got {type(run_id).__name__}", field="run_id"
-        )
+    check_run_id(call, run_id, SuspendArgumentError)
     for name, value in texts.items():
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            raise SuspendArgumentError(
-                f"{name} must be a string or None, got {type(value).__name__}", field=name
-            )
-        if len(value) > MAX_TEXT_LENGTH:
-            raise SuspendArgumentError(
-                f"{name} is {len(value)} characters, over {MAX_TEXT_LENGTH}", field=name
-            )
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise SuspendArgumentError(
-                f"{name} is not valid text (a lone surrogate cannot be stored)", field=name
-            ) from None
+        check_text(call, name, value, SuspendArgumentError)
 
 
 def _refuse(ctx: Context) -> None:
@@ -152,7 +132,7 @@ def suspend(
         RunStateError: a map element, or a run rolling back; nothing changed.
         StorageError, LockLost: a backend failed.
     """
-    _check(run_id, reason=reason, by=by)
+    _check("suspend", run_id, reason=reason, by=by)
     env = make_env(runtime)
     ctx = api.load_run(definition, run_id, env, open_secrets=False)
     if ctx.status is RunStatus.SUSPENDED:
@@ -276,7 +256,7 @@ def unsuspend(
         LockAcquisitionError: the run's liveness lock stayed held (retry).
         StorageError, RouterError: a backend failed.
     """
-    _check(run_id)
+    _check("unsuspend", run_id)
     env = make_env(runtime)
     ctx = api.load_run(definition, run_id, env, open_secrets=False)
     _require_suspended(ctx)
