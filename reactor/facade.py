@@ -367,6 +367,31 @@ class Reactor(BaseReactor, abstract=True):
         """
         return suspending.unsuspend(_own_definition(cls), run_id, runtime=runtime)
 
+    @classmethod
+    def suspend_all(
+        cls, *, reason: str | None = None, by: str | None = None,
+        runtime: Runtime | None = None,
+    ) -> dict[str, int]:
+        """:meth:`suspend` every unfinished top-level run of this reactor now
+        (docs/operations.md, "Suspend and unsuspend"); runs started later are not held.
+
+        Returns:
+            ``{"suspended": n, "requested": n, "skipped": n}``.
+
+        Raises:
+            SuspendArgumentError: an unusable ``reason`` or ``by``; nothing read.
+        """
+        return suspending.suspend_all(cls.definition, reason=reason, by=by, runtime=runtime)
+
+    @classmethod
+    def unsuspend_all(cls, *, runtime: Runtime | None = None) -> dict[str, int]:
+        """:meth:`unsuspend` every suspended top-level run of this reactor.
+
+        Returns:
+            ``{"running": n, "paused": n, "skipped": n}``.
+        """
+        return suspending.unsuspend_all(cls.definition, runtime=runtime)
+
     # -- the awaitable API (docs/concepts.md, "Async steps") ------------------------------------
 
     @classmethod

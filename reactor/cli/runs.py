@@ -28,6 +28,7 @@ from rich.highlighter import JSONHighlighter
 from rich.table import Table
 from rich.text import Text
 
+from reactor import registry
 from reactor.cli._common import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -459,7 +460,11 @@ def runs_cancel(
 
 @runs_app.command("suspend")
 def runs_suspend(
-    run_id: str,
+    run_id: Annotated[str | None, typer.Argument(help="The run (or use --reactor).")] = None,
+    reactor_name: Annotated[
+        str | None,
+        typer.Option("--reactor", help="Suspend every unfinished run of this reactor now."),
+    ] = None,
     reason: Annotated[
         str | None, typer.Option("--reason", help="Why (stored and shown with the run).")
     ] = None,
@@ -470,23 +475,33 @@ def runs_suspend(
     router: RouterOpt = None,
     import_: ImportOpt = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object: {run_id, outcome}.")
+        bool, typer.Option("--json", help="Print one JSON object.")
     ] = False,
     setting: SettingOpt = None,
 ) -> None:
     """Suspend a run for an operator: it starts no further step until 'reactor runs unsuspend'
-    (docs/operations.md, "Suspend and unsuspend").
+    (docs/operations.md, "Suspend and unsuspend"). With --reactor NAME (and --import for its
+    module): every unfinished run of that reactor now.
 
     Prints the run's id and "suspended", or "requested" when the execution that owns the run
-    suspends it before its next step (tab-separated, or --json). Exit code 0 then; 1 when the
-    run does not exist, finished, is a map element or is rolling back, or a backend failed; 2
-    for a usage or configuration error (a --reason or --by over 1,000 characters).
+    suspends it before its next step (tab-separated, or --json {run_id, outcome}); with
+    --reactor the counts (--json {reactor, suspended, requested, skipped}). Exit code 0 then;
+    1 when the run does not exist, finished, is a map element or is rolling back, or a backend
+    failed; 2 for a usage or configuration error (neither or both of RUN_ID and --reactor, a
+    --reason or --by over 1,000 characters, a reactor no --import registers).
     """
     _import_modules(import_ or [])
     runtime = _runtime(storage, router, setting)
+    _one_target(run_id, reactor_name)
     try:
+        if reactor_name is not None:
+            counts = registry.get(reactor_name).suspend_all(reason=reason, by=by,
+                                                            runtime=runtime)
+            _print_counts(reactor_name, counts, as_json)
+            return
+        assert run_id is not None
         outcome = Reactor.suspend(run_id, reason=reason, by=by, runtime=runtime)
-    except SuspendArgumentError as exc:
+    except (SuspendArgumentError, UnknownReactorError) as exc:
         fail(str(exc), EXIT_USAGE)
     except (RunNotFoundError, RunStateError) as exc:
         fail(str(exc), EXIT_FAILURE)
@@ -500,26 +515,38 @@ def runs_suspend(
 
 @runs_app.command("unsuspend")
 def runs_unsuspend(
-    run_id: str,
+    run_id: Annotated[str | None, typer.Argument(help="The run (or use --reactor).")] = None,
+    reactor_name: Annotated[
+        str | None,
+        typer.Option("--reactor", help="Unsuspend every suspended run of this reactor."),
+    ] = None,
     storage: StorageOpt = None,
     router: RouterOpt = None,
     import_: ImportOpt = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object: {run_id, status}.")
+        bool, typer.Option("--json", help="Print one JSON object.")
     ] = False,
     setting: SettingOpt = None,
 ) -> None:
     """Let a suspended run go on: stored back "running" (its job is enqueued for a worker) or
     "paused" (it waits at its interrupt again) (docs/operations.md, "Suspend and unsuspend").
+    With --reactor NAME (and --import for its module): every suspended run of that reactor.
 
-    Prints the run's id and its status (tab-separated, or --json). Exit code 0 then; 1 when
-    the run does not exist, is not suspended, or a backend failed; 2 for a usage error.
+    Prints the run's id and its status (tab-separated, or --json {run_id, status}); with
+    --reactor the counts (--json {reactor, running, paused, skipped}). Exit code 0 then; 1
+    when the run does not exist, is not suspended, or a backend failed; 2 for a usage error.
     """
     _import_modules(import_ or [])
     runtime = _runtime(storage, router, setting)
+    _one_target(run_id, reactor_name)
     try:
+        if reactor_name is not None:
+            counts = registry.get(reactor_name).unsuspend_all(runtime=runtime)
+            _print_counts(reactor_name, counts, as_json)
+            return
+        assert run_id is not None
         status = Reactor.unsuspend(run_id, runtime=runtime)
-    except SuspendArgumentError as exc:
+    except (SuspendArgumentError, UnknownReactorError) as exc:
         fail(str(exc), EXIT_USAGE)
     except (RunNotFoundError, RunStateError) as exc:
         fail(str(exc), EXIT_FAILURE)
@@ -529,6 +556,21 @@ def runs_unsuspend(
         typer.echo(json.dumps({"run_id": run_id, "status": status.value}))
     else:
         typer.echo(f"{printable(run_id)}\t{status.value}")
+
+
+def _one_target(run_id: str | None, reactor_name: str | None) -> None:
+    """Exit 2 unless exactly one of RUN_ID and --reactor is given."""
+    if (run_id is None) == (reactor_name is None):
+        fail("give a RUN_ID or --reactor NAME (exactly one)", EXIT_USAGE)
+
+
+def _print_counts(reactor_name: str, counts: dict[str, int], as_json: bool) -> None:
+    """Print a reactor-wide suspend or unsuspend's counts."""
+    if as_json:
+        typer.echo(json.dumps({"reactor": reactor_name, **counts}))
+    else:
+        typer.echo("\t".join([printable(reactor_name)]
+                              + [f"{k}={v}" for k, v in counts.items()]))
 
 
 def _failure_rows(outcome: Failure) -> list[dict[str, Any]]:

@@ -47,7 +47,7 @@ RESERVED_STEP_NAMES: frozenset[str] = frozenset(
     {
         "run", "execute", "find", "undo", "cancel", "definition", "reactor_name", "returns",
         "mro", "coordination", "background", "max_concurrency", "deadline", "suspend",
-        "unsuspend",
+        "unsuspend", "suspend_all", "unsuspend_all",
     }
 )
 

@@ -71,3 +71,22 @@ def test_refusals_exit_1_and_usage_errors_exit_2(rt: Runtime) -> None:
     too_long = _invoke("suspend", run_id, "--reason", "x" * 1001)
     assert too_long.exit_code == 2 and "reason" in too_long.stderr
     assert Nightly.find(run_id).status is RunStatus.RUNNING  # nothing changed
+
+
+def test_every_run_of_a_reactor_is_suspended_and_let_go(rt: Runtime) -> None:
+    first, second = Nightly.run(), Nightly.run()
+    out = _invoke("suspend", "--reactor", Nightly.reactor_name, "--by", "ops", "--json")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout) == {"reactor": Nightly.reactor_name, "suspended": 2,
+                                      "requested": 0, "skipped": 0}
+    for handle in (first, second):
+        assert Nightly.find(handle.run_id or "").status is RunStatus.SUSPENDED
+    back = _invoke("unsuspend", "--reactor", Nightly.reactor_name)
+    assert back.exit_code == 0, back.output
+    assert back.stdout == f"{Nightly.reactor_name}\trunning=2\tpaused=0\tskipped=0\n"
+    both = _invoke("suspend", first.run_id or "", "--reactor", Nightly.reactor_name)
+    assert both.exit_code == 2 and "exactly one" in both.stderr
+    neither = _invoke("unsuspend")
+    assert neither.exit_code == 2
+    unknown = _invoke("suspend", "--reactor", "no.such.reactor")
+    assert unknown.exit_code == 2

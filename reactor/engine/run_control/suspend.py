@@ -66,7 +66,10 @@ from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.ports.capabilities import RunsJobsInline
 from reactor.ports.payloads import RunPayload, job
 
-__all__ = ["MAX_TEXT_LENGTH", "at_start", "noticed", "stop", "suspend", "unsuspend"]
+__all__ = [
+    "MAX_TEXT_LENGTH", "at_start", "noticed", "stop", "suspend", "suspend_all", "unsuspend",
+    "unsuspend_all",
+]
 
 log = logging.getLogger("reactor.suspend")
 
@@ -301,3 +304,78 @@ def _require_suspended(ctx: Context) -> Suspension:
             run_id=ctx.context_id, status=ctx.status.value,
         )
     return suspension
+
+
+#: The statuses of runs :func:`suspend_all` asks to hold.
+_HOLDABLE = ("pending", "running", "paused")
+
+
+def _top_level_runs(env: Env, reactor: str, statuses: tuple[str, ...]) -> list[str]:
+    """The ids of ``reactor``'s top-level runs listed with one of ``statuses`` (every page)."""
+    ids: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = env.storage.contexts.page(
+            cursor=cursor, limit=500, statuses=statuses, reactor=reactor
+        )
+        ids.extend(row.context_id for row in page.runs)
+        cursor = page.next_cursor
+        if cursor is None:
+            return ids
+
+
+def suspend_all(
+    definition: ReactorDefinition, *, reason: str | None = None, by: str | None = None,
+    runtime: Runtime | None = None,
+) -> dict[str, int]:
+    """Suspend every unfinished top-level run of a reactor now (each as :func:`suspend`
+    does; docs/operations.md, "Suspend and unsuspend"). Runs started later are not held.
+
+    Args:
+        definition: the reactor.
+        reason: why, at most 1,000 characters.
+        by: who asked, at most 1,000 characters.
+        runtime: the runtime (default ``reactor.config.current()``).
+
+    Returns:
+        ``{"suspended": n, "requested": n, "skipped": n}``: ``skipped`` counts runs that
+        finished, started rolling back or expired meanwhile.
+
+    Raises:
+        SuspendArgumentError: an unusable ``reason`` or ``by``; nothing read.
+        StorageError: a backend failed (the runs counted so far are held).
+    """
+    _check("suspend", "-", reason=reason, by=by)
+    env = make_env(runtime)
+    counts = {"suspended": 0, "requested": 0, "skipped": 0}
+    for run_id in _top_level_runs(env, definition.name, _HOLDABLE):
+        try:
+            counts[suspend(definition, run_id, reason=reason, by=by, runtime=runtime)] += 1
+        except (RunNotFoundError, RunStateError):  # finished or rolling back meanwhile
+            counts["skipped"] += 1
+    log.info("event=reactor_suspended reactor=%s %s", definition.name,
+             " ".join(f"{k}={v}" for k, v in counts.items()))
+    return counts
+
+
+def unsuspend_all(
+    definition: ReactorDefinition, *, runtime: Runtime | None = None,
+) -> dict[str, int]:
+    """Unsuspend every suspended top-level run of a reactor (each as :func:`unsuspend`).
+
+    Returns:
+        ``{"running": n, "paused": n, "skipped": n}``.
+
+    Raises:
+        StorageError, RouterError: a backend failed (the runs counted so far go on).
+    """
+    env = make_env(runtime)
+    counts = {"running": 0, "paused": 0, "skipped": 0}
+    for run_id in _top_level_runs(env, definition.name, (RunStatus.SUSPENDED.value,)):
+        try:
+            counts[unsuspend(definition, run_id, runtime=runtime).value] += 1
+        except (RunNotFoundError, RunStateError, LockAcquisitionError):
+            counts["skipped"] += 1
+    log.info("event=reactor_unsuspended reactor=%s %s", definition.name,
+             " ".join(f"{k}={v}" for k, v in counts.items()))
+    return counts
