@@ -1176,3 +1176,84 @@ def test_the_timer_jobs_rollback_resumes_after_a_failed_checkpoint(on_call: int)
     for event in repeated:
         expected.insert(expected.index(event) + 1, event)
     assert journal.events == expected
+
+
+# ============================================================================ parks after it
+
+
+def _held_elsewhere(env: TestEnvironment, key: str, ttl: float) -> Lock:
+    other = Lock(env.storage.locks, key, owner="another-run", ttl=ttl, auto_extend=False,
+                 clock=env.clock)
+    assert other.try_acquire()
+    return other
+
+
+def test_defect_a_rollback_parked_after_a_retry_cut_by_the_deadline_spins() -> None:
+    # The deadline cut a retry: the step failed with RunDeadlineExceeded, and the rollback's
+    # undo waits for a lock another run holds for 300 s. capped_delay cut every park of that
+    # rollback to 0 s once the deadline had passed: the run was re-enqueued at once, over and
+    # over (hundreds of jobs, saves and trace entries per second of the lock's hold), where
+    # a rollback parks at lock_snooze_base_delay + jitter (docs/coordination.md, "Rollback").
+    journal = _Journal()
+    with TestEnvironment(start=START) as env:
+        class Transfer(Reactor):
+            background = Background(all=True)
+
+            @step(coordination=with_lock(key="acct:9", ttl=30))
+            def debit(inputs: Any, ctx: Any) -> str:
+                journal.add("run debit")
+                return "d"
+
+            @debit.undo
+            def refund(result: Any, inputs: Any, ctx: Any) -> None:
+                journal.add(f"undo debit@{env.clock.now() - START:.0f}")
+
+            @step(wait_for=["debit"],
+                  retries=Retries(max_attempts=3, backoff="fixed", base_delay=30))
+            def notify(inputs: Any, ctx: Any) -> str:
+                journal.add(f"notify#{ctx.attempt}")
+                raise RuntimeError("mail server down")
+
+        handle = Transfer.run(deadline=45)
+        env.run_pending()  # debit, notify#1; its retry is queued for 30 s
+        _held_elsewhere(env, "acct:9", ttl=300)
+        env.run_until_idle(max_jobs=300)  # the lock frees at 300 s: ~60 parks at most
+        _assert_stopped_by_deadline(handle)
+        parks = [e for e in run_view(handle).trace if e.type == "contention_park"]
+        assert 1 <= len(parks) <= 80
+    assert journal.events[:3] == ["run debit", "notify#1", "notify#2"]
+    assert journal.count("run debit") == 1 and len(journal.events) == 4
+    assert journal.events[-1].startswith("undo debit@") and int(journal.events[-1][11:]) >= 300
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "defect: the run_deadline timer job carries the stop out in the worker's thread with a "
+    "synchronous caller's rule (cancel_run.cancel -> cancel_stored): it blocks the worker up "
+    "to rollback_wait, then skips an undo whose lock another run holds "
+    "(coordination_unavailable), where a worker's rollback parks and never skips an undo "
+    "(docs/coordination.md, 'Rollback'); fix: roll back in worker mode (park) from the timer "
+    "job (reactor/engine/run_control/cancel/in_flight.py cancel_stored, cancel_run.py)"))
+def test_defect_the_timer_job_skips_an_undo_whose_lock_another_run_holds() -> None:
+    journal = _Journal()
+    with TestEnvironment(start=START) as env:
+        class Hold(Reactor):
+            @step(coordination=with_lock(key="acct:1", ttl=30))
+            def debit(inputs: Any, ctx: Any) -> str:
+                journal.add("run debit")
+                return "d"
+
+            @debit.undo
+            def refund(result: Any, inputs: Any, ctx: Any) -> None:
+                journal.add("undo debit")
+
+            gate = interrupt(wait_for="debit")
+
+        paused = Hold.run(deadline=45)
+        assert isinstance(paused, Paused)
+        _held_elsewhere(env, "acct:1", ttl=300)  # another run holds it for a while
+        env.run_until_idle(max_jobs=300)
+        _assert_stopped_by_deadline(paused)
+        failure = run_view(paused).failure
+        assert failure is not None
+        assert not failure.rollback_failures, failure.rollback_failures
+    assert journal.events == ["run debit", "undo debit"]  # never left standing

@@ -117,11 +117,20 @@ def retry_cut(root: Context, now: float, delay: float, step: str,
 
 def capped_delay(ctx: Context, delay: float, now: float) -> float:
     """A worker's park or retry ``delay`` cut so the run comes back at its deadline (and
-    stops itself there); ``delay`` when the run has no deadline."""
+    stops itself there); ``delay`` when the run has no deadline, or when the deadline passed
+    and the run is rolling back (its rollback parks on a hold another run has: it waits at
+    the park's own pace, never re-enqueued at once over and over)."""
     deadline = ctx.engine_state.deadline
     if deadline is None:
         return delay
-    return max(min(delay, deadline - now), 0.0)
+    left = deadline - now
+    if left > 0:
+        return min(delay, left)
+    # passed: a run rolling back (after the deadline's stop, a cancel's or a failure's, such
+    # as a retry the deadline cut) parks at the usual pace; one that has not noticed yet
+    # comes back now and stops itself
+    stopping = ctx.rollback is not None or ctx.engine_state.cancel is not None
+    return delay if stopping else 0.0
 
 
 def schedule(env: Env, run_id: str, reactor: str, deadline: float) -> None:
