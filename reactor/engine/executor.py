@@ -62,7 +62,7 @@ from reactor.engine.maps import fan_out
 from reactor.engine.maps.inline import run_map
 from reactor.engine.maps.rollback import roll_back_fan_out
 from reactor.engine.parks import Park
-from reactor.engine.run_control import cancel, interrupts, suspend
+from reactor.engine.run_control import cancel, interrupts, suspension
 from reactor.engine.state import Executor, RunState
 from reactor.engine.step_runner import StepOutcome, run_leaf
 from reactor.errors import CompensationError, ContextTooLargeError, DependencyError, EncodeError
@@ -135,9 +135,9 @@ def execute(state: RunState) -> Success | Failure | Paused:
             cancelled = cancel.at_start(state)  # a stored run continuing: one claims read
             if cancelled is not None:
                 return cancelled
-            asked = suspend.noticed(state)  # read with it (docs/operations.md)
+            asked = suspension.noticed(state)  # read with it (docs/operations.md)
             if asked is not None and cancel.is_root(state):
-                return suspend.at_start(state, asked)  # before its coordination: no holds
+                return suspension.at_start(state, asked)  # before its coordination: no holds
             return coordination.run_coordinated(state, _execute, roll_back=_roll_back_completed)
     except INTERRUPTIONS as exc:
         abort(state, exc)
@@ -261,9 +261,9 @@ def _run_alone(
     request = cancel.before_step(state)  # read with the last checkpoint, if any
     if request is not None:
         return cancel.stop(state, request, in_flight=None, coordinated=True)
-    asked = suspend.noticed(state)  # read with a cancel check (docs/operations.md)
+    asked = suspension.noticed(state)  # read with a cancel check (docs/operations.md)
     if asked is not None:
-        return suspend.stop(state, name, asked)
+        return suspension.stop(state, name, asked)
     if state.hand_off is not None:  # background before: (docs/workers.md)
         state.hand_off(state, "before", name)
     if spec.kind == "async_step":  # complete for scheduling only
@@ -434,9 +434,9 @@ def _start_ready(
         request = cancel.before_step(state)
         if request is not None:
             return _Stop(request=request)
-        asked = suspend.noticed(state)
+        asked = suspension.noticed(state)
         if asked is not None:  # start nothing more; suspend once the branches settle
-            return None if group.busy else suspend.stop(state, name, asked)
+            return None if group.busy else suspension.stop(state, name, asked)
         schedule.take(name)
         state.ctx.current_step = name
         group.start(spec)

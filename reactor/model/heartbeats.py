@@ -59,6 +59,14 @@ class LastHeartbeat:
         return cls(raw.get("details"), float(at), attempt)
 
 
+def _monotonic() -> float:
+    return time.monotonic()
+
+
+def _wall() -> float:
+    return time.time()
+
+
 class Heartbeats:
     """The heartbeats of one step over its attempts in one execution: the last call, and
     when the attempt in progress last showed life (thread-safe; docs/concepts.md,
@@ -67,22 +75,25 @@ class Heartbeats:
     Args:
         last: the last heartbeat of an earlier execution (kept in ``retry_context``), or
             ``None``.
-        monotonic: the clock that times the heartbeat limit (seconds).
-        wall: the clock of :attr:`LastHeartbeat.at` (epoch seconds).
+        monotonic: the clock that times the heartbeat limit (seconds); ``None``:
+            ``time.monotonic``, read at each call.
+        wall: the clock of :attr:`LastHeartbeat.at` (epoch seconds); ``None``: ``time.time``,
+            read at each call.
     """
 
     __slots__ = ("_alive_at", "_attempt", "_last", "_lock", "_monotonic", "_wall")
 
     def __init__(
         self, last: LastHeartbeat | None = None, *,
-        monotonic: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] | None = None, wall: Callable[[], float] | None = None,
     ) -> None:
         self._lock = threading.Lock()
         self._last = last
-        self._monotonic = monotonic
-        self._wall = wall
+        # None: the system clocks, read at call time (docs/testing.md, "The clock")
+        self._monotonic: Callable[[], float] = monotonic if monotonic is not None else _monotonic
+        self._wall: Callable[[], float] = wall if wall is not None else _wall
         self._attempt = 0
-        self._alive_at = monotonic()
+        self._alive_at = self._monotonic()
 
     @property
     def last(self) -> LastHeartbeat | None:

@@ -42,15 +42,14 @@ from typing import Literal
 
 from reactor.config import Runtime
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import api, coordination, liveness
-from reactor.engine.checkpoint import Checkpointer, load_context
+from reactor.engine import api, liveness
+from reactor.engine.checkpoint import load_context
 from reactor.engine.dispatch_leases import mark_enqueued, run_unit
 from reactor.engine.env import Env, make_env
 from reactor.engine.liveness import FencedCheckpointer
+from reactor.engine.run_control import suspension
 from reactor.engine.run_control.arguments import MAX_TEXT_LENGTH, check_run_id, check_text
-from reactor.engine.state import RunState
 from reactor.errors import (
-    DeserializationError,
     LockAcquisitionError,
     RunFinishedError,
     RunNotFoundError,
@@ -60,16 +59,12 @@ from reactor.errors import (
 from reactor.model.context import Context
 from reactor.model.engine_state import Suspension
 from reactor.model.keys import run_liveness_key, suspend_claim_path
-from reactor.model.results import Paused
 from reactor.model.run_records import TraceRecord
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.ports.capabilities import RunsJobsInline
 from reactor.ports.payloads import RunPayload, job
 
-__all__ = [
-    "MAX_TEXT_LENGTH", "at_start", "noticed", "stop", "suspend", "suspend_all", "unsuspend",
-    "unsuspend_all",
-]
+__all__ = ["MAX_TEXT_LENGTH", "suspend", "suspend_all", "unsuspend", "unsuspend_all"]
 
 log = logging.getLogger("reactor.suspend")
 
@@ -145,7 +140,8 @@ def suspend(
     asked = Suspension(reason, by, env.clock.now())
     claims = env.storage.claims
     if not claims.claim_interrupt_resume(run_id, path, asked.encode()):
-        asked = _decoded(run_id, claims.interrupt_resumes(run_id, [path]).get(path)) or asked
+        standing = claims.interrupt_resumes(run_id, [path]).get(path)
+        asked = suspension.decoded(run_id, standing) or asked
     hold = liveness.take(env, run_id)
     if hold is None or hold.lock is None:
         if hold is not None:
@@ -160,82 +156,10 @@ def suspend(
         if stored.status is RunStatus.SUSPENDED:
             return "suspended"
         _refuse(stored)
-        _suspend_stored(env, stored, asked, FencedCheckpointer(env, stored, hold))
+        suspension.suspend_stored(env, stored, asked, FencedCheckpointer(env, stored, hold))
         return "suspended"
     finally:
         hold.release()
-
-
-def _decoded(run_id: str, text: str | None) -> Suspension | None:
-    """A suspend claim's text decoded; the defaults when unreadable (someone asked)."""
-    if text is None:
-        return None
-    try:
-        return Suspension.decode(text)
-    except DeserializationError as exc:
-        log.warning("event=suspend_claim_unreadable run_id=%s error=%s", run_id, exc)
-        return Suspension()
-
-
-def at_start(state: RunState, asked: Suspension) -> Paused:
-    """Suspend a stored root run an execution continues (a job delivered again, after a park
-    or a retry delay), before its coordination and its next step: its parked holds are
-    released. Returns what :func:`stop` returns.
-
-    Raises:
-        StorageError, LockLost: a backend failed, or the run is not this execution's any more.
-    """
-    ctx = state.ctx
-    state.suspend_claim = None
-    _suspend_stored(state.env, ctx, asked, state.checkpoint)
-    return Paused(step=ctx.current_step or "")
-
-
-def _suspend_stored(
-    env: Env, ctx: Context, asked: Suspension, checkpoint: Checkpointer
-) -> None:
-    """Store a run nobody executes ``suspended`` (its parked holds released)."""
-    resume: Literal["running", "paused"] = (
-        "paused" if ctx.status is RunStatus.PAUSED else "running"
-    )
-    storage = env.storage
-    for holds in ctx.engine_state.parked_holds.values():
-        for hold in holds:
-            coordination.release_parked(storage, hold, event="suspend_release")
-    ctx.engine_state = replace(
-        ctx.engine_state, parked_holds={}, waiting=None,
-        suspension=replace(asked, resume=resume),
-    )
-    ctx.status = RunStatus.SUSPENDED
-    checkpoint.save()
-    log.info("event=run_suspended run_id=%s by=%s at=stored", ctx.context_id, asked.by)
-
-
-def noticed(state: RunState) -> Suspension | None:
-    """The suspend request an execution of a root run read (with a cancel check or a
-    checkpoint), or ``None``."""
-    text = state.suspend_claim
-    return None if text is None else _decoded(state.ctx.context_id, text)
-
-
-def stop(state: RunState, step: str, asked: Suspension) -> Paused:
-    """Suspend the executing root run before step ``step`` (nothing in flight): store it
-    ``suspended`` with ``step`` as its resume cursor. The executor returns the ``Paused``
-    this gives, so the reactor-level holds are released as at an interrupt; callers report the
-    run by its status.
-
-    Raises:
-        StorageError, LockLost: a backend failed, or the run is not this execution's any more.
-    """
-    ctx = state.ctx
-    ctx.current_step = step
-    ctx.status = RunStatus.SUSPENDED
-    ctx.engine_state = replace(ctx.engine_state, suspension=replace(asked, resume="running"))
-    state.suspend_claim = None
-    state.trace("suspended", step, detail=asked.reason)
-    state.checkpoint.save()
-    log.info("event=run_suspended run_id=%s by=%s at=%s", ctx.context_id, asked.by, step)
-    return Paused(step=step)
 
 
 def unsuspend(

@@ -117,9 +117,9 @@ def test_a_running_run_learns_of_a_cancel_from_its_checkpoints_reply(
 
     config.configure(storage=redis_url, router="inline://")
     reads: list[str] = []
-    real = notice.requested  # the reads of the step boundaries
-    monkeypatch.setattr(notice, "requested",
-                        lambda env, run_id: reads.append(run_id) or real(env, run_id))
+    real = notice._read  # the reads of the step boundaries (cancel and suspend requests)
+    monkeypatch.setattr(notice, "_read",
+                        lambda state: reads.append(state.ctx.context_id) or real(state))
     RAN.clear()
     outcome = SelfCancelling.run()
     assert not outcome.success
