@@ -36,12 +36,14 @@ import logging
 from dataclasses import replace
 from typing import Any
 
+from reactor.dsl.deadlines import absolute_deadline
 from reactor.dsl.declarations import StepSpec
 from reactor.engine.arguments import resolve_arguments
 from reactor.engine.async_step import reader_park_delay
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.dispatch import stored_result, wait_for_run
 from reactor.engine.parks import Park, park_delay
+from reactor.engine.run_control import deadline as run_deadline
 from reactor.engine.state import RunState
 from reactor.engine.step_runner import StepOutcome
 from reactor.errors import (
@@ -119,10 +121,17 @@ def _dispatch(
         root_context_id=ctx.root_context_id or ctx.context_id,
         created_at=env.now(),
     )
+    # a run of its own: its reactor's class deadline holds from its start (docs/concepts.md,
+    # "Run deadlines"), with its timer, as for a top-level run
+    child_deadline = absolute_deadline(None, definition.deadline, child.created_at)
+    if child_deadline is not None:
+        child.engine_state = replace(child.engine_state, deadline=child_deadline)
     Checkpointer(env, child).save()  # dispatched_child: a parent and no map metadata
     state.trace("dispatched", spec.name)
     state.checkpoint.save()
     env.runtime.router.enqueue(job(RunPayload(context_id=child_id, reactor=definition.name)))
+    if child_deadline is not None:
+        run_deadline.schedule(env, child_id, definition.name, child_deadline)
     log.info("event=async_reactor_dispatched context_id=%s step=%s child=%s",
              ctx.context_id, spec.name, child_id)
     return load_context(env, child_id) or child  # an inline router ran it inside enqueue

@@ -71,6 +71,7 @@ message.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Final, Literal, TypeVar, get_args
@@ -142,6 +143,16 @@ def _int_or_float(value: Any) -> Any:
 
 #: Epoch seconds: an int or a float (never a bool), read as a float.
 _Seconds = Annotated[float, Strict(), BeforeValidator(_int_or_float)]
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise PydanticCustomError("finite_number", "must be a finite number")
+    return value
+
+
+#: Epoch seconds that must be finite (a deadline: NaN or an infinity would never compare).
+_FiniteSeconds = Annotated[_Seconds, AfterValidator(_finite)]
 
 # ------------------------------------------------------------------------------ values
 
@@ -570,7 +581,7 @@ class _StoredState(BaseModel):
     quarantine: Quarantine | None = None
     interrupt: PendingInterrupt | None = None
     cancel: CancelRequest | None = None
-    deadline: _Seconds | None = None
+    deadline: _FiniteSeconds | None = None
     suspension: Suspension | None = None
     suspend_generation: StrictInt | None = None
 

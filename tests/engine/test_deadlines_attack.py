@@ -425,10 +425,6 @@ def test_a_paused_run_resumed_after_its_deadline_rolls_back_and_the_timer_change
     assert journal.events == ["run reserve", "undo reserve"]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "defect: Reactor.cancel claims a plain cancel request even when the stored deadline "
-    "already passed (its run_deadline timer not yet delivered): the run ends `cancelled` "
-    "instead of `failed` with RunDeadlineExceeded (reactor/engine/run_control/cancel_run.py)"))
 def test_defect_a_cancel_after_the_deadline_passed_ends_the_run_cancelled(
     manual: tuple[Runtime, TestClock],
 ) -> None:
@@ -1018,11 +1014,6 @@ def test_total_spent_is_kept_across_worker_retries_and_the_deadline_still_decide
         assert RunDeadlineExceeded.__name__ in failure.exception_class
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "defect: a stored non-finite deadline is read as it is (EngineState's `deadline` is a "
-    "plain _Seconds): NaN makes every execution of the run raise ValueError when it formats "
-    "the deadline; refuse it as retry_context 'spent' refuses NaN/inf "
-    "(reactor/model/engine_state.py)"))
 @pytest.mark.parametrize("stored", [math.nan, math.inf, -math.inf])
 def test_defect_a_stored_non_finite_deadline_is_accepted(stored: float) -> None:
     from reactor.errors import DeserializationError
@@ -1265,12 +1256,6 @@ def test_defect_the_timer_job_skips_an_undo_whose_lock_another_run_holds() -> No
     assert journal.events == ["run debit", "undo debit"]  # never left standing
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "defect: an async_reactor child is a run of its own, but its reactor class's deadline is "
-    "never stored on it (the child is dispatched without absolute_deadline(None, "
-    "child.deadline, now) and no run_deadline timer): a child paused at an interrupt waits "
-    "forever; fix where the child is dispatched (reactor/engine/async_reactor.py), as "
-    "api.run does for a top-level run"))
 def test_defect_an_async_reactor_childs_class_deadline_is_ignored() -> None:
     with TestEnvironment(start=START) as env:
         class Kid(Reactor):

@@ -134,9 +134,12 @@ def cancel(
     definition.register_codec_types()
     now = env.clock.now()
     stored_deadline = ctx.engine_state.deadline
+    # a deadline that passed stands before any later cancel, whether its timer ran yet or not
+    # (docs/concepts.md, "Run deadlines")
+    overdue = stored_deadline is not None and (deadline_passed or now >= stored_deadline)
     wanted = (
         deadline.deadline_request(stored_deadline, now)
-        if deadline_passed and stored_deadline is not None
+        if overdue and stored_deadline is not None
         else CancelRequest(reason, rollback, now)
     )
     request = cancelling.claim(env, run_id, wanted)
