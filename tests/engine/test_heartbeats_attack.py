@@ -376,3 +376,18 @@ def test_a_hung_body_in_a_worker_times_out_and_its_retry_is_handed_off_with_its_
         hang.set()
     assert view.status is RunStatus.COMPLETED and view.results["copy"] == "resumed"
     assert seen == [None, ({"offset": 5}, 1)]
+
+
+@pytest.mark.xfail(
+    strict=True, raises=AssertionError,
+    reason="defect: details holding a lone surrogate ('\\ud800') pass _storable's codec.dumps "
+    "check but fail the hand-off save's UTF-8 encode (checkpoint._append): the job is "
+    "retried and dead-lettered and the run stays 'running' forever, where docs/concepts.md "
+    "says details the codec cannot store are dropped and the heartbeat kept. fix: _storable "
+    "checks codec.dumps(details).encode('utf-8') and catches UnicodeEncodeError "
+    "(reactor/engine/step_runner.py)",
+)
+def test_defect_heartbeat_details_with_a_lone_surrogate_strand_the_run() -> None:
+    seen, status = _handed_retry({"name": "bad\ud800name"})
+    assert status is RunStatus.COMPLETED, (status, seen)
+    assert seen == [None, (None, 1)]

@@ -779,3 +779,76 @@ def test_suspending_a_run_rolling_back_or_finished_is_refused() -> None:
     assert view.status is RunStatus.FAILED
     assert refusals == ["RunFinishedError", "RunStateError"]
     assert journal.count("undo a") == 1 and journal.count("undo b") == 1
+
+
+@pytest.mark.xfail(
+    strict=True, raises=AssertionError,
+    reason="defect: a run paused at an interrupt with timeout=60, expiry='active' and "
+    "suspended before the timeout is stored back 'paused' by unsuspend after its expiry job "
+    "already fired (and found it not paused): nothing expires it any more, it stays paused "
+    "past its timeout until someone resumes it (docs/run-control.md: 'active' expires it at "
+    "the deadline if still paused). fix: unsuspend of a paused run whose interrupt has an "
+    "active expiry enqueues the expiry job again at max(now, its deadline) "
+    "(reactor/engine/run_control/suspend.py)",
+)
+def test_defect_an_active_interrupt_expiry_is_lost_across_a_suspension() -> None:
+    undone: list[str] = []
+    with TestEnvironment() as env:
+        class Approval(Reactor):
+            @step()
+            def reserve(inputs: Any, ctx: Any) -> str:
+                return "r"
+
+            @reserve.undo
+            def release(result: Any, inputs: Any, ctx: Any) -> None:
+                undone.append("reserve")
+
+            approval = interrupt(wait_for="reserve", timeout=60, expiry="active")
+
+            @step(wait_for=["approval"])
+            def ship(inputs: Any, ctx: Any) -> str:
+                return "s"
+
+        paused = Approval.run()
+        assert isinstance(paused, Paused) and paused.run_id is not None
+        env.clock.advance(10)
+        assert Approval.suspend(paused.run_id) == "suspended"
+        env.clock.advance(60)  # the interrupt's timeout passes while it is suspended
+        assert Approval.find(paused.run_id).status is RunStatus.SUSPENDED
+        assert Approval.unsuspend(paused.run_id) is RunStatus.PAUSED
+        env.clock.advance(600)
+        env.run_until_idle()
+        view = Approval.find(paused.run_id)
+    # past its timeout, with an active expiry: expired and rolled back, not paused forever
+    assert view.status is RunStatus.FAILED, view.status
+    assert undone == ["reserve"]
+
+
+def test_a_suspended_paused_run_keeps_its_correlation_id_for_after_unsuspend() -> None:
+    shipped: list[str] = []
+    with TestEnvironment():
+        class Approval(Reactor):
+            order = Input(str)
+
+            @step()
+            def reserve(inputs: Any, ctx: Any) -> str:
+                return "r"
+
+            approval = interrupt(wait_for="reserve",
+                                 correlation_id=input("order", transform=lambda v: f"o:{v}"))
+
+            @step(wait_for=["approval"])
+            def ship(inputs: Any, ctx: Any) -> str:
+                shipped.append("ship")
+                return "s"
+
+        paused = Approval.run(order="9")
+        assert isinstance(paused, Paused) and paused.run_id is not None
+        assert Approval.suspend(paused.run_id) == "suspended"
+        with pytest.raises(InterruptError):
+            Approval.resume(correlation_id="o:9", payload={})
+        assert shipped == []
+        assert Approval.unsuspend(paused.run_id) is RunStatus.PAUSED
+        out = Approval.resume(correlation_id="o:9", payload={})
+    assert out.success, out  # type: ignore[union-attr]
+    assert shipped == ["ship"]
