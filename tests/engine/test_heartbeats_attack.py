@@ -391,3 +391,45 @@ def test_defect_heartbeat_details_with_a_lone_surrogate_strand_the_run() -> None
     seen, status = _handed_retry({"name": "bad\ud800name"})
     assert status is RunStatus.COMPLETED, (status, seen)
     assert seen == [None, (None, 1)]
+
+
+@pytest.mark.xfail(
+    strict=True, raises=AssertionError,
+    reason="defect: an async body cancelled at its heartbeat limit that swallows the "
+    "cancellation and keeps calling ctx.heartbeat is waited for as long as it heartbeats: "
+    "await_result re-reads due() (moved by each heartbeat) for its give-up deadline, so the "
+    "documented grace (_CANCEL_GRACE = 5 s after the limit, docs/concepts.md 'Time limits') "
+    "never ends. fix: once the limit passed and the body was cancelled, fix the give-up "
+    "deadline at that moment + _CANCEL_GRACE (reactor/engine/coroutines.py, await_result)",
+)
+def test_defect_a_stubborn_async_body_heartbeating_after_its_cancellation_is_waited_for() -> None:
+    from reactor.engine.coroutines import _CANCEL_GRACE
+
+    stop = threading.Event()
+    ran_for = _CANCEL_GRACE + 4.0
+
+    class Stubborn(Reactor):
+        @step(timeouts=Timeouts(heartbeat=_BEAT))
+        async def call(inputs: Any, ctx: Any) -> str:
+            began = time.monotonic()
+            try:
+                await asyncio.sleep(_MEET)  # silent: cancelled at its heartbeat limit
+            except asyncio.CancelledError:
+                pass
+            while time.monotonic() - began < ran_for and not stop.is_set():
+                ctx.heartbeat("ignoring the cancellation")
+                try:
+                    await asyncio.sleep(_BEAT / 5)
+                except asyncio.CancelledError:
+                    pass
+            return "late"
+
+    try:
+        began = time.monotonic()
+        out = Stubborn.run()
+        took = time.monotonic() - began
+    finally:
+        stop.set()
+    assert isinstance(out, Failure) and isinstance(out.error, StepTimeout)
+    # given up on _CANCEL_GRACE after its limit, not when the body chose to stop
+    assert took < _CANCEL_GRACE + 2.0, took

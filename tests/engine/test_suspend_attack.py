@@ -852,3 +852,58 @@ def test_a_suspended_paused_run_keeps_its_correlation_id_for_after_unsuspend() -
         out = Approval.resume(correlation_id="o:9", payload={})
     assert out.success, out  # type: ignore[union-attr]
     assert shipped == ["ship"]
+
+
+def test_a_suspend_read_before_another_suspension_merges_into_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from reactor.engine import api
+
+    journal = _Journal()
+    loaded = threading.Event()
+    go_on = threading.Event()
+    answers: list[str] = []
+    real_load = api.load_run
+
+    def slow_load(*args: Any, **kwargs: Any) -> Any:
+        ctx = real_load(*args, **kwargs)
+        if threading.current_thread().name == "late-operator":
+            loaded.set()
+            assert go_on.wait(10)
+        return ctx
+
+    monkeypatch.setattr(api, "load_run", slow_load)
+    with TestEnvironment() as env:
+        late = threading.Thread(
+            target=lambda: answers.append(chain.suspend(run_id[0], reason="late")),
+            name="late-operator",
+        )
+
+        def hook(name: str, ctx: Any) -> None:
+            if name == "a":
+                run_id.append(ctx.run_id)
+                late.start()  # reads the run (generation 0) and waits
+                assert loaded.wait(10)
+                assert chain.suspend(ctx.run_id, reason="first") == "requested"
+                env.clock.advance(2)
+            if name == "b":  # the run was suspended and unsuspended: generation 1
+                go_on.set()
+                late.join(10)
+                env.clock.advance(2)
+
+        run_id: list[str] = []
+        chain = _chain(journal, handed=Background(all=True), hook=hook)
+        handle = chain.run()
+        env.run_pending()
+        assert chain.find(handle.run_id).status is RunStatus.SUSPENDED
+        assert chain.unsuspend(handle.run_id) is RunStatus.RUNNING
+        env.run_until_idle()
+        view = chain.find(handle.run_id)
+    # A late suspend that read the run before the first suspension (generation 0) claims the
+    # same path: first writer wins, so it merges into that suspension, which the unsuspend
+    # ended. "requested" is a linearizable answer (its request was honoured, before b), the
+    # run then goes on: each step once, one suspended entry.
+    assert answers == ["requested"]
+    assert view.status is RunStatus.COMPLETED
+    assert journal.events == ["run a", "run b", "run c"]
+    assert [e.type for e in view.trace].count("suspended") == 1
