@@ -433,3 +433,39 @@ def test_defect_a_stubborn_async_body_heartbeating_after_its_cancellation_is_wai
     assert isinstance(out, Failure) and isinstance(out.error, StepTimeout)
     # given up on _CANCEL_GRACE after its limit, not when the body chose to stop
     assert took < _CANCEL_GRACE + 2.0, took
+
+
+def test_a_worker_that_cannot_save_between_attempts_retries_from_the_kept_heartbeat() -> None:
+    seen: list[Any] = []
+    with TestEnvironment() as env:
+        class Copy(Reactor):
+            background = Background(all=True)
+
+            @step(retries=Retries(max_attempts=4, backoff="fixed", base_delay=30))
+            def copy(inputs: Any, ctx: Any) -> str:
+                last = ctx.last_heartbeat
+                seen.append((ctx.attempt, None if last is None else (last.details, last.attempt)))
+                if ctx.attempt == 1:
+                    ctx.heartbeat({"offset": 1})
+                    raise ConnectionError("flaky")
+                if len(seen) == 2:
+                    ctx.heartbeat({"offset": 2})
+                    # the hand-off save after this attempt fails: its execution is lost
+                    env.storage_fails(method="contexts.append", times=1)
+                    raise ConnectionError("flaky again")
+                return "ok"
+
+        handle = Copy.run()
+        assert isinstance(handle, DispatchHandle)
+        env.run_until_idle()
+        if Copy.find(handle.run_id).status is RunStatus.RUNNING:
+            env.clock.advance(env.settings.context_lock_ttl + 5)
+            env.sweep()
+            env.run_until_idle()
+        view = Copy.find(handle.run_id)
+    assert view.status is RunStatus.COMPLETED
+    # attempt 2's heartbeat was never stored (docs: not written while the attempt runs): the
+    # attempt that replaced it reads attempt 1's, kept at the first hand-off
+    assert seen[:2] == [(1, None), (2, ({"offset": 1}, 1))]
+    assert seen[2] == (2, ({"offset": 1}, 1)), seen
+    assert len(seen) == 3
