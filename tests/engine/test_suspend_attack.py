@@ -1010,3 +1010,66 @@ def test_defect_a_suspended_runs_fan_out_keeps_throwing_batches() -> None:
     assert journal.count("run seal") == 1
     # only the batch in flight when it was suspended ran before the unsuspend
     assert sorted(while_held) == ["run pick 1", "run pick 2"], while_held
+
+
+def test_a_run_paused_inside_a_composed_child_is_suspended_and_resumed_after() -> None:
+    journal = _Journal()
+    with TestEnvironment():
+        class Child(Reactor):
+            @step()
+            def c1(inputs: Any, ctx: Any) -> str:
+                journal.add("run c1")
+                return "1"
+
+            gate = interrupt(wait_for="c1")
+
+            @step(wait_for=["gate"])
+            def c2(inputs: Any, ctx: Any) -> str:
+                journal.add("run c2")
+                return "2"
+
+        class Parent(Reactor):
+            child = compose(Child)
+
+            @step(wait_for=["child"])
+            def last(inputs: Any, ctx: Any) -> str:
+                journal.add("run last")
+                return "l"
+
+        paused = Parent.run()
+        assert isinstance(paused, Paused) and paused.run_id is not None
+        assert paused.step == "child.gate"
+        assert Parent.suspend(paused.run_id) == "suspended"
+        with pytest.raises(InterruptError):
+            Parent.resume(paused.run_id, step=paused.step, payload={})
+        assert Parent.unsuspend(paused.run_id) is RunStatus.PAUSED
+        out = Parent.resume(paused.run_id, step=paused.step, payload={})
+    assert out.success, out  # type: ignore[union-attr]
+    assert journal.events == ["run c1", "run c2", "run last"]
+
+
+def test_an_awaited_run_suspended_under_its_caller_gives_a_dispatch_handle() -> None:
+    import asyncio
+
+    journal = _Journal()
+    with TestEnvironment() as env:
+        class Async(Reactor):
+            @step()
+            async def a(inputs: Any, ctx: Any) -> str:
+                journal.add("run a")
+                assert Async.suspend(ctx.run_id) == "requested"
+                env.clock.advance(2)
+                return "a"
+
+            @step(wait_for=["a"])
+            async def b(inputs: Any, ctx: Any) -> str:
+                journal.add("run b")
+                return "b"
+
+        out = asyncio.run(Async.arun())
+        assert isinstance(out, DispatchHandle)
+        assert Async.find(out.run_id).status is RunStatus.SUSPENDED
+        assert Async.unsuspend(out.run_id) is RunStatus.RUNNING
+        env.run_until_idle()
+        assert Async.find(out.run_id).status is RunStatus.COMPLETED
+    assert journal.events == ["run a", "run b"]
