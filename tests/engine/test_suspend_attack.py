@@ -1073,3 +1073,28 @@ def test_an_awaited_run_suspended_under_its_caller_gives_a_dispatch_handle() -> 
         env.run_until_idle()
         assert Async.find(out.run_id).status is RunStatus.COMPLETED
     assert journal.events == ["run a", "run b"]
+
+
+def test_suspend_through_another_reactor_is_not_found_and_through_the_base_class_works() -> None:
+    journal = _Journal()
+    with TestEnvironment() as env:
+        chain = _chain(journal, handed=Background(all=True))
+        class Other(Reactor):
+            @step()
+            def x(inputs: Any, ctx: Any) -> str:
+                return "x"
+
+        other = Other
+        handle = chain.run()
+        with pytest.raises(RunNotFoundError):
+            other.suspend(handle.run_id)
+        with pytest.raises(RunNotFoundError):
+            other.unsuspend(handle.run_id)
+        assert chain.find(handle.run_id).status is not RunStatus.SUSPENDED
+        assert Reactor.suspend(handle.run_id, by="ops") == "suspended"
+        env.run_until_idle()
+        assert journal.events == []
+        assert Reactor.unsuspend(handle.run_id) is RunStatus.RUNNING
+        env.run_until_idle()
+        assert chain.find(handle.run_id).status is RunStatus.COMPLETED
+    assert journal.events == ["run a", "run b", "run c"]
