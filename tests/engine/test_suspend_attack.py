@@ -1098,3 +1098,32 @@ def test_suspend_through_another_reactor_is_not_found_and_through_the_base_class
         env.run_until_idle()
         assert chain.find(handle.run_id).status is RunStatus.COMPLETED
     assert journal.events == ["run a", "run b", "run c"]
+
+
+def test_a_suspend_requested_during_an_attempt_that_hands_its_retry_off_holds_the_retry() -> None:
+    attempts: list[int] = []
+    answers: list[str] = []
+    with TestEnvironment() as env:
+        class Flaky(Reactor):
+            background = Background(all=True)
+
+            @step(retries=Retries(max_attempts=3, backoff="fixed", base_delay=30))
+            def call(inputs: Any, ctx: Any) -> str:
+                attempts.append(ctx.attempt)
+                if ctx.attempt == 1:
+                    answers.append(Flaky.suspend(ctx.run_id, reason="hold the retry"))
+                    raise ConnectionError("down")
+                return "ok"
+
+        handle = Flaky.run()
+        env.clock.advance(31)  # the retry's job comes back and finds the request
+        view = Flaky.find(handle.run_id)
+        assert view.status is RunStatus.SUSPENDED, view.status
+        assert attempts == [1] and answers == ["requested"]
+        assert view.suspension is not None and view.suspension.reason == "hold the retry"
+        env.clock.advance(3600)
+        assert attempts == [1]
+        assert Flaky.unsuspend(handle.run_id) is RunStatus.RUNNING
+        env.run_until_idle()
+        view = Flaky.find(handle.run_id)
+    assert view.status is RunStatus.COMPLETED and attempts == [1, 2]
