@@ -469,3 +469,17 @@ def test_a_worker_that_cannot_save_between_attempts_retries_from_the_kept_heartb
     assert seen[:2] == [(1, None), (2, ({"offset": 1}, 1))]
     assert seen[2] == (2, ({"offset": 1}, 1)), seen
     assert len(seen) == 3
+
+
+@pytest.mark.parametrize(
+    "bad", [float("inf"), -float("inf"), 30 * 86400 + 1, 10**400, None.__class__],
+)
+def test_unusable_heartbeat_limits_are_refused(bad: Any) -> None:
+    from reactor.errors import DefinitionError
+
+    with pytest.raises(DefinitionError, match=r"Timeouts\.heartbeat"):
+        Timeouts(heartbeat=bad)
+
+
+def test_the_largest_heartbeat_limit_is_accepted() -> None:
+    assert Timeouts(heartbeat=30 * 86400).heartbeat == 30 * 86400.0
