@@ -1127,3 +1127,41 @@ def test_a_suspend_requested_during_an_attempt_that_hands_its_retry_off_holds_th
         env.run_until_idle()
         view = Flaky.find(handle.run_id)
     assert view.status is RunStatus.COMPLETED and attempts == [1, 2]
+
+
+def test_a_suspended_run_frees_its_reactor_semaphore_slot_for_another_run() -> None:
+    from reactor import with_semaphore
+
+    journal = _Journal()
+    with TestEnvironment() as env:
+        first: list[str] = []
+
+        class Pooled(Reactor):
+            background = Background(all=True)
+            tag = Input(str)
+            coordination = with_semaphore(key="pool", limit=1)
+
+            @step(tag=input("tag"))
+            def a(inputs: Any, ctx: Any) -> str:
+                journal.add(f"a {inputs.tag}")
+                if inputs.tag == "one":
+                    first.append(ctx.run_id)
+                    assert Pooled.suspend(ctx.run_id) == "requested"
+                    env.clock.advance(2)
+                return "a"
+
+            @step(wait_for=["a"], tag=input("tag"))
+            def b(inputs: Any, ctx: Any) -> str:
+                journal.add(f"b {inputs.tag}")
+                return "b"
+
+        one = Pooled.run(tag="one")
+        env.run_pending()
+        assert Pooled.find(one.run_id).status is RunStatus.SUSPENDED
+        two = Pooled.run(tag="two")
+        env.run_until_idle()  # the slot is free: the second run goes through
+        assert Pooled.find(two.run_id).status is RunStatus.COMPLETED
+        assert Pooled.unsuspend(one.run_id) is RunStatus.RUNNING
+        env.run_until_idle()
+        assert Pooled.find(one.run_id).status is RunStatus.COMPLETED
+    assert journal.events == ["a one", "a two", "b two", "b one"]
