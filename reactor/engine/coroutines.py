@@ -151,6 +151,8 @@ class _Handoff:
         self.timeout = timeout
         self.expired = expired
         self.due = due
+        #: ``time.monotonic()`` when the watcher found :attr:`due` passed, else ``None``.
+        self.limit_passed_at: float | None = None
         self.lock = threading.Lock()
         self.started = False
         self.abandoned = False
@@ -244,6 +246,7 @@ class _Handoff:
         while True:
             left = self.due() - time.monotonic()
             if left <= 0:
+                self.limit_passed_at = time.monotonic()
                 scope.reschedule(asyncio.get_running_loop().time())
                 return
             await asyncio.sleep(left)
@@ -254,7 +257,7 @@ class _Handoff:
         if scope.expired():
             return True
         if self.due is not None:
-            return time.monotonic() >= self.due()
+            return self.limit_passed_at is not None or time.monotonic() >= self.due()
         when = scope.when()
         return when is not None and asyncio.get_running_loop().time() >= when
 
@@ -375,7 +378,10 @@ def await_result(
             else min(_WATCH, max(deadline - time.monotonic(), 0.0))
         ):
             if due is not None:
-                deadline = due() + _CANCEL_GRACE  # a heartbeat moves it later
+                # a heartbeat moves the limit later, until it passed (the watcher expired the
+                # body's scope): the grace runs from then, whatever the body does after
+                limit_at = handoff.limit_passed_at or due()
+                deadline = limit_at + _CANCEL_GRACE
             if deadline is not None and time.monotonic() >= deadline:
                 gave_up = handoff.give_up()
                 if gave_up:

@@ -107,7 +107,7 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
     # executions used when a worker handed a retry wait to the queue.
     spent = ctx.time_spent(name) if timeouts is not None else 0.0
     # The step's heartbeats over its attempts, from the last one an earlier execution kept.
-    beats = Heartbeats(ctx.kept_heartbeat(name))
+    beats = Heartbeats(ctx.kept_heartbeat(name), wall=state.env.clock.now)
 
     def counted(call: Callable[[], _T]) -> _T:
         """``call()``, its time on the runtime clock added to ``spent``."""
@@ -210,7 +210,7 @@ def _storable(last: LastHeartbeat, step: str) -> LastHeartbeat:
     """``last`` as the run can store it: details the codec cannot encode are dropped (logged),
     so a heartbeat never fails the save that hands a retry to the queue."""
     try:
-        codec.dumps(last.details)
+        codec.dumps(last.details).encode("utf-8")  # a lone surrogate fails only here
     except (codec.EncodeError, ValueError, RecursionError) as exc:
         _log.warning("event=heartbeat_details_unstorable step=%s error=%s (kept without its "
                      "details)", step, exc)

@@ -111,9 +111,18 @@ class Heartbeats:
             self._alive_at = self._monotonic()
             return self._last
 
-    def beat(self, details: Any = None) -> None:
-        """Record a heartbeat of the attempt in progress (no I/O)."""
+    def beat(self, details: Any = None, attempt: int | None = None) -> None:
+        """Record a heartbeat of the attempt in progress (no I/O).
+
+        Args:
+            details: the body's progress.
+            attempt: the attempt making the call (``ctx.attempt``); a call of an earlier
+                attempt (a plain body that timed out and runs on, abandoned) is ignored: it
+                neither keeps the attempt in progress alive nor becomes the last heartbeat.
+        """
         with self._lock:
+            if attempt is not None and attempt != self._attempt:
+                return
             self._alive_at = self._monotonic()
             self._last = LastHeartbeat(details, self._wall(), self._attempt)
 

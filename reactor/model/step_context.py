@@ -112,7 +112,9 @@ class StepContext:
     def heartbeat(self, details: Any = None) -> None:
         """Say the body is alive, with its progress (docs/concepts.md, "Heartbeats").
 
-        Cheap: kept in memory, no I/O. A step declared ``Timeouts(heartbeat=...)`` fails its
+        Cheap: kept in memory, no I/O (the object itself: change a progress dict after the
+        call and the next attempt reads the change). A call from an attempt that timed out
+        and runs on is ignored. A step declared ``Timeouts(heartbeat=...)`` fails its
         attempt with ``StepTimeout`` when its body goes that long without a call; the next
         attempt reads the last ``details`` as :attr:`last_heartbeat`. Outside a step's
         ``run`` (an ``undo``, a ``compensate``, ``Step.call``) it does nothing.
@@ -122,7 +124,7 @@ class StepContext:
                 offset or a cursor); ``None``: none.
         """
         if self.heartbeats is not None:
-            self.heartbeats.beat(details)
+            self.heartbeats.beat(details, self.attempt)
 
     def __post_init__(self) -> None:
         if self.map_membership is not None and self.map_metadata is None:

@@ -224,15 +224,6 @@ def test_the_kept_heartbeat_is_dropped_when_the_step_ends() -> None:
     assert stored.kept_heartbeat("copy") is None
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="defect: a timed-out plain body keeps running on its thread and its ctx.heartbeat "
-    "writes into the step's one Heartbeats object, which now counts attempt 2: the abandoned "
-    "attempt keeps the next attempt alive (its heartbeat limit never passes) and its details "
-    "are labelled attempt 2. fix: bind each attempt's ctx.heartbeat to its attempt number "
-    "(Heartbeats.beat(details, attempt=n) ignores a beat whose attempt is not the current one; "
-    "reactor/model/heartbeats.py, reactor/engine/step_runner.py)",
-)
 def test_defect_an_abandoned_attempt_heartbeats_keep_the_next_attempt_alive() -> None:
     released = threading.Event()
     zombie_done = threading.Event()
@@ -278,13 +269,6 @@ def test_defect_an_abandoned_attempt_heartbeats_keep_the_next_attempt_alive() ->
     assert took < _BEAT * 8, took
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="defect: LastHeartbeat.at reads time.time(), not the runtime clock "
-    "(docs/testing.md, 'The clock': there is one clock; in a TestEnvironment every other "
-    "timestamp is on env.clock). fix: step_runner builds Heartbeats(..., wall=clock.now) "
-    "(reactor/engine/step_runner.py)",
-)
 def test_defect_last_heartbeat_at_is_not_on_the_runtime_clock() -> None:
     seen: list[float] = []
     with TestEnvironment() as env:
@@ -378,30 +362,12 @@ def test_a_hung_body_in_a_worker_times_out_and_its_retry_is_handed_off_with_its_
     assert seen == [None, ({"offset": 5}, 1)]
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="defect: details holding a lone surrogate ('\\ud800') pass _storable's codec.dumps "
-    "check but fail the hand-off save's UTF-8 encode (checkpoint._append): the job is "
-    "retried and dead-lettered and the run stays 'running' forever, where docs/concepts.md "
-    "says details the codec cannot store are dropped and the heartbeat kept. fix: _storable "
-    "checks codec.dumps(details).encode('utf-8') and catches UnicodeEncodeError "
-    "(reactor/engine/step_runner.py)",
-)
 def test_defect_heartbeat_details_with_a_lone_surrogate_strand_the_run() -> None:
     seen, status = _handed_retry({"name": "bad\ud800name"})
     assert status is RunStatus.COMPLETED, (status, seen)
     assert seen == [None, (None, 1)]
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="defect: an async body cancelled at its heartbeat limit that swallows the "
-    "cancellation and keeps calling ctx.heartbeat is waited for as long as it heartbeats: "
-    "await_result re-reads due() (moved by each heartbeat) for its give-up deadline, so the "
-    "documented grace (_CANCEL_GRACE = 5 s after the limit, docs/concepts.md 'Time limits') "
-    "never ends. fix: once the limit passed and the body was cancelled, fix the give-up "
-    "deadline at that moment + _CANCEL_GRACE (reactor/engine/coroutines.py, await_result)",
-)
 def test_defect_a_stubborn_async_body_heartbeating_after_its_cancellation_is_waited_for() -> None:
     from reactor.engine.coroutines import _CANCEL_GRACE
 

@@ -97,14 +97,6 @@ def test_a_queued_run_suspended_then_unsuspended_runs_each_step_once() -> None:
     assert journal.events == ["run a", "run b", "run c"]
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="defect: a run nobody executes (queued, parked, paused) is stored suspended by "
-    "suspension.suspend_stored without a 'suspended' trace entry, though docs/operations.md "
-    "says a suspended run's record holds one (stop() writes it; suspend_stored does not). "
-    "fix: append TraceRecord.of('suspended', ctx.current_step, env.clock.now(), "
-    "detail=asked.reason) in suspend_stored (reactor/engine/run_control/suspension.py)",
-)
 def test_defect_a_run_suspended_at_once_has_no_suspended_trace_entry() -> None:
     journal = _Journal()
     with TestEnvironment():
@@ -215,15 +207,6 @@ def _approval(journal: _Journal, *, during_reserve: Any = None) -> type[Reactor]
     return Approval
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="defect: a suspend answered 'requested' while the step before an interrupt runs is "
-    "read by the next Reactor.resume, which suspends the run under its caller (at_start) and "
-    "returns Paused(step='') -- a pause at an interrupt named '' -- where docs/operations.md "
-    "says a synchronous caller whose run is suspended under it gets a DispatchHandle. fix: "
-    "map the Paused of suspension.at_start/stop to a DispatchHandle in resume.py as "
-    "api.py does for a suspended run (reactor/engine/run_control/resume.py)",
-)
 def test_defect_resume_of_a_run_suspended_under_it_returns_a_paused_with_no_step() -> None:
     journal = _Journal()
     answers: list[str] = []
@@ -674,14 +657,6 @@ def test_a_very_long_run_id_is_simply_not_found() -> None:
             chain.unsuspend("x" * 1_000_000)
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="defect: docs/operations.md says suspend_all handles every run listed unfinished "
-    "'or suspended right now' (a suspended run answers 'suspended' again), but _HOLDABLE "
-    "lists only pending/running/paused: a second suspend_all reports "
-    "{'suspended': 0, ...} for a reactor whose runs are all held. fix: add 'suspended' to "
-    "_HOLDABLE (reactor/engine/run_control/suspend.py) or correct the docs",
-)
 def test_defect_suspend_all_again_counts_no_suspended_run() -> None:
     with TestEnvironment():
         chain = _chain(_Journal(), handed=Background(all=True), names=("a",))
@@ -781,16 +756,6 @@ def test_suspending_a_run_rolling_back_or_finished_is_refused() -> None:
     assert journal.count("undo a") == 1 and journal.count("undo b") == 1
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="defect: a run paused at an interrupt with timeout=60, expiry='active' and "
-    "suspended before the timeout is stored back 'paused' by unsuspend after its expiry job "
-    "already fired (and found it not paused): nothing expires it any more, it stays paused "
-    "past its timeout until someone resumes it (docs/run-control.md: 'active' expires it at "
-    "the deadline if still paused). fix: unsuspend of a paused run whose interrupt has an "
-    "active expiry enqueues the expiry job again at max(now, its deadline) "
-    "(reactor/engine/run_control/suspend.py)",
-)
 def test_defect_an_active_interrupt_expiry_is_lost_across_a_suspension() -> None:
     undone: list[str] = []
     with TestEnvironment() as env:

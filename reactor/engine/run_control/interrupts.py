@@ -50,7 +50,9 @@ from reactor.model.results import Failure, Paused, Success
 from reactor.model.status import RunStatus
 from reactor.ports.payloads import InterruptTimeoutPayload, current_stamp, job
 
-__all__ = ["MAX_CORRELATION_ID_LENGTH", "claim_failure", "pause", "reach", "root_id"]
+__all__ = [
+    "MAX_CORRELATION_ID_LENGTH", "claim_failure", "pause", "reach", "root_id", "schedule_expiry",
+]
 
 log = logging.getLogger("reactor.interrupts")
 
@@ -223,11 +225,11 @@ def pause(state: RunState, step: str, paused: Paused) -> Paused:
     ))
     state.checkpoint.save()
     if paused.expiry == "active" and paused.deadline is not None:
-        _schedule_expiry(env, ctx.context_id, ctx.reactor, paused.step, paused.deadline)
+        schedule_expiry(env, ctx.context_id, ctx.reactor, paused.step, paused.deadline)
     return paused
 
 
-def _schedule_expiry(env: Env, run_id: str, reactor: str, path: str, deadline: float) -> None:
+def schedule_expiry(env: Env, run_id: str, reactor: str, path: str, deadline: float) -> None:
     """Enqueue the ``interrupt_timeout`` job of an active expiry, due at ``deadline``.
 
     Best effort: a router failure is logged, and the run then expires lazily (a resume after

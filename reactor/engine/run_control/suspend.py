@@ -47,7 +47,7 @@ from reactor.engine.checkpoint import load_context
 from reactor.engine.dispatch_leases import mark_enqueued, run_unit
 from reactor.engine.env import Env, make_env
 from reactor.engine.liveness import FencedCheckpointer
-from reactor.engine.run_control import suspension
+from reactor.engine.run_control import interrupts, suspension
 from reactor.engine.run_control.arguments import MAX_TEXT_LENGTH, check_run_id, check_text
 from reactor.errors import (
     LockAcquisitionError,
@@ -211,6 +211,11 @@ def unsuspend(
     finally:
         hold.release()
     log.info("event=run_unsuspended run_id=%s status=%s", run_id, status.value)
+    pending = stored.engine_state.interrupt
+    if (status is RunStatus.PAUSED and pending is not None and pending.expiry == "active"
+            and pending.deadline is not None):
+        # its expiry job may have come and gone while it was suspended: schedule it again
+        interrupts.schedule_expiry(env, run_id, stored.reactor, pending.step, pending.deadline)
     if status is RunStatus.RUNNING:
         router = env.runtime.router
         if not isinstance(router, RunsJobsInline):
@@ -230,8 +235,9 @@ def _require_suspended(ctx: Context) -> Suspension:
     return suspension
 
 
-#: The statuses of runs :func:`suspend_all` asks to hold.
-_HOLDABLE = ("pending", "running", "paused")
+#: The statuses of runs :func:`suspend_all` asks to hold (a suspended one answers
+#: ``"suspended"`` again).
+_HOLDABLE = ("pending", "running", "paused", "suspended")
 
 
 def _top_level_runs(env: Env, reactor: str, statuses: tuple[str, ...]) -> list[str]:

@@ -18,6 +18,7 @@ from reactor.errors import DeserializationError
 from reactor.model.context import Context
 from reactor.model.engine_state import Suspension
 from reactor.model.results import Paused
+from reactor.model.run_records import TraceRecord
 from reactor.model.status import RunStatus
 
 __all__ = ["at_start", "decoded", "noticed", "stop", "suspend_stored"]
@@ -66,6 +67,9 @@ def suspend_stored(
         suspension=replace(asked, resume=resume),
     )
     ctx.status = RunStatus.SUSPENDED
+    ctx.execution_trace.append(
+        TraceRecord.of("suspended", ctx.current_step, env.clock.now(), detail=asked.reason)
+    )
     checkpoint.save()
     log.info("event=run_suspended run_id=%s by=%s at=stored", ctx.context_id, asked.by)
 

@@ -167,6 +167,9 @@ def _continue_here(
             raise
     if ctx.status in TERMINAL_STATUSES:
         publish_completion(env.storage, ctx)
+    if ctx.status is RunStatus.SUSPENDED:  # an operator holds it (docs/operations.md)
+        return DispatchHandle(run_id=ctx.context_id, job_id="", reactor=ctx.reactor,
+                              results=dict(ctx.intermediate_results), runtime=env.runtime)
     return result.with_run_id(ctx.context_id)
 
 
