@@ -309,6 +309,24 @@ def test_an_older_receipt_stays_stale_after_the_newer_delivery_settled(
     router.ack(again[0])
 
 
+def test_a_retry_through_a_receipt_received_again_since_is_logged_and_changes_nothing(
+    router: SQSRouter, recording: Recording, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A retry through a receipt whose message was received again since (its lease lapsed)
+    is a stale receipt (docs/adapters/dynamodb.md, "Router"): logged, nothing re-sent, and
+    the newer delivery still settles the job."""
+    router.enqueue(job(9))
+    (first,) = router.receive(wait_seconds=2)
+    (second,) = router.receive(wait_seconds=5)  # the long poll ends when the 1 s lease lapses
+    sent = len(recording.sent)
+    with caplog.at_level(logging.WARNING):
+        router.retry(first, 0)
+    assert f"for job {first.job.id}: retry ignored" in caplog.text
+    assert len(recording.sent) == sent
+    router.ack(second)
+    assert f"for job {second.job.id}: ack ignored" not in caplog.text
+
+
 def test_a_receive_of_more_than_ten_takes_several_batches(router: SQSRouter) -> None:
     """SQS hands out 10 messages per request; a receive of more asks again until a batch
     comes back short."""
