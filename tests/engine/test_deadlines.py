@@ -346,8 +346,10 @@ def test_the_timer_job_stops_a_paused_run_on_every_backend(runtime_on: Runtime) 
 
         approval = interrupt(wait_for="reserve")
 
-    paused = Approval.run(deadline=0.5)
-    assert isinstance(paused, Paused)
+    # a deadline the run reaches its interrupt well before, on a loaded machine and a slow
+    # server too (the deadline is real time on a remote backend)
+    paused = Approval.run(deadline=5.0)
+    assert isinstance(paused, Paused), paused
     run_id = paused.run_id
     assert run_id is not None
     _work_until(runtime_on, lambda: Approval.find(run_id).status in TERMINAL_STATUSES)
@@ -381,7 +383,7 @@ def test_a_worker_run_past_its_deadline_stops_on_every_backend(runtime_on: Runti
             journal.events.append("run label")
             raise RuntimeError("printer jammed")
 
-    handle = Parcel.run(deadline=1.0)
+    handle = Parcel.run(deadline=4.0)  # pack runs well before it, even on a slow server
     assert isinstance(handle, DispatchHandle)
     _work_until(runtime_on, lambda: Parcel.find(handle.run_id).status in TERMINAL_STATUSES)
     view = Parcel.find(handle.run_id)
@@ -389,7 +391,7 @@ def test_a_worker_run_past_its_deadline_stops_on_every_backend(runtime_on: Runti
     assert view.failure is not None and view.failure.exception_class == EXCEEDED
     assert journal.events[0] == "run pack" and journal.events[-1] == "undo pack"
     assert journal.events.count("undo pack") == 1
-    assert 1 <= journal.events.count("run label") <= 6  # about 1 s of 0.2 s retries
+    assert 1 <= journal.events.count("run label") <= 21  # about 4 s of 0.2 s retries
 
 
 def test_a_run_queued_past_its_deadline_runs_no_step_on_every_backend(

@@ -187,12 +187,7 @@ def unsuspend(
     env = make_env(runtime)
     ctx = api.load_run(definition, run_id, env, open_secrets=False)
     _require_suspended(ctx)
-    hold = liveness.take(env, run_id, wait=float(env.settings.context_lock_ttl))
-    if hold is None:
-        raise LockAcquisitionError(
-            f"run {run_id!r} is held by another execution (its liveness lock); try again",
-            key=run_liveness_key(run_id),
-        )
+    hold = _take_suspended(env, run_id)
     try:
         stored = load_context(env, run_id, open_secrets=False)
         if stored is None:
@@ -222,6 +217,39 @@ def unsuspend(
             mark_enqueued(env.runtime, run_unit(run_id))
         router.enqueue(job(RunPayload(context_id=run_id, reactor=stored.reactor)))
     return status
+
+
+def _take_suspended(env: Env, run_id: str) -> liveness.Liveness:
+    """Take a suspended run's liveness lock, which another operator call holds only briefly:
+    one try, then short polls (on the runtime clock, :data:`_UNSUSPEND_WAIT` seconds at
+    most) while the run stays suspended. A run no longer suspended meanwhile (another
+    unsuspend won) is refused at once.
+
+    Raises:
+        RunStateError: the run is not suspended any more.
+        LockAcquisitionError: the lock stayed held (try again).
+    """
+    clock = env.clock
+    give_up = clock.monotonic() + _UNSUSPEND_WAIT
+    while True:
+        hold = liveness.take(env, run_id)
+        if hold is not None:
+            return hold
+        stored = load_context(env, run_id, open_secrets=False)
+        if stored is None:
+            raise RunNotFoundError(f"no stored run {run_id!r}", run_id=run_id)
+        _require_suspended(stored)
+        if clock.monotonic() >= give_up:
+            raise LockAcquisitionError(
+                f"run {run_id!r} is held by another execution (its liveness lock); try again",
+                key=run_liveness_key(run_id),
+            )
+        clock.sleep(_UNSUSPEND_POLL)
+
+
+#: Seconds an unsuspend polls a suspended run's briefly held lock, and between two polls.
+_UNSUSPEND_WAIT = 2.0
+_UNSUSPEND_POLL = 0.02
 
 
 def _require_suspended(ctx: Context) -> Suspension:
