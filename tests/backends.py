@@ -8,9 +8,15 @@ cluster (schema ``reactor_tests``; memory needs no URL).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 
-__all__ = ["BACKENDS", "backend_urls"]
+from reactor import config
+from reactor.config import Runtime
+from reactor.memory import LocalRouter, MemoryStorage
+from reactor.testing import TestClock
+
+__all__ = ["BACKENDS", "backend_urls", "configure_on"]
 
 #: Every backend an engine guarantee is tested on.
 BACKENDS = ("memory", "redis", "mongomock", "mongodb", "dynamodb", "postgres")
@@ -50,3 +56,26 @@ def backend_urls(
         url = f"{service_url('postgres')}?schema=reactor_tests&prefix={token}"
         return url, url
     raise ValueError(f"no URLs for backend {name!r}")
+
+
+def configure_on(
+    name: str, service_url: Callable[[str], str], clock: TestClock, *, area: str
+) -> Runtime:
+    """Configure the runtime on backend ``name`` (a fresh namespace; ``memory``: in-process,
+    its storage and router on ``clock``), with ``clock`` as the runtime clock. The caller
+    resets the configuration (``config.reset()``) when done.
+
+    Args:
+        name: one of :data:`BACKENDS`.
+        service_url: the ``service_url`` fixture (tests/conftest.py).
+        clock: the runtime's test clock.
+        area: names the mongomock database, the DynamoDB table and the SQS queue.
+    """
+    if name == "memory":
+        return config.configure(
+            storage=MemoryStorage(clock=clock), router=LocalRouter(clock=clock), clock=clock
+        )
+    storage_url, router_url = backend_urls(
+        name, service_url, f"{area[:2]}{uuid.uuid4().hex[:10]}", area=area
+    )
+    return config.configure(storage=storage_url, router=router_url, clock=clock)

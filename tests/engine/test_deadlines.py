@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -39,10 +38,9 @@ from reactor.dsl import interrupt, step
 from reactor.dsl.deadlines import MAX_SECONDS
 from reactor.errors import DefinitionError, RunFinishedError
 from reactor.jobs.worker import Worker
-from reactor.memory import LocalRouter, MemoryStorage
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.testing import TestClock, TestEnvironment
-from tests.backends import BACKENDS, backend_urls
+from tests.backends import BACKENDS, configure_on
 
 EXCEEDED = "reactor.errors.RunDeadlineExceeded"
 
@@ -301,20 +299,8 @@ def test_a_cancel_before_the_deadline_stands_and_the_timer_changes_nothing() -> 
 def runtime_on(
     request: pytest.FixtureRequest, service_url: Callable[[str], str]
 ) -> Iterator[Runtime]:
-    """A runtime on each backend (a fresh namespace), on a test clock that follows real time
-    (its ``now`` is set from ``time.time`` by :func:`_work_until`)."""
-    clock = TestClock(time.time())
-    name = request.param
-    if name == "memory":
-        runtime = config.configure(
-            storage=MemoryStorage(clock=clock), router=LocalRouter(clock=clock), clock=clock
-        )
-    else:
-        storage_url, router_url = backend_urls(
-            name, service_url, f"dl{uuid.uuid4().hex[:10]}", area="deadlines"
-        )
-        runtime = config.configure(storage=storage_url, router=router_url, clock=clock)
-    yield runtime
+    """A runtime on each backend (a fresh namespace), on a test clock."""
+    yield configure_on(request.param, service_url, TestClock(time.time()), area="deadlines")
     config.reset()
 
 

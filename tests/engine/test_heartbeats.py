@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -36,14 +35,13 @@ from reactor.engine.checkpoint import load_context
 from reactor.engine.env import make_env
 from reactor.errors import DefinitionError
 from reactor.jobs.worker import Worker
-from reactor.memory import LocalRouter, MemoryStorage
 from reactor.model.heartbeats import Heartbeats, LastHeartbeat
 from reactor.model.results import Failure, Success
 from reactor.model.run_records import RetryCounters
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.model.step_context import StepContext
 from reactor.testing import TestClock
-from tests.backends import BACKENDS, backend_urls
+from tests.backends import BACKENDS, configure_on
 
 #: The heartbeat limit of a body that must go silent (seconds of real time).
 _BEAT = 0.1
@@ -238,17 +236,7 @@ def runtime_on(
 ) -> Iterator[tuple[Runtime, TestClock]]:
     """A runtime on each backend (a fresh namespace), on a test clock."""
     clock = TestClock(time.time())
-    name = request.param
-    if name == "memory":
-        runtime = config.configure(
-            storage=MemoryStorage(clock=clock), router=LocalRouter(clock=clock), clock=clock
-        )
-    else:
-        storage_url, router_url = backend_urls(
-            name, service_url, f"hb{uuid.uuid4().hex[:10]}", area="heartbeats"
-        )
-        runtime = config.configure(storage=storage_url, router=router_url, clock=clock)
-    yield runtime, clock
+    yield configure_on(request.param, service_url, clock, area="heartbeats"), clock
     config.reset()
 
 

@@ -10,7 +10,6 @@ holds no lock, keeps its undo stack, and goes back to ``running`` (a worker cont
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -30,10 +29,9 @@ from reactor.errors import (
     SuspendArgumentError,
 )
 from reactor.jobs.worker import Worker
-from reactor.memory import LocalRouter, MemoryStorage
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.testing import TestClock, TestEnvironment
-from tests.backends import BACKENDS, backend_urls
+from tests.backends import BACKENDS, configure_on
 
 
 class _Journal:
@@ -258,18 +256,7 @@ def runtime_on(
     request: pytest.FixtureRequest, service_url: Callable[[str], str]
 ) -> Iterator[Runtime]:
     """A runtime on each backend (a fresh namespace), on a test clock."""
-    clock = TestClock(time.time())
-    name = request.param
-    if name == "memory":
-        runtime = config.configure(
-            storage=MemoryStorage(clock=clock), router=LocalRouter(clock=clock), clock=clock
-        )
-    else:
-        storage_url, router_url = backend_urls(
-            name, service_url, f"sp{uuid.uuid4().hex[:10]}", area="suspend"
-        )
-        runtime = config.configure(storage=storage_url, router=router_url, clock=clock)
-    yield runtime
+    yield configure_on(request.param, service_url, TestClock(time.time()), area="suspend")
     config.reset()
 
 

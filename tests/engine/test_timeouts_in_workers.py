@@ -14,7 +14,6 @@ A remote router's delays are real time: the retry waits here are 0.2 s.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,10 +25,9 @@ from reactor.dsl import step
 from reactor.engine.checkpoint import load_context
 from reactor.engine.env import make_env
 from reactor.jobs.worker import Worker
-from reactor.memory import LocalRouter, MemoryStorage
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.testing import TestClock
-from tests.backends import BACKENDS, backend_urls
+from tests.backends import BACKENDS, configure_on
 
 #: A retry's declared delay (seconds).
 _WAIT = 0.2
@@ -43,17 +41,7 @@ def runtime_on(
 ) -> Iterator[tuple[Runtime, TestClock]]:
     """A runtime on each backend (a fresh namespace), on a test clock."""
     clock = TestClock(time.time())
-    name = request.param
-    if name == "memory":
-        runtime = config.configure(
-            storage=MemoryStorage(clock=clock), router=LocalRouter(clock=clock), clock=clock
-        )
-    else:
-        storage_url, router_url = backend_urls(
-            name, service_url, f"tw{uuid.uuid4().hex[:10]}", area="timeouts"
-        )
-        runtime = config.configure(storage=storage_url, router=router_url, clock=clock)
-    yield runtime, clock
+    yield configure_on(request.param, service_url, clock, area="timeouts"), clock
     config.reset()
 
 
