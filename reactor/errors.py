@@ -36,10 +36,12 @@ __all__ = [
     "CoordinationKeyError",
     "DeadlineError",
     "DefinitionError",
+    "DefinitionMismatchError",
     "DependencyError",
     "DeserializationError",
     "EncodeError",
     "EventLoopBlockedError",
+    "ForkArgumentError",
     "IdempotencyKeyError",
     "InputValidationError",
     "InterruptAlreadyResumedError",
@@ -56,6 +58,7 @@ __all__ = [
     "QuarantineRestoreError",
     "RateLimitExceeded",
     "ReactorError",
+    "RewindArgumentError",
     "RouterError",
     "RunCancelledError",
     "RunDeadlineExceeded",
@@ -839,6 +842,67 @@ class SuspendArgumentError(ReactorError, ValueError):
     def __init__(self, message: str, *, field: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+class RewindArgumentError(ReactorError, ValueError):
+    """``Reactor.rewind`` was called with an unusable argument (docs/operations.md, "Pause,
+    rewind, fork"): a ``run_id`` that is not a non-blank string, a ``from_step`` that is not
+    a declared step the run completed (or its failed step), or a ``reason``/``by`` that is
+    not a string of at most 1,000 characters. Nothing was changed.
+
+    Args:
+        message: the reason; it names the argument.
+        field: the offending argument's name.
+
+    Attributes:
+        field: as given.
+    """
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class ForkArgumentError(ReactorError, ValueError):
+    """``Reactor.fork`` was called with an unusable argument (docs/operations.md, "Pause,
+    rewind, fork"): a ``run_id`` that is not a non-blank string, a ``from_step`` that is not
+    a declared step, or an ``input_patch`` that is not a JSON object (text or mapping) or
+    names an input the reactor does not declare. Nothing was stored.
+
+    Args:
+        message: the reason; it names the argument (and the input, for a patch).
+        field: the offending argument's name.
+
+    Attributes:
+        field: as given.
+    """
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class DefinitionMismatchError(RunStateError):
+    """A stored run no longer matches its reactor's definition, so it cannot be rewound or
+    forked (docs/operations.md, "Pause, rewind, fork"): a step it recorded (a result, an undo
+    entry, its failed step) is not declared any more, or is declared with another kind.
+    Nothing was changed; cancel the run (its rollback skips undeclared steps, recording a
+    rollback failure for each) or deploy the definition it ran with.
+
+    Args:
+        message: the reason; it names the run and the step.
+        run_id: the run.
+        status: its status value.
+        step: the step that does not match.
+
+    Attributes:
+        step: as given.
+    """
+
+    def __init__(self, message: str, run_id: str = "", status: str = "", *,
+                 step: str = "") -> None:
+        super().__init__(message, run_id=run_id, status=status)
+        self.step = step
 
 
 class EncodeError(ReactorError, TypeError):

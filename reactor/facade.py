@@ -25,7 +25,9 @@ from reactor.dsl.step import BaseStep
 from reactor.engine import api, coordination, coroutines, invoke
 from reactor.engine.dispatch import DispatchHandle
 from reactor.engine.run_control import cancel_run, idempotency, retry_run
+from reactor.engine.run_control import fork as forking
 from reactor.engine.run_control import resume as resuming
+from reactor.engine.run_control import rewind as rewinding
 from reactor.engine.run_control import suspend as suspending
 from reactor.errors import InputValidationError
 from reactor.model.results import Failure, Paused, Result, Success
@@ -391,6 +393,73 @@ class Reactor(BaseReactor, abstract=True):
             ``{"running": n, "paused": n, "skipped": n}``.
         """
         return suspending.unsuspend_all(cls.definition, runtime=runtime)
+
+    @classmethod
+    def rewind(
+        cls, run_id: str, *, from_step: str | None = None, reason: str | None = None,
+        by: str | None = None, runtime: Runtime | None = None,
+    ) -> Success | Failure | Paused | DispatchHandle:
+        """Continue a run held ``failed_paused`` (``on_failure="pause"``) from its failed
+        step, or from an earlier step it completed (docs/operations.md, "Pause, rewind,
+        fork"): the steps run again are undone first (newest first, each once), the other
+        completed steps keep their results.
+
+        Args:
+            run_id: the held run.
+            from_step: a completed step, or the failed step; ``None``: the failed step.
+            reason: why (on the ``rewound`` trace entry), at most 1,000 characters.
+            by: who asked, at most 1,000 characters.
+            runtime: the runtime to use (default: ``reactor.config.current()``).
+
+        Returns:
+            The run's result (continued here), or a ``DispatchHandle`` (a worker continues
+            a ``background`` reactor's run).
+
+        Raises:
+            RewindArgumentError: an unusable argument (``exc.field``); nothing changed.
+            RunNotFoundError: no stored run with this id belongs to this reactor.
+            RunStateError: the run is not ``failed_paused``, or a step cannot run again;
+                nothing changed.
+            DefinitionMismatchError: the run no longer matches this reactor's definition.
+            LockAcquisitionError: another operator call holds the run (try again).
+        """
+        return rewinding.rewind(
+            _own_definition(cls), run_id, from_step=from_step, reason=reason, by=by,
+            runtime=runtime,
+        )
+
+    @classmethod
+    def fork(
+        cls, run_id: str, *, from_step: str, input_patch: str | Mapping[str, Any] | None = None,
+        runtime: Runtime | None = None,
+    ) -> Success | Failure | Paused | DispatchHandle:
+        """Start a new run from step ``from_step`` of run ``run_id``, copying the results of
+        the steps before it, with an optional JSON merge patch on the inputs
+        (docs/operations.md, "Pause, rewind, fork"). The original is left as it is; the
+        fork's undo stack holds only the steps the fork runs.
+
+        Args:
+            run_id: a ``failed_paused``, ``completed`` or ``halted`` run.
+            from_step: a declared step: it and the steps after it run in the fork.
+            input_patch: JSON text of an object, or a mapping: input name -> new value
+                (``None`` removes it); ``None``: the same inputs.
+            runtime: the runtime to use (default: ``reactor.config.current()``).
+
+        Returns:
+            The fork's result (``run_id`` is the new run's), or a ``DispatchHandle``.
+
+        Raises:
+            ForkArgumentError: an unusable argument (``exc.field``); nothing stored.
+            InputValidationError: the patched inputs are invalid; nothing stored.
+            RunNotFoundError: no stored run with this id belongs to this reactor.
+            RunStateError: the run cannot be forked (its status, a step that cannot run
+                again); nothing stored.
+            DefinitionMismatchError: the run no longer matches this reactor's definition.
+        """
+        return forking.fork(
+            _own_definition(cls), run_id, from_step=from_step, input_patch=input_patch,
+            runtime=runtime,
+        )
 
     # -- the awaitable API (docs/concepts.md, "Async steps") ------------------------------------
 

@@ -22,6 +22,7 @@ from reactor.dsl.callables import check_function_hook
 from reactor.dsl.coordination import Coordination, merge_coordination, normalize_coordination
 from reactor.dsl.fan_out import FanOut
 from reactor.dsl.interrupt import DEFAULT_MAX_ATTEMPTS, InterruptDecl
+from reactor.dsl.on_failure import OnFailure, checked_on_failure
 from reactor.dsl.retries import Retries
 from reactor.dsl.step import BaseStep
 from reactor.dsl.templates import Template, ValueRef
@@ -100,6 +101,9 @@ class StepSpec:
         transaction: leaf steps only: the body (and its undo) runs in a database transaction
             of the run's storage that also writes the step's checkpoint (docs/concepts.md,
             "Transactional steps").
+        on_failure: leaf steps only: ``"pause"`` holds the run before its rollback when this
+            step fails, ``"rollback"`` rolls back at once, ``None`` follows the reactor's
+            ``on_failure`` (docs/operations.md, "Pause, rewind, fork").
         name: the step name (the attribute name; set when the reactor class is created).
     """
 
@@ -119,6 +123,7 @@ class StepSpec:
     coordination: tuple[Coordination, ...] = ()
     interrupt: InterruptDecl | None = None
     transaction: bool = False
+    on_failure: OnFailure | None = None
     name: str = ""
 
     def undo(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -187,8 +192,10 @@ class _StepDecorator:
 
     def __init__(self, arguments: dict[str, Template], wait_for: tuple[str, ...],
                  retries: Retries | None, coordination: Any = None,
-                 transaction: bool | None = None, timeouts: Timeouts | None = None) -> None:
+                 transaction: bool | None = None, timeouts: Timeouts | None = None,
+                 on_failure: OnFailure | None = None) -> None:
         self._arguments = arguments
+        self._on_failure = on_failure
         self._wait_for = wait_for
         self._retries = retries
         self._coordination = coordination
@@ -208,6 +215,7 @@ class _StepDecorator:
             retries=self._retries, function=fn, coordination=coordination,
             transaction=transaction,
             timeouts=_timed(self._timeouts, None, transaction, label),
+            on_failure=self._on_failure,
         )
 
 
@@ -271,6 +279,7 @@ def step(
     coordination: Any = None,
     transaction: bool | None = None,
     timeouts: Timeouts | None = None,
+    on_failure: OnFailure | None = None,
     **arguments: Any,
 ) -> StepSpec: ...
 
@@ -285,6 +294,7 @@ def step(
     coordination: Any = None,
     transaction: bool | None = None,
     timeouts: Timeouts | None = None,
+    on_failure: OnFailure | None = None,
     **arguments: Any,
 ) -> Callable[[RunFunction], StepSpec]: ...
 
@@ -298,6 +308,7 @@ def step(
     coordination: Any = None,
     transaction: bool | None = None,
     timeouts: Timeouts | None = None,
+    on_failure: OnFailure | None = None,
     **arguments: Any,
 ) -> StepSpec | Callable[[RunFunction], StepSpec]:
     """Declare a leaf step: ``step(StepClass, **args)`` or ``@step(**args)`` on a function.
@@ -315,6 +326,10 @@ def step(
             (PostgreSQL); any other refuses the run with ``ConfigurationError``.
         timeouts: the step's time limits (overrides the Step class's ``timeouts``;
             docs/concepts.md, "Time limits").
+        on_failure: ``"pause"`` holds the run ``failed_paused`` before its rollback when this
+            step fails after its retries, ``"rollback"`` rolls back at once; ``None`` (the
+            default) follows the reactor's ``on_failure`` (docs/operations.md, "Pause,
+            rewind, fork").
         **arguments: the step's arguments (templates or literals). For a ``Step`` class, a
             declared input with no argument takes the reactor input of the same name.
 
@@ -326,8 +341,10 @@ def step(
             subclass nor a function, a coordination primitive is declared twice (in the
             list, or both inline and on the Step class), ``transaction`` is not a bool, a
             transactional step declares step-level coordination, ``timeouts`` is not a
-            ``Timeouts``, or a transactional step declares timeouts.
+            ``Timeouts``, a transactional step declares timeouts, or ``on_failure`` is not
+            ``"rollback"``, ``"pause"`` or ``None``.
     """
+    on_failure = checked_on_failure(on_failure, "step()")
     if retries is not None and not isinstance(retries, Retries):
         raise DefinitionError(f"retries= must be a Retries(...), got {retries!r}")
     _transactional(transaction, False, (), "step()")  # a bad flag fails here, not when applied
@@ -335,7 +352,8 @@ def step(
     args = {k: _as_template(k, v) for k, v in arguments.items()}
     deps = _names(wait_for)
     if impl is None:
-        return _StepDecorator(args, deps, retries, coordination, transaction, timeouts)
+        return _StepDecorator(args, deps, retries, coordination, transaction, timeouts,
+                              on_failure)
     if isinstance(impl, type):
         if not issubclass(impl, BaseStep):
             raise DefinitionError(
@@ -348,7 +366,8 @@ def step(
         transactional = _transactional(transaction, impl.transaction, merged, label)
         return StepSpec(kind="step", arguments=args, wait_for=deps, retries=retries,
                         step_class=impl, coordination=merged, transaction=transactional,
-                        timeouts=_timed(timeouts, impl.timeouts, transactional, label))
+                        timeouts=_timed(timeouts, impl.timeouts, transactional, label),
+                        on_failure=on_failure)
     if callable(impl):
         _check_sync(impl, "step")
         label = f"step {getattr(impl, '__qualname__', impl)!r}"
@@ -357,7 +376,8 @@ def step(
         transactional = _transactional(transaction, False, inline, label)
         return StepSpec(kind="step", arguments=args, wait_for=deps, retries=retries,
                         function=impl, coordination=inline, transaction=transactional,
-                        timeouts=_timed(timeouts, None, transactional, label))
+                        timeouts=_timed(timeouts, None, transactional, label),
+                        on_failure=on_failure)
     raise DefinitionError(f"step() takes a Step subclass or a function, got {impl!r}")
 
 

@@ -28,6 +28,7 @@ from reactor.dsl.coordination import Coordination
 from reactor.dsl.deadlines import declared_seconds
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.inputs import InputContract
+from reactor.dsl.on_failure import OnFailure, checked_on_failure
 from reactor.dsl.templates import ElementRef, InputRef, ResultRef, Template
 from reactor.errors import DefinitionError
 from reactor.model import codec
@@ -39,6 +40,7 @@ __all__ = [
     "attach_background",
     "attach_concurrency",
     "attach_deadline",
+    "attach_on_failure",
     "build_definition",
 ]
 
@@ -47,7 +49,7 @@ RESERVED_STEP_NAMES: frozenset[str] = frozenset(
     {
         "run", "execute", "find", "undo", "cancel", "definition", "reactor_name", "returns",
         "mro", "coordination", "background", "max_concurrency", "deadline", "suspend",
-        "unsuspend", "suspend_all", "unsuspend_all",
+        "unsuspend", "suspend_all", "unsuspend_all", "on_failure", "rewind", "fork",
     }
 )
 
@@ -76,6 +78,9 @@ class ReactorDefinition:
             after another, in declaration order.
         deadline: each run's deadline in seconds from its start (docs/concepts.md, "Run
             deadlines"), or ``None``; ``run(deadline=...)`` overrides it.
+        on_failure: ``"rollback"`` (default) or ``"pause"``: what a run does when a step
+            fails after its retries (a step's own ``on_failure`` wins; docs/operations.md,
+            "Pause, rewind, fork").
     """
 
     name: str
@@ -89,6 +94,21 @@ class ReactorDefinition:
     background: Background | None = None
     max_concurrency: int = 1
     deadline: float | None = None
+    on_failure: OnFailure = "rollback"
+
+    def pauses_on_failure(self, step: str) -> bool:
+        """Whether a failure of step ``step`` holds the run before its rollback: the step's
+        own ``on_failure``, else the reactor's (docs/operations.md, "Pause, rewind, fork").
+
+        Args:
+            step: a declared step name (an undeclared one follows the reactor's).
+
+        Returns:
+            ``True`` for ``"pause"``.
+        """
+        spec = self.steps.get(step)
+        declared = spec.on_failure if spec is not None else None
+        return (declared or self.on_failure) == "pause"
 
     def step(self, name: str) -> StepSpec:
         """The bound spec of step ``name``.
@@ -451,6 +471,27 @@ def attach_concurrency(
             f"got {declared}"
         )
     return definition if declared == 1 else replace(definition, max_concurrency=declared)
+
+
+def attach_on_failure(
+    definition: ReactorDefinition, declared: Any, owner: str
+) -> ReactorDefinition:
+    """Validate a reactor's ``on_failure`` class attribute and record it on its definition
+    (docs/operations.md, "Pause, rewind, fork").
+
+    Args:
+        definition: the reactor's validated definition.
+        declared: the ``on_failure`` class attribute: ``"rollback"`` or ``"pause"``.
+        owner: the class's qualified name (for messages).
+
+    Returns:
+        ``definition`` itself for ``"rollback"``, else a copy whose ``on_failure`` is set.
+
+    Raises:
+        DefinitionError: any other value.
+    """
+    value = checked_on_failure(declared, owner) or "rollback"
+    return definition if value == "rollback" else replace(definition, on_failure=value)
 
 
 def attach_deadline(definition: ReactorDefinition, declared: Any, owner: str) -> ReactorDefinition:

@@ -32,9 +32,11 @@ from reactor.dsl.definition import (
     attach_background,
     attach_concurrency,
     attach_deadline,
+    attach_on_failure,
     build_definition,
 )
 from reactor.dsl.inputs import REACTOR_RESERVED_INPUT_NAMES, Input, InputContract, check_input_name
+from reactor.dsl.on_failure import OnFailure
 
 __all__ = ["BaseReactor"]
 
@@ -62,6 +64,10 @@ class BaseReactor:
         deadline: each run's deadline, from its start: seconds or a ``timedelta``; ``None``
             (the default) sets none; ``run(deadline=...)`` overrides it (docs/concepts.md,
             "Run deadlines").
+        on_failure: ``"rollback"`` (the default: a failed step rolls the run back at once)
+            or ``"pause"`` (the run is held ``failed_paused`` before any rollback, for an
+            operator to rewind, fork or cancel; a step's own ``on_failure`` wins;
+            docs/operations.md, "Pause, rewind, fork").
         reactor_name: the registered name (set on class creation).
         definition: the validated :class:`~reactor.dsl.definition.ReactorDefinition`.
     """
@@ -71,6 +77,7 @@ class BaseReactor:
     background: ClassVar[Background | None] = None
     max_concurrency: ClassVar[int] = 1
     deadline: ClassVar[float | timedelta | None] = None
+    on_failure: ClassVar[OnFailure] = "rollback"
     reactor_name: ClassVar[str] = ""
     definition: ClassVar[ReactorDefinition]
 
@@ -107,6 +114,7 @@ class BaseReactor:
             cls.definition, cls.max_concurrency, cls.__qualname__
         )
         cls.definition = attach_deadline(cls.definition, cls.deadline, cls.__qualname__)
+        cls.definition = attach_on_failure(cls.definition, cls.on_failure, cls.__qualname__)
         registry.register(reactor_name, cls)
         # a process that only reads this reactor's runs can decode every type they hold
         cls.definition.register_codec_types_on_demand()

@@ -49,7 +49,7 @@ __all__ = ["find", "load_run", "run", "undo"]
 
 _UNDO_REFUSED = frozenset(
     {RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED, RunStatus.ROLLING_BACK,
-     RunStatus.SUSPENDED}
+     RunStatus.SUSPENDED, RunStatus.FAILED_PAUSED}
 )
 
 

@@ -52,7 +52,8 @@ def stored_result(ctx: Context) -> Success | Failure | Paused | None:
     Returns:
         ``Success`` (the ``returns`` step's value, or all results) for ``completed``; ``Halt``
         (reason and step from the trace's ``halt`` entry) for ``halted``; the stored
-        ``Failure`` for ``failed``; for ``cancelled``, the stored ``Failure`` of
+        ``Failure`` for ``failed`` and for ``failed_paused`` (held before its rollback:
+        docs/operations.md, "Pause, rewind, fork"); for ``cancelled``, the stored ``Failure`` of
         :class:`~reactor.errors.RunCancelledError` of a run ``Reactor.cancel`` stopped
         (docs/run-control.md, "Cancel"); a ``Failure(RunStateError)`` for ``aborted`` and for
         a run ``Reactor.undo`` cancelled; ``Paused`` for a run ``paused`` at an interrupt
@@ -72,7 +73,9 @@ def stored_result(ctx: Context) -> Success | Failure | Paused | None:
         if entry is None:
             return Halt(None, run_id=run_id)
         return Halt(entry.detail, step_name=entry.step, run_id=run_id)
-    if status is RunStatus.FAILED:
+    if status is RunStatus.FAILED or (
+        status is RunStatus.FAILED_PAUSED and ctx.failure is not None
+    ):
         if ctx.failure is not None:
             return ctx.failure.with_run_id(run_id)
         return Failure("the run failed", retryable=False, reactor_name=ctx.reactor,

@@ -18,7 +18,10 @@ instead (:func:`_execute_concurrently`, :mod:`reactor.engine.branches`; docs/con
   its result, recorded like a compose step's (:mod:`reactor.engine.async_reactor`);
 * ``Failure`` — the step is compensated if its body started, every completed step is undone
   newest first (:mod:`reactor.engine.rollback`), status ``failed``; a failing compensate turns
-  the final error into :class:`~reactor.errors.CompensationError`.
+  the final error into :class:`~reactor.errors.CompensationError`. Under
+  ``on_failure="pause"`` a root run is held ``failed_paused`` instead, before any rollback
+  (:mod:`reactor.engine.run_control.failure_hold`; docs/operations.md, "Pause, rewind,
+  fork").
 
 A root run checks for a cancel request before a continued execution starts and at every step
 boundary, before a ``Success`` or a ``Paused`` is recorded
@@ -62,7 +65,7 @@ from reactor.engine.maps import fan_out
 from reactor.engine.maps.inline import run_map
 from reactor.engine.maps.rollback import roll_back_fan_out
 from reactor.engine.parks import Park
-from reactor.engine.run_control import cancel, interrupts, suspension
+from reactor.engine.run_control import cancel, failure_hold, interrupts, suspension
 from reactor.engine.state import Executor, RunState
 from reactor.engine.step_runner import StepOutcome, run_leaf
 from reactor.errors import CompensationError, ContextTooLargeError, DependencyError, EncodeError
@@ -695,12 +698,21 @@ def _fail(
     )
     ctx.failure = failure
     state.in_flight = None
+    compensate_pending = outcome.body_started and spec.kind == "step"
+    if failure_hold.pauses(state, spec):  # on_failure="pause" (docs/operations.md)
+        held = failure_hold.hold(
+            state, spec,
+            replace(failure, rollback_failures=[*failure.rollback_failures, *(also or ())]),
+            compensate_pending=compensate_pending,
+        )
+        if held is not None:
+            return held
     rollback.begin(
         state,
         step=name,
         kind=spec.kind,
         arguments=outcome.arguments,
-        compensate_pending=outcome.body_started and spec.kind == "step",
+        compensate_pending=compensate_pending,
         failures=[*failure.rollback_failures, *(also or ())],
     )
     try:  # the rollback intent survives a crash (a worker resumes it)

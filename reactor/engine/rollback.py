@@ -49,6 +49,7 @@ __all__ = [
     "finish",
     "roll_back_child",
     "roll_back_elements",
+    "undo_down_to",
 ]
 
 _ROLLED_BACK_STATUSES = (RunStatus.COMPLETED, RunStatus.HALTED, RunStatus.ABORTED)
@@ -155,6 +156,37 @@ def _finish(state: RunState, roll_back_fan_out: FanOutRollback) -> list[Rollback
         finally:  # stopped before the pop's checkpoint: nothing of the undo commits
             step_transactions.discard(state)
     return list(rb.failures)
+
+
+def undo_down_to(
+    state: RunState, keep: int, *, roll_back_fan_out: FanOutRollback
+) -> list[RollbackFailure]:
+    """Undo the undo stack's newest entries, newest first, until ``keep`` entries are left:
+    the part of a rollback a rewind runs for the steps it re-runs (docs/operations.md,
+    "Pause, rewind, fork"). Each entry is popped only after its undo returned, and each pop
+    is checkpointed, as in :func:`finish` (an interrupted call resumes where it stopped); a
+    failing undo is recorded and the rest goes on.
+
+    Args:
+        state: the run (its liveness lock held by the caller).
+        keep: how many of the oldest entries to leave (0: undo them all).
+        roll_back_fan_out: rolls back a fan-out map step found on the way.
+
+    Returns:
+        The rollback failures of these undos.
+    """
+    ctx = state.ctx
+    failures: list[RollbackFailure] = []
+    while len(ctx.undo_stack) > keep:
+        entry = ctx.undo_stack[-1]
+        try:
+            failures.extend(_undo(state, entry, roll_back_fan_out))
+            ctx.undo_stack.pop()
+            with step_transactions.committing(state):  # a transactional undo's writes
+                state.checkpoint.save()
+        finally:  # stopped before the pop's checkpoint: nothing of the undo commits
+            step_transactions.discard(state)
+    return failures
 
 
 # ------------------------------------------------------------------------------ compensate

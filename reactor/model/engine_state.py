@@ -49,6 +49,10 @@ stored key                field                        stored value
 ``suspension``            ``suspension``               ``{"reason", "by", "at",
                                                        "resume"}``
 ``suspend_generation``    ``suspend_generation``       integer (absent: 0)
+``failure_hold``          ``failure_hold``             ``{"step", "kind",
+                                                       "compensate_pending", "attempt",
+                                                       "at", "rewinding"}``
+``forked_from``           ``forked_from``              ``{"run_id", "step"}``
 ========================  ===========================  =================================
 
 A fact at its default (``False``, ``None``, empty) is not written; a stored ``null`` reads as
@@ -103,6 +107,8 @@ __all__ = [
     "AsyncStepRef",
     "CancelRequest",
     "EngineState",
+    "FailureHold",
+    "ForkOrigin",
     "HandOffMode",
     "HoldPrimitive",
     "InterruptExpiry",
@@ -558,6 +564,67 @@ class Suspension:
         return cls.from_json(codec.loads(text), "suspend claim")
 
 
+@dataclass(frozen=True)
+class FailureHold:
+    """A failed run held before its rollback (``on_failure="pause"``; docs/operations.md,
+    "Pause, rewind, fork"): what the rollback it deferred needs, kept on the run while it is
+    ``failed_paused``. The failure itself (error, step) is the run's ``failure``. Stored as
+    ``{"step", "kind", "compensate_pending", "attempt", "at", "rewinding"}``.
+
+    Attributes:
+        step: the step that failed.
+        kind: its kind (``"step"``, ``"compose"``, ``"map"``, ...).
+        compensate_pending: its body started (a leaf step): a rollback compensates it first,
+            as the failure path would have.
+        attempt: the attempts it used, or ``None`` when none was counted.
+        at: epoch seconds on the runtime clock when the run was held.
+        rewinding: the step a rewind started from while it undoes the steps it re-runs (a
+            rewind cut off by a crash is continued from there), else ``None``.
+    """
+
+    step: StrictStr
+    kind: StrictStr
+    compensate_pending: StrictBool = False
+    attempt: StrictInt | None = None
+    at: _Seconds = 0.0
+    rewinding: StrictStr | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (every field, ``null`` where unset)."""
+        return {
+            "step": self.step, "kind": self.kind,
+            "compensate_pending": self.compensate_pending, "attempt": self.attempt,
+            "at": self.at, "rewinding": self.rewinding,
+        }
+
+    @classmethod
+    def from_json(cls, value: Any, path: str = "failure_hold") -> FailureHold:
+        """Read the stored form (``path``: where it sits, for the error message).
+
+        Raises:
+            DeserializationError: the value is malformed (the message names the field).
+        """
+        return _read(_FAILURE_HOLD, value, path)
+
+
+@dataclass(frozen=True)
+class ForkOrigin:
+    """Where a forked run came from (docs/operations.md, "Pause, rewind, fork"). Stored as
+    ``{"run_id", "step"}``.
+
+    Attributes:
+        run_id: the run it was forked from (left as it was).
+        step: the step the fork started from: it and the steps after it ran in the fork.
+    """
+
+    run_id: StrictStr
+    step: StrictStr
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form."""
+        return {"run_id": self.run_id, "step": self.step}
+
+
 class _StoredState(BaseModel):
     """The stored ``private_data`` object: one field per known key, named as stored; ``None``
     for an absent key or a stored ``null``; any other key is kept, unread, in ``model_extra``."""
@@ -584,6 +651,8 @@ class _StoredState(BaseModel):
     deadline: _FiniteSeconds | None = None
     suspension: Suspension | None = None
     suspend_generation: StrictInt | None = None
+    failure_hold: FailureHold | None = None
+    forked_from: ForkOrigin | None = None
 
 
 #: Every ``private_data`` key :class:`EngineState` reads as a typed field (any other key is
@@ -600,6 +669,7 @@ _QUARANTINE: Final = TypeAdapter(Quarantine)
 _INTERRUPT: Final = TypeAdapter(PendingInterrupt)
 _CANCEL: Final = TypeAdapter(CancelRequest)
 _SUSPENSION: Final = TypeAdapter(Suspension)
+_FAILURE_HOLD: Final = TypeAdapter(FailureHold)
 
 
 @dataclass(frozen=True)
@@ -639,6 +709,9 @@ class EngineState:
             "Suspend and unsuspend"), else ``None``.
         suspend_generation: how many times the run was unsuspended: the claim path of the
             next suspend request is ``@suspend.<generation>``.
+        failure_hold: set while the run is ``failed_paused`` (``on_failure="pause"``;
+            docs/operations.md, "Pause, rewind, fork"), else ``None``.
+        forked_from: the run and step a forked run started from, else ``None``.
         extra: stored ``private_data`` keys this version does not know, kept as read and
             written back unchanged (never one of :data:`STORED_KEYS`).
 
@@ -663,6 +736,8 @@ class EngineState:
     deadline: float | None = None
     suspension: Suspension | None = None
     suspend_generation: int = 0
+    failure_hold: FailureHold | None = None
+    forked_from: ForkOrigin | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -765,6 +840,8 @@ class EngineState:
             "deadline": self.deadline,
             "suspension": None if self.suspension is None else self.suspension.to_json(),
             "suspend_generation": self.suspend_generation or None,
+            "failure_hold": None if self.failure_hold is None else self.failure_hold.to_json(),
+            "forked_from": None if self.forked_from is None else self.forked_from.to_json(),
         }
         return {**{k: v for k, v in stored.items() if v is not None}, **self.extra}
 
@@ -806,6 +883,8 @@ class EngineState:
             deadline=stored.deadline,
             suspension=stored.suspension,
             suspend_generation=stored.suspend_generation or 0,
+            failure_hold=stored.failure_hold,
+            forked_from=stored.forked_from,
             extra=stored.model_extra or {},
         )
 

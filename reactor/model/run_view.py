@@ -20,7 +20,13 @@ from typing import Any, Final, Literal
 
 from reactor.errors import MapElementsArgumentError
 from reactor.model.context import Context
-from reactor.model.engine_state import CancelRequest, PendingInterrupt, Suspension
+from reactor.model.engine_state import (
+    CancelRequest,
+    FailureHold,
+    ForkOrigin,
+    PendingInterrupt,
+    Suspension,
+)
 from reactor.model.masking import mask_value
 from reactor.model.results import Failure
 from reactor.model.run_records import MapMembership, MapRef, TraceRecord
@@ -274,6 +280,10 @@ class RunView:
         suspension: while the run is ``suspended``: who suspended it, why, when and the
             status it goes back to (docs/operations.md, "Suspend and unsuspend"); else
             ``None``.
+        failure_hold: while the run is ``failed_paused``: the failed step, its kind, whether
+            its compensate is pending, its attempts and when it was held (docs/operations.md,
+            "Pause, rewind, fork"); else ``None``.
+        forked_from: the run and step a forked run started from, else ``None``.
         maps: map step name -> :class:`MapInfo`, for every map step the run started (its
             elements: :meth:`map_elements`).
         map_membership: for a map element, the typed
@@ -304,6 +314,8 @@ class RunView:
     cancel: CancelRequest | None = None
     deadline: float | None = None
     suspension: Suspension | None = None
+    failure_hold: FailureHold | None = None
+    forked_from: ForkOrigin | None = None
     maps: Mapping[str, MapInfo] = field(default_factory=dict)
     element_reader: ElementReader | None = field(default=None, compare=False, repr=False)
     map_membership: MapMembership | None = None
@@ -388,6 +400,8 @@ class RunView:
             cancel=ctx.engine_state.cancel,
             deadline=ctx.engine_state.deadline,
             suspension=ctx.engine_state.suspension,
+            failure_hold=ctx.engine_state.failure_hold,
+            forked_from=ctx.engine_state.forked_from,
             maps=map_infos(ctx.composed_contexts),
             element_reader=elements,
             map_membership=ctx.map_metadata,

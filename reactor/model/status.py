@@ -14,7 +14,10 @@ class RunStatus(StrEnum):
     SystemExit) and keeps its undo stack for ``Reactor.undo(run_id)``; ``rolling_back`` means a
     distributed map rollback is in progress; ``suspended`` means an operator holds the run
     (docs/operations.md, "Suspend and unsuspend"): it starts no step until
-    ``Reactor.unsuspend``. The legacy stored value ``skipped`` reads as ``halted``.
+    ``Reactor.unsuspend``; ``failed_paused`` means a step failed under
+    ``on_failure="pause"`` and the run is held before its rollback, for an operator to
+    rewind, fork or cancel it (docs/operations.md, "Pause, rewind, fork"). The legacy stored
+    value ``skipped`` reads as ``halted``.
     """
 
     PENDING = "pending"
@@ -27,6 +30,7 @@ class RunStatus(StrEnum):
     ABORTED = "aborted"
     ROLLING_BACK = "rolling_back"
     SUSPENDED = "suspended"
+    FAILED_PAUSED = "failed_paused"
 
     @classmethod
     def parse(cls, value: str) -> RunStatus:

@@ -25,7 +25,9 @@
      ``Failure`` of
      :class:`~reactor.errors.RunCancelledError`. A fan-out map whose elements are still
      running only stops dispatching: the run waits for it to settle and its resumed
-     execution rolls it back (a ``DispatchHandle`` again).
+     execution rolls it back (a ``DispatchHandle`` again). A run held ``failed_paused``
+     (``on_failure="pause"``) is rolled back as its failure would have been
+     (:func:`reactor.engine.run_control.failure_hold.cancel_held`).
 
    Either way an ``async_reactor`` child the run waits for is handed the same request at
    once (:func:`reactor.engine.run_control.cancel.hold_for_child`: cancelled here when nobody
@@ -49,7 +51,7 @@ from reactor.engine.dispatch import DispatchHandle, stored_result
 from reactor.engine.env import Env, make_env
 from reactor.engine.liveness import Liveness
 from reactor.engine.run_control import cancel as cancelling
-from reactor.engine.run_control import deadline
+from reactor.engine.run_control import deadline, failure_hold
 from reactor.engine.run_control.arguments import MAX_TEXT_LENGTH, check_run_id, check_text
 from reactor.engine.state import RunState
 from reactor.errors import (
@@ -116,8 +118,9 @@ def cancel(
         RunNotFoundError: no stored run ``run_id`` (of this reactor).
         RunFinishedError: the run is ``completed``, ``halted``, ``failed`` or ``aborted``
             (``exc.status``); nothing changed.
-        RunStateError: the run is a map element, or it is rolling back after a failure
-            (``exc.status``); nothing changed.
+        RunStateError: the run is a map element, or it is rolling back after a failure, or
+            it is ``failed_paused`` and ``rollback`` is ``False`` (``exc.status``); nothing
+            changed.
         UnknownReactorError: the run's reactor is not registered in this process.
         SecretKeyError: the run's sealed values cannot be opened with the configured keys.
         StorageError, LockLost: a backend failed, or the lock lapsed while cancelling (the
@@ -129,6 +132,12 @@ def cancel(
     done = _settled(ctx)
     if done is not None:
         return done
+    if ctx.status is RunStatus.FAILED_PAUSED and not rollback and not deadline_passed:
+        raise RunStateError(
+            f"run {run_id!r} is failed_paused: a cancel rolls it back as its failure would "
+            "have (rollback=False would leave its failed step uncompensated); rewind or fork "
+            "it to keep its work", run_id=run_id, status=ctx.status.value,
+        )
     if definition is None:
         definition = registry.get(ctx.reactor).definition
     definition.register_codec_types()
@@ -255,6 +264,10 @@ def _cancel_here(
     done = _settled(ctx)  # it may have finished while the lock was taken
     if done is not None:
         return done
+    if failure_hold.held(ctx) is not None:  # on_failure="pause" (docs/operations.md)
+        held = failure_hold.cancel_held(env, definition, run_id, request, hold)
+        if held is not None:
+            return held.with_run_id(run_id)
     failure = cancelling.cancel_stored(env, definition, run_id, request, hold)
     if failure is None:  # a map or a child must end first: the run's execution finishes it
         return _handle(env, ctx)

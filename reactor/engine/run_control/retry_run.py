@@ -123,6 +123,8 @@ def _check_retryable(ctx: Context) -> None:
             RunStatus.COMPLETED: "undo it first (Reactor.undo) to run it again",
             RunStatus.HALTED: "undo it first (Reactor.undo) to run it again",
             RunStatus.ABORTED: "finish its rollback first (Reactor.undo)",
+            RunStatus.FAILED_PAUSED: "it is held before its rollback: rewind, fork or cancel "
+                                     "it",
         }.get(status, "wait until it finished")
         raise RunStateError(
             f"run {run_id!r} is {status.value}; only a failed or cancelled run can be retried "

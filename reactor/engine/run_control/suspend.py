@@ -95,6 +95,11 @@ def _refuse(ctx: Context) -> None:
             f"run {run_id!r} is {status.value}; only an unfinished run can be suspended",
             run_id=run_id, status=status.value,
         )
+    if status is RunStatus.FAILED_PAUSED:
+        raise RunStateError(
+            f"run {run_id!r} is failed_paused: it is held already; rewind, fork or cancel it",
+            run_id=run_id, status=status.value,
+        )
     if status is RunStatus.ROLLING_BACK or ctx.rollback is not None:
         raise RunStateError(
             f"run {run_id!r} is rolling back; it ends by itself", run_id=run_id,
