@@ -6,7 +6,8 @@
 (docs/run-control.md, "Undoing a run"); ``reactor runs restore ID``: put a quarantined run back
 once it decodes (docs/run-control.md, "Restoring a quarantined run"); ``reactor runs suspend
 ID`` and ``reactor runs unsuspend ID``: hold a run for an operator and let it go
-(docs/operations.md, "Suspend and unsuspend").
+(docs/operations.md, "Suspend and unsuspend"); ``reactor runs rewind ID`` and ``reactor runs
+fork ID --from STEP``: recover a failed run (docs/operations.md, "Pause, rewind, fork").
 
 Both commands read the stored documents as they are and mask them with
 :func:`reactor.model.masking.mask_document` (docs/security.md, "What each view shows"): no key
@@ -43,17 +44,21 @@ from reactor.cli._common import (
     err_console,
     fail,
 )
+from reactor.config import Runtime
 from reactor.engine import quarantine as quarantining
 from reactor.engine.env import make_env
 from reactor.errors import (
     CancelArgumentError,
     DeserializationError,
+    ForkArgumentError,
+    InputValidationError,
     InterruptAlreadyResumedError,
     InterruptArgumentError,
     InterruptError,
     InterruptPayloadError,
     QuarantineRestoreError,
     ReactorError,
+    RewindArgumentError,
     RunNotFoundError,
     RunStateError,
     SuspendArgumentError,
@@ -673,3 +678,108 @@ def runs_restore(
                                "segments": restored.segments, "reason": restored.reason}))
     else:
         typer.echo(f"{printable(restored.run_id)}\t{printable(restored.status.value)}")
+
+
+def _print_outcome(run_id: str, outcome: object, runtime: Runtime, as_json: bool,
+                   extra: dict[str, object]) -> None:
+    """Print a rewound or forked run's id and status (--json: with ``extra``); exit 1 when
+    it failed or is held again."""
+    try:
+        view = Reactor.find(run_id, runtime=runtime)
+    except ReactorError as exc:
+        fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE)
+    status = view.status.value
+    if as_json:
+        typer.echo(json.dumps({"run_id": run_id, "status": status, **extra}))
+    else:
+        typer.echo(f"{printable(run_id)}\t{printable(status)}")
+    if isinstance(outcome, Failure):
+        fail(f"the run failed again at step {printable(outcome.step_name or '')}: "
+             f"{printable(outcome.message)}", EXIT_FAILURE)
+
+
+@runs_app.command("rewind")
+def runs_rewind(
+    run_id: str,
+    from_step: Annotated[
+        str | None,
+        typer.Option("--from", help="A step the run completed (default: its failed step)."),
+    ] = None,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why (kept on the run's trace).")
+    ] = None,
+    by: Annotated[str | None, typer.Option("--by", help="Who asked.")] = None,
+    storage: StorageOpt = None,
+    router: RouterOpt = None,
+    import_: ImportOpt = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object: {run_id, status, from}.")
+    ] = False,
+    setting: SettingOpt = None,
+) -> None:
+    """Continue a run held "failed_paused" (on_failure="pause") from its failed step, or
+    --from a step it completed: the steps run again are undone first (docs/operations.md,
+    "Pause, rewind, fork").
+
+    Prints the run's id and its status afterwards, tab-separated (or --json). Pass --import
+    for the module that defines the run's reactor (its steps and undos run here, or in a
+    worker for a background reactor). Exit code 0 when the run completed, or continues in a
+    worker; 1 when it failed again, does not exist, is not held, no longer matches its
+    definition, or a backend failed; 2 for a usage error (an unknown --from step, a reactor
+    no --import registers).
+    """
+    _import_modules(import_ or [])
+    runtime = _runtime(storage, router, setting)
+    try:
+        outcome = Reactor.rewind(run_id, from_step=from_step, reason=reason, by=by,
+                                 runtime=runtime)
+    except (RewindArgumentError, UnknownReactorError) as exc:
+        fail(str(exc), EXIT_USAGE)
+    except (RunNotFoundError, RunStateError) as exc:
+        fail(str(exc), EXIT_FAILURE)
+    except ReactorError as exc:
+        fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE)
+    _print_outcome(run_id, outcome, runtime, as_json, {"from": from_step})
+
+
+@runs_app.command("fork")
+def runs_fork(
+    run_id: str,
+    from_step: Annotated[
+        str, typer.Option("--from", help="The step the new run starts from.")
+    ],
+    input_patch: Annotated[
+        str | None,
+        typer.Option("--input-patch",
+                     help="A JSON merge patch over the inputs, e.g. '{\"iban\": \"DE02\"}'."),
+    ] = None,
+    storage: StorageOpt = None,
+    router: RouterOpt = None,
+    import_: ImportOpt = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print one JSON object: {run_id, status, forked_from}."),
+    ] = False,
+    setting: SettingOpt = None,
+) -> None:
+    """Start a new run from step --from of a run, copying the results of the steps before it,
+    with an optional JSON merge patch on the inputs; the original is left as it is
+    (docs/operations.md, "Pause, rewind, fork").
+
+    Prints the new run's id and status, tab-separated (or --json). Exit code 0 when it
+    completed or continues in a worker; 1 when it failed, the run does not exist or cannot be
+    forked, or a backend failed; 2 for a usage error (an unknown --from step, a bad or unknown
+    --input-patch, invalid patched inputs, a reactor no --import registers).
+    """
+    _import_modules(import_ or [])
+    runtime = _runtime(storage, router, setting)
+    try:
+        outcome = Reactor.fork(run_id, from_step=from_step, input_patch=input_patch,
+                               runtime=runtime)
+    except (ForkArgumentError, InputValidationError, UnknownReactorError) as exc:
+        fail(str(exc), EXIT_USAGE)
+    except (RunNotFoundError, RunStateError) as exc:
+        fail(str(exc), EXIT_FAILURE)
+    except ReactorError as exc:
+        fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE)
+    _print_outcome(outcome.run_id or "", outcome, runtime, as_json, {"forked_from": run_id})
