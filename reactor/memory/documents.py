@@ -15,12 +15,16 @@ depends on a database's TTL deletion):
   its stored ``version`` so a caller can take it over with a compare-and-set;
 * scans return unexpired documents in ascending key order, optionally filtered by ``index``;
 * expired documents are physically removed only by :meth:`MemoryDocumentStore.purge` (also run
-  automatically every ``purge_every`` writes) -- garbage collection, never a semantic.
+  automatically every ``purge_every`` writes) -- garbage collection, never a semantic. A purge
+  visits only the documents whose expiry has passed (a heap of expiries, checked against the
+  stored document), so its cost does not grow with the documents that never expire or have not
+  expired yet (docs/architecture.md, "Engine cost per step").
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 import json
 import threading
@@ -140,6 +144,10 @@ class MemoryDocumentStore:
         self._clock = wall_reader(clock)
         self._lock = threading.Lock()
         self._collections: dict[str, _Collection] = {}
+        #: ``(expires_at, collection, key, version)`` of every write or probe that set an
+        #: expiry: the purge's work list. An entry is only a hint (the document may have been
+        #: rewritten, deleted or given another expiry since): the purge checks the stored one.
+        self._expiries: list[tuple[float, str, str, str]] = []
         self._purge_every = purge_every
         self._writes = 0
         self._closed = False
@@ -170,6 +178,7 @@ class MemoryDocumentStore:
         view = MemoryDocumentStore(clock, purge_every=self._purge_every)
         view._lock = self._lock
         view._collections = self._collections
+        view._expiries = self._expiries
         return view
 
     def advance(self, seconds: float) -> None:
@@ -237,7 +246,10 @@ class MemoryDocumentStore:
             else:
                 if coll is None:
                     coll = self._collections[collection] = _Collection()
-                coll.put(key, _Doc(text, f"v{next(_versions):x}", expires_at, index))
+                version = f"v{next(_versions):x}"
+                coll.put(key, _Doc(text, version, expires_at, index))
+                if expires_at is not None:
+                    self._expire_at(expires_at, collection, key, version)
             self._writes += 1
             if self._purge_every and self._writes % self._purge_every == 0:
                 self._purge_locked()
@@ -293,13 +305,37 @@ class MemoryDocumentStore:
 
     def _purge_locked(self) -> int:
         now = self._clock()
+        heap = self._expiries
         removed = 0
-        for coll in self._collections.values():
-            dead = [k for k, d in coll.docs.items() if not _live(d, now)]
-            for key in dead:
+        while heap and heap[0][0] <= now:
+            _, collection, key, version = heapq.heappop(heap)
+            coll = self._collections.get(collection)
+            doc = None if coll is None else coll.docs.get(key)
+            if coll is not None and doc is not None and doc.version == version and not _live(
+                doc, now
+            ):
                 coll.remove(key)
-            removed += len(dead)
+                removed += 1
         return removed
+
+    def _expire_at(self, expires_at: float, collection: str, key: str, version: str) -> None:
+        """Note that ``collection/key`` at ``version`` expires at ``expires_at`` (epoch s).
+
+        Entries of rewritten documents stay until their time comes; once they outnumber the
+        stored documents twice over, the heap is rebuilt from the stored expiries (amortized
+        constant work per write)."""
+        heap = self._expiries
+        heapq.heappush(heap, (expires_at, collection, key, version))
+        if len(heap) > 1024 and len(heap) > 2 * sum(
+            len(coll.docs) for coll in self._collections.values()
+        ):
+            heap[:] = [
+                (doc.expires_at, name, key, doc.version)
+                for name, coll in self._collections.items()
+                for key, doc in coll.docs.items()
+                if doc.expires_at is not None
+            ]
+            heapq.heapify(heap)
 
     def raw(self, collection: str, key: str) -> RawDocument | None:
         """The physically stored document, expired or not; ``None`` when nothing is stored."""
@@ -319,6 +355,8 @@ class MemoryDocumentStore:
             if doc is None:
                 return False
             doc.expires_at = expires_at
+            if expires_at is not None:
+                self._expire_at(expires_at, collection, key, doc.version)
             return True
 
     def keys(self, collection: str) -> list[str]:
@@ -336,6 +374,7 @@ class MemoryDocumentStore:
         """Drop every document (a test helper: the contract suite starts each test empty)."""
         with self._lock:
             self._collections.clear()
+            self._expiries.clear()
 
     def _doc(self, collection: str, key: str) -> _Doc | None:
         coll = self._collections.get(collection)

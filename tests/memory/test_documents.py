@@ -144,6 +144,66 @@ def test_the_default_store_purges_on_every_4096th_write(clock: ManualClock) -> N
     assert len(docs.keys("c")) == 4095
 
 
+def test_purge_follows_rewrites_deletes_and_probe_expiries(
+    docs: MemoryDocumentStore, clock: ManualClock
+) -> None:
+    """The purge's expiry list is a hint, checked against the stored document: a document
+    rewritten with a later expiry (or none), deleted, or recreated is not removed at its old
+    time; one whose expiry a probe moved earlier is removed at the new time, and one a probe
+    moved later is kept."""
+    now = clock()
+    docs.write("c", "rewritten", {}, expected_version=None, expires_at=now + 1)
+    version = docs.read("c", "rewritten").version
+    docs.write("c", "rewritten", {"v": 2}, expected_version=version, expires_at=now + 50)
+    docs.write("c", "forever", {}, expected_version=None, expires_at=now + 1)
+    docs.write("c", "forever", {}, expected_version=docs.read("c", "forever").version,
+               expires_at=None)
+    docs.write("c", "gone", {}, expected_version=None, expires_at=now + 1)
+    docs.write("c", "gone", None, expected_version=docs.read("c", "gone").version,
+               expires_at=None)
+    docs.write("c", "gone", {"again": True}, expected_version=None, expires_at=now + 50)
+    docs.write("c", "earlier", {}, expected_version=None, expires_at=now + 50)
+    assert docs.set_expiry("c", "earlier", now + 1)
+    docs.write("c", "later", {}, expected_version=None, expires_at=now + 1)
+    assert docs.set_expiry("c", "later", now + 50)
+    clock.advance(1)
+    assert docs.purge() == 1
+    assert docs.keys("c") == ["forever", "gone", "later", "rewritten"]
+    clock.advance(49)
+    assert docs.purge() == 3
+    assert docs.keys("c") == ["forever"]
+    assert docs.purge() == 0
+
+
+def test_purge_through_a_view_removes_what_the_other_view_wrote(clock: ManualClock) -> None:
+    """Views of one store (``with_clock``) share the documents and the purge's expiry list."""
+    docs = MemoryDocumentStore(clock=clock, purge_every=0)
+    view = docs.with_clock(lambda: clock() + 10)
+    docs.write("c", "a", {}, expected_version=None, expires_at=clock() + 5)
+    assert view.purge() == 1 and docs.keys("c") == []
+    docs.write("c", "b", {}, expected_version=None, expires_at=clock() + 5)
+    docs.clear()
+    assert view.purge() == 0
+
+
+def test_the_expiry_list_stays_bounded_by_the_stored_documents(
+    clock: ManualClock,
+) -> None:
+    """One document rewritten many times with a far expiry leaves at most about twice the
+    stored documents' entries behind (the list is rebuilt), and the purge still removes it
+    at its last expiry, not at any earlier one."""
+    docs = MemoryDocumentStore(clock=clock, purge_every=0)
+    version = None
+    for n in range(5000):
+        docs.write("c", "k", {"n": n}, expected_version=version, expires_at=clock() + 100 + n)
+        version = docs.read("c", "k").version
+    assert len(docs._expiries) <= 1025
+    clock.advance(100 + 4998)
+    assert docs.purge() == 0 and docs.keys("c") == ["k"]
+    clock.advance(1)
+    assert docs.purge() == 1 and docs.keys("c") == []
+
+
 def test_raw_set_expiry_collections_and_clear(docs: MemoryDocumentStore) -> None:
     docs.write("c", "k", {"a": 1}, expected_version=None, expires_at=None, index="i")
     raw = docs.raw("c", "k")
