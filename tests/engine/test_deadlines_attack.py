@@ -291,12 +291,6 @@ class _Journal:
         return self.events.count(event)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "defect: a synchronous caller's coordination wait is not bounded by the run's deadline "
-    "(a retry wait is: retry_cut): with_lock(wait=120) blocks the caller the full 120 s past "
-    "a 60 s deadline and the run ends with LockAcquisitionError; fix: wait at most until the "
-    "deadline, then stop the run with RunDeadlineExceeded (reactor/engine/coordination, the "
-    "caller's wait)"))
 def test_defect_a_callers_lock_wait_runs_past_the_deadline() -> None:
     journal = _Journal()
     with TestEnvironment(start=START) as env:
@@ -665,10 +659,6 @@ def test_a_retry_inside_a_composed_child_is_cut_by_the_root_deadline() -> None:
     assert journal.events == ["run first", "call#1", "call#2", "call#3", "undo first"]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "defect: a composed child's steps never check the root's deadline (notice.before_step "
-    "returns None when not is_root), so a child keeps starting steps after the deadline; "
-    "fix in reactor/engine/run_control/cancel/notice.py"))
 def test_defect_a_composed_child_starts_steps_after_the_deadline() -> None:
     journal = _Journal()
     with TestEnvironment(start=START) as env:
@@ -701,11 +691,6 @@ def test_defect_a_composed_child_starts_steps_after_the_deadline() -> None:
     assert journal.events == ["run c1", "undo c1"]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "defect: inline map elements are runs of their own without the root's deadline "
-    "(is_root false, engine_state.deadline None): every element starts after the deadline "
-    "passed; fix by checking the root's deadline before each element (reactor/engine/maps/"
-    "inline.py) or in notice.before_step"))
 def test_defect_inline_map_elements_start_after_the_deadline() -> None:
     journal = _Journal()
     with TestEnvironment(start=START) as env:

@@ -20,6 +20,7 @@ from reactor.engine.coordination.holds import (
 from reactor.engine.coordination.keys import REACTOR_SCOPE, root_id
 from reactor.engine.coordination.unit import Unit
 from reactor.engine.parks import Park
+from reactor.engine.run_control import deadline
 from reactor.errors import (
     CoordinationKeyError,
 )
@@ -96,6 +97,7 @@ def run_coordinated(
         mode="worker" if env.in_worker else "sync", scope=REACTOR_SCOPE,
         default_key=state.definition.name, inputs=ctx.inputs, target=ctx,
         context_id=ctx.context_id, step=None, hooks=env.runtime.hooks,
+        deadline=deadline.governing(state),
     )
     first_run = not ctx.engine_state.admitted
     try:

@@ -20,6 +20,7 @@ from reactor.engine.coordination.holds import (
 from reactor.engine.coordination.keys import class_key, root_id, step_default_key
 from reactor.engine.coordination.unit import Scratch, Unit
 from reactor.engine.parks import Park
+from reactor.engine.run_control import deadline
 from reactor.errors import (
     InputValidationError,
     LockLost,
@@ -68,7 +69,9 @@ class StepCoordination:
         Returns:
             The body's result; ``Skipped(None)`` when the step's period is already marked;
             a ``Halt`` from the ordered lock; a non-retryable ``Failure`` on synchronous
-            contention, a key error or an unknown named rate limit.
+            contention, a key error or an unknown named rate limit; of
+            :class:`~reactor.errors.RunDeadlineExceeded` when a synchronous wait reached the
+            run's deadline (docs/concepts.md, "Run deadlines").
 
         Raises:
             Park: in a worker, on contention (this step's holds detached and recorded; the
@@ -84,6 +87,7 @@ class StepCoordination:
             default_key=step_default_key(state.definition.name, self.spec),
             inputs=arguments, target=ctx, context_id=ctx.context_id,
             step=self.spec.name, on_ticket=state.on_ordered_ticket, hooks=env.runtime.hooks,
+            deadline=deadline.governing(state),
         )
         # A retry attempt finds the first attempt's ticket in the engine state (same place
         # in line).

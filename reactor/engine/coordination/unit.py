@@ -32,6 +32,8 @@ from reactor.engine.coordination.holds import (
 )
 from reactor.engine.coordination.keys import REACTOR_SCOPE
 from reactor.engine.parks import Park, park_delay
+from reactor.engine.run_control.deadline import cut_failure
+from reactor.engine.run_control.deadline import wait_left as deadline_wait_left
 from reactor.errors import (
     ConfigurationError,
     CoordinationError,
@@ -126,6 +128,11 @@ class Unit:
         step: the step name for a ``Park`` (``None`` at reactor level).
         hooks: the runtime's middleware, told how long a synchronous execution waited for a
             lock or semaphore (docs/observability.md, "Metrics").
+        deadline: ``"sync"`` only: the run's deadline (epoch seconds on the storage clock,
+            docs/concepts.md, "Run deadlines"): a lock's or a semaphore's wait ends at it, and
+            contention once it is reached fails the unit with
+            :class:`~reactor.errors.RunDeadlineExceeded` instead of the contention error.
+            ``None``: no deadline (a worker parks: its park delay is cut instead).
     """
 
     def __init__(
@@ -145,8 +152,10 @@ class Unit:
         step: str | None,
         on_ticket: Callable[[str, KeyedTicket], None] | None = None,
         hooks: Hooks = NO_HOOKS,
+        deadline: float | None = None,
     ) -> None:
         self.storage = storage
+        self.deadline = deadline if mode == "sync" else None
         self.hooks = hooks
         self.clock = clock
         self.on_ticket = on_ticket
@@ -238,7 +247,7 @@ class Unit:
             self.storage.locks, key,
             owner=entry.holder if entry is not None and entry.holder else self.owner,
             ttl=decl.ttl,
-            wait=0.0 if self.mode == "worker" else decl.wait,
+            wait=self._wait(decl.wait),
             auto_extend=decl.auto_extend,
             clock=self.clock, skew=skew_budget(self.storage),
         ))
@@ -254,12 +263,19 @@ class Unit:
             limit=decl.limit,
             holder=entry.holder if entry is not None and entry.holder else None,
             lease=decl.lease,
-            wait=0.0 if self.mode == "worker" else decl.wait,
+            wait=self._wait(decl.wait),
             clock=self.clock, skew=skew_budget(self.storage),
         ))
         if entry is None or not semaphore.reattach():
             self._acquire("semaphore", semaphore.acquire)
         self.held.append(Held(key, semaphore))
+
+    def _wait(self, declared: float) -> float:
+        """Seconds a lock or semaphore of this unit may wait: 0 in a worker (it parks), the
+        ``declared`` wait cut to end at the run's deadline in a synchronous caller."""
+        if self.mode == "worker":
+            return 0.0
+        return deadline_wait_left(self.deadline, self.storage.now(), declared)
 
     def _acquire(self, primitive: str, acquire: Callable[[], object]) -> None:
         """``acquire()``, telling the middleware how long a synchronous wait took."""
@@ -460,7 +476,18 @@ class Unit:
         self.release()
         self._drop_unclaimed_parked()
         self.finish_ordered(failed=False)
+        deadline = self.deadline
+        if deadline is not None and self.storage.now() >= deadline:
+            # its wait ended at the run's deadline: the deadline stops the run
+            return cut_failure(
+                self.context_id or self.owner, deadline,
+                f"the wait of {self._where()} for {reason.replace('_', ' ')} {exc.key!r}",
+            )
         return Failure(exc, retryable=False)
+
+    def _where(self) -> str:
+        """The unit, for messages: ``"the run"`` or ``"step 'name'"``."""
+        return "the run" if self.scope == REACTOR_SCOPE else f"step {self.scope!r}"
 
     def views(self, scope: HoldScope) -> tuple[Hold, ...]:
         """The holds taken so far as read-only :class:`Hold` views (for ``StepContext``)."""

@@ -13,6 +13,10 @@ can still be rolled back.
 * ``atomic=False``: run every element; the value is a
   :class:`~reactor.model.results.MapResults` of per-element ``Success``/``Failure``.
 * An element ``Halt`` halts the whole run (completed elements are kept, not rolled back).
+* **The root's deadline** (docs/concepts.md, "Run deadlines") governs every element: each is
+  created with a copy of it and checks it before each of its steps, and no element starts
+  once it passed: the map step fails with ``RunDeadlineExceeded`` after rolling back the
+  completed elements, highest index first (``atomic`` or not), and the run stops.
 
 A completed map is pushed on the undo stack with its completed elements; undoing it replays each
 element's undo stack (:func:`reactor.engine.rollback.roll_back_elements`).
@@ -50,6 +54,7 @@ from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.invoke import INTERRUPTIONS
 from reactor.engine.maps.rollback import roll_back_fan_out
 from reactor.engine.rollback import roll_back_elements
+from reactor.engine.run_control import deadline
 from reactor.engine.start import launch
 from reactor.engine.state import Executor, InFlight, RunState
 from reactor.engine.step_runner import StepOutcome
@@ -128,6 +133,18 @@ def _stored_halt(element: Context) -> Halt:
     return Halt(None) if entry is None else Halt(entry.detail, step_name=entry.step)
 
 
+def _deadline_cut(state: RunState, step: str, index: int) -> Failure | None:
+    """The map step's ``Failure`` of :class:`~reactor.errors.RunDeadlineExceeded` when the
+    deadline governing ``state`` passed before element ``index`` starts, else ``None``."""
+    passed = deadline.passed(state)
+    if passed is None:
+        return None
+    return deadline.cut_failure(
+        state.checkpoint.context.root_context_id or state.checkpoint.context.context_id,
+        passed, f"map step {step!r} would start element {index} after it",
+    )
+
+
 def run_map(state: RunState, spec: StepSpec, *, executor: Executor) -> StepOutcome:
     """Run map step ``spec`` over its source's elements (see the module docstring); a map
     re-executed with its reference stored adopts it ("Re-execution" above).
@@ -191,6 +208,14 @@ def run_map(state: RunState, spec: StepSpec, *, executor: Executor) -> StepOutco
                 element_ctx = adopted
                 outcome = _resume_element(state, element_definition, adopted, executor)
             else:
+                cut = _deadline_cut(state, name, index)
+                if cut is not None:  # no element starts after the root's deadline
+                    rolled = roll_back_elements(
+                        state.env, element_definition, name, completed,
+                        roll_back_fan_out=roll_back_fan_out,
+                    )
+                    failure = replace(cut, rollback_failures=rolled)
+                    return StepOutcome(failure, {}, body_started=in_flight.body_started)
                 if element_id is None:
                     element_id = str(uuid.uuid4())
                     ref = ctx.map_ref(name)
@@ -211,6 +236,7 @@ def run_map(state: RunState, spec: StepSpec, *, executor: Executor) -> StepOutco
                         index=index,
                         parent_reactor=state.definition.name,
                     ),
+                    deadline=deadline.governing(state),  # the root's governs the element
                 )
             # A map element never pauses: its reactor declares no interrupt (definition check).
             assert not isinstance(outcome, Paused)

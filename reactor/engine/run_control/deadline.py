@@ -27,6 +27,14 @@ Three places notice a passed deadline:
   .run_deadline``);
 * a step in flight is not interrupted by the deadline (bound it with ``Timeouts``): the run
   stops at the boundary after it.
+
+**Every run under the root.** The root's deadline governs the runs it contains
+(:func:`governing`): a composed child reads it from the record it is embedded in, and a map
+element (inline or fan-out) carries a copy of it from its creation. A child or an element
+checks it before each of its steps as its root does, and stops itself (rolled back, stored
+``failed`` with ``RunDeadlineExceeded``); the root then stops at the boundary after the
+compose or map step. A caller's coordination wait (a lock's or a semaphore's ``wait=``) ends
+at the deadline (:func:`wait_left`, :func:`cut_failure`).
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import logging
 from datetime import UTC, datetime
 
 from reactor.engine.env import Env
+from reactor.engine.state import RunState
 from reactor.errors import RunDeadlineExceeded
 from reactor.model.context import Context
 from reactor.model.engine_state import CancelRequest
@@ -42,13 +51,21 @@ from reactor.model.results import Failure, RollbackFailure
 from reactor.ports.payloads import RunDeadlinePayload, job
 
 __all__ = [
+    "EXCEEDED_CLASS",
     "capped_delay",
+    "cut_failure",
     "deadline_failure",
     "deadline_request",
+    "governing",
+    "passed",
     "retry_cut",
     "schedule",
     "shown",
+    "wait_left",
 ]
+
+#: ``Failure.exception_class`` of a run or a step the deadline stopped.
+EXCEEDED_CLASS = f"{RunDeadlineExceeded.__module__}.{RunDeadlineExceeded.__qualname__}"
 
 log = logging.getLogger("reactor.deadline")
 
@@ -67,20 +84,62 @@ def deadline_request(deadline: float, now: float) -> CancelRequest:
     )
 
 
+def governing(state: RunState) -> float | None:
+    """The deadline that governs the execution ``state`` (epoch seconds on the runtime clock;
+    docs/concepts.md, "Run deadlines"), or ``None``.
+
+    The stored record's: a root run's own; for a composed child, the record it is embedded
+    in (its root's, or the map element's holding it); for a map element, the copy of its
+    root's deadline it was created with (an element stored by an earlier release has none).
+    """
+    return state.checkpoint.context.engine_state.deadline
+
+
+def passed(state: RunState) -> float | None:
+    """The governing deadline of ``state`` (:func:`governing`) when it has passed on the
+    runtime clock (no store request), else ``None``."""
+    deadline = governing(state)
+    if deadline is None or state.env.now() < deadline:
+        return None
+    return deadline
+
+
+def wait_left(deadline: float | None, now: float, wait: float) -> float:
+    """A caller's coordination ``wait`` (seconds) cut to end at ``deadline`` (epoch seconds,
+    ``None``: no deadline) at ``now`` (epoch seconds): never below 0 (one try)."""
+    if deadline is None:
+        return wait
+    return max(min(wait, deadline - now), 0.0)
+
+
+def cut_failure(run_id: str, deadline: float, what: str) -> Failure:
+    """The non-retryable ``Failure`` of :class:`~reactor.errors.RunDeadlineExceeded` of work
+    the deadline cut: ``what`` (e.g. ``"its wait for lock 'k'"``) of run ``run_id`` would
+    have gone on after ``deadline`` (epoch seconds)."""
+    error = RunDeadlineExceeded(
+        f"run {run_id!r}: {what} reached the run's deadline ({shown(deadline)})",
+        run_id, deadline=deadline,
+    )
+    return Failure(error, retryable=False)
+
+
 def deadline_failure(
-    ctx: Context, request: CancelRequest, failures: list[RollbackFailure]
+    ctx: Context, request: CancelRequest, failures: list[RollbackFailure],
+    *, deadline: float | None = None,
 ) -> Failure:
     """The ``Failure`` a run stopped by its deadline ends with (without ``run_id``).
 
     Args:
-        ctx: the run.
+        ctx: the run (or the composed child or map element the deadline stopped).
         request: the deadline's request (``cause == "deadline"``).
         failures: the rollback failures (undos and compensates that did not complete).
+        deadline: the deadline that governs ``ctx`` (:func:`governing`; a composed child
+            stores none of its own); ``None``: ``ctx``'s own.
 
     Returns:
         A non-retryable ``Failure`` of :class:`~reactor.errors.RunDeadlineExceeded`.
     """
-    deadline = ctx.engine_state.deadline or request.requested_at
+    deadline = deadline or ctx.engine_state.deadline or request.requested_at
     error = RunDeadlineExceeded(
         f"run {ctx.context_id!r} passed its deadline ({shown(deadline)}) and was rolled back",
         ctx.context_id, deadline=deadline,

@@ -12,6 +12,7 @@ from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import coordination, rollback
 from reactor.engine.env import Env
 from reactor.engine.maps.rollback import roll_back_fan_out
+from reactor.engine.run_control import deadline
 from reactor.engine.run_control.cancel.requests import (
     cancelled_failure,
 )
@@ -38,7 +39,8 @@ _UNFINISHED = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED)
 
 
 def stop(
-    state: RunState, request: CancelRequest, *, in_flight: InFlight | None, coordinated: bool
+    state: RunState, request: CancelRequest, *, in_flight: InFlight | None, coordinated: bool,
+    failures: list[RollbackFailure] | None = None,
 ) -> Failure:
     """Carry out ``request`` on the root run of ``state``: record it, roll back (when asked),
     release the stored holds and store the run ``cancelled`` (see the module docstring).
@@ -50,6 +52,8 @@ def stop(
         coordinated: ``True`` inside the run's reactor-level coordination (which releases
             those holds itself); ``False`` for a stored run (its parked holds and tickets are
             released here).
+        failures: rollback failures already met (a composed child or a map the deadline
+            stopped rolled itself back), kept with the rollback's own.
 
     Returns:
         The cancelled run's ``Failure`` (without ``run_id``), already saved.
@@ -79,6 +83,7 @@ def stop(
             kind=in_flight.kind if in_flight is not None else None,
             arguments=in_flight.arguments if in_flight is not None else None,
             compensate_pending=started,
+            failures=failures,
         )
         try:  # the rollback intent survives a crash: the run is then cancelled, not resumed
             state.checkpoint.save()
@@ -119,7 +124,7 @@ def conclude(state: RunState, *, coordinated: bool = False) -> Failure:
     by_deadline = request.cause == "deadline"
     ctx.status = RunStatus.FAILED if by_deadline else RunStatus.CANCELLED
     ctx.current_step = None
-    failure = cancelled_failure(ctx, request, failures)
+    failure = cancelled_failure(ctx, request, failures, deadline=deadline.governing(state))
     ctx.failure = failure
     state.checkpoint.save()
     log.info("event=%s run_id=%s rolled_back=%s rollback_failures=%d",

@@ -115,9 +115,13 @@ def at_boundary(state: RunState, result: Result, *, kind: str = "step") -> Cance
     its result is recorded.
 
     Args:
-        state: the execution (only a root run is checked).
+        state: the execution (only a root run is checked, except for a deadline).
         result: the step's result; only a ``Success`` (a ``Skipped`` too, never a ``Halt``)
-            or a ``Paused`` is checked: a failure or a halt ends the run as it would have.
+            or a ``Paused`` is checked: a failure or a halt ends the run as it would have,
+            except a compose or map step whose child or element the deadline stopped
+            (:class:`~reactor.errors.RunDeadlineExceeded`): the run's own deadline's request
+            is returned then (a composed child's or an element's too).
+        kind: the step's kind.
 
     Returns:
         The request to carry out (:func:`stop_at_boundary`), or ``None``: go on.
@@ -133,6 +137,11 @@ def at_boundary(state: RunState, result: Result, *, kind: str = "step") -> Cance
         request = _read(state)
         if request is not None or _child_cancelled(result):
             return request
+    if (isinstance(result, Failure) and kind in ("compose", "map")
+            and result.exception_class == deadline.EXCEEDED_CLASS):
+        # the child or the map's element stopped itself at the deadline (rolled back): the
+        # deadline stops this run here too (docs/concepts.md, "Run deadlines")
+        return overdue(state)
     if isinstance(result, Halt | Failure) or not isinstance(result, Success | Paused):
         return None
     if not is_root(state):
@@ -183,8 +192,8 @@ def before_step(state: RunState) -> CancelRequest | None:
     Raises:
         StorageError: the claims store failed (claiming a deadline's request).
     """
-    if not is_root(state):
-        return None
+    if not is_root(state):  # a composed child or a map element: its root's deadline only
+        return overdue(state)
     checkpoint = state.checkpoint
     if checkpoint.noted_at is not None:
         suspend = checkpoint.noted.get(_suspend_path(state))
@@ -197,30 +206,32 @@ def before_step(state: RunState) -> CancelRequest | None:
 
 
 def overdue(state: RunState) -> CancelRequest | None:
-    """The stop request of a root run whose deadline has passed (docs/concepts.md, "Run
-    deadlines"), claimed as its cancel request (first writer wins: an earlier
-    ``Reactor.cancel`` stands instead).
+    """The stop request of a run whose governing deadline has passed (docs/concepts.md, "Run
+    deadlines"; :func:`reactor.engine.run_control.deadline.governing`): a root run's is
+    claimed as its cancel request (first writer wins: an earlier ``Reactor.cancel`` stands
+    instead); a composed child or a map element stops itself with the deadline's request,
+    unclaimed (its root claims it at the boundary after the compose or map step).
 
     Args:
-        state: the execution (only a root run with a deadline is checked; no store request
-            before the deadline passed).
+        state: the execution (no store request before the deadline passed).
 
     Returns:
-        The request to carry out, or ``None`` (no deadline, not passed, not a root run).
+        The request to carry out, or ``None`` (no deadline, or not passed).
 
     Raises:
         StorageError: the claims store failed.
     """
     ctx = state.ctx
-    deadline_at = ctx.engine_state.deadline
-    if deadline_at is None or not is_root(state):
+    deadline_at = deadline.passed(state)
+    if deadline_at is None:
         return None
     now = state.env.now()
-    if now < deadline_at:
-        return None
     log.info("event=deadline_passed run_id=%s deadline=%s", ctx.context_id,
              deadline.shown(deadline_at))
-    return claim(state.env, ctx.context_id, deadline.deadline_request(deadline_at, now))
+    request = deadline.deadline_request(deadline_at, now)
+    if not is_root(state):  # its root claims the request when it notices (at its boundary)
+        return request
+    return claim(state.env, ctx.context_id, request)
 
 
 def _child_cancelled(result: Result) -> bool:
@@ -240,14 +251,17 @@ def stop_at_boundary(
 
     With ``rollback=True`` the step is treated as cut off: not recorded, compensated when its
     body started (a compose step or a map rolls its children back), then the completed steps
-    are undone. With ``rollback=False`` a step that completed is recorded first (``record``,
-    the executor's own recording), and nothing is rolled back.
+    are undone. A compose or map step that failed because the deadline stopped its child or
+    element rolled itself back already: it is not compensated, its rollback failures are
+    kept. With ``rollback=False`` a step that completed is recorded first (``record``, the
+    executor's own recording), and nothing is rolled back.
 
     Args:
         state: the root run's execution (inside its reactor-level coordination, which
             releases those holds and advances its ordered ticket when the run ends).
         spec: the step that just returned.
-        outcome: what it returned (a ``Success`` or a ``Paused``).
+        outcome: what it returned (a ``Success`` or a ``Paused``; a compose or map step's
+            ``Failure`` of :class:`~reactor.errors.RunDeadlineExceeded`).
         request: the cancel request.
         record: records the completed step and checkpoints (the executor's ``_record``).
 
@@ -266,6 +280,9 @@ def stop_at_boundary(
     if not request.rollback and isinstance(result, Success):
         record()  # an unstorable value is not recorded: nothing is rolled back either way
         return stop(state, request, in_flight=None, coordinated=True)
+    if isinstance(result, Failure):  # a child or a map the deadline stopped: rolled back
+        return stop(state, request, in_flight=None, coordinated=True,
+                    failures=list(result.rollback_failures))
     in_flight = None
     if spec.kind in ("step", "compose", "map", "async_reactor"):
         in_flight = InFlight(spec.name, spec.kind, dict(outcome.arguments),

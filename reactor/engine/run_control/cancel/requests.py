@@ -83,7 +83,8 @@ def is_root(state: RunState) -> bool:
 
 
 def cancelled_failure(
-    ctx: Context, request: CancelRequest, failures: list[RollbackFailure]
+    ctx: Context, request: CancelRequest, failures: list[RollbackFailure],
+    *, deadline: float | None = None,
 ) -> Failure:
     """The ``Failure`` a cancelled run ends with (without ``run_id``).
 
@@ -91,6 +92,8 @@ def cancelled_failure(
         ctx: the run.
         request: the cancel carried out.
         failures: the rollback failures (undos and compensates that did not complete).
+        deadline: the deadline that governs ``ctx`` (a composed child stores none of its
+            own: docs/concepts.md, "Run deadlines"); ``None``: ``ctx``'s own.
 
     Returns:
         A non-retryable ``Failure`` of :class:`~reactor.errors.RunCancelledError`; of
@@ -98,7 +101,7 @@ def cancelled_failure(
         (``request.cause == "deadline"``, docs/concepts.md, "Run deadlines").
     """
     if request.cause == "deadline":
-        return deadline_failure(ctx, request, failures)
+        return deadline_failure(ctx, request, failures, deadline=deadline)
     because = f": {request.reason}" if request.reason else ""
     kept = "" if request.rollback else " (its completed work was kept: rollback=False)"
     error = RunCancelledError(
