@@ -17,9 +17,15 @@ goes to that storage; it also prints the CPU time of this process per step (wall
 waiting on the server) and, when the storage answers ``ping()`` (``reactor.ports.inspection
 .Pingable``), one round trip measured in the same process, with the step's ratio to it.
 
+With ``--switch-check`` it measures instead what the check of the reactor's suspend switch
+before each step costs (docs/operations.md, "Suspend and unsuspend"): the CPU time per step as
+shipped, with the check replaced by one answering "off" at no cost, and as shipped with a
+switch set on another reactor, alternated in this process (the median of 5 rounds), and the
+check's own cost per call.
+
 Usage::
 
-    .venv/bin/python benchmarks/engine_overhead.py [--runs N] [--storage URL]
+    .venv/bin/python benchmarks/engine_overhead.py [--runs N] [--storage URL] [--switch-check]
 """
 
 from __future__ import annotations
@@ -37,7 +43,11 @@ from reactor.dsl import (
     result,
     step,
 )
+from reactor.engine.env import make_env
+from reactor.engine.run_control import reactor_suspension, suspension
+from reactor.model.engine_state import Suspension
 from reactor.model.results import Success
+from reactor.model.status import RunStatus
 from reactor.ports.inspection import Pingable
 
 STEPS = 10
@@ -77,11 +87,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300, help="runs per sample (5 samples)")
     parser.add_argument("--storage", default="memory://", help="the storage URL")
+    parser.add_argument("--switch-check", action="store_true",
+                        help="measure the suspend switch's check per step instead")
     args = parser.parse_args()
 
     runtime = config.configure(storage=args.storage, router="inline://")
     reactor_cls = _build_reactor()
     assert reactor_cls.run(start=0) == Success(STEPS)  # warm up and sanity check
+    if args.switch_check:
+        _switch_check(reactor_cls, args.runs)
+        config.reset()
+        return
 
     def direct() -> int:
         x = 0
@@ -117,6 +133,42 @@ def main() -> None:
         f"(ratio {throttled / direct_run:.0f}x)"
     )
     config.reset()
+
+
+def _switch_check(reactor_cls: type[Reactor], runs: int) -> None:
+    """Print the suspend switch check's cost per step (see the module docstring)."""
+    shipped = suspension.switched
+
+    def per_step() -> float:
+        return _time(lambda: reactor_cls.run(start=0), runs, time.process_time) / STEPS
+
+    rounds: dict[str, list[float]] = {"shipped": [], "no check": [], "other switch set": []}
+    env = make_env()
+    for _ in range(5):
+        rounds["shipped"].append(per_step())
+        suspension.switched = lambda state: None  # type: ignore[assignment]
+        rounds["no check"].append(per_step())
+        suspension.switched = shipped  # type: ignore[assignment]
+        reactor_suspension.switch_on(env, "another.reactor", Suspension("bench", "bench", 0.0))
+        rounds["other switch set"].append(per_step())
+        reactor_suspension.switch_off(env, "another.reactor")
+    for name, samples in rounds.items():
+        print(f"CPU per step, {name + ':':18} {statistics.median(samples) * 1e6:8.1f} us")
+
+    class _State:  # what switched() reads of an execution: a stored root run
+        pass
+
+    state: Any = _State()
+    state.env = env
+    state.ctx = type("Ctx", (), {"persisted": object(), "map_metadata": None,
+                                 "rollback": None, "status": RunStatus.RUNNING,
+                                 "reactor": reactor_cls.reactor_name})()
+    state.checkpoint = type("Checkpoint", (), {"context": state.ctx})()
+    calls = runs * 1000
+    started = time.process_time()
+    for _ in range(calls):
+        shipped(state)
+    print(f"one check (cached):          {(time.process_time() - started) / calls * 1e6:8.2f} us")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from reactor.engine.run_control import resume as resuming
 from reactor.engine.run_control import rewind as rewinding
 from reactor.engine.run_control import suspend as suspending
 from reactor.errors import InputValidationError
+from reactor.model.engine_state import Suspension
 from reactor.model.results import Failure, Paused, Result, Success
 from reactor.model.run_view import RunView
 from reactor.model.status import RunStatus
@@ -371,28 +372,61 @@ class Reactor(BaseReactor, abstract=True):
 
     @classmethod
     def suspend_all(
-        cls, *, reason: str | None = None, by: str | None = None,
+        cls, *, reason: str | None = None, by: str | None = None, hold_new: bool = False,
         runtime: Runtime | None = None,
     ) -> dict[str, int]:
         """:meth:`suspend` every unfinished top-level run of this reactor now
-        (docs/operations.md, "Suspend and unsuspend"); runs started later are not held.
+        (docs/operations.md, "Suspend and unsuspend"). With ``hold_new=True`` the reactor's
+        suspend switch is set first: until :meth:`unsuspend_all`, every run of it started or
+        continued later (a new run, a background run a worker takes, a resumed one) starts
+        no further step and is stored ``suspended`` with the switch's reason and ``by``;
+        steps in flight finish. Without it, runs started later are not held.
+
+        Args:
+            reason: why, at most 1,000 characters.
+            by: who asked, at most 1,000 characters.
+            hold_new: set the reactor's suspend switch too (a switch already set stands).
+            runtime: the runtime to use (default: ``reactor.config.current()``).
 
         Returns:
             ``{"suspended": n, "requested": n, "skipped": n}``.
 
         Raises:
-            SuspendArgumentError: an unusable ``reason`` or ``by``; nothing read.
+            SuspendArgumentError: an unusable ``reason``, ``by`` or ``hold_new``; nothing read.
+            LockAcquisitionError: other operators changed the switch under this call (retry).
         """
-        return suspending.suspend_all(cls.definition, reason=reason, by=by, runtime=runtime)
+        return suspending.suspend_all(
+            cls.definition, reason=reason, by=by, hold_new=hold_new, runtime=runtime
+        )
 
     @classmethod
     def unsuspend_all(cls, *, runtime: Runtime | None = None) -> dict[str, int]:
-        """:meth:`unsuspend` every suspended top-level run of this reactor.
+        """Clear this reactor's suspend switch (if set), then :meth:`unsuspend` every
+        suspended top-level run of it (docs/operations.md, "Suspend and unsuspend").
+
+        Args:
+            runtime: the runtime to use (default: ``reactor.config.current()``).
 
         Returns:
             ``{"running": n, "paused": n, "skipped": n}``.
+
+        Raises:
+            LockAcquisitionError: other operators changed the switch under this call (retry).
         """
         return suspending.unsuspend_all(cls.definition, runtime=runtime)
+
+    @classmethod
+    def suspend_switch(cls, *, runtime: Runtime | None = None) -> Suspension | None:
+        """This reactor's suspend switch as stored now (set by ``suspend_all(hold_new=True)``,
+        cleared by :meth:`unsuspend_all`; docs/operations.md, "Suspend and unsuspend").
+
+        Args:
+            runtime: the runtime to use (default: ``reactor.config.current()``).
+
+        Returns:
+            The switch (``reason``, ``by``, ``at`` in epoch seconds), or ``None`` when off.
+        """
+        return suspending.reactor_switch(cls.definition, runtime=runtime)
 
     @classmethod
     def rewind(

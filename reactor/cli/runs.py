@@ -252,6 +252,9 @@ def runs_show(
         pending = private.get("interrupt") if isinstance(private, dict) else None
         if isinstance(pending, dict):  # a paused run: what it waits for (docs/run-control.md)
             shown["interrupt"] = pending
+        stamp = private.get("definition") if isinstance(private, dict) else None
+        if isinstance(stamp, dict):  # the definition it runs under (docs/deploys.md)
+            shown["definition"] = stamp
     else:
         shown["document"] = None
         shown.setdefault("document_error", "the stored document is not a JSON object")
@@ -476,6 +479,11 @@ def runs_suspend(
     by: Annotated[
         str | None, typer.Option("--by", help="Who asked (stored and shown with the run).")
     ] = None,
+    hold_new: Annotated[
+        bool,
+        typer.Option("--hold-new", help="With --reactor: also hold the runs started or "
+                     "continued later, until 'reactor runs unsuspend --reactor'."),
+    ] = False,
     storage: StorageOpt = None,
     router: RouterOpt = None,
     import_: ImportOpt = None,
@@ -486,23 +494,30 @@ def runs_suspend(
 ) -> None:
     """Suspend a run for an operator: it starts no further step until 'reactor runs unsuspend'
     (docs/operations.md, "Suspend and unsuspend"). With --reactor NAME (and --import for its
-    module): every unfinished run of that reactor now.
+    module): every unfinished run of that reactor now; with --hold-new too, the reactor's
+    suspend switch is set first, so its runs started or continued later stop before their next
+    step as well.
 
     Prints the run's id and "suspended", or "requested" when the execution that owns the run
     suspends it before its next step (tab-separated, or --json {run_id, outcome}); with
-    --reactor the counts (--json {reactor, suspended, requested, skipped}). Exit code 0 then;
-    1 when the run does not exist, finished, is a map element or is rolling back, or a backend
-    failed; 2 for a usage or configuration error (neither or both of RUN_ID and --reactor, a
-    --reason or --by over 1,000 characters, a reactor no --import registers).
+    --reactor the counts (--json {reactor, suspended, requested, skipped}, and hold_new: 1 with
+    --hold-new). Exit code 0 then; 1 when the run does not exist, finished, is a map element
+    or is rolling back, or a backend failed; 2 for a usage or configuration error (neither or
+    both of RUN_ID and --reactor, --hold-new without --reactor, a --reason or --by over 1,000
+    characters, a reactor no --import registers).
     """
     _import_modules(import_ or [])
     runtime = _runtime(storage, router, setting)
     _one_target(run_id, reactor_name)
+    if hold_new and reactor_name is None:
+        fail("--hold-new holds a reactor's new runs: give --reactor NAME", EXIT_USAGE)
     try:
         if reactor_name is not None:
-            counts = registry.get(reactor_name).suspend_all(reason=reason, by=by,
-                                                            runtime=runtime)
-            _print_counts(reactor_name, counts, as_json)
+            counts = registry.get(reactor_name).suspend_all(
+                reason=reason, by=by, hold_new=hold_new, runtime=runtime
+            )
+            _print_counts(reactor_name, {**counts, "hold_new": 1} if hold_new else counts,
+                          as_json)
             return
         assert run_id is not None
         outcome = Reactor.suspend(run_id, reason=reason, by=by, runtime=runtime)
@@ -535,11 +550,13 @@ def runs_unsuspend(
 ) -> None:
     """Let a suspended run go on: stored back "running" (its job is enqueued for a worker) or
     "paused" (it waits at its interrupt again) (docs/operations.md, "Suspend and unsuspend").
-    With --reactor NAME (and --import for its module): every suspended run of that reactor.
+    With --reactor NAME (and --import for its module): the reactor's suspend switch is cleared
+    and every suspended run of that reactor goes on.
 
     Prints the run's id and its status (tab-separated, or --json {run_id, status}); with
     --reactor the counts (--json {reactor, running, paused, skipped}). Exit code 0 then; 1
-    when the run does not exist, is not suspended, or a backend failed; 2 for a usage error.
+    when the run does not exist, is not suspended, its reactor's switch is on, or a backend
+    failed; 2 for a usage error.
     """
     _import_modules(import_ or [])
     runtime = _runtime(storage, router, setting)

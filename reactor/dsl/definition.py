@@ -49,7 +49,8 @@ RESERVED_STEP_NAMES: frozenset[str] = frozenset(
     {
         "run", "execute", "find", "undo", "cancel", "definition", "reactor_name", "returns",
         "mro", "coordination", "background", "max_concurrency", "deadline", "suspend",
-        "unsuspend", "suspend_all", "unsuspend_all", "on_failure", "rewind", "fork",
+        "unsuspend", "suspend_all", "unsuspend_all", "suspend_switch", "on_failure", "rewind",
+        "fork",
     }
 )
 

@@ -247,7 +247,8 @@ REACTOR_RESERVED_INPUT_NAMES: frozenset[str] = frozenset(
     {
         "to_dict", "run", "execute", "find", "undo", "retry", "cancel", "idempotency_key",
         "definition", "reactor_name", "returns", "coordination", "deadline", "suspend",
-        "unsuspend", "suspend_all", "unsuspend_all", "on_failure", "rewind", "fork",
+        "unsuspend", "suspend_all", "unsuspend_all", "suspend_switch", "on_failure", "rewind",
+        "fork",
     }
 )
 

@@ -16,6 +16,7 @@ __all__ = [
     "child_run_id",
     "map_collect_key",
     "map_element_key",
+    "reactor_suspension_key",
     "run_completion_channel",
     "run_liveness_key",
     "step_completion_channel",
@@ -40,6 +41,21 @@ def suspend_claim_path(generation: int) -> str:
     (claims are first-writer-wins and never cleared, so each suspension has a path of its
     own)."""
     return f"@suspend.{generation}"
+
+
+def reactor_suspension_key(reactor: str) -> str:
+    """The lock that is a reactor's suspend switch (docs/operations.md, "Suspend and
+    unsuspend"): ``@suspended_reactor:<reactor>``, held with no expiry by an owner whose text
+    is the switch's :class:`~reactor.model.engine_state.Suspension` (its ``encode()``) while
+    the reactor's runs are held, released when they are let go.
+
+    Args:
+        reactor: the registered reactor name.
+
+    Returns:
+        A :class:`reactor.ports.LockStore` key.
+    """
+    return f"@suspended_reactor:{reactor}"
 
 
 #: The suspend claim path of a run never unsuspended (read with a worker's load of the run).

@@ -15,6 +15,7 @@ from reactor import Background, Reactor, config, step
 from reactor.cli import runs as runs_cli
 from reactor.cli._common import app
 from reactor.config import Runtime
+from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, ManualClock, MemoryStorage
 from reactor.model.status import RunStatus
 
@@ -90,3 +91,32 @@ def test_every_run_of_a_reactor_is_suspended_and_let_go(rt: Runtime) -> None:
     assert neither.exit_code == 2
     unknown = _invoke("suspend", "--reactor", "no.such.reactor")
     assert unknown.exit_code == 2
+
+
+def test_hold_new_holds_a_run_started_after_it_until_unsuspend_reactor(rt: Runtime) -> None:
+    out = _invoke("suspend", "--reactor", Nightly.reactor_name, "--hold-new", "--reason",
+                  "ledger migration", "--by", "ops", "--json")
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout) == {"reactor": Nightly.reactor_name, "suspended": 0,
+                                      "requested": 0, "skipped": 0, "hold_new": 1}
+    later = Nightly.run()
+    run_id = later.run_id or ""
+    Worker(rt, liveness_wait=0.0).run_pending()
+    view = Nightly.find(run_id)
+    assert view.status is RunStatus.SUSPENDED and ran == []
+    assert view.suspension is not None and view.suspension.reason == "ledger migration"
+    refused = _invoke("unsuspend", run_id)  # the switch still holds it
+    assert refused.exit_code == 1 and "switch" in refused.stderr
+    back = _invoke("unsuspend", "--reactor", Nightly.reactor_name)
+    assert back.stdout == f"{Nightly.reactor_name}\trunning=1\tpaused=0\tskipped=0\n"
+    assert Nightly.suspend_switch() is None
+    Worker(rt, liveness_wait=0.0).run_pending()
+    assert Nightly.find(run_id).status is RunStatus.COMPLETED and ran == ["settle"]
+
+
+def test_hold_new_without_reactor_is_a_usage_error(rt: Runtime) -> None:
+    handle = Nightly.run()
+    out = _invoke("suspend", handle.run_id or "", "--hold-new")
+    assert out.exit_code == 2 and "--reactor" in out.stderr
+    assert Nightly.find(handle.run_id or "").status is RunStatus.RUNNING
+    assert Nightly.suspend_switch() is None

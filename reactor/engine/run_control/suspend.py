@@ -31,7 +31,12 @@ on it (and so does its deadline).
 (:class:`~reactor.errors.RunStateError`); else the suspension is removed, the generation
 counted, and the run is stored back ``paused`` (it waits at its interrupt again) or
 ``running`` — then its ``run`` job is enqueued (persist before enqueue) and a worker continues
-it at its next step.
+it at its next step. While the reactor's suspend switch is on, unsuspend is refused too.
+
+**The reactor's switch** (:func:`suspend_all` with ``hold_new=True``,
+:mod:`reactor.engine.run_control.reactor_suspension`): set before the runs listed now are
+suspended, so every run of the reactor an execution continues later stops before its next step
+as if it had been asked; :func:`unsuspend_all` clears it before it lets the runs go.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from reactor.engine.checkpoint import load_context
 from reactor.engine.dispatch_leases import mark_enqueued, run_unit
 from reactor.engine.env import Env, make_env
 from reactor.engine.liveness import FencedCheckpointer
-from reactor.engine.run_control import interrupts, suspension
+from reactor.engine.run_control import interrupts, reactor_suspension, suspension
 from reactor.engine.run_control.arguments import MAX_TEXT_LENGTH, check_run_id, check_text
 from reactor.errors import (
     LockAcquisitionError,
@@ -64,7 +69,9 @@ from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.ports.capabilities import RunsJobsInline
 from reactor.ports.payloads import RunPayload, job
 
-__all__ = ["MAX_TEXT_LENGTH", "suspend", "suspend_all", "unsuspend", "unsuspend_all"]
+__all__ = [
+    "MAX_TEXT_LENGTH", "reactor_switch", "suspend", "suspend_all", "unsuspend", "unsuspend_all",
+]
 
 log = logging.getLogger("reactor.suspend")
 
@@ -184,7 +191,8 @@ def unsuspend(
     Raises:
         SuspendArgumentError: an unusable ``run_id``.
         RunNotFoundError: no stored run ``run_id`` (of this reactor).
-        RunStateError: the run is not ``suspended`` (``exc.status``); nothing changed.
+        RunStateError: the run is not ``suspended`` (``exc.status``), or its reactor's suspend
+            switch is on (:func:`suspend_all` with ``hold_new``); nothing changed.
         LockAcquisitionError: the run's liveness lock stayed held (retry).
         StorageError, RouterError: a backend failed.
     """
@@ -192,6 +200,12 @@ def unsuspend(
     env = make_env(runtime)
     ctx = api.load_run(definition, run_id, env, open_secrets=False)
     _require_suspended(ctx)
+    if reactor_suspension.read(env, ctx.reactor) is not None:
+        raise RunStateError(
+            f"run {run_id!r} stays suspended: the suspend switch of reactor {ctx.reactor!r} "
+            "is on (suspend_all(hold_new=True)); unsuspend_all clears it and lets its runs go",
+            run_id=run_id, status=ctx.status.value,
+        )
     hold = _take_suspended(env, run_id)
     try:
         stored = load_context(env, run_id, open_secrets=False)
@@ -289,15 +303,22 @@ def _top_level_runs(env: Env, reactor: str, statuses: tuple[str, ...]) -> list[s
 
 def suspend_all(
     definition: ReactorDefinition, *, reason: str | None = None, by: str | None = None,
-    runtime: Runtime | None = None,
+    hold_new: bool = False, runtime: Runtime | None = None,
 ) -> dict[str, int]:
     """Suspend every unfinished top-level run of a reactor now (each as :func:`suspend`
-    does; docs/operations.md, "Suspend and unsuspend"). Runs started later are not held.
+    does; docs/operations.md, "Suspend and unsuspend"); with ``hold_new``, first set the
+    reactor's suspend switch, so the runs started or continued later are held too.
 
     Args:
         definition: the reactor.
         reason: why, at most 1,000 characters.
         by: who asked, at most 1,000 characters.
+        hold_new: set the reactor's suspend switch first
+            (:mod:`reactor.engine.run_control.reactor_suspension`): until
+            :func:`unsuspend_all` clears it, every run of the reactor an execution continues
+            (a new run, a background run a worker takes, a resumed one) stops before its next
+            step, ``suspended`` with the switch's reason and ``by`` (first writer wins: a
+            switch already set keeps its own). ``False``: runs started later are not held.
         runtime: the runtime (default ``reactor.config.current()``).
 
     Returns:
@@ -305,18 +326,29 @@ def suspend_all(
         finished, started rolling back or expired meanwhile.
 
     Raises:
-        SuspendArgumentError: an unusable ``reason`` or ``by``; nothing read.
+        SuspendArgumentError: an unusable ``reason``, ``by`` or ``hold_new``; nothing read.
+        LockAcquisitionError: other operators changed the switch under this call (retry).
         StorageError: a backend failed (the runs counted so far are held).
     """
     _check("suspend", "-", reason=reason, by=by)
+    if not isinstance(hold_new, bool):
+        raise SuspendArgumentError(
+            f"suspend_all(hold_new=...) must be a bool, got {type(hold_new).__name__}",
+            field="hold_new",
+        )
     env = make_env(runtime)
+    if hold_new:
+        standing = reactor_suspension.switch_on(
+            env, definition.name, Suspension(reason, by, env.clock.now())
+        )
+        reason, by = standing.reason, standing.by  # the switch that stands speaks for it
     counts = {"suspended": 0, "requested": 0, "skipped": 0}
     for run_id in _top_level_runs(env, definition.name, _HOLDABLE):
         try:
             counts[suspend(definition, run_id, reason=reason, by=by, runtime=runtime)] += 1
         except (RunNotFoundError, RunStateError):  # finished or rolling back meanwhile
             counts["skipped"] += 1
-    log.info("event=reactor_suspended reactor=%s %s", definition.name,
+    log.info("event=reactor_suspended reactor=%s hold_new=%s %s", definition.name, hold_new,
              " ".join(f"{k}={v}" for k, v in counts.items()))
     return counts
 
@@ -324,15 +356,23 @@ def suspend_all(
 def unsuspend_all(
     definition: ReactorDefinition, *, runtime: Runtime | None = None,
 ) -> dict[str, int]:
-    """Unsuspend every suspended top-level run of a reactor (each as :func:`unsuspend`).
+    """Clear the reactor's suspend switch, if set, then unsuspend every suspended top-level
+    run of the reactor (each as :func:`unsuspend`; docs/operations.md, "Suspend and
+    unsuspend").
+
+    Args:
+        definition: the reactor.
+        runtime: the runtime (default ``reactor.config.current()``).
 
     Returns:
         ``{"running": n, "paused": n, "skipped": n}``.
 
     Raises:
+        LockAcquisitionError: other operators changed the switch under this call (retry).
         StorageError, RouterError: a backend failed (the runs counted so far go on).
     """
     env = make_env(runtime)
+    reactor_suspension.switch_off(env, definition.name)
     counts = {"running": 0, "paused": 0, "skipped": 0}
     for run_id in _top_level_runs(env, definition.name, (RunStatus.SUSPENDED.value,)):
         try:
@@ -342,3 +382,23 @@ def unsuspend_all(
     log.info("event=reactor_unsuspended reactor=%s %s", definition.name,
              " ".join(f"{k}={v}" for k, v in counts.items()))
     return counts
+
+
+def reactor_switch(
+    definition: ReactorDefinition, *, runtime: Runtime | None = None,
+) -> Suspension | None:
+    """The reactor's suspend switch as stored now (docs/operations.md, "Suspend and
+    unsuspend").
+
+    Args:
+        definition: the reactor.
+        runtime: the runtime (default ``reactor.config.current()``).
+
+    Returns:
+        The switch (``reason``, ``by``, ``at`` in epoch seconds on the runtime clock), or
+        ``None`` when it is off.
+
+    Raises:
+        StorageError: a backend failed.
+    """
+    return reactor_suspension.read(make_env(runtime), definition.name)

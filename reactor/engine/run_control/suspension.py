@@ -1,7 +1,9 @@
 """A root run's suspension where it executes (docs/operations.md, "Suspend and unsuspend"):
-the request an execution read, stopping before the next step, and storing a run nobody
-executes ``suspended``. What operators call is :mod:`reactor.engine.run_control.suspend`; the
-executor uses this module only (it sits below the engine's entry points).
+the request an execution read (or its reactor's suspend switch,
+:mod:`reactor.engine.run_control.reactor_suspension`), stopping before the next step, and
+storing a run nobody executes ``suspended``. What operators call is
+:mod:`reactor.engine.run_control.suspend`; the executor uses this module only (it sits below
+the engine's entry points).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Literal
 from reactor.engine import coordination
 from reactor.engine.checkpoint import Checkpointer
 from reactor.engine.env import Env
+from reactor.engine.run_control import reactor_suspension
 from reactor.engine.state import RunState
 from reactor.errors import DeserializationError
 from reactor.model.context import Context
@@ -21,7 +24,7 @@ from reactor.model.results import Paused
 from reactor.model.run_records import TraceRecord
 from reactor.model.status import RunStatus
 
-__all__ = ["at_start", "decoded", "noticed", "stop", "suspend_stored"]
+__all__ = ["at_start", "decoded", "noticed", "stop", "suspend_stored", "switched"]
 
 log = logging.getLogger("reactor.suspend")
 
@@ -76,9 +79,45 @@ def suspend_stored(
 
 def noticed(state: RunState) -> Suspension | None:
     """The suspend request an execution of a root run read (with a cancel check or a
-    checkpoint), or ``None``."""
+    checkpoint), else its reactor's suspend switch (:func:`switched`), or ``None``.
+
+    Raises:
+        StorageError: the lock store failed (a read of the switch was due).
+    """
     text = state.suspend_claim
-    return None if text is None else decoded(state.ctx.context_id, text)
+    if text is not None:
+        return decoded(state.ctx.context_id, text)
+    return switched(state)
+
+
+#: The statuses in which a stored run's execution obeys its reactor's suspend switch.
+_SWITCHABLE = frozenset({RunStatus.PENDING, RunStatus.RUNNING})
+
+
+def switched(state: RunState) -> Suspension | None:
+    """The suspend switch of the reactor of a stored top-level run (or ``async_reactor``
+    child) that executes, or ``None`` (docs/operations.md, "Suspend and unsuspend"): read at
+    most once every :data:`reactor_suspension.STALENESS` seconds per process and reactor.
+
+    A run not stored yet is not checked (its first step's check, after its first save, is),
+    nor a composed child or a map element (their top-level run stops before its next step), nor
+    a run rolling back.
+
+    Args:
+        state: the execution.
+
+    Returns:
+        The switch (its reason, who and when become the run's suspension), or ``None``.
+
+    Raises:
+        StorageError: the lock store failed (a read was due).
+    """
+    ctx = state.ctx
+    if (ctx.persisted is None or state.checkpoint.context is not ctx
+            or ctx.map_metadata is not None or ctx.rollback is not None
+            or ctx.status not in _SWITCHABLE):
+        return None
+    return reactor_suspension.cached(state.env, ctx.reactor)
 
 
 def stop(state: RunState, step: str, asked: Suspension) -> Paused:
