@@ -916,16 +916,6 @@ def test_a_requested_suspend_is_honoured_when_a_redelivered_job_takes_the_run() 
     assert journal.events == []
 
 
-@pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="defect: a root run waiting on a fan-out map (FanOut(batch_size=2)) is stored "
-    "suspended at once (nobody holds it while its elements run), yet the map keeps throwing "
-    "its next batches: elements 3-6 start while the run is suspended, though a suspended run "
-    "starts no step (docs/operations.md; a deadline stops the dispatch, a suspension does "
-    "not). fix: the fan-out's batch dispatch checks the root's status and holds the rest "
-    "while it is suspended; unsuspend lets it go on (reactor/engine/maps, "
-    "reactor/engine/run_control/suspension.py)",
-)
 def test_defect_a_suspended_runs_fan_out_keeps_throwing_batches() -> None:
     from reactor import FanOut
 

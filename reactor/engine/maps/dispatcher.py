@@ -144,6 +144,7 @@ def materialize(
             source_error, items = str(exc), []
     element_definition = definition.children[meta.step_name]
     root_id = parent.root_context_id or parent.context_id
+    deadline = parent.engine_state.deadline  # the owner's: a fan-out map's parent is its root
     seal = secret_policy.sealer(env)
     now = env.now()
     records: list[ContextRecord] = []
@@ -170,7 +171,7 @@ def materialize(
                 )
             ctx.inputs = resolve_arguments(spec, parent, element=items[index])
             # raw inputs: the element's job validates them
-            ctx.engine_state = EngineState(validate_inputs=True)
+            ctx.engine_state = EngineState(validate_inputs=True, deadline=deadline)
             records.append(whole_record(env, ctx, seal))
         except (ArgumentResolutionError, codec.EncodeError, ContextTooLargeError) as exc:
             ctx.inputs = {}
@@ -221,10 +222,17 @@ def dispatch_batch(
     Mirrors ``Map::Dispatcher``: the reservation is ``advance_offset`` (atomic), so concurrent
     claimers get disjoint ranges. When the map has already stopped (a failed context is
     recorded), the claimed range and every index after it are settled as skipped instead.
-    A cancel request of the owner (docs/run-control.md, "Cancel"), read once per throw, stops
-    the map the same way: a cancel accepted while the owner's execution was dispatching the
-    map (and never noticed, or died) lets no further throw run; the owner, resumed by the
-    collector once the running elements settled, rolls back what ran.
+    A cancel request of the owner (docs/run-control.md, "Cancel"), read once per throw, or
+    its deadline passed (docs/concepts.md, "Run deadlines"), stops the map the same way: a
+    cancel accepted while the owner's execution was dispatching the map (and never noticed,
+    or died) lets no further throw run; the owner, resumed by the collector once the running
+    elements settled, rolls back what ran.
+
+    An owner stored ``suspended`` (docs/operations.md, "Suspend and unsuspend") holds the
+    throw back: nothing is claimed, so the indexes stay unreached (no sweep takes them for
+    lost); its unsuspend lets the throws go on (the owner's ``run`` job throws the next batch
+    once the last one's trigger settled: :func:`reactor.engine.maps.fan_out.run_fan_out`),
+    and so does the map sweeper, which calls this again for a lost trigger.
 
     Args:
         env: the environment (storage and router).
@@ -233,19 +241,29 @@ def dispatch_batch(
         parent: the context owning the map step, when the caller has it.
 
     Returns:
-        The claimed range (empty when every index was already claimed).
+        The claimed range (empty when every index was already claimed, or the throw was held
+        back).
 
     Raises:
         StorageError, RouterError: a backend failed.
     """
     maps = env.storage.maps
     size = max(meta.batch_size, 1)
+    stopped = maps.failed_context(meta.map_id) is not None
+    if not stopped and parent is None:  # the owner's state decides the throw (one read)
+        loaded = load_parent(env, meta)
+        parent = loaded[1] if loaded is not None else None
+    if not stopped and parent is not None and parent.status is RunStatus.SUSPENDED:
+        # held back: nothing claimed; unsuspend (the owner's adopt) or the sweeper throws it
+        log.info("event=map_throw_held map_id=%s owner=%s (the run is suspended)",
+                 meta.map_id, meta.owner_context_id)
+        return range(0)
     stop = maps.advance_offset(meta.map_id, size)
     claimed = range(stop - size, min(stop, meta.count))
     if not claimed:
         return claimed
-    stopped = maps.failed_context(meta.map_id) is not None
-    if not stopped and owner_cancel_requested(env, meta.owner_context_id):
+    if not stopped and (_deadline_passed(env, parent)
+                        or owner_cancel_requested(env, meta.owner_context_id)):
         maps.set_failed_context(meta.map_id, f"cancel:{meta.owner_context_id}")
         log.info("event=cancel_stopped_map run_id=%s map_id=%s at=batch",
                  meta.owner_context_id, meta.map_id)
@@ -261,6 +279,13 @@ def dispatch_batch(
         for index in ready
     ])
     return claimed
+
+
+def _deadline_passed(env: Env, parent: Context | None) -> bool:
+    """Whether the deadline of the map's owner (``parent``, read with the throw) passed on
+    the runtime clock (docs/concepts.md, "Run deadlines")."""
+    deadline = parent.engine_state.deadline if parent is not None else None
+    return deadline is not None and env.now() >= deadline
 
 
 def owner_cancel_requested(env: Env, owner_context_id: str) -> bool:

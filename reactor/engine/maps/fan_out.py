@@ -26,7 +26,8 @@ A ``map_step(..., fan_out=FanOut(batch_size=N))`` is a **hand-off point**:
    re-dispatches: ``Success(MapResultEnumerator)``; the element's ``Halt``; or, for an atomic
    failure, the failed element's ``Failure`` after the completed elements were rolled back
    (distributed, :mod:`reactor.engine.maps.rollback`). Re-entered before the map settled (e.g.
-   by the run sweeper), it hands off again.
+   by the run sweeper), it hands off again; when the last batch's trigger settled while
+   the owner was suspended (its throw was held back), it throws the next batch first.
 
 A map inside a map element never fans out: it runs inline (:func:`fans_out`).
 """
@@ -214,6 +215,7 @@ def _adopt(state: RunState, spec: StepSpec, map_id: str, count: int) -> StepOutc
             dispatch_batch(env, meta, parent=state.ctx)
         raise MapDispatched(record.context_id, record.reactor, name, map_id)
     if maps.count_results(map_id) < count:  # still running: wait for the collector's signal
+        _throw_held_back(env, map_id, count, state.ctx)
         raise MapDispatched(record.context_id, record.reactor, name, map_id)
     stopper = _stopper(env, map_id)
     if stopper is None:
@@ -235,6 +237,28 @@ def _adopt(state: RunState, spec: StepSpec, map_id: str, count: int) -> StepOutc
     rolled = map_rollback.roll_back_fan_out(state, name, map_id, kind="compensate")
     failure = replace(result, rollback_failures=[*attributed, *rolled], run_id=None)
     return StepOutcome(failure, {}, body_started=True)
+
+
+def _throw_held_back(env: Env, map_id: str, count: int, owner: Context) -> None:
+    """Throw the next batch of a map whose last throw was held back while its owner was
+    suspended (docs/operations.md, "Suspend and unsuspend"), now that the owner runs again.
+
+    The last claimed batch's trigger (its highest index) settled, yet indexes remain
+    unclaimed on a map that goes on: the trigger found the owner suspended and threw
+    nothing. A trigger that settled and is throwing right now may throw too: two batches
+    are then in flight at once (disjoint ranges: every element still runs once).
+    """
+    maps = env.storage.maps
+    offset = maps.offset(map_id)
+    if offset is None or offset <= 0 or offset >= count:
+        return  # nothing thrown yet (dispatched above), or every index claimed
+    if maps.failed_context(map_id) is not None:
+        return
+    if maps.result_slots(map_id, [offset - 1])[0] is None:
+        return  # the trigger has not settled: it throws the next batch itself
+    meta = maps.metadata(map_id)
+    if meta is not None:
+        dispatch_batch(env, meta, parent=owner)
 
 
 def _stopper(env: Env, map_id: str) -> tuple[int, Failure | Halt] | None:

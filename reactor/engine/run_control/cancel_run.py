@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 
 from reactor import registry
 from reactor.config import Runtime
@@ -48,8 +49,10 @@ from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import api, liveness
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.dispatch import DispatchHandle, stored_result
+from reactor.engine.dispatch_leases import mark_enqueued, run_unit
 from reactor.engine.env import Env, make_env
 from reactor.engine.liveness import Liveness
+from reactor.engine.parks import Park
 from reactor.engine.run_control import cancel as cancelling
 from reactor.engine.run_control import deadline, failure_hold
 from reactor.engine.run_control.arguments import MAX_TEXT_LENGTH, check_run_id, check_text
@@ -64,6 +67,7 @@ from reactor.model.context import Context
 from reactor.model.engine_state import CancelRequest
 from reactor.model.results import Failure, Paused, Success
 from reactor.model.status import RunStatus
+from reactor.ports.payloads import RunPayload, job
 
 __all__ = ["MAX_REASON_LENGTH", "cancel"]
 
@@ -89,6 +93,7 @@ def cancel(
     runtime: Runtime | None = None,
     sleep: Callable[[float], None] | None = None,
     deadline_passed: bool = False,
+    in_worker: bool = False,
 ) -> Success | Failure | Paused | DispatchHandle:
     """Cancel run ``run_id`` (see the module docstring).
 
@@ -105,6 +110,12 @@ def cancel(
             docs/concepts.md, "Run deadlines"): the request is the deadline's (``reason``
             and ``rollback`` are ignored) and the run ends ``failed`` with
             ``RunDeadlineExceeded`` instead of ``cancelled``.
+        in_worker: the caller is a worker's job (the ``run_deadline`` timer): the rollback
+            run here follows a worker's rule (docs/coordination.md, "Rollback"): an undo or
+            compensate whose lock or semaphore another run holds is never waited for nor
+            skipped; the run is saved with its rollback in progress and handed to its ``run``
+            job, due after the park's delay (its liveness lock kept as a stamp until then),
+            which finishes the stop; a :class:`DispatchHandle` is returned then.
 
     Returns:
         The ``Failure`` of :class:`~reactor.errors.RunCancelledError` (``run_id`` set, its
@@ -128,6 +139,8 @@ def cancel(
     """
     _check_arguments(run_id, reason, rollback)
     env = make_env(runtime, sleep)
+    if in_worker:
+        env = replace(env, in_worker=True)
     ctx = api.load_run(definition, run_id, env, open_secrets=False)
     done = _settled(ctx)
     if done is not None:
@@ -161,12 +174,35 @@ def cancel(
         # an async_reactor child it waits for gets the request now, not when the owner
         # notices it: the owner's wait ends with the child's cancelled outcome
         state = RunState(definition, ctx, env, Checkpointer(env, ctx))
-        cancelling.hold_for_child(state, request, cancelling.stored_in_flight(state))
+        try:
+            cancelling.hold_for_child(state, request, cancelling.stored_in_flight(state))
+        except Park as park:  # a worker's: the child's rollback waits for a hold
+            _hand_to_worker(env, ctx, None, park)
         return _handle(env, ctx)
     try:
         return _cancel_here(env, definition, run_id, request, hold)
+    except Park as park:  # a worker's: the rollback waits for a hold another run has
+        _hand_to_worker(env, ctx, hold, park)
+        return _handle(env, ctx)
     finally:
-        hold.release()  # after the final save
+        hold.release()  # after the final save (a no-op once parked: the stamp stays)
+
+
+def _hand_to_worker(env: Env, ctx: Context, hold: Liveness | None, park: Park) -> None:
+    """A worker's rollback parked (``in_worker``; the run, or the ``async_reactor`` child it
+    waits for, was saved with its rollback in progress): enqueue the run's ``run`` job after
+    the park's delay, which finishes the stop, keeping the run's liveness lock as a
+    ``parked_until`` stamp meanwhile (``hold``; ``None`` when another execution owns the
+    run) so no sweep takes the run for lost (docs/workers.md, "Sweep cursors and dispatch
+    leases")."""
+    delay = park.delay
+    log.info("event=cancel_parked run_id=%s reason=%s key=%s delay=%.2f (its run job finishes "
+             "the rollback)", ctx.context_id, park.reason, park.key, delay)
+    if hold is not None:
+        hold.park(delay)
+    mark_enqueued(env.runtime, run_unit(ctx.context_id), delay=delay)
+    env.runtime.router.enqueue(job(RunPayload(context_id=ctx.context_id, reactor=ctx.reactor)),
+                               delay)
 
 
 def _take(env: Env, run_id: str, *, paused: bool) -> Liveness | None:

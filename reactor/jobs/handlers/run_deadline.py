@@ -10,6 +10,12 @@ a cancel (:func:`reactor.engine.run_control.cancel_run.cancel`): here, under the
 liveness lock, when nobody executes it (queued, paused at an interrupt, parked past its
 stamp, its worker dead), or by the execution that holds it, at its next step boundary or
 when its job comes back. The run ends ``failed`` with ``RunDeadlineExceeded``.
+
+The rollback carried out here follows a worker's rule (docs/coordination.md, "Rollback"):
+an undo or compensate whose lock or semaphore another run holds parks (the run is saved
+with its rollback in progress and its ``run`` job enqueued after the park's delay, which
+finishes the stop); it never blocks this thread up to ``rollback_wait`` and never skips
+the undo. On the ``inline://`` router it runs as a synchronous caller's.
 """
 
 from __future__ import annotations
@@ -43,7 +49,8 @@ def handle_run_deadline(jc: JobContext, payload: RunDeadlinePayload) -> None:
         return
     try:
         outcome = cancel_run.cancel(
-            definition, payload.context_id, runtime=jc.runtime, deadline_passed=True
+            definition, payload.context_id, runtime=jc.runtime, deadline_passed=True,
+            in_worker=not jc.inline,
         )
     except RunNotFoundError:  # expired or deleted: nothing to stop
         log.info("event=run_deadline_run_gone run_id=%s", payload.context_id)
