@@ -27,7 +27,7 @@ from reactor.dsl.background import Background
 from reactor.dsl.coordination import Coordination
 from reactor.dsl.deadlines import declared_seconds
 from reactor.dsl.declarations import StepSpec
-from reactor.dsl.inputs import InputContract
+from reactor.dsl.inputs import Input, InputContract
 from reactor.dsl.on_failure import OnFailure, checked_on_failure
 from reactor.dsl.templates import ElementRef, InputRef, ResultRef, Template
 from reactor.errors import DefinitionError
@@ -82,6 +82,8 @@ class ReactorDefinition:
         on_failure: ``"rollback"`` (default) or ``"pause"``: what a run does when a step
             fails after its retries (a step's own ``on_failure`` wins; docs/operations.md,
             "Pause, rewind, fork").
+        version: the reactor's ``version`` label (docs/deploys.md, "Fingerprints"), or
+            ``None``; stored with each run beside the definition's fingerprint.
     """
 
     name: str
@@ -96,6 +98,7 @@ class ReactorDefinition:
     max_concurrency: int = 1
     deadline: float | None = None
     on_failure: OnFailure = "rollback"
+    version: str | None = None
 
     def pauses_on_failure(self, step: str) -> bool:
         """Whether a failure of step ``step`` holds the run before its rollback: the step's
@@ -493,6 +496,44 @@ def attach_on_failure(
     """
     value = checked_on_failure(declared, owner) or "rollback"
     return definition if value == "rollback" else replace(definition, on_failure=value)
+
+
+#: The longest ``version`` label, in characters.
+MAX_VERSION_LENGTH = 200
+
+
+def attach_version(definition: ReactorDefinition, declared: Any, owner: str) -> ReactorDefinition:
+    """Validate a reactor's ``version`` class attribute (a label such as ``"2024-06"``) and
+    record it on its definition (docs/deploys.md, "Fingerprints").
+
+    A ``version`` that is an :class:`~reactor.dsl.inputs.Input` or a step declaration is an
+    input or a step of that name, not a label: ``declared`` is then ignored.
+
+    Args:
+        definition: the reactor's validated definition.
+        declared: the ``version`` class attribute: ``None`` or a non-empty string of at most
+            :data:`MAX_VERSION_LENGTH` printable characters.
+        owner: the class's qualified name (for messages).
+
+    Returns:
+        ``definition`` itself when there is no label, else a copy whose ``version`` is set.
+
+    Raises:
+        DefinitionError: any other value.
+    """
+    if declared is None or isinstance(declared, Input | StepSpec):
+        return definition
+    if (
+        not isinstance(declared, str)
+        or not declared.strip()
+        or len(declared) > MAX_VERSION_LENGTH
+        or not declared.isprintable()
+    ):
+        raise DefinitionError(
+            f"{owner}: version must be a non-empty printable string of at most "
+            f"{MAX_VERSION_LENGTH} characters (a label such as '2024-06'), got {declared!r}"
+        )
+    return replace(definition, version=declared)
 
 
 def attach_deadline(definition: ReactorDefinition, declared: Any, owner: str) -> ReactorDefinition:

@@ -33,6 +33,7 @@ from reactor.dsl.definition import (
     attach_concurrency,
     attach_deadline,
     attach_on_failure,
+    attach_version,
     build_definition,
 )
 from reactor.dsl.inputs import REACTOR_RESERVED_INPUT_NAMES, Input, InputContract, check_input_name
@@ -68,6 +69,10 @@ class BaseReactor:
             or ``"pause"`` (the run is held ``failed_paused`` before any rollback, for an
             operator to rewind, fork or cancel; a step's own ``on_failure`` wins;
             docs/operations.md, "Pause, rewind, fork").
+        version: a label for this definition (a string such as ``"2024-06"``, or ``None``),
+            stored with each run beside the definition's fingerprint (docs/deploys.md,
+            "Fingerprints"). An ``Input`` or a step named ``version`` is an input or a step,
+            not a label.
         reactor_name: the registered name (set on class creation).
         definition: the validated :class:`~reactor.dsl.definition.ReactorDefinition`.
     """
@@ -78,6 +83,7 @@ class BaseReactor:
     max_concurrency: ClassVar[int] = 1
     deadline: ClassVar[float | timedelta | None] = None
     on_failure: ClassVar[OnFailure] = "rollback"
+    version: ClassVar[str | None] = None
     reactor_name: ClassVar[str] = ""
     definition: ClassVar[ReactorDefinition]
 
@@ -115,6 +121,7 @@ class BaseReactor:
         )
         cls.definition = attach_deadline(cls.definition, cls.deadline, cls.__qualname__)
         cls.definition = attach_on_failure(cls.definition, cls.on_failure, cls.__qualname__)
+        cls.definition = attach_version(cls.definition, cls.version, cls.__qualname__)
         registry.register(reactor_name, cls)
         # a process that only reads this reactor's runs can decode every type they hold
         cls.definition.register_codec_types_on_demand()

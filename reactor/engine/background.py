@@ -31,6 +31,7 @@ from typing import Any
 
 from reactor.dsl.background import Background
 from reactor.dsl.definition import ReactorDefinition
+from reactor.dsl.fingerprint import definition_id
 from reactor.engine import coordination, executor, observe
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.coordination import is_admitted, mark_admitted  # re-exported (docs/workers.md)
@@ -202,7 +203,8 @@ def start_all(
         redacted=sorted(definition.contract.redacted),
         created_at=env.now(),
         engine_state=EngineState(
-            validate_inputs=True, links=links or RunLinks(), deadline=deadline
+            validate_inputs=True, links=links or RunLinks(), deadline=deadline,
+            definition=definition_id(definition),
         ),
     )
     # Enqueue-time ordering: the ordered-lock ticket is taken before the save.

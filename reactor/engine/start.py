@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from reactor.dsl.definition import ReactorDefinition
+from reactor.dsl.fingerprint import definition_id
 from reactor.engine import observe
 from reactor.engine.checkpoint import Checkpointer
 from reactor.engine.env import Env
@@ -86,7 +87,9 @@ def launch(
         root_context_id=(parent.root_context_id or parent.context_id) if parent else None,
         map_metadata=map_metadata,
         created_at=env.now(),
-        engine_state=EngineState(links=links or RunLinks(), deadline=deadline),
+        engine_state=EngineState(
+            links=links or RunLinks(), deadline=deadline, definition=definition_id(definition)
+        ),
     )
     checkpoint = (
         Checkpointer(env, ctx) if hold is None

@@ -113,6 +113,24 @@ _versions = itertools.count(1)
 _encode = json.JSONEncoder(allow_nan=False).encode
 
 
+#: The purge's expiry list is never rebuilt below this many entries.
+_REBUILD_FLOOR = 1024
+
+
+class _Expiries:
+    """The purge's work list, shared by the views of one store: ``(expires_at, collection,
+    key, version)`` of every write or probe that set an expiry, as a heap. An entry is only a
+    hint (the document may have been rewritten, deleted or given another expiry since): the
+    purge checks the stored document."""
+
+    __slots__ = ("heap", "rebuild_at")
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, str, str, str]] = []
+        #: Check whether to rebuild only once the heap is longer than this.
+        self.rebuild_at = _REBUILD_FLOOR
+
+
 def _live(doc: _Doc, now: float) -> bool:
     return doc.expires_at is None or doc.expires_at > now
 
@@ -144,10 +162,7 @@ class MemoryDocumentStore:
         self._clock = wall_reader(clock)
         self._lock = threading.Lock()
         self._collections: dict[str, _Collection] = {}
-        #: ``(expires_at, collection, key, version)`` of every write or probe that set an
-        #: expiry: the purge's work list. An entry is only a hint (the document may have been
-        #: rewritten, deleted or given another expiry since): the purge checks the stored one.
-        self._expiries: list[tuple[float, str, str, str]] = []
+        self._expiries = _Expiries()
         self._purge_every = purge_every
         self._writes = 0
         self._closed = False
@@ -305,7 +320,7 @@ class MemoryDocumentStore:
 
     def _purge_locked(self) -> int:
         now = self._clock()
-        heap = self._expiries
+        heap = self._expiries.heap
         removed = 0
         while heap and heap[0][0] <= now:
             _, collection, key, version = heapq.heappop(heap)
@@ -322,13 +337,15 @@ class MemoryDocumentStore:
         """Note that ``collection/key`` at ``version`` expires at ``expires_at`` (epoch s).
 
         Entries of rewritten documents stay until their time comes; once they outnumber the
-        stored documents twice over, the heap is rebuilt from the stored expiries (amortized
+        stored documents twice over, the list is rebuilt from the stored expiries (amortized
         constant work per write)."""
-        heap = self._expiries
+        expiries = self._expiries
+        heap = expiries.heap
         heapq.heappush(heap, (expires_at, collection, key, version))
-        if len(heap) > 1024 and len(heap) > 2 * sum(
-            len(coll.docs) for coll in self._collections.values()
-        ):
+        if len(heap) <= expiries.rebuild_at:
+            return
+        stored = sum(len(coll.docs) for coll in self._collections.values())
+        if len(heap) > 2 * stored:
             heap[:] = [
                 (doc.expires_at, name, key, doc.version)
                 for name, coll in self._collections.items()
@@ -336,6 +353,7 @@ class MemoryDocumentStore:
                 if doc.expires_at is not None
             ]
             heapq.heapify(heap)
+        expiries.rebuild_at = max(_REBUILD_FLOOR, 2 * stored)
 
     def raw(self, collection: str, key: str) -> RawDocument | None:
         """The physically stored document, expired or not; ``None`` when nothing is stored."""
@@ -374,7 +392,7 @@ class MemoryDocumentStore:
         """Drop every document (a test helper: the contract suite starts each test empty)."""
         with self._lock:
             self._collections.clear()
-            self._expiries.clear()
+            self._expiries.heap.clear()
 
     def _doc(self, collection: str, key: str) -> _Doc | None:
         coll = self._collections.get(collection)

@@ -53,6 +53,9 @@ stored key                field                        stored value
                                                        "compensate_pending", "attempt",
                                                        "at", "rewinding"}``
 ``forked_from``           ``forked_from``              ``{"run_id", "step"}``
+``definition``            ``definition``               ``{"fingerprint"}``, plus
+                                                       ``"version"`` when the reactor
+                                                       has a ``version`` label
 ========================  ===========================  =================================
 
 A fact at its default (``False``, ``None``, empty) is not written; a stored ``null`` reads as
@@ -106,6 +109,7 @@ __all__ = [
     "STORED_KEYS",
     "AsyncStepRef",
     "CancelRequest",
+    "DefinitionStamp",
     "EngineState",
     "FailureHold",
     "ForkOrigin",
@@ -625,6 +629,29 @@ class ForkOrigin:
         return {"run_id": self.run_id, "step": self.step}
 
 
+@dataclass(frozen=True)
+class DefinitionStamp:
+    """Which definition of its reactor a run was started under (docs/deploys.md,
+    "Fingerprints"). Stored as ``{"fingerprint"}`` plus ``"version"`` when set; a run stored
+    before this release has none.
+
+    Attributes:
+        fingerprint: the hash of the reactor's shape (16 hex digits;
+            ``reactor.dsl.fingerprint``).
+        version: the reactor's ``version`` label, or ``None``.
+    """
+
+    fingerprint: StrictStr
+    version: StrictStr | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form."""
+        stored: dict[str, Any] = {"fingerprint": self.fingerprint}
+        if self.version is not None:
+            stored["version"] = self.version
+        return stored
+
+
 class _StoredState(BaseModel):
     """The stored ``private_data`` object: one field per known key, named as stored; ``None``
     for an absent key or a stored ``null``; any other key is kept, unread, in ``model_extra``."""
@@ -653,6 +680,7 @@ class _StoredState(BaseModel):
     suspend_generation: StrictInt | None = None
     failure_hold: FailureHold | None = None
     forked_from: ForkOrigin | None = None
+    definition: DefinitionStamp | None = None
 
 
 #: Every ``private_data`` key :class:`EngineState` reads as a typed field (any other key is
@@ -712,6 +740,8 @@ class EngineState:
         failure_hold: set while the run is ``failed_paused`` (``on_failure="pause"``;
             docs/operations.md, "Pause, rewind, fork"), else ``None``.
         forked_from: the run and step a forked run started from, else ``None``.
+        definition: the definition the run was started under (docs/deploys.md,
+            "Fingerprints"); ``None`` for a run stored before fingerprints existed.
         extra: stored ``private_data`` keys this version does not know, kept as read and
             written back unchanged (never one of :data:`STORED_KEYS`).
 
@@ -738,6 +768,7 @@ class EngineState:
     suspend_generation: int = 0
     failure_hold: FailureHold | None = None
     forked_from: ForkOrigin | None = None
+    definition: DefinitionStamp | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -842,6 +873,7 @@ class EngineState:
             "suspend_generation": self.suspend_generation or None,
             "failure_hold": None if self.failure_hold is None else self.failure_hold.to_json(),
             "forked_from": None if self.forked_from is None else self.forked_from.to_json(),
+            "definition": None if self.definition is None else self.definition.to_json(),
         }
         return {**{k: v for k, v in stored.items() if v is not None}, **self.extra}
 
@@ -885,6 +917,7 @@ class EngineState:
             suspend_generation=stored.suspend_generation or 0,
             failure_hold=stored.failure_hold,
             forked_from=stored.forked_from,
+            definition=stored.definition,
             extra=stored.model_extra or {},
         )
 

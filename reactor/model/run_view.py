@@ -22,6 +22,7 @@ from reactor.errors import MapElementsArgumentError
 from reactor.model.context import Context
 from reactor.model.engine_state import (
     CancelRequest,
+    DefinitionStamp,
     FailureHold,
     ForkOrigin,
     PendingInterrupt,
@@ -284,6 +285,9 @@ class RunView:
             its compensate is pending, its attempts and when it was held (docs/operations.md,
             "Pause, rewind, fork"); else ``None``.
         forked_from: the run and step a forked run started from, else ``None``.
+        definition: the definition the run was started under: its fingerprint and the
+            reactor's ``version`` label (docs/deploys.md, "Fingerprints"); ``None`` for a run
+            stored before fingerprints existed.
         maps: map step name -> :class:`MapInfo`, for every map step the run started (its
             elements: :meth:`map_elements`).
         map_membership: for a map element, the typed
@@ -316,6 +320,7 @@ class RunView:
     suspension: Suspension | None = None
     failure_hold: FailureHold | None = None
     forked_from: ForkOrigin | None = None
+    definition: DefinitionStamp | None = None
     maps: Mapping[str, MapInfo] = field(default_factory=dict)
     element_reader: ElementReader | None = field(default=None, compare=False, repr=False)
     map_membership: MapMembership | None = None
@@ -402,6 +407,7 @@ class RunView:
             suspension=ctx.engine_state.suspension,
             failure_hold=ctx.engine_state.failure_hold,
             forked_from=ctx.engine_state.forked_from,
+            definition=ctx.engine_state.definition,
             maps=map_infos(ctx.composed_contexts),
             element_reader=elements,
             map_membership=ctx.map_metadata,

@@ -197,7 +197,7 @@ def test_the_expiry_list_stays_bounded_by_the_stored_documents(
     for n in range(5000):
         docs.write("c", "k", {"n": n}, expected_version=version, expires_at=clock() + 100 + n)
         version = docs.read("c", "k").version
-    assert len(docs._expiries) <= 1025
+    assert len(docs._expiries.heap) <= 1025
     clock.advance(100 + 4998)
     assert docs.purge() == 0 and docs.keys("c") == ["k"]
     clock.advance(1)

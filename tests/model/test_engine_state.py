@@ -76,9 +76,10 @@ OLD_PRIVATE_DATA: dict[str, Any] = {
 
 #: Keys added since the typed state (an older version keeps them in its unknown keys).
 NEW_KEYS = frozenset({"interrupt", "cancel", "deadline", "suspension", "suspend_generation",
-                      "failure_hold", "forked_from"})
+                      "failure_hold", "forked_from", "definition"})
 # docs/run-control.md, "Interrupts", "Cancel"; docs/concepts.md, "Run deadlines";
-# docs/operations.md, "Suspend and unsuspend", "Pause, rewind, fork"
+# docs/operations.md, "Suspend and unsuspend", "Pause, rewind, fork"; docs/deploys.md,
+# "Fingerprints"
 
 
 def test_every_key_the_old_code_wrote_loads_into_its_typed_field() -> None:

@@ -31,6 +31,7 @@ from typing import Any
 from reactor import registry
 from reactor.config import Runtime
 from reactor.dsl.definition import ReactorDefinition
+from reactor.dsl.fingerprint import definition_id
 from reactor.engine import api, liveness, secret_policy
 from reactor.engine.env import make_env
 from reactor.engine.liveness import FencedCheckpointer
@@ -115,7 +116,10 @@ def fork(
             if name not in steps
         },
         redacted=sorted(definition.contract.redacted), created_at=now,
-        engine_state=EngineState(forked_from=ForkOrigin(run_id=run_id, step=from_step)),
+        engine_state=EngineState(
+            forked_from=ForkOrigin(run_id=run_id, step=from_step),
+            definition=definition_id(definition),
+        ),
         execution_trace=[TraceRecord.of("forked", from_step, now, detail=run_id)],
     )
     hold = liveness.take(env, fork_id)
