@@ -1,8 +1,9 @@
-"""The dashboard's actions: retry, undo, cancel, resume, requeue and purge
-(docs/dashboard.md, "Actions"; docs/run-control.md).
+"""The dashboard's actions: retry, undo, cancel, resume, suspend, unsuspend, rewind, requeue
+and purge (docs/dashboard.md, "Actions"; docs/run-control.md; docs/operations.md).
 
 Each action calls the same public API as the command line (``Reactor.retry``,
-``Reactor.undo``, ``Reactor.cancel``, ``Reactor.resume``, the router's
+``Reactor.undo``, ``Reactor.cancel``, ``Reactor.resume``, ``Reactor.suspend``,
+``Reactor.unsuspend``, ``Reactor.rewind``, the router's
 :class:`~reactor.ports.router.DeadLetterAdmin`) in the dashboard's process, on the
 dashboard's runtime. So a retried or resumed synchronous run executes here: the dashboard
 needs the reactor's module imported (``--import``) and the secret keys its runs were sealed
@@ -59,15 +60,25 @@ __all__ = [
     "requeue",
     "resume",
     "retry",
+    "rewind",
+    "suspend",
     "undo",
+    "unsuspend",
 ]
 
 #: The run actions, in the order the run page shows them.
-ACTIONS: tuple[str, ...] = ("retry", "undo", "cancel", "resume")
+ACTIONS: tuple[str, ...] = (
+    "retry", "undo", "cancel", "resume", "suspend", "unsuspend", "rewind",
+)
 
 _RETRYABLE = frozenset({"failed", "cancelled"})
 _UNDOABLE = frozenset({"aborted", "completed", "halted"})
-_CANCELLABLE = frozenset({"pending", "running", "paused", "suspended"})
+_CANCELLABLE = frozenset({"pending", "running", "paused", "suspended", "failed_paused"})
+_SUSPENDABLE = frozenset({"pending", "running", "paused"})
+
+#: Who the engine records as having suspended or rewound a run from the dashboard when the
+#: form names nobody.
+DASHBOARD_ACTOR = "dashboard"
 
 
 def _cancel_function() -> Callable[..., Any] | None:
@@ -98,8 +109,8 @@ def available(stored: StoredRun, guard: Guard) -> dict[str, dict[str, Any]]:
                         "of reactor (Reactor.cancel)"}
     else:
         cancel_state = decide(status in _CANCELLABLE and not element,
-                              f"only a pending, running, paused or suspended top-level run "
-                              f"can be cancelled; this one is {status}")
+                              f"only a pending, running, paused, suspended or failed_paused "
+                              f"top-level run can be cancelled; this one is {status}")
     return {
         "retry": decide(status in _RETRYABLE and not element,
                         f"only a failed or cancelled top-level run can be retried; this one is "
@@ -110,6 +121,14 @@ def available(stored: StoredRun, guard: Guard) -> dict[str, dict[str, Any]]:
         "cancel": cancel_state,
         "resume": decide(status == "paused", f"only a paused run can be resumed; this one is "
                                              f"{status}"),
+        "suspend": decide(status in _SUSPENDABLE and not element,
+                          f"only a pending, running or paused top-level run can be suspended; "
+                          f"this one is {status}"),
+        "unsuspend": decide(status == "suspended" and not element,
+                            f"only a suspended run can be unsuspended; this one is {status}"),
+        "rewind": decide(status == "failed_paused" and not element,
+                         f"only a failed_paused run (held by on_failure='pause') can be "
+                         f"rewound; this one is {status}"),
     }
 
 
@@ -211,6 +230,83 @@ def resume(
     shown = _outcome(runtime, outcome, run_id)
     shown["step"] = getattr(outcome, "step", None) if shown["status"] == "paused" else None
     return shown
+
+
+def suspend(
+    runtime: Runtime, run_id: str, reason: str | None, by: str | None
+) -> dict[str, Any]:
+    """``Reactor.suspend`` (docs/operations.md, "Suspend and unsuspend"):
+    ``{"run_id", "status", "outcome"}`` (``outcome``: ``"suspended"``, or ``"requested"``
+    when the execution that owns the run suspends it before its next step).
+
+    Args:
+        runtime: the dashboard's runtime.
+        run_id: the top-level run.
+        reason: why, at most 1,000 characters, or ``None``.
+        by: who asked, at most 1,000 characters; ``None``: :data:`DASHBOARD_ACTOR`.
+
+    Raises:
+        BadRequest: an unusable argument (``bad_argument``); nothing changed.
+        NotFound: no such run.
+        ActionRefused: the run finished, is rolling back, is a map element or is held
+            ``failed_paused``; nothing changed.
+        BackendUnavailable: a backend failed.
+    """
+    check_id(run_id)
+    with _engine_errors(run_id):
+        outcome = Reactor.suspend(run_id, reason=reason, by=by or DASHBOARD_ACTOR,
+                                  runtime=runtime)
+    return {**_outcome(runtime, None, run_id), "outcome": outcome}
+
+
+def unsuspend(runtime: Runtime, run_id: str) -> dict[str, Any]:
+    """``Reactor.unsuspend`` (docs/operations.md, "Suspend and unsuspend"):
+    ``{"run_id", "status"}`` (``running``: a worker continues it; ``paused``: it waits at
+    its interrupt again).
+
+    Raises:
+        NotFound: no such run.
+        ActionRefused: the run is not suspended, its reactor's suspend switch is on, or
+            another call holds it (try again); nothing changed.
+        BackendUnavailable: a backend failed.
+    """
+    check_id(run_id)
+    with _engine_errors(run_id):
+        Reactor.unsuspend(run_id, runtime=runtime)
+    return _outcome(runtime, None, run_id)
+
+
+def rewind(
+    runtime: Runtime, run_id: str, from_step: str | None, reason: str | None,
+    by: str | None,
+) -> dict[str, Any]:
+    """``Reactor.rewind`` of a run held ``failed_paused`` (docs/operations.md, "Pause, rewind,
+    fork"): ``{"run_id", "status"}`` and the ``failure`` when it failed (and was held) again.
+    A synchronous reactor's run continues here, in the dashboard's process; a background one
+    goes to the workers.
+
+    Args:
+        runtime: the dashboard's runtime.
+        run_id: the held run.
+        from_step: a step the run completed, or its failed step; ``None``: the failed step.
+        reason: why, at most 1,000 characters, or ``None``.
+        by: who asked; ``None``: :data:`DASHBOARD_ACTOR`.
+
+    Raises:
+        BadRequest: an unusable argument, an unknown step or one the run did not complete
+            (``bad_argument``); nothing changed.
+        NotFound: no such run.
+        ActionRefused: the run is not ``failed_paused``, no longer matches its definition, a
+            step cannot run again, or another call holds it; nothing changed.
+        BackendUnavailable: a backend failed.
+    """
+    check_id(run_id)
+    if from_step is not None:
+        check_id(from_step, "step name")
+    with _engine_errors(run_id):
+        outcome = Reactor.rewind(run_id, from_step=from_step, reason=reason,
+                                 by=by or DASHBOARD_ACTOR, runtime=runtime)
+    return _outcome(runtime, outcome, run_id)
 
 
 def _admin(router: Router) -> DeadLetterAdmin:

@@ -32,8 +32,10 @@ from reactor.dashboard.schemas import (
     QueueOverview,
     RequeueResult,
     ResumeRequest,
+    RewindRequest,
     RunDetail,
     RunsPage,
+    SuspendRequest,
 )
 from reactor.dashboard.state import DashboardState, credentials, state
 from reactor.dashboard.stored import StoredRun, check_id
@@ -185,6 +187,36 @@ def post_cancel(
 def post_resume(run_id: RunId, body: ResumeRequest, dashboard: _Actor) -> dict[str, Any]:
     """``Reactor.resume``, inline: the payload is checked against the interrupt's schema."""
     return actions.resume(dashboard.runtime, run_id, body.payload, body.step)
+
+
+@api.post("/runs/{run_id}/suspend", response_model=ActionResult, summary="Suspend a run")
+def post_suspend(
+    run_id: RunId, dashboard: _Actor, body: Annotated[SuspendRequest | None, Body()] = None
+) -> dict[str, Any]:
+    """``Reactor.suspend``: ``outcome`` is ``suspended``, or ``requested`` when the execution
+    that owns the run suspends it before its next step."""
+    request = body or SuspendRequest()
+    return actions.suspend(dashboard.runtime, run_id, request.reason, request.by)
+
+
+@api.post("/runs/{run_id}/unsuspend", response_model=ActionResult,
+          summary="Let a suspended run go on")
+def post_unsuspend(run_id: RunId, dashboard: _Actor) -> dict[str, Any]:
+    """``Reactor.unsuspend``: the run is ``running`` again (a worker continues it) or
+    ``paused`` at its interrupt."""
+    return actions.unsuspend(dashboard.runtime, run_id)
+
+
+@api.post("/runs/{run_id}/rewind", response_model=ActionResult,
+          summary="Rewind a run held failed_paused")
+def post_rewind(
+    run_id: RunId, dashboard: _Actor, body: Annotated[RewindRequest | None, Body()] = None
+) -> dict[str, Any]:
+    """``Reactor.rewind``: continue the held run from its failed step, or from ``from_step``,
+    a step it completed (what runs again is undone first)."""
+    request = body or RewindRequest()
+    return actions.rewind(dashboard.runtime, run_id, request.from_step, request.reason,
+                          request.by)
 
 
 @api.get("/queues", response_model=QueueOverview, summary="Queue depth and dead letters")

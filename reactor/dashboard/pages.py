@@ -71,6 +71,9 @@ NOTICES: Mapping[str, str] = {
     "undone": "undo: requested; the run's status is below",
     "cancelled": "cancel: requested; the run's status is below",
     "resumed": "resume: the run goes on; its status is below",
+    "suspended": "suspend: requested; the run starts no further step (its status is below)",
+    "unsuspended": "unsuspend: the run goes on; its status is below",
+    "rewound": "rewind: the run goes on from the chosen step; its status is below",
     "requeued": "requeued: the job is back on the queue",
     "purged": "dead letters purged",
 }
@@ -80,7 +83,8 @@ PROBLEMS: Mapping[str, str] = {
                      "sign in again",
 }
 _ACTION_NOTICES = {"retry": "retried", "undo": "undone", "cancel": "cancelled",
-                   "resume": "resumed"}
+                   "resume": "resumed", "suspend": "suspended", "unsuspend": "unsuspended",
+                   "rewind": "rewound"}
 
 
 class Shown(str):
@@ -300,6 +304,14 @@ def _act(dashboard: DashboardState, action: str, run_id: str,
     if action == "resume":
         payload = actions.parse_payload(form.get("payload") or "null")
         return actions.resume(runtime, run_id, payload, form.get("step") or None)
+    if action == "suspend":
+        return actions.suspend(runtime, run_id, form.get("reason") or None,
+                               form.get("by") or None)
+    if action == "unsuspend":
+        return actions.unsuspend(runtime, run_id)
+    if action == "rewind":
+        return actions.rewind(runtime, run_id, form.get("from_step") or None,
+                              form.get("reason") or None, form.get("by") or None)
     raise NotFound(f"no action {action!r}", code="not_found")
 
 

@@ -12,7 +12,9 @@ records the run points at:
   and the attempts per step, units included (:mod:`reactor.dashboard.async_units`);
 * the undo stack (masked arguments), the failure with its rollback failures (no traceback),
   the compensation still pending for an aborted or interrupted rollback, the pending interrupt
-  of a paused run, the background hand-off point of the reactor;
+  of a paused run, the operator's suspension of a suspended run, the hold of a run held
+  ``failed_paused`` with the steps a rewind may start from, the background hand-off point of
+  the reactor;
 * composed children hydrated one level down (their own trace with their units merged, their
   undo stack, results and failure; their children by reference only);
 * the coordination view (:mod:`reactor.dashboard.coordination_view`).
@@ -143,8 +145,9 @@ def document_view(
         ``{"status", "inputs", "results", "maps", "trace", "attempts", "async_steps",
         "undo_stack", "failure", "pending_compensation", "current_step", "interrupt",
         "cancel", "quarantine", "map_element", "handed_off", "links", "deadline",
-        "suspension", "heartbeats"}`` (``heartbeats``: step -> the last heartbeat kept for
-        a queued retry, docs/concepts.md, "Heartbeats").
+        "suspension", "failure_hold", "heartbeats"}`` (``heartbeats``: step -> the last
+        heartbeat kept for a queued retry, docs/concepts.md, "Heartbeats"; ``failure_hold``:
+        :func:`_failure_hold`).
     """
     engine_state = engine_state_of(dict(document))
     try:
@@ -178,6 +181,7 @@ def document_view(
         "links": _links(engine_state),
         "deadline": getattr(engine_state, "deadline", None),
         "suspension": _suspension(engine_state),
+        "failure_hold": _failure_hold(engine_state),
         "heartbeats": {
             step: display(last.to_stored())
             for step, last in (retry_counters_of(document).heartbeats or {}).items()
@@ -191,6 +195,31 @@ def _suspension(engine_state: EngineState) -> dict[str, Any] | None:
     held: Any = getattr(engine_state, "suspension", None)
     to_json = getattr(held, "to_json", None)
     return display(to_json()) if callable(to_json) else None
+
+
+def _failure_hold(engine_state: EngineState) -> dict[str, Any] | None:
+    """A run held ``failed_paused`` (``on_failure="pause"``; docs/operations.md, "Pause,
+    rewind, fork"): ``{"step", "kind", "compensate_pending", "attempt", "at",
+    "rewinding"}`` (the error is the run's ``failure``), else ``None``."""
+    held: Any = getattr(engine_state, "failure_hold", None)
+    to_json = getattr(held, "to_json", None)
+    return display(to_json()) if callable(to_json) else None
+
+
+def _rewind_steps(
+    definition: Any, document: Mapping[str, Any], hold: Mapping[str, Any] | None
+) -> list[str]:
+    """The steps a rewind of a held run may start from, as the run page offers them: its
+    failed step first, then the steps it completed in declaration order (the engine refuses
+    one it cannot run again)."""
+    if hold is None:
+        return []
+    failed = str(hold.get("step") or "")
+    completed = set(_map(document, "intermediate_results"))
+    declared = list(definition.steps) if definition is not None else sorted(completed)
+    return ([failed] if failed else []) + [
+        name for name in declared if name in completed and name != failed
+    ]
 
 
 def child_view(storage: Storage, step: str, child: Mapping[str, Any]) -> dict[str, Any]:
@@ -231,7 +260,7 @@ def run_detail(stored: StoredRun) -> dict[str, Any]:
     document = stored.document
     if document is None:
         detail.update({"graph": None, "coordination": None, "children": {}, "trace": [],
-                       "maps": [], "async_steps": {}, "undo_stack": []})
+                       "maps": [], "async_steps": {}, "undo_stack": [], "rewind_steps": []})
         return detail
     view = document_view(storage, document, record.context_id)
     detail.update(view)
@@ -245,6 +274,7 @@ def run_detail(stored: StoredRun) -> dict[str, Any]:
     detail["background_handoff"] = None if background is None else {
         "mode": background.mode, "step": background.step,
     }
+    detail["rewind_steps"] = _rewind_steps(definition, document, view["failure_hold"])
     detail["graph"] = None if definition is None else step_graph(
         definition, document, stored.engine_state, view["async_steps"]
     )

@@ -25,9 +25,11 @@ __all__ = [
     "QueueOverview",
     "RequeueResult",
     "ResumeRequest",
+    "RewindRequest",
     "RunDetail",
     "RunRow",
     "RunsPage",
+    "SuspendRequest",
 ]
 
 
@@ -167,6 +169,29 @@ class ResumeRequest(BaseModel):
     payload: Any = None
     step: str | None = Field(default=None, max_length=500,
                              description="the interrupt's step path the run must wait at")
+
+
+class SuspendRequest(BaseModel):
+    """``POST /api/runs/{id}/suspend`` (docs/operations.md, "Suspend and unsuspend")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(default=None, max_length=1000)
+    by: str | None = Field(default=None, max_length=1000,
+                           description="who asks; default 'dashboard'")
+
+
+class RewindRequest(BaseModel):
+    """``POST /api/runs/{id}/rewind`` (docs/operations.md, "Pause, rewind, fork")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_step: str | None = Field(default=None, max_length=500,
+                                  description="a step the run completed, or its failed step "
+                                              "(default)")
+    reason: str | None = Field(default=None, max_length=1000)
+    by: str | None = Field(default=None, max_length=1000,
+                           description="who asks; default 'dashboard'")
 
 
 class PurgeRequest(BaseModel):

@@ -293,7 +293,9 @@ def test_the_schema_lists_every_endpoint(memory: Runtime, api: Api) -> None:
         "/api/capabilities", "/api/runs", "/api/runs/{run_id}",
         "/api/runs/{run_id}/coordination", "/api/runs/{run_id}/maps/{step}",
         "/api/runs/{run_id}/retry", "/api/runs/{run_id}/undo", "/api/runs/{run_id}/cancel",
-        "/api/runs/{run_id}/resume", "/api/queues", "/api/dead-letters",
+        "/api/runs/{run_id}/resume", "/api/runs/{run_id}/suspend",
+        "/api/runs/{run_id}/unsuspend", "/api/runs/{run_id}/rewind", "/api/queues",
+        "/api/dead-letters",
         "/api/dead-letters/purge", "/api/dead-letters/{letter_id}",
         "/api/dead-letters/{letter_id}/requeue",
     }

@@ -209,6 +209,32 @@ def test_retry_from_the_page_opens_the_new_run(scene: Scene, page: Any) -> None:
     expect(page.locator("#retries a")).to_have_text(new_id)
 
 
+def test_suspend_and_unsuspend_from_the_page(scene: Scene, page: Any) -> None:
+    from playwright.sync_api import expect  # deferred: only these tests need it
+
+    paused = Review.run(order_id="browser-suspend")
+    run_id = str(paused.run_id)
+    page.goto(f"{scene.server.url}/runs/{run_id}")
+    expect(page.locator("#action-suspend")).to_be_disabled()  # not signed in yet
+    page.goto(f"{scene.server.url}/login?next=/runs/{run_id}")
+    page.fill("#token", TOKEN)
+    page.click("#sign-in")
+    expect(page.locator("#run-id")).to_have_text(run_id)
+    page.fill("#suspend-reason", "carrier incident")
+    page.fill("#suspend-by", "alice")
+    page.click("#action-suspend")
+    expect(page.locator("#notice")).to_contain_text("suspend: requested")
+    expect(page.locator("#run-status")).to_have_text("suspended")
+    expect(page.locator("#suspension")).to_contain_text("carrier incident")
+    expect(page.locator("#suspension")).to_contain_text("alice")
+    page.screenshot(path=str(scene.shots / "dashboard-suspended.png"), full_page=True)
+    page.click("#action-unsuspend")
+    expect(page.locator("#notice")).to_contain_text("unsuspend: the run goes on")
+    expect(page.locator("#run-status")).to_have_text("paused")  # back at its interrupt
+    expect(page.locator("#suspension")).to_have_count(0)
+    expect(page.locator("#action-suspend")).to_be_enabled()
+
+
 def test_a_blocked_run_goes_on_live_once_the_lock_is_free(scene: Scene, page: Any) -> None:
     from playwright.sync_api import expect  # deferred: only these tests need it
 
