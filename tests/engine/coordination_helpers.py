@@ -45,8 +45,12 @@ class Recorder:
             return target
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            liveness = bool(args) and isinstance(args[0], str) and args[0].startswith("async:")
-            if not liveness:  # the run's own liveness lock is not user coordination
+            # the run's own liveness lock and its reactor's suspend switch (read before each
+            # step: docs/operations.md, "Suspend and unsuspend") are not user coordination
+            engine = bool(args) and isinstance(args[0], str) and args[0].startswith(
+                ("async:", "@suspended_reactor:")
+            )
+            if not engine:
                 self._events.append(f"{self._name}.{attr}")
             return target(*args, **kwargs)
 
