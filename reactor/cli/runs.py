@@ -69,6 +69,7 @@ from reactor.model import checkpoints, codec
 from reactor.model.masking import mask_document
 from reactor.model.records import RunSummary
 from reactor.model.results import Failure
+from reactor.model.run_documents import retry_counters_of
 from reactor.model.status import RunStatus
 from reactor.model.text import printable
 
@@ -255,6 +256,9 @@ def runs_show(
         stamp = private.get("definition") if isinstance(private, dict) else None
         if isinstance(stamp, dict):  # the definition it runs under (docs/deploys.md)
             shown["definition"] = stamp
+        beats = retry_counters_of(shown["document"]).heartbeats
+        if beats:  # each step's last heartbeat, stored masked (docs/concepts.md, "Heartbeats")
+            shown["heartbeats"] = {step: last.to_stored() for step, last in beats.items()}
     else:
         shown["document"] = None
         shown.setdefault("document_error", "the stored document is not a JSON object")

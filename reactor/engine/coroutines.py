@@ -321,6 +321,7 @@ def await_result(
     timeout: float | None = None,
     expired: Callable[[], BaseException] | None = None,
     due: Callable[[], float] | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> _T:
     """Run ``coro`` (an ``async def`` step body's coroutine) to completion and return its
     value, blocking the calling thread: on the caller's loop inside the awaitable API while it
@@ -336,6 +337,9 @@ def await_result(
         due: instead of ``timeout``: the ``time.monotonic`` time the limit passes, asked
             again whenever it is reached (a heartbeat moves it later; docs/concepts.md,
             "Heartbeats").
+        tick: called by the waiting thread each time it wakes while the body runs (at most
+            every 0.25 s), never on the body's loop: stores the step's last heartbeat in a
+            worker (:mod:`reactor.engine.heartbeat_writes`). ``None``: nothing.
 
     Returns:
         What the coroutine returned.
@@ -377,6 +381,8 @@ def await_result(
             _WATCH if deadline is None
             else min(_WATCH, max(deadline - time.monotonic(), 0.0))
         ):
+            if tick is not None:
+                tick()
             if due is not None:
                 # a heartbeat moves the limit later, until it passed (the watcher expired the
                 # body's scope): the grace runs from then, whatever the body does after

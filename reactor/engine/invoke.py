@@ -30,6 +30,7 @@ from reactor.dsl.inputs import Inputs
 from reactor.dsl.step import BaseStep
 from reactor.engine import body_threads
 from reactor.engine.coroutines import await_result
+from reactor.engine.heartbeat_writes import HeartbeatWriter
 from reactor.engine.interruptions import INTERRUPTIONS, PASS_THROUGH
 from reactor.errors import InputValidationError, StepTimeout, UndeclaredInputError
 from reactor.model import signals
@@ -121,6 +122,8 @@ class AttemptLimit:
         heartbeat: seconds the body may go without a heartbeat (docs/concepts.md,
             "Heartbeats"), or ``None``.
         heartbeats: the step's heartbeats (when ``heartbeat`` is set).
+        writer: stores the last heartbeat while the attempt runs (in a worker; the thread
+            waiting for the body calls it: docs/concepts.md, "Heartbeats"), or ``None``.
     """
 
     seconds: float
@@ -129,6 +132,19 @@ class AttemptLimit:
     attempt: int
     heartbeat: float | None = None
     heartbeats: Heartbeats | None = None
+    writer: HeartbeatWriter | None = None
+
+    def wake_at(self, started: float) -> float:
+        """When the thread waiting for the body wakes next: at :meth:`due`, or earlier for
+        the :attr:`writer`'s next check."""
+        due = self.due(started)
+        return due if self.writer is None else min(due, self.writer.next_at())
+
+    def tick(self) -> None:
+        """Let the :attr:`writer` store the last heartbeat when it is due (the waiting
+        thread calls it at each wake; nothing when there is no writer)."""
+        if self.writer is not None:
+            self.writer.tick()
 
     def due(self, started: float) -> float:
         """The ``time.monotonic`` time this attempt, started at ``started``, runs out: its
@@ -202,7 +218,8 @@ def _await_body(coro: Any, limit: AttemptLimit | None, started: float) -> Any:
         coro.close()
         raise limit.error(started)
     return await_result(
-        coro, due=lambda: limit.due(started), expired=lambda: limit.error(started)
+        coro, due=lambda: limit.due(started), expired=lambda: limit.error(started),
+        tick=None if limit.writer is None else limit.tick,
     )
 
 
@@ -261,10 +278,11 @@ def _call_on_body_thread(
     body_threads.submit(lambda: context.run(work))
     try:
         while True:  # until the body ends or its limit passes (a heartbeat moves it later)
-            left = limit.due(started) - time.monotonic()
+            left = limit.wake_at(started) - time.monotonic()
             done = finished.acquire(timeout=min(max(left, 0.0), threading.TIMEOUT_MAX))
             if done or time.monotonic() >= limit.due(started):
                 break
+            limit.tick()  # off the body's thread: store its last heartbeat when due
     except BaseException:  # the waiting thread was interrupted (Ctrl-C): the body goes on
         with settle:
             if not ended:

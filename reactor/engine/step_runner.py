@@ -36,12 +36,14 @@ from reactor.dsl.timeouts import Timeouts
 from reactor.engine import invoke, observe, step_transactions
 from reactor.engine.arguments import resolve_arguments
 from reactor.engine.coordination import StepCoordination
+from reactor.engine.heartbeat_writes import HeartbeatWriter, write_interval
 from reactor.engine.retries import attempt_with_retries
 from reactor.engine.run_control import deadline
 from reactor.engine.state import InFlight, RunState
 from reactor.errors import ArgumentResolutionError, InputValidationError
 from reactor.model import codec
 from reactor.model.heartbeats import Heartbeats, LastHeartbeat
+from reactor.model.masking import mask_plain_secrets
 from reactor.model.results import Failure, Result
 from reactor.model.run_records import UndoEntry
 from reactor.ports.capabilities import StepTransaction
@@ -109,6 +111,20 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
     # The step's heartbeats over its attempts, from the last one an earlier execution kept.
     beats = Heartbeats(ctx.kept_heartbeat(name), wall=state.env.clock.now)
 
+    def store_heartbeat(last: LastHeartbeat) -> None:
+        """Keep ``last`` in the run's ``retry_context`` and checkpoint the run: fenced, by
+        the executor's thread, the run's only writer (docs/concepts.md, "Heartbeats")."""
+        ctx.keep_heartbeat(name, _storable(last, name, _secrets(state, name, in_flight)))
+        state.checkpoint.save()
+
+    # In a worker (a root run whose retries go to the queue) the last heartbeat is stored
+    # while the attempt runs, so a worker killed mid-step leaves it to the next attempt.
+    writer = (
+        HeartbeatWriter(name, beats, write_interval(timeouts.heartbeat), store_heartbeat)
+        if timeouts is not None and timeouts.heartbeat is not None
+        and state.retry_wait is not None else None
+    )
+
     def counted(call: Callable[[], _T]) -> _T:
         """``call()``, its time on the runtime clock added to ``spent``."""
         nonlocal spent
@@ -133,7 +149,7 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
             if seconds is not None or timeouts.heartbeat is not None:
                 limit = invoke.AttemptLimit(
                     math.inf if seconds is None else seconds, kind or "per_attempt", name, n,
-                    timeouts.heartbeat, beats,
+                    timeouts.heartbeat, beats, writer,
                 )
                 if seconds is not None and seconds <= 0:  # the total is used up: no start
                     error = limit.error()
@@ -176,7 +192,9 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
             if timeouts is not None and timeouts.total is not None:
                 ctx.keep_time_spent(name, spent + delay)
             if beats.last is not None:
-                ctx.keep_heartbeat(name, _storable(beats.last, name))
+                ctx.keep_heartbeat(
+                    name, _storable(beats.last, name, _secrets(state, name, in_flight))
+                )
         if timeouts is None:
             sleep(delay)
         else:
@@ -206,9 +224,24 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
     return StepOutcome(result, in_flight.arguments, body_started=in_flight.body_started)
 
 
-def _storable(last: LastHeartbeat, step: str) -> LastHeartbeat:
-    """``last`` as the run can store it: details the codec cannot encode are dropped (logged),
-    so a heartbeat never fails the save that hands a retry to the queue."""
+def _secrets(state: RunState, step: str, in_flight: InFlight) -> list[Any]:
+    """The plain secret values a heartbeat of ``step`` may hold: the run's ``redact=True``
+    inputs and the step's secret arguments (docs/security.md, "What is encrypted")."""
+    ctx, arguments = state.ctx, in_flight.arguments
+    values = [ctx.inputs[n] for n in ctx.redacted if n in ctx.inputs]
+    names = state.definition.secret_arguments(step, arguments, ctx.redacted)
+    values.extend(arguments[n] for n in names)
+    return values
+
+
+def _storable(last: LastHeartbeat, step: str, secrets: list[Any]) -> LastHeartbeat:
+    """``last`` as the run can store it: every secret value in its details shown as
+    ``"[REDACTED]"`` (a secret is never stored in clear, and views show it masked), and
+    details the codec cannot encode dropped (logged), so a heartbeat never fails the save
+    that hands a retry to the queue, nor the one that stores it while the attempt runs."""
+    masked = mask_plain_secrets(last.details, secrets)
+    if masked is not last.details:
+        last = replace(last, details=masked)
     try:
         codec.dumps(last.details).encode("utf-8")  # a lone surrogate fails only here
     except (codec.EncodeError, ValueError, RecursionError) as exc:

@@ -31,6 +31,7 @@ __all__ = [
     "mask_document_text",
     "mask_job_body",
     "mask_mapping",
+    "mask_plain_secrets",
     "mask_text",
     "mask_value",
 ]
@@ -112,6 +113,47 @@ def mask_text(text: str, secrets: Iterable[Any]) -> str:
         if form in text:
             text = text.replace(form, REDACTED)
     return text
+
+
+def mask_plain_secrets(value: Any, secrets: Iterable[Any]) -> Any:
+    """``value`` (a step's heartbeat details) with every secret value in it shown as
+    ``"[REDACTED]"``, before it is stored (docs/concepts.md, "Heartbeats"; docs/security.md,
+    "What each view shows"): a text holding a secret's text has it replaced
+    (:func:`mask_text`), any other value of a secret's type equal to it is replaced whole;
+    dicts, lists and tuples are walked; sealed values are masked as by :func:`mask_value`.
+
+    Args:
+        value: any value.
+        secrets: the plain secret values (the run's ``redact=True`` inputs and the step's
+            secret arguments); ``None`` and empty texts are skipped.
+
+    Returns:
+        ``value`` itself when no secret occurs in it, else a masked copy.
+    """
+    plain = [v for v in secrets if v is not None and v != "" and not is_secret(v)]
+    if not plain:
+        return value
+    return _mask_plain(value, plain)
+
+
+def _mask_plain(value: Any, secrets: list[Any]) -> Any:
+    if isinstance(value, str):
+        return mask_text(value, secrets)
+    if is_secret(value):
+        return REDACTED
+    if isinstance(value, Mapping):
+        masked = {k: _mask_plain(v, secrets) for k, v in value.items()}
+        same = all(masked[k] is v for k, v in value.items())
+        return value if same else masked
+    if isinstance(value, list | tuple):
+        items = [_mask_plain(v, secrets) for v in value]
+        same = all(a is b for a, b in zip(items, value, strict=True))
+        return value if same else (items if isinstance(value, list) else tuple(items))
+    try:
+        hit = any(value == s and type(value) is type(s) for s in secrets)
+    except Exception:  # an odd __eq__: compared as not equal
+        hit = False
+    return REDACTED if hit else value
 
 
 def _names(value: Any, fallback: Iterable[str]) -> list[str]:

@@ -12,30 +12,41 @@ its heartbeat limit (a fraction of a second of real time): the timeout is certai
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from reactor import (
     Background,
     DispatchHandle,
+    Input,
     Reactor,
     Retries,
     Step,
     StepTimeout,
     Timeouts,
     config,
+    input,
 )
+from reactor.cli import runs as runs_cli
+from reactor.cli._common import app
 from reactor.config import Runtime
+from reactor.dashboard.run_detail import document_view
 from reactor.dsl import step
 from reactor.engine.checkpoint import load_context
 from reactor.engine.env import make_env
-from reactor.errors import DefinitionError
+from reactor.engine.heartbeat_writes import HeartbeatWriter, write_interval
+from reactor.errors import DefinitionError, StaleWriterError, StorageError
 from reactor.jobs.worker import Worker
+from reactor.memory import LocalRouter, MemoryStorage
+from reactor.model.checkpoints import raw_document
 from reactor.model.heartbeats import Heartbeats, LastHeartbeat
+from reactor.model.masking import mask_document, mask_plain_secrets
 from reactor.model.results import Failure, Success
 from reactor.model.run_records import RetryCounters
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
@@ -286,3 +297,201 @@ def test_a_retry_handed_to_the_queue_reads_the_last_heartbeat_on_every_backend(
     assert seen == [None, ({"page": 9}, 1)]
     assert kept == [{"page": 9}]  # what the hand-off stored
     assert stored.kept_heartbeat("export") is None  # dropped when the step ended
+
+
+# ------------------------------------------------------------- stored while the attempt runs
+
+
+def _stored_heartbeat(env: Any, run_id: str, step_name: str) -> LastHeartbeat | None:
+    """The last heartbeat of ``step_name`` the store holds now (a reader's view)."""
+    stored = load_context(env, run_id, open_secrets=False)
+    return None if stored is None else stored.kept_heartbeat(step_name)
+
+
+def _drain(runtime: Runtime, clock: TestClock, env: Any, run_id: str) -> Any:
+    """Run the worker until run ``run_id`` ends; its stored context."""
+    worker = Worker(runtime, liveness_wait=0.0)
+    deadline = time.monotonic() + 60
+    while True:
+        stored = load_context(env, run_id, open_secrets=False)
+        assert stored is not None
+        if stored.status in TERMINAL_STATUSES:
+            return stored
+        assert time.monotonic() < deadline, "the run never ended"
+        worker.run_pending()
+        clock.advance(0.2)
+
+
+def test_a_worker_stores_the_last_heartbeat_while_the_attempt_runs_on_every_backend(
+    runtime_on: tuple[Runtime, TestClock],
+) -> None:
+    runtime, clock = runtime_on
+    env = make_env(runtime)
+    seen_in_store: list[tuple[Any, int]] = []
+
+    class Copy(Reactor):
+        background = Background(all=True)
+
+        @step(timeouts=Timeouts(heartbeat=3))  # written at most once a second
+        def copy(inputs: Any, ctx: Any) -> int:
+            # The body beats on until the store shows one of its heartbeats (a probe of the
+            # store, bounded: the write is due a second after the attempt began).
+            run_id = ctx.run_id
+            deadline = time.monotonic() + _MEET
+            offset = 0
+            while time.monotonic() < deadline:
+                offset += 1
+                ctx.heartbeat({"offset": offset})
+                stored = _stored_heartbeat(env, run_id, "copy")
+                if stored is not None:
+                    seen_in_store.append((stored.details, stored.attempt))
+                    return offset
+                time.sleep(0.02)  # pacing of the probe only, not a wait for an outcome
+            raise AssertionError("no heartbeat was stored while the attempt ran")
+
+    handle = Copy.run()
+    assert isinstance(handle, DispatchHandle)
+    stored = _drain(runtime, clock, env, handle.run_id)
+    assert stored.status is RunStatus.COMPLETED
+    [(details, attempt)] = seen_in_store
+    assert attempt == 1 and 1 <= details["offset"] < stored.intermediate_results["copy"]
+    assert stored.kept_heartbeat("copy") is None  # dropped when the step ended
+
+
+def test_a_stored_heartbeat_masks_the_runs_secrets_in_the_store_and_in_runs_show(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    secret = "tok_SECRET_4242"
+    clock = TestClock(time.time())
+    storage = MemoryStorage(clock=clock)
+    runtime = config.configure(storage=storage, router=LocalRouter(clock=clock), clock=clock,
+                               allow_plaintext_secrets=True)
+    monkeypatch.setattr(runs_cli, "_runtime", lambda storage, router, setting=None: runtime)
+    env = make_env(runtime)
+    shown: list[dict[str, Any]] = []
+    try:
+        class Charge(Reactor):
+            background = Background(all=True)
+            card = Input(str, redact=True)
+
+            @step(card=input("card"), timeouts=Timeouts(heartbeat=3))
+            def charge(inputs: Any, ctx: Any) -> str:
+                deadline = time.monotonic() + _MEET
+                while time.monotonic() < deadline:
+                    ctx.heartbeat({"card": inputs.card, "note": f"charging {inputs.card}",
+                                   "page": 3})
+                    if _stored_heartbeat(env, ctx.run_id, "charge") is not None:
+                        out = CliRunner().invoke(app, ["runs", "show", ctx.run_id, "--json"])
+                        assert out.exit_code == 0, out.output
+                        shown.append(json.loads(out.output))
+                        record = storage.contexts.load(ctx.run_id)
+                        assert record is not None
+                        masked = mask_document(raw_document(record))  # as the dashboard
+                        page = document_view(storage, masked, ctx.run_id)
+                        shown.append(page)
+                        return "ok"
+                    time.sleep(0.02)  # pacing of the probe only
+                raise AssertionError("no heartbeat was stored while the attempt ran")
+
+        handle = Charge.run(card=secret)
+        assert isinstance(handle, DispatchHandle)
+        stored = _drain(runtime, clock, env, handle.run_id)
+        assert stored.status is RunStatus.COMPLETED
+        for view in shown:  # reactor runs show --json, the dashboard's run page
+            beat = view["heartbeats"]["charge"]
+            assert beat["details"] == {"card": "[REDACTED]", "note": "charging [REDACTED]",
+                                       "page": 3}
+            assert beat["attempt"] == 1 and isinstance(beat["at"], float)
+            assert secret not in json.dumps(view, default=str)
+        assert len(shown) == 2
+    finally:
+        config.reset()
+
+
+def test_the_heartbeat_writer_coalesces_writes_and_stops_when_the_run_is_lost() -> None:
+    assert write_interval(3) == 1.0 and write_interval(30) == 10.0 and write_interval(0.1) == 1.0
+    now = [100.0]
+    beats = Heartbeats(monotonic=lambda: now[0], wall=lambda: 5.0)
+    beats.start(1)
+    written: list[Any] = []
+    fail: list[BaseException] = []
+
+    def write(last: LastHeartbeat) -> None:
+        if fail:
+            raise fail.pop()
+        written.append(last.details)
+
+    writer = HeartbeatWriter("copy", beats, 1.0, write, monotonic=lambda: now[0])
+    for n in range(1000):  # a tight loop of heartbeats within one interval: no write
+        beats.beat({"n": n}, 1)
+        writer.tick()
+    assert written == [] and writer.next_at() == 101.0
+    now[0] = 101.0
+    writer.tick()
+    writer.tick()
+    assert written == [{"n": 999}]  # one write: the last heartbeat
+    now[0] = 102.5
+    writer.tick()
+    assert written == [{"n": 999}]  # nothing new: nothing written
+    beats.beat({"n": 1000}, 1)
+    fail.append(StorageError("down"))
+    now[0] = 104.0
+    writer.tick()  # failed, logged, tried again at the next interval
+    now[0] = 105.0
+    writer.tick()
+    assert written == [{"n": 999}, {"n": 1000}] and writer.writes == 2
+    beats.beat({"n": 1001}, 1)
+    fail.append(StaleWriterError("a newer holder saved the run"))
+    now[0] = 106.0
+    writer.tick()
+    beats.beat({"n": 1002}, 1)
+    now[0] = 200.0
+    writer.tick()
+    assert written == [{"n": 999}, {"n": 1000}] and writer.next_at() == float("inf")
+
+
+def test_secret_values_in_heartbeat_details_are_masked_before_they_are_stored() -> None:
+    details = {"card": "tok_1", "note": "using tok_1 now", "pin": 1234, "n": 1,
+               "list": ["tok_1", 2, ("x", 1234)]}
+    masked = mask_plain_secrets(details, ["tok_1", 1234, None, ""])
+    assert masked == {"card": "[REDACTED]", "note": "using [REDACTED] now",
+                      "pin": "[REDACTED]", "n": 1,
+                      "list": ["[REDACTED]", 2, ("x", "[REDACTED]")]}
+    plain = {"n": 1, "t": "x"}
+    assert mask_plain_secrets(plain, ["tok_1"]) is plain  # nothing to mask: not copied
+    assert mask_plain_secrets(plain, []) is plain
+
+
+def test_an_async_body_in_a_worker_has_its_last_heartbeat_stored_while_it_runs(
+    service_url: Callable[[str], str],
+) -> None:
+    clock = TestClock(time.time())
+    runtime = configure_on("memory", service_url, clock, area="heartbeats")
+    env = make_env(runtime)
+    seen_in_store: list[Any] = []
+    try:
+        class Copy(Reactor):
+            background = Background(all=True)
+
+            @step(timeouts=Timeouts(heartbeat=3))
+            async def copy(inputs: Any, ctx: Any) -> int:
+                deadline = time.monotonic() + _MEET
+                offset = 0
+                while time.monotonic() < deadline:
+                    offset += 1
+                    ctx.heartbeat({"offset": offset})
+                    stored = _stored_heartbeat(env, ctx.run_id, "copy")
+                    if stored is not None:
+                        seen_in_store.append(stored.details)
+                        return offset
+                    await asyncio.sleep(0.02)  # pacing of the probe only
+                raise AssertionError("no heartbeat was stored while the attempt ran")
+
+        handle = Copy.run()
+        assert isinstance(handle, DispatchHandle)
+        stored = _drain(runtime, clock, env, handle.run_id)
+        assert stored.status is RunStatus.COMPLETED, stored.failure
+        [details] = seen_in_store
+        assert 1 <= details["offset"] < stored.intermediate_results["copy"]
+    finally:
+        config.reset()
