@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from reactor import Input, Reactor, Retries, Step, input, result, step
+from reactor import FanOut, Input, Reactor, Retries, Step, input, result, step
 from reactor.dsl import compose, element, map_step
 from reactor.dsl.fingerprint import definition_id, fingerprint, shape
 from reactor.errors import DefinitionError
@@ -193,3 +193,26 @@ def test_a_class_step_and_a_function_step_with_an_undo_differ() -> None:
     reserve = step(_one, order=input("order"))
     reserve.undo(_undo)
     assert fingerprint(with_class.definition) == fingerprint(_build(reserve=reserve).definition)
+
+
+@pytest.mark.parametrize("fan_out", [None, FanOut(batch_size=1)], ids=["inline", "fan-out"])
+def test_a_map_element_stores_its_element_reactor_s_definition(fan_out: FanOut | None) -> None:
+    class Pick(Reactor, name="fp.Pick"):
+        version = "picker-2"
+        sku = Input(str)
+        pick = step(_one, sku=input("sku"))
+
+    class Picking(Reactor, name="fp.Picking"):
+        skus = Input(list)
+        lines = map_step(Pick, source=input("skus"), args={"sku": element("lines")},
+                         fan_out=fan_out)
+
+    outcome = Picking.run(skus=["a", "b"])
+    view = Picking.find(outcome.run_id or "")
+    assert view is not None and view.definition == definition_id(Picking.definition)
+    page = view.map_elements("lines")
+    assert len(page.elements) == 2
+    for entry in page.elements:
+        element_view = Pick.find(entry.run_id)
+        assert element_view is not None
+        assert element_view.definition == DefinitionStamp(fingerprint(Pick.definition), "picker-2")

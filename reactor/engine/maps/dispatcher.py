@@ -18,6 +18,7 @@ from typing import Any
 
 from reactor import registry
 from reactor.dsl.definition import ReactorDefinition
+from reactor.dsl.fingerprint import definition_id
 from reactor.engine import fast_paths, secret_policy
 from reactor.engine.arguments import resolve, resolve_arguments
 from reactor.engine.checkpoint import load_context, whole_record
@@ -143,6 +144,7 @@ def materialize(
         except ArgumentResolutionError as exc:
             source_error, items = str(exc), []
     element_definition = definition.children[meta.step_name]
+    stamp = definition_id(element_definition)
     root_id = parent.root_context_id or parent.context_id
     deadline = parent.engine_state.deadline  # the owner's: a fan-out map's parent is its root
     seal = secret_policy.sealer(env)
@@ -171,12 +173,16 @@ def materialize(
                 )
             ctx.inputs = resolve_arguments(spec, parent, element=items[index])
             # raw inputs: the element's job validates them
-            ctx.engine_state = EngineState(validate_inputs=True, deadline=deadline)
+            ctx.engine_state = EngineState(
+                validate_inputs=True, definition=stamp, deadline=deadline
+            )
             records.append(whole_record(env, ctx, seal))
         except (ArgumentResolutionError, codec.EncodeError, ContextTooLargeError) as exc:
             ctx.inputs = {}
             # the element's job fails it with this reason
-            ctx.engine_state = EngineState(argument_error=f"{type(exc).__name__}: {exc}")
+            ctx.engine_state = EngineState(
+                argument_error=f"{type(exc).__name__}: {exc}", definition=stamp
+            )
             records.append(whole_record(env, ctx, seal))
     fast_paths.save_all(env.storage.contexts, records)  # one request where the store can
     return list(indexes)
