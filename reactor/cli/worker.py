@@ -52,6 +52,16 @@ def worker(
     max_deliveries: Annotated[
         int, typer.Option(help="Deliveries of a failing job before it is dead-lettered.", min=1)
     ] = 5,
+    async_slots: Annotated[
+        int,
+        typer.Option(
+            "--async-slots",
+            help="Async units in flight at once, each suspended while its async def body "
+            "awaits instead of holding a thread; 0 (default): one thread per job "
+            "(docs/workers.md, \"Async slots\"). Needs the async-slots extra.",
+            min=0,
+        ),
+    ] = 0,
     log_level: LogLevelOpt = "INFO",
     log_format: Annotated[
         str,
@@ -76,10 +86,15 @@ def worker(
         fail(f"bad --log-format {log_format!r}: expected text or json", EXIT_USAGE)
     _import_modules(import_ or [])
     runtime = _runtime(storage, router, setting)
-    runner = Worker(
-        runtime, threads=threads, import_modules=import_ or [], sweep=sweep,
-        drain_timeout=drain_timeout, max_deliveries=max_deliveries,
-    )
+    try:
+        runner = Worker(
+            runtime, threads=threads, import_modules=import_ or [], sweep=sweep,
+            drain_timeout=drain_timeout, max_deliveries=max_deliveries,
+            async_slots=async_slots,
+        )
+    except ConfigurationError as exc:
+        config.reset()
+        fail(str(exc), EXIT_USAGE)
     try:
         code = runner.serve()
     finally:

@@ -16,7 +16,9 @@ runs the saga. A step body written ``async def`` returns a coroutine there, and
   bodies of concurrent runs and units overlap on it and a loop-bound client made in one step
   is usable in the next.
 
-The calling thread blocks until the coroutine is done; a body's exception, signal (``fail()``,
+The calling thread blocks until the coroutine is done (in a worker's async slot the execution
+is suspended instead and its thread runs other jobs meanwhile: :mod:`reactor.engine.handback`,
+docs/workers.md, "Async slots"); a body's exception, signal (``fail()``,
 ``halt()``, ``skip()``, ``succeed()``) or return value reaches the engine exactly as from a plain
 method, with the context variables of the calling thread (the coroutine runs in a copy of
 them), and an interruption (``KeyboardInterrupt``, ``SystemExit``, ``asyncio.CancelledError``
@@ -45,6 +47,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from reactor.engine import handback
 from reactor.engine.interruptions import PASS_THROUGH
 from reactor.errors import AsyncStepCancelledError, EventLoopBlockedError
 
@@ -159,6 +162,8 @@ class _Handoff:
         self.given_up = False  # the engine stopped waiting: what the body ends with is dropped
         self.discarded: str | None = None  # what the body ended with past its limit
         self.done = threading.Event()
+        #: Called once :attr:`done` is set: wakes a suspended waiter (reactor.engine.handback).
+        self.on_done: Callable[[], None] | None = None
         self.task: asyncio.Task[Any] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.value: Any = None
@@ -192,6 +197,19 @@ class _Handoff:
                 if self.given_up or self.discarded is not None:
                     self._log_discarded()
                 self.done.set()
+                wake = self.on_done
+            if wake is not None:
+                wake()
+
+    def notify(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` once the body ended (at once when it has), in place of an earlier
+        one: how a waiter whose thread was handed back is resumed (reactor.engine.handback)."""
+        with self.lock:
+            ended = self.done.is_set()
+            if not ended:
+                self.on_done = wake
+        if ended:
+            wake()
 
     def _log_discarded(self) -> None:
         """Log what a body ended with past its limit: it is never recorded."""
@@ -324,8 +342,9 @@ def await_result(
     tick: Callable[[], None] | None = None,
 ) -> _T:
     """Run ``coro`` (an ``async def`` step body's coroutine) to completion and return its
-    value, blocking the calling thread: on the caller's loop inside the awaitable API while it
-    runs, else on reactor's loop (module docstring).
+    value, blocking the calling thread (or, with a bound :mod:`reactor.engine.handback`,
+    suspending the execution and handing its thread back): on the caller's loop inside the
+    awaitable API while it runs, else on reactor's loop (module docstring).
 
     Args:
         coro: the coroutine; it is awaited, or closed when it cannot be.
@@ -377,9 +396,10 @@ def await_result(
         if not _submit(handoff, loop):
             loop = _reactor_loop()
             _submit(handoff, loop)
-        while not handoff.done.wait(
+        while not handback.wait_event(
+            handoff.done, handoff.notify,
             _WATCH if deadline is None
-            else min(_WATCH, max(deadline - time.monotonic(), 0.0))
+            else min(_WATCH, max(deadline - time.monotonic(), 0.0)),
         ):
             if tick is not None:
                 tick()

@@ -15,8 +15,14 @@ consumer side (``receive``/``ack``/``retry``/``extend``/``dead_letter``):
   ``visibility / 3`` seconds so a long job is not redelivered;
 * reactors are resolved only by registered name; ``import_modules`` (operator-supplied, e.g.
   ``--import myapp.reactors``) are imported at start so their reactors register;
+* with ``async_slots`` N > 0, a ``step`` job whose unit body is ``async def``
+  (:func:`reactor.jobs.handlers.step.awaits_on_loop`) is handed to the thread's slot host
+  (:class:`reactor.jobs.async_slots.SlotHost`): the same processing, suspended instead of
+  blocking while the body awaits, so the handler thread receives the next job at once; a
+  thread takes a free slot before each ``receive``, so with N jobs in slots the worker
+  receives nothing more (back-pressure; docs/workers.md, "Async slots");
 * :meth:`Worker.stop` (SIGTERM/SIGINT under :meth:`Worker.serve`) stops receiving and waits
-  for the jobs in flight, bounded by ``drain_timeout`` seconds.
+  for the jobs in flight, slot jobs included, bounded by ``drain_timeout`` seconds.
 """
 
 from __future__ import annotations
@@ -35,7 +41,9 @@ from reactor.engine import secret_policy
 from reactor.engine.dispatch_leases import router_visibility
 from reactor.errors import DeserializationError, UnknownReactorError
 from reactor.jobs import observe
+from reactor.jobs.async_slots import SlotHost, check_available
 from reactor.jobs.handlers import HANDLERS, JobContext, dispatch_job
+from reactor.jobs.handlers.step import awaits_on_loop
 from reactor.jobs.sweep_tick import schedule_next
 from reactor.model.text import escaping_logger
 from reactor.ports.router import Delivery
@@ -93,6 +101,10 @@ class Worker:
             ``visibility_timeout`` attribute, else ``settings.visibility_timeout``).
         drain_timeout: seconds :meth:`serve` waits for in-flight jobs after a stop signal.
         liveness_wait: seconds a run handler polls a held liveness lock before re-enqueueing.
+        async_slots: jobs of async units in flight at once, each suspended while its body
+            awaits instead of holding a thread (docs/workers.md, "Async slots"); ``0`` (the
+            default) runs every job on its handler thread from start to end. Needs the
+            ``greenlet`` package (the ``async-slots`` extra).
 
     Attributes:
         processed: deliveries handled and acked.
@@ -104,7 +116,8 @@ class Worker:
         retried: deliveries given back to the router with a backoff.
 
     Raises:
-        ValueError: a setting is out of range.
+        ValueError: a setting is out of range (the message names it).
+        ConfigurationError: ``async_slots`` is set and ``greenlet`` is not installed.
     """
 
     def __init__(
@@ -120,11 +133,14 @@ class Worker:
         visibility: float | None = None,
         drain_timeout: float = 30.0,
         liveness_wait: float = 2.0,
+        async_slots: int = 0,
     ) -> None:
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads!r}")
         if max_deliveries < 1:
             raise ValueError(f"max_deliveries must be >= 1, got {max_deliveries!r}")
+        if isinstance(async_slots, bool) or not isinstance(async_slots, int) or async_slots < 0:
+            raise ValueError(f"async_slots must be an integer >= 0, got {async_slots!r}")
         self.runtime = runtime or config.current()
         self.threads = threads
         self.import_modules = tuple(import_modules)
@@ -135,6 +151,11 @@ class Worker:
         self.visibility = float(visibility or router_visibility(self.runtime))
         self.drain_timeout = drain_timeout
         self.liveness_wait = liveness_wait
+        self.async_slots = async_slots
+        if async_slots:
+            check_available()
+        self._slots = threading.BoundedSemaphore(async_slots) if async_slots else None
+        self._hosts: list[SlotHost] = []
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -169,15 +190,23 @@ class Worker:
         )
         self._stopping.clear()
         for n in range(self.threads):
+            host = None
+            if self._slots is not None:
+                host = SlotHost(f"reactor-worker-{n + 1}-slots", self._run_in_slot,
+                                self._stopping)
+                self._hosts.append(host)
             thread = threading.Thread(
-                target=self._loop, name=f"reactor-worker-{n + 1}", daemon=True
+                target=self._loop, args=(host,), name=f"reactor-worker-{n + 1}", daemon=True
             )
             self._threads.append(thread)
             thread.start()
+        # joined after the handler threads, which submit to them until they stop
+        self._threads.extend(host.start() for host in self._hosts)
         if self.sweep:
             self._start_sweep_chain()
         log.info(
-            "event=worker_started threads=%d kinds=%s", self.threads, ",".join(sorted(HANDLERS))
+            "event=worker_started threads=%d async_slots=%d kinds=%s",
+            self.threads, self.async_slots, ",".join(sorted(HANDLERS)),
         )
 
     def _start_sweep_chain(self) -> None:
@@ -228,8 +257,11 @@ class Worker:
             ``True`` when every handler thread finished within the timeout.
         """
         self._stopping.set()
+        for host in self._hosts:
+            host.nudge()
         deadline = time.monotonic() + (self.drain_timeout if timeout is None else timeout)
         threads, self._threads = self._threads, []
+        self._hosts = []
         for thread in threads:
             thread.join(max(deadline - time.monotonic(), 0.0))
         alive = [t.name for t in threads if t.is_alive()]
@@ -244,7 +276,7 @@ class Worker:
 
     @property
     def in_flight(self) -> int:
-        """Jobs being handled right now."""
+        """Jobs being handled right now (slot jobs suspended on their body included)."""
         with self._lock:
             return self._in_flight
 
@@ -290,13 +322,19 @@ class Worker:
 
     # -- processing --------------------------------------------------------------------------
 
-    def _loop(self) -> None:
+    def _loop(self, host: SlotHost | None = None) -> None:
         router = self.runtime.router
         failures = 0
+        slots = self._slots
         while not self._stopping.is_set():
+            # back-pressure: with every slot taken, receive nothing (docs/workers.md)
+            if slots is not None and not slots.acquire(timeout=self.poll_seconds):
+                continue
             try:
                 deliveries = router.receive(1, wait_seconds=self.poll_seconds)
             except Exception as exc:
+                if slots is not None:
+                    slots.release()
                 # An unreachable backend: one line per attempt, backing off (docs/workers.md).
                 failures += 1
                 delay = receive_backoff(failures)
@@ -309,11 +347,30 @@ class Worker:
             if failures:
                 log.info("event=receive_recovered after_attempts=%d", failures)
                 failures = 0
+            slot = slots is not None  # this thread holds one slot, for the first delivery
             for delivery in deliveries:
                 if self._stopping.is_set():  # leased after the stop: give it back at once
                     self._safe(router.retry, delivery, 0.0)
                     continue
+                if (slot and host is not None and awaits_on_loop(delivery.job)
+                        and host.submit(delivery)):  # the slot is given back when it ends
+                    slot = False
+                    continue
+                if slot and slots is not None:
+                    slots.release()
+                    slot = False
                 self.process(delivery)
+            if slot and slots is not None:
+                slots.release()
+
+    def _run_in_slot(self, delivery: Delivery) -> None:
+        """Process a slot job on its host (suspended while its body awaits), then free its
+        slot."""
+        try:
+            self.process(delivery)
+        finally:
+            if self._slots is not None:
+                self._slots.release()
 
     def run_pending(self, max_jobs: int = 1000) -> int:
         """Receive and process due jobs in the calling thread until none is due (tests, scripts).

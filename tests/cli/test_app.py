@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from reactor import cli, config
+from reactor.jobs import async_slots
 from reactor.jobs import worker as worker_module
 
 runner = CliRunner()
@@ -59,6 +60,30 @@ def test_worker_builds_a_worker_from_the_options(monkeypatch: pytest.MonkeyPatch
     assert out.exit_code == 0, out.output
     assert seen == {"threads": 3, "modules": ("tests.kill.reactors",), "sweep": True,
                     "ttl": 2.0, "drain": 7.0}
+
+
+def test_worker_async_slots_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--async-slots N`` (docs/workers.md, "Async slots"): passed to the worker; without the
+    greenlet package, one error line and exit 2."""
+    seen: dict[str, object] = {}
+
+    def serve(self: worker_module.Worker, *, install_signals: bool = True) -> int:
+        seen.update(slots=self.async_slots)
+        return 0
+
+    monkeypatch.setattr(worker_module.Worker, "serve", serve)
+    args = ["worker", "--storage", "memory://", "--router", "local://"]
+    out = runner.invoke(cli.app, [*args, "--async-slots", "50"])
+    assert out.exit_code == 0, out.output
+    assert seen == {"slots": 50}
+    assert runner.invoke(cli.app, [*args, "--async-slots", "-1"]).exit_code == 2
+
+    def missing() -> object:
+        raise ImportError("No module named 'greenlet'")
+
+    monkeypatch.setattr(async_slots, "_greenlet_module", missing)
+    out = runner.invoke(cli.app, [*args, "--async-slots", "50"])
+    assert out.exit_code == 2 and "reactor-saga[async-slots]" in out.output, out.output
 
 
 def test_adapter_commands_are_mounted_from_entry_points() -> None:

@@ -7,6 +7,8 @@ Unit bodies append ``start:<tag>`` / ``done:<tag>`` to an ``O_APPEND`` log (see
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 from typing import Any
 
@@ -22,9 +24,9 @@ from reactor import (
     with_rate_limit,
     with_semaphore,
 )
-from tests.kill.reactors import _block_on_first_entry, record
+from tests.kill.reactors import BLOCK_LIMIT, _block_on_first_entry, count, record
 
-__all__ = ["KillUnit", "LockedUnit", "PooledUnit", "RateLimitedUnit"]
+__all__ = ["AsyncKillUnit", "KillUnit", "LockedUnit", "PooledUnit", "RateLimitedUnit"]
 
 #: Seconds a contended unit body works, so that bodies in other processes can overlap it.
 BODY_SECONDS = 0.15
@@ -87,6 +89,32 @@ class KillUnit(Reactor, name="kill.async.unit"):
     def unit(inputs: Any, ctx: Any) -> str:
         record(inputs.log_path, "start:unit")
         _block_on_first_entry(inputs.log_path, inputs.block_path, "start:unit")
+        record(inputs.log_path, "done:unit")
+        return "captured"
+
+    @step(value=result("unit"), log_path=input("log_path"))
+    def reader(inputs: Any, ctx: Any) -> str:
+        record(inputs.log_path, "start:reader")
+        return f"read {inputs.value}"
+
+    returns = "reader"
+
+
+class AsyncKillUnit(Reactor, name="kill.async.unit_async_body"):
+    """:class:`KillUnit` with an ``async def`` body: in a worker with async slots it awaits in a
+    slot (docs/workers.md, "Async slots"), blocking no thread, on its first entry."""
+
+    log_path = Input(str)
+    block_path = Input(str)
+    background = Background(all=True)
+
+    @async_step(log_path=input("log_path"), block_path=input("block_path"))
+    async def unit(inputs: Any, ctx: Any) -> str:
+        record(inputs.log_path, "start:unit")
+        if count(inputs.log_path, "start:unit") == 1:
+            deadline = time.monotonic() + BLOCK_LIMIT
+            while os.path.exists(inputs.block_path) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
         record(inputs.log_path, "done:unit")
         return "captured"
 

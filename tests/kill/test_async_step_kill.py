@@ -4,7 +4,8 @@
   serialize; a semaphore of 3 never has 4 holders; a rate limit of N per window admits exactly N.
 * Kill -9 (every adapter): a worker dies inside a unit's body; once the unit's liveness lock
   lapses the step sweeper re-dispatches it, the unit completes exactly once, and the parent's
-  reader (parked in a worker meanwhile) gets its value.
+  reader (parked in a worker meanwhile) gets its value. On Redis, the same with an ``async def``
+  body awaiting in an async slot (``--async-slots``, docs/workers.md, "Async slots").
 
 Unit bodies log ``start:``/``done:`` lines to an ``O_APPEND`` file shared by the processes.
 """
@@ -24,7 +25,13 @@ from reactor import DispatchHandle, Failure, Reactor, Success, config
 from reactor.config import Runtime
 from reactor.engine.async_step import outcome_of
 from reactor.model.status import TERMINAL_STATUSES
-from tests.kill.async_reactors import KillUnit, LockedUnit, PooledUnit, RateLimitedUnit
+from tests.kill.async_reactors import (
+    AsyncKillUnit,
+    KillUnit,
+    LockedUnit,
+    PooledUnit,
+    RateLimitedUnit,
+)
 from tests.kill.conftest import (
     Backend,
     WorkerProcesses,
@@ -164,16 +171,30 @@ def test_a_rate_limit_of_n_admits_exactly_n_across_processes(
 def test_kill_9_inside_a_unit_body_sweeper_recovers_it_exactly_once(
     backend: Backend, workers: WorkerProcesses, tmp_path: Path
 ) -> None:
+    _kill_inside_a_unit_body(backend, workers, tmp_path, KillUnit, ())
+
+
+def test_kill_9_inside_an_async_body_in_a_slot_sweeper_recovers_it_exactly_once(
+    redis_backend: Backend, workers: WorkerProcesses, tmp_path: Path
+) -> None:
+    _kill_inside_a_unit_body(redis_backend, workers, tmp_path, AsyncKillUnit,
+                             ("--async-slots", "4"))
+
+
+def _kill_inside_a_unit_body(
+    backend: Backend, workers: WorkerProcesses, tmp_path: Path, reactor: type[Reactor],
+    options: tuple[str, ...],
+) -> None:
     log, block = tmp_path / "unit.log", tmp_path / "block"
     block.touch()
     with _runtime(backend) as runtime:
-        handle = KillUnit.run(log_path=str(log), block_path=str(block))
+        handle = reactor.run(log_path=str(log), block_path=str(block))
         assert isinstance(handle, DispatchHandle)
         settings = kill_settings(backend, SETTINGS)
-        worker_1 = workers.start(backend, *IMPORT, settings=settings)
+        worker_1 = workers.start(backend, *IMPORT, *options, settings=settings)
         wait_until(lambda: count(str(log), "start:unit") == 1, 60,
                    "worker 1 to block in the unit", workers.logs)
-        worker_2 = workers.start(backend, *IMPORT, "--sweep", "--threads", "2",
+        worker_2 = workers.start(backend, *IMPORT, "--sweep", "--threads", "2", *options,
                                  settings=settings)
         worker_1.send_signal(signal.SIGKILL)
         assert worker_1.wait(timeout=10) == -signal.SIGKILL
@@ -189,6 +210,11 @@ def test_kill_9_inside_a_unit_body_sweeper_recovers_it_exactly_once(
         assert record is not None and record.status == "completed"
         worker_2.send_signal(signal.SIGTERM)
         assert worker_2.wait(timeout=30) == 0, workers.logs()
+        if options:  # both workers ran with the options asked (async slots)
+            started = [log.read_text(errors="replace")
+                       for log in sorted(workers.log_dir.glob("worker-*.log"))]
+            assert len(started) == 2, workers.logs()
+            assert all(f"async_slots={options[-1]} " in text for text in started), started
     lines = entries(str(log))
     # the body cut off by the kill started twice; it completed exactly once
     assert lines.count("start:unit") == 2 and lines.count("done:unit") == 1, lines
