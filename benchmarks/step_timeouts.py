@@ -8,9 +8,14 @@ is awaited under ``asyncio.timeout``; a plain body is handed to a kept body thre
 for, which is the cost of being able to stop waiting for it). Then the cost of one
 ``ctx.heartbeat(details)`` call (docs/concepts.md, "Heartbeats"): a body making 10,000 calls,
 against a plain loop calling a no-op function as often (µs per call, in the same process).
+Last, the same tight loop of heartbeats in a worker (``memory://`` with ``local://``'s embedded
+worker), a step declared ``Timeouts(heartbeat=3)`` heartbeating for ``--worker-seconds``: the
+store writes per second the worker made for it while the attempt ran (the last heartbeat is
+stored at most once per ``max(heartbeat / 3, 1 s)``), and the µs per call there.
 
-Usage: ``python benchmarks/step_timeouts.py [STORAGE_URL] [--runs N] [--rounds N]`` (default
-``memory://``). No assertions (performance is measured, not asserted).
+Usage: ``python benchmarks/step_timeouts.py [STORAGE_URL] [--runs N] [--rounds N]
+[--worker-seconds S]`` (default ``memory://``, 6 s). No assertions (performance is
+measured, not asserted).
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ def main() -> None:
     parser.add_argument("storage", nargs="?", default="memory://")
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--worker-seconds", type=float, default=6.0)
     args = parser.parse_args()
     reactor.configure(storage=args.storage, router="inline://")
     limit = Timeouts(per_attempt=30)
@@ -78,6 +84,44 @@ def main() -> None:
             print(f"{what:28} without {a:8.1f} µs/step   with Timeouts {b:8.1f} µs/step   "
                   f"ratio {b / a:.2f}")
     _heartbeat_cost(args.rounds)
+    _worker_heartbeats(args.worker_seconds)
+
+
+def _worker_heartbeats(seconds: float) -> None:
+    """Print the store writes per second and the µs per ``ctx.heartbeat`` call of a step
+    heartbeating in a tight loop for ``seconds`` in a worker (``Timeouts(heartbeat=3)``)."""
+    runtime = reactor.configure(storage="memory://", router="local://")
+    contexts: Any = runtime.storage.contexts
+    writes = [0]
+    for name in ("save", "append"):  # count every context write the worker makes
+        original = getattr(contexts, name)
+
+        def counted(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            writes[0] += 1
+            return _original(*args, **kwargs)
+
+        setattr(contexts, name, counted)
+    during: list[tuple[int, int, float]] = []
+
+    def beats(inputs: Any, ctx: Any) -> int:
+        before, began, n = writes[0], time.perf_counter(), 0
+        while time.perf_counter() - began < seconds:
+            for _ in range(1000):
+                ctx.heartbeat({"offset": n})
+                n += 1
+        during.append((writes[0] - before, n, time.perf_counter() - began))
+        return n
+
+    saga = type("bench_worker_heartbeats", (Reactor,), {
+        "background": reactor.Background(all=True),
+        "beats": step(beats, timeouts=Timeouts(heartbeat=3)),
+    }, name="bench.worker_heartbeats")
+    handle: Any = saga.run()
+    handle.wait(timeout=seconds + 60)
+    [(stored, calls, took)] = during
+    print(f"in a worker, Timeouts(heartbeat=3), {took:.1f} s of heartbeats: {stored} store "
+          f"writes ({stored / took:.2f} per second), {calls} calls, "
+          f"{took / calls * 1e6:.2f} µs per call")
 
 
 def _heartbeat_cost(rounds: int, calls: int = 10_000) -> None:
@@ -108,7 +152,7 @@ def _heartbeat_cost(rounds: int, calls: int = 10_000) -> None:
     per_call = statistics.median(spent) / calls * 1e6
     floor = statistics.median(baseline) / calls * 1e6
     print(f"ctx.heartbeat: {per_call:.2f} µs per call (a no-op call: {floor:.3f} µs; ratio "
-          f"{per_call / floor:.1f}); it writes nothing: 0 store writes per call")
+          f"{per_call / floor:.1f}); outside a worker it writes nothing: 0 store writes")
 
 
 if __name__ == "__main__":
