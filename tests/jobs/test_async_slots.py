@@ -28,14 +28,17 @@ from reactor import (
     Timeouts,
     async_step,
     config,
+    with_lock,
 )
 from reactor.config import Runtime
+from reactor.coordination import Lock
 from reactor.engine.async_step import outcome_of
 from reactor.errors import ConfigurationError
 from reactor.jobs import async_slots
 from reactor.jobs.handlers.step import awaits_on_loop
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, MemoryStorage
+from reactor.model.keys import step_liveness_key
 from reactor.model.records import StepResultRecord
 from reactor.ports.payloads import StepPayload, job
 from reactor.ports.router import Delivery
@@ -224,6 +227,91 @@ def test_a_plain_unit_and_other_jobs_still_run_on_the_handler_thread(runtime: Ru
     assert threads["plain"] == "reactor-worker-1"
     assert outcome_of(_record(runtime, plain)) == Success("plain")
     assert outcome_of(_record(runtime, other)) == Success("async")
+
+
+class ExtendRecorder(LocalRouter):
+    """A local router (3 s visibility) that records each delivery's extensions."""
+
+    def __init__(self) -> None:
+        super().__init__(visibility_timeout=3.0)
+        self.extended: dict[str, int] = {}
+
+    def extend(self, delivery: Delivery, seconds: float) -> None:
+        self.extended[delivery.job.id] = self.extended.get(delivery.job.id, 0) + 1
+        super().extend(delivery, seconds)
+
+
+def test_suspended_jobs_keep_their_visibility_and_liveness_lock() -> None:
+    router = ExtendRecorder()
+    runtime = config.configure(storage=MemoryStorage(), router=router, context_lock_ttl=1.5)
+    gate = Gate()
+
+    class Held(Reactor):
+        @async_step
+        async def unit(inputs: Any, ctx: Any) -> str:
+            await gate.hold()
+            return "ok"
+
+    try:
+        ids = _units(Held, 3)
+        worker = Worker(runtime, threads=1, async_slots=3, poll_seconds=0.2,
+                        liveness_wait=0.0)
+        worker.start()
+        try:
+            gate.wait_entered(3)
+            # every delivery extended twice (each visibility / 3 = 1 s): past the 1.5 s TTL of
+            # the units' liveness locks, which are still held (renewed every 0.5 s)
+            _until(lambda: len(router.extended) == 3 and min(router.extended.values()) >= 2,
+                   "each suspended delivery extended twice")
+            for run_id in ids:
+                other = Lock(runtime.storage.locks, step_liveness_key(run_id, "unit"),
+                             owner="another worker", ttl=1.5, auto_extend=False)
+                assert not other.try_acquire()
+            gate.open()
+            _until(lambda: worker.processed == 3, "the units processed")
+        finally:
+            _drain(worker)
+        assert router.size() == 0  # acked once each, never redelivered
+        assert all(outcome_of(_record(runtime, r)) == Success("ok") for r in ids)
+    finally:
+        config.reset()
+
+
+def test_a_contended_unit_in_a_slot_parks_as_on_a_thread() -> None:
+    clock = TestClock(time.time())
+    storage = MemoryStorage(clock=clock)
+    runtime = config.configure(storage=storage, router=LocalRouter(clock=clock), clock=clock,
+                               lock_snooze_base_delay=1.0, lock_snooze_jitter=0)
+    ran: list[str] = []
+
+    class Locked(Reactor):
+        @async_step(coordination=with_lock(key="slots-shared", auto_extend=False))
+        async def unit(inputs: Any, ctx: Any) -> str:
+            ran.append("body")
+            return "done"
+
+    try:
+        blocker = Lock(storage.locks, "slots-shared", owner="other", auto_extend=False)
+        assert blocker.try_acquire()
+        run_id = _units(Locked, 1)[0]
+        worker = Worker(runtime, threads=1, async_slots=4, poll_seconds=0.1,
+                        liveness_wait=0.0)
+        worker.start()
+        try:
+            _until(lambda: worker.processed == 1, "the unit's first delivery processed")
+            parked = _record(runtime, run_id)
+            assert parked.status == "dispatched" and ran == []
+            assert parked.waiting == "slots-shared" and parked.contention_attempts == 1
+            blocker.release()
+            clock.advance(1.0)  # the redelivery is due
+            _until(lambda: worker.processed == 2, "the redelivery processed")
+        finally:
+            _drain(worker)
+        assert ran == ["body"]
+        done = _record(runtime, run_id)
+        assert outcome_of(done) == Success("done") and done.contention_attempts == 1
+    finally:
+        config.reset()
 
 
 # ------------------------------------------------------------------ the same rules as a thread
