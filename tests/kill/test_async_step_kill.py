@@ -6,6 +6,9 @@
   lapses the step sweeper re-dispatches it, the unit completes exactly once, and the parent's
   reader (parked in a worker meanwhile) gets its value. On Redis, the same with an ``async def``
   body awaiting in an async slot (``--async-slots``, docs/workers.md, "Async slots").
+* SIGTERM with a body in an async slot (Redis): the worker drains it and exits 0; past
+  ``--drain-timeout`` it exits 1 with the body unfinished, and the unit is recovered exactly
+  once by another worker.
 
 Unit bodies log ``start:``/``done:`` lines to an ``O_APPEND`` file shared by the processes.
 """
@@ -219,3 +222,55 @@ def _kill_inside_a_unit_body(
     # the body cut off by the kill started twice; it completed exactly once
     assert lines.count("start:unit") == 2 and lines.count("done:unit") == 1, lines
     assert lines.count("start:reader") == 1
+
+
+def test_sigterm_drains_a_body_in_an_async_slot_and_exits_0(
+    redis_backend: Backend, workers: WorkerProcesses, tmp_path: Path
+) -> None:
+    log, block = tmp_path / "unit.log", tmp_path / "block"
+    block.touch()
+    with _runtime(redis_backend) as runtime:
+        handle = AsyncKillUnit.run(log_path=str(log), block_path=str(block))
+        assert isinstance(handle, DispatchHandle)
+        worker = workers.start(redis_backend, *IMPORT, "--async-slots", "4",
+                               settings=kill_settings(redis_backend, SETTINGS))
+        wait_until(lambda: count(str(log), "start:unit") == 1, 60,
+                   "the worker to block in the unit", workers.logs)
+        worker.send_signal(signal.SIGTERM)
+        wait_until(lambda: "event=worker_stopping" in workers.logs(), 30, "the stop signal",
+                   workers.logs)
+        assert worker.poll() is None  # still draining the body in its slot
+        block.unlink()
+        assert worker.wait(timeout=30) == 0, workers.logs()
+        record = runtime.storage.step_results.get(handle.run_id, "unit")
+        assert record is not None and record.status == "completed"
+        assert outcome_of(record) == Success("captured")
+    lines = entries(str(log))
+    assert lines.count("start:unit") == 1 and lines.count("done:unit") == 1, lines
+
+
+def test_sigterm_past_the_drain_timeout_leaves_a_slot_unit_recoverable(
+    redis_backend: Backend, workers: WorkerProcesses, tmp_path: Path
+) -> None:
+    log, block = tmp_path / "unit.log", tmp_path / "block"
+    block.touch()
+    with _runtime(redis_backend):
+        handle = AsyncKillUnit.run(log_path=str(log), block_path=str(block))
+        assert isinstance(handle, DispatchHandle)
+        settings = kill_settings(redis_backend, SETTINGS)
+        worker_1 = workers.start(redis_backend, *IMPORT, "--async-slots", "4",
+                                 "--drain-timeout", "1", settings=settings)
+        wait_until(lambda: count(str(log), "start:unit") == 1, 60,
+                   "worker 1 to block in the unit", workers.logs)
+        worker_1.send_signal(signal.SIGTERM)
+        assert worker_1.wait(timeout=30) == 1, workers.logs()  # the body was still running
+        worker_2 = workers.start(redis_backend, *IMPORT, "--sweep", "--async-slots", "4",
+                                 settings=settings)
+        wait_until(lambda: handle.status() in TERMINAL_STATUSES, recovery_bound(redis_backend),
+                   "the run to finish", workers.logs)
+        assert handle.wait(timeout=5) == Success("read captured", run_id=handle.run_id)
+        worker_2.send_signal(signal.SIGTERM)
+        assert worker_2.wait(timeout=30) == 0, workers.logs()
+    lines = entries(str(log))
+    # the first body never finished (its process exited); the recovery completed it once
+    assert lines.count("start:unit") == 2 and lines.count("done:unit") == 1, lines
