@@ -32,6 +32,7 @@ from reactor import (
     Timeouts,
     config,
     input,
+    registry,
 )
 from reactor.cli import runs as runs_cli
 from reactor.cli._common import app
@@ -369,6 +370,7 @@ def test_a_stored_heartbeat_masks_the_runs_secrets_in_the_store_and_in_runs_show
     monkeypatch.setattr(runs_cli, "_runtime", lambda storage, router, setting=None: runtime)
     env = make_env(runtime)
     shown: list[dict[str, Any]] = []
+    registered: list[str] = []
     try:
         class Charge(Reactor):
             background = Background(all=True)
@@ -393,6 +395,9 @@ def test_a_stored_heartbeat_masks_the_runs_secrets_in_the_store_and_in_runs_show
                     time.sleep(0.02)  # pacing of the probe only
                 raise AssertionError("no heartbeat was stored while the attempt ran")
 
+        # a reactor with secrets stays registered no longer than this test (a worker of a
+        # later test without a secret key refuses to serve one)
+        registered.append(Charge.reactor_name)
         handle = Charge.run(card=secret)
         assert isinstance(handle, DispatchHandle)
         stored = _drain(runtime, clock, env, handle.run_id)
@@ -405,6 +410,8 @@ def test_a_stored_heartbeat_masks_the_runs_secrets_in_the_store_and_in_runs_show
             assert secret not in json.dumps(view, default=str)
         assert len(shown) == 2
     finally:
+        for name in registered:
+            registry.unregister(name)
         config.reset()
 
 
