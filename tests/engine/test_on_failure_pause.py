@@ -37,6 +37,7 @@ def test_a_failed_step_holds_the_run_before_any_rollback(kind: str, step_level: 
     assert view.failure is not None and view.failure.step_name == "c"
     assert view.failure_hold is not None
     assert (view.failure_hold.step, view.failure_hold.compensate_pending) == ("c", True)
+    assert view.failure_hold.attempt == 1  # no Retries: its one attempt
     assert view.current_step == "c"
     assert [e.type for e in view.trace][-2:] == ["failed", "failure_paused"]
 
@@ -131,3 +132,79 @@ def test_on_failure_must_be_rollback_or_pause() -> None:
                 return None
     with pytest.raises(DefinitionError, match="on_failure"):
         step(lambda inputs, ctx: None, on_failure="later")  # type: ignore[arg-type]
+
+
+def _cancelled_while_failing(journal: Journal) -> type[Reactor]:
+    """``a -> c``: ``c`` asks to cancel its own run, then fails (an operator's cancel that
+    lands while the step runs)."""
+
+    class CancelledWhileFailing(Reactor):
+        on_failure = "pause"
+
+        @step()
+        def a(inputs: Any, ctx: Any) -> str:
+            journal.log("run a")
+            return "a"
+
+        @a.undo
+        def _undo_a(result: Any, inputs: Any, ctx: Any) -> None:
+            journal.log("undo a")
+
+        @step(wait_for=["a"])
+        def c(inputs: Any, ctx: Any) -> str:
+            journal.log("run c")
+            if journal.broken:
+                asked = CancelledWhileFailing.cancel(ctx.run_id, reason="stop it")
+                assert isinstance(asked, DispatchHandle)  # accepted: the run is running
+                raise RuntimeError("bug in c")
+            return "c"
+
+        @c.compensate
+        def _compensate_c(error: Any, inputs: Any, ctx: Any) -> None:
+            journal.log("compensate c")
+
+    return CancelledWhileFailing
+
+
+def test_a_cancel_requested_while_the_step_ran_is_honoured_instead_of_the_hold() -> None:
+    """A cancel accepted while the failing step ran is not lost in the hold: the run rolls
+    back at once (the failed step compensated, the completed one undone) instead of waiting
+    ``failed_paused`` for an operator whose rewind would have dropped the compensate. Found
+    by an outside attack; failed before the hold read the cancel request."""
+    journal = Journal()
+    with TestEnvironment():
+        flow = _cancelled_while_failing(journal)
+        out = flow.run()
+        assert isinstance(out, Failure) and out.run_id is not None
+        view = flow.find(out.run_id)
+    assert view.status is RunStatus.FAILED
+    assert journal.events == ["run a", "run c", "compensate c", "undo a"]
+    assert view.failure_hold is None and list(view.undo_stack) == []
+
+
+def test_a_rewind_is_refused_while_a_cancel_request_stands() -> None:
+    """A held run whose cancel request stands (recorded, not carried out) is not rewound:
+    rewinding would drop the failed step's pending compensate when the run then stops. The
+    refusal changes nothing, and cancel rolls it back with the compensate."""
+    from reactor.engine.env import make_env
+    from reactor.engine.run_control.cancel import claim
+    from reactor.model.engine_state import CancelRequest
+
+    journal = Journal()
+    with TestEnvironment() as env:
+        flow = chain(journal)
+        out = flow.run()
+        assert isinstance(out, Failure) and out.run_id is not None
+        run_id = out.run_id
+        claim(make_env(), run_id, CancelRequest(reason="late", rollback=True,
+                                                requested_at=env.clock.now()))
+        journal.broken = False
+        with pytest.raises(RunStateError, match="cancel request standing") as caught:
+            flow.rewind(run_id)
+        assert caught.value.status == "failed_paused"
+        assert flow.find(run_id).status is RunStatus.FAILED_PAUSED
+        assert journal.events == ["run a", "run b", "run c"]
+        flow.cancel(run_id)
+        view = flow.find(run_id)
+    assert view.status is RunStatus.CANCELLED
+    assert journal.events == ["run a", "run b", "run c", "compensate c", "undo b", "undo a"]

@@ -13,7 +13,8 @@ reactor-level holds are released by the coordination, parked holds here; no swee
 re-dispatches the run (it is not ``running``) and it never expires (not terminal); its
 deadline, if any, still stands (its timer job is scheduled here for a caller's run). A composed
 child or a map element is never held (its root's step fails and the root's ``on_failure``
-decides), nor a run a cancel or its deadline is stopping.
+decides), nor a run a cancel or its deadline is stopping, nor one whose cancel was requested
+while the failing step ran: that run rolls back as if it had no ``on_failure``.
 
 **Cancelling it** (:func:`cancel_held`, reached through ``Reactor.cancel`` or the run's
 deadline): under the run's liveness lock the deferred rollback is recorded exactly as the
@@ -60,12 +61,18 @@ def pauses(state: RunState, spec: StepSpec) -> bool:
 
     Returns:
         ``True`` for a root run whose step (or reactor) declares ``on_failure="pause"`` and
-        that no cancel or deadline is stopping.
+        that no cancel or deadline is stopping: neither one being carried out nor a cancel
+        requested while the step ran (one claims read, on this path only), which the run
+        honours by rolling back at once, the failed step compensated.
+
+    Raises:
+        StorageError: the claims store failed.
     """
     return (
         state.definition.pauses_on_failure(spec.name)
         and cancel.is_root(state)
         and state.ctx.engine_state.cancel is None
+        and cancel.requested(state.env, state.ctx.context_id) is None
     )
 
 
@@ -97,7 +104,9 @@ def hold(
         ctx.engine_state, parked_holds={}, waiting=None,
         failure_hold=FailureHold(
             step=spec.name, kind=spec.kind, compensate_pending=compensate_pending,
-            attempt=ctx.attempts_of(spec.name), at=state.env.clock.now(),
+            # a step without Retries counts no attempts: its one attempt is the first
+            attempt=ctx.attempts_of(spec.name) or (1 if compensate_pending else None),
+            at=state.env.clock.now(),
         ),
     )
     ctx.failure = failure

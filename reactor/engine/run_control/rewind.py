@@ -35,7 +35,7 @@ from reactor.engine.checkpoint import load_context
 from reactor.engine.env import make_env
 from reactor.engine.liveness import FencedCheckpointer
 from reactor.engine.maps.rollback import roll_back_fan_out
-from reactor.engine.run_control import failure_hold, proceed, rerun
+from reactor.engine.run_control import cancel, failure_hold, proceed, rerun
 from reactor.engine.run_control.arguments import check_run_id, check_text
 from reactor.engine.state import RunState
 from reactor.errors import (
@@ -85,7 +85,8 @@ def rewind(
         RunNotFoundError: no stored run ``run_id`` (of this reactor).
         RunStateError: the run is not ``failed_paused``, or a step to run again cannot be
             (an interrupt, async or fan-out step), or another rewind is in progress from
-            another step; nothing changed.
+            another step, or a cancel request of the run stands (cancel it instead); nothing
+            changed.
         DefinitionMismatchError: the stored run no longer matches the definition.
         LockAcquisitionError: another operator call holds the run (try again).
         UnknownReactorError: the run's reactor is not registered in this process.
@@ -116,6 +117,15 @@ def rewind(
         if stored is None:
             raise RunNotFoundError(f"no stored run {run_id!r}", run_id=run_id)
         start, steps = _plan(definition, stored, from_step)
+        if cancel.requested(env, run_id) is not None:
+            # the run stops at once when it goes on: rewinding first would drop the failed
+            # step's pending compensate (its hold is what records it); cancel rolls back
+            raise RunStateError(
+                f"run {run_id!r} has a cancel request standing: cancel it (Reactor.cancel "
+                "rolls the held run back, compensating its failed step) instead of "
+                "rewinding it",
+                run_id=run_id, status=stored.status.value,
+            )
         _rewind_held(definition, stored, start, steps, FencedCheckpointer(env, stored, hold),
                      reason=reason, by=by)
     except BaseException:
