@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from reactor import config
 from reactor.config import Runtime
@@ -59,7 +60,8 @@ def backend_urls(
 
 
 def configure_on(
-    name: str, service_url: Callable[[str], str], clock: TestClock, *, area: str
+    name: str, service_url: Callable[[str], str], clock: TestClock, *, area: str,
+    **settings: Any,
 ) -> Runtime:
     """Configure the runtime on backend ``name`` (a fresh namespace; ``memory``: in-process,
     its storage and router on ``clock``), with ``clock`` as the runtime clock. The caller
@@ -70,12 +72,14 @@ def configure_on(
         service_url: the ``service_url`` fixture (tests/conftest.py).
         clock: the runtime's test clock.
         area: names the mongomock database, the DynamoDB table and the SQS queue.
+        settings: more settings for ``config.configure`` (e.g. ``secret_keys``).
     """
     if name == "memory":
         return config.configure(
-            storage=MemoryStorage(clock=clock), router=LocalRouter(clock=clock), clock=clock
+            storage=MemoryStorage(clock=clock), router=LocalRouter(clock=clock), clock=clock,
+            **settings,
         )
     storage_url, router_url = backend_urls(
         name, service_url, f"{area[:2]}{uuid.uuid4().hex[:10]}", area=area
     )
-    return config.configure(storage=storage_url, router=router_url, clock=clock)
+    return config.configure(storage=storage_url, router=router_url, clock=clock, **settings)

@@ -40,6 +40,7 @@ from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, MemoryStorage
 from reactor.model.keys import step_liveness_key
 from reactor.model.records import StepResultRecord
+from reactor.model.secrets import generate_key
 from reactor.ports.payloads import StepPayload, job
 from reactor.ports.router import Delivery
 from reactor.testing import TestClock
@@ -108,8 +109,11 @@ class Gate:
 def runtime(
     request: pytest.FixtureRequest, service_url: Callable[[str], str]
 ) -> Iterator[Runtime]:
-    """A runtime on memory or Redis (a fresh namespace), on a test clock."""
-    yield configure_on(request.param, service_url, TestClock(time.time()), area="slots")
+    """A runtime on memory or Redis (a fresh namespace), on a test clock, with a secret key:
+    a worker refuses to start while any registered reactor (another test module's, too) holds
+    secrets it could not open (docs/security.md, "When a key is wrong or missing")."""
+    yield configure_on(request.param, service_url, TestClock(time.time()), area="slots",
+                       secret_keys=(generate_key("slots"),))
     config.reset()
 
 
