@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextvars
 import inspect
 import logging
+import math
 import os
 import threading
 import time
@@ -154,6 +155,25 @@ class AttemptLimit:
             return limit_at
         return min(limit_at, self.heartbeats.due(self.heartbeat))
 
+    def expired(self, started: float) -> StepTimeout:
+        """The attempt, started at ``started``, is given up at its limit: its heartbeats are
+        ignored from now on (a plain body runs on after it; docs/concepts.md, "Heartbeats"),
+        and the error it fails with is returned (:meth:`error`)."""
+        error = self.error(started)
+        if self.heartbeats is not None:
+            self.heartbeats.abandon(self.attempt)
+        return error
+
+    def spelled(self) -> str:
+        """The limit in words, for log lines: ``"its time limit of 5s"``, ``"its heartbeat
+        limit of 1s"`` or both."""
+        if math.isinf(self.seconds):
+            return f"its heartbeat limit of {self.heartbeat:g}s"
+        if self.heartbeat is not None:
+            return (f"its time limit of {self.seconds:g}s or its heartbeat limit of "
+                    f"{self.heartbeat:g}s")
+        return f"its time limit of {self.seconds:g}s"
+
     def error(self, started: float | None = None) -> StepTimeout:
         """The error a body that ran past this limit fails with (``started``: when the
         attempt began, to tell a missed heartbeat from the limit itself)."""
@@ -216,9 +236,9 @@ def _await_body(coro: Any, limit: AttemptLimit | None, started: float) -> Any:
         return await_result(coro)
     if time.monotonic() >= limit.due(started):  # the plain call that made it used it all
         coro.close()
-        raise limit.error(started)
+        raise limit.expired(started)
     return await_result(
-        coro, due=lambda: limit.due(started), expired=lambda: limit.error(started),
+        coro, due=lambda: limit.due(started), expired=lambda: limit.expired(started),
         tick=None if limit.writer is None else limit.tick,
     )
 
@@ -269,9 +289,9 @@ def _call_on_body_thread(
             finished.release()
             if late:
                 _log.warning(
-                    "step %r attempt %d returned after its time limit of %gs: its result "
-                    "(%s) is discarded, never recorded (docs/concepts.md, \"Time limits\")",
-                    limit.step, limit.attempt, limit.seconds, _described(*ended[0]),
+                    "step %r attempt %d returned after %s: its result (%s) is discarded, "
+                    "never recorded (docs/concepts.md, \"Time limits\")",
+                    limit.step, limit.attempt, limit.spelled(), _described(*ended[0]),
                 )
 
     context = contextvars.copy_context()  # inside signals.listening(): signals work there
@@ -292,7 +312,7 @@ def _call_on_body_thread(
         with settle:
             if not ended:  # still running: give up on it
                 abandoned.append(True)
-                raise limit.error(started)
+                raise limit.expired(started)
     ok, value = ended[0]
     if ok:
         return value

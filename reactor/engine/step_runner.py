@@ -239,13 +239,11 @@ def _storable(last: LastHeartbeat, step: str, secrets: list[Any]) -> LastHeartbe
     ``"[REDACTED]"`` (a secret is never stored in clear, and views show it masked), and
     details the codec cannot encode dropped (logged), so a heartbeat never fails the save
     that hands a retry to the queue, nor the one that stores it while the attempt runs."""
-    masked = mask_plain_secrets(last.details, secrets)
-    if masked is not last.details:
-        last = replace(last, details=masked)
-    try:
+    try:  # first: what the codec refuses (a cycle, nesting past MAX_DEPTH) is never walked
         codec.dumps(last.details).encode("utf-8")  # a lone surrogate fails only here
     except (codec.EncodeError, ValueError, RecursionError) as exc:
         _log.warning("event=heartbeat_details_unstorable step=%s error=%s (kept without its "
                      "details)", step, exc)
         return replace(last, details=None)
-    return last
+    masked = mask_plain_secrets(last.details, secrets)
+    return last if masked is last.details else replace(last, details=masked)

@@ -81,7 +81,7 @@ class Heartbeats:
             read at each call.
     """
 
-    __slots__ = ("_alive_at", "_attempt", "_last", "_lock", "_monotonic", "_wall")
+    __slots__ = ("_abandoned", "_alive_at", "_attempt", "_last", "_lock", "_monotonic", "_wall")
 
     def __init__(
         self, last: LastHeartbeat | None = None, *,
@@ -93,6 +93,7 @@ class Heartbeats:
         self._monotonic: Callable[[], float] = monotonic if monotonic is not None else _monotonic
         self._wall: Callable[[], float] = wall if wall is not None else _wall
         self._attempt = 0
+        self._abandoned = False
         self._alive_at = self._monotonic()
 
     @property
@@ -108,8 +109,21 @@ class Heartbeats:
         """
         with self._lock:
             self._attempt = attempt
+            self._abandoned = False
             self._alive_at = self._monotonic()
             return self._last
+
+    def abandon(self, attempt: int) -> None:
+        """The engine gave attempt ``attempt`` up at its limit: its later calls (a plain body
+        runs on after it, an ``async def`` one in its grace) are ignored until the next
+        attempt starts — they neither become the last heartbeat nor keep anything alive.
+
+        Args:
+            attempt: the attempt given up (1-based); another attempt's number changes nothing.
+        """
+        with self._lock:
+            if attempt == self._attempt:
+                self._abandoned = True
 
     def beat(self, details: Any = None, attempt: int | None = None) -> None:
         """Record a heartbeat of the attempt in progress (no I/O).
@@ -117,11 +131,13 @@ class Heartbeats:
         Args:
             details: the body's progress.
             attempt: the attempt making the call (``ctx.attempt``); a call of an earlier
-                attempt (a plain body that timed out and runs on, abandoned) is ignored: it
-                neither keeps the attempt in progress alive nor becomes the last heartbeat.
+                attempt, or of the attempt in progress once the engine gave it up at its
+                limit (:meth:`abandon`: a plain body that timed out runs on, even before the
+                next attempt starts), is ignored: it neither keeps an attempt alive nor becomes
+                the last heartbeat.
         """
         with self._lock:
-            if attempt is not None and attempt != self._attempt:
+            if self._abandoned or (attempt is not None and attempt != self._attempt):
                 return
             self._alive_at = self._monotonic()
             self._last = LastHeartbeat(details, self._wall(), self._attempt)

@@ -502,3 +502,116 @@ def test_an_async_body_in_a_worker_has_its_last_heartbeat_stored_while_it_runs(
         assert 1 <= details["offset"] < stored.intermediate_results["copy"]
     finally:
         config.reset()
+
+
+@pytest.mark.parametrize("shape", ["deep", "cycle"])
+def test_unstorable_details_of_a_run_with_secrets_are_dropped_not_crash_looped(
+    shape: str,
+) -> None:
+    """Heartbeat details nested past the codec's MAX_DEPTH (or holding a cycle) in a run with
+    a ``redact=True`` input: the secret masking walked them before the codec refused them and
+    hit ``RecursionError`` at the worker's retry hand-off, so every delivery failed, the step
+    body ran again on each one and the run stayed ``running`` behind dead letters (found by an
+    outside attack). Now the details are dropped (logged) as for any unstorable details: the
+    retry runs once and the run fails as its retries say."""
+    from reactor.testing import TestEnvironment
+
+    charges: list[int] = []
+    details: Any
+    if shape == "deep":
+        details = []
+        for _ in range(1200):
+            details = [details]
+    else:
+        details = {}
+        details["self"] = details
+
+    with TestEnvironment() as env:
+        class Card(Reactor, name=f"test_heartbeats.unstorable_{shape}"):
+            background = Background(all=True)
+            token = Input(str, redact=True)
+
+            @step(timeouts=Timeouts(heartbeat=30),
+                  retries=Retries(max_attempts=2, backoff="fixed", base_delay=1))
+            def charge(inputs: Any, ctx: Any) -> None:
+                charges.append(ctx.attempt)
+                ctx.heartbeat({"cursor": details})
+                raise ConnectionError("gateway down")
+
+        try:
+            handle = Card.run(token="s3cret")
+            assert isinstance(handle, DispatchHandle)
+            env.run_until_idle()
+            env.sweep()
+            env.run_until_idle()
+            view = Card.find(handle.run_id)
+            assert env.dead_letters() == []
+        finally:
+            registry.unregister(Card.reactor_name)
+    assert view.status is RunStatus.FAILED
+    assert charges == [1, 2]
+
+
+def test_an_abandoned_attempt_s_calls_are_ignored_until_the_next_attempt_starts() -> None:
+    """Once the engine gives an attempt up at its limit (``abandon``), that attempt's calls are
+    ignored even before the next attempt starts (during the retry wait); the next attempt's
+    calls count again."""
+    beats = Heartbeats()
+    beats.start(1)
+    beats.beat({"offset": 5}, attempt=1)
+    beats.abandon(1)
+    beats.beat({"offset": 6}, attempt=1)  # the timed-out body runs on
+    assert beats.last is not None and beats.last.details == {"offset": 5}
+    beats.abandon(7)  # another attempt's number changes nothing
+    assert beats.start(2) == beats.last
+    beats.beat({"offset": 9}, attempt=2)
+    assert beats.last.details == {"offset": 9} and beats.last.attempt == 2
+
+
+class _ReleasingTheZombie(TestClock):
+    """A test clock whose retry wait lets the timed-out body go on (``release``) and lasts
+    until it has called ``ctx.heartbeat`` again (``zombie_beat``, bounded), so that call lands
+    inside the wait, after the engine gave the attempt up."""
+
+    def __init__(self, release: threading.Event, zombie_beat: threading.Event) -> None:
+        super().__init__(time.time())
+        self.release, self.zombie_beat = release, zombie_beat
+
+    def sleep(self, seconds: float) -> None:
+        self.release.set()
+        assert self.zombie_beat.wait(10), "the timed-out body never called heartbeat"
+        super().sleep(seconds)
+
+
+def test_a_timed_out_plain_body_cannot_set_the_next_attempt_s_last_heartbeat() -> None:
+    """A plain body past its heartbeat limit runs on; its heartbeat made during the retry
+    wait used to become the next attempt's ``ctx.last_heartbeat`` (the attempt number had not
+    moved on yet; found by an outside attack). The next attempt now reads the last heartbeat
+    the abandoned attempt made in time."""
+    release, zombie_beat = threading.Event(), threading.Event()
+    seen: list[Any] = []
+    config.configure(storage="memory://", router="inline://",
+                     clock=_ReleasingTheZombie(release, zombie_beat))
+    try:
+        class Copy(Reactor, name="test_heartbeats.zombie"):
+            @step(timeouts=Timeouts(heartbeat=0.2),
+                  retries=Retries(max_attempts=2, backoff="fixed", base_delay=1))
+            def a(inputs: Any, ctx: Any) -> str:
+                seen.append(ctx.last_heartbeat)
+                if ctx.attempt == 1:
+                    ctx.heartbeat({"who": "in time"})
+                    assert release.wait(10)  # silent past the limit until the retry wait
+                    ctx.heartbeat({"who": "zombie"})
+                    zombie_beat.set()
+                    return "late"
+                return "second"
+
+        try:
+            out = Copy.run()
+        finally:
+            registry.unregister(Copy.reactor_name)
+    finally:
+        config.reset()
+    assert out == Success({"a": "second"}, run_id=out.run_id)
+    assert seen[0] is None
+    assert seen[1] is not None and seen[1].details == {"who": "in time"}

@@ -330,7 +330,7 @@ def suspend_all(
         LockAcquisitionError: other operators changed the switch under this call (retry).
         StorageError: a backend failed (the runs counted so far are held).
     """
-    _check("suspend", "-", reason=reason, by=by)
+    _check("suspend_all", "-", reason=reason, by=by)
     if not isinstance(hold_new, bool):
         raise SuspendArgumentError(
             f"suspend_all(hold_new=...) must be a bool, got {type(hold_new).__name__}",
