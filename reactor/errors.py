@@ -55,6 +55,7 @@ __all__ = [
     "LockLost",
     "MapElementsArgumentError",
     "OrderedLockWaitError",
+    "PoisonedRunError",
     "QuarantineRestoreError",
     "RateLimitExceeded",
     "ReactorError",
@@ -948,6 +949,13 @@ class SecretKeyError(DeserializationError):
 class AbandonedRunError(ReactorError):
     """The failure stored under a run id whose claimer died between claiming its idempotency
     key and storing the run (docs/run-control.md, "Idempotency keys")."""
+
+
+class PoisonedRunError(ReactorError):
+    """The failure stored on a run whose ``run`` job failed on every delivery with an error
+    of reactor's own and was dead-lettered: the run is stored ``aborted`` instead of being
+    re-dispatched into the same error, and ``Reactor.undo`` rolls it back (docs/workers.md,
+    "Dead letters")."""
 
 
 class QuarantineRestoreError(ReactorError):

@@ -10,7 +10,9 @@ consumer side (``receive``/``ack``/``retry``/``extend``/``dead_letter``):
   payload, an unknown kind, an unregistered reactor name — go to ``router.dead_letter`` with the
   reason and are logged once; they never crash-loop the worker;
 * any other exception (a handler bug, a :class:`~reactor.errors.StorageError`) is retried
-  with ``backoff(delivery_count)`` until ``max_deliveries``, then dead-lettered with the reason;
+  with ``backoff(delivery_count)`` until ``max_deliveries``, then dead-lettered with the reason
+  (and a ``run`` job's run, failing with an error that is not a backend's, is stored
+  ``aborted``: :mod:`reactor.jobs.poisoned_runs`);
 * while a handler runs, a heartbeat thread extends the delivery's visibility every
   ``visibility / 3`` seconds so a long job is not redelivered;
 * reactors are resolved only by registered name; ``import_modules`` (operator-supplied, e.g.
@@ -44,6 +46,7 @@ from reactor.jobs import observe
 from reactor.jobs.async_slots import SlotHost, check_available
 from reactor.jobs.handlers import HANDLERS, JobContext, dispatch_job
 from reactor.jobs.handlers.step import awaits_on_loop
+from reactor.jobs.poisoned_runs import abort_poisoned_run
 from reactor.jobs.sweep_tick import schedule_next
 from reactor.model.text import escaping_logger
 from reactor.ports.router import Delivery
@@ -451,9 +454,10 @@ class Worker:
         job = delivery.job
         reason = f"{type(exc).__name__}: {exc}"
         if delivery.delivery_count >= self.max_deliveries:
-            self._dead_letter(
-                delivery, f"handler failed on {delivery.delivery_count} deliveries: {reason}"
-            )
+            letter = f"handler failed on {delivery.delivery_count} deliveries: {reason}"
+            self._dead_letter(delivery, letter)
+            # a run job's run would be re-dispatched into the same error: stored aborted
+            abort_poisoned_run(self.runtime, job, exc, letter)
             return
         delay = self.backoff(delivery.delivery_count)
         log.warning(
