@@ -27,6 +27,7 @@ from reactor.engine.dispatch import DispatchHandle
 from reactor.engine.run_control import cancel_run, idempotency, retry_run
 from reactor.engine.run_control import fork as forking
 from reactor.engine.run_control import resume as resuming
+from reactor.engine.run_control import resume_version as version_resuming
 from reactor.engine.run_control import rewind as rewinding
 from reactor.engine.run_control import suspend as suspending
 from reactor.errors import InputValidationError
@@ -427,6 +428,28 @@ class Reactor(BaseReactor, abstract=True):
             The switch (``reason``, ``by``, ``at`` in epoch seconds), or ``None`` when off.
         """
         return suspending.reactor_switch(cls.definition, runtime=runtime)
+
+    @classmethod
+    def resume_version(cls, run_id: str, *, runtime: Runtime | None = None) -> DispatchHandle:
+        """Continue a run held ``needs_version`` (no process could safely continue it under
+        its definition) once this process's definition can: judge it again and hand it to a
+        worker (docs/deploys.md, "Compatibility rules").
+
+        Args:
+            run_id: the held run.
+            runtime: the runtime to use (default: ``reactor.config.current()``).
+
+        Returns:
+            The handle of the run's ``run`` job (``wait()`` returns its outcome).
+
+        Raises:
+            RunNotFoundError: no stored run with this id belongs to this reactor.
+            RunStateError: the run is not ``needs_version``; nothing changed.
+            DefinitionMismatchError: this definition cannot continue it either (``exc.step``
+                names the step, the message the rule); nothing changed.
+            LockAcquisitionError: an execution holds the run (try again).
+        """
+        return version_resuming.resume_version(_own_definition(cls), run_id, runtime=runtime)
 
     @classmethod
     def rewind(

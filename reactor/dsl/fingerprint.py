@@ -29,11 +29,25 @@ if TYPE_CHECKING:
     from reactor.dsl.declarations import StepSpec
     from reactor.dsl.definition import ReactorDefinition
 
-__all__ = ["FINGERPRINT_DIGITS", "definition_id", "fingerprint", "shape", "step_shape"]
+__all__ = [
+    "FINGERPRINT_DIGITS",
+    "STEP_DIGEST_DIGITS",
+    "definition_id",
+    "fingerprint",
+    "shape",
+    "step_digest",
+    "step_digests",
+    "step_shape",
+]
 
 #: Hex digits kept of the SHA-256 (64 bits: a collision between two shapes of one reactor is
 #: not a practical concern).
 FINGERPRINT_DIGITS = 16
+
+#: Hex digits kept of one step's shape digest (docs/deploys.md, "Compatibility rules"): small
+#: enough to store one per step in every run; a step's shape is only ever compared with the
+#: same step's other shape, so 32 bits suffice.
+STEP_DIGEST_DIGITS = 8
 
 
 def definition_id(definition: ReactorDefinition) -> DefinitionStamp:
@@ -44,12 +58,14 @@ def definition_id(definition: ReactorDefinition) -> DefinitionStamp:
         definition: a bound reactor definition.
 
     Returns:
-        Its fingerprint and version label.
+        Its fingerprint, version label and per-step digests (:func:`step_digests`).
     """
     cached = _CACHE.get(id(definition))
     if cached is not None and cached[0] is definition:
         return cached[1]
-    made = DefinitionStamp(fingerprint(definition), definition.version)
+    made = DefinitionStamp(
+        fingerprint(definition), definition.version, step_digests(definition)
+    )
     _CACHE[id(definition)] = (definition, made)
     return made
 
@@ -71,6 +87,36 @@ def fingerprint(definition: ReactorDefinition) -> str:
     """
     text = json.dumps(shape(definition), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:FINGERPRINT_DIGITS]
+
+
+def step_digests(definition: ReactorDefinition) -> dict[str, str]:
+    """Every declared step's shape digest: the first 8 hex digits of the SHA-256 of
+    :func:`step_shape` as canonical JSON. A stored run keeps them so that a later process can
+    tell which of its steps changed shape (docs/deploys.md, "Compatibility rules").
+
+    Args:
+        definition: a bound reactor definition.
+
+    Returns:
+        Step name -> digest, in definition order.
+    """
+    return {
+        name: step_digest(step_shape(spec, definition.children))
+        for name, spec in definition.steps.items()
+    }
+
+
+def step_digest(step: Mapping[str, Any]) -> str:
+    """The digest of one step's shape (docs/deploys.md, "Compatibility rules").
+
+    Args:
+        step: a :func:`step_shape` value.
+
+    Returns:
+        The first 8 hex digits of the SHA-256 of its canonical JSON.
+    """
+    text = json.dumps(step, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:STEP_DIGEST_DIGITS]
 
 
 def shape(definition: ReactorDefinition) -> dict[str, Any]:

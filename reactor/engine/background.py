@@ -32,7 +32,7 @@ from typing import Any
 from reactor.dsl.background import Background
 from reactor.dsl.definition import ReactorDefinition
 from reactor.dsl.fingerprint import definition_id
-from reactor.engine import coordination, executor, observe
+from reactor.engine import compatibility, coordination, executor, observe
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.coordination import is_admitted, mark_admitted  # re-exported (docs/workers.md)
 from reactor.engine.dispatch import DispatchHandle, stored_result
@@ -262,8 +262,15 @@ def continue_run(
         RetryLater: a step retry is due after a delay (the context was saved).
         Park: the execution parked (the context was saved).
         LockLost: the liveness lock lapsed; nothing more was written.
+        NeedsVersion: ``definition`` cannot safely continue the run (docs/deploys.md,
+            "Compatibility rules"): it was saved ``needs_version``; nothing ran.
     """
     checkpoint = FencedCheckpointer(env, ctx, liveness)
+    found = compatibility.judge(definition, ctx, forward=ctx.rollback is None)
+    if found is not None:  # docs/deploys.md, "Compatibility rules": never run it silently
+        compatibility.hold(ctx, found, definition, env.clock.now())
+        checkpoint.save()
+        raise compatibility.NeedsVersion(found)
     state = RunState(definition, ctx, env, checkpoint, claims_read=liveness.claims_read)
     state.retry_wait = _raise_retry_later(state)
     with observe.run(env, ctx, "worker"):  # docs/observability.md, "Middleware"

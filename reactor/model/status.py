@@ -16,7 +16,10 @@ class RunStatus(StrEnum):
     (docs/operations.md, "Suspend and unsuspend"): it starts no step until
     ``Reactor.unsuspend``; ``failed_paused`` means a step failed under
     ``on_failure="pause"`` and the run is held before its rollback, for an operator to
-    rewind, fork or cancel it (docs/operations.md, "Pause, rewind, fork"). The legacy stored
+    rewind, fork or cancel it (docs/operations.md, "Pause, rewind, fork"); ``needs_version``
+    means no process with this definition may safely continue the run: it waits for
+    ``Reactor.resume_version`` once a compatible definition is deployed (docs/deploys.md,
+    "Compatibility rules"). The legacy stored
     value ``skipped`` reads as ``halted``.
     """
 
@@ -31,6 +34,7 @@ class RunStatus(StrEnum):
     ROLLING_BACK = "rolling_back"
     SUSPENDED = "suspended"
     FAILED_PAUSED = "failed_paused"
+    NEEDS_VERSION = "needs_version"
 
     @classmethod
     def parse(cls, value: str) -> RunStatus:

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reactor import registry
-from reactor.engine import background, liveness
+from reactor.engine import background, compatibility, liveness
 from reactor.engine.checkpoint import decode_context, load_context
 from reactor.engine.dispatch import publish_completion
 from reactor.engine.dispatch_leases import mark_enqueued, run_unit
@@ -153,6 +153,8 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
         except fan_out.MapDispatched as dispatched:  # saved before its elements were enqueued
             log.info("event=run_handed_to_map context_id=%s step=%s map_id=%s",
                      ctx.context_id, dispatched.step, dispatched.map_id)
+            return
+        except compatibility.NeedsVersion:  # saved needs_version (docs/deploys.md)
             return
         except map_rollback.RollbackHandedOff as handed:
             map_rollback.hand_off(env, liveness.FencedCheckpointer(env, ctx, hold), handed)

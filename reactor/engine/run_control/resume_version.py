@@ -1,0 +1,83 @@
+"""``Reactor.resume_version``: continue a ``needs_version`` run once the process holds a
+definition that can safely continue it (docs/deploys.md, "Compatibility rules").
+
+Under the run's liveness lock the run is read again and judged with this process's
+definition (:mod:`reactor.engine.compatibility`); a run still incompatible is refused and
+left as it is. A compatible one is stored with the status it had before it was held, without
+its ``needs_version`` record (a fenced save), and its ``run`` job is enqueued: a worker
+continues it as any background run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from reactor import registry
+from reactor.config import Runtime
+from reactor.dsl.definition import ReactorDefinition
+from reactor.engine import api, compatibility, liveness
+from reactor.engine.dispatch import DispatchHandle
+from reactor.engine.env import make_env
+from reactor.engine.liveness import FencedCheckpointer
+from reactor.errors import LockAcquisitionError, RunStateError
+from reactor.model.keys import run_liveness_key
+from reactor.model.status import RunStatus
+from reactor.ports.payloads import RunPayload, job
+
+__all__ = ["resume_version"]
+
+
+def resume_version(
+    definition: ReactorDefinition | None, run_id: str, *, runtime: Runtime | None = None
+) -> DispatchHandle:
+    """Judge the ``needs_version`` run ``run_id`` again and hand it to a worker when this
+    definition can continue it (see the module docstring).
+
+    Args:
+        definition: the reactor the run must belong to; ``None``: its registered reactor.
+        run_id: the held run.
+        runtime: the runtime (default ``reactor.config.current()``).
+
+    Returns:
+        The handle of the run's ``run`` job (``wait()`` returns its outcome).
+
+    Raises:
+        RunNotFoundError: no stored run ``run_id`` (of this reactor).
+        RunStateError: the run is not ``needs_version`` (``exc.status``); nothing changed.
+        DefinitionMismatchError: this definition cannot continue it either (``exc.step``;
+            the message names the rule); nothing changed.
+        LockAcquisitionError: an execution holds the run's liveness lock (try again).
+        UnknownReactorError: ``definition`` is ``None`` and the run's reactor is not
+            registered here.
+    """
+    env = make_env(runtime)
+    api.load_run(definition, run_id, env, open_secrets=False)  # exists, and is this reactor's
+    hold = liveness.take(env, run_id)
+    if hold is None:
+        raise LockAcquisitionError(
+            f"run {run_id!r} is locked by another execution; try resume_version again",
+            key=run_liveness_key(run_id),
+        )
+    try:
+        ctx = api.load_run(definition, run_id, env, open_secrets=False)
+        held = ctx.engine_state.needs_version
+        if ctx.status is not RunStatus.NEEDS_VERSION or held is None:
+            raise RunStateError(
+                f"run {run_id!r} is {ctx.status.value}, not needs_version: nothing to resume",
+                run_id=run_id, status=ctx.status.value,
+            )
+        if definition is None:
+            definition = registry.get(ctx.reactor).definition
+        compatibility.require(definition, ctx, forward=ctx.rollback is None)
+        ctx.status = RunStatus.parse(held.status)
+        ctx.engine_state = replace(ctx.engine_state, needs_version=None)
+        FencedCheckpointer(env, ctx, hold).save()
+    finally:
+        hold.release()
+    job_id = env.runtime.router.enqueue(
+        job(RunPayload(context_id=ctx.context_id, reactor=ctx.reactor))
+    )
+    return DispatchHandle(
+        run_id=ctx.context_id, job_id=job_id, reactor=ctx.reactor,
+        results=dict(ctx.intermediate_results), runtime=env.runtime,
+    )
