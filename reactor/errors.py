@@ -71,6 +71,7 @@ __all__ = [
     "SecretKeyError",
     "SemaphoreAcquisitionError",
     "SignalOutsideStepError",
+    "SleepValueError",
     "SnoozeLimitError",
     "StaleWriterError",
     "StepTimeout",
@@ -159,6 +160,28 @@ class ArgumentResolutionError(ReactorError):
     The step body never started: it is not compensated and not retried; completed steps are
     undone (docs/concepts.md, "Arguments and wiring").
     """
+
+
+class SleepValueError(ReactorError, ValueError):
+    """A ``sleep`` step's wake time is unusable (docs/schedules.md, "Durable sleep").
+
+    Raised at definition time as a :class:`DefinitionError` instead; this one fails the
+    step at run time when the value read from the run's input (``from_input=``) is not a
+    positive, finite number of seconds or a timezone-aware ``datetime`` (or an ISO 8601 text
+    with an offset). The step has no body: it is not retried and not compensated; completed
+    steps are undone.
+
+    Args:
+        message: the reason (it names the field).
+        field: the offending field (the input's name, ``"seconds"`` or ``"until"``).
+
+    Attributes:
+        field: as given.
+    """
+
+    def __init__(self, message: str, *, field: str = "seconds") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class DependencyError(ReactorError):

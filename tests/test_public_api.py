@@ -98,6 +98,7 @@ EXPECTED_REACTOR = sorted(
         "map_step",
         "result",
         "skip",
+        "sleep",
         "step",
         "succeed",
         "value",

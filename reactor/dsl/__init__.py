@@ -16,7 +16,7 @@ from reactor.dsl.coordination import (
     with_rate_limit,
     with_semaphore,
 )
-from reactor.dsl.declarations import StepSpec, compose, interrupt, map_step, step
+from reactor.dsl.declarations import StepSpec, compose, interrupt, map_step, sleep, step
 from reactor.dsl.definition import ReactorDefinition
 from reactor.dsl.fan_out import FanOut
 from reactor.dsl.inputs import Input, Inputs
@@ -44,6 +44,7 @@ __all__ = [
     "interrupt",
     "map_step",
     "result",
+    "sleep",
     "step",
     "value",
     "with_lock",

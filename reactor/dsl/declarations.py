@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, Literal, overload
 
 from reactor.dsl.callables import check_function_hook
@@ -24,15 +25,18 @@ from reactor.dsl.fan_out import FanOut
 from reactor.dsl.interrupt import DEFAULT_MAX_ATTEMPTS, InterruptDecl
 from reactor.dsl.on_failure import OnFailure, checked_on_failure
 from reactor.dsl.retries import Retries
+from reactor.dsl.sleep import SleepDecl
 from reactor.dsl.step import BaseStep
 from reactor.dsl.templates import Template, ValueRef
 from reactor.dsl.timeouts import Timeouts
 from reactor.errors import DefinitionError
 from reactor.model.interrupt_claim import MAX_CORRELATION_ID_LENGTH
 
-__all__ = ["StepKind", "StepSpec", "compose", "interrupt", "map_step", "step"]
+__all__ = ["StepKind", "StepSpec", "compose", "interrupt", "map_step", "sleep", "step"]
 
-StepKind = Literal["step", "compose", "map", "async_step", "async_reactor", "interrupt"]
+StepKind = Literal[
+    "step", "compose", "map", "async_step", "async_reactor", "interrupt", "sleep"
+]
 
 #: ``fn(inputs, ctx)`` for a function step's ``run``.
 RunFunction = Callable[..., Any]
@@ -77,7 +81,8 @@ class StepSpec:
             ``"async_step"`` (a leaf run as its own job; :mod:`reactor.dsl.async_step`),
             ``"async_reactor"`` (a child reactor run as its own background run;
             :mod:`reactor.dsl.async_reactor`) or
-            ``"interrupt"`` (a pause for outside input; :mod:`reactor.dsl.interrupt`).
+            ``"interrupt"`` (a pause for outside input; :mod:`reactor.dsl.interrupt`) or
+            ``"sleep"`` (a durable pause until a time; :mod:`reactor.dsl.sleep`).
         arguments: argument name -> template (after wiring by name, in a bound copy).
         wait_for: extra dependencies that pass no data.
         retries: the step-level retry policy (leaf steps only).
@@ -98,6 +103,7 @@ class StepSpec:
             :mod:`reactor.dsl.coordination`).
         interrupt: interrupt steps only: the interrupt's options (its correlation id is the
             argument ``"correlation_id"``, when declared).
+        sleep: sleep steps only: when the step wakes (docs/schedules.md, "Durable sleep").
         transaction: leaf steps only: the body (and its undo) runs in a database transaction
             of the run's storage that also writes the step's checkpoint (docs/concepts.md,
             "Transactional steps").
@@ -122,6 +128,7 @@ class StepSpec:
     fan_out: FanOut | None = None
     coordination: tuple[Coordination, ...] = ()
     interrupt: InterruptDecl | None = None
+    sleep: SleepDecl | None = None
     transaction: bool = False
     on_failure: OnFailure | None = None
     name: str = ""
@@ -178,8 +185,8 @@ class StepSpec:
     @property
     def label(self) -> str:
         """A human-readable description of the implementation (for messages)."""
-        if self.kind == "interrupt":
-            return "interrupt"
+        if self.kind in ("interrupt", "sleep"):
+            return self.kind
         if self.step_class is not None:
             return self.step_class.__qualname__
         if self.function is not None:
@@ -553,4 +560,43 @@ def interrupt(
         arguments["correlation_id"] = _as_template("correlation_id", correlation_id)
     return StepSpec(
         kind="interrupt", arguments=arguments, wait_for=_names(wait_for), interrupt=options
+    )
+
+
+def sleep(
+    seconds: float | None = None,
+    *,
+    until: datetime | None = None,
+    from_input: str | None = None,
+    wait_for: str | Iterable[str] | None = None,
+) -> StepSpec:
+    """Declare a durable sleep: the run parks here until its wake time (docs/schedules.md,
+    "Durable sleep").
+
+    Reaching the step with a wake time ahead stores the run ``paused`` with a sleep marker
+    (shown as "sleeping until <time>"), releases its liveness lock and its holds, and
+    enqueues a ``sleep_wake`` timer job due at the wake time; the run then continues in a
+    worker. A wake time already passed completes the step at once. A sleep has no body, no
+    undo and no compensate (a rollback passes over it); its result is ``None``. It can be
+    composed (the root sleeps) but cannot be a map element.
+
+    Args:
+        seconds: the delay, positive and finite, counted from when the run reaches the step.
+        until: the wake time, a timezone-aware ``datetime``.
+        from_input: the name of a run input holding the delay in seconds or the wake time (a
+            timezone-aware ``datetime`` or ISO 8601 text with an offset), read when the run
+            reaches the step; a bad value fails the step with
+            :class:`~reactor.errors.SleepValueError`.
+        wait_for: step names the sleep comes after (as on ``step``).
+
+    Returns:
+        A :class:`StepSpec` of kind ``"sleep"``.
+
+    Raises:
+        DefinitionError: not exactly one of ``seconds``, ``until`` and ``from_input``, or an
+            invalid one (see :class:`~reactor.dsl.sleep.SleepDecl`).
+    """
+    return StepSpec(
+        kind="sleep", wait_for=_names(wait_for),
+        sleep=SleepDecl(seconds=seconds, until=until, from_input=from_input),
     )

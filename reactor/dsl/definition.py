@@ -172,6 +172,18 @@ class ReactorDefinition:
                 paths.extend(f"{name}.{p}" for p in self.children[name].interrupt_paths())
         return tuple(paths)
 
+    def sleep_paths(self) -> tuple[str, ...]:
+        """The step paths of every ``sleep`` step this reactor can park at, its own and its
+        composed children's (prefixed like :meth:`interrupt_paths`; docs/schedules.md,
+        "Durable sleep")."""
+        paths: list[str] = []
+        for name, spec in self.steps.items():
+            if spec.kind == "sleep":
+                paths.append(name)
+            elif spec.kind == "compose":
+                paths.extend(f"{name}.{p}" for p in self.children[name].sleep_paths())
+        return tuple(paths)
+
     def find_interrupt(self, path: str) -> tuple[ReactorDefinition, StepSpec] | None:
         """The interrupt at step path ``path`` (see :meth:`interrupt_paths`).
 
@@ -387,6 +399,13 @@ def build_definition(
             children[step_name] = spec.target.definition
             secret |= spec.target.definition.contract.redacted
             paused = spec.target.definition.interrupt_paths() if spec.kind == "map" else ()
+            sleeping = spec.target.definition.sleep_paths() if spec.kind == "map" else ()
+            if sleeping:
+                raise DefinitionError(
+                    f"{owner}.{step_name}: the element reactor {spec.label} can sleep at "
+                    f"{sleeping[0]!r}, but a map element cannot pause: move the sleep to the "
+                    "reactor that declares the map (docs/schedules.md, \"Durable sleep\")"
+                )
             if paused:
                 raise DefinitionError(
                     f"{owner}.{step_name}: the element reactor {spec.label} can pause at "

@@ -20,6 +20,7 @@ from reactor.dsl.deadlines import absolute_deadline
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import (
     background,
+    compatibility,
     executor,
     liveness,
     observe,
@@ -82,7 +83,10 @@ def run(
     hand-off point too: the run is saved, its elements dispatched, and the caller gets a
     ``DispatchHandle`` (or the final result when everything already ran inline). A run that
     reaches an interrupt is stored ``paused`` and returns a
-    :class:`~reactor.model.results.Paused` (docs/run-control.md, "Interrupts").
+    :class:`~reactor.model.results.Paused` (docs/run-control.md, "Interrupts"); one that
+    reaches a ``sleep`` step whose wake time is ahead is stored ``paused`` with a sleep marker
+    and returns a ``DispatchHandle``: a worker continues it when it wakes (docs/schedules.md,
+    "Durable sleep").
 
     ``deadline`` (seconds from now, a ``timedelta`` or a timezone-aware ``datetime``; ``None``:
     the reactor class's ``deadline``, if any) is stored on the run; a run that leaves this call
@@ -173,7 +177,9 @@ def _start(
                 f"finish its rollback with Reactor.undo({context_id!r})"
             )
         raise
-    if ctx.status is RunStatus.SUSPENDED:  # an operator suspended it (docs/operations.md)
+    if ctx.status is RunStatus.SUSPENDED or (  # an operator suspended it (docs/operations.md)
+        isinstance(result, Paused) and result.sleeping_until is not None
+    ):  # or it sleeps: a worker continues it when it wakes (docs/schedules.md)
         return DispatchHandle(run_id=ctx.context_id, job_id="", reactor=ctx.reactor,
                               results=dict(ctx.intermediate_results), runtime=env.runtime)
     return result.with_run_id(ctx.context_id)
@@ -262,6 +268,9 @@ def undo(
         RunNotFoundError, DeserializationError: as :func:`load_run`.
         RunStateError: the run is not finished, or another execution held it for longer than
             ``context_lock_ttl`` seconds (``exc.status``: its stored status).
+        DefinitionMismatchError: a step on the run's undo stack is not declared any more,
+            has another kind or lost its undo (docs/deploys.md, "Compatibility rules");
+            nothing changed.
         StorageError: a backend failed.
     """
     env = make_env(runtime, sleep)
@@ -308,6 +317,7 @@ def _undo_held(
     if definition is None:
         definition = registry.get(ctx.reactor).definition
     assert definition is not None
+    compatibility.require(definition, ctx, forward=False)  # docs/deploys.md
     state = RunState(definition, ctx, env, Checkpointer(env, ctx))
     with observe.run(env, ctx, "undo"):  # docs/observability.md, "Middleware"
         try:

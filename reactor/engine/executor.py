@@ -11,7 +11,9 @@ instead (:func:`_execute_concurrently`, :mod:`reactor.engine.branches`; docs/con
 * ``Paused`` — an ``interrupt`` step (directly, or inside a composed child) waits for a resume:
   the run is stored ``paused`` (:mod:`reactor.engine.run_control.interrupts`; docs/run-control.md,
   "Interrupts"); a resumed interrupt's payload is recorded like a ``Skipped`` value (no undo
-  entry), traced ``resumed``;
+  entry), traced ``resumed``; a ``sleep`` step whose wake time is ahead pauses the run the
+  same way with a sleep marker (:mod:`reactor.engine.sleeps`; docs/schedules.md, "Durable
+  sleep"), and once it woke records ``None`` (no undo entry), traced ``woke``;
 * an ``async_step`` is dispatched as its own job and counts as complete for scheduling only
   (:mod:`reactor.engine.async_dispatch`); it is never recorded nor pushed on the undo stack;
 * an ``async_reactor`` step starts its child as a run of its own and waits (or parks) for
@@ -56,6 +58,7 @@ from reactor.engine import (
     coordination,
     observe,
     rollback,
+    sleeps,
     step_transactions,
 )
 from reactor.engine.branches import Branch, Branches, branches_off
@@ -101,6 +104,8 @@ def _run_step(state: RunState, spec: StepSpec) -> StepOutcome:
         )
     if spec.kind == "interrupt":
         return interrupts.reach(state, spec)
+    if spec.kind == "sleep":  # a durable pause until a time (docs/schedules.md)
+        return sleeps.reach(state, spec)
     if spec.kind == "async_reactor":  # a child run of its own (docs/run-control.md)
         return async_reactor.run_async_reactor(state, spec)
     return run_leaf(state, spec)
@@ -282,6 +287,8 @@ def _run_alone(
         return cancel.stop_at_boundary(
             state, spec, outcome, request, record=partial(_record, state, spec, outcome)
         )
+    if isinstance(result, Paused) and result.sleeping_until is not None:
+        return sleeps.pause(state, name, result)
     if isinstance(result, Paused):
         return interrupts.pause(state, name, result)
     if isinstance(result, Halt):
@@ -619,6 +626,8 @@ def _record(
         state.trace("skipped", name)
     elif spec.kind == "interrupt":  # the resumed payload: nothing to undo
         state.trace("resumed", name)
+    elif spec.kind == "sleep":  # woke: nothing to undo
+        state.trace("woke", name)
     else:
         entry = outcome.undo_entry or UndoEntry(
             step=name, kind=spec.kind, arguments=outcome.arguments, result=result.value,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from reactor.config import Runtime
+from reactor.engine import sleeps
 from reactor.engine.dispatch_leases import DispatchLease, runtime_lease
 from reactor.engine.env import make_env
 from reactor.engine.maps.dispatcher import dispatch_batch
@@ -31,6 +32,7 @@ from reactor.jobs.sweepers import (
     SweepCounts,
     sweep_maps,
     sweep_runs,
+    sweep_sleeping_runs,
     sweep_steps,
 )
 from reactor.model.keys import sweep_window_key
@@ -55,12 +57,14 @@ class TickCounts:
         maps: the map sweeper's counts.
         deferred: the ready jobs that made a tick of the chain re-dispatch nothing (no sweeper
             ran: docs/workers.md, "Back-pressure and pace"); ``None`` when the sweepers ran.
+        sleeps: the sleeping-run sweeper's counts (docs/schedules.md, "Durable sleep").
     """
 
     runs: SweepCounts | None
     steps: SweepCounts | None
     maps: MapSweepCounts | None
     deferred: int | None = None
+    sleeps: SweepCounts | None = None
 
 
 def _batch_dispatcher(runtime: Runtime) -> Callable[[MapMetadata], object]:
@@ -123,8 +127,9 @@ def _sweeper_failed(name: str, exc: Exception) -> None:
 def run_sweeps(
     runtime: Runtime, *, limit: int | None = None, lateness: float | None = None
 ) -> TickCounts:
-    """Run the run, step and map sweepers once; a failing sweeper never stops the others (it
-    is logged as one ``event=sweeper_failed`` line, with the traceback at DEBUG).
+    """Run the run, step, map and sleeping-run sweepers once; a failing sweeper never stops
+    the others (it is logged as one ``event=sweeper_failed`` line, with the traceback at
+    DEBUG).
 
     Each sweeper reads one page of at most ``limit`` records from its saved cursor and takes a
     dispatch lease (:func:`dispatch_lease`) before each re-enqueue (docs/workers.md, "Sweep
@@ -176,6 +181,10 @@ def run_sweeps(
     maps = paced("maps", lambda page: sweep_maps(
         storage, router, limit=page, dispatch_batch=_batch_dispatcher(runtime), lease=lease
     ))
+    env = make_env(runtime)
+    woken = paced("sleeps", lambda page: sweep_sleeping_runs(
+        storage, lambda run_id: sleeps.wake_due(env, run_id, None, lock_wait=0.0), limit=page
+    ))
     if runtime.hooks.middleware:  # docs/observability.md, "Metrics"
         observe.swept(runtime, {
             "runs": runs.redispatched if runs else 0,
@@ -183,7 +192,7 @@ def run_sweeps(
             "maps": maps.redispatched + maps.recollected + maps.batches if maps else 0,
             "map_rollbacks": (maps.rollback_redispatched + maps.rollback_batches) if maps else 0,
         }, sum(c.errors for c in (runs, steps, maps) if c is not None))
-    return TickCounts(runs, steps, maps)
+    return TickCounts(runs, steps, maps, sleeps=woken)
 
 
 def schedule_next(runtime: Runtime, *, after_window: int = 0) -> int | None:

@@ -82,6 +82,7 @@ __all__ = [
     "scan_pages",
     "sweep_maps",
     "sweep_runs",
+    "sweep_sleeping_runs",
     "sweep_steps",
 ]
 
@@ -103,7 +104,7 @@ _COLLECTED_OWNER_STATUSES = frozenset(
 T = TypeVar("T")
 
 #: The sweepers that keep a cursor, by name (the keys of ``storage.sweep_cursors``).
-SWEEPERS: tuple[str, ...] = ("runs", "steps", "maps", "map_rollbacks")
+SWEEPERS: tuple[str, ...] = ("runs", "steps", "maps", "map_rollbacks", "sleeps")
 
 #: Empty pages :func:`scan_pages` follows in one call before handing the cursor back.
 MAX_EMPTY_PAGES = 100
@@ -389,6 +390,54 @@ def sweep_runs(
         inspected, redispatched, errors, leased, page.next_cursor is None, waiting=waiting,
         settling=settling,
     )
+
+
+def sweep_sleeping_runs(
+    storage: Storage,
+    wake: Callable[[str], float | None],
+    *,
+    limit: int = 1000,
+) -> SweepCounts:
+    """Wake ``paused`` runs whose sleep is due and whose ``sleep_wake`` timer job was lost
+    (docs/schedules.md, "Durable sleep").
+
+    Reads one page of ``paused`` runs from the ``sleeps`` cursor (docs/workers.md, "Sweep
+    cursors and dispatch leases"); a run whose liveness lock is held is left alone; every
+    other one is handed to ``wake``, which leaves a run that does not sleep, or whose wake
+    time is ahead, as it is. Waking is idempotent (the first waker stores the run
+    ``running``; the others find it awake), so no dispatch lease is taken.
+
+    Args:
+        storage: the storage to scan.
+        wake: ``run id -> None or seconds to wait`` (:func:`reactor.engine.sleeps.wake_due`,
+            bound to an environment).
+        limit: the maximum number of runs inspected.
+
+    Returns:
+        The counts of this sweep (``redispatched``: runs inspected that ``wake`` woke or
+        found not sleeping; ``waiting``: sleeping runs not due yet or locked).
+
+    Raises:
+        StorageError: reading the page or saving the cursor failed (a bad record never
+            raises: it is logged and counted).
+    """
+    inspected = woken = errors = waiting = 0
+    page = _Page(storage, "sleeps", storage.contexts.scan, limit,
+                 statuses=(RunStatus.PAUSED.value,), include_dispatched_children=True)
+    for row in page.rows:
+        inspected += 1
+        try:
+            if storage.locks.held(run_liveness_key(row.context_id)):
+                continue
+            if wake(row.context_id) is None:
+                woken += 1
+            else:
+                waiting += 1
+        except Exception:
+            errors += 1
+            log.exception("event=sweep_error sweeper=sleeps context_id=%s", row.context_id)
+    page.commit()
+    return SweepCounts(inspected, woken, errors, 0, page.next_cursor is None, waiting=waiting)
 
 
 def sweep_steps(

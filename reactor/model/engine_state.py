@@ -41,6 +41,8 @@ stored key                field                        stored value
                                                        "paused_at", "timeout",
                                                        "deadline", "expiry",
                                                        "max_attempts", "attempts"}``
+``sleep``                 ``sleep``                    ``{"step", "wake_at", "since"}``
+                                                       (epoch seconds, runtime clock)
 ``cancel``                ``cancel``                   ``{"reason", "rollback",
                                                        "requested_at"}``, plus
                                                        ``"cause": "deadline"`` when the
@@ -55,11 +57,7 @@ stored key                field                        stored value
 ``forked_from``           ``forked_from``              ``{"run_id", "step"}``
 ``definition``            ``definition``               ``{"fingerprint"}``, plus
                                                        ``"version"`` when the reactor
-                                                       has a ``version`` label and
-                                                       ``"steps": {step: "8 hex"}``
-                                                       (runs stored since step digests)
-``needs_version``         ``needs_version``            ``{"step", "rule", "reason",
-                                                       "fingerprint", "status", "at"}``
+                                                       has a ``version`` label
 ========================  ===========================  =================================
 
 A fact at its default (``False``, ``None``, empty) is not written; a stored ``null`` reads as
@@ -123,9 +121,9 @@ __all__ = [
     "KeyedTicket",
     "ParkedHold",
     "PendingInterrupt",
+    "PendingSleep",
     "Quarantine",
     "Suspension",
-    "VersionHold",
     "Waiting",
     "WaitingPrimitive",
 ]
@@ -416,6 +414,29 @@ class PendingInterrupt:
 
 
 @dataclass(frozen=True)
+class PendingSleep:
+    """The ``sleep`` step a ``paused`` run sleeps at (docs/schedules.md, "Durable sleep").
+    Stored on the root run as ``{"step", "wake_at", "since"}``; a run stored before sleeps
+    existed has none. It stays on the run while the woken run runs again, until the sleep
+    step completes, so the wake time is computed once.
+
+    Attributes:
+        step: the sleep's step path (``"nap"``, or ``"child.nap"`` inside the child composed
+            by step ``child``).
+        wake_at: when the run wakes, epoch seconds on the runtime clock.
+        since: when the run reached the sleep, epoch seconds on the runtime clock.
+    """
+
+    step: StrictStr
+    wake_at: _FiniteSeconds
+    since: _FiniteSeconds
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form."""
+        return {"step": self.step, "wake_at": self.wake_at, "since": self.since}
+
+
+@dataclass(frozen=True)
 class CancelRequest:
     """A request to cancel a run (docs/run-control.md, "Cancel"): the claim
     ``Reactor.cancel`` makes in the claims store (its text is :meth:`encode`), and, once a
@@ -637,63 +658,24 @@ class ForkOrigin:
 @dataclass(frozen=True)
 class DefinitionStamp:
     """Which definition of its reactor a run was started under (docs/deploys.md,
-    "Fingerprints"). Stored as ``{"fingerprint"}`` plus ``"version"`` when set and ``"steps"``
-    (the per-step shape digests) when known; a run stored before fingerprints has none, and
-    one stored before step digests has no ``"steps"``.
+    "Fingerprints"). Stored as ``{"fingerprint"}`` plus ``"version"`` when set; a run stored
+    before this release has none.
 
     Attributes:
         fingerprint: the hash of the reactor's shape (16 hex digits;
             ``reactor.dsl.fingerprint``).
         version: the reactor's ``version`` label, or ``None``.
-        steps: step name -> the 8-hex digest of that step's shape, for every declared step
-            (docs/deploys.md, "Compatibility rules"); ``None`` for a run stored without them.
-            Not compared: two stamps are equal when fingerprint and label are.
     """
 
     fingerprint: StrictStr
     version: StrictStr | None = None
-    steps: dict[StrictStr, StrictStr] | None = field(
-        default=None, compare=False, hash=False, repr=False
-    )
 
     def to_json(self) -> dict[str, Any]:
         """The stored form."""
         stored: dict[str, Any] = {"fingerprint": self.fingerprint}
         if self.version is not None:
             stored["version"] = self.version
-        if self.steps is not None:
-            stored["steps"] = dict(self.steps)
         return stored
-
-
-@dataclass(frozen=True)
-class VersionHold:
-    """Why a ``needs_version`` run waits (docs/deploys.md, "Compatibility rules"). Stored as
-    ``{"step", "rule", "reason", "fingerprint", "status", "at"}``.
-
-    Attributes:
-        step: the step the rule names.
-        rule: which rule refused the run: ``"completed_step_removed"``,
-            ``"completed_step_changed"``, ``"undo_removed"``, ``"current_step_removed"`` or
-            ``"pending_step_rewired"``.
-        reason: the reason in words (names the run, the step and the rule).
-        fingerprint: the fingerprint of the definition that refused it.
-        status: the status the run had before it was held (``running``), restored when
-            ``Reactor.resume_version`` continues it.
-        at: when it was held, epoch seconds on the runtime clock.
-    """
-
-    step: StrictStr
-    rule: StrictStr
-    reason: StrictStr
-    fingerprint: StrictStr
-    status: StrictStr
-    at: _Seconds
-
-    def to_json(self) -> dict[str, Any]:
-        """The stored form."""
-        return {"step": self.step, "rule": self.rule, "reason": self.reason,
-                "fingerprint": self.fingerprint, "status": self.status, "at": self.at}
 
 
 class _StoredState(BaseModel):
@@ -718,6 +700,7 @@ class _StoredState(BaseModel):
     retries: _List[StrictStr] | None = None
     quarantine: Quarantine | None = None
     interrupt: PendingInterrupt | None = None
+    sleep: PendingSleep | None = None
     cancel: CancelRequest | None = None
     deadline: _FiniteSeconds | None = None
     suspension: Suspension | None = None
@@ -725,7 +708,6 @@ class _StoredState(BaseModel):
     failure_hold: FailureHold | None = None
     forked_from: ForkOrigin | None = None
     definition: DefinitionStamp | None = None
-    needs_version: VersionHold | None = None
 
 
 #: Every ``private_data`` key :class:`EngineState` reads as a typed field (any other key is
@@ -774,6 +756,8 @@ class EngineState:
         quarantine: set on a quarantine document only (:mod:`reactor.engine.quarantine`).
         interrupt: the interrupt a ``paused`` run waits at (docs/run-control.md,
             "Interrupts"), else ``None``.
+        sleep: the sleep step the run sleeps at, or woke from and has not passed yet
+            (docs/schedules.md, "Durable sleep"), else ``None``.
         cancel: set once a cancel of the run started (docs/run-control.md, "Cancel"): the
             request it carries out; else ``None``.
         deadline: the run's deadline, epoch seconds on the runtime clock (docs/concepts.md,
@@ -787,8 +771,6 @@ class EngineState:
         forked_from: the run and step a forked run started from, else ``None``.
         definition: the definition the run was started under (docs/deploys.md,
             "Fingerprints"); ``None`` for a run stored before fingerprints existed.
-        needs_version: set while the run is ``needs_version`` (docs/deploys.md,
-            "Compatibility rules"): the rule and step that refused it; else ``None``.
         extra: stored ``private_data`` keys this version does not know, kept as read and
             written back unchanged (never one of :data:`STORED_KEYS`).
 
@@ -809,6 +791,7 @@ class EngineState:
     links: RunLinks = field(default_factory=RunLinks)
     quarantine: Quarantine | None = None
     interrupt: PendingInterrupt | None = None
+    sleep: PendingSleep | None = None
     cancel: CancelRequest | None = None
     deadline: float | None = None
     suspension: Suspension | None = None
@@ -816,7 +799,6 @@ class EngineState:
     failure_hold: FailureHold | None = None
     forked_from: ForkOrigin | None = None
     definition: DefinitionStamp | None = None
-    needs_version: VersionHold | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -915,6 +897,7 @@ class EngineState:
             "retries": list(links.retries) or None,
             QUARANTINE_KEY: None if self.quarantine is None else self.quarantine.to_json(),
             "interrupt": None if self.interrupt is None else self.interrupt.to_json(),
+            "sleep": None if self.sleep is None else self.sleep.to_json(),
             "cancel": None if self.cancel is None else self.cancel.to_json(),
             "deadline": self.deadline,
             "suspension": None if self.suspension is None else self.suspension.to_json(),
@@ -922,9 +905,6 @@ class EngineState:
             "failure_hold": None if self.failure_hold is None else self.failure_hold.to_json(),
             "forked_from": None if self.forked_from is None else self.forked_from.to_json(),
             "definition": None if self.definition is None else self.definition.to_json(),
-            "needs_version": (
-                None if self.needs_version is None else self.needs_version.to_json()
-            ),
         }
         return {**{k: v for k, v in stored.items() if v is not None}, **self.extra}
 
@@ -962,6 +942,7 @@ class EngineState:
             ),
             quarantine=stored.quarantine,
             interrupt=stored.interrupt,
+            sleep=stored.sleep,
             cancel=stored.cancel,
             deadline=stored.deadline,
             suspension=stored.suspension,
@@ -969,7 +950,6 @@ class EngineState:
             failure_hold=stored.failure_hold,
             forked_from=stored.forked_from,
             definition=stored.definition,
-            needs_version=stored.needs_version,
             extra=stored.model_extra or {},
         )
 

@@ -179,6 +179,10 @@ class Paused(Result):
             delayed job also fails it at the deadline); ``None`` without a timeout.
         max_attempts: invalid payloads accepted before the run fails.
         attempts: invalid payloads counted so far.
+        sleeping_until: set when the run reached a ``sleep`` step instead (docs/schedules.md,
+            "Durable sleep"): its wake time, epoch seconds on the runtime clock. The engine
+            parks the run and hands it to a worker; ``Reactor.run`` returns a
+            ``DispatchHandle`` for it, never this ``Paused``.
         run_id: see :class:`Result`.
     """
 
@@ -189,6 +193,7 @@ class Paused(Result):
     expiry: Literal["lazy", "active"] | None = None
     max_attempts: int = 1
     attempts: int = 0
+    sleeping_until: float | None = field(default=None, kw_only=True)
     run_id: str | None = field(default=None, kw_only=True, compare=False)
 
     @property

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from reactor.errors import MapElementsArgumentError
@@ -26,8 +27,8 @@ from reactor.model.engine_state import (
     FailureHold,
     ForkOrigin,
     PendingInterrupt,
+    PendingSleep,
     Suspension,
-    VersionHold,
 )
 from reactor.model.masking import mask_value
 from reactor.model.results import Failure
@@ -272,6 +273,9 @@ class RunView:
         interrupt: for a ``paused`` run, the interrupt it waits at (step path, correlation
             id, timeout and deadline, attempts; docs/run-control.md, "Interrupts"); else
             ``None``.
+        sleep: for a ``paused`` run sleeping at a ``sleep`` step, its step path and wake time
+            (docs/schedules.md, "Durable sleep"; :attr:`sleeping_until`, :attr:`waiting_for`);
+            else ``None``.
         cancel: for a run cancelled (or being cancelled) by ``Reactor.cancel``, the request:
             its ``reason``, whether the work was rolled back (``rollback``) and when it was
             requested (``requested_at``, epoch seconds; docs/run-control.md, "Cancel"); else
@@ -289,9 +293,6 @@ class RunView:
         definition: the definition the run was started under: its fingerprint and the
             reactor's ``version`` label (docs/deploys.md, "Fingerprints"); ``None`` for a run
             stored before fingerprints existed.
-        needs_version: while the run is ``needs_version``: the step and rule that refused it,
-            the reason and the status it goes back to (docs/deploys.md, "Compatibility
-            rules"); else ``None``.
         maps: map step name -> :class:`MapInfo`, for every map step the run started (its
             elements: :meth:`map_elements`).
         map_membership: for a map element, the typed
@@ -319,13 +320,13 @@ class RunView:
     retried_from: str | None = None
     retries: tuple[str, ...] = ()
     interrupt: PendingInterrupt | None = None
+    sleep: PendingSleep | None = None
     cancel: CancelRequest | None = None
     deadline: float | None = None
     suspension: Suspension | None = None
     failure_hold: FailureHold | None = None
     forked_from: ForkOrigin | None = None
     definition: DefinitionStamp | None = None
-    needs_version: VersionHold | None = None
     maps: Mapping[str, MapInfo] = field(default_factory=dict)
     element_reader: ElementReader | None = field(default=None, compare=False, repr=False)
     map_membership: MapMembership | None = None
@@ -368,6 +369,22 @@ class RunView:
             )
         return self.element_reader(info, typed, offset, limit)
 
+    @property
+    def sleeping_until(self) -> float | None:
+        """When a sleeping run wakes, epoch seconds on the runtime clock; ``None`` unless the
+        run is ``paused`` at a ``sleep`` step (docs/schedules.md, "Durable sleep")."""
+        return None if self.sleep is None else self.sleep.wake_at
+
+    @property
+    def waiting_for(self) -> str | None:
+        """What a sleeping run waits for, in words: ``"sleeping until <UTC ISO 8601 time>"``
+        (at step ``<path>``); ``None`` for a run that does not sleep (docs/schedules.md,
+        "Durable sleep")."""
+        if self.sleep is None:
+            return None
+        when = datetime.fromtimestamp(self.sleep.wake_at, UTC).isoformat(timespec="seconds")
+        return f"sleeping until {when} (step {self.sleep.step!r})"
+
     @classmethod
     def from_context(cls, ctx: Context, elements: ElementReader | None = None) -> RunView:
         """Build the masked view of ``ctx`` (composed children become nested views in
@@ -407,13 +424,15 @@ class RunView:
             retried_from=links.retried_from,
             retries=links.retries,
             interrupt=ctx.engine_state.interrupt,
+            sleep=(
+                ctx.engine_state.sleep if ctx.status is RunStatus.PAUSED else None
+            ),
             cancel=ctx.engine_state.cancel,
             deadline=ctx.engine_state.deadline,
             suspension=ctx.engine_state.suspension,
             failure_hold=ctx.engine_state.failure_hold,
             forked_from=ctx.engine_state.forked_from,
             definition=ctx.engine_state.definition,
-            needs_version=ctx.engine_state.needs_version,
             maps=map_infos(ctx.composed_contexts),
             element_reader=elements,
             map_membership=ctx.map_metadata,

@@ -41,6 +41,7 @@ __all__ = [
     "Payload",
     "RunDeadlinePayload",
     "RunPayload",
+    "SleepWakePayload",
     "StepPayload",
     "SweepPayload",
     "TraceContext",
@@ -292,6 +293,26 @@ class RunDeadlinePayload(Payload):
 
 
 #: Payload model per job kind.
+class SleepWakePayload(Payload):
+    """Wake a run sleeping at a ``sleep`` step (docs/schedules.md, "Durable sleep").
+    Enqueued with a delay when the run parks there; a run no longer sleeping at that step is
+    left alone.
+
+    Attributes:
+        context_id: the sleeping root run.
+        reactor: its registered reactor name.
+        step: the sleep's step path.
+        wake_at: the wake time, in epoch seconds on the runtime clock (a job delivered early
+            is re-enqueued for the rest).
+    """
+
+    kind: ClassVar[str] = "sleep_wake"
+    context_id: str = Field(min_length=1)
+    reactor: str = Field(min_length=1)
+    step: str = Field(min_length=1)
+    wake_at: float = Field(allow_inf_nan=False)
+
+
 PAYLOAD_TYPES: dict[str, type[Payload]] = {
     cls.kind: cls
     for cls in (
@@ -303,6 +324,7 @@ PAYLOAD_TYPES: dict[str, type[Payload]] = {
         SweepPayload,
         InterruptTimeoutPayload,
         RunDeadlinePayload,
+        SleepWakePayload,
     )
 }
 

@@ -68,6 +68,7 @@ JobKind = Literal[
     "run", "step", "map_element", "map_collect", "map_element_rollback", "sweep",
     "interrupt_timeout",
     "run_deadline",
+    "sleep_wake",
 ]
 
 #: Every job kind a worker knows.

@@ -13,17 +13,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from reactor import Background, DispatchHandle, Reactor, config, registry
 from reactor.config import Runtime
-from reactor.dsl import Input, input, result, step
-from reactor.engine.checkpoint import load_context
+from reactor.dsl import Input, input, interrupt, result, step
+from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.env import make_env
 from reactor.errors import DefinitionMismatchError, RunStateError
 from reactor.jobs.worker import Worker
+from reactor.model.engine_state import DefinitionStamp
 from reactor.model.status import RunStatus
 from reactor.testing import TestClock
 from tests.backends import configure_on
@@ -43,15 +45,19 @@ def runtime(
 
 
 def _flow(events: list[str], *, with_a: bool = True, undo: bool = True,
-          b_reads: str = "a", extra: bool = False) -> type[Reactor]:
+          b_reads: str = "a", extra: bool = False, mode: str = "worker") -> type[Reactor]:
     """A release of the reactor :data:`NAME`: ``a`` (with an undo) hands its result to
     ``b``; a worker runs ``b`` (``Background(after="a")``). ``with_a=False`` removes ``a``,
     ``undo=False`` drops its undo, ``b_reads="order"`` rewires ``b`` to the input,
-    ``extra=True`` adds a step ``c`` after ``b`` (and changes ``b``'s body)."""
+    ``extra=True`` adds a step ``c`` after ``b`` (and changes ``b``'s body).
+    ``mode="sync"``: all in the caller; ``"gate"``: in the caller, ``b`` after an interrupt
+    ``approval``."""
     registry.unregister(NAME)
 
     class Flow(Reactor, name=NAME):
-        background = Background(before="b")
+        background = Background(before="b") if mode == "worker" else None
+        if mode == "gate":
+            approval = interrupt(wait_for="a" if with_a else None)
         order = Input(str)
 
         if with_a:
@@ -65,7 +71,8 @@ def _flow(events: list[str], *, with_a: bool = True, undo: bool = True,
                 def undo_a(result: Any, inputs: Any, ctx: Any) -> None:
                     events.append("undo a")
 
-        @step(reservation=result("a") if with_a and b_reads == "a" else input("order"))
+        @step(reservation=result("a") if with_a and b_reads == "a" else input("order"),
+              wait_for=["approval"] if mode == "gate" else None)
         def b(inputs: Any, ctx: Any) -> str:
             events.append(f"run b {inputs.reservation}{' (v2)' if extra else ''}")
             return "charged"
@@ -171,3 +178,96 @@ def test_body_changes_and_steps_added_after_the_position_continue(runtime: Runti
     _work(runtime)
     assert _status(runtime, run_id) is RunStatus.COMPLETED
     assert events == ["run a", "run b r-o-1 (v2)", "run c"]
+
+
+def test_a_body_change_alone_keeps_the_fingerprint_and_costs_no_judging(
+    runtime: Runtime,
+) -> None:
+    events: list[str] = []
+    v1 = _flow(events)
+    run_id = _started(runtime, v1)
+    v2 = _flow(events)  # the same shape: another release of the bodies
+    assert v2.definition is not v1.definition
+    assert v2.find(run_id).definition == v2.find(run_id).definition
+    _work(runtime)
+    assert _status(runtime, run_id) is RunStatus.COMPLETED
+
+
+def test_cancel_of_a_held_run_rolls_back_what_it_completed(runtime: Runtime) -> None:
+    events: list[str] = []
+    run_id = _started(runtime, _flow(events))
+    v2 = _flow(events, b_reads="order")  # a still declared with its undo
+    _work(runtime)
+    _held(runtime, run_id)
+    v2.cancel(run_id, reason="rolled back instead of deploying the old release")
+    assert _status(runtime, run_id) is RunStatus.CANCELLED
+    assert events == ["run a", "undo a"]
+
+
+def test_cancel_of_a_held_run_whose_undo_is_lost_is_refused(runtime: Runtime) -> None:
+    events: list[str] = []
+    run_id = _started(runtime, _flow(events))
+    v2 = _flow(events, with_a=False)
+    _work(runtime)
+    _held(runtime, run_id)
+    with pytest.raises(DefinitionMismatchError) as caught:
+        v2.cancel(run_id)
+    assert caught.value.step == "a"
+    assert _status(runtime, run_id) is RunStatus.NEEDS_VERSION and events == ["run a"]
+
+
+# ------------------------------------------------------------------ synchronous callers
+
+
+def test_undo_under_a_definition_without_the_completed_step_changes_nothing(
+    runtime: Runtime,
+) -> None:
+    events: list[str] = []
+    v1 = _flow(events, mode="sync")
+    run_id = v1.run(order="o-1").run_id
+    assert _status(runtime, run_id) is RunStatus.COMPLETED
+    v2 = _flow(events, with_a=False, mode="sync")
+    with pytest.raises(DefinitionMismatchError) as caught:
+        v2.undo(run_id)
+    assert caught.value.step == "a" and "completed_step_removed" in str(caught.value)
+    assert _status(runtime, run_id) is RunStatus.COMPLETED and events == ["run a", "run b r-o-1"]
+    _switch(v1)
+    v1.undo(run_id)
+    assert events[-1] == "undo a"
+
+
+def test_resume_under_a_rewired_pending_step_changes_nothing(runtime: Runtime) -> None:
+    events: list[str] = []
+    v1 = _flow(events, mode="gate")
+    paused = v1.run(order="o-1")
+    run_id = paused.run_id
+    assert run_id is not None and _status(runtime, run_id) is RunStatus.PAUSED
+    v2 = _flow(events, b_reads="order", mode="gate")
+    with pytest.raises(DefinitionMismatchError) as caught:
+        v2.resume(run_id, payload="ok")
+    assert caught.value.step == "b" and "pending_step_rewired" in str(caught.value)
+    assert _status(runtime, run_id) is RunStatus.PAUSED and events == ["run a"]
+    _switch(v1)
+    v1.resume(run_id, payload="ok")
+    assert _status(runtime, run_id) is RunStatus.COMPLETED
+    assert events == ["run a", "run b r-o-1"]
+
+
+def test_a_run_stored_without_step_digests_is_judged_by_the_rules_that_need_none(
+    runtime: Runtime,
+) -> None:
+    events: list[str] = []
+    env = make_env(runtime)
+    run_id = _started(runtime, _flow(events))
+    ctx = load_context(env, run_id, open_secrets=False)
+    assert ctx is not None and ctx.engine_state.definition is not None
+    stamp = ctx.engine_state.definition
+    assert stamp.steps is not None and set(stamp.steps) == {"a", "b"}
+    # as the release before step digests stored it
+    ctx.engine_state = replace(ctx.engine_state, definition=DefinitionStamp(
+        stamp.fingerprint, stamp.version))
+    Checkpointer(env, ctx).save()
+    _flow(events, b_reads="order")  # rewired: cannot be told without digests, continued
+    _work(runtime)
+    assert _status(runtime, run_id) is RunStatus.COMPLETED
+    assert events == ["run a", "run b o-1"]

@@ -46,7 +46,7 @@ from dataclasses import replace
 from reactor import registry
 from reactor.config import Runtime
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import api, liveness
+from reactor.engine import api, compatibility, liveness
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.dispatch import DispatchHandle, stored_result
 from reactor.engine.dispatch_leases import mark_enqueued, run_unit
@@ -132,6 +132,9 @@ def cancel(
         RunStateError: the run is a map element, or it is rolling back after a failure, or
             it is ``failed_paused`` and ``rollback`` is ``False`` (``exc.status``); nothing
             changed.
+        DefinitionMismatchError: ``rollback`` and a step on the run's undo stack is not
+            declared any more, has another kind or lost its undo (docs/deploys.md,
+            "Compatibility rules"); nothing claimed or changed.
         UnknownReactorError: the run's reactor is not registered in this process.
         SecretKeyError: the run's sealed values cannot be opened with the configured keys.
         StorageError, LockLost: a backend failed, or the lock lapsed while cancelling (the
@@ -154,6 +157,8 @@ def cancel(
     if definition is None:
         definition = registry.get(ctx.reactor).definition
     definition.register_codec_types()
+    if rollback and not in_worker:  # its undos must all be declared (docs/deploys.md)
+        compatibility.require(definition, ctx, forward=False)
     now = env.clock.now()
     stored_deadline = ctx.engine_state.deadline
     # a deadline that passed stands before any later cancel, whether its timer ran yet or not

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from reactor.dsl.definition import ReactorDefinition
+from reactor.engine import compatibility
 from reactor.errors import DefinitionMismatchError
 from reactor.model.context import Context
 
@@ -53,6 +54,7 @@ def check_matches(definition: ReactorDefinition, ctx: Context, *, failed: str | 
         if spec.kind != entry.kind:
             raise _mismatch(ctx, entry.step, f"step {entry.step!r} was recorded as a "
                             f"{entry.kind} step and is declared as a {spec.kind} step now")
+    compatibility.require(definition, ctx)  # the other rules of docs/deploys.md
 
 
 def _mismatch(ctx: Context, step: str, why: str) -> DefinitionMismatchError:

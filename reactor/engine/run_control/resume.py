@@ -36,7 +36,7 @@ from typing import Any, Literal
 from reactor import registry
 from reactor.config import Runtime
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import api, liveness
+from reactor.engine import api, compatibility, liveness
 from reactor.engine.checkpoint import load_context, size_limit
 from reactor.engine.dispatch import DispatchHandle
 from reactor.engine.env import Env, make_env
@@ -98,6 +98,8 @@ def resume(
 
     Raises:
         InterruptArgumentError: bad arguments (``exc.field`` names which); nothing counted.
+        DefinitionMismatchError: this definition cannot safely continue the run
+            (docs/deploys.md, "Compatibility rules"); nothing claimed or changed.
         InterruptNotFoundError: unknown correlation id, the run is not paused, or it is paused
             at another step than ``step``.
         RunNotFoundError: no stored run ``run_id`` (of this reactor).
@@ -118,6 +120,7 @@ def resume(
     if definition is None:
         definition = registry.get(ctx.reactor).definition
     definition.register_codec_types()
+    compatibility.require(definition, ctx)  # docs/deploys.md, "Compatibility rules"
     pending = _pending(env, definition, ctx, step, via_correlation=correlation_id is not None)
     found = definition.find_interrupt(pending.step)
     if found is None:

@@ -27,6 +27,7 @@ from reactor.jobs.handlers.map_element import handle_map_element
 from reactor.jobs.handlers.map_element_rollback import handle_map_element_rollback
 from reactor.jobs.handlers.run import handle_run
 from reactor.jobs.handlers.run_deadline import handle_run_deadline
+from reactor.jobs.handlers.sleep_wake import handle_sleep_wake
 from reactor.jobs.handlers.step import handle_step
 from reactor.jobs.handlers.sweep import handle_sweep
 from reactor.jobs.job_context import Handler, JobContext
@@ -47,6 +48,7 @@ HANDLERS: dict[str, Handler] = {
     "map_element_rollback": handle_map_element_rollback,
     "interrupt_timeout": handle_interrupt_timeout,
     "run_deadline": handle_run_deadline,
+    "sleep_wake": handle_sleep_wake,
 }
 
 

@@ -1,0 +1,234 @@
+"""Durable sleep (docs/schedules.md, "Durable sleep"): a ``sleep`` step parks the run
+``paused`` with a sleep marker, holding no lock, and a ``sleep_wake`` timer job (or the
+sweeper, when the timer was lost) wakes it at its wake time; cancel and the run deadline stop
+a sleeping run; bad values are refused at definition and fail the step at run time; a sleep
+reached after its wake time completes at once. Memory through the testing kit, and every
+backend of tests/backends.py for the timer and the sweeper.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reactor import DispatchHandle, Input, Reactor, Success, config, sleep, step
+from reactor.config import Runtime
+from reactor.engine import sleeps
+from reactor.errors import DefinitionError
+from reactor.jobs.sweep_tick import run_sweeps
+from reactor.jobs.worker import Worker
+from reactor.model.status import RunStatus
+from reactor.ports.payloads import SleepWakePayload
+from reactor.testing import TestClock, TestEnvironment
+from tests.backends import BACKENDS, configure_on
+
+START = 1_700_000_000.0
+TWO_HOURS = 2 * 3600.0
+
+
+def _napper(journal: list[str], **options: Any) -> type[Reactor]:
+    class Napper(Reactor):
+        wake = Input(Any, default=None)
+
+        @step()
+        def first(inputs: Any, ctx: Any) -> str:
+            journal.append("first")
+            return "one"
+
+        @first.undo
+        def _undo_first(result: Any, inputs: Any, ctx: Any) -> None:
+            journal.append("undo first")
+
+        nap = sleep(wait_for="first", **options)
+
+        @step(wait_for="nap")
+        def second(inputs: Any, ctx: Any) -> str:
+            journal.append("second")
+            return "two"
+
+    return Napper
+
+
+def test_a_two_hour_sleep_resumes_at_its_wake_time_and_not_before() -> None:
+    journal: list[str] = []
+    with TestEnvironment(start=START) as env:
+        Napper = _napper(journal, seconds=TWO_HOURS)
+        handle = Napper.run()
+        assert isinstance(handle, DispatchHandle)
+        env.run_pending()
+        view = Napper.find(handle.run_id)
+        assert view.status is RunStatus.PAUSED
+        assert view.sleeping_until == START + TWO_HOURS
+        assert view.waiting_for == "sleeping until 2023-11-15T00:13:20+00:00 (step 'nap')"
+        assert env.storage.locks.held(f"async:{handle.run_id}") is False
+        env.clock.advance(TWO_HOURS - 1)
+        assert Napper.find(handle.run_id).status is RunStatus.PAUSED
+        assert journal == ["first"]
+        env.clock.advance(1)
+        env.run_pending()
+        view = Napper.find(handle.run_id)
+    assert view.status is RunStatus.COMPLETED
+    assert view.sleeping_until is None
+    assert journal == ["first", "second"]
+
+
+def test_cancel_rolls_back_a_sleeping_run() -> None:
+    journal: list[str] = []
+    with TestEnvironment(start=START) as env:
+        Napper = _napper(journal, seconds=TWO_HOURS)
+        handle = Napper.run()
+        env.run_pending()
+        Napper.cancel(handle.run_id)
+        env.run_until_idle()
+        env.clock.advance(TWO_HOURS)
+        env.run_until_idle()
+        view = Napper.find(handle.run_id)
+    assert view.status is RunStatus.CANCELLED
+    assert journal == ["first", "undo first"]
+
+
+def test_a_deadline_passing_during_the_sleep_stops_the_run() -> None:
+    journal: list[str] = []
+    with TestEnvironment(start=START) as env:
+        Napper = _napper(journal, seconds=TWO_HOURS)
+        handle = Napper.run(deadline=600)
+        env.clock.advance(600)
+        env.run_pending()
+        view = Napper.find(handle.run_id)
+        assert view.status is RunStatus.FAILED
+        assert view.failure is not None
+        assert view.failure.exception_class == "reactor.errors.RunDeadlineExceeded"
+        env.run_until_idle()
+    assert journal == ["first", "undo first"]
+
+
+@pytest.mark.parametrize("options", [
+    {"seconds": 0}, {"seconds": -5}, {"seconds": math.inf}, {"seconds": math.nan},
+    {"seconds": True}, {"seconds": "60"}, {"until": datetime(2030, 1, 1)},
+    {}, {"seconds": 5, "until": datetime(2030, 1, 1, tzinfo=UTC)}, {"from_input": " "},
+])
+def test_bad_options_are_refused_at_definition(options: dict[str, Any]) -> None:
+    with pytest.raises(DefinitionError, match=r"sleep\("):
+        sleep(**options)
+
+
+@pytest.mark.parametrize("wake", [-3, "tomorrow", "2030-01-01T00:00:00", [1]])
+def test_a_bad_value_read_at_run_time_fails_the_step(wake: Any) -> None:
+    journal: list[str] = []
+    with TestEnvironment(start=START):
+        Napper = _napper(journal, from_input="wake")
+        result = Napper.run(wake=wake)
+    assert result.failed
+    assert result.error is not None and "wake" in str(result.error)
+    assert type(result.error).__name__ == "SleepValueError"
+    assert journal == ["first", "undo first"]
+
+
+@pytest.mark.parametrize("wake", [
+    "2023-11-14T22:13:20+00:00", datetime.fromtimestamp(START, UTC) - timedelta(hours=1),
+])
+def test_a_sleep_reached_after_its_wake_time_completes_at_once(wake: Any) -> None:
+    journal: list[str] = []
+    with TestEnvironment(start=START):
+        Napper = _napper(journal, from_input="wake")
+        result = Napper.run(wake=wake)
+    assert isinstance(result, Success)
+    assert journal == ["first", "second"]
+
+
+def test_a_wake_time_from_the_input_is_honoured() -> None:
+    journal: list[str] = []
+    with TestEnvironment(start=START) as env:
+        Napper = _napper(journal, from_input="wake")
+        handle = Napper.run(wake=datetime.fromtimestamp(START + 90, UTC).isoformat())
+        assert isinstance(handle, DispatchHandle)
+        env.run_pending()
+        assert Napper.find(handle.run_id).sleeping_until == START + 90
+        env.clock.advance(90)
+        env.run_pending()
+        assert Napper.find(handle.run_id).status is RunStatus.COMPLETED
+
+
+def test_a_lost_timer_job_is_recovered_by_the_sweeper(monkeypatch: pytest.MonkeyPatch) -> None:
+    journal: list[str] = []
+    lost: list[str] = []
+    monkeypatch.setattr(sleeps, "schedule_wake", lambda env, run_id, *rest: lost.append(run_id))
+    with TestEnvironment(start=START) as env:
+        Napper = _napper(journal, seconds=TWO_HOURS)
+        handle = Napper.run()
+        env.run_pending()
+        assert lost == [handle.run_id]
+        env.clock.advance(TWO_HOURS - 1)
+        env.sweep()
+        env.run_pending()
+        assert Napper.find(handle.run_id).status is RunStatus.PAUSED
+        env.clock.advance(1)
+        env.sweep()
+        env.run_pending()
+        assert Napper.find(handle.run_id).status is RunStatus.COMPLETED
+    assert journal == ["first", "second"]
+
+
+# ============================================================================ every backend
+
+
+@pytest.fixture(params=BACKENDS)
+def runtime_on(
+    request: pytest.FixtureRequest, service_url: Callable[[str], str]
+) -> Iterator[Runtime]:
+    """A runtime on each backend (a fresh namespace), on a test clock started at real time."""
+    yield configure_on(request.param, service_url, TestClock(time.time()), area="sleeps")
+    config.reset()
+
+
+def _work_until(runtime: Runtime, done: Callable[[], bool], seconds: float = 60.0) -> None:
+    """Run due jobs until ``done()`` (a remote router's delays are real time)."""
+    worker = Worker(runtime, liveness_wait=0.0)
+    limit = time.monotonic() + seconds
+    while not done():
+        worker.run_pending()
+        assert time.monotonic() < limit, "the run never ended"
+        time.sleep(0.05)
+
+
+def test_a_sleeping_run_wakes_at_its_time_on_every_backend(runtime_on: Runtime) -> None:
+    """A 2-hour sleep under the test clock: not woken before its time (neither by its timer
+    nor by a sweep), woken once after it by its timer (memory: the clock drives the router)
+    or by the sweeper (a remote router's delay is real time)."""
+    journal: list[str] = []
+    clock = runtime_on.clock
+    assert isinstance(clock, TestClock)
+    Napper = _napper(journal, seconds=TWO_HOURS)
+    handle = Napper.run()
+    assert isinstance(handle, DispatchHandle)
+    _work_until(runtime_on, lambda: Napper.find(handle.run_id).status is RunStatus.PAUSED)
+    wake_at = Napper.find(handle.run_id).sleeping_until
+    assert wake_at is not None
+    clock.advance(TWO_HOURS - 5)
+    run_sweeps(runtime_on)
+    Worker(runtime_on, liveness_wait=0.0).run_pending()
+    assert Napper.find(handle.run_id).status is RunStatus.PAUSED
+    clock.advance(5)
+    run_sweeps(runtime_on)
+    _work_until(runtime_on, lambda: Napper.find(handle.run_id).status is RunStatus.COMPLETED)
+    assert journal == ["first", "second"]
+
+
+def test_the_wake_payload_round_trips() -> None:
+    payload = SleepWakePayload(context_id="r", reactor="x", step="nap", wake_at=START)
+    assert SleepWakePayload.model_validate(payload.model_dump()) == payload
+
+
+@pytest.mark.parametrize("block", range(2))
+def test_the_examples_of_docs_schedules_run(block: int) -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "schedules.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+    assert len(blocks) == 2
+    exec(compile(blocks[block], f"docs/schedules.md[{block}]", "exec"), {"__name__": "docs"})
