@@ -57,7 +57,11 @@ stored key                field                        stored value
 ``forked_from``           ``forked_from``              ``{"run_id", "step"}``
 ``definition``            ``definition``               ``{"fingerprint"}``, plus
                                                        ``"version"`` when the reactor
-                                                       has a ``version`` label
+                                                       has a ``version`` label and
+                                                       ``"steps": {step: "8 hex"}``
+                                                       (runs stored since step digests)
+``needs_version``         ``needs_version``            ``{"step", "rule", "reason",
+                                                       "fingerprint", "status", "at"}``
 ========================  ===========================  =================================
 
 A fact at its default (``False``, ``None``, empty) is not written; a stored ``null`` reads as
@@ -124,6 +128,7 @@ __all__ = [
     "PendingSleep",
     "Quarantine",
     "Suspension",
+    "VersionHold",
     "Waiting",
     "WaitingPrimitive",
 ]
@@ -658,24 +663,63 @@ class ForkOrigin:
 @dataclass(frozen=True)
 class DefinitionStamp:
     """Which definition of its reactor a run was started under (docs/deploys.md,
-    "Fingerprints"). Stored as ``{"fingerprint"}`` plus ``"version"`` when set; a run stored
-    before this release has none.
+    "Fingerprints"). Stored as ``{"fingerprint"}`` plus ``"version"`` when set and ``"steps"``
+    (the per-step shape digests) when known; a run stored before fingerprints has none, and
+    one stored before step digests has no ``"steps"``.
 
     Attributes:
         fingerprint: the hash of the reactor's shape (16 hex digits;
             ``reactor.dsl.fingerprint``).
         version: the reactor's ``version`` label, or ``None``.
+        steps: step name -> the 8-hex digest of that step's shape, for every declared step
+            (docs/deploys.md, "Compatibility rules"); ``None`` for a run stored without them.
+            Not compared: two stamps are equal when fingerprint and label are.
     """
 
     fingerprint: StrictStr
     version: StrictStr | None = None
+    steps: dict[StrictStr, StrictStr] | None = field(
+        default=None, compare=False, hash=False, repr=False
+    )
 
     def to_json(self) -> dict[str, Any]:
         """The stored form."""
         stored: dict[str, Any] = {"fingerprint": self.fingerprint}
         if self.version is not None:
             stored["version"] = self.version
+        if self.steps is not None:
+            stored["steps"] = dict(self.steps)
         return stored
+
+
+@dataclass(frozen=True)
+class VersionHold:
+    """Why a ``needs_version`` run waits (docs/deploys.md, "Compatibility rules"). Stored as
+    ``{"step", "rule", "reason", "fingerprint", "status", "at"}``.
+
+    Attributes:
+        step: the step the rule names.
+        rule: which rule refused the run: ``"completed_step_removed"``,
+            ``"completed_step_changed"``, ``"undo_removed"``, ``"current_step_removed"`` or
+            ``"pending_step_rewired"``.
+        reason: the reason in words (names the run, the step and the rule).
+        fingerprint: the fingerprint of the definition that refused it.
+        status: the status the run had before it was held (``running``), restored when
+            ``Reactor.resume_version`` continues it.
+        at: when it was held, epoch seconds on the runtime clock.
+    """
+
+    step: StrictStr
+    rule: StrictStr
+    reason: StrictStr
+    fingerprint: StrictStr
+    status: StrictStr
+    at: _Seconds
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form."""
+        return {"step": self.step, "rule": self.rule, "reason": self.reason,
+                "fingerprint": self.fingerprint, "status": self.status, "at": self.at}
 
 
 class _StoredState(BaseModel):
@@ -708,6 +752,7 @@ class _StoredState(BaseModel):
     failure_hold: FailureHold | None = None
     forked_from: ForkOrigin | None = None
     definition: DefinitionStamp | None = None
+    needs_version: VersionHold | None = None
 
 
 #: Every ``private_data`` key :class:`EngineState` reads as a typed field (any other key is
@@ -771,6 +816,8 @@ class EngineState:
         forked_from: the run and step a forked run started from, else ``None``.
         definition: the definition the run was started under (docs/deploys.md,
             "Fingerprints"); ``None`` for a run stored before fingerprints existed.
+        needs_version: set while the run is ``needs_version`` (docs/deploys.md,
+            "Compatibility rules"): the rule and step that refused it; else ``None``.
         extra: stored ``private_data`` keys this version does not know, kept as read and
             written back unchanged (never one of :data:`STORED_KEYS`).
 
@@ -799,6 +846,7 @@ class EngineState:
     failure_hold: FailureHold | None = None
     forked_from: ForkOrigin | None = None
     definition: DefinitionStamp | None = None
+    needs_version: VersionHold | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -905,6 +953,9 @@ class EngineState:
             "failure_hold": None if self.failure_hold is None else self.failure_hold.to_json(),
             "forked_from": None if self.forked_from is None else self.forked_from.to_json(),
             "definition": None if self.definition is None else self.definition.to_json(),
+            "needs_version": (
+                None if self.needs_version is None else self.needs_version.to_json()
+            ),
         }
         return {**{k: v for k, v in stored.items() if v is not None}, **self.extra}
 
@@ -950,6 +1001,7 @@ class EngineState:
             failure_hold=stored.failure_hold,
             forked_from=stored.forked_from,
             definition=stored.definition,
+            needs_version=stored.needs_version,
             extra=stored.model_extra or {},
         )
 

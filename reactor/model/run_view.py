@@ -29,6 +29,7 @@ from reactor.model.engine_state import (
     PendingInterrupt,
     PendingSleep,
     Suspension,
+    VersionHold,
 )
 from reactor.model.masking import mask_value
 from reactor.model.results import Failure
@@ -293,6 +294,9 @@ class RunView:
         definition: the definition the run was started under: its fingerprint and the
             reactor's ``version`` label (docs/deploys.md, "Fingerprints"); ``None`` for a run
             stored before fingerprints existed.
+        needs_version: while the run is ``needs_version``: the step and rule that refused it,
+            the reason and the status it goes back to (docs/deploys.md, "Compatibility
+            rules"); else ``None``.
         maps: map step name -> :class:`MapInfo`, for every map step the run started (its
             elements: :meth:`map_elements`).
         map_membership: for a map element, the typed
@@ -327,6 +331,7 @@ class RunView:
     failure_hold: FailureHold | None = None
     forked_from: ForkOrigin | None = None
     definition: DefinitionStamp | None = None
+    needs_version: VersionHold | None = None
     maps: Mapping[str, MapInfo] = field(default_factory=dict)
     element_reader: ElementReader | None = field(default=None, compare=False, repr=False)
     map_membership: MapMembership | None = None
@@ -433,6 +438,7 @@ class RunView:
             failure_hold=ctx.engine_state.failure_hold,
             forked_from=ctx.engine_state.forked_from,
             definition=ctx.engine_state.definition,
+            needs_version=ctx.engine_state.needs_version,
             maps=map_infos(ctx.composed_contexts),
             element_reader=elements,
             map_membership=ctx.map_metadata,
