@@ -253,6 +253,9 @@ def runs_show(
         pending = private.get("interrupt") if isinstance(private, dict) else None
         if isinstance(pending, dict):  # a paused run: what it waits for (docs/run-control.md)
             shown["interrupt"] = pending
+        asleep = private.get("sleep") if isinstance(private, dict) else None
+        if isinstance(asleep, dict) and document.get("status") == "paused":
+            shown["sleep"] = asleep  # sleeping until wake_at (docs/schedules.md)
         stamp = private.get("definition") if isinstance(private, dict) else None
         if isinstance(stamp, dict):  # the definition it runs under (docs/deploys.md)
             shown["definition"] = stamp

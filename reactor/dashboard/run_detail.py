@@ -119,6 +119,13 @@ def _interrupt(engine_state: EngineState) -> dict[str, Any] | None:
     return None if pending is None else pending.to_json()
 
 
+def _sleep(engine_state: EngineState, status: Any) -> dict[str, Any] | None:
+    """The sleep a ``paused`` run sleeps at, ``{"step", "wake_at", "since"}`` (epoch seconds),
+    else ``None`` (docs/schedules.md, "Durable sleep")."""
+    pending = engine_state.sleep
+    return None if pending is None or status != "paused" else pending.to_json()
+
+
 def _cancel(engine_state: EngineState) -> dict[str, Any] | None:
     """The cancel request kept on a run once its cancel started (docs/run-control.md)."""
     request: Any = getattr(engine_state, "cancel", None)
@@ -143,7 +150,7 @@ def document_view(
 
     Returns:
         ``{"status", "inputs", "results", "maps", "trace", "attempts", "async_steps",
-        "undo_stack", "failure", "pending_compensation", "current_step", "interrupt",
+        "undo_stack", "failure", "pending_compensation", "current_step", "interrupt", "sleep",
         "cancel", "quarantine", "map_element", "handed_off", "links", "deadline",
         "suspension", "failure_hold", "heartbeats"}`` (``heartbeats``: step -> the last
         heartbeat kept for a queued retry, docs/concepts.md, "Heartbeats"; ``failure_hold``:
@@ -172,6 +179,7 @@ def document_view(
         "pending_compensation": _pending_compensation(document),
         "current_step": display(document.get("current_step")),
         "interrupt": _interrupt(engine_state),
+        "sleep": _sleep(engine_state, document.get("status")),
         "cancel": _cancel(engine_state),
         "quarantine": None if quarantine is None else {
             "reason": quarantine.reason, "original_status": quarantine.original_status,

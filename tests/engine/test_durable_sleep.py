@@ -8,6 +8,7 @@ backend of tests/backends.py for the timer and the sweeper.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -232,3 +233,30 @@ def test_the_examples_of_docs_schedules_run(block: int) -> None:
     blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
     assert len(blocks) == 2
     exec(compile(blocks[block], f"docs/schedules.md[{block}]", "exec"), {"__name__": "docs"})
+
+
+def test_the_cli_and_the_dashboard_show_a_sleeping_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("fastapi", reason="the dashboard needs the 'dashboard' extra")
+    from typer.testing import CliRunner  # deferred: the CLI and dashboard are optional extras
+
+    from reactor.cli import app
+    from reactor.cli import runs as runs_cli
+    from reactor.dashboard.run_detail import document_view
+    from reactor.model.checkpoints import raw_document
+
+    journal: list[str] = []
+    with TestEnvironment(start=START) as env:
+        Napper = _napper(journal, seconds=TWO_HOURS)
+        handle = Napper.run()
+        env.run_pending()
+        monkeypatch.setattr(runs_cli, "_runtime", lambda *args, **kwargs: env.runtime)
+        record = env.storage.contexts.load(handle.run_id)
+        assert record is not None
+        shown = document_view(env.storage, raw_document(record), handle.run_id)
+        out = CliRunner().invoke(app, ["runs", "show", handle.run_id, "--json"])
+    assert shown["sleep"] == {"step": "nap", "wake_at": START + TWO_HOURS, "since": START}
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["sleep"]["wake_at"] == START + TWO_HOURS
+    template = (Path(__file__).resolve().parents[2] / "reactor" / "dashboard" / "templates"
+                / "run.html").read_text()
+    assert "Sleeping until {{ stamp(run.sleep.wake_at) }} UTC" in template
