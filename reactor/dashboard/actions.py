@@ -73,7 +73,9 @@ ACTIONS: tuple[str, ...] = (
 
 _RETRYABLE = frozenset({"failed", "cancelled"})
 _UNDOABLE = frozenset({"aborted", "completed", "halted"})
-_CANCELLABLE = frozenset({"pending", "running", "paused", "suspended", "failed_paused"})
+_CANCELLABLE = frozenset(
+    {"pending", "running", "paused", "suspended", "failed_paused", "needs_version"}
+)
 _SUSPENDABLE = frozenset({"pending", "running", "paused"})
 
 #: Who the engine records as having suspended or rewound a run from the dashboard when the
@@ -109,8 +111,9 @@ def available(stored: StoredRun, guard: Guard) -> dict[str, dict[str, Any]]:
                         "of reactor (Reactor.cancel)"}
     else:
         cancel_state = decide(status in _CANCELLABLE and not element,
-                              f"only a pending, running, paused, suspended or failed_paused "
-                              f"top-level run can be cancelled; this one is {status}")
+                              f"only a pending, running, paused, suspended, failed_paused or "
+                              f"needs_version top-level run can be cancelled; this one is "
+                              f"{status}")
     return {
         "retry": decide(status in _RETRYABLE and not element,
                         f"only a failed or cancelled top-level run can be retried; this one is "

@@ -10,6 +10,7 @@ once the old definition is back.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -17,8 +18,11 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from reactor import Background, DispatchHandle, Reactor, config, registry
+from reactor.cli import runs as runs_cli
+from reactor.cli._common import app
 from reactor.config import Runtime
 from reactor.dsl import Input, input, interrupt, result, step
 from reactor.engine.checkpoint import Checkpointer, load_context
@@ -271,3 +275,18 @@ def test_a_run_stored_without_step_digests_is_judged_by_the_rules_that_need_none
     _work(runtime)
     assert _status(runtime, run_id) is RunStatus.COMPLETED
     assert events == ["run a", "run b o-1"]
+
+
+def test_reactor_runs_list_filters_needs_version(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    events: list[str] = []
+    run_id = _started(runtime, _flow(events))
+    other = _started(runtime, _flow(events))
+    v2 = _flow(events, b_reads="order")
+    _work(runtime)
+    v2.cancel(other)  # rolled back: no longer needs_version
+    monkeypatch.setattr(runs_cli, "_runtime", lambda storage, router, setting=None: runtime)
+    out = CliRunner().invoke(app, ["runs", "list", "--json", "--status", "needs_version"])
+    assert out.exit_code == 0, out.output
+    assert [row["run_id"] for row in json.loads(out.stdout)["runs"]] == [run_id]
