@@ -75,7 +75,7 @@ def test_a_held_run_shows_its_hold_is_listed_and_rewinds_once_fixed(
     assert run["status"] == "failed_paused"
     hold = run["failure_hold"]
     assert (hold["step"], hold["kind"], hold["compensate_pending"]) == ("c", "step", True)
-    assert hold["attempt"] is None  # no retries declared: none counted
+    assert hold["attempt"] == 1  # no retries declared: its one attempt
     assert run["failure"]["step"] == "c" and "bug in c" in run["failure"]["error"]
     assert run["rewind_steps"] == ["c", "a", "b"]  # the failed step first
     acts = run["actions"]
