@@ -8,6 +8,7 @@ cluster (schema ``reactor_tests``; memory needs no URL).
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +18,7 @@ from reactor.config import Runtime
 from reactor.memory import LocalRouter, MemoryStorage
 from reactor.testing import TestClock
 
-__all__ = ["BACKENDS", "backend_urls", "configure_on"]
+__all__ = ["BACKENDS", "backend_urls", "configure_on", "work_until"]
 
 #: Every backend an engine guarantee is tested on.
 BACKENDS = ("memory", "redis", "mongomock", "mongodb", "dynamodb", "postgres")
@@ -83,3 +84,23 @@ def configure_on(
         name, service_url, f"{area[:2]}{uuid.uuid4().hex[:10]}", area=area
     )
     return config.configure(storage=storage_url, router=router_url, clock=clock, **settings)
+
+
+def work_until(runtime: Runtime, done: Callable[[], bool], seconds: float = 60.0) -> None:
+    """Run the jobs due on ``runtime``'s router in this thread (a ``Worker``'s
+    ``run_pending``) until ``done()`` holds; fails the test after ``seconds`` of real time (a
+    remote router's delays are real time, so this polls it every 0.05 s).
+
+    Args:
+        runtime: the runtime whose router and storage the jobs use.
+        done: the probe that says the awaited state was reached.
+        seconds: the most real time to wait.
+    """
+    from reactor.jobs.worker import Worker
+
+    worker = Worker(runtime, liveness_wait=0.0)
+    limit = time.monotonic() + seconds
+    while not done():
+        worker.run_pending()
+        assert time.monotonic() < limit, "the awaited state never came"
+        time.sleep(0.05)

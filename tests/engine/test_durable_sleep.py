@@ -28,7 +28,7 @@ from reactor.jobs.worker import Worker
 from reactor.model.status import RunStatus
 from reactor.ports.payloads import SleepWakePayload
 from reactor.testing import TestClock, TestEnvironment
-from tests.backends import BACKENDS, configure_on
+from tests.backends import BACKENDS, configure_on, work_until
 
 START = 1_700_000_000.0
 TWO_HOURS = 2 * 3600.0
@@ -189,15 +189,6 @@ def runtime_on(
     config.reset()
 
 
-def _work_until(runtime: Runtime, done: Callable[[], bool], seconds: float = 60.0) -> None:
-    """Run due jobs until ``done()`` (a remote router's delays are real time)."""
-    worker = Worker(runtime, liveness_wait=0.0)
-    limit = time.monotonic() + seconds
-    while not done():
-        worker.run_pending()
-        assert time.monotonic() < limit, "the run never ended"
-        time.sleep(0.05)
-
 
 def test_a_sleeping_run_wakes_at_its_time_on_every_backend(runtime_on: Runtime) -> None:
     """A 2-hour sleep under the test clock: not woken before its time (neither by its timer
@@ -209,7 +200,7 @@ def test_a_sleeping_run_wakes_at_its_time_on_every_backend(runtime_on: Runtime) 
     Napper = _napper(journal, seconds=TWO_HOURS)
     handle = Napper.run()
     assert isinstance(handle, DispatchHandle)
-    _work_until(runtime_on, lambda: Napper.find(handle.run_id).status is RunStatus.PAUSED)
+    work_until(runtime_on, lambda: Napper.find(handle.run_id).status is RunStatus.PAUSED)
     wake_at = Napper.find(handle.run_id).sleeping_until
     assert wake_at is not None
     clock.advance(TWO_HOURS - 5)
@@ -218,7 +209,7 @@ def test_a_sleeping_run_wakes_at_its_time_on_every_backend(runtime_on: Runtime) 
     assert Napper.find(handle.run_id).status is RunStatus.PAUSED
     clock.advance(5)
     run_sweeps(runtime_on)
-    _work_until(runtime_on, lambda: Napper.find(handle.run_id).status is RunStatus.COMPLETED)
+    work_until(runtime_on, lambda: Napper.find(handle.run_id).status is RunStatus.COMPLETED)
     assert journal == ["first", "second"]
 
 

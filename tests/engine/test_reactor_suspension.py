@@ -18,12 +18,11 @@ from reactor.dsl import interrupt, step
 from reactor.engine.env import make_env
 from reactor.engine.run_control import reactor_suspension
 from reactor.errors import RunStateError, SuspendArgumentError
-from reactor.jobs.worker import Worker
 from reactor.model.engine_state import Suspension
 from reactor.model.keys import reactor_suspension_key
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.testing import TestClock, TestEnvironment
-from tests.backends import BACKENDS, configure_on
+from tests.backends import BACKENDS, configure_on, work_until
 
 
 def _chain(events: list[str], *, handed: Background | None = None,
@@ -272,14 +271,6 @@ def runtime_on(
     config.reset()
 
 
-def _drain(runtime: Runtime, done: Callable[[], bool], seconds: float = 60.0) -> None:
-    worker = Worker(runtime, liveness_wait=0.0)
-    deadline = time.monotonic() + seconds
-    while not done():
-        worker.run_pending()
-        assert time.monotonic() < deadline, "the run never got there"
-        time.sleep(0.05)
-
 
 def test_the_switch_holds_new_and_worker_runs_until_unsuspend_all_on_every_backend(
     runtime_on: Runtime,
@@ -293,14 +284,14 @@ def test_the_switch_holds_new_and_worker_runs_until_unsuspend_all_on_every_backe
     assert chain.find(first.run_id).status is RunStatus.SUSPENDED
     # a switch set on its own (as another process would), then a background run a worker takes
     chain.unsuspend_all()
-    _drain(runtime_on, lambda: chain.find(first.run_id).status in TERMINAL_STATUSES)
+    work_until(runtime_on, lambda: chain.find(first.run_id).status in TERMINAL_STATUSES)
     events.clear()
     second = chain.run()  # a runs here; b and c are queued
     assert isinstance(second, DispatchHandle) and events == ["run a"]
     reactor_suspension.switch_on(
         make_env(runtime_on), chain.reactor_name, Suspension("late", "bob", 1.0)
     )
-    _drain(runtime_on, lambda: chain.find(second.run_id).status is RunStatus.SUSPENDED)
+    work_until(runtime_on, lambda: chain.find(second.run_id).status is RunStatus.SUSPENDED)
     view = chain.find(second.run_id)
     assert view.results == {"a": "a"} and events == ["run a"]
     assert view.suspension is not None and view.suspension.by == "bob"
@@ -308,7 +299,7 @@ def test_the_switch_holds_new_and_worker_runs_until_unsuspend_all_on_every_backe
     assert stored is not None and (stored.reason, stored.by) == ("late", "bob")
     assert chain.unsuspend_all() == {"running": 1, "paused": 0, "skipped": 0}
     assert chain.suspend_switch() is None
-    _drain(runtime_on, lambda: chain.find(second.run_id).status in TERMINAL_STATUSES)
+    work_until(runtime_on, lambda: chain.find(second.run_id).status in TERMINAL_STATUSES)
     assert chain.find(second.run_id).status is RunStatus.COMPLETED
     assert chain.find(first.run_id).status is RunStatus.COMPLETED
     assert events == ["run a", "run b", "run c"]

@@ -24,11 +24,10 @@ from reactor.errors import (
     RunNotFoundError,
     RunStateError,
 )
-from reactor.jobs.worker import Worker
 from reactor.model.results import Failure, Success
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.testing import TestClock, TestEnvironment
-from tests.backends import configure_on
+from tests.backends import configure_on, work_until
 from tests.engine.recovery_reactors import Journal, chain
 
 RECOVERY_BACKENDS = ("memory", "redis", "mongodb", "dynamodb")
@@ -42,14 +41,6 @@ def runtime_on(
     yield configure_on(request.param, service_url, TestClock(time.time()), area="rewind")
     config.reset()
 
-
-def _drain(runtime: Runtime, done: Callable[[], bool], seconds: float = 60.0) -> None:
-    worker = Worker(runtime, liveness_wait=0.0)
-    deadline = time.monotonic() + seconds
-    while not done():
-        worker.run_pending()
-        assert time.monotonic() < deadline, "the run never got there"
-        time.sleep(0.05)
 
 
 def _held(flow: Any) -> str:
@@ -106,11 +97,11 @@ def test_rewind_of_a_background_run_goes_back_to_a_worker(runtime_on: Runtime) -
     flow = chain(journal, handed=Background(all=True))
     handle = flow.run()
     assert isinstance(handle, DispatchHandle)
-    _drain(runtime_on, lambda: flow.find(handle.run_id).status is RunStatus.FAILED_PAUSED)
+    work_until(runtime_on, lambda: flow.find(handle.run_id).status is RunStatus.FAILED_PAUSED)
     journal.broken = False
     out = flow.rewind(handle.run_id)
     assert isinstance(out, DispatchHandle)  # a worker continues it
-    _drain(runtime_on, lambda: flow.find(handle.run_id).status in TERMINAL_STATUSES)
+    work_until(runtime_on, lambda: flow.find(handle.run_id).status in TERMINAL_STATUSES)
     assert flow.find(handle.run_id).status is RunStatus.COMPLETED
     assert journal.events == ["run a", "run b", "run c", "run c"]
 

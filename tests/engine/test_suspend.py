@@ -31,7 +31,7 @@ from reactor.errors import (
 from reactor.jobs.worker import Worker
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.testing import TestClock, TestEnvironment
-from tests.backends import BACKENDS, configure_on
+from tests.backends import BACKENDS, configure_on, work_until
 
 
 class _Journal:
@@ -260,14 +260,6 @@ def runtime_on(
     config.reset()
 
 
-def _drain(runtime: Runtime, done: Callable[[], bool], seconds: float = 60.0) -> None:
-    worker = Worker(runtime, liveness_wait=0.0)
-    deadline = time.monotonic() + seconds
-    while not done():
-        worker.run_pending()
-        assert time.monotonic() < deadline, "the run never got there"
-        time.sleep(0.05)
-
 
 def test_suspend_a_queued_run_then_unsuspend_it_on_every_backend(runtime_on: Runtime) -> None:
     journal = _Journal()
@@ -279,7 +271,7 @@ def test_suspend_a_queued_run_then_unsuspend_it_on_every_backend(runtime_on: Run
     view = order.find(handle.run_id)
     assert view.status is RunStatus.SUSPENDED and journal.events == []
     assert order.unsuspend(handle.run_id) is RunStatus.RUNNING
-    _drain(runtime_on, lambda: order.find(handle.run_id).status in TERMINAL_STATUSES)
+    work_until(runtime_on, lambda: order.find(handle.run_id).status in TERMINAL_STATUSES)
     assert order.find(handle.run_id).status is RunStatus.COMPLETED
     assert journal.events == ["run a", "run b", "run c"]
 
@@ -299,11 +291,11 @@ def test_a_worker_run_suspends_before_its_next_step_on_every_backend(
     order = _order(journal, handed=Background(all=True), during_a=ask)
     handle = order.run()
     assert isinstance(handle, DispatchHandle)
-    _drain(runtime_on, lambda: order.find(handle.run_id).status is RunStatus.SUSPENDED)
+    work_until(runtime_on, lambda: order.find(handle.run_id).status is RunStatus.SUSPENDED)
     assert answers == ["requested"]
     view = order.find(handle.run_id)
     assert view.current_step == "b" and journal.events == ["run a"]
     assert order.unsuspend(handle.run_id) is RunStatus.RUNNING
-    _drain(runtime_on, lambda: order.find(handle.run_id).status in TERMINAL_STATUSES)
+    work_until(runtime_on, lambda: order.find(handle.run_id).status in TERMINAL_STATUSES)
     assert order.find(handle.run_id).status is RunStatus.COMPLETED
     assert journal.events == ["run a", "run b", "run c"]

@@ -21,9 +21,9 @@ from reactor.model.context import Context
 from reactor.model.results import Failure, Paused, Success
 from reactor.model.status import TERMINAL_STATUSES, RunStatus
 from reactor.ports.capabilities import RunsJobsInline
-from reactor.ports.payloads import RunPayload, job
+from reactor.ports.payloads import RunPayload, TraceContext, job
 
-__all__ = ["proceed"]
+__all__ = ["continue_here", "proceed"]
 
 Outcome = Success | Failure | Paused | DispatchHandle
 
@@ -55,7 +55,7 @@ def proceed(
         hold.release()
         return _to_worker(env, ctx)
     try:
-        return _here(env, definition, ctx, hold, origin)
+        return continue_here(env, definition, ctx, hold, origin)
     finally:
         hold.release()
 
@@ -78,12 +78,32 @@ def _to_worker(env: Env, ctx: Context) -> Outcome:
     return _handle(env, ctx, job_id)
 
 
-def _here(
-    env: Env, definition: ReactorDefinition, ctx: Context, hold: Liveness, origin: RunOrigin
+def continue_here(
+    env: Env, definition: ReactorDefinition, ctx: Context, hold: Liveness, origin: RunOrigin,
+    *, resumed_from: TraceContext | None = None,
 ) -> Outcome:
-    """Run the rest of the run in the caller, every save fenced with ``hold``."""
+    """Run the rest of run ``ctx`` in the caller, every save fenced with ``hold`` (which the
+    caller releases): an operator's rewind or fork, an interrupt's inline resume.
+
+    Args:
+        env: the execution environment (secrets opened).
+        definition: the run's reactor.
+        ctx: the run, stored ``running``.
+        hold: the caller's hold on the run's liveness lock.
+        origin: the middleware origin of the segment (docs/observability.md).
+        resumed_from: the trace context of the execution that paused the run, linked from
+            this segment's span (docs/observability.md, "Resumed runs"), or ``None``.
+
+    Returns:
+        The run's result (with ``run_id``), or a ``DispatchHandle`` when it was suspended or
+        handed to a fan-out map.
+
+    Raises:
+        KeyboardInterrupt, SystemExit, ...: after the executor stored the run ``aborted``
+            (the exception carries ``reactor_run_id``).
+    """
     state = RunState(definition, ctx, env, FencedCheckpointer(env, ctx, hold))
-    with observe.run(env, ctx, origin):
+    with observe.run(env, ctx, origin, resumed_from=resumed_from):
         try:
             result = executor.execute(state)
         except fan_out.MapDispatched as dispatched:  # saved before dispatch

@@ -17,21 +17,19 @@ from contextlib import nullcontext
 from dataclasses import replace
 
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import executor, liveness, observe
+from reactor.engine import liveness, observe
 from reactor.engine.checkpoint import load_context
-from reactor.engine.dispatch import DispatchHandle, publish_completion, stored_result
+from reactor.engine.dispatch import DispatchHandle, stored_result
 from reactor.engine.env import Env
-from reactor.engine.invoke import INTERRUPTIONS
 from reactor.engine.liveness import FencedCheckpointer, Liveness
-from reactor.engine.maps import fan_out
-from reactor.engine.state import RunState
+from reactor.engine.run_control import proceed
 from reactor.errors import InterruptAlreadyResumedError, LockAcquisitionError
 from reactor.model.context import Context
 from reactor.model.engine_state import PendingInterrupt
 from reactor.model.interrupt_claim import InterruptClaim
 from reactor.model.keys import run_liveness_key
 from reactor.model.results import Failure, Paused, Success
-from reactor.model.status import TERMINAL_STATUSES, RunStatus
+from reactor.model.status import RunStatus
 from reactor.ports.capabilities import RunsJobsInline
 from reactor.ports.payloads import RunPayload, TraceContext, current_stamp, job, stamping
 
@@ -64,7 +62,8 @@ def apply_claim(
         if mode == "background":
             hold.release()
             return _hand_to_worker(env, ctx, paused)
-        return _continue_here(definition, ctx, env, hold, paused)
+        # its span links to the one that paused it (docs/observability.md, "Resumed runs")
+        return proceed.continue_here(env, definition, ctx, hold, "resume", resumed_from=paused)
     finally:
         hold.release()
 
@@ -146,31 +145,6 @@ def _hand_to_worker(
         run_id=ctx.context_id, job_id=job_id, reactor=ctx.reactor,
         results=dict(ctx.intermediate_results), runtime=env.runtime,
     )
-
-
-def _continue_here(
-    definition: ReactorDefinition, ctx: Context, env: Env, hold: Liveness,
-    paused: TraceContext | None,
-) -> Success | Failure | Paused | DispatchHandle:
-    """Run the rest of the run in the caller (as :func:`reactor.engine.api.run` does); its
-    span links to the one that paused it (``paused``: docs/observability.md, "Resumed
-    runs")."""
-    state = RunState(definition, ctx, env, FencedCheckpointer(env, ctx, hold))
-    with observe.run(env, ctx, "resume", resumed_from=paused):
-        try:
-            result = executor.execute(state)
-        except fan_out.MapDispatched as dispatched:  # saved before dispatch
-            return fan_out.caller_result(env, dispatched)
-        except INTERRUPTIONS as exc:  # stored aborted by the executor
-            if getattr(exc, "reactor_run_id", None) is None:
-                setattr(exc, "reactor_run_id", ctx.context_id)  # noqa: B010 - any exception type
-            raise
-    if ctx.status in TERMINAL_STATUSES:
-        publish_completion(env.storage, ctx)
-    if ctx.status is RunStatus.SUSPENDED:  # an operator holds it (docs/operations.md)
-        return DispatchHandle(run_id=ctx.context_id, job_id="", reactor=ctx.reactor,
-                              results=dict(ctx.intermediate_results), runtime=env.runtime)
-    return result.with_run_id(ctx.context_id)
 
 
 def recover_claim(env: Env, run_id: str, path: str) -> None:
