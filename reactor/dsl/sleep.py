@@ -27,7 +27,12 @@ from typing import Any
 
 from reactor.errors import DefinitionError, SleepValueError
 
-__all__ = ["SleepDecl"]
+__all__ = ["MAX_SLEEP_SECONDS", "SleepDecl"]
+
+#: The longest sleep, in seconds (ten years of 366 days): a wake time further ahead is refused
+#: (``DefinitionError`` for ``seconds=``, ``SleepValueError`` when the run reaches the step),
+#: so every wake time is a date the views can show (docs/schedules.md, "Durable sleep").
+MAX_SLEEP_SECONDS = 10 * 366 * 24 * 3600.0
 
 
 def _is_seconds(value: Any) -> bool:
@@ -72,10 +77,10 @@ class SleepDecl:
                 f"{given or 'none'}"
             )
         if self.seconds is not None:
-            if not _is_seconds(self.seconds):
+            if not _is_seconds(self.seconds) or self.seconds > MAX_SLEEP_SECONDS:
                 raise DefinitionError(
-                    "sleep(seconds=...) must be a positive, finite number of seconds, got "
-                    f"{self.seconds!r}"
+                    "sleep(seconds=...) must be a positive, finite number of seconds of at "
+                    f"most {MAX_SLEEP_SECONDS:.0f} (ten years), got {self.seconds!r}"
                 )
             object.__setattr__(self, "seconds", float(self.seconds))
         if self.until is not None and not _is_aware(self.until):
@@ -102,12 +107,14 @@ class SleepDecl:
         Raises:
             SleepValueError: the input named by ``from_input`` is missing, or holds neither a
                 positive finite number of seconds nor a timezone-aware datetime (or ISO 8601
-                text with an offset); the message and ``field`` name the input.
+                text with an offset); or the wake time is more than
+                :data:`MAX_SLEEP_SECONDS` ahead (``until`` too); the message and ``field``
+                name the input (``"until"``).
         """
         if self.seconds is not None:
             return now + self.seconds
         if self.until is not None:
-            return self.until.timestamp()
+            return _bounded(self.until.timestamp(), now, "until", "sleep(until=...)")
         name = self.from_input
         assert name is not None  # exactly one option is set
         if name not in inputs:
@@ -122,13 +129,28 @@ class SleepDecl:
                     f"sleep(from_input={name!r}): input {name!r} is text but not an ISO 8601 "
                     "date and time", field=name,
                 ) from None
+        where = f"sleep(from_input={name!r}): input {name!r}"
         if _is_seconds(value):
-            return now + float(value)
+            return _bounded(now + float(value), now, name, where)
         if _is_aware(value):
-            return float(value.timestamp())
+            return _bounded(float(value.timestamp()), now, name, where)
         raise SleepValueError(
             f"sleep(from_input={name!r}): input {name!r} must be a positive, finite number of "
             f"seconds or a timezone-aware datetime, got {type(value).__name__}"
             + (" without a timezone" if isinstance(value, datetime) else ""),
             field=name,
         )
+
+
+def _bounded(wake_at: float, now: float, field: str, what: str) -> float:
+    """``wake_at``, refused when it is more than :data:`MAX_SLEEP_SECONDS` after ``now``.
+
+    Raises:
+        SleepValueError: naming ``field``.
+    """
+    if wake_at - now > MAX_SLEEP_SECONDS:
+        raise SleepValueError(
+            f"{what} wakes more than {MAX_SLEEP_SECONDS:.0f} seconds (ten years) from now",
+            field=field,
+        )
+    return wake_at

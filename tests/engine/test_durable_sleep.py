@@ -113,6 +113,7 @@ def test_a_deadline_passing_during_the_sleep_stops_the_run() -> None:
 @pytest.mark.parametrize("options", [
     {"seconds": 0}, {"seconds": -5}, {"seconds": math.inf}, {"seconds": math.nan},
     {"seconds": True}, {"seconds": "60"}, {"until": datetime(2030, 1, 1)},
+    {"seconds": 1e12}, {"seconds": 1e300},
     {}, {"seconds": 5, "until": datetime(2030, 1, 1, tzinfo=UTC)}, {"from_input": " "},
 ])
 def test_bad_options_are_refused_at_definition(options: dict[str, Any]) -> None:
@@ -120,7 +121,10 @@ def test_bad_options_are_refused_at_definition(options: dict[str, Any]) -> None:
         sleep(**options)
 
 
-@pytest.mark.parametrize("wake", [-3, "tomorrow", "2030-01-01T00:00:00", [1]])
+@pytest.mark.parametrize("wake", [
+    -3, "tomorrow", "2030-01-01T00:00:00", [1],
+    1e12, datetime.max.replace(tzinfo=UTC),  # past ten years: a wake time no view can show
+])
 def test_a_bad_value_read_at_run_time_fails_the_step(wake: Any) -> None:
     journal: list[str] = []
     with TestEnvironment(start=START):
@@ -251,3 +255,39 @@ def test_the_cli_and_the_dashboard_show_a_sleeping_run(monkeypatch: pytest.Monke
     template = (Path(__file__).resolve().parents[2] / "reactor" / "dashboard" / "templates"
                 / "run.html").read_text()
     assert "Sleeping until {{ stamp(run.sleep.wake_at) }} UTC" in template
+
+
+@pytest.mark.parametrize("until", [datetime.max.replace(tzinfo=UTC), datetime(9000, 1, 1,
+                                                                              tzinfo=UTC)])
+def test_an_until_more_than_ten_years_ahead_fails_the_step_when_reached(until: datetime) -> None:
+    """A wake time past ``MAX_SLEEP_SECONDS`` was parked and every view of the run then
+    raised (year out of range; found by an outside attack): it now fails the step."""
+    journal: list[str] = []
+    with TestEnvironment(start=START):
+        Napper = _napper(journal, until=until)
+        result = Napper.run()
+    assert result.failed and type(result.error).__name__ == "SleepValueError"
+    assert "ten years" in str(result.error)
+    assert journal == ["first", "undo first"]
+
+
+def test_a_wake_up_due_while_the_run_was_suspended_is_armed_again_by_unsuspend() -> None:
+    """The wake-up timer that came while the run was suspended found it suspended and was
+    dropped, so the unsuspended run slept on until a sweep (found by an outside attack).
+    Unsuspend now arms the wake-up again: the run completes without any sweep, its steps
+    each run once."""
+    journal: list[str] = []
+    with TestEnvironment(start=START) as env:
+        Napper = _napper(journal, seconds=60)
+        handle = Napper.run()
+        env.run_pending()
+        Napper.suspend(handle.run_id)
+        env.clock.advance(120)
+        env.run_pending()  # the timer comes and goes
+        assert Napper.find(handle.run_id).status is RunStatus.SUSPENDED
+        Napper.unsuspend(handle.run_id)
+        env.clock.advance(1)  # the timer armed again is due at once (its least delay)
+        env.run_pending()
+        view = Napper.find(handle.run_id)
+    assert view.status is RunStatus.COMPLETED
+    assert journal == ["first", "second"]

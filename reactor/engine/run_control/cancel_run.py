@@ -157,7 +157,9 @@ def cancel(
     if definition is None:
         definition = registry.get(ctx.reactor).definition
     definition.register_codec_types()
-    if rollback and not in_worker:  # its undos must all be declared (docs/deploys.md)
+    if rollback:  # its undos must all be declared, a deadline's timer job's too
+        # (docs/deploys.md, "Compatibility rules": a rollback under a definition
+        # without a completed step would skip its undo for good)
         compatibility.require(definition, ctx, forward=False)
     now = env.clock.now()
     stored_deadline = ctx.engine_state.deadline

@@ -47,7 +47,7 @@ from typing import Literal
 
 from reactor.config import Runtime
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import api, liveness
+from reactor.engine import api, liveness, sleeps
 from reactor.engine.checkpoint import load_context
 from reactor.engine.dispatch_leases import mark_enqueued, run_unit
 from reactor.engine.env import Env, make_env
@@ -230,6 +230,11 @@ def unsuspend(
             and pending.deadline is not None):
         # its expiry job may have come and gone while it was suspended: schedule it again
         interrupts.schedule_expiry(env, run_id, stored.reactor, pending.step, pending.deadline)
+    asleep = stored.engine_state.sleep
+    if status is RunStatus.PAUSED and asleep is not None:
+        # so may its wake-up (docs/schedules.md, "Durable sleep"): arm it again (a second
+        # timer is harmless: the first to run wakes the run, the other finds it awake)
+        sleeps.schedule_wake(env, run_id, stored.reactor, asleep.step, asleep.wake_at)
     if status is RunStatus.RUNNING:
         router = env.runtime.router
         if not isinstance(router, RunsJobsInline):

@@ -15,7 +15,10 @@ The rollback carried out here follows a worker's rule (docs/coordination.md, "Ro
 an undo or compensate whose lock or semaphore another run holds parks (the run is saved
 with its rollback in progress and its ``run`` job enqueued after the park's delay, which
 finishes the stop); it never blocks this thread up to ``rollback_wait`` and never skips
-the undo. On the ``inline://`` router it runs as a synchronous caller's.
+the undo. On the ``inline://`` router it runs as a synchronous caller's. A run whose
+completed steps this process's definition does not all declare (with their undos) is left
+as it is, logged ``event=run_deadline_needs_version``: its deadline stands, and stops it once
+a process with its definition continues it (docs/deploys.md, "Compatibility rules").
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 from reactor import registry
 from reactor.engine.env import make_env
 from reactor.engine.run_control import cancel_run
-from reactor.errors import RunNotFoundError, RunStateError
+from reactor.errors import DefinitionMismatchError, RunNotFoundError, RunStateError
 from reactor.jobs.job_context import JobContext
 from reactor.model.text import escaping_logger
 from reactor.ports.payloads import RunDeadlinePayload
@@ -52,6 +55,13 @@ def handle_run_deadline(jc: JobContext, payload: RunDeadlinePayload) -> None:
             definition, payload.context_id, runtime=jc.runtime, deadline_passed=True,
             in_worker=not jc.inline,
         )
+    except DefinitionMismatchError as exc:
+        # this process's definition lacks a completed step's undo: rolling back here would
+        # skip it for good. The deadline stands: the run stops once a process that has its
+        # definition continues it (docs/deploys.md, "Compatibility rules")
+        log.warning("event=run_deadline_needs_version run_id=%s step=%s reason=%s",
+                    payload.context_id, exc.step, exc)
+        return
     except RunNotFoundError:  # expired or deleted: nothing to stop
         log.info("event=run_deadline_run_gone run_id=%s", payload.context_id)
         return
