@@ -49,6 +49,12 @@ LIKELY_CAUSES = (
 class ContractTimeout:
     """A pytest plugin object failing any test that outlives its budget.
 
+    Its hook wrappers are the innermost (``trylast``): the alarm is armed around the test's
+    own setup, call and teardown only, never around pytest's wrappers (output capture,
+    logging). An alarm that fired inside the capture wrapper's code (a teardown whose budget
+    was used up gets a 1 ms alarm) left the output redirected to the capture file, so the
+    session's report was lost.
+
     Args:
         seconds: the budget of one test (setup + call + teardown); ``<= 0`` disables it.
     """
@@ -107,17 +113,17 @@ class ContractTimeout:
                     signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 0.001)
                 )
 
-    @pytest.hookimpl(wrapper=True)
+    @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> Generator[None, Any, Any]:
         """Arm the alarm around the test's setup (fixtures: connections, fresh namespaces)."""
         return (yield from self._guard(item, "setup"))
 
-    @pytest.hookimpl(wrapper=True)
+    @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
         """Arm the alarm around the test itself, with what is left of the budget."""
         return (yield from self._guard(item, "call"))
 
-    @pytest.hookimpl(wrapper=True)
+    @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_runtest_teardown(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, Any, Any]:
