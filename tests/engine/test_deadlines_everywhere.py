@@ -345,15 +345,20 @@ def runtime_on(
     config.reset()
 
 
-def _work_until(runtime: Runtime, done: Callable[[], bool], seconds: float = 60.0) -> None:
+def _work_until(
+    runtime: Runtime, done: Callable[[], bool], seconds: float = 60.0,
+    follow: Callable[[], bool] = lambda: True,
+) -> None:
     """Run due jobs until ``done()``, the test clock kept at real time (a remote router's
-    delays are real time; the memory router's are on the clock)."""
+    delays are real time; the memory router's are on the clock) once ``follow()`` holds
+    (before it, the clock stands still: a deadline cannot pass)."""
     clock = runtime.clock
     assert isinstance(clock, TestClock)
     worker = Worker(runtime, liveness_wait=0.0)
     limit = time.monotonic() + seconds
     while not done():
-        clock.advance(max(time.time() - clock.now(), 0.0))
+        if follow():
+            clock.advance(max(time.time() - clock.now(), 0.0))
         worker.run_pending()
         assert time.monotonic() < limit, "the run never ended"
         time.sleep(0.05)
@@ -365,6 +370,9 @@ def test_a_fan_out_in_a_worker_stops_at_the_root_deadline_on_every_backend(
     journal = _Journal()
     clock = runtime_on.clock
     assert isinstance(clock, TestClock)
+    # the clock stands still until element 1 starts: a slow backend (moto under load) cannot
+    # let the 1.5 s deadline pass before the first element, which the test needs to run
+    started = threading.Event()
 
     class Pick(Reactor):
         x = Input(int)
@@ -373,6 +381,7 @@ def test_a_fan_out_in_a_worker_stops_at_the_root_deadline_on_every_backend(
         def pick(inputs: Any, ctx: Any) -> int:
             journal.add(f"pick {inputs.x}")
             if inputs.x == 1:  # runs until the root's deadline passed on the store's clock
+                started.set()
                 deadline_at = Wave.find(ctx.root_run_id).deadline
                 assert deadline_at is not None
                 limit = time.monotonic() + 30
@@ -399,7 +408,8 @@ def test_a_fan_out_in_a_worker_stops_at_the_root_deadline_on_every_backend(
 
     handle = Wave.run(items=[1, 2, 3, 4, 5, 6], deadline=1.5)
     assert isinstance(handle, DispatchHandle)
-    _work_until(runtime_on, lambda: Wave.find(handle.run_id).status is RunStatus.FAILED)
+    _work_until(runtime_on, lambda: Wave.find(handle.run_id).status is RunStatus.FAILED,
+                follow=started.is_set)
     view = Wave.find(handle.run_id)
     assert view.failure is not None and view.failure.exception_class == EXCEEDED
     picked = [e for e in journal.events if e.startswith("pick")]

@@ -76,10 +76,11 @@ OLD_PRIVATE_DATA: dict[str, Any] = {
 
 #: Keys added since the typed state (an older version keeps them in its unknown keys).
 NEW_KEYS = frozenset({"interrupt", "cancel", "deadline", "suspension", "suspend_generation",
-                      "failure_hold", "forked_from", "definition"})
+                      "failure_hold", "forked_from", "definition", "needs_version",
+                      "sleep"})
 # docs/run-control.md, "Interrupts", "Cancel"; docs/concepts.md, "Run deadlines";
 # docs/operations.md, "Suspend and unsuspend", "Pause, rewind, fork"; docs/deploys.md,
-# "Fingerprints"
+# "Fingerprints", "Compatibility rules"; docs/schedules.md, "Durable sleep"
 
 
 def test_every_key_the_old_code_wrote_loads_into_its_typed_field() -> None:
