@@ -106,11 +106,7 @@ def pause(state: RunState, step: str, paused: Paused) -> Paused:
     wake = paused.sleeping_until
     assert wake is not None
     ctx = state.ctx
-    state.in_flight = None
-    ctx.current_step = None
-    ctx.status = RunStatus.PAUSED
-    state.trace("sleeping", step, detail=paused.step)
-    if state.checkpoint.context is not ctx:  # a composed child: the root pauses in turn
+    if not state.mark_paused(step, "sleeping", paused.step):  # the root pauses in turn
         return paused
     env = state.env
     pending = ctx.engine_state.sleep

@@ -17,6 +17,7 @@ from reactor.model.engine_state import KeyedTicket
 from reactor.model.heartbeats import Heartbeats, LastHeartbeat
 from reactor.model.results import Failure, Paused, Success
 from reactor.model.run_records import TraceRecord
+from reactor.model.status import RunStatus
 from reactor.model.step_context import Hold, StepContext
 from reactor.ports.capabilities import StepTransaction
 
@@ -133,6 +134,27 @@ class RunState:
     def trace(self, type_: str, step: str | None, **extra: Any) -> None:
         """Append an execution trace entry (never holds step arguments: no secret leaks)."""
         self.ctx.execution_trace.append(TraceRecord.of(type_, step, self.now(), **extra))
+
+    def mark_paused(self, step: str, event: str, detail: str) -> bool:
+        """Mark the run ``paused`` at ``step`` (no step in flight, no current step) and trace
+        ``event`` (``"paused"`` at an interrupt, ``"sleeping"`` at a sleep; docs/run-control.md,
+        "Interrupts"; docs/schedules.md, "Durable sleep").
+
+        Args:
+            step: the step (of this context) the run stops at.
+            event: the trace entry's type.
+            detail: its detail (the pausing step's path from the root).
+
+        Returns:
+            Whether this context is the one the checkpointer saves (the root): ``False`` for a
+            composed child, whose root pauses in turn.
+        """
+        ctx = self.ctx
+        self.in_flight = None
+        ctx.current_step = None
+        ctx.status = RunStatus.PAUSED
+        self.trace(event, step, detail=detail)
+        return self.checkpoint.context is ctx
 
     def step_context(
         self, step: str, attempt: int = 0, transaction: StepTransaction | None = None,

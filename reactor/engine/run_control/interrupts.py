@@ -204,11 +204,7 @@ def pause(state: RunState, step: str, paused: Paused) -> Paused:
         EncodeError, ContextTooLargeError, StorageError, LockLost: the root's save failed.
     """
     ctx = state.ctx
-    state.in_flight = None
-    ctx.current_step = None
-    ctx.status = RunStatus.PAUSED
-    state.trace("paused", step, detail=paused.step)
-    if state.checkpoint.context is not ctx:  # a composed child: the root pauses in turn
+    if not state.mark_paused(step, "paused", paused.step):  # the root pauses in turn
         return paused
     env = state.env
     pausing = current_stamp()  # the tracing middleware's span, if any: the resume links to it
