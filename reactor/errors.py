@@ -54,6 +54,7 @@ __all__ = [
     "LockAcquisitionError",
     "LockLost",
     "MapElementsArgumentError",
+    "MigrationArgumentError",
     "OrderedLockWaitError",
     "PoisonedRunError",
     "QuarantineRestoreError",
@@ -896,6 +897,29 @@ class ForkArgumentError(ReactorError, ValueError):
     Args:
         message: the reason; it names the argument (and the input, for a patch).
         field: the offending argument's name.
+
+    Attributes:
+        field: as given.
+    """
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class MigrationArgumentError(ReactorError, ValueError):
+    """``Reactor.migrate`` (``reactor runs migrate``) was called with an unusable argument
+    (docs/deploys.md, "Operator tools"): a ``run_id`` that is not a non-blank string, a
+    ``renames`` mapping that is not step name -> step name, an old name the run never
+    recorded, a new name the current definition does not declare, two old names renamed to
+    one new name, a renamed step of a kind whose records are keyed by its name elsewhere (a
+    map, an ``async_step``, an ``async_reactor``, an interrupt, a sleep), or a ``to_version``
+    that is not the current definition's version label. Nothing was changed.
+
+    Args:
+        message: the reason; it names the argument and the problem.
+        field: the offending argument's name (``"run_id"``, ``"renames"``,
+            ``"to_version"``).
 
     Attributes:
         field: as given.

@@ -26,6 +26,7 @@ from reactor.engine import api, coordination, coroutines, invoke
 from reactor.engine.dispatch import DispatchHandle
 from reactor.engine.run_control import cancel_run, idempotency, retry_run
 from reactor.engine.run_control import fork as forking
+from reactor.engine.run_control import migrate as migrating
 from reactor.engine.run_control import resume as resuming
 from reactor.engine.run_control import resume_version as version_resuming
 from reactor.engine.run_control import rewind as rewinding
@@ -450,6 +451,43 @@ class Reactor(BaseReactor, abstract=True):
             LockAcquisitionError: an execution holds the run (try again).
         """
         return version_resuming.resume_version(_own_definition(cls), run_id, runtime=runtime)
+
+    @classmethod
+    def migrate(
+        cls, run_id: str, *, renames: Mapping[str, str] | None = None,
+        to_version: str | None = None, dry_run: bool = False, runtime: Runtime | None = None,
+    ) -> migrating.Migration:
+        """Move a stored run onto this process's definition of its reactor, renaming the
+        records of renamed steps, once the compatibility rules allow it (docs/deploys.md,
+        "Operator tools"): under the run's liveness lock, in a fenced save; a
+        ``needs_version`` run goes back to its previous status and a worker continues it.
+
+        Args:
+            run_id: the run (any status but ``running`` and ``rolling_back``).
+            renames: old step name -> new step name (``step`` and ``compose`` steps), e.g.
+                ``{"reserve": "hold_stock"}``.
+            to_version: when given, the current definition's ``version`` label must be this.
+            dry_run: judge and report only; nothing is written.
+            runtime: the runtime to use (default: ``reactor.config.current()``).
+
+        Returns:
+            The :class:`~reactor.engine.run_control.migrate.Migration` (``changed=False``:
+            the run already carried this definition).
+
+        Raises:
+            MigrationArgumentError: an unusable argument or rename (``exc.field``); nothing
+                changed.
+            RunNotFoundError: no stored run with this id belongs to this reactor.
+            RunStateError: an execution owns the run (``running``, ``rolling_back``), or it
+                is a map element; nothing changed.
+            DefinitionMismatchError: the renamed run still breaks a compatibility rule
+                (``exc.step``; the message names the rule); nothing changed.
+            LockAcquisitionError: an execution holds the run (try again).
+        """
+        return migrating.migrate(
+            _own_definition(cls), run_id, renames=renames, to_version=to_version,
+            dry_run=dry_run, runtime=runtime,
+        )
 
     @classmethod
     def rewind(

@@ -46,6 +46,7 @@ EXPECTED_REACTOR = sorted(
         "LockLost",
         "MapResultEnumerator",
         "MapResults",
+        "MigrationArgumentError",
         "OrderedLockWaitError",
         "Paused",
         "RateLimitExceeded",

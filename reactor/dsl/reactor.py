@@ -36,6 +36,7 @@ from reactor.dsl.definition import (
     attach_version,
     build_definition,
 )
+from reactor.dsl.fingerprint import fingerprint
 from reactor.dsl.inputs import REACTOR_RESERVED_INPUT_NAMES, Input, InputContract, check_input_name
 from reactor.dsl.on_failure import OnFailure
 
@@ -49,6 +50,11 @@ class BaseReactor:
         name: the registered name (default ``module.QualName``).
         abstract: ``True`` for a base class other reactors extend: it is neither validated
             nor registered, and cannot be run (default ``False``).
+        retained: ``True`` for an old release's definition kept importable beside the
+            current one of the same ``name``, for the runs stored under it (default
+            ``False``): it is registered by name and fingerprint, never as the name's current
+            class, so workers keep using the current one while an operator's undo, cancel or
+            migrate of such a run uses it (docs/deploys.md, "Operator tools").
 
     Class attributes:
         returns: the step whose value is the run's value; ``None`` returns every step's
@@ -88,7 +94,8 @@ class BaseReactor:
     definition: ClassVar[ReactorDefinition]
 
     def __init_subclass__(
-        cls, *, name: str | None = None, abstract: bool = False, **kwargs: Any
+        cls, *, name: str | None = None, abstract: bool = False, retained: bool = False,
+        **kwargs: Any,
     ) -> None:
         super().__init_subclass__(**kwargs)
         if abstract:
@@ -122,6 +129,9 @@ class BaseReactor:
         cls.definition = attach_deadline(cls.definition, cls.deadline, cls.__qualname__)
         cls.definition = attach_on_failure(cls.definition, cls.on_failure, cls.__qualname__)
         cls.definition = attach_version(cls.definition, cls.version, cls.__qualname__)
-        registry.register(reactor_name, cls)
+        if retained:  # an old release kept for its stored runs (docs/deploys.md)
+            registry.register_retained(reactor_name, fingerprint(cls.definition), cls)
+        else:
+            registry.register(reactor_name, cls)
         # a process that only reads this reactor's runs can decode every type they hold
         cls.definition.register_codec_types_on_demand()

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from reactor import registry
 from reactor.config import Runtime
 from reactor.dsl.deadlines import absolute_deadline
 from reactor.dsl.definition import ReactorDefinition
@@ -24,6 +23,7 @@ from reactor.engine import (
     executor,
     liveness,
     observe,
+    retained,
     rollback,
     secret_policy,
     step_transactions,
@@ -315,7 +315,7 @@ def _undo_held(
         stored = list(ctx.failure.rollback_failures) if ctx.failure is not None else []
         return _undo_result(ctx, run_id, stored)
     if definition is None:
-        definition = registry.get(ctx.reactor).definition
+        definition = retained.definition_for(ctx)  # docs/deploys.md
     assert definition is not None
     compatibility.require(definition, ctx, forward=False)  # docs/deploys.md
     state = RunState(definition, ctx, env, Checkpointer(env, ctx))

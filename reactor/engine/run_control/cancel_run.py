@@ -43,10 +43,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-from reactor import registry
 from reactor.config import Runtime
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import api, compatibility, liveness
+from reactor.engine import api, compatibility, liveness, retained
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.dispatch import DispatchHandle, stored_result
 from reactor.engine.dispatch_leases import mark_enqueued, run_unit
@@ -155,7 +154,7 @@ def cancel(
             "it to keep its work", run_id=run_id, status=ctx.status.value,
         )
     if definition is None:
-        definition = registry.get(ctx.reactor).definition
+        definition = retained.definition_for(ctx)  # docs/deploys.md
     definition.register_codec_types()
     if rollback:  # its undos must all be declared, a deadline's timer job's too
         # (docs/deploys.md, "Compatibility rules": a rollback under a definition

@@ -17,14 +17,15 @@ from reactor.config import Runtime
 from reactor.dsl.definition import ReactorDefinition
 from reactor.engine import api, compatibility, liveness
 from reactor.engine.dispatch import DispatchHandle
-from reactor.engine.env import make_env
+from reactor.engine.env import Env, make_env
 from reactor.engine.liveness import FencedCheckpointer
 from reactor.errors import LockAcquisitionError, RunStateError
+from reactor.model.context import Context
 from reactor.model.keys import run_liveness_key
 from reactor.model.status import RunStatus
 from reactor.ports.payloads import RunPayload, job
 
-__all__ = ["resume_version"]
+__all__ = ["enqueue", "resume_version", "unhold"]
 
 
 def resume_version(
@@ -69,11 +70,44 @@ def resume_version(
         if definition is None:
             definition = registry.get(ctx.reactor).definition
         compatibility.require(definition, ctx, forward=ctx.rollback is None)
-        ctx.status = RunStatus.parse(held.status)
-        ctx.engine_state = replace(ctx.engine_state, needs_version=None)
+        unhold(ctx)
         FencedCheckpointer(env, ctx, hold).save()
     finally:
         hold.release()
+    return enqueue(env, ctx)
+
+
+def unhold(ctx: Context) -> None:
+    """Give a ``needs_version`` run back the status it had before it was held and drop its
+    ``needs_version`` record (the caller saves it, under the run's liveness lock, then calls
+    :func:`enqueue`; docs/deploys.md, "Compatibility rules"). A run that is not held is left
+    as it is.
+
+    Args:
+        ctx: the run, loaded under its liveness lock.
+    """
+    held = ctx.engine_state.needs_version
+    if ctx.status is not RunStatus.NEEDS_VERSION or held is None:
+        return
+    ctx.status = RunStatus.parse(held.status)
+    ctx.engine_state = replace(ctx.engine_state, needs_version=None)
+
+
+def enqueue(env: Env, ctx: Context) -> DispatchHandle:
+    """Enqueue the ``run`` job of a run :func:`unhold` stored back (after its save and the
+    release of its lock: persist before enqueue), for a worker to continue it.
+
+    Args:
+        env: the execution environment.
+        ctx: the saved run.
+
+    Returns:
+        The handle of the run's ``run`` job.
+
+    Raises:
+        RouterError: the router failed (the run stays stored with its status; the run
+            sweeper re-dispatches it).
+    """
     job_id = env.runtime.router.enqueue(
         job(RunPayload(context_id=ctx.context_id, reactor=ctx.reactor))
     )
