@@ -3,7 +3,8 @@
 One module per command group: :mod:`.worker` (``reactor worker``), :mod:`.sweep`
 (``reactor sweep``), :mod:`.runs` (``reactor runs list|show``), :mod:`.contract`
 (``reactor contract``), :mod:`.info` (``reactor info``), :mod:`.ping` (``reactor ping``),
-:mod:`.migrate` (``reactor migrate``),
+:mod:`.migrate` (``reactor migrate``), :mod:`.deploys` (``reactor runs versions|migrate|
+resume-version``, docs/deploys.md),
 :mod:`.dashboard` (``reactor dashboard``, docs/dashboard.md);
 :mod:`._common` holds the app, consoles, shared options and the output conventions (errors on
 stderr; exit 0 ok, 1 failure, 2 usage or configuration). ``reactor --version`` prints the
@@ -23,6 +24,7 @@ from reactor.cli import (
     contract,
     dashboard,
     dead_letters,
+    deploys,
     info,
     migrate,
     ping,
@@ -51,6 +53,7 @@ __all__ = [
     "contract",
     "dashboard",
     "dead_letters",
+    "deploys",
     "info",
     "main",
     "migrate",

@@ -223,12 +223,19 @@ def runs_list(
 def runs_show(
     run_id: str,
     storage: StorageOpt = None,
+    import_: ImportOpt = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print plain JSON (no colours, stable layout).")
     ] = False,
     setting: SettingOpt = None,
 ) -> None:
-    """Print one stored run's record and document, secrets shown as "[REDACTED]"."""
+    """Print one stored run's record and document, secrets shown as "[REDACTED]".
+
+    --import is accepted as on the other runs commands (a module whose reactors register,
+    e.g. a retained old definition: docs/deploys.md, "Operator tools"); nothing is decoded
+    with it.
+    """
+    _import_modules(import_ or [])
     runtime = _runtime(storage, None, setting)
     record = runtime.storage.contexts.load(run_id)
     if record is None:

@@ -11,6 +11,8 @@
 * :func:`assert_completed`, :func:`assert_failed`, :func:`assert_rolled_back`,
   :func:`assert_trace`, :func:`rollback_order`, :func:`step_events`, :func:`run_view`:
   assertions on stored runs.
+* :func:`assert_can_continue`, :func:`compatibility_report`: whether a new definition can
+  continue the stored runs of an old one (docs/deploys.md, "Testing a new definition").
 
 The names are imported on first use, so the pytest plugin (:mod:`reactor.testing.plugin`,
 inside this package) costs a test session nothing until a test asks for its fixture.
@@ -33,6 +35,12 @@ if TYPE_CHECKING:
         step_events,
     )
     from reactor.testing.clock import TestClock
+    from reactor.testing.compatibility import (
+        Position,
+        Verdict,
+        assert_can_continue,
+        compatibility_report,
+    )
     from reactor.testing.environment import TestEnvironment
     from reactor.testing.errors import InjectedFault, NotIdleError
     from reactor.testing.faults import StepFault, StorageFault
@@ -43,15 +51,19 @@ __all__ = [
     "JobMode",
     "NotIdleError",
     "PendingJob",
+    "Position",
     "RunRef",
     "StepFault",
     "StorageFault",
     "TestClock",
     "TestEnvironment",
+    "Verdict",
+    "assert_can_continue",
     "assert_completed",
     "assert_failed",
     "assert_rolled_back",
     "assert_trace",
+    "compatibility_report",
     "rollback_order",
     "run_view",
     "step_events",
@@ -65,6 +77,10 @@ _HOMES: dict[str, str] = {
         "reactor.testing.assertions",
     ),
     "TestClock": "reactor.testing.clock",
+    **dict.fromkeys(
+        ["Position", "Verdict", "assert_can_continue", "compatibility_report"],
+        "reactor.testing.compatibility",
+    ),
     "TestEnvironment": "reactor.testing.environment",
     "InjectedFault": "reactor.testing.errors",
     "NotIdleError": "reactor.testing.errors",

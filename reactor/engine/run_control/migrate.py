@@ -205,7 +205,7 @@ def migrate(
 
 def plan(
     definition: ReactorDefinition, ctx: Context, renames: Mapping[str, str], *,
-    apply: bool = False,
+    apply: bool = False, old: ReactorDefinition | None = None, forward: bool | None = None,
 ) -> Migration:
     """Check, rename and judge ``ctx`` for :func:`migrate`; with ``apply`` the renamed state
     and the current definition's stamp are written into ``ctx`` (the caller saves it).
@@ -216,6 +216,11 @@ def plan(
         renames: old step name -> new step name (checked by :func:`migrate`'s argument
             check).
         apply: change ``ctx`` in place.
+        old: the definition the run was stored under (its steps' shapes are renamed);
+            ``None``: the retained one of the run's fingerprint, if imported.
+        forward: judge it as continuing (``True``) or as rolled back only (``False``);
+            ``None``: by its status (a finished run, or one rolling back, is rolled back
+            only).
 
     Returns:
         The :class:`Migration` (``handle`` unset).
@@ -237,7 +242,8 @@ def plan(
         )
     source = ctx.engine_state.definition
     target = definition_id(definition)
-    old = retained.retained_for(ctx)
+    if old is None:
+        old = retained.retained_for(ctx)
     applied = _applicable(definition, ctx, source, old, renames)
     restored = ctx.status
     held = ctx.engine_state.needs_version
@@ -254,7 +260,8 @@ def plan(
             source.fingerprint, source.version, digests
         ),
     ))
-    forward = ctx.status not in _FINISHED and ctx.rollback is None
+    if forward is None:
+        forward = ctx.status not in _FINISHED and ctx.rollback is None
     found = compatibility.judge(definition, judged, forward=forward)
     if found is not None:
         hint = ""
