@@ -38,6 +38,7 @@ from typing import Any
 
 from reactor.dsl.deadlines import absolute_deadline
 from reactor.dsl.declarations import StepSpec
+from reactor.dsl.fingerprint import definition_id
 from reactor.engine.arguments import resolve_arguments
 from reactor.engine.async_step import reader_park_delay
 from reactor.engine.checkpoint import Checkpointer, load_context
@@ -121,6 +122,9 @@ def _dispatch(
         root_context_id=ctx.root_context_id or ctx.context_id,
         created_at=env.now(),
     )
+    # stamped like a top-level run, so its own run job judges it (docs/deploys.md,
+    # "Compatibility rules")
+    child.engine_state = replace(child.engine_state, definition=definition_id(definition))
     # a run of its own: its reactor's class deadline holds from its start (docs/concepts.md,
     # "Run deadlines"), with its timer, as for a top-level run
     child_deadline = absolute_deadline(None, definition.deadline, child.created_at)

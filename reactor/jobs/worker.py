@@ -23,6 +23,9 @@ consumer side (``receive``/``ack``/``retry``/``extend``/``dead_letter``):
   blocking while the body awaits, so the handler thread receives the next job at once; a
   thread takes a free slot before each ``receive``, so with N jobs in slots the worker
   receives nothing more (back-pressure; docs/workers.md, "Async slots");
+* from :meth:`Worker.start` to :meth:`Worker.stop` the worker announces the fingerprints of
+  its registered reactors and resumes the ``needs_version`` runs it can continue
+  (:class:`reactor.jobs.announcements.Announcer`; docs/deploys.md, "Routing by version");
 * :meth:`Worker.stop` (SIGTERM/SIGINT under :meth:`Worker.serve`) stops receiving and waits
   for the jobs in flight, slot jobs included, bounded by ``drain_timeout`` seconds.
 """
@@ -42,7 +45,8 @@ from reactor.coordination.heartbeat import Heartbeat
 from reactor.engine import secret_policy
 from reactor.engine.dispatch_leases import router_visibility
 from reactor.errors import DeserializationError, UnknownReactorError
-from reactor.jobs import observe
+from reactor.jobs import observe, version_routing
+from reactor.jobs.announcements import Announcer
 from reactor.jobs.async_slots import SlotHost, check_available
 from reactor.jobs.handlers import HANDLERS, JobContext, dispatch_job
 from reactor.jobs.handlers.step import awaits_on_loop
@@ -108,6 +112,9 @@ class Worker:
             awaits instead of holding a thread (docs/workers.md, "Async slots"); ``0`` (the
             default) runs every job on its handler thread from start to end. Needs the
             ``greenlet`` package (the ``async-slots`` extra).
+        announce: announce this worker's definitions while it is started and resume the
+            ``needs_version`` runs they can continue (docs/deploys.md, "Routing by
+            version"; default ``True``).
 
     Attributes:
         processed: deliveries handled and acked.
@@ -137,6 +144,7 @@ class Worker:
         drain_timeout: float = 30.0,
         liveness_wait: float = 2.0,
         async_slots: int = 0,
+        announce: bool = True,
     ) -> None:
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads!r}")
@@ -158,6 +166,8 @@ class Worker:
         if async_slots:
             check_available()
         self._slots = threading.BoundedSemaphore(async_slots) if async_slots else None
+        self.announce = announce
+        self._announcer: Announcer | None = None
         self._hosts: list[SlotHost] = []
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -207,6 +217,10 @@ class Worker:
         self._threads.extend(host.start() for host in self._hosts)
         if self.sweep:
             self._start_sweep_chain()
+        if self.announce:  # docs/deploys.md, "Routing by version"
+            self._announcer = Announcer(
+                self.runtime, on_renew=version_routing.resume_held
+            ).start()
         log.info(
             "event=worker_started threads=%d async_slots=%d kinds=%s",
             self.threads, self.async_slots, ",".join(sorted(HANDLERS)),
@@ -260,6 +274,9 @@ class Worker:
             ``True`` when every handler thread finished within the timeout.
         """
         self._stopping.set()
+        if self._announcer is not None:  # receives nothing more: handed-back jobs go elsewhere
+            self._announcer.stop()
+            self._announcer = None
         for host in self._hosts:
             host.nudge()
         deadline = time.monotonic() + (self.drain_timeout if timeout is None else timeout)

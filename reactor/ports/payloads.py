@@ -141,11 +141,15 @@ class Payload(BaseModel):
         trace: the trace context the job carries (optional; docs/observability.md,
             "Propagation"). A malformed one is dropped (logged once per job, naming the
             field) and the job runs untraced.
+        hand_backs: how many times a worker whose definition cannot continue the job's run
+            handed it back for a worker that can (docs/deploys.md, "Routing by version");
+            in the body only when above 0, so other bodies keep their shape.
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
     kind: ClassVar[str] = ""
     trace: TraceContext | None = None
+    hand_backs: int = Field(0, ge=0)
 
     @field_validator("trace", mode="wrap")
     @classmethod
@@ -342,7 +346,9 @@ def job(payload: Payload, **envelope: Any) -> Job:
         payload: the typed payload.
         **envelope: extra :class:`Job` fields (``attempt``, ``not_before``, ``id``).
     """
-    body = payload.model_dump(mode="json", exclude={"trace"})
+    body = payload.model_dump(
+        mode="json", exclude={"trace", "hand_backs"} if not payload.hand_backs else {"trace"}
+    )
     source = _TRACE_SOURCE.get()
     trace = source() if source is not None else None
     if trace is None:

@@ -53,7 +53,7 @@ from reactor.errors import (
     RunNotFoundError,
 )
 from reactor.model.context import Context
-from reactor.model.engine_state import PendingInterrupt
+from reactor.model.engine_state import DefinitionStamp, PendingInterrupt
 from reactor.model.interrupt_claim import MAX_CORRELATION_ID_LENGTH, InterruptClaim
 from reactor.model.results import Failure, Paused, Success
 from reactor.model.status import RunStatus
@@ -142,11 +142,23 @@ def resume(
     return _decide(env, definition, ctx.context_id, pending.step, claim, mode)
 
 
+#: ``refused(found, stored)``: whether the expiry job was handed to another worker
+#: (docs/deploys.md, "Routing by version").
+Refused = Callable[[compatibility.Incompatibility, DefinitionStamp | None], bool]
+
+
 def expire_due(
-    env: Env, *, run_id: str, step: str, deadline: float, lock_wait: float
+    env: Env, *, run_id: str, step: str, deadline: float, lock_wait: float,
+    refused: Refused | None = None,
 ) -> float | None:
     """The active-expiry job's work: fail a run still paused at ``step`` once the deadline
     passed (docs/run-control.md, "Interrupts").
+
+    The run is judged against this process's definition first (docs/deploys.md,
+    "Compatibility rules"): one it cannot continue is neither claimed nor failed here. It is
+    handed to another worker when ``refused`` says so, else held ``needs_version`` (under its
+    liveness lock, with ``paused`` as the status to go back to): ``Reactor.resume_version``
+    stores it ``paused`` again and enqueues this job anew.
 
     Args:
         env: the worker's environment.
@@ -155,11 +167,13 @@ def expire_due(
         deadline: the deadline the job was scheduled for (epoch seconds, runtime clock); the
             stored pending interrupt's deadline wins when present.
         lock_wait: seconds to wait for the run's liveness lock.
+        refused: called when this definition cannot continue the run, with why and the
+            run's stored definition; ``True``: the job was handed back, nothing more to do.
 
     Returns:
         Seconds after which the job must run again (it came early, or the run stayed
-        locked), else ``None`` (done: expired and handed to a worker to roll back, or nothing
-        to do).
+        locked), else ``None`` (done: expired and handed to a worker to roll back, held
+        ``needs_version``, handed back, or nothing to do).
 
     Raises:
         UnknownReactorError: the run's reactor is not registered here.
@@ -183,6 +197,11 @@ def expire_due(
         return due - now
     definition = registry.get(ctx.reactor).definition
     definition.register_codec_types()
+    found = compatibility.judge(definition, ctx)
+    if found is not None:  # docs/deploys.md, "Routing by version"
+        if refused is not None and refused(found, ctx.engine_state.definition):
+            return None
+        return _hold_expiry(env, definition, run_id, step, found, lock_wait)
     claim = _expiry_claim(run_id, pending, now)
     if not env.storage.claims.claim_interrupt_resume(run_id, step, claim.encode()):
         recover_claim(env, run_id, step)
@@ -194,6 +213,29 @@ def expire_due(
     except InterruptAlreadyResumedError:
         return None  # applied by a caller that recovered the claim
     log.info("event=interrupt_expired run_id=%s step=%s deadline=%.3f", run_id, step, due)
+    return None
+
+
+def _hold_expiry(
+    env: Env, definition: ReactorDefinition, run_id: str, step: str,
+    found: compatibility.Incompatibility, lock_wait: float,
+) -> float | None:
+    """Hold the run still paused at ``step`` ``needs_version`` (``paused`` to go back to);
+    seconds to try again when its liveness lock stayed taken, else ``None``."""
+    hold = liveness.take(env, run_id, wait=lock_wait)
+    if hold is None:
+        return float(env.settings.context_lock_ttl)
+    try:
+        ctx = load_context(env, run_id, open_secrets=False)  # sealed values kept as is
+        pending = None if ctx is None else ctx.engine_state.interrupt
+        if ctx is None or ctx.status is not RunStatus.PAUSED or pending is None or (
+            pending.step != step
+        ):
+            return None
+        compatibility.hold(ctx, found, definition, env.clock.now())
+        FencedCheckpointer(env, ctx, hold).save()
+    finally:
+        hold.release()
     return None
 
 

@@ -4,8 +4,10 @@ definition that can safely continue it (docs/deploys.md, "Compatibility rules").
 Under the run's liveness lock the run is read again and judged with this process's
 definition (:mod:`reactor.engine.compatibility`); a run still incompatible is refused and
 left as it is. A compatible one is stored with the status it had before it was held, without
-its ``needs_version`` record (a fenced save), and its ``run`` job is enqueued: a worker
-continues it as any background run.
+its ``needs_version`` record (a fenced save), and the job that continues it is enqueued: a
+run's ``run`` job (a worker continues it as any background run); for a map element, its
+``map_element`` job; for a run held at an interrupt's active expiry (docs/deploys.md,
+"Routing by version"), stored ``paused`` again, its ``interrupt_timeout`` job.
 """
 
 from __future__ import annotations
@@ -23,7 +25,13 @@ from reactor.errors import LockAcquisitionError, RunStateError
 from reactor.model.context import Context
 from reactor.model.keys import run_liveness_key
 from reactor.model.status import RunStatus
-from reactor.ports.payloads import RunPayload, job
+from reactor.ports.payloads import (
+    InterruptTimeoutPayload,
+    MapElementPayload,
+    Payload,
+    RunPayload,
+    job,
+)
 
 __all__ = ["enqueue", "resume_version", "unhold"]
 
@@ -40,7 +48,10 @@ def resume_version(
         runtime: the runtime (default ``reactor.config.current()``).
 
     Returns:
-        The handle of the run's ``run`` job (``wait()`` returns its outcome).
+        The handle of the job that continues it (``wait()`` returns the run's outcome): its
+        ``run`` job, a map element's ``map_element`` job, or a run paused at an interrupt
+        its ``interrupt_timeout`` job (``job_id`` ``""`` when its interrupt has no active
+        expiry: it waits for ``Reactor.resume``).
 
     Raises:
         RunNotFoundError: no stored run ``run_id`` (of this reactor).
@@ -94,24 +105,42 @@ def unhold(ctx: Context) -> None:
 
 
 def enqueue(env: Env, ctx: Context) -> DispatchHandle:
-    """Enqueue the ``run`` job of a run :func:`unhold` stored back (after its save and the
-    release of its lock: persist before enqueue), for a worker to continue it.
+    """Enqueue the job that continues a run :func:`unhold` stored back (after its save and
+    the release of its lock: persist before enqueue), for a worker to continue it: its
+    ``run`` job, a map element's ``map_element`` job, or, stored ``paused`` again, its
+    interrupt's ``interrupt_timeout`` job when the interrupt expires actively.
 
     Args:
         env: the execution environment.
         ctx: the saved run.
 
     Returns:
-        The handle of the run's ``run`` job.
+        The handle of that job (``job_id`` ``""`` when none was enqueued).
 
     Raises:
         RouterError: the router failed (the run stays stored with its status; the run
             sweeper re-dispatches it).
     """
-    job_id = env.runtime.router.enqueue(
-        job(RunPayload(context_id=ctx.context_id, reactor=ctx.reactor))
-    )
+    payload, delay = _continuation(ctx, env.clock.now())
+    job_id = "" if payload is None else env.runtime.router.enqueue(job(payload), delay)
     return DispatchHandle(
         run_id=ctx.context_id, job_id=job_id, reactor=ctx.reactor,
         results=dict(ctx.intermediate_results), runtime=env.runtime,
     )
+
+
+def _continuation(ctx: Context, now: float) -> tuple[Payload | None, float]:
+    """The job that continues the resumed run ``ctx`` and its delay in seconds (``now``:
+    epoch seconds, runtime clock)."""
+    member = ctx.map_metadata
+    if member is not None:
+        return MapElementPayload(map_id=member.map_id, index=member.index), 0.0
+    pending = ctx.engine_state.interrupt
+    if ctx.status is RunStatus.PAUSED:
+        if pending is None or pending.deadline is None or pending.expiry != "active":
+            return None, 0.0
+        return InterruptTimeoutPayload(
+            context_id=ctx.context_id, reactor=ctx.reactor, step=pending.step,
+            deadline=pending.deadline,
+        ), max(pending.deadline - now, 0.0)
+    return RunPayload(context_id=ctx.context_id, reactor=ctx.reactor), 0.0

@@ -7,6 +7,9 @@ delivered before the deadline (judged on the runtime clock) is re-enqueued for t
 job claims the interrupt's expiry (first writer wins against any resume), stores the run
 ``running`` under its liveness lock and enqueues the run's ``run`` job, which fails the
 interrupt step and rolls the run back (:func:`reactor.engine.run_control.resume.expire_due`).
+A run this process's definition cannot continue is not expired here: the job is handed to a
+worker announcing the run's definition, else the run is held ``needs_version``
+(docs/deploys.md, "Routing by version").
 """
 
 from __future__ import annotations
@@ -14,9 +17,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reactor import registry
+from reactor.engine.compatibility import Incompatibility
 from reactor.engine.env import make_env
 from reactor.engine.run_control import resume
+from reactor.jobs import version_routing
 from reactor.jobs.job_context import JobContext
+from reactor.model.engine_state import DefinitionStamp
 from reactor.model.text import escaping_logger
 from reactor.ports.payloads import InterruptTimeoutPayload
 
@@ -34,9 +40,13 @@ def handle_interrupt_timeout(jc: JobContext, payload: InterruptTimeoutPayload) -
     """
     registry.get(payload.reactor)  # an unregistered reactor is a poison job
     env = replace(make_env(jc.runtime), in_worker=not jc.inline)
+
+    def refused(found: Incompatibility, stored: DefinitionStamp | None) -> bool:
+        return version_routing.hand_back(jc, payload, payload.reactor, stored, found)
+
     again = resume.expire_due(
         env, run_id=payload.context_id, step=payload.step, deadline=payload.deadline,
-        lock_wait=0.0 if jc.inline else jc.liveness_wait,
+        lock_wait=0.0 if jc.inline else jc.liveness_wait, refused=refused,
     )
     if again is not None:
         log.info("event=interrupt_timeout_requeued run_id=%s step=%s delay=%.2f",

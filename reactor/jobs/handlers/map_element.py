@@ -22,6 +22,12 @@ docs/architecture.md, "Job kinds").
    released (in the same request where the store can), the element that ends a batch
    dispatches the next one, and the job that brings the counter to 0 enqueues the collector.
 
+An element this process's definition of its reactor cannot continue (docs/deploys.md,
+"Compatibility rules"; judged before the begin for a pending one) is handed back to a worker
+announcing its definition, else held ``needs_version`` (the map waits) with its job brought
+back later; a worker that can continue it gives it its previous status back and runs it
+(docs/deploys.md, "Routing by version").
+
 Contention **parks** an element like any unit in a worker (docs/coordination.md,
 "Contention"; docs/fan_out.md, "What happens"): a lock, semaphore, rate limit or ordered
 lock of the element's reactor or of one of its steps that is taken saves the element context
@@ -35,9 +41,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from reactor import registry
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import executor, fast_paths, observe
+from reactor.engine import compatibility, executor, fast_paths, observe
 from reactor.engine.checkpoint import Checkpointer, decode_context, load_context
+from reactor.engine.compatibility import Incompatibility
 from reactor.engine.coordination import is_admitted
 from reactor.engine.dispatch import publish_completion, stored_result
 from reactor.engine.dispatch_leases import mark_enqueued
@@ -62,6 +70,7 @@ from reactor.errors import (
     InputValidationError,
     LockLost,
 )
+from reactor.jobs import version_routing
 from reactor.jobs.job_context import JobContext
 from reactor.model.context import Context
 from reactor.model.keys import map_element_key
@@ -119,6 +128,9 @@ def handle_map_element(jc: JobContext, payload: MapElementPayload) -> None:
             else payload, park.delay,
         )
         return
+    except _Refused as refused:  # docs/deploys.md, "Routing by version"
+        _refused(jc, env, payload, hold, refused)
+        return
     except LockLost as exc:
         log.warning("event=map_element_lock_lost map_id=%s index=%d error=%s",
                     map_id, index, exc)
@@ -172,9 +184,11 @@ def _settle(
     # belongs to the map's rollback. Only a pending one is read before the begin, which
     # appends it to the element index when the map goes on.
     fresh = loaded is not None and loaded.status == RunStatus.PENDING.value
-    if fresh:
+    if fresh or (loaded is not None and loaded.status == RunStatus.NEEDS_VERSION.value):
         ctx, unreadable = _decoded(env, element_id, loaded, None)
-        decoded, fresh = True, ctx is not None
+        if ctx is not None:
+            _judge(ctx)  # before the begin appends it (docs/deploys.md, "Routing by version")
+        decoded, fresh = True, ctx is not None and ctx.status is RunStatus.PENDING
     start = fast_paths.begin_element(maps, map_id, index, element_id if fresh else None)
     meta = start.metadata
     if meta is None:
@@ -215,6 +229,7 @@ def _settle(
         assert not isinstance(stored, Paused)  # a map element never pauses
         result = stored
     else:
+        _judge(ctx)  # docs/deploys.md, "Compatibility rules"
         result = run_element(env, definition, ctx, hold, attempt=payload.attempt)
     failed = result is not None and (
         isinstance(result, Halt) or (isinstance(result, Failure) and atomic)
@@ -236,6 +251,60 @@ def _settle(
     log.info("event=map_element_settled map_id=%s index=%d outcome=%s", map_id, index,
              "skipped" if result is None else type(result).__name__.lower())
     return meta, remaining
+
+
+class _Refused(Exception):
+    """This process's element definition cannot continue the element (nothing was saved)."""
+
+    def __init__(self, found: Incompatibility, ctx: Context,
+                 definition: ReactorDefinition) -> None:
+        super().__init__(found.reason)
+        self.found = found
+        self.ctx = ctx
+        self.definition = definition
+
+
+def _judge(ctx: Context) -> None:
+    """Judge the element ``ctx`` against this process's definition of its reactor
+    (docs/deploys.md, "Compatibility rules"); a held (``needs_version``) element it can
+    continue gets its previous status back, in memory (saved by its first checkpoint).
+
+    Raises:
+        _Refused: the definition cannot continue it.
+        UnknownReactorError: its reactor is not registered here (poison).
+    """
+    definition: ReactorDefinition = registry.get(ctx.reactor).definition
+    found = compatibility.judge(definition, ctx, forward=ctx.rollback is None)
+    if found is not None:
+        raise _Refused(found, ctx, definition)
+    held = ctx.engine_state.needs_version
+    if ctx.status is RunStatus.NEEDS_VERSION and held is not None:
+        ctx.status = RunStatus.parse(held.status)
+        ctx.engine_state = replace(ctx.engine_state, needs_version=None)
+        log.info("event=map_element_version_resumed context_id=%s status=%s",
+                 ctx.context_id, held.status)
+
+
+def _refused(
+    jc: JobContext, env: Env, payload: MapElementPayload, hold: Liveness | None,
+    refused: _Refused,
+) -> None:
+    """Hand the element's job back to a worker announcing its definition; else hold the
+    element ``needs_version`` (the map waits for it) and, in a worker, bring the job back
+    after :data:`~reactor.jobs.version_routing.HELD_ELEMENT_DELAY` seconds (docs/deploys.md,
+    "Routing by version")."""
+    ctx = refused.ctx
+    if version_routing.hand_back(jc, payload, ctx.reactor, ctx.engine_state.definition,
+                                 refused.found):
+        return
+    if ctx.status is not RunStatus.NEEDS_VERSION:
+        compatibility.hold(ctx, refused.found, refused.definition, env.clock.now())
+        (Checkpointer(env, ctx) if hold is None else FencedCheckpointer(env, ctx, hold)).save()
+    if jc.inline:  # no other worker: Reactor.resume_version continues it
+        return
+    delay = version_routing.HELD_ELEMENT_DELAY
+    mark_enqueued(jc.runtime, map_element_key(payload.map_id, payload.index), delay=delay)
+    jc.requeue(payload.model_copy(update={"hand_backs": 0}), delay)
 
 
 class _Unreadable(Exception):

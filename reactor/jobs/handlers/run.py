@@ -9,7 +9,10 @@
    text and the reason, :mod:`reactor.engine.quarantine`) and the job dead-lettered once;
    nothing stored, a terminal run or a run that is not ``running`` (or
    ``rolling_back``) is a no-op (a stale or duplicate delivery).
-4. Continue it (:func:`reactor.engine.background.continue_run`): steps from ``current_step``
+4. A run this process's definition cannot continue is handed back to a worker announcing
+   the run's definition when one is live (nothing saved), else continued as below, which
+   holds it ``needs_version`` (docs/deploys.md, "Routing by version").
+5. Continue it (:func:`reactor.engine.background.continue_run`): steps from ``current_step``
    with the persisted undo stack, or the rollback a crash cut off. A ``rolling_back`` run
    (a fan-out map's distributed rollback was handed to element jobs) is resumed the same way
    (``resume_rollback``): it re-enters the map's rollback, aggregates the settled outcomes and
@@ -17,7 +20,7 @@
    elements (:class:`~reactor.engine.maps.fan_out.MapDispatched`) or a map rollback still in flight
    (:class:`~reactor.engine.maps.rollback.RollbackHandedOff`, saved ``rolling_back`` here) ends
    the job: the collector or the last rollback job resumes the run.
-5. Save before releasing the lock (the final save releases it, in the same request where the
+6. Save before releasing the lock (the final save releases it, in the same request where the
    store can), then publish the completion channel (docs/architecture.md, "Execution
    invariants").
 
@@ -45,6 +48,7 @@ from reactor.engine.parks import Park, snooze_limit_failure
 from reactor.engine.quarantine import quarantine
 from reactor.engine.run_control import deadline
 from reactor.errors import DeserializationError, LockLost
+from reactor.jobs import version_routing
 from reactor.jobs.job_context import JobContext
 from reactor.model.context import Context
 from reactor.model.keys import (
@@ -138,6 +142,12 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
                 "event=run_skipped context_id=%s status=%s", ctx.context_id, ctx.status.value
             )
             return
+        # docs/deploys.md, "Routing by version": another worker may continue it
+        found = compatibility.judge(definition, ctx, forward=ctx.rollback is None)
+        if found is not None and version_routing.hand_back(
+            jc, payload, ctx.reactor, ctx.engine_state.definition, found
+        ):
+            return  # nothing saved: the lock is released below
         try:
             background.continue_run(definition, ctx, env, hold)
         except background.RetryLater as retry:
