@@ -68,6 +68,9 @@ __all__ = [
     "RunNotFoundError",
     "RunStateError",
     "ScanCursorError",
+    "ScheduleConflictError",
+    "ScheduleNotFoundError",
+    "ScheduleValueError",
     "SchemaVersionError",
     "SecretKeyError",
     "SemaphoreAcquisitionError",
@@ -1042,6 +1045,71 @@ class ScanCursorError(StorageError):
     contract of :class:`reactor.model.records.ScanPage` (docs/workers.md, "Sweep cursors and
     dispatch leases").
     """
+
+
+class ScheduleValueError(DefinitionError, ValueError):
+    """A schedule is declared with an unusable value (docs/schedules.md, "Schedules"):
+    ``Schedule(...)``, ``reactor schedules add`` and the stored definition a scheduler reads
+    raise it, naming the field. A bad cron expression, an unknown time zone, ``every`` that is
+    not a whole number of seconds of at least 1, both or neither of ``cron`` and ``every``, an
+    unknown ``catchup`` or ``overlap`` policy, a ``max_catchup`` below 1, ``jitter`` below 0,
+    a name that is not 1-100 letters, digits, ``_``, ``.`` or ``-``, ``args`` that do not
+    match the reactor's inputs, or a reactor that is not a registered ``Reactor``.
+
+    Args:
+        message: the reason; it names the field and the problem.
+        field: the offending field (``"name"``, ``"reactor"``, ``"cron"``, ``"every"``,
+            ``"timezone"``, ``"args"``, ``"catchup"``, ``"max_catchup"``, ``"jitter"``,
+            ``"overlap"``, ``"tick_input"``).
+
+    Attributes:
+        field: as given.
+    """
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class ScheduleNotFoundError(ReactorError, LookupError):
+    """No schedule of that name is stored or declared (``reactor schedules pause|resume|
+    remove``; docs/schedules.md, "Managing schedules").
+
+    Args:
+        message: the reason, naming the schedule.
+        name: the schedule name asked for.
+
+    Attributes:
+        name: as given.
+        field: ``"name"``.
+    """
+
+    def __init__(self, message: str, *, name: str = "") -> None:
+        super().__init__(message)
+        self.name = name
+        self.field = "name"
+
+
+class ScheduleConflictError(ReactorError):
+    """A schedule operation conflicts with what is stored (docs/schedules.md, "Managing
+    schedules"): ``add`` of a name that is already stored (or whose state a code schedule
+    keeps), ``remove`` of a schedule declared in code (remove it from the code; ``pause``
+    stops it), or a stored schedule changed by someone else between the read and the write
+    too many times in a row.
+
+    Args:
+        message: the reason, naming the schedule.
+        name: the schedule.
+
+    Attributes:
+        name: as given.
+        field: ``"name"``.
+    """
+
+    def __init__(self, message: str, *, name: str = "") -> None:
+        super().__init__(message)
+        self.name = name
+        self.field = "name"
 
 
 #: Modules that defined reactor's exceptions in earlier versions: a stored failure naming

@@ -150,6 +150,8 @@ EXPECTED_PORTS = sorted(
         "RunPage",
         "RunSummary",
         "ScanPage",
+        "ScheduleRecord",
+        "ScheduleStore",
         "SemaphoreState",
         "SemaphoreStore",
         "SignalStore",

@@ -15,6 +15,7 @@ interrupts        ``P:{int:<ctx>}:r:<path>``, ``:a:<path>``        the context i
 semaphores        ``P:{sem:<k>}``, ``P:{sem:<k>}:h``               the semaphore key
 ordered locks     ``P:{ol:<k>}``, ``P:{ol:<k>}:t``                 the ordered-lock key
 router            ``P:{q:<queue>}:stream|:delayed|:dead``          the queue name
+schedules         ``P:{schedules}:docs|:versions|:names``          one slot
 ================  ===============================================  ==========================
 
 A context's segment list (its incremental checkpoints, docs/protocol.md, "Incremental
@@ -137,6 +138,10 @@ class Keys:
     def started_rollbacks(self) -> str:
         """Sorted set of map ids whose rollback started (the rollback scan index)."""
         return f"{self.prefix}:{{maps}}:rollbacks"
+
+    def schedules(self) -> str:
+        """The common stem of the stored schedules (``P:{schedules}``: one slot)."""
+        return f"{self.prefix}:{{schedules}}"
 
     def sweep_cursor(self, sweeper: str) -> str:
         """A sweeper's saved scan cursor (string; docs/workers.md, "Sweep cursors and dispatch

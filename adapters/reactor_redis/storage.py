@@ -25,6 +25,7 @@ from reactor_redis.maps import RedisMapStore
 from reactor_redis.ordered_locks import RedisOrderedLockStore
 from reactor_redis.periods import RedisPeriodStore
 from reactor_redis.rate_limits import RedisRateLimitStore
+from reactor_redis.schedules import RedisScheduleStore
 from reactor_redis.semaphores import RedisSemaphoreStore
 from reactor_redis.signals import RedisSignalStore
 from reactor_redis.step_results import RedisStepResultStore
@@ -48,6 +49,8 @@ class RedisStorage:
     Attributes:
         sweep_cursors: the sweepers' saved scan cursors (:class:`reactor.ports.SweepCursorStore`;
             docs/workers.md, "Sweep cursors and dispatch leases").
+        schedules: the stored schedules (:class:`reactor.ports.ScheduleStore`;
+            docs/schedules.md), :mod:`reactor_redis.schedules`.
     """
 
     def __init__(
@@ -88,6 +91,7 @@ class RedisStorage:
         self.ordered_locks = RedisOrderedLockStore(client, scripts, keys)
         self.signals = RedisSignalStore(client, keys)
         self.sweep_cursors = RedisSweepCursorStore(client, keys, ttl=context_ttl)
+        self.schedules = RedisScheduleStore(client, scripts, keys)
         self.capabilities = Capabilities(signals=True, max_document_bytes=None, clock="server")
 
     def now(self) -> float:

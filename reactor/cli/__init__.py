@@ -5,7 +5,8 @@ One module per command group: :mod:`.worker` (``reactor worker``), :mod:`.sweep`
 (``reactor contract``), :mod:`.info` (``reactor info``), :mod:`.ping` (``reactor ping``),
 :mod:`.migrate` (``reactor migrate``), :mod:`.deploys` (``reactor runs versions|migrate|
 resume-version``, docs/deploys.md),
-:mod:`.dashboard` (``reactor dashboard``, docs/dashboard.md);
+:mod:`.dashboard` (``reactor dashboard``, docs/dashboard.md), :mod:`.schedules`
+(``reactor schedules``, docs/schedules.md);
 :mod:`._common` holds the app, consoles, shared options and the output conventions (errors on
 stderr; exit 0 ok, 1 failure, 2 usage or configuration). ``reactor --version`` prints the
 installed ``reactor-saga`` version. Adapters add command groups through the ``reactor.cli``
@@ -29,6 +30,7 @@ from reactor.cli import (
     migrate,
     ping,
     runs,
+    schedules,
     sweep,
     worker,
 )
@@ -61,6 +63,7 @@ __all__ = [
     "package_version",
     "ping",
     "runs",
+    "schedules",
     "sweep",
     "worker",
 ]

@@ -45,6 +45,14 @@ def worker(
     sweep: Annotated[
         bool, typer.Option("--sweep", help="Also run the sweep chain (one tick per interval).")
     ] = False,
+    schedules: Annotated[
+        bool,
+        typer.Option(
+            "--schedules",
+            help="Also run a scheduler: the schedules the --import modules register and the "
+            "stored ones (docs/schedules.md, \"Running schedulers\").",
+        ),
+    ] = False,
     setting: SettingOpt = None,
     drain_timeout: Annotated[
         float, typer.Option(help="Seconds to finish in-flight jobs after SIGTERM.", min=0)
@@ -90,7 +98,7 @@ def worker(
         runner = Worker(
             runtime, threads=threads, import_modules=import_ or [], sweep=sweep,
             drain_timeout=drain_timeout, max_deliveries=max_deliveries,
-            async_slots=async_slots,
+            async_slots=async_slots, schedules=schedules,
         )
     except ConfigurationError as exc:
         config.reset()

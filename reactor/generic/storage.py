@@ -16,6 +16,7 @@ from reactor.generic.maps import DocumentMapStore
 from reactor.generic.ordered_locks import DocumentOrderedLockStore
 from reactor.generic.periods import DocumentPeriodStore
 from reactor.generic.rate_limits import DocumentRateLimitStore
+from reactor.generic.schedules import DocumentScheduleStore
 from reactor.generic.semaphores import DocumentSemaphoreStore
 from reactor.generic.step_results import DocumentStepResultStore
 from reactor.generic.sweep_cursors import DocumentSweepCursorStore
@@ -30,6 +31,7 @@ from reactor.ports.storage import (
     OrderedLockStore,
     PeriodStore,
     RateLimitStore,
+    ScheduleStore,
     SemaphoreStore,
     SignalStore,
     StepResultStore,
@@ -53,9 +55,13 @@ class GenericStorage:
         sweep_cursors: a native replacement for the sweepers' cursor records
             (:class:`reactor.ports.SweepCursorStore`; docs/workers.md, "Sweep cursors and
             dispatch leases").
+        schedules: a native replacement for the stored schedules
+            (:class:`reactor.ports.ScheduleStore`; docs/schedules.md).
 
     Attributes:
         sweep_cursors: where the sweepers keep their scan cursors between ticks.
+        schedules: where schedules and the schedulers' state are kept (docs/protocol.md,
+            "Schedules").
 
     Raises:
         ValueError: ``context_ttl`` is not positive.
@@ -79,6 +85,7 @@ class GenericStorage:
         periods: PeriodStore | None = None,
         ordered_locks: OrderedLockStore | None = None,
         sweep_cursors: SweepCursorStore | None = None,
+        schedules: ScheduleStore | None = None,
     ) -> None:
         if not context_ttl > 0:
             raise ValueError(f"context_ttl must be > 0 seconds, got {context_ttl!r}")
@@ -127,6 +134,9 @@ class GenericStorage:
             sweep_cursors
             if sweep_cursors is not None
             else DocumentSweepCursorStore(documents, ttl=ttl)
+        )
+        self.schedules: ScheduleStore = (
+            schedules if schedules is not None else DocumentScheduleStore(documents)
         )
         self._closed = False
 

@@ -26,6 +26,8 @@ consumer side (``receive``/``ack``/``retry``/``extend``/``dead_letter``):
 * from :meth:`Worker.start` to :meth:`Worker.stop` the worker announces the fingerprints of
   its registered reactors and resumes the ``needs_version`` runs it can continue
   (:class:`reactor.jobs.announcements.Announcer`; docs/deploys.md, "Routing by version");
+* with ``schedules``, a :class:`reactor.schedules.Scheduler` runs in a thread beside the
+  handler threads (``reactor worker --schedules``; docs/schedules.md, "Running schedulers");
 * :meth:`Worker.stop` (SIGTERM/SIGINT under :meth:`Worker.serve`) stops receiving and waits
   for the jobs in flight, slot jobs included, bounded by ``drain_timeout`` seconds.
 """
@@ -54,6 +56,7 @@ from reactor.jobs.poisoned_runs import abort_poisoned_run
 from reactor.jobs.sweep_tick import schedule_next
 from reactor.model.text import escaping_logger
 from reactor.ports.router import Delivery
+from reactor.schedules.scheduler import Scheduler
 
 __all__ = [
     "DEFAULT_MAX_DELIVERIES",
@@ -115,6 +118,9 @@ class Worker:
         announce: announce this worker's definitions while it is started and resume the
             ``needs_version`` runs they can continue (docs/deploys.md, "Routing by
             version"; default ``True``).
+        schedules: also run a :class:`reactor.schedules.Scheduler` in a thread (the code
+            schedules the imported modules register and the stored ones; docs/schedules.md,
+            "Running schedulers").
 
     Attributes:
         processed: deliveries handled and acked.
@@ -145,6 +151,7 @@ class Worker:
         liveness_wait: float = 2.0,
         async_slots: int = 0,
         announce: bool = True,
+        schedules: bool = False,
     ) -> None:
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads!r}")
@@ -163,6 +170,7 @@ class Worker:
         self.drain_timeout = drain_timeout
         self.liveness_wait = liveness_wait
         self.async_slots = async_slots
+        self.scheduler = Scheduler(self.runtime) if schedules else None
         if async_slots:
             check_available()
         self._slots = threading.BoundedSemaphore(async_slots) if async_slots else None
@@ -217,6 +225,8 @@ class Worker:
         self._threads.extend(host.start() for host in self._hosts)
         if self.sweep:
             self._start_sweep_chain()
+        if self.scheduler is not None:  # docs/schedules.md, "Running schedulers"
+            self.scheduler.start()
         if self.announce:  # docs/deploys.md, "Routing by version"
             self._announcer = Announcer(
                 self.runtime, on_renew=version_routing.resume_held
@@ -280,6 +290,8 @@ class Worker:
         for host in self._hosts:
             host.nudge()
         deadline = time.monotonic() + (self.drain_timeout if timeout is None else timeout)
+        if self.scheduler is not None:
+            self.scheduler.stop(max(deadline - time.monotonic(), 0.0))
         threads, self._threads = self._threads, []
         self._hosts = []
         for thread in threads:

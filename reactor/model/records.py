@@ -39,6 +39,7 @@ __all__ = [
     "RunPage",
     "RunSummary",
     "ScanPage",
+    "ScheduleRecord",
     "SemaphoreState",
     "StepResultRecord",
     "StepResultStatus",
@@ -504,6 +505,24 @@ class PeriodMarker:
 
     context_id: str | None
     marked_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRecord:
+    """One stored schedule (docs/protocol.md, "Schedules"): its definition when it was added
+    with ``reactor schedules add``, and the scheduler's state (pause, ticks settled, the
+    pending decision) in one document.
+
+    Attributes:
+        name: the schedule's name (the store's key).
+        document: the JSON text written by :mod:`reactor.schedules.records`; stored verbatim.
+        version: an opaque token that changes on every write (the compare-and-set handle of
+            ``ScheduleStore.put`` and ``delete``).
+    """
+
+    name: str
+    document: str
+    version: str
 
 
 @dataclass(frozen=True, slots=True)

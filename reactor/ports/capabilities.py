@@ -41,6 +41,8 @@ with ``isinstance`` instead of probing for concrete adapter classes or undeclare
   every checkpoint is a whole save);
 * :class:`KeepsSweepCursors`: a storage that keeps the sweepers' scan cursors (without it they
   live in process memory);
+* :class:`KeepsSchedules`: a storage that keeps schedules (without it ``reactor schedules
+  add`` is refused and a scheduler keeps its schedules' state in process memory);
 * :class:`InspectsMaps`, :class:`InspectsMapRollbacks`, :class:`ResetsSemaphores`: reads and
   an operator's reset the engine never calls, kept by the shipped stores for operators, tests
   and the contract suite.
@@ -64,7 +66,7 @@ from reactor.model.records import (
     RollbackSummary,
 )
 from reactor.ports.router import Job
-from reactor.ports.storage import SweepCursorStore
+from reactor.ports.storage import ScheduleStore, SweepCursorStore
 
 __all__ = [
     "AppendsContexts",
@@ -77,6 +79,7 @@ __all__ = [
     "InspectsMapRollbacks",
     "InspectsMaps",
     "JobHandler",
+    "KeepsSchedules",
     "KeepsSweepCursors",
     "KnowsConsumers",
     "LocksWithContexts",
@@ -617,6 +620,23 @@ class KeepsSweepCursors(Protocol):
     """
 
     sweep_cursors: SweepCursorStore
+
+
+@runtime_checkable
+class KeepsSchedules(Protocol):
+    """A storage that keeps schedules (docs/protocol.md, "Schedules"; docs/schedules.md):
+    their stored definitions and the schedulers' shared state. Without it ``reactor schedules
+    add`` is refused and each scheduler keeps the state of its code schedules in process memory
+    (one run per tick still holds: the tick's idempotency key decides it). Declared by the
+    generic storages (``memory://``, MongoDB, DynamoDB, PostgreSQL, the SQLite example) and
+    Redis.
+
+    Attributes:
+        schedules: the schedule store (an attribute every instance of the class has; ``None``
+            is taken as absent).
+    """
+
+    schedules: ScheduleStore
 
 
 @runtime_checkable

@@ -44,6 +44,7 @@ from reactor.model.records import (
     RunPage,
     RunSummary,
     ScanPage,
+    ScheduleRecord,
     SemaphoreState,
     StepResultRecord,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "OrderedLockStore",
     "PeriodStore",
     "RateLimitStore",
+    "ScheduleStore",
     "SemaphoreStore",
     "SignalStore",
     "StepResultStore",
@@ -698,6 +700,60 @@ class SweepCursorStore(Protocol):
         The record lives ``context_ttl`` seconds after its last save.
 
         Raises:
+            StorageError: the backend failed.
+        """
+        ...
+
+
+@runtime_checkable
+class ScheduleStore(Protocol):
+    """Stored schedules: one versioned document per schedule name, written by compare-and-set
+    (docs/protocol.md, "Schedules"; docs/schedules.md).
+
+    Optional: a storage offers it as the attribute ``schedules`` and so declares
+    :class:`reactor.ports.capabilities.KeepsSchedules` (the generic stores and Redis do).
+    Records never expire: a schedule is configuration, kept until it is removed. Documents are
+    opaque JSON text the store keeps verbatim.
+    """
+
+    def get(self, name: str) -> ScheduleRecord | None:
+        """The schedule ``name``, ``None`` when none is stored.
+
+        Raises:
+            StorageError: the backend failed.
+        """
+        ...
+
+    def put(self, name: str, document: str, *, expected_version: str | None) -> str | None:
+        """Write ``document`` under ``name`` if the stored version is ``expected_version``
+        (``None``: only if no schedule ``name`` is stored), atomically.
+
+        Returns:
+            The new version (a token never issued before), or ``None`` when the stored
+            version differed (nothing written).
+
+        Raises:
+            StorageError: the backend failed.
+        """
+        ...
+
+    def delete(self, name: str, *, expected_version: str) -> bool:
+        """Delete ``name`` if its stored version is ``expected_version``, atomically.
+
+        Returns:
+            ``True`` when this call deleted it.
+
+        Raises:
+            StorageError: the backend failed.
+        """
+        ...
+
+    def scan(self, *, after: str | None = None, limit: int = 100) -> list[ScheduleRecord]:
+        """Stored schedules in ascending name order (code point order), names strictly
+        after ``after``, at most ``limit`` (at least 1).
+
+        Raises:
+            ValueError: ``limit`` is below 1.
             StorageError: the backend failed.
         """
         ...

@@ -31,6 +31,11 @@ an unfinished run keeps its key.
 
 Inputs are validated before the key is claimed: a call with invalid inputs runs (and fails)
 without a key and leaves the key free.
+
+**Starting without waiting.** :func:`start_once` is the same claim for a caller that only
+starts runs and never waits for one (a scheduler, docs/schedules.md): the winner stores the run
+with its raw inputs and hands it to a worker whole (as ``Background(all=True)`` does, input
+validation included, whatever the reactor declares); every caller gets the run id at once.
 """
 
 from __future__ import annotations
@@ -41,11 +46,12 @@ from typing import Any
 from reactor.config import Runtime
 from reactor.dsl.deadlines import absolute_deadline
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine import api, liveness, secret_policy
+from reactor.engine import api, background, liveness, secret_policy, step_transactions
 from reactor.engine.checkpoint import load_context
 from reactor.engine.dispatch import DispatchHandle, stored_result, wait_for_run
 from reactor.engine.env import Env, make_env
 from reactor.engine.liveness import FencedCheckpointer, Liveness
+from reactor.engine.run_control import deadline as run_deadline
 from reactor.errors import (
     AbandonedRunError,
     AsyncWaitTimeoutError,
@@ -57,7 +63,9 @@ from reactor.model.results import Failure, Paused, Success
 from reactor.model.run_links import RunLinks
 from reactor.model.status import RunStatus
 
-__all__ = ["MAX_KEY_LENGTH", "AbandonedRunError", "check_key", "key_ttl", "run_once"]
+__all__ = [
+    "MAX_KEY_LENGTH", "AbandonedRunError", "check_key", "key_ttl", "run_once", "start_once",
+]
 
 #: The longest idempotency key accepted, in characters.
 MAX_KEY_LENGTH = 255
@@ -171,6 +179,92 @@ def run_once(
         if answer is not None:
             return answer
         # the holder was released (dead claimer or expired key): race for the key again
+
+
+def start_once(
+    definition: ReactorDefinition,
+    inputs: Mapping[str, Any],
+    key: object,
+    *,
+    runtime: Runtime | None = None,
+) -> str | None:
+    """Start ``definition`` in a worker at most once per idempotency key, never waiting for
+    it (docs/run-control.md, "Idempotency keys"; the scheduler's start, docs/schedules.md).
+
+    The caller that claims the key stores the run ``running`` with its raw inputs and enqueues
+    its ``run`` job: the worker validates the inputs and runs every step (as for
+    ``Background(all=True)``, whatever the reactor declares; a run with a ``deadline`` gets its
+    timer job). A caller that finds the key held gets the holder's run id, whatever the run's
+    status or age. A holder whose run is not stored yet while its claimer still holds the run's
+    liveness lock is a run in the making: the answer is ``None`` (ask again later). A holder
+    whose claimer died before storing its run is taken over (a ``failed`` tombstone under its
+    id, the key released) and the key claimed again.
+
+    Args:
+        definition: the reactor.
+        inputs: the raw inputs (validated by the worker).
+        key: the idempotency key (validated with :func:`check_key`).
+        runtime: the runtime (default ``reactor.config.current()``).
+
+    Returns:
+        The id of the run holding the key (this caller's or another's), or ``None`` while
+        another caller is storing it.
+
+    Raises:
+        IdempotencyKeyError: the key is invalid (nothing is claimed or stored).
+        ConfigurationError: secrets without a key on a real backend, or a transactional step
+            on a storage that cannot run one (nothing is claimed).
+        StorageError, RouterError: the backend failed (a run stored before its enqueue failed
+            is handed to a worker by the run sweeper).
+    """
+    key = check_key(key)
+    env = make_env(runtime)
+    definition.register_codec_types()
+    secret_policy.check(definition, env)
+    step_transactions.check(definition, env)
+    claims = env.storage.claims
+    for _ in range(3):  # a dead claimer is taken over at most twice before asking later
+        context_id = new_context_id()
+        hold = liveness.take(env, context_id)
+        try:
+            holder = claims.claim_idempotency_key(definition.name, key, context_id)
+        except BaseException:
+            if hold is not None:
+                hold.release()
+            raise
+        if holder is None or holder == context_id:
+            _start_in_worker(definition, inputs, env, context_id, key, hold)
+            return context_id
+        if hold is not None:
+            hold.release()
+        if env.storage.contexts.load(holder) is not None:
+            return holder
+        if not _take_over_abandoned(definition, env, key, holder):
+            return None if env.storage.contexts.load(holder) is None else holder
+    return None
+
+
+def _start_in_worker(
+    definition: ReactorDefinition,
+    inputs: Mapping[str, Any],
+    env: Env,
+    context_id: str,
+    key: str,
+    hold: Liveness | None,
+) -> None:
+    """Store run ``context_id`` with ``key`` and enqueue it whole (see :func:`start_once`);
+    ``hold`` is released once the run is stored."""
+    try:
+        deadline_at = absolute_deadline(None, definition.deadline, env.now())
+        outcome = background.start_all(
+            definition, inputs, env, context_id=context_id,
+            links=RunLinks(idempotency_key=key), hold=hold, deadline=deadline_at,
+        )
+    finally:
+        if hold is not None:
+            hold.release()
+    if deadline_at is not None and not isinstance(outcome, Success | Failure):
+        run_deadline.schedule(env, context_id, definition.name, deadline_at)
 
 
 def _answer(
