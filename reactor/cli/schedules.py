@@ -130,8 +130,8 @@ def _print_one(view: ScheduleView, as_json: bool) -> None:
         typer.echo(json.dumps(_as_json(view)))
     else:
         state = "paused" if view.paused else "active"
-        typer.echo(printable(f"{view.name}\t{state}\t{view.spec or '-'}\tnext "
-                             f"{_stamp(view.next_tick)}"))
+        typer.echo("\t".join(printable(cell) for cell in (
+            view.name, state, view.spec or "-", f"next {_stamp(view.next_tick)}")))
 
 
 def _setup(storage: str | None, import_: list[str] | None, setting: list[str] | None) -> Any:
@@ -184,16 +184,12 @@ def schedules_add(
     except ValueError as exc:
         _error(f"ScheduleValueError: field 'args': --args is not JSON: {exc}", EXIT_USAGE)
     runtime = _setup(storage, import_, setting)
-    try:
-        schedule = _call(lambda: Schedule(
-            reactor, name=name, cron=cron, every=every, args=values, timezone=timezone,
-            catchup=catchup, max_catchup=max_catchup, jitter=jitter, overlap=overlap,
-            tick_input=tick_input,
-        ))
-        view = _call(lambda: add_schedule(schedule, runtime=runtime))
-        _print_one(view, as_json)
-    finally:
-        config.reset()
+    schedule = _call(lambda: Schedule(
+        reactor, name=name, cron=cron, every=every, args=values, timezone=timezone,
+        catchup=catchup, max_catchup=max_catchup, jitter=jitter, overlap=overlap,
+        tick_input=tick_input,
+    ))
+    _print_one(_call(lambda: add_schedule(schedule, runtime=runtime)), as_json)
 
 
 @schedules_app.command("list")
@@ -208,10 +204,7 @@ def schedules_list(
     """List the schedules: stored ones and those the --import modules declare, with their last
     and next ticks."""
     runtime = _setup(storage, import_, setting)
-    try:
-        views = _call(lambda: list_schedules(runtime=runtime))
-    finally:
-        config.reset()
+    views = _call(lambda: list_schedules(runtime=runtime))
     if as_json:
         typer.echo(json.dumps({"schedules": [_as_json(v) for v in views]}))
         return
@@ -242,11 +235,7 @@ def _change(
     storage: str | None, setting: list[str] | None, as_json: bool,
 ) -> None:
     runtime = _setup(storage, import_, setting)
-    try:
-        view = _call(lambda: action(name, runtime=runtime))
-    finally:
-        config.reset()
-    _print_one(view, as_json)
+    _print_one(_call(lambda: action(name, runtime=runtime)), as_json)
 
 
 @schedules_app.command("pause")
@@ -273,11 +262,8 @@ def schedules_remove(
 ) -> None:
     """Delete a stored schedule (its runs stay)."""
     runtime = _runtime(storage, None, setting)
-    try:
-        _call(lambda: remove_schedule(name, runtime=runtime))
-    finally:
-        config.reset()
-    typer.echo(printable(f"{name}\tremoved"))
+    _call(lambda: remove_schedule(name, runtime=runtime))
+    typer.echo(f"{printable(name)}\tremoved")
 
 
 @schedules_app.command("run")
