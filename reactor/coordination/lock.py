@@ -262,6 +262,55 @@ class Lock:
             self._deadline = None if ttl is None else started + holder_lease(ttl, self.skew)
         return extended
 
+    def change_ttl(self, ttl: float) -> bool:
+        """Hold the lock with leases of ``ttl`` seconds from now on: the remaining TTL is set to
+        ``ttl`` at once and an auto-extended hold is renewed every ``ttl/3`` (a worker's run
+        lease that ends with a step's heartbeat limit: docs/concepts.md, "Heartbeats").
+
+        Args:
+            ttl: the new lease, in seconds: finite and > 0, at least
+                :data:`~reactor.model.coordination.renewal.MIN_LEASE` when auto-extended, and
+                above the storage's clock-skew budget.
+
+        Returns:
+            ``False`` when this owner no longer holds the lock (nothing changed; :attr:`lost`
+            reports it); ``True`` when held with the new lease.
+
+        Raises:
+            ValueError: ``ttl`` is not a valid lease (as for the constructor's ``ttl``).
+            StorageError: the backend failed (the hold goes on with its old lease).
+        """
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not (
+            ttl > 0 and math.isfinite(ttl)
+        ):
+            raise ValueError(f"Lock ttl must be a finite number of seconds > 0, got {ttl!r}")
+        if self.auto_extend:
+            validate_lease("Lock ttl (auto-extended)", ttl)
+        if holder_lease(ttl, self.skew) <= 0:
+            raise ValueError(
+                f"Lock ttl ({ttl:g}s) must exceed the storage's clock-skew budget "
+                f"({self.skew:g}s)"
+            )
+        extending = self._heartbeat is not None
+        self._stop_extender()
+        started = self._monotonic()
+        try:
+            extended = self.store.extend(self.key, self.owner, ttl)
+        except Exception:
+            if extending and self._deadline is not None and self.ttl is not None:
+                # the old lease goes on from its last successful renewal
+                self._start_extender(self._deadline - holder_lease(self.ttl, self.skew))
+            raise
+        if not extended:
+            if self._lost is None:
+                self._lost = self._loss(refused=True)
+            return False
+        self.ttl = float(ttl)
+        self._deadline = started + holder_lease(self.ttl, self.skew)
+        if extending:
+            self._start_extender(started)
+        return True
+
     def detach(self) -> None:
         """Stop auto-extending but keep the lock held (a park keeps ownership up to the TTL)."""
         self._stop_extender()

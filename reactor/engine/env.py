@@ -9,6 +9,7 @@ only through the runtime's :class:`~reactor.ports.Clock` (docs/testing.md, "The 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from reactor import config
@@ -30,11 +31,15 @@ class Env:
             :meth:`~reactor.ports.Clock.sleep`.
         in_worker: ``True`` when the execution runs inside a worker job: coordination
             contention then raises :class:`reactor.engine.parks.Park` instead of waiting.
+        unit_lease: in a worker, ``seconds -> a context manager`` that holds the job's
+            delivery with leases of at most ``seconds`` in its scope (a heartbeat step's
+            attempt: docs/concepts.md, "Heartbeats"); ``None``: no delivery to shorten.
     """
 
     runtime: Runtime
     sleep: Callable[[float], None]
     in_worker: bool = False
+    unit_lease: Callable[[float], AbstractContextManager[None]] | None = None
 
     @property
     def storage(self) -> Storage:

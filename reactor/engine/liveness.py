@@ -14,6 +14,7 @@ change, so a new thread starts with none, as with a thread-local.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -38,6 +39,8 @@ __all__ = [
     "take",
     "take_loading",
 ]
+
+_log = logging.getLogger("reactor.engine")
 
 #: The runs whose liveness lock this thread holds (ambient run state; an immutable set, so no
 #: two threads or contexts ever share one object).
@@ -161,6 +164,43 @@ class Liveness:
             lock.release()
         except Exception:  # the lock lapses with its TTL anyway
             pass
+
+    @contextmanager
+    def lease_at_most(self, seconds: float) -> Iterator[None]:
+        """Hold the run's lock with leases of at most ``seconds`` in the scope (a heartbeat
+        step's attempt in a worker: a dead worker's lock lapses within that much;
+        docs/concepts.md, "Heartbeats"), then with the lock's own lease again.
+
+        A hold not taken yet (:attr:`pending`) takes the lock with the shorter lease; a
+        re-entrant or released hold, or one whose lease is already that short, is left as it
+        is. A failed change is logged (``event=lease_change_failed``) and the hold goes on
+        with the lease it has (a lost lock fails the next fenced save); never raises.
+
+        Args:
+            seconds: the shorter lease, in seconds (a valid lease for the lock: at least
+                ``MIN_LEASE`` and above the storage's clock-skew budget).
+        """
+        lock = self.lock
+        if lock is None or lock.ttl is None or not seconds < lock.ttl:
+            yield
+            return
+        original = lock.ttl
+        self._set_ttl(lock, seconds)
+        try:
+            yield
+        finally:
+            if self.lock is lock:
+                self._set_ttl(lock, original)
+
+    def _set_ttl(self, lock: Lock, seconds: float) -> None:
+        if self.pending:  # taken with the run's next save: with this lease
+            lock.ttl = seconds
+            return
+        try:
+            lock.change_ttl(seconds)
+        except Exception as exc:
+            _log.warning("event=lease_change_failed key=%s seconds=%.2f error=%s", lock.key,
+                         seconds, type(exc).__name__)
 
     def park(self, seconds: float) -> None:
         """Keep the lock for ``seconds`` more without extending it, then let it lapse.

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.retries import NO_RETRIES, Retries
 from reactor.dsl.timeouts import Timeouts
-from reactor.engine import invoke, observe, step_transactions
+from reactor.engine import heartbeat_leases, invoke, observe, step_transactions
 from reactor.engine.arguments import resolve_arguments
 from reactor.engine.coordination import StepCoordination
 from reactor.engine.heartbeat_writes import HeartbeatWriter, write_interval
@@ -167,7 +167,12 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
                     return invoke.call_run(spec, args, context)
                 return counted(lambda: invoke.call_run(spec, args, context, limit))
 
-            return step_transactions.run_body(state, spec, call).result
+            if writer is None or timeouts is None or timeouts.heartbeat is None:
+                return step_transactions.run_body(state, spec, call).result
+            # in a worker, the run's lock and the job's visibility end with the heartbeat
+            # limit while the attempt runs: a dead worker's step is taken over that soon
+            with heartbeat_leases.leases_at_most(state, timeouts.heartbeat):
+                return step_transactions.run_body(state, spec, call).result
 
         return body() if coordination is None else coordination.attempt(args, body)
 

@@ -5,10 +5,12 @@ has."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from reactor.config import Runtime
+from reactor.engine.env import Env, make_env
+from reactor.jobs.visibility import VisibilityLease
 from reactor.ports.payloads import job as make_job
 from reactor.ports.router import Delivery, Job
 
@@ -27,6 +29,9 @@ class JobContext:
             liveness-lock stamping, and a lock held by this thread is re-entered.
         liveness_wait: seconds a handler polls a held liveness lock before re-enqueueing
             (default 2 s).
+        visibility: the delivery's visibility lease the worker renews while the job runs
+            (a heartbeat step shortens it: docs/concepts.md, "Heartbeats"); ``None`` when
+            run inline or by an async slot.
     """
 
     runtime: Runtime
@@ -34,6 +39,17 @@ class JobContext:
     delivery: Delivery | None = None
     inline: bool = False
     liveness_wait: float = 2.0
+    visibility: VisibilityLease | None = None
+
+    def env(self) -> Env:
+        """The execution environment of this job's engine work: the worker's runtime, marked
+        ``in_worker`` unless run inline, with :attr:`visibility`'s shortening for a heartbeat
+        step (docs/concepts.md, "Heartbeats")."""
+        visibility = self.visibility
+        return replace(
+            make_env(self.runtime), in_worker=not self.inline,
+            unit_lease=None if visibility is None else visibility.at_most,
+        )
 
     def requeue(self, payload: Any, delay_seconds: float) -> str:
         """Enqueue the next job of this chain (``attempt + 1``) with ``payload`` after

@@ -23,6 +23,7 @@ from reactor.config import Runtime
 from reactor.engine import sleeps
 from reactor.engine.dispatch_leases import DispatchLease, runtime_lease
 from reactor.engine.env import make_env
+from reactor.engine.heartbeat_leases import abandoned_heartbeat_step
 from reactor.engine.maps.dispatcher import dispatch_batch
 from reactor.engine.waiting import waiting_on
 from reactor.jobs import observe
@@ -175,7 +176,8 @@ def run_sweeps(
         return counts
 
     runs = paced("runs", lambda page: sweep_runs(
-        storage, router, limit=page, lease=lease, waiting_on=_waiting_on(runtime)
+        storage, router, limit=page, lease=lease, waiting_on=_waiting_on(runtime),
+        abandoned_step=abandoned_heartbeat_step,
     ))
     steps = paced("steps", lambda page: sweep_steps(storage, router, limit=page, lease=lease))
     maps = paced("maps", lambda page: sweep_maps(

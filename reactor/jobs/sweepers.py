@@ -328,6 +328,7 @@ def sweep_runs(
     limit: int = 1000,
     lease: DispatchLease | None = DEFAULT_LEASE,
     waiting_on: Callable[[ContextRecord], str | None] | None = None,
+    abandoned_step: Callable[[ContextRecord], str | None] | None = None,
 ) -> SweepCounts:
     """Re-enqueue ``running``/``rolling_back`` runs whose liveness lock is gone.
 
@@ -346,6 +347,11 @@ def sweep_runs(
         waiting_on: ``stored run -> the in-flight unit it waits for, or None``
             (:func:`reactor.engine.waiting.waiting_on`, bound to the storage); ``None``
             treats every run without a lock as lost.
+        abandoned_step: ``stored run -> the step whose heartbeat it keeps, or None``
+            (:func:`reactor.engine.heartbeat_leases.abandoned_heartbeat_step`): a ``running``
+            run still settling (written within the lease's settle time) that names one lost
+            its worker mid-step and is re-dispatched at once (one load per such run;
+            docs/concepts.md, "Heartbeats"). ``None``: every settling run is left alone.
 
     Returns:
         The counts of this sweep.
@@ -366,14 +372,23 @@ def sweep_runs(
         try:
             if storage.locks.held(run_liveness_key(row.context_id)):
                 continue
+            record = None
             if leases.settling(row.updated_at):
-                settling += 1
-                continue
+                step = None
+                if abandoned_step is not None and row.status == RunStatus.RUNNING.value:
+                    record = storage.contexts.load(row.context_id)
+                    step = None if record is None else abandoned_step(record)
+                if step is None:
+                    settling += 1
+                    continue
+                log.info("event=sweep_run_abandoned_mid_step context_id=%s step=%s",
+                         row.context_id, step)
             if not leases.claim(run_unit(row.context_id)):
                 leased += 1
                 continue
             if waiting_on is not None and row.status == RunStatus.RUNNING.value:
-                record = storage.contexts.load(row.context_id)
+                if record is None:
+                    record = storage.contexts.load(row.context_id)
                 unit = None if record is None else waiting_on(record)
                 if unit is not None:
                     waiting += 1

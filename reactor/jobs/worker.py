@@ -43,7 +43,6 @@ from types import FrameType
 
 from reactor import config, registry
 from reactor.config import Runtime
-from reactor.coordination.heartbeat import Heartbeat
 from reactor.engine import secret_policy
 from reactor.engine.dispatch_leases import router_visibility
 from reactor.errors import DeserializationError, UnknownReactorError
@@ -54,6 +53,7 @@ from reactor.jobs.handlers import HANDLERS, JobContext, dispatch_job
 from reactor.jobs.handlers.step import awaits_on_loop
 from reactor.jobs.poisoned_runs import abort_poisoned_run
 from reactor.jobs.sweep_tick import schedule_next
+from reactor.jobs.visibility import VisibilityLease
 from reactor.model.text import escaping_logger
 from reactor.ports.router import Delivery
 from reactor.schedules.scheduler import Scheduler
@@ -434,21 +434,13 @@ class Worker:
         # The job's visibility is a lease like any other ("Renewal and loss" in
         # docs/coordination.md): renewed every third of it, retried promptly on errors; when it
         # lapses anyway another worker may receive the job (the run's liveness lock still
-        # fences its writes), which is logged.
-        heartbeat = Heartbeat(
-            f"visibility:{job.id}", self.visibility / 3.0,
-            lambda: self._extend(delivery),
-            lambda: log.warning(
-                "event=visibility_lost job_id=%s kind=%s: the job may be delivered again",
-                job.id, job.kind,
-            ),
-            lease=self.visibility,
-        ).start(started)
+        # fences its writes), which is logged. A heartbeat step shortens it while it runs.
+        heartbeat = VisibilityLease(router, delivery, self.visibility).start(started)
         try:
             dispatch_job(
                 JobContext(
                     runtime=self.runtime, job=job, delivery=delivery,
-                    liveness_wait=self.liveness_wait,
+                    liveness_wait=self.liveness_wait, visibility=heartbeat,
                 )
             )
         except (DeserializationError, UnknownReactorError) as exc:
@@ -465,10 +457,6 @@ class Worker:
                 self._in_flight -= 1
         self._safe(router.ack, delivery)
         self.processed += 1
-
-    def _extend(self, delivery: Delivery) -> bool:
-        self.runtime.router.extend(delivery, self.visibility)
-        return True
 
     def _dead_letter(self, delivery: Delivery, reason: str) -> None:
         job = delivery.job

@@ -290,3 +290,60 @@ def test_waiting_never_draws_from_the_global_random_state(storage: MemoryStorage
         waiter.acquire()
     assert park_delay(Settings(lock_snooze_jitter=1.0)) >= Settings().lock_snooze_base_delay
     assert random.getstate() == before
+
+
+def test_change_ttl_sets_the_remaining_lease_at_once_and_keeps_the_token(
+    storage: MemoryStorage,
+) -> None:
+    lock = Lock(storage.locks, "k", owner="a", ttl=60, auto_extend=False)
+    lock.acquire()
+    token = lock.token
+    assert lock.change_ttl(3)
+    info = storage.locks.info("k")
+    assert info is not None and info.expires_at == pytest.approx(storage.now() + 3)
+    assert lock.ttl == 3 and lock.token == token
+    storage.advance(4)
+    assert not storage.locks.held("k")  # the shorter lease lapsed: no 60 s wait for it
+    assert not lock.change_ttl(60)  # gone: nothing changes, the loss is reported
+    assert isinstance(lock.lost, LockLost)
+
+
+@pytest.mark.parametrize("ttl", [0, -1, float("nan"), float("inf"), True, "3", 0.5])
+def test_change_ttl_refuses_a_lease_it_could_not_hold(storage: MemoryStorage, ttl: object) -> None:
+    lock = Lock(storage.locks, "k", owner="a", ttl=60)
+    lock.acquire()
+    try:
+        with pytest.raises(ValueError, match="ttl"):
+            lock.change_ttl(ttl)  # type: ignore[arg-type]
+        assert lock.ttl == 60  # nothing changed
+    finally:
+        lock.release()
+
+
+def test_change_ttl_below_the_skew_budget_is_refused(storage: MemoryStorage) -> None:
+    lock = Lock(storage.locks, "k", owner="a", ttl=60, skew=2.0, auto_extend=False)
+    lock.acquire()
+    with pytest.raises(ValueError, match="clock-skew budget"):
+        lock.change_ttl(2.0)
+    assert lock.ttl == 60
+
+
+def test_a_failed_change_keeps_the_old_lease_renewed(storage: MemoryStorage) -> None:
+    lock = Lock(storage.locks, "k", owner="a", ttl=60)
+    lock.acquire()
+    real_extend = storage.locks.extend
+
+    def failing(*args: object) -> object:
+        raise OSError("store down")
+
+    storage.locks.extend = failing  # type: ignore[method-assign]
+    try:
+        with pytest.raises(OSError):
+            lock.change_ttl(3)
+    finally:
+        storage.locks.extend = real_extend  # type: ignore[method-assign]
+    try:
+        assert lock.ttl == 60 and lock._heartbeat is not None  # still auto-extended
+        assert lock.lost is None
+    finally:
+        lock.release()

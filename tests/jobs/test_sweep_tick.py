@@ -15,6 +15,7 @@ from reactor.jobs.sweep_tick import lateness, run_sweeps, schedule_next
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, ManualClock, MemoryStorage
 from reactor.model.context import Context
+from reactor.model.heartbeats import LastHeartbeat
 from reactor.model.keys import sweep_window_key
 from reactor.model.status import RunStatus
 from reactor.ports import Job
@@ -98,6 +99,32 @@ def test_a_tick_of_the_chain_leaves_a_freshly_written_run_alone_until_it_settles
     clock.advance(1.0)
     counts = run_sweeps(runtime, lateness=0.0)
     assert counts.runs is not None and counts.runs.redispatched == 1
+
+
+def test_a_run_whose_worker_died_mid_heartbeat_step_is_not_taken_as_queued(
+    runtime: Runtime, clock: ManualClock
+) -> None:
+    """A ``running`` run whose last save kept its step in flight's heartbeat was written by
+    the worker holding its lock (heartbeats are stored only while an attempt runs); with the
+    lock gone, the worker is: the tick re-dispatches it at once instead of waiting out the
+    settle time (docs/concepts.md, "Heartbeats"). A kept heartbeat of another step than the
+    one in flight does not count. Before, the run waited one visibility timeout after its
+    last heartbeat write."""
+    ctx = Context(context_id="hb-1", reactor="kill.flow", status=RunStatus.RUNNING,
+                  current_step="copy")
+    ctx.keep_heartbeat("copy", LastHeartbeat({"offset": 5}, START, 1))
+    Checkpointer(make_env(runtime), ctx).save()
+    other = Context(context_id="hb-2", reactor="kill.flow", status=RunStatus.RUNNING,
+                    current_step="seal")
+    other.keep_heartbeat("copy", LastHeartbeat({"offset": 8}, START, 1))
+    Checkpointer(make_env(runtime), other).save()
+    clock.advance(1.0)
+    counts = run_sweeps(runtime, lateness=0.0)
+    assert counts.runs is not None and counts.runs.settling == 1
+    assert counts.runs.redispatched == 1
+    assert [payload for _, payload in _queued(runtime)] == [
+        RunPayload(context_id="hb-1", reactor="kill.flow")
+    ]
 
 
 def test_a_late_tick_measures_the_queue_latency_and_settles_longer(

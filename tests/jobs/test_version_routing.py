@@ -42,6 +42,7 @@ from reactor.jobs import announcements, version_routing
 from reactor.jobs.announcements import Announcer, announce, announced, withdraw
 from reactor.jobs.worker import Worker
 from reactor.model.context import Context
+from reactor.model.secrets import generate_key
 from reactor.model.status import RunStatus
 from reactor.testing import TestClock
 from tests.backends import BACKENDS, configure_on, work_until
@@ -63,9 +64,12 @@ def _cleanup() -> None:
 def runtime(
     request: pytest.FixtureRequest, service_url: Callable[[str], str]
 ) -> Iterator[Runtime]:
-    """A runtime on memory and Redis (a fresh namespace), on a test clock."""
+    """A runtime on memory and Redis (a fresh namespace), on a test clock, with a secret
+    key: a started worker refuses to serve reactors with secrets without one, and other test
+    modules register such reactors at import."""
     clock = TestClock(time.time())
-    yield configure_on(request.param, service_url, clock, area="routing")
+    yield configure_on(request.param, service_url, clock, area="routing",
+                       secret_keys=generate_key())
     _cleanup()
 
 

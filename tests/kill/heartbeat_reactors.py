@@ -47,11 +47,11 @@ def copy(inputs: Any, ctx: Any) -> int:
 
 
 class KillHeartbeat(Reactor, name="kill.heartbeat"):
-    """One long heartbeating step (``Timeouts(heartbeat=3)``), in a worker."""
+    """One long heartbeating step (``Timeouts(heartbeat=6)``), in a worker."""
 
     log_path = Input(str)
     block_path = Input(str)
     background = Background(all=True)
 
     copy = step(copy, log_path=input("log_path"), block_path=input("block_path"),
-                timeouts=Timeouts(heartbeat=3))
+                timeouts=Timeouts(heartbeat=6))

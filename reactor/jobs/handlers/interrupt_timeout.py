@@ -14,11 +14,8 @@ worker announcing the run's definition, else the run is held ``needs_version``
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from reactor import registry
 from reactor.engine.compatibility import Incompatibility
-from reactor.engine.env import make_env
 from reactor.engine.run_control import resume
 from reactor.jobs import version_routing
 from reactor.jobs.job_context import JobContext
@@ -39,7 +36,7 @@ def handle_interrupt_timeout(jc: JobContext, payload: InterruptTimeoutPayload) -
         StorageError, RouterError: a backend failed (the worker retries the job).
     """
     registry.get(payload.reactor)  # an unregistered reactor is a poison job
-    env = replace(make_env(jc.runtime), in_worker=not jc.inline)
+    env = jc.env()
 
     def refused(found: Incompatibility, stored: DefinitionStamp | None) -> bool:
         return version_routing.hand_back(jc, payload, payload.reactor, stored, found)

@@ -49,7 +49,7 @@ from reactor.engine.compatibility import Incompatibility
 from reactor.engine.coordination import is_admitted
 from reactor.engine.dispatch import publish_completion, stored_result
 from reactor.engine.dispatch_leases import mark_enqueued
-from reactor.engine.env import Env, make_env
+from reactor.engine.env import Env
 from reactor.engine.liveness import FencedCheckpointer, Liveness, liveness_lock
 from reactor.engine.maps.dispatcher import (
     dispatch_batch,
@@ -96,7 +96,7 @@ def handle_map_element(jc: JobContext, payload: MapElementPayload) -> None:
     """
     # In a worker, contention parks instead of blocking a handler thread (docs/architecture.md,
     # "Execution invariants"); inline, the element runs nested in its caller, which waits.
-    env = replace(make_env(jc.runtime), in_worker=not jc.inline)
+    env = jc.env()
     map_id, index = payload.map_id, payload.index
     hold: Liveness | None = None
     element_id = element_context_id(map_id, index)

@@ -24,11 +24,8 @@ map's element index (docs/fan_out.md, "Rollback"; docs/architecture.md, "Job kin
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from reactor import registry
 from reactor.dsl.definition import ReactorDefinition
-from reactor.engine.env import make_env
 from reactor.engine.liveness import lease_remaining
 from reactor.engine.maps.rollback import (
     Contended,
@@ -58,7 +55,7 @@ def handle_map_element_rollback(jc: JobContext, payload: MapElementRollbackPaylo
         UnknownReactorError: the element reactor is not registered (poison).
         StorageError, RouterError: a backend failed (the worker retries the job).
     """
-    env = replace(make_env(jc.runtime), in_worker=not jc.inline)
+    env = jc.env()
     storage = env.storage
     rollbacks = storage.map_rollbacks
     meta = rollbacks.metadata(payload.map_id)

@@ -34,14 +34,12 @@ and logs once (docs/coordination.md, "Contention").
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from reactor import registry
 from reactor.engine import background, compatibility, liveness
 from reactor.engine.checkpoint import decode_context, load_context
 from reactor.engine.dispatch import publish_completion
 from reactor.engine.dispatch_leases import mark_enqueued, run_unit
-from reactor.engine.env import Env, make_env
+from reactor.engine.env import Env
 from reactor.engine.maps import fan_out
 from reactor.engine.maps import rollback as map_rollback
 from reactor.engine.parks import Park, snooze_limit_failure
@@ -96,7 +94,7 @@ def handle_run(jc: JobContext, payload: RunPayload) -> None:
     definition.register_codec_types()
     # In a worker, contention and async waits park instead of blocking (docs/architecture.md,
     # "Execution invariants"); inline, the job runs nested in its caller, which waits.
-    env = replace(make_env(jc.runtime), in_worker=not jc.inline)
+    env = jc.env()
     wait = 0.0 if jc.inline else jc.liveness_wait
     reload = False
     try:  # the lock and the run in one request where the store can

@@ -57,7 +57,7 @@ from reactor.engine import async_step, handback, invoke, observe
 from reactor.engine.checkpoint import Checkpointer, load_context
 from reactor.engine.coordination import release_parked
 from reactor.engine.dispatch import publish_completion
-from reactor.engine.env import Env, make_env
+from reactor.engine.env import Env
 from reactor.engine.liveness import liveness_lock
 from reactor.engine.parks import Park
 from reactor.engine.quarantine import quarantine
@@ -347,7 +347,7 @@ def handle_step(jc: JobContext, payload: StepPayload) -> None:
     """
     # poison check (reactors by registered name only); the root's codec types before its load
     registry.get(payload.reactor).definition.register_codec_types()
-    env = replace(make_env(jc.runtime), in_worker=not jc.inline)
+    env = jc.env()
     if isinstance(env.clock, SystemClock):  # in an async slot a retry wait hands its thread back
         env = replace(env, sleep=handback.sleeper(env.sleep))
     unit = _Unit(jc, payload, env)
