@@ -307,3 +307,128 @@ def test_a_map_step_cannot_be_renamed(runtime: Runtime) -> None:
         assert refused.value.field == "renames" and "map step" in str(refused.value)
     finally:
         registry.unregister(f"{NAME}.element")
+
+
+# --------------------------------------------------------------------- attacks
+
+
+def test_a_rename_onto_a_name_the_old_definition_declared_keeps_the_undo_check(
+    runtime: Runtime,
+) -> None:
+    """v1 declares ``reserve`` (undo), ``gate``, ``charge``; v2 renamed ``reserve`` to
+    ``charge`` and dropped its undo (v1's ``charge``, never reached, is gone). The renamed
+    step's stored digest used to be overwritten by v1's ``charge`` digest, so
+    ``undo_removed`` was not seen and ``reserve``'s undo was skipped for good."""
+    events: list[str] = []
+
+    def shapes(retained: bool) -> type[Reactor]:
+        if not retained:
+            registry.unregister(NAME)
+
+        class V1(Reactor, name=NAME, retained=retained):
+            background = Background(before="gate")
+            order = Input(str)
+
+            @step(order=input("order"))
+            def reserve(inputs: Any, ctx: Any) -> str:
+                return "r-1"
+
+            @reserve.undo
+            def release_it(result: Any, inputs: Any, ctx: Any) -> None:
+                events.append("undo reserve")
+
+            @step(reservation=result("reserve"))
+            def gate(inputs: Any, ctx: Any) -> str:
+                return "g"
+
+            @step(after=result("gate"))
+            def charge(inputs: Any, ctx: Any) -> str:
+                return "c"
+
+        if retained:
+            retained_prints.append(definition_id(V1.definition).fingerprint)
+        return V1
+
+    run_id = shapes(False).run(order="o-1").run_id
+    assert run_id is not None
+    registry.unregister(NAME)
+
+    class V2(Reactor, name=NAME):
+        background = Background(before="gate")
+        order = Input(str)
+
+        @step(order=input("order"))
+        def charge(inputs: Any, ctx: Any) -> str:  # was reserve; its undo dropped
+            return "r-1"
+
+        @step(reservation=result("charge"))
+        def gate(inputs: Any, ctx: Any) -> str:
+            return "g"
+
+    _work(runtime)
+    assert _stored(runtime, run_id).status is RunStatus.NEEDS_VERSION
+    for with_old in (False, True):
+        if with_old:
+            shapes(True)  # the old release's shapes: the wiring is renamed too
+        with pytest.raises(DefinitionMismatchError) as refused:
+            V2.migrate(run_id, renames={"reserve": "charge"})
+        assert refused.value.step == "charge" and "undo_removed" in str(refused.value)
+        after = _stored(runtime, run_id)
+        assert after.status is RunStatus.NEEDS_VERSION
+        assert list(after.intermediate_results) == ["reserve"]
+
+
+def test_migrating_a_run_twice_reports_it_unchanged(runtime: Runtime) -> None:
+    """A second ``migrate`` with the same renames (an operator re-running the command)
+    used to be refused with ``has no step 'reserve'`` (exit 2 on the command line)."""
+    events: list[str] = []
+    run_id = _shop(events, "v1").run(order="o-11").run_id
+    assert run_id is not None
+    v2 = _shop(events, "v2")
+    assert v2.migrate(run_id, renames={"reserve": "hold_stock"}).changed
+    again = v2.migrate(run_id, renames={"reserve": "hold_stock"})
+    assert not again.changed and dict(again.renamed) == {}
+    with pytest.raises(MigrationArgumentError) as refused:  # a new name must still exist
+        v2.migrate(run_id, renames={"reserve": "nowhere"})
+    assert refused.value.field == "renames"
+    v2.undo(run_id)
+    assert events[2:] == ["refund ch-1 (v2)", "undo hold_stock r-o-11 (v2)"]
+
+
+def test_two_operators_migrating_one_run_at_once_migrate_it_once(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The other operator's migrate lands between this one's first read and its lock: the
+    read under the lock finds the run migrated and reports it unchanged (it used to be
+    refused, ``has no step 'reserve'``); a held run, handed to a worker by the other, is
+    refused as running. Either way it is migrated and continued once."""
+    from reactor.engine.run_control import migrate as migrate_module
+
+    events: list[str] = []
+    done_id = _shop(events, "v1", worker=False).run(order="o-12").run_id
+    held_id, v2 = _held_run(runtime, events)
+    _shop(events, "v1", worker=True, retained=True)
+    take = liveness.take
+    raced: list[Any] = []
+
+    def other_operator_first(env: Any, key: str, **kw: Any) -> Any:
+        if len(raced) < 2 and key not in raced:
+            raced.append(key)
+            raced.append(v2.migrate(key, renames={"reserve": "hold_stock"}))
+        return take(env, key, **kw)
+
+    monkeypatch.setattr(migrate_module.liveness, "take", other_operator_first)
+    assert done_id is not None
+    mine = v2.migrate(done_id, renames={"reserve": "hold_stock"})
+    assert raced[1].changed and not mine.changed
+    raced.clear()
+    with pytest.raises(RunStateError) as refused:
+        v2.migrate(held_id, renames={"reserve": "hold_stock"})
+    assert refused.value.status == "running"
+    assert raced[1].changed and raced[1].handle is not None  # enqueued once, by the other
+    monkeypatch.undo()
+    _work(runtime)
+    assert _stored(runtime, held_id).status is RunStatus.COMPLETED
+    v2.undo(done_id)
+    assert events.count("undo hold_stock r-o-12 (v2)") == 1
+    assert events.count("charge r-o-1 (v2)") == 1

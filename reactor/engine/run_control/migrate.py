@@ -7,13 +7,15 @@ mapping for renamed steps (docs/deploys.md, "Operator tools").
    one its stored definition declared), a step the current definition declares, no two olds
    one new, a new name the run has not recorded, and a ``step`` or ``compose`` step (the
    records of the other kinds are keyed by the step's name outside the run's document)
-   (:class:`~reactor.errors.MigrationArgumentError`, ``field="renames"``).
+   (:class:`~reactor.errors.MigrationArgumentError`, ``field="renames"``). A run already on
+   the current fingerprint skips a rename of a step it does not know (migrated before).
 2. The run is rewritten in memory: renamed steps' results, undo-stack entries, trace entries,
    attempt counts, composed children, its ``current_step``, its rollback's and failure hold's
-   step. The stored per-step digests are renamed too; when the retained old definition of
-   the run's fingerprint is imported (:mod:`reactor.engine.retained`) they are recomputed
-   from its steps' shapes with the renames applied to their wiring, so a step that reads a
-   renamed step does not count as rewired.
+   step. The stored per-step digests are renamed too (a renamed step's digest replaces the
+   one of an old step of its new name, which the run never reached); when the retained old
+   definition of the run's fingerprint is imported (:mod:`reactor.engine.retained`) they are
+   recomputed from its steps' shapes with the renames applied to their wiring, so a step
+   that reads a renamed step does not count as rewired.
 3. The rewritten run is judged against the current definition by the compatibility rules
    (:mod:`reactor.engine.compatibility`; forward for a run that may still continue, rollback
    only for a finished one). Incompatible: :class:`~reactor.errors.DefinitionMismatchError`
@@ -244,7 +246,7 @@ def plan(
     target = definition_id(definition)
     if old is None:
         old = retained.retained_for(ctx)
-    applied = _applicable(definition, ctx, source, old, renames)
+    applied, named = _applicable(definition, ctx, source, old, renames)
     restored = ctx.status
     held = ctx.engine_state.needs_version
     if ctx.status is RunStatus.NEEDS_VERSION and held is not None:
@@ -253,7 +255,7 @@ def plan(
         return Migration(run_id, ctx.reactor, ctx.status, ctx.status, source, target,
                          changed=False)
     renamed = _renamed(ctx, applied)
-    digests = _renamed_digests(source, old, applied)
+    digests = _renamed_digests(source, old, named)
     judged = replace(renamed, engine_state=replace(
         renamed.engine_state,
         definition=None if source is None else DefinitionStamp(
@@ -331,21 +333,27 @@ def _recorded(ctx: Context) -> set[str]:
 def _applicable(
     definition: ReactorDefinition, ctx: Context, source: DefinitionStamp | None,
     old: ReactorDefinition | None, renames: Mapping[str, str],
-) -> dict[str, str]:
-    """The renames that apply to ``ctx`` (an old name the run records), each checked."""
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The renames that apply to ``ctx``, each checked: those of a step the run records
+    (its records move) and those of a step the run knows (its stored step digest moves too).
+
+    A rename is refused unless its old name is a step the run knows and its new name a
+    ``step``/``compose`` step of ``definition`` the run does not record (unless that step is
+    renamed away too): the renamed steps' records never land on another step's. A run that
+    already carries ``definition``'s fingerprint was migrated before (or started under it):
+    a rename of a step it does not know is one already applied, and is skipped.
+    """
     recorded = _recorded(ctx)
-    known = set(recorded)
+    declared: set[str] = set()
     if source is not None and source.steps:
-        known.update(source.steps)
+        declared.update(source.steps)
     if old is not None:
-        known.update(old.steps)
+        declared.update(old.steps)
+    known = recorded | declared
+    current = source is not None and source.fingerprint == definition_id(definition).fingerprint
     applied: dict[str, str] = {}
+    named: dict[str, str] = {}
     for before, after in renames.items():
-        if before not in known:
-            raise MigrationArgumentError(
-                f"migrate(renames=...): run {ctx.context_id!r} has no step {before!r} "
-                f"(it knows: {', '.join(sorted(known)) or 'none'})", field="renames",
-            )
         spec = definition.steps.get(after)
         if spec is None:
             raise MigrationArgumentError(
@@ -359,14 +367,22 @@ def _applicable(
                 "compose steps can be renamed (the records of the others are keyed by the "
                 "step's name outside the run)", field="renames",
             )
+        if before not in known:
+            if current:  # migrated already: nothing of ``before`` is left to move
+                continue
+            raise MigrationArgumentError(
+                f"migrate(renames=...): run {ctx.context_id!r} has no step {before!r} "
+                f"(it knows: {', '.join(sorted(known)) or 'none'})", field="renames",
+            )
         if after in recorded and after not in renames:
             raise MigrationArgumentError(
                 f"migrate(renames=...): run {ctx.context_id!r} already records a step "
                 f"{after!r}: renaming {before!r} to it would overwrite it", field="renames",
             )
+        named[before] = after
         if before in recorded:
             applied[before] = after
-    return applied
+    return applied, named
 
 
 def _renamed(ctx: Context, renames: Mapping[str, str]) -> Context:
@@ -435,17 +451,28 @@ def _renamed_digests(
 ) -> dict[str, str] | None:
     """The run's stored step digests under the new names: recomputed from the retained old
     definition's shapes with the renames applied to their wiring when it is imported, else
-    the stored digests re-keyed (``None``: the run has none)."""
+    the stored digests re-keyed (``None``: the run has none).
+
+    A renamed step's digest takes its new name even when the old definition declared a
+    step of that name too (one the run never reached, not renamed itself): that old step's
+    digest is dropped, never kept in its place, so the renamed step is judged by its own
+    shape (its undo included)."""
+    taken = set(renames.values())
+
+    def keep(name: str) -> bool:
+        return name in renames or name not in taken
+
     if old is not None:
         return {
             renames.get(name, name): step_digest(
                 _rewired(step_shape(spec, old.children), renames)
             )
-            for name, spec in old.steps.items()
+            for name, spec in old.steps.items() if keep(name)
         }
     if source is None or source.steps is None:
         return None
-    return {renames.get(name, name): digest for name, digest in source.steps.items()}
+    return {renames.get(name, name): digest for name, digest in source.steps.items()
+            if keep(name)}
 
 
 def _rewired(shape: dict[str, Any], renames: Mapping[str, str]) -> dict[str, Any]:
