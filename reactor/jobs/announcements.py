@@ -26,7 +26,6 @@ from typing import Final
 from reactor import registry
 from reactor.config import Runtime
 from reactor.dsl.fingerprint import definition_id
-from reactor.errors import ReactorError
 from reactor.model.text import escaping_logger
 from reactor.ports.storage import Storage
 
@@ -114,8 +113,8 @@ class Announcer:
         lease: seconds an announcement lives without renewal (renewed every ``lease / 3``).
         on_renew: called with the runtime after each successful announcement (at start and
             at every renewal); the worker resumes the ``needs_version`` runs it can continue
-            there (docs/deploys.md, "Routing by version"). A ``ReactorError`` it raises is
-            logged.
+            there (docs/deploys.md, "Routing by version"). Anything it raises is logged
+            (``event=resume_held_failed``) and the renewals go on.
 
     Attributes:
         worker_id: this worker's id (``host:pid:random``), the announcements' holder.
@@ -181,8 +180,9 @@ class Announcer:
             return
         try:
             self.on_renew(self.runtime)
-        except ReactorError as exc:
-            log.warning("event=resume_held_failed worker=%s error=%s", self.worker_id, exc)
+        except Exception as exc:  # never ends the renewals: the announcement must stay live
+            log.warning("event=resume_held_failed worker=%s error=%s: %s", self.worker_id,
+                        type(exc).__name__, exc)
 
     def _loop(self) -> None:
         self.renew()

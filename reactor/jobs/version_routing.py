@@ -13,13 +13,16 @@ was stored before fingerprints), the job does what it did before routing: the ru
 
 **Held runs get going again** by themselves: every worker, when it announces (at start and at
 every renewal), resumes the ``needs_version`` runs its definitions can continue
-(:func:`resume_held`, through ``Reactor.resume_version``'s path). A map element is not listed
+(:func:`resume_held`, through ``Reactor.resume_version``'s path; one page of held runs a
+renewal, the next renewal paging on). A map element is not listed
 by the run scan: its job, held, comes back every :data:`HELD_ELEMENT_DELAY` seconds, and a
 worker that can continue it does.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from typing import Final
 
 from reactor import registry
@@ -100,6 +103,12 @@ def resume_held(runtime: Runtime, *, limit: int = RESUME_SCAN_LIMIT) -> int:
     process's registered definitions can continue, as ``Reactor.resume_version`` does; a run
     another process resumed first, or still incompatible here, is left alone.
 
+    One call looks at one page of at most ``limit`` held runs; the next call on the same
+    storage continues the scan after it (the cursor is kept per storage object, in this
+    process) and the one after the last page starts over, so every held run is looked at
+    within ``ceil(held / limit)`` calls however many runs this process cannot continue come
+    first in the scan.
+
     Args:
         runtime: the runtime.
         limit: held runs looked at, at most (> 0).
@@ -108,12 +117,53 @@ def resume_held(runtime: Runtime, *, limit: int = RESUME_SCAN_LIMIT) -> int:
         How many runs were resumed.
 
     Raises:
-        StorageError: the scan failed (a run's own failure is logged and skipped).
+        StorageError: the scan failed (a run's own failure is logged and skipped; the
+            cursor is kept, so the next call tries that page again).
     """
+    storage = runtime.storage
+    with _cursors_lock:
+        cursor = _cursor_of(storage)
+    try:
+        resumed, cursor = _resume_page(runtime, limit, cursor)
+    except ValueError:  # a cursor this store does not read any more: start over next time
+        cursor = None
+        raise
+    finally:
+        with _cursors_lock:
+            _keep_cursor(storage, cursor)
+    return resumed
+
+
+#: The scan cursor :func:`resume_held` continues from, by storage object.
+_cursors: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
+_cursors_lock = threading.Lock()
+
+
+def _cursor_of(storage: object) -> str | None:
+    try:
+        return _cursors.get(storage)
+    except TypeError:  # not weakly referenceable: always the first page
+        return None
+
+
+def _keep_cursor(storage: object, cursor: str | None) -> None:
+    try:
+        if cursor is None:
+            _cursors.pop(storage, None)
+        else:
+            _cursors[storage] = cursor
+    except TypeError:
+        pass
+
+
+def _resume_page(runtime: Runtime, limit: int, cursor: str | None) -> tuple[int, str | None]:
+    """Resume the held runs this process can continue among one scan page of at most
+    ``limit`` held runs from ``cursor``; returns how many were resumed and the next page's
+    cursor (``None`` after the last page)."""
     env = make_env(runtime)
     page = runtime.storage.contexts.scan(
         statuses=[RunStatus.NEEDS_VERSION.value], limit=limit,
-        include_dispatched_children=True,
+        include_dispatched_children=True, cursor=cursor,
     )
     resumed = 0
     for summary in page:
@@ -132,4 +182,4 @@ def resume_held(runtime: Runtime, *, limit: int = RESUME_SCAN_LIMIT) -> int:
             continue
         resumed += 1
         log.info("event=resume_held run_id=%s reactor=%s", summary.context_id, summary.reactor)
-    return resumed
+    return resumed, page.next_cursor

@@ -380,3 +380,68 @@ def test_a_held_run_is_resumed_when_a_worker_of_its_release_announces(
     work_until(runtime, lambda: _stored(runtime, run_id).status is RunStatus.COMPLETED)
     assert events == ["run a", "run b r-o-1"]
     announcer.stop()
+
+
+def test_held_runs_no_worker_can_continue_do_not_starve_one_it_can(
+    runtime: Runtime,
+) -> None:
+    """Each renewal looks at one page of held runs; it used to be always the first page, so
+    a run this worker can continue that the scan lists after a page of runs it cannot was
+    never resumed. Now each call pages on: every held run is looked at within
+    ``ceil(held / limit)`` calls."""
+    events: list[str] = []
+    v1 = _flow(events)
+    mine = v1.run(order="o-1").run_id
+    _flow(events, with_a=False)
+    _work(runtime)
+    assert _stored(runtime, mine).status is RunStatus.NEEDS_VERSION
+    registry.unregister(FLOW)
+
+    class V0(Reactor, name=FLOW):  # a release nobody runs any more: ``z``, then ``b``
+        background = Background(before="b")
+        order = Input(str)
+
+        @step(order=input("order"))
+        def z(inputs: Any, ctx: Any) -> str:
+            return "z"
+
+        @z.undo
+        def undo_z(result: Any, inputs: Any, ctx: Any) -> None:
+            events.append("undo z")
+
+        @step(reservation=input("order"))
+        def b(inputs: Any, ctx: Any) -> str:
+            return "b"
+
+    blockers: list[str] = []
+    while len(blockers) < 3 or min(blockers) > mine:  # some listed before ``mine``
+        blockers.append(V0.run(order="o-0").run_id)
+    _flow(events)  # v1 is back: it can continue ``mine``, not the v0 runs
+    _work(runtime)
+    assert {_stored(runtime, b).status for b in blockers} == {RunStatus.NEEDS_VERSION}
+    assert _stored(runtime, mine).status is RunStatus.NEEDS_VERSION
+    held = len(blockers) + 1
+    resumed = sum(version_routing.resume_held(runtime, limit=1) for _ in range(held + 1))
+    assert resumed == 1
+    assert _stored(runtime, mine).status is RunStatus.RUNNING
+    assert {_stored(runtime, b).status for b in blockers} == {RunStatus.NEEDS_VERSION}
+
+
+def test_a_failing_resume_does_not_end_the_announcements(runtime: Runtime) -> None:
+    """``on_renew`` raising anything but a ``ReactorError`` (a bug, a driver's own error)
+    used to end the renewal thread: the announcement lapsed 30 s later and this worker's
+    runs were held instead of handed to it."""
+    calls: list[int] = []
+
+    def broken(rt: Runtime) -> None:
+        calls.append(1)
+        raise KeyError("boom")
+
+    _flow([])
+    announcer = Announcer(runtime, on_renew=broken)
+    announcer.fingerprints = announcements.registered_fingerprints()
+    announcer.renew()  # logged, not raised
+    announcer.renew()
+    assert len(calls) == 2
+    assert announced(runtime.storage, FLOW, announcer.fingerprints[FLOW])
+    announcer.stop()
