@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from reactor import registry
 from reactor.dsl.definition import ReactorDefinition
+from reactor.dsl.fingerprint import definition_id
+from reactor.errors import UnknownReactorError
 from reactor.model.context import Context
 
 __all__ = ["definition_for", "retained_for"]
@@ -36,8 +38,10 @@ def retained_for(ctx: Context) -> ReactorDefinition | None:
 
 
 def definition_for(ctx: Context) -> ReactorDefinition:
-    """The definition an operator's rollback of ``ctx`` uses: the retained one of the run's
-    fingerprint when one is imported (:func:`retained_for`), else the current one.
+    """The definition an operator's rollback of ``ctx`` uses: the current one when it has the
+    run's fingerprint (it is what workers use; a retained class of the same fingerprint is an
+    older copy of the same shape, its bodies maybe older too), else the retained one of the
+    run's fingerprint when one is imported (:func:`retained_for`), else the current one.
 
     Args:
         ctx: a stored run.
@@ -49,7 +53,18 @@ def definition_for(ctx: Context) -> ReactorDefinition:
         UnknownReactorError: neither a retained definition of the run's fingerprint nor a
             current one is registered under its reactor name.
     """
+    stamp = ctx.engine_state.definition
+    try:
+        current: ReactorDefinition | None = registry.get(ctx.reactor).definition
+    except UnknownReactorError:
+        current = None
+    if current is not None and (
+        stamp is None or definition_id(current).fingerprint == stamp.fingerprint
+    ):
+        return current
     found = retained_for(ctx)
     if found is not None:
         return found
-    return registry.get(ctx.reactor).definition  # type: ignore[no-any-return]
+    if current is None:
+        raise UnknownReactorError(f"no reactor is registered under {ctx.reactor!r}")
+    return current

@@ -324,3 +324,19 @@ def test_undo_of_a_run_whose_definition_was_removed_runs_the_retained_undos(
     assert registry.get(NAME).version == "v2"  # the current release is still the current one
     shown = _invoke("show", run_id, "--json", "--import", RETAINED)
     assert shown.exit_code == 0 and json.loads(shown.stdout)["status"] == "cancelled"
+
+
+def test_a_retained_class_of_the_current_fingerprint_does_not_replace_the_current_one(
+    rt: Runtime,
+) -> None:
+    """The retained module's ``ShopV1`` has the same shape as the current release (only its
+    bodies differ, which the fingerprint does not cover): an operator's undo used to run the
+    retained bodies for a run a worker would roll back with the current ones. The current
+    class is used whenever it has the run's fingerprint."""
+    events: list[str] = []
+    current = _shop(events, "v1")
+    run_id = _completed(current, "o-1")
+    out = _invoke("undo", run_id, "--import", RETAINED, "--json")
+    assert out.exit_code == 0, out.output
+    assert events == ["reserve", "charge r-o-1", "refund ch-1", "undo reserve r-o-1"]
+    assert sys.modules[RETAINED].EFFECTS == []
