@@ -11,8 +11,10 @@ Jinja2). One concept per module:
 * :mod:`.pages` and ``templates/`` — the HTML pages (htmx vendored in ``static/``);
 * :mod:`.listing`, :mod:`.run_detail`, :mod:`.graph`, :mod:`.async_units`, :mod:`.maps`,
   :mod:`.coordination_view`, :mod:`.queues` — what is shown, from the masked stored runs
-  (:mod:`.stored`, :mod:`.values`);
-* :mod:`.actions` — retry, undo, cancel, resume, requeue, purge;
+  (:mod:`.stored`, :mod:`.values`); :mod:`.schedules` — the schedules, from
+  :func:`reactor.schedules.list_schedules`;
+* :mod:`.actions` — retry, undo, cancel, resume, requeue, purge, a schedule's pause and
+  resume;
 * :mod:`.security` — the token, the sessions and their CSRF tokens, the throttle on failed
   tokens, the ``Host`` names answered; :mod:`.errors` — the typed HTTP errors.
 """

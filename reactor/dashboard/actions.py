@@ -1,5 +1,6 @@
 """The dashboard's actions: retry, undo, cancel, resume, suspend, unsuspend, rewind, requeue
-and purge (docs/dashboard.md, "Actions"; docs/run-control.md; docs/operations.md).
+and purge, and pause and resume of a schedule (docs/dashboard.md, "Actions", "Schedules";
+docs/run-control.md; docs/operations.md; docs/schedules.md, "Managing schedules").
 
 Each action calls the same public API as the command line (``Reactor.retry``,
 ``Reactor.undo``, ``Reactor.cancel``, ``Reactor.resume``, ``Reactor.suspend``,
@@ -13,6 +14,11 @@ handed to the workers as usual.
 :func:`available` says which actions apply to a run as it is stored (and why not), so the
 page can show its buttons disabled with the reason; the engine still decides, and its
 refusals come back as typed errors (:mod:`reactor.dashboard.errors`), never a 500.
+
+A schedule's pause and resume call :func:`reactor.schedules.pause_schedule` and
+:func:`reactor.schedules.resume_schedule`, as ``reactor schedules pause|resume`` do, and log
+``event=schedule_paused|schedule_resumed schedule=S by=dashboard`` (logger
+``reactor.dashboard``).
 """
 
 from __future__ import annotations
@@ -31,10 +37,12 @@ from reactor.dashboard.errors import (
     NotFound,
 )
 from reactor.dashboard.queues import get_dead_letter
+from reactor.dashboard.schedules import schedule_row
 from reactor.dashboard.security import Guard
 from reactor.dashboard.stored import StoredRun, check_id
 from reactor.dashboard.values import failure_view
 from reactor.errors import (
+    ConfigurationError,
     InterruptAlreadyResumedError,
     InterruptError,
     InterruptPayloadError,
@@ -42,13 +50,19 @@ from reactor.errors import (
     RouterError,
     RunNotFoundError,
     RunStateError,
+    ScheduleConflictError,
+    ScheduleNotFoundError,
+    ScheduleValueError,
     StorageError,
     UnknownReactorError,
 )
 from reactor.facade import Reactor
 from reactor.model import codec
 from reactor.model.results import Failure
+from reactor.model.text import escaping_logger
 from reactor.ports.router import DeadLetterAdmin, Router
+from reactor.schedules import ScheduleView, pause_schedule, resume_schedule
+from reactor.schedules.records import keeps_schedules
 
 __all__ = [
     "ACTIONS",
@@ -61,6 +75,8 @@ __all__ = [
     "resume",
     "retry",
     "rewind",
+    "schedule_pause",
+    "schedule_resume",
     "suspend",
     "undo",
     "unsuspend",
@@ -77,6 +93,8 @@ _CANCELLABLE = frozenset(
     {"pending", "running", "paused", "suspended", "failed_paused", "needs_version"}
 )
 _SUSPENDABLE = frozenset({"pending", "running", "paused"})
+
+log = escaping_logger("reactor.dashboard")
 
 #: Who the engine records as having suspended or rewound a run from the dashboard when the
 #: form names nobody.
@@ -362,3 +380,60 @@ def parse_payload(text: str | None, value: Any = None) -> Any:
         return codec.parse_json(text)
     except ReactorError as exc:
         raise BadRequest(f"the payload is not JSON: {exc}", code="bad_payload") from None
+
+
+@contextmanager
+def _schedule_errors(name: str) -> Iterator[None]:
+    """Map the schedule API's refusals to typed dashboard errors."""
+    try:
+        yield
+    except ScheduleNotFoundError as exc:
+        raise NotFound(str(exc), code="schedule_not_found") from exc
+    except ScheduleValueError as exc:
+        raise BadRequest(f"malformed schedule name: {exc}", code="bad_id") from exc
+    except ConfigurationError as exc:
+        raise ActionRefused(str(exc), code="unsupported") from exc
+    except ScheduleConflictError as exc:
+        raise ActionRefused(str(exc), code="not_applicable") from exc
+    except (StorageError, RouterError) as exc:
+        raise BackendUnavailable(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _schedule_done(runtime: Runtime, guard: Guard, view: ScheduleView) -> dict[str, Any]:
+    return schedule_row(view, guard, stores=keeps_schedules(runtime.storage))
+
+
+def schedule_pause(runtime: Runtime, guard: Guard, name: str) -> dict[str, Any]:
+    """Pause schedule ``name`` (:func:`reactor.schedules.pause_schedule`; docs/dashboard.md,
+    "Schedules"): no tick is decided until it is resumed. Already paused: unchanged.
+
+    Returns:
+        The schedule's row (:func:`reactor.dashboard.schedules.schedule_row`).
+
+    Raises:
+        NotFound: no such schedule (``schedule_not_found``); nothing changed.
+        BadRequest: ``name`` is not a schedule name (``bad_id``); nothing changed.
+        ActionRefused: the storage keeps no schedules (``unsupported``), or the schedule kept
+            changing under the change.
+        BackendUnavailable: the storage failed.
+    """
+    with _schedule_errors(name):
+        view = pause_schedule(name, runtime=runtime)
+    log.info("event=schedule_paused schedule=%s by=%s", name, DASHBOARD_ACTOR)
+    return _schedule_done(runtime, guard, view)
+
+
+def schedule_resume(runtime: Runtime, guard: Guard, name: str) -> dict[str, Any]:
+    """Resume schedule ``name`` from now (:func:`reactor.schedules.resume_schedule`;
+    docs/dashboard.md, "Schedules"): the ticks that fell while it was paused are not run.
+
+    Returns:
+        The schedule's row.
+
+    Raises:
+        NotFound, BadRequest, ActionRefused, BackendUnavailable: as :func:`schedule_pause`.
+    """
+    with _schedule_errors(name):
+        view = resume_schedule(name, runtime=runtime)
+    log.info("event=schedule_resumed schedule=%s by=%s", name, DASHBOARD_ACTOR)
+    return _schedule_done(runtime, guard, view)

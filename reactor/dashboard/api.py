@@ -19,6 +19,7 @@ from reactor.dashboard.listing import DEFAULT_LIMIT, MAX_LIMIT, RunQuery, list_r
 from reactor.dashboard.maps import OUTCOMES, element_page, map_refs
 from reactor.dashboard.queues import dead_letter_page, get_dead_letter, queue_overview
 from reactor.dashboard.run_detail import run_detail
+from reactor.dashboard.schedules import schedule_listing
 from reactor.dashboard.schemas import (
     ActionResult,
     CancelRequest,
@@ -35,6 +36,8 @@ from reactor.dashboard.schemas import (
     RewindRequest,
     RunDetail,
     RunsPage,
+    ScheduleRow,
+    SchedulesPage,
     SuspendRequest,
 )
 from reactor.dashboard.state import DashboardState, credentials, state
@@ -51,7 +54,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (400, "malformed id, cursor, filter or body, or a Host header not answered"),
         (401, "an action without a valid token or session"),
         (403, "read-only dashboard, or a missing CSRF token"),
-        (404, "no such run, map step or dead letter"),
+        (404, "no such run, map step, dead letter or schedule"),
         (409, "the action does not apply to the run as it is"),
         (413, "the body is larger than the dashboard reads"),
         (422, "the request or the interrupt payload is invalid"),
@@ -217,6 +220,29 @@ def post_rewind(
     request = body or RewindRequest()
     return actions.rewind(dashboard.runtime, run_id, request.from_step, request.reason,
                           request.by)
+
+
+ScheduleName = Annotated[str, Path(description="a schedule name", min_length=1,
+                                   max_length=200)]
+
+
+@api.get("/schedules", response_model=SchedulesPage, summary="List schedules")
+def get_schedules(dashboard: _State) -> dict[str, Any]:
+    """Every schedule, by name, with its last and next ticks and its last run
+    (docs/dashboard.md, "Schedules")."""
+    return schedule_listing(dashboard.runtime, dashboard.guard)
+
+
+@api.post("/schedules/{name}/pause", response_model=ScheduleRow, summary="Pause a schedule")
+def post_schedule_pause(name: ScheduleName, dashboard: _Actor) -> dict[str, Any]:
+    """``reactor.schedules.pause_schedule``: no tick is decided until it is resumed."""
+    return actions.schedule_pause(dashboard.runtime, dashboard.guard, name)
+
+
+@api.post("/schedules/{name}/resume", response_model=ScheduleRow, summary="Resume a schedule")
+def post_schedule_resume(name: ScheduleName, dashboard: _Actor) -> dict[str, Any]:
+    """``reactor.schedules.resume_schedule``: ticks go on from now (none of the pause's)."""
+    return actions.schedule_resume(dashboard.runtime, dashboard.guard, name)
 
 
 @api.get("/queues", response_model=QueueOverview, summary="Queue depth and dead letters")

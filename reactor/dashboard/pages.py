@@ -6,6 +6,8 @@
   inline SVG coloured by state, the timeline of the trace, the coordination panel (live),
   map summaries with their drill-down (``/runs/{id}/maps/{step}``), composed children, the
   failure and its rollback, and the action buttons.
+* ``/schedules``: every schedule with its last and next ticks and its last run, with pause
+  and resume (docs/dashboard.md, "Schedules").
 * ``/queues``: the queue overview and the dead letters with requeue and purge.
 * ``/login``: trades the token for a session cookie; every action form then carries the
   session's CSRF token (:mod:`reactor.dashboard.security`); ``/logout`` (a POST with that
@@ -40,6 +42,7 @@ from reactor.dashboard.listing import DEFAULT_LIMIT, MAX_LIMIT, RunQuery, list_r
 from reactor.dashboard.maps import OUTCOMES, element_page, map_refs
 from reactor.dashboard.queues import dead_letter_page, queue_overview
 from reactor.dashboard.run_detail import run_detail
+from reactor.dashboard.schedules import schedule_listing
 from reactor.dashboard.security import CSRF_FIELD, SESSION_COOKIE
 from reactor.dashboard.state import DashboardState, base_path, credentials, state
 from reactor.dashboard.stored import StoredRun, check_id
@@ -76,12 +79,16 @@ NOTICES: Mapping[str, str] = {
     "rewound": "rewind: the run goes on from the chosen step; its status is below",
     "requeued": "requeued: the job is back on the queue",
     "purged": "dead letters purged",
+    "schedule_paused": "pause: the schedule decides no tick until it is resumed",
+    "schedule_resumed": "resume: the schedule ticks again from now (none of the pause's ticks "
+                        "run)",
 }
 #: The only texts ``?problem=<code>`` shows.
 PROBLEMS: Mapping[str, str] = {
     "session_ended": "the session ended (signed out, expired, or the dashboard restarted): "
                      "sign in again",
 }
+_SCHEDULE_NOTICES = {"pause": "schedule_paused", "resume": "schedule_resumed"}
 _ACTION_NOTICES = {"retry": "retried", "undo": "undone", "cancel": "cancelled",
                    "resume": "resumed", "suspend": "suspended", "unsuspend": "unsuspended",
                    "rewind": "rewound"}
@@ -171,6 +178,22 @@ async def _form(request: Request) -> dict[str, str]:
     except UnicodeDecodeError:
         raise BadRequest("the form is not UTF-8", code="bad_request") from None
     return {k: v[-1] for k, v in fields.items()}
+
+
+async def _acting_form(request: Request) -> tuple[DashboardState, dict[str, str]]:
+    """The form of an action: the request must bring an open session (or the bearer token)
+    before its body is read, then the form must carry the session's CSRF token
+    (docs/dashboard.md, "Security").
+
+    Raises:
+        Unauthorized, Forbidden: as :meth:`reactor.dashboard.security.Guard.check`.
+        BadRequest: the body is too large or not a form.
+    """
+    dashboard = state(request)
+    dashboard.guard.authenticate(credentials(request))  # before the body is read
+    form = await _form(request)
+    dashboard.guard.check(credentials(request, form.get(CSRF_FIELD, "")))
+    return dashboard, form
 
 
 def _query(request: Request) -> RunQuery:
@@ -323,10 +346,7 @@ async def run_action(
 ) -> Response:
     """A run page's action button: checks the session and CSRF token, acts, then shows the
     run it acted on (the new run, for a retry) with a notice, or the refusal."""
-    dashboard = state(request)
-    dashboard.guard.authenticate(credentials(request))  # before the body is read
-    form = await _form(request)
-    dashboard.guard.check(credentials(request, form.get(CSRF_FIELD, "")))
+    dashboard, form = await _acting_form(request)
     check_id(run_id)
     if action not in _ACTION_NOTICES:
         raise NotFound(f"no action {printable(action)!r}", code="not_found")
@@ -340,6 +360,47 @@ async def run_action(
                        **values)
     target = done.get("run_id") or run_id
     return _redirect(request, f"/runs/{target}", notice=_ACTION_NOTICES[action])
+
+
+# ---- schedules --------------------------------------------------------------------------------
+
+
+def _schedules_values(request: Request) -> dict[str, Any]:
+    dashboard = state(request)
+    return {"listing": schedule_listing(dashboard.runtime, dashboard.guard)}
+
+
+@pages.get("/schedules")
+def schedules_page(request: Request) -> Response:
+    """Every schedule: spec, time zone, paused, last and next ticks, last run, policies."""
+    return _render(request, "schedules.html", **_schedules_values(request))
+
+
+def _schedule_act(dashboard: DashboardState, action: str, name: str) -> dict[str, Any]:
+    if action == "pause":
+        return actions.schedule_pause(dashboard.runtime, dashboard.guard, name)
+    return actions.schedule_resume(dashboard.runtime, dashboard.guard, name)
+
+
+@pages.post("/schedules/{name}/actions/{action}")
+async def schedule_action(
+    request: Request,
+    name: Annotated[str, Path(max_length=200)],
+    action: Annotated[str, Path(max_length=20)],
+) -> Response:
+    """A schedule's pause or resume button: checks the session and CSRF token exactly as the
+    run actions do, acts, then shows the schedules with a notice, or the refusal (an unknown
+    schedule: 404, nothing changed)."""
+    dashboard, _ = await _acting_form(request)
+    if action not in _SCHEDULE_NOTICES:
+        raise NotFound(f"no action {printable(action)!r}", code="not_found")
+    try:
+        await run_in_threadpool(_schedule_act, dashboard, action, name)
+    except DashboardError as exc:
+        values = await run_in_threadpool(_schedules_values, request)
+        return _render(request, "schedules.html", exc.status,
+                       problem=f"{action}: {exc.message}", **values)
+    return _redirect(request, "/schedules", notice=_SCHEDULE_NOTICES[action])
 
 
 # ---- queues -----------------------------------------------------------------------------------
@@ -369,10 +430,7 @@ async def requeue_form(
     request: Request, letter_id: Annotated[str, Path(max_length=200)]
 ) -> Response:
     """Requeue one dead letter (form)."""
-    dashboard = state(request)
-    dashboard.guard.authenticate(credentials(request))  # before the body is read
-    form = await _form(request)
-    dashboard.guard.check(credentials(request, form.get(CSRF_FIELD, "")))
+    dashboard, _ = await _acting_form(request)
     try:
         await run_in_threadpool(actions.requeue, dashboard.runtime.router, letter_id)
     except DashboardError as exc:
@@ -383,10 +441,7 @@ async def requeue_form(
 @pages.post("/dead-letters/purge")
 async def purge_form(request: Request) -> Response:
     """Purge every dead letter (form)."""
-    dashboard = state(request)
-    dashboard.guard.authenticate(credentials(request))  # before the body is read
-    form = await _form(request)
-    dashboard.guard.check(credentials(request, form.get(CSRF_FIELD, "")))
+    dashboard, _ = await _acting_form(request)
     try:
         await run_in_threadpool(actions.purge, dashboard.runtime.router, None)
     except DashboardError as exc:

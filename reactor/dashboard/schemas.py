@@ -29,6 +29,8 @@ __all__ = [
     "RunDetail",
     "RunRow",
     "RunsPage",
+    "ScheduleRow",
+    "SchedulesPage",
     "SuspendRequest",
 ]
 
@@ -104,6 +106,42 @@ class RunDetail(_Open):
     background_handoff: dict[str, Any] | None = None
     coordination: Coordination | None = None
     actions: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScheduleRow(BaseModel):
+    """One schedule (docs/dashboard.md, "Schedules"; docs/schedules.md, "Managing
+    schedules")."""
+
+    name: str
+    reactor: str | None = Field(description="null: declared in code in a process the "
+                                "dashboard did not import, known by its stored state only")
+    reactor_registered: bool = Field(description="the reactor is registered in the "
+                                     "dashboard's process")
+    spec: str | None = Field(description="cron '...' (zone) or every N s")
+    timezone: str | None
+    source: str = Field(description="code or stored")
+    paused: bool
+    last_tick: float | None = Field(description="epoch seconds")
+    last_action: str | None = Field(description="run or skip")
+    last_reason: str | None
+    last_run_id: str | None
+    last_run_status: str | None
+    next_tick: float | None = Field(description="epoch seconds; null while paused")
+    next_due: float | None = Field(description="the next tick with its jitter")
+    pending: float | None = Field(description="a tick decided and not yet carried out")
+    catchup: str | None
+    overlap: str | None
+    jitter: float | None
+    max_catchup: int | None
+    actions: dict[str, Any] = Field(description="pause and resume: {enabled, reason}")
+
+
+class SchedulesPage(BaseModel):
+    """Every schedule, by name."""
+
+    schedules: list[ScheduleRow]
+    stores_schedules: bool = Field(description="the storage keeps schedules (else code "
+                                   "schedules only, and nothing can be paused)")
 
 
 class MapElements(BaseModel):

@@ -297,7 +297,8 @@ def test_the_schema_lists_every_endpoint(memory: Runtime, api: Api) -> None:
         "/api/runs/{run_id}/unsuspend", "/api/runs/{run_id}/rewind", "/api/queues",
         "/api/dead-letters",
         "/api/dead-letters/purge", "/api/dead-letters/{letter_id}",
-        "/api/dead-letters/{letter_id}/requeue",
+        "/api/dead-letters/{letter_id}/requeue", "/api/schedules",
+        "/api/schedules/{name}/pause", "/api/schedules/{name}/resume",
     }
     capabilities = api.json("/api/capabilities")
     assert capabilities["read_only"] is False and "retry" in capabilities["actions"]
