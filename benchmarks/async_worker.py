@@ -1,5 +1,6 @@
-"""``async_step`` units whose ``async def`` bodies wait on I/O, through one worker with a few
-handler threads: one thread per job vs async slots (docs/workers.md, "Async slots").
+"""``async_step`` units (or, with ``--runs``, whole runs of an async reactor) whose ``async
+def`` bodies wait on I/O, through one worker with a few handler threads: one thread per job vs
+async slots (docs/workers.md, "Async slots").
 
 The script dispatches ``--units`` runs of one unit each (the body is ``await
 asyncio.sleep(io)``), then starts one in-process ``Worker`` with ``--threads`` handler threads
@@ -8,8 +9,12 @@ asyncio.sleep(io)``), then starts one in-process ``Worker`` with ``--threads`` h
 slots; it prints, for each, the units per second from the worker's start to the last unit
 processed and the most threads the process had meanwhile (sampled every 5 ms).
 
+With ``--runs`` each of the ``--units`` jobs is a background run of a reactor of two ``async
+def`` steps (``await asyncio.sleep(io)`` each): a ``run`` job that a slot keeps suspended
+through both bodies.
+
 Usage: ``python benchmarks/async_worker.py [STORAGE_URL [ROUTER_URL]] [--units N] [--io SECONDS]
-[--threads T] [--slots S]`` (default: in-process memory storage and router; e.g.
+[--threads T] [--slots S] [--runs]`` (default: in-process memory storage and router; e.g.
 ``redis://127.0.0.1:PORT/0`` for both). No assertions (performance is measured, not asserted).
 """
 
@@ -23,7 +28,7 @@ import uuid
 from typing import Any
 
 import reactor
-from reactor import Reactor, Success, async_step
+from reactor import Background, DispatchHandle, Reactor, Success, async_step, step
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, MemoryStorage
 
@@ -38,13 +43,30 @@ def _build(io: float) -> type[Reactor]:
     return Notify
 
 
+def _build_run(io: float) -> type[Reactor]:
+    class Order(Reactor, name=f"bench.async_run_{uuid.uuid4().hex[:6]}"):
+        background = Background(all=True)
+
+        @step()
+        async def reserve(inputs: Any, ctx: Any) -> str:
+            await asyncio.sleep(io)
+            return "reserved"
+
+        @step(wait_for="reserve")
+        async def notify(inputs: Any, ctx: Any) -> str:
+            await asyncio.sleep(io)
+            return "sent"
+
+    return Order
+
+
 def _with_prefix(url: str, prefix: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}prefix={prefix}"
 
 
 def _measure(storage: str, router: str, units: int, io: float, threads: int,
-             slots: int) -> tuple[float, int]:
-    """Units/s and the peak thread count of one worker draining ``units`` units."""
+             slots: int, runs: bool = False) -> tuple[float, int]:
+    """Units (or runs) per second and the peak thread count of one worker draining them."""
     prefix = f"bw{uuid.uuid4().hex[:8]}"
     if storage.startswith("memory:"):  # objects: a local:// URL would start embedded workers
         runtime = reactor.configure(storage=MemoryStorage(), router=LocalRouter())
@@ -52,9 +74,14 @@ def _measure(storage: str, router: str, units: int, io: float, threads: int,
         runtime = reactor.configure(storage=_with_prefix(storage, prefix),
                                     router=_with_prefix(router, prefix))
     try:
-        notify = _build(io)
-        for _ in range(units):
-            assert isinstance(notify.run(), Success)
+        if runs:
+            order = _build_run(io)
+            for _ in range(units):
+                assert isinstance(order.run(), DispatchHandle)
+        else:
+            notify = _build(io)
+            for _ in range(units):
+                assert isinstance(notify.run(), Success)
         worker = Worker(runtime, threads=threads, async_slots=slots, poll_seconds=0.05)
         peak = [threading.active_count()]
         done = threading.Event()
@@ -87,17 +114,25 @@ def main() -> None:
     parser.add_argument("--io", type=float, default=0.05)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--slots", type=int, default=200)
+    parser.add_argument("--runs", action="store_true",
+                        help="whole runs of a two-step async reactor instead of units")
     args = parser.parse_args()
     router = args.router or ("memory" if args.storage.startswith("memory:") else args.storage)
-    print(f"{args.units} async_step units, {args.io * 1000:g} ms of I/O each, one worker with "
+    what = "runs of 2 async steps" if args.runs else "async_step units"
+    unit = "runs" if args.runs else "units"
+    print(f"{args.units} {what}, {args.io * 1000:g} ms of I/O each, one worker with "
           f"{args.threads} threads, storage {args.storage}, router {router}")
-    base_rate, base_peak = _measure(args.storage, router, args.units, args.io, args.threads, 0)
-    print(f"  one thread per job   : {base_rate:8.1f} units/s, peak threads {base_peak}")
-    rate, peak = _measure(args.storage, router, args.units, args.io, args.threads, args.slots)
-    print(f"  async_slots={args.slots:<5}   : {rate:8.1f} units/s, peak threads {peak}")
+    base_rate, base_peak = _measure(args.storage, router, args.units, args.io, args.threads, 0,
+                                    args.runs)
+    print(f"  one thread per job   : {base_rate:8.1f} {unit}/s, peak threads {base_peak}")
+    rate, peak = _measure(args.storage, router, args.units, args.io, args.threads, args.slots,
+                          args.runs)
+    print(f"  async_slots={args.slots:<5}   : {rate:8.1f} {unit}/s, peak threads {peak}")
     print(f"  ratio                : {rate / base_rate:8.1f}x")
-    wide_rate, wide_peak = _measure(args.storage, router, args.units, args.io, args.slots, 0)
-    print(f"  {args.slots} threads, no slots: {wide_rate:8.1f} units/s, peak threads {wide_peak}")
+    wide_rate, wide_peak = _measure(args.storage, router, args.units, args.io, args.slots, 0,
+                                    args.runs)
+    print(f"  {args.slots} threads, no slots: {wide_rate:8.1f} {unit}/s, peak threads "
+          f"{wide_peak}")
 
 
 if __name__ == "__main__":

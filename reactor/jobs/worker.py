@@ -17,12 +17,12 @@ consumer side (``receive``/``ack``/``retry``/``extend``/``dead_letter``):
   ``visibility / 3`` seconds so a long job is not redelivered;
 * reactors are resolved only by registered name; ``import_modules`` (operator-supplied, e.g.
   ``--import myapp.reactors``) are imported at start so their reactors register;
-* with ``async_slots`` N > 0, a ``step`` job whose unit body is ``async def``
-  (:func:`reactor.jobs.handlers.step.awaits_on_loop`) is handed to the thread's slot host
-  (:class:`reactor.jobs.async_slots.SlotHost`): the same processing, suspended instead of
-  blocking while the body awaits, so the handler thread receives the next job at once; a
-  thread takes a free slot before each ``receive``, so with N jobs in slots the worker
-  receives nothing more (back-pressure; docs/workers.md, "Async slots");
+* with ``async_slots`` N > 0, a ``step`` job whose unit body is ``async def`` or a ``run``
+  job of an async reactor (:func:`reactor.jobs.slot_jobs.awaits_on_loop`) is handed to the
+  thread's slot host (:class:`reactor.jobs.async_slots.SlotHost`): the same processing,
+  suspended instead of blocking while the body awaits, so the handler thread receives the
+  next job at once; a thread takes a free slot before each ``receive``, so with N jobs in
+  slots the worker receives nothing more (back-pressure; docs/workers.md, "Async slots");
 * from :meth:`Worker.start` to :meth:`Worker.stop` the worker announces the fingerprints of
   its registered reactors and resumes the ``needs_version`` runs it can continue
   (:class:`reactor.jobs.announcements.Announcer`; docs/deploys.md, "Routing by version");
@@ -50,8 +50,8 @@ from reactor.jobs import observe, version_routing
 from reactor.jobs.announcements import Announcer
 from reactor.jobs.async_slots import SlotHost, check_available
 from reactor.jobs.handlers import HANDLERS, JobContext, dispatch_job
-from reactor.jobs.handlers.step import awaits_on_loop
 from reactor.jobs.poisoned_runs import abort_poisoned_run
+from reactor.jobs.slot_jobs import awaits_on_loop
 from reactor.jobs.sweep_tick import schedule_next
 from reactor.jobs.visibility import VisibilityLease
 from reactor.model.text import escaping_logger

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 
 from reactor import (
+    Background,
+    DispatchHandle,
     Failure,
     Reactor,
     Retries,
@@ -27,7 +29,9 @@ from reactor import (
     Success,
     Timeouts,
     async_step,
+    compose,
     config,
+    step,
     with_lock,
 )
 from reactor.config import Runtime
@@ -35,13 +39,14 @@ from reactor.coordination import Lock
 from reactor.engine.async_step import outcome_of
 from reactor.errors import ConfigurationError
 from reactor.jobs import async_slots
-from reactor.jobs.handlers.step import awaits_on_loop
+from reactor.jobs.slot_jobs import awaits_on_loop, runs_on_loop
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, MemoryStorage
 from reactor.model.keys import step_liveness_key
 from reactor.model.records import StepResultRecord
 from reactor.model.secrets import generate_key
-from reactor.ports.payloads import StepPayload, job
+from reactor.model.status import TERMINAL_STATUSES, RunStatus
+from reactor.ports.payloads import RunPayload, StepPayload, job
 from reactor.ports.router import Delivery
 from reactor.testing import TestClock
 from tests.backends import configure_on
@@ -173,6 +178,98 @@ def test_one_thread_keeps_fifty_async_bodies_in_flight_at_once(runtime: Runtime)
     for run_id in ids:
         record = _record(runtime, run_id)
         assert record.status == "completed" and outcome_of(record) == Success("ok")
+
+
+def test_one_thread_keeps_thirty_runs_of_an_async_reactor_in_flight_at_once(
+    runtime: Runtime,
+) -> None:
+    """A ``run`` job of a reactor whose every step body is ``async def`` goes to a slot: the
+    whole run (its liveness lock, checkpoints, the next step, the rollback) suspends while a
+    body awaits. Before, each such run held a handler thread: one thread, one run."""
+    gate = Gate()
+    undone: list[str] = []
+
+    class Booking(Reactor):
+        background = Background(all=True)
+
+        @step()
+        async def reserve(inputs: Any, ctx: Any) -> str:
+            await gate.hold()
+            return "seat"
+
+        @reserve.undo
+        async def release(result: Any, inputs: Any, ctx: Any) -> None:
+            undone.append(ctx.run_id)
+
+        @step(wait_for="reserve")
+        async def pay(inputs: Any, ctx: Any) -> str:
+            await asyncio.sleep(0)
+            if ctx.run_id in failing:
+                raise RuntimeError("card declined")
+            return "paid"
+
+    assert runs_on_loop(Booking.definition)
+    handles = [Booking.run() for _ in range(30)]
+    ids = [h.run_id for h in handles if isinstance(h, DispatchHandle)]
+    assert len(ids) == 30
+    failing = set(ids[:5])
+    worker = Worker(runtime, threads=1, async_slots=30, poll_seconds=0.2, liveness_wait=0.0)
+    worker.start()
+    try:
+        gate.wait_entered(30)  # thirty runs at their first step, on one handler thread
+        assert gate.inside == 30
+        gate.open()
+        _until(lambda: all(Booking.find(i).status in TERMINAL_STATUSES for i in ids),
+               "every run ended")
+    finally:
+        _drain(worker)
+    statuses = {i: Booking.find(i).status for i in ids}
+    assert all(statuses[i] is RunStatus.FAILED for i in failing)
+    assert all(statuses[i] is RunStatus.COMPLETED for i in ids if i not in failing)
+    assert sorted(undone) == sorted(failing)  # each failed run's reserve undone once
+
+
+def test_only_runs_of_async_reactors_go_to_a_slot() -> None:
+    class Mixed(Reactor, name="slots.mixed_run"):
+        @step()
+        async def a(inputs: Any, ctx: Any) -> str:
+            return "a"
+
+        @step(wait_for="a")
+        def b(inputs: Any, ctx: Any) -> str:  # a plain body would hold the host's thread
+            return "b"
+
+    class Parallel(Reactor, name="slots.parallel_run"):
+        max_concurrency = 2
+
+        @step()
+        async def a(inputs: Any, ctx: Any) -> str:
+            return "a"
+
+    class Child(Reactor, name="slots.child_run"):
+        @step()
+        async def c(inputs: Any, ctx: Any) -> str:
+            return "c"
+
+    class Parent(Reactor, name="slots.parent_run"):
+        child = compose(Child)
+
+    class PlainChild(Reactor, name="slots.plain_child_run"):
+        @step()
+        def c(inputs: Any, ctx: Any) -> str:
+            return "c"
+
+    class PlainParent(Reactor, name="slots.plain_parent_run"):
+        child = compose(PlainChild)
+
+    def run_job(name: str) -> Any:
+        return job(RunPayload(context_id="r", reactor=name))
+
+    assert awaits_on_loop(run_job("slots.parent_run"))
+    assert not awaits_on_loop(run_job("slots.mixed_run"))
+    assert not awaits_on_loop(run_job("slots.parallel_run"))
+    assert not awaits_on_loop(run_job("slots.plain_parent_run"))
+    assert not awaits_on_loop(run_job("slots.not_registered"))
 
 
 def test_with_every_slot_taken_the_worker_receives_nothing_more(runtime: Runtime) -> None:
@@ -514,7 +611,7 @@ def test_only_step_jobs_of_async_def_unit_bodies_go_to_a_slot() -> None:
     assert not awaits_on_loop(_step_job("slots_routed_plain"))
     assert not awaits_on_loop(_step_job("missing"))
     assert not awaits_on_loop(_step_job("slots_routed_unit", reactor="slots.not_registered"))
-    another_kind = dataclasses.replace(_step_job("slots_routed_unit"), kind="run")
+    another_kind = dataclasses.replace(_step_job("slots_routed_unit"), kind="map_element")
     assert not awaits_on_loop(another_kind)
 
 

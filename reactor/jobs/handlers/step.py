@@ -38,14 +38,14 @@ docs/architecture.md, "Job kinds").
    (:func:`reactor.engine.async_step.resume_parked_owner`).
 
 In a worker with async slots (docs/workers.md, "Async slots") a unit whose body is ``async
-def`` (:func:`awaits_on_loop`) runs through this same handler in a slot: the waits for its body
-and, on the system clock, its retry waits suspend the job instead of blocking the thread
-(:mod:`reactor.engine.handback`); every step above is unchanged.
+def`` (:func:`reactor.jobs.slot_jobs.awaits_on_loop`) runs through this same handler in a
+slot: the waits for its body and, on the system clock, its retry waits suspend the job
+instead of blocking the thread (:mod:`reactor.engine.handback`); every step above is
+unchanged.
 """
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import replace
 from typing import Any
 
@@ -73,10 +73,9 @@ from reactor.model.records import StepResultRecord
 from reactor.model.results import Failure, Result
 from reactor.model.text import escaping_logger
 from reactor.ports.clock import SystemClock
-from reactor.ports.payloads import StepPayload, parse_payload
-from reactor.ports.router import Job
+from reactor.ports.payloads import StepPayload
 
-__all__ = ["awaits_on_loop", "handle_step", "unit_owner"]
+__all__ = ["handle_step", "unit_owner"]
 
 log = escaping_logger("reactor.worker")
 
@@ -368,46 +367,3 @@ def handle_step(jc: JobContext, payload: StepPayload) -> None:
             pass
     if unit.completed_now:  # a parked owner whose own job was lost moves now, not a sweep later
         async_step.resume_parked_owner(env, payload.root_context_id, payload.reactor)
-
-
-def _async_body(spec: StepSpec) -> bool:
-    """Whether ``spec`` is an ``async_step`` whose body is ``async def``."""
-    if spec.kind != "async_step":
-        return False
-    if spec.step_class is not None:
-        return inspect.iscoroutinefunction(spec.step_class.run)
-    return spec.function is not None and inspect.iscoroutinefunction(spec.function)
-
-
-def awaits_on_loop(job: Job) -> bool:
-    """Whether ``job`` is a ``step`` job whose unit body is ``async def``: what a worker with
-    async slots runs in a slot (docs/workers.md, "Async slots"). The unit's step is looked up
-    on the root's registered reactor, or, for a unit of a composed child, on every registered
-    reactor declaring an ``async_step`` of that name (all must be ``async def``). Anything else
-    — another kind, a plain body, a payload or reactor a handler would refuse — is ``False``:
-    it runs on a handler thread as always.
-
-    Args:
-        job: the received job.
-
-    Returns:
-        Whether to run it in a slot.
-    """
-    if job.kind != "step":
-        return False
-    try:
-        payload = parse_payload(job)
-        if not isinstance(payload, StepPayload):
-            return False
-        root = registry.get(payload.reactor).definition
-        if payload.step_context_id == payload.root_context_id:
-            found = [root.steps[payload.step_name]] if payload.step_name in root.steps else []
-        else:
-            found = [
-                spec for name in registry.names()
-                if (spec := registry.get(name).definition.steps.get(payload.step_name))
-                is not None and spec.kind == "async_step"
-            ]
-    except (DeserializationError, UnknownReactorError):
-        return False
-    return bool(found) and all(_async_body(spec) for spec in found)
