@@ -112,8 +112,8 @@ def judge(
         spec = steps[entry.step]
         if entry.kind is not None and spec.kind != entry.kind:
             return Incompatibility(entry.step, "completed_step_changed", (
-                f"run {run!r}: step {entry.step!r} was completed as a {entry.kind} step and is "
-                f"declared as a {spec.kind} step now (completed_step_changed)"
+                f"run {run!r}: step {entry.step!r} was completed as kind {entry.kind!r} and is "
+                f"declared as kind {spec.kind!r} now (completed_step_changed)"
             ))
         if old is not None and spec.kind in LEAF_KINDS and _lost_undo(
             definition, entry.step, old.get(entry.step)

@@ -4,8 +4,10 @@ limits), its stability across processes, and the stamp every run stores."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -216,3 +218,22 @@ def test_a_map_element_stores_its_element_reactor_s_definition(fan_out: FanOut |
         element_view = Pick.find(entry.run_id)
         assert element_view is not None
         assert element_view.definition == DefinitionStamp(fingerprint(Pick.definition), "picker-2")
+
+
+def test_the_fingerprints_example_of_the_deploys_page_runs_and_prints_its_stamp(
+    tmp_path: Any,
+) -> None:
+    """docs/deploys.md, "Fingerprints": the example runs as written and prints the stamp its
+    comment shows (the fingerprint is stable across processes). Before, it had no imports."""
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "deploys.md").read_text(encoding="utf-8")
+    section = text[text.index("## Fingerprints"):text.index("## Compatibility rules")]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match, "docs/deploys.md has no example under 'Fingerprints'"
+    script = tmp_path / "fingerprint_example.py"
+    script.write_text(match.group(1), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-W", "error", str(script)], capture_output=True,
+                          text=True, timeout=120, cwd=root, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = re.search(r"# (DefinitionStamp\(.*\))", match.group(1))
+    assert shown is not None and done.stdout.strip() == shown.group(1)

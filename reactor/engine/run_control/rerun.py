@@ -52,8 +52,8 @@ def check_matches(definition: ReactorDefinition, ctx: Context, *, failed: str | 
             raise _mismatch(ctx, entry.step, f"step {entry.step!r} on the run's undo stack "
                             f"is not declared by {definition.name!r} any more")
         if spec.kind != entry.kind:
-            raise _mismatch(ctx, entry.step, f"step {entry.step!r} was recorded as a "
-                            f"{entry.kind} step and is declared as a {spec.kind} step now")
+            raise _mismatch(ctx, entry.step, f"step {entry.step!r} was recorded as kind "
+                            f"{entry.kind!r} and is declared as kind {spec.kind!r} now")
     compatibility.require(definition, ctx)  # the other rules of docs/deploys.md
 
 
