@@ -13,6 +13,11 @@ lock of its SKU (docs/dashboard.md, "Coordination view").
 A fresh set of fake services is installed after the demo, so a failed order retried from the
 dashboard runs again (a declined card still declines). Without ``--token`` the dashboard is
 read-only; with one, sign in on the page to retry, undo or resume.
+
+A scheduled run is there too: the ``settlement`` schedule (:mod:`.schedules`, every minute)
+runs in a scheduler and a worker thread of this process while the dashboard is up; its first
+run has finished before the address is printed, so ``/schedules`` shows its last run, last
+tick and next tick at once (docs/dashboard.md, "Schedules"). Pause and resume it from there.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from reactor import config
 from reactor.dashboard import serve
 
 from .run import main as run_demo_main
+from .schedules import start_settlement
 from .services import SERVICES, Services
 
 __all__ = ["main"]
@@ -49,10 +55,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = run_demo_main(rest)
     runtime = config.current()
     SERVICES.install(Services.create())
-    mode = "actions enabled: sign in with your token" if args.token else "read-only"
-    print(f"\ndashboard on http://{args.host}:{args.port}/runs ({mode}); Ctrl-C to stop",
-          file=sys.stderr, flush=True)
-    serve(runtime, host=args.host, port=args.port, token=args.token)
+    scheduled = start_settlement(runtime)
+    try:
+        view = scheduled.wait_first_run()
+        status = view.last_run_status.value if view.last_run_status else "not run yet"
+        print(f"\nschedule {view.name!r} ({view.spec}): last run {view.last_run_id} "
+              f"{status}; see /schedules", file=sys.stderr, flush=True)
+        mode = "actions enabled: sign in with your token" if args.token else "read-only"
+        print(f"dashboard on http://{args.host}:{args.port}/runs ({mode}); Ctrl-C to stop",
+              file=sys.stderr, flush=True)
+        serve(runtime, host=args.host, port=args.port, token=args.token)
+    finally:
+        scheduled.stop()
     return code
 
 

@@ -54,7 +54,8 @@ def _scheduled(runtime: Runtime, name: str = "nightly", every: int = 60) -> dict
 
 
 def _row(api: Api, name: str) -> dict[str, Any]:
-    rows = {r["name"]: r for r in api.json("/api/schedules")["schedules"]}
+    rows: dict[str, dict[str, Any]] = {
+        r["name"]: r for r in api.json("/api/schedules")["schedules"]}
     return rows[name]
 
 
