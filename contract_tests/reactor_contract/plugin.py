@@ -99,6 +99,7 @@ CONCERN_ORDER: tuple[str, ...] = (
     "leases",
     "signals",
     "step_transactions",
+    "schedules",
     "routers",
     "dead_letters",
     "model",
@@ -224,7 +225,9 @@ def is_stronger(concern: str, reason: str) -> bool:
 
 #: The only concerns that may be ``n/a``: the suite itself decides they do not apply (an
 #: adapter's own "not applicable" skip anywhere else is a gap, or a failure when mandatory).
-NOT_APPLICABLE_CONCERNS: frozenset[str] = frozenset({"documents", "step_transactions"})
+NOT_APPLICABLE_CONCERNS: frozenset[str] = frozenset(
+    {"documents", "step_transactions", "schedules"}
+)
 
 #: Skip reasons of a run without the storage or router option (the row is "not run").
 NOT_RUN: frozenset[str] = frozenset({"no --reactor-storage given", "no --reactor-router given"})

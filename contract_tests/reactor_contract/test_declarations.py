@@ -147,6 +147,13 @@ DECLARATIONS: dict[str, str] = {
         "test_sweeps (the scans the cursors page through); the cursor records themselves are "
         "checked by the adapter's tests: undeclared, the sweepers keep cursors in memory"
     ),
+    "KeepsSchedules": (
+        "test_schedules (declared: create, read, compare-and-set and compare-and-delete on the "
+        "version, versions never issued twice, racing schedulers with exactly one winner, the "
+        "listing in code point order paged to the end, exact names and verbatim documents, "
+        "no expiry, no leak across prefixes; undeclared: n/a, schedules then live in process "
+        "memory and `reactor schedules add` is refused)"
+    ),
     "HasVisibilityTimeout": (
         "test_routers (a delivery not acknowledged within the router's visibility timeout "
         "comes back); the engine only sizes heartbeats and dispatch leases with it"

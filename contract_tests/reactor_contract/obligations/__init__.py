@@ -62,6 +62,7 @@ CONCERNS: tuple[str, ...] = (
     "rounding",
     "signals",
     "step_transactions",
+    "schedules",
     "routers",
     "dead_letters",
     "driver_faults",
