@@ -50,6 +50,7 @@ from reactor.engine.run_control.migrate import Migration
 from reactor.errors import (
     DefinitionMismatchError,
     DeserializationError,
+    LockAcquisitionError,
     MigrationArgumentError,
     ReactorError,
     RunNotFoundError,
@@ -336,12 +337,15 @@ def runs_migrate(
             except UnknownReactorError as exc:
                 fail(f"{exc}; {IMPORT_HINT}", EXIT_USAGE)
             except MigrationArgumentError as exc:
-                if exc.field in ("to_version",) or not all_runs:
+                # a bad --to is wrong for every run; a rename one run cannot take stops only
+                # a single-run command (usage), the others go on to the next run
+                if exc.field == "to_version" or (not all_runs and len(run_ids or []) == 1):
                     fail(str(exc), EXIT_USAGE)
                 refused += 1
                 err_console.print(Text(printable(f"error: {run_id}: {exc}")), soft_wrap=True)
                 continue
-            except (DefinitionMismatchError, RunNotFoundError, RunStateError) as exc:
+            except (DefinitionMismatchError, RunNotFoundError, RunStateError,
+                    LockAcquisitionError) as exc:
                 refused += 1
                 step = f" (step {exc.step})" if isinstance(exc, DefinitionMismatchError) else ""
                 err_console.print(Text(printable(f"error: {run_id}{step}: {exc}")),

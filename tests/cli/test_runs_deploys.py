@@ -23,11 +23,13 @@ from reactor.cli import deploys as deploys_cli
 from reactor.cli import runs as runs_cli
 from reactor.cli._common import app
 from reactor.config import Runtime
+from reactor.coordination import Lock
 from reactor.dsl import Input, input, result, step
 from reactor.dsl.fingerprint import definition_id
 from reactor.engine.checkpoint import load_context
 from reactor.engine.env import make_env
 from reactor.jobs.worker import Worker
+from reactor.model.keys import run_liveness_key
 from reactor.model.status import RunStatus
 from reactor.testing import TestClock
 from tests.backends import BACKENDS, configure_on
@@ -223,6 +225,30 @@ def test_migrate_refused_by_a_rule_exits_1_naming_step_and_rule(rt: Runtime) -> 
     assert out.exit_code == 1
     assert "step reserve" in out.stderr and "completed_step_removed" in out.stderr
     assert list(_stored(rt, run_id).intermediate_results) == ["reserve", "charge"]
+
+
+def test_migrate_of_several_runs_goes_on_past_a_locked_and_a_refused_one(rt: Runtime) -> None:
+    """One run locked by a live execution and one a rename cannot take are reported and
+    counted (exit 1); the others are migrated. Before, the first locked run stopped the
+    whole list and a bad rename of one run exited 2 untried for the rest (found by an
+    outside attack)."""
+    events: list[str] = []
+    v1 = _shop(events, "v1")
+    locked, plain, last = (_completed(v1, f"o-{n}") for n in range(3))
+    unknown = "not-a-run"
+    _shop(events, "v2")
+    holder = Lock(rt.storage.locks, run_liveness_key(locked), ttl=60, auto_extend=False)
+    assert holder.try_acquire()
+    try:
+        out = _invoke("migrate", locked, unknown, plain, last, "--rename", "reserve=hold_stock")
+    finally:
+        holder.release()
+    assert out.exit_code == 1, out.output
+    migrated = [line.split("\t")[0] for line in out.stdout.strip().splitlines()]
+    assert migrated == [plain, last]
+    assert locked in out.stderr and unknown in out.stderr and "2 run(s) not migrated" in out.stderr
+    assert "hold_stock" in _stored(rt, plain).intermediate_results
+    assert "reserve" in _stored(rt, locked).intermediate_results  # untouched
 
 
 @pytest.mark.parametrize(("args", "words"), [
