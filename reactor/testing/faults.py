@@ -30,7 +30,8 @@ from reactor.testing.errors import InjectedFault
 __all__ = ["STORE_NAMES", "StepFault", "StorageFault"]
 
 #: The storage's sub-stores a storage fault can target (``method="contexts"`` or
-#: ``method="contexts.save"``); ``signals`` only when the storage has a signal store.
+#: ``method="contexts.save"``); ``sweep_cursors``, ``schedules`` and ``signals`` only when the
+#: storage has them.
 STORE_NAMES: tuple[str, ...] = (
     "contexts",
     "step_results",
@@ -43,6 +44,7 @@ STORE_NAMES: tuple[str, ...] = (
     "periods",
     "ordered_locks",
     "sweep_cursors",
+    "schedules",
     "signals",
 )
 

@@ -158,3 +158,23 @@ def test_the_root_concerns_run_first() -> None:
         "test_locks.py::test_3", "test_claims.py::test_5",
     ]
     assert RUN_FIRST == ("documents", "surface")
+
+
+def test_a_storage_without_schedules_is_certified_with_the_schedules_row_not_applicable(
+) -> None:
+    """``schedules`` is an optional store (docs/protocol.md, "Schedules"): a storage that does
+    not declare ``KeepsSchedules`` skips its tests with the suite's reason, the row is ``n/a``
+    and the run stays certified; a failing schedules test fails the run."""
+    from reactor_contract.test_schedules import NO_SCHEDULES
+
+    rows = _redis_like()
+    rows["schedules"] = [("skipped", NO_SCHEDULES)] * 18
+    verdict = _report(rows).verdict()
+    assert verdict["verdict"] == "certified", verdict
+    assert verdict["concerns"]["schedules"]["verdict"] == "n/a"
+    assert f"schedules: {NO_SCHEDULES} (18 tests)" in verdict["not_applicable"]
+    assert NO_SCHEDULES.startswith("not applicable:") and "KeepsSchedules" in NO_SCHEDULES
+    rows["schedules"] = [("passed", None)] * 17 + [("failed", None)]
+    verdict = _report(rows).verdict()
+    assert verdict["verdict"] == "failed"
+    assert verdict["concerns"]["schedules"]["verdict"] == "FAIL"

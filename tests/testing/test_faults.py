@@ -141,3 +141,25 @@ def test_storage_fails_refuses_bad_arguments_and_restores_the_stores() -> None:
         assert env.storage.contexts is not contexts  # intercepted while armed
         storage = env.storage
     assert storage.contexts is contexts
+
+
+def test_a_storage_fault_fails_the_schedule_stores_compare_and_set() -> None:
+    """The schedule store (docs/protocol.md, "Schedules") is a sub-store faults can target:
+    a scheduler's put fails as an outage would, and nothing is written."""
+    with TestEnvironment() as env:
+        schedules = env.storage.schedules
+        version = schedules.put("nightly", "{}", expected_version=None)
+        fault = env.storage_fails(method="schedules.put", on_call=1)
+        with pytest.raises(StorageError, match=r"schedules\.put"):
+            env.storage.schedules.put("nightly", '{"v":2}', expected_version=version)
+        assert fault.exhausted and fault.calls == ["schedules.put"]
+        record = env.storage.schedules.get("nightly")
+        assert record is not None and record.document == "{}" and record.version == version
+        assert env.storage.schedules.put("nightly", '{"v":2}', expected_version=version)
+        every = env.storage_fails(method="schedules", on_call=2)
+        assert env.storage.schedules.scan() != []
+        with pytest.raises(StorageError):
+            env.storage.schedules.delete("nightly", expected_version="stale")
+        assert every.calls == ["schedules.scan", "schedules.delete"]
+        storage = env.storage
+    assert storage.schedules is schedules
