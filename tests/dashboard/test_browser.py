@@ -1,7 +1,8 @@
 """The dashboard in a real browser (docs/dashboard.md, "Pages"): Playwright drives Debian's
 ``/usr/bin/chromium`` (``scripts/test`` installs it with apt-get; no browser is ever
 downloaded) against a dashboard served from this process on the demo's runs (the
-order-fulfilment example) plus a run blocked on a lock that another run holds.
+order-fulfilment example) plus a run blocked on a lock that another run holds, and the
+demo's settlement schedule.
 
 Every wait is on the page's DOM (``expect``): the live parts refresh through htmx polling, and
 the tests wait for what they expect to appear, never for a fixed time. Without chromium the
@@ -24,12 +25,14 @@ from typing import Any
 import pytest
 
 from examples.order_fulfilment.run import load_orders, run_demo
+from examples.order_fulfilment.schedules import PERIOD_SECONDS, SETTLEMENT
 from examples.order_fulfilment.services import SERVICES, Services
 from reactor import Worker, config
 from reactor.config import Runtime
 from reactor.dashboard import DashboardServer, start_dashboard
 from reactor.dashboard.security import SESSION_COOKIE
 from reactor.memory import LocalRouter, MemoryStorage
+from reactor.schedules import Scheduler, register, unregister
 from tests.dashboard.conftest import TOKEN
 from tests.dashboard.reactors import HOLDING, HoldPick, Picker, Review, Shop
 
@@ -317,3 +320,40 @@ def test_a_name_rebound_to_the_dashboard_reads_nothing(scene: Scene, browser: An
         assert own is not None and own.status == 200
     finally:
         rebinding.close()
+
+
+def test_the_schedules_page_lists_the_demo_schedule_and_pauses_it(
+    scene: Scene, page: Any
+) -> None:
+    from playwright.sync_api import expect  # deferred: only these tests need it
+
+    register(SETTLEMENT)  # the demo's schedule, as ./scripts/demo --dashboard declares it
+    try:
+        scheduler = Scheduler(scene.runtime, schedules=[SETTLEMENT])
+        scheduler.tick(scene.runtime.clock.now() - PERIOD_SECONDS)  # first look a period back
+        (outcome,) = scheduler.tick()  # the tick since is due: its run is started
+        page.goto(f"{scene.server.url}/runs")
+        page.click("#nav-schedules")
+        row = page.locator("tr.schedule-row[data-name='settlement']")
+        expect(row).to_have_attribute("data-paused", "false")
+        expect(row.locator(".schedule-spec")).to_have_text("every 60 s")
+        expect(row.locator(".schedule-last-run a")).to_have_text(str(outcome.run_id))
+        expect(row.locator(".schedule-next-tick")).not_to_have_text("—")
+        expect(row.locator("button.schedule-pause")).to_be_disabled()  # not signed in yet
+        page.screenshot(path=str(scene.shots / "dashboard-schedules.png"), full_page=True)
+
+        page.goto(f"{scene.server.url}/login?next=/schedules")
+        page.fill("#token", TOKEN)
+        page.click("#sign-in")
+        expect(row.locator("button.schedule-pause")).to_be_enabled()
+        row.locator("button.schedule-pause").click()
+        expect(page.locator("#notice")).to_contain_text("pause: the schedule decides no tick")
+        expect(row).to_have_attribute("data-paused", "true")
+        expect(row.locator(".schedule-next-tick")).to_have_text("paused")
+        row.locator("button.schedule-resume").click()
+        expect(page.locator("#notice")).to_contain_text("resume: the schedule ticks again")
+        expect(row).to_have_attribute("data-paused", "false")
+        row.locator(".schedule-last-run a").click()  # the last run's own page
+        expect(page.locator("#run-id")).to_have_text(str(outcome.run_id))
+    finally:
+        unregister(SETTLEMENT.name)
