@@ -35,7 +35,6 @@ from reactor.schedules.declared import declared
 from reactor.schedules.records import ScheduleState, keeps_schedules, schedule_store
 from reactor.schedules.scheduler import stored_schedules
 from reactor.schedules.spec import Schedule, check_name
-from reactor.schedules.ticks import jitter_for
 
 __all__ = [
     "ScheduleView",
@@ -307,7 +306,7 @@ def _view(
         after = max(state.cursor if state is not None else now, now)
         next_tick = schedule.rule.after(after)
         if next_tick is not None:
-            next_due = next_tick + jitter_for(name, next_tick, schedule.jitter)
+            next_due = schedule.due(next_tick)
     run_id = state.last_run_id if state is not None else None
     status = None
     if run_id is not None:

@@ -42,7 +42,7 @@ from reactor.ports.storage import ScheduleStore
 from reactor.schedules.declared import declared
 from reactor.schedules.records import Decision, LastTick, ScheduleState, schedule_store
 from reactor.schedules.spec import Schedule
-from reactor.schedules.ticks import jitter_for, tick_text
+from reactor.schedules.ticks import tick_text
 
 __all__ = [
     "DEFAULT_POLL_SECONDS",
@@ -169,9 +169,9 @@ class Scheduler:
         store = schedule_store(self.runtime.storage)
         outcomes: list[TickOutcome] = []
         next_due: float | None = None
-        for schedule, state, version in self._active(store, now):
+        for schedule, state, version, in_code in self._active(store, now):
             try:
-                settled, due = self._settle(store, schedule, state, version, now)
+                settled, due = self._settle(store, schedule, state, version, now, in_code)
             except Exception as exc:  # one schedule's failure never stops the others
                 log.warning("event=schedule_failed schedule=%s error=%s: %s",
                             schedule.name, type(exc).__name__, exc)
@@ -185,9 +185,10 @@ class Scheduler:
 
     def _active(
         self, store: ScheduleStore, now: float
-    ) -> Iterator[tuple[Schedule, ScheduleState | None, str | None]]:
+    ) -> Iterator[tuple[Schedule, ScheduleState | None, str | None, bool]]:
         """The schedules of this pass with their stored state and version (``None`` when
-        none is stored yet): the code schedules, then the stored ones not shadowed by one."""
+        none is stored yet) and whether they are code schedules: the code schedules, then the
+        stored ones not shadowed by one."""
         code = dict(declared() if self._schedules is None else self._schedules)
         stored: dict[str, tuple[ScheduleState, str]] = {}
         try:
@@ -202,7 +203,8 @@ class Scheduler:
                 self._warn_once(name, "shadowed",
                                 "event=schedule_shadowed schedule=%s: a stored schedule has "
                                 "this name; the one declared in code runs", name)
-            yield schedule, *((None, None) if found is None else found)
+            state, version = (None, None) if found is None else found
+            yield schedule, state, version, True
         if not self.stored:
             return
         for name, (state, version) in stored.items():
@@ -215,7 +217,7 @@ class Scheduler:
                                 "event=schedule_unusable schedule=%s field=%s error=%s",
                                 name, exc.field, exc)
                 continue
-            yield schedule, state, version
+            yield schedule, state, version, False
 
     def _warn_once(self, name: str, what: str, message: str, *args: object) -> None:
         if (name, what) not in self._warned:
@@ -241,14 +243,20 @@ class Scheduler:
         state: ScheduleState | None,
         version: str | None,
         now: float,
+        in_code: bool = True,
     ) -> tuple[list[TickOutcome], float | None]:
-        """Settle ``schedule``'s due ticks; ``(outcomes, when it is due next)``."""
+        """Settle ``schedule``'s due ticks; ``(outcomes, when it is due next)``.
+
+        Only a code schedule's state is created here (first sight); a stored schedule whose
+        document is gone was removed meanwhile, and is left alone."""
         outcomes: list[TickOutcome] = []
         definition = self._definition(schedule)
         if definition is None:
             return outcomes, None
         for _ in range(2 * schedule.max_catchup + 10):  # a decision and a settle per tick
             if state is None or version is None:
+                if not in_code:
+                    return outcomes, None  # removed meanwhile: never written back
                 if self._schedules is None and schedule.name not in declared():
                     return outcomes, None  # unregistered meanwhile
                 fresh = ScheduleState.new(now)
@@ -308,7 +316,7 @@ class Scheduler:
         tick = schedule.rule.after(state.cursor)
         if tick is None:
             return None
-        return tick + jitter_for(schedule.name, tick, schedule.jitter)
+        return schedule.due(tick)
 
     @staticmethod
     def _log(name: str, pending: Decision, run_id: str | None) -> TickOutcome:
@@ -352,8 +360,7 @@ class Scheduler:
         if oldest is None or oldest > now:
             return None
 
-        def due(tick: float) -> float:
-            return tick + jitter_for(schedule.name, tick, schedule.jitter)
+        due = schedule.due  # ticks fall due in their order (Schedule.due)
 
         def newest_first(limit: int) -> list[float]:
             found: list[float] = []
@@ -383,7 +390,10 @@ class Scheduler:
                 skipped_reason="catch-up one" if earlier is not None else None,
             )
         elif schedule.catchup == "all":
-            window = newest_first(schedule.max_catchup)
+            # the newest tick may not be due yet (its jitter): the window counts due ones
+            window = newest_first(schedule.max_catchup + 1)
+            window = window[1:] if window and due(window[0]) > now else window
+            window = window[:schedule.max_catchup]
             if window and oldest < window[-1]:
                 beyond = rule.before(window[-1])
                 assert beyond is not None

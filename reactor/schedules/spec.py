@@ -26,7 +26,7 @@ from reactor.errors import (
     ScheduleValueError,
     UnknownReactorError,
 )
-from reactor.schedules.ticks import TickRule, check_cron, check_timezone
+from reactor.schedules.ticks import TickRule, check_cron, check_timezone, jitter_for
 
 __all__ = [
     "CATCHUP_POLICIES",
@@ -156,7 +156,8 @@ class Schedule:
             10,000).
         jitter: the most seconds (or a ``timedelta``) a tick's run is delayed: each tick waits
             a deterministic fraction of it (the same in every scheduler), to spread schedules
-            that tick together; at most a day.
+            that tick together; at most a day, and at most ``every``. A tick's delay is also
+            less than the gap to the next tick (:meth:`due`), so ticks fall due in order.
         overlap: ``"skip"`` (default: a tick whose previous run is not finished is recorded
             skipped, with the reason) or ``"allow"`` (start it anyway).
         tick_input: the name of a reactor input that receives the tick, as ISO 8601 UTC text
@@ -235,6 +236,13 @@ class Schedule:
                 field="tick_input",
             )
         values = _json_args(args)
+        delay = _seconds(jitter, "jitter", MAX_JITTER)
+        if period is not None and delay > period:
+            raise ScheduleValueError(
+                f"jitter must be at most the period ({period} s), got {jitter!r}: a longer one "
+                "would make a tick fall due after the next one",
+                field="jitter",
+            )
         set_ = object.__setattr__
         set_(self, "reactor", reactor_name)
         set_(self, "name", schedule_name)
@@ -244,7 +252,7 @@ class Schedule:
         set_(self, "args", values)
         set_(self, "catchup", cast(CatchUp, catchup))
         set_(self, "max_catchup", max_catchup)
-        set_(self, "jitter", _seconds(jitter, "jitter", MAX_JITTER))
+        set_(self, "jitter", delay)
         set_(self, "overlap", cast(Overlap, overlap))
         set_(self, "tick_input", tick_input)
         definition = _definition_of(reactor, reactor_name)
@@ -261,6 +269,22 @@ class Schedule:
         """The tick rule as one line: ``cron '0 2 * * *' (Europe/Paris)`` or ``every 60 s``."""
         return self.rule.describe()
 
+    def due(self, tick: float) -> float:
+        """When tick ``tick``'s run starts: the tick plus its jitter (docs/schedules.md,
+        "Jitter"), the same in every scheduler.
+
+        The delay is :func:`~reactor.schedules.ticks.jitter_for` of ``jitter``, or of the gap
+        to the next tick when that is shorter (a cron expression's ticks need not be evenly
+        spaced), so a schedule's ticks fall due in their order.
+        """
+        if self.jitter <= 0:
+            return tick
+        spread = self.jitter
+        following = self.rule.after(tick)
+        if following is not None:
+            spread = min(spread, following - tick)
+        return tick + jitter_for(self.name, tick, spread)
+
     def inputs_for(self, tick_text: str) -> dict[str, Any]:
         """The run's inputs for the tick named ``tick_text``: ``args``, plus the tick under
         ``tick_input`` when set."""
@@ -275,8 +299,9 @@ class Schedule:
 
         Raises:
             ScheduleValueError: ``definition`` is another reactor's (``field="reactor"``); an
-                undeclared ``tick_input`` (``field="tick_input"``); arguments the reactor's
-                inputs refuse, the message naming each field (``field="args"``).
+                undeclared ``tick_input``, or one whose input refuses the tick's text
+                (``field="tick_input"``); arguments the reactor's inputs refuse, the message
+                naming each field (``field="args"``).
         """
         if definition.name != self.reactor:
             raise ScheduleValueError(
@@ -293,6 +318,12 @@ class Schedule:
         try:
             contract.validate(self.inputs_for("2000-01-01T00:00:00Z"))
         except InputValidationError as exc:
+            if self.tick_input in {key.split(".")[0] for key in exc.field_errors}:
+                raise ScheduleValueError(
+                    f"tick_input {self.tick_input!r} of reactor {self.reactor!r} cannot take "
+                    f"the tick as ISO 8601 text: {exc}",
+                    field="tick_input",
+                ) from exc
             raise ScheduleValueError(
                 f"args do not match the inputs of reactor {self.reactor!r}: {exc}",
                 field="args",

@@ -18,8 +18,10 @@ from reactor.schedules import (
     Scheduler,
     add_schedule,
     idempotency_key,
+    jitter_for,
     list_schedules,
     pause_schedule,
+    remove_schedule,
     resume_schedule,
     tick_text,
 )
@@ -141,7 +143,7 @@ def test_jitter_delays_each_tick_by_its_own_deterministic_share(env: TestEnviron
     scheduler = Scheduler(env.runtime, schedules=[schedule])
     scheduler.tick()
     tick = START + 3600
-    delay = scheduler_module.jitter_for("report", tick, 600)
+    delay = jitter_for("report", tick, 600)
     assert 0 < delay < 600
     assert scheduler.next_due == pytest.approx(tick + delay)
     env.clock.advance(3600 + delay - 1)
@@ -196,6 +198,61 @@ def test_pause_stops_ticks_and_resume_continues_from_now(env: TestEnvironment) -
     env.clock.advance(60)
     assert len(scheduler.tick()) == 1
     assert _runs(env) == _minutes(1, 7)
+
+
+@pytest.mark.parametrize("catchup", ["one", "all", "skip"])
+def test_a_jitter_longer_than_the_gap_between_ticks_loses_no_tick(
+    env: TestEnvironment, catchup: str
+) -> None:
+    """Found by attack: with a jitter longer than the gap between two ticks, a later tick fell
+    due before an earlier one, and a scheduler passing every 10 s skipped about half the ticks
+    ('catch-up one', 'catch-up limit', 'missed') although none was ever late. A tick's delay is
+    now less than the gap to the next tick: ticks fall due in order."""
+    schedule = Schedule(Report, cron="* * * * *", jitter=600, tick_input="tick", name="report",
+                        catchup=catchup, max_catchup=5, overlap="allow")
+    scheduler = Scheduler(env.runtime, schedules=[schedule])
+    scheduler.tick()
+    settled = []
+    for _ in range(360):  # an hour, a pass every 10 s
+        env.clock.advance(10)
+        settled += scheduler.tick()
+    assert [o for o in settled if o.action != "run" or o.skipped] == []
+    ran = _runs(env)
+    assert ran == sorted(set(ran))
+    assert ran[:59] == _minutes(*range(1, 60))
+    assert scheduler.next_due is not None
+    next_tick = START + 60 * (len(ran) + 1)
+    assert next_tick <= scheduler.next_due < next_tick + 60
+
+
+def test_a_stored_schedule_removed_during_a_pass_is_not_written_back(
+    env: TestEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by attack: a scheduler with its own list of code schedules (as in the docs) that
+    lost its write to a removal stored the schedule again without its definition, a
+    definition-less document that 'list' showed as a code schedule and 'remove' refused."""
+    add_schedule(_every(), runtime=env.runtime)
+    scheduler = Scheduler(env.runtime, schedules=[])
+    env.clock.advance(60)
+    store = schedule_store(env.storage)
+    put = store.put
+    removed: list[bool] = []
+
+    def put_after_a_removal(name: str, document: str, expected_version: str | None) -> object:
+        if not removed:
+            removed.append(True)
+            remove_schedule("report", runtime=env.runtime)
+        return put(name, document, expected_version=expected_version)
+
+    monkeypatch.setattr(store, "put", put_after_a_removal)
+    assert scheduler.tick() == []
+    monkeypatch.undo()
+    assert removed == [True]
+    assert store.get("report") is None
+    assert list_schedules(runtime=env.runtime) == []
+    env.clock.advance(60)
+    assert scheduler.tick() == []
+    assert store.get("report") is None
 
 
 def test_two_schedulers_racing_start_one_run_per_tick(env: TestEnvironment) -> None:

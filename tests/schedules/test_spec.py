@@ -8,9 +8,20 @@ from typing import Any
 
 import pytest
 
+from reactor import Input, Reactor, input, step
 from reactor.errors import DefinitionError, ScheduleValueError
 from reactor.schedules import Schedule
 from tests.schedules.reactors import Plain, Report
+
+
+class Counted(Reactor, name="tests.schedules.test_spec.counted"):
+    """A reactor whose inputs are numbers: none can receive the tick's text."""
+
+    count = Input(int)
+
+    @step(count=input("count"))
+    def act(inputs: Any, ctx: Any) -> int:
+        return int(inputs.count)
 
 
 @pytest.mark.parametrize(("options", "field"), [
@@ -39,6 +50,8 @@ from tests.schedules.reactors import Plain, Report
     ({"every": 60, "jitter": -1}, "jitter"),
     ({"every": 60, "jitter": float("inf")}, "jitter"),
     ({"every": 60, "jitter": "5"}, "jitter"),
+    ({"every": 60, "jitter": 61}, "jitter"),                        # longer than the period
+    ({"every": 60, "jitter": timedelta(hours=1)}, "jitter"),
     ({"every": 60, "overlap": "queue"}, "overlap"),
     ({"every": 60, "name": ""}, "name"),
     ({"every": 60, "name": "has space"}, "name"),
@@ -94,3 +107,13 @@ def test_a_stored_definition_with_bad_values_names_the_field() -> None:
     with pytest.raises(ScheduleValueError) as no_reactor:
         Schedule.from_definition("x", {"every": 60})
     assert no_reactor.value.field == "reactor"
+
+
+def test_a_tick_input_that_cannot_take_the_tick_text_names_tick_input() -> None:
+    # found by attack: the error named field 'args', which the schedule did not get wrong
+    with pytest.raises(ScheduleValueError) as caught:
+        Schedule(Counted, every=60, tick_input="count")
+    assert caught.value.field == "tick_input" and "count" in str(caught.value)
+    with pytest.raises(ScheduleValueError) as missing:  # the arguments still name args
+        Schedule(Counted, every=60)
+    assert missing.value.field == "args"
