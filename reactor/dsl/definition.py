@@ -295,6 +295,14 @@ def _check_templates(
     owner: str, name: str, spec: StepSpec, names: set[str], reactor_inputs: InputContract
 ) -> tuple[str, ...]:
     deps: list[str] = []
+    sleeping = spec.sleep
+    if sleeping is not None and sleeping.from_input is not None and (
+        sleeping.from_input not in reactor_inputs.names
+    ):  # as input(...): never satisfiable, refused now rather than when a run reaches it
+        raise DefinitionError(
+            f"{owner}.{name}: sleep(from_input={sleeping.from_input!r}) names no declared "
+            f"reactor input (declared: {sorted(reactor_inputs.names)})"
+        )
     for arg, template in _templates(spec):
         where = f"{owner}.{name} argument {arg!r}"
         if isinstance(template, ResultRef):

@@ -121,6 +121,20 @@ def test_bad_options_are_refused_at_definition(options: dict[str, Any]) -> None:
         sleep(**options)
 
 
+def test_a_from_input_naming_no_declared_input_is_refused_at_definition() -> None:
+    # found by attack: the reactor was created and every run failed at the sleep, after its
+    # earlier steps ran and were undone (an input('nope') reference is refused at once)
+    with pytest.raises(DefinitionError, match=r"from_input='nope'.*no declared reactor input"):
+        class Dreamer(Reactor):
+            wake = Input(str)
+
+            nap = sleep(from_input="nope")
+
+            @step(wait_for="nap")
+            def act(inputs: Any, ctx: Any) -> str:
+                return "done"
+
+
 @pytest.mark.parametrize("wake", [
     -3, "tomorrow", "2030-01-01T00:00:00", [1],
     1e12, datetime.max.replace(tzinfo=UTC),  # past ten years: a wake time no view can show
@@ -291,3 +305,33 @@ def test_a_wake_up_due_while_the_run_was_suspended_is_armed_again_by_unsuspend()
         view = Napper.find(handle.run_id)
     assert view.status is RunStatus.COMPLETED
     assert journal == ["first", "second"]
+
+
+def test_independent_sleeps_under_max_concurrency_run_one_after_the_other() -> None:
+    """A sleep runs alone (docs/schedules.md, "Durable sleep"): the second of two
+    independent sleeps is reached when the run wakes from the first; nothing is lost."""
+    journal: list[str] = []
+
+    class TwoNaps(Reactor):
+        max_concurrency = 3
+
+        short = sleep(seconds=60)
+        long = sleep(seconds=120)
+
+        @step(wait_for=["short", "long"])
+        def act(inputs: Any, ctx: Any) -> str:
+            journal.append("act")
+            return "done"
+
+    with TestEnvironment(start=START) as env:
+        handle = TwoNaps.run()
+        assert isinstance(handle, DispatchHandle)
+        env.run_pending()
+        assert TwoNaps.find(handle.run_id).sleeping_until == START + 60
+        env.clock.advance(60)
+        assert TwoNaps.find(handle.run_id).sleeping_until == START + 180
+        env.clock.advance(119)
+        assert TwoNaps.find(handle.run_id).status is RunStatus.PAUSED
+        env.clock.advance(1)
+        assert TwoNaps.find(handle.run_id).status is RunStatus.COMPLETED
+    assert journal == ["act"]
