@@ -41,6 +41,7 @@ from reactor.generic.maps import DocumentMapStore
 from reactor.generic.ordered_locks import DocumentOrderedLockStore
 from reactor.generic.periods import DocumentPeriodStore
 from reactor.generic.rate_limits import DocumentRateLimitStore
+from reactor.generic.schedules import SCHEDULES, DocumentScheduleStore
 from reactor.generic.semaphores import DocumentSemaphoreStore
 from reactor.generic.step_results import DocumentStepResultStore
 from reactor.memory import LocalRouter, MemoryStorage
@@ -985,6 +986,243 @@ class OrderedLockNonceFromLiveTimers(DocumentOrderedLockStore):
         return self._states.apply(key, step)
 
 
+# -- schedule stores (docs/protocol.md, "Schedules") ------------------------------------------
+
+
+class _Schedules(DocumentScheduleStore):
+    """A schedule store built like the other mutant stores (``context_ttl`` is ignored)."""
+
+    def __init__(self, documents: Any, *, context_ttl: float | None = None) -> None:
+        super().__init__(documents)
+        self.m_ttl = context_ttl
+
+
+class ScheduleCasIgnoresVersion(_Schedules):
+    """A schedule put over a stored record ignores ``expected_version`` (last writer wins:
+    two schedulers both settle one tick)."""
+
+    def put(self, name: str, document: str, *, expected_version: str | None) -> str | None:
+        current = self._documents.read(SCHEDULES, name)
+        if (current.value is None) != (expected_version is None):
+            return None  # creates stay insert-if-absent: only updates skip the compare
+        version = uuid.uuid4().hex
+        written = self._documents.write(SCHEDULES, name, {"document": document,
+                                                          "version": version},
+                                        expected_version=current.version, expires_at=None)
+        return version if written else None
+
+
+class ScheduleInsertIsUpsert(_Schedules):
+    """A schedule put with ``expected_version=None`` overwrites a stored record (an upsert,
+    not an insert-if-absent)."""
+
+    def put(self, name: str, document: str, *, expected_version: str | None) -> str | None:
+        if expected_version is None:
+            stored = self.get(name)
+            expected_version = stored.version if stored is not None else None
+        return super().put(name, document, expected_version=expected_version)
+
+
+class ScheduleDeleteIsNoop(_Schedules):
+    """A schedule delete answers True for the stored version but deletes nothing."""
+
+    def delete(self, name: str, *, expected_version: str) -> bool:
+        stored = self.get(name)
+        return stored is not None and stored.version == expected_version
+
+
+class ScheduleDeleteIgnoresVersion(_Schedules):
+    """A schedule delete ignores ``expected_version`` (``DELETE ... WHERE name = ?``)."""
+
+    def delete(self, name: str, *, expected_version: str) -> bool:
+        stored = self.get(name)
+        return stored is not None and super().delete(name, expected_version=stored.version)
+
+
+class ScheduleScanDropsLastPage(_Schedules):
+    """The schedule listing drops its last (partial) page after ``after``: the schedules at
+    the end of the name order are never run."""
+
+    def scan(self, *, after: str | None = None, limit: int = 100) -> list[Any]:
+        page = super().scan(after=after, limit=limit)
+        return [] if after is not None and len(page) < limit else page
+
+
+class ScheduleScanAfterInclusive(_Schedules):
+    """The schedule listing uses ``>=`` for ``after`` (the last name of a page comes again)."""
+
+    def scan(self, *, after: str | None = None, limit: int = 100) -> list[Any]:
+        stored = self.get(after) if after is not None else None
+        page = super().scan(after=after, limit=limit)
+        return [stored, *page][:limit] if stored is not None else page
+
+
+class ScheduleScanIgnoresLimit(_Schedules):
+    """The schedule listing ignores ``limit`` (every record after ``after`` at once)."""
+
+    def scan(self, *, after: str | None = None, limit: int = 100) -> list[Any]:
+        return super().scan(after=after, limit=max(limit, 10_000))
+
+
+class ScheduleDeletedUseUpPage(_Schedules):
+    """A delete leaves the name in the listing's index: deleted names use up the scan's limit
+    and are dropped after it, so a page comes back short (the schedulers stop there)."""
+
+    def __init__(self, documents: Any, *, context_ttl: float | None = None) -> None:
+        super().__init__(documents, context_ttl=context_ttl)
+        self.m_ghosts: set[str] = set()
+
+    def delete(self, name: str, *, expected_version: str) -> bool:
+        won = super().delete(name, expected_version=expected_version)
+        if won:
+            self.m_ghosts.add(name)
+        return won
+
+    def scan(self, *, after: str | None = None, limit: int = 100) -> list[Any]:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
+        live = {r.name: r for r in super().scan(after=after, limit=10_000)}
+        names = sorted({*live, *(g for g in self.m_ghosts if after is None or g > after)})
+        return [live[n] for n in names[:limit] if n in live]
+
+
+class ScheduleVersionCounter(_Schedules):
+    """Schedule versions count the writes of a name and restart at 1 after a delete (ABA: a
+    scheduler holding an old version wins again)."""
+
+    def put(self, name: str, document: str, *, expected_version: str | None) -> str | None:
+        current = self._documents.read(SCHEDULES, name)
+        stored = current.value.get("version") if current.value is not None else None
+        if stored != expected_version:
+            return None
+        version = str(int(stored or 0) + 1)
+        written = self._documents.write(SCHEDULES, name, {"document": document,
+                                                          "version": version},
+                                        expected_version=current.version, expires_at=None)
+        return version if written else None
+
+
+class ScheduleVersionIsContentHash(_Schedules):
+    """A schedule's version is a hash of its document: writing a document back gives an old
+    version again (ABA)."""
+
+    def put(self, name: str, document: str, *, expected_version: str | None) -> str | None:
+        import hashlib
+
+        current = self._documents.read(SCHEDULES, name)
+        stored = current.value.get("version") if current.value is not None else None
+        if stored != expected_version:
+            return None
+        version = hashlib.sha256(document.encode()).hexdigest()[:16]
+        written = self._documents.write(SCHEDULES, name, {"document": document,
+                                                          "version": version},
+                                        expected_version=current.version, expires_at=None)
+        return version if written else None
+
+
+class SchedulePutReadThenWrite(_Schedules):
+    """A schedule put compares the version it read, then writes blindly (not atomic: two
+    schedulers racing from one version both win)."""
+
+    def put(self, name: str, document: str, *, expected_version: str | None) -> str | None:
+        stored = self.get(name)
+        if (stored.version if stored is not None else None) != expected_version:
+            return None
+        time.sleep(ROUND_TRIP)
+        version = uuid.uuid4().hex
+        for _ in range(64):
+            latest = self._documents.read(SCHEDULES, name).version
+            if self._documents.write(SCHEDULES, name, {"document": document,
+                                                       "version": version},
+                                     expected_version=latest, expires_at=None):
+                return version
+        return None
+
+
+class _RenamedSchedules(_Schedules):
+    """A schedule store whose names pass through ``m_key`` on the way in (and come back as
+    stored)."""
+
+    def m_key(self, name: str) -> str:
+        return name
+
+    def get(self, name: str) -> Any:
+        return super().get(self.m_key(name))
+
+    def put(self, name: str, document: str, *, expected_version: str | None) -> str | None:
+        return super().put(self.m_key(name), document, expected_version=expected_version)
+
+    def delete(self, name: str, *, expected_version: str) -> bool:
+        return super().delete(self.m_key(name), expected_version=expected_version)
+
+
+class ScheduleNamesTruncated(_RenamedSchedules):
+    """Schedule names are cut to 64 characters (a short key column): long names collide."""
+
+    def m_key(self, name: str) -> str:
+        return name[:64]
+
+
+class ScheduleNamesNormalised(_RenamedSchedules):
+    """Schedule names are NFKC-normalised and case-folded: look-alike names are one record."""
+
+    def m_key(self, name: str) -> str:
+        return unicodedata.normalize("NFKC", name).casefold()
+
+
+class ScheduleRecordsExpire(_Schedules):
+    """Schedules are written with the retention of run state (``context_ttl``): a schedule
+    nobody writes for a day is gone."""
+
+    def put(self, name: str, document: str, *, expected_version: str | None) -> str | None:
+        version = super().put(name, document, expected_version=expected_version)
+        if version is not None and isinstance(self._documents, MemoryDocumentStore):
+            self._documents.set_expiry(SCHEDULES, name,
+                                       self._documents.now() + (self.m_ttl or COLLECTION_TTL))
+        return version
+
+
+class ScheduleDocumentReencoded(_Schedules):
+    """Schedule documents are parsed and dumped again (a JSON column): keys sorted, spaces
+    and escapes lost."""
+
+    def put(self, name: str, document: str, *, expected_version: str | None) -> str | None:
+        import json
+
+        try:
+            document = json.dumps(json.loads(document), sort_keys=True, ensure_ascii=False)
+        except ValueError:
+            pass
+        return super().put(name, document, expected_version=expected_version)
+
+
+class _SharedCollection:
+    """A document store view that keeps collection ``schedules`` in ``sweep_cursors``."""
+
+    def __init__(self, documents: Any) -> None:
+        self.m_inner = documents
+
+    def __getattr__(self, attribute: str) -> Any:
+        found = getattr(self.m_inner, attribute)
+        if attribute not in ("read", "write", "scan", "raw", "set_expiry"):
+            return found
+
+        def call(collection: str, *args: Any, **kwargs: Any) -> Any:
+            if collection == SCHEDULES:
+                collection = "sweep_cursors"
+            return found(collection, *args, **kwargs)
+
+        return call
+
+
+class ScheduleSharesCollection(_Schedules):
+    """Schedules are kept in the sweep cursors' collection: a schedule named like a sweeper
+    and that sweeper's cursor are one record."""
+
+    def __init__(self, documents: Any, *, context_ttl: float | None = None) -> None:
+        super().__init__(_SharedCollection(documents), context_ttl=context_ttl)
+
+
 # -- routers -----------------------------------------------------------------------------------
 
 
@@ -1111,7 +1349,7 @@ def _redis_storage(patch: LuaPatch, prefix: str, ttl: float) -> Any:
     storage = RedisStorage(client, prefix=prefix, context_ttl=ttl)
     scripts = _patched_scripts(client, patch)
     for attribute in ("contexts", "step_results", "maps", "map_rollbacks", "claims", "locks",
-                      "semaphores", "rate_limits", "periods", "ordered_locks"):
+                      "semaphores", "rate_limits", "periods", "ordered_locks", "schedules"):
         cls = type(getattr(storage, attribute))
         extra = ({"context_ttl": ttl} if "context_ttl" in inspect.signature(cls).parameters
                  else {})
@@ -1198,6 +1436,13 @@ LUA_PATCHES: dict[str, LuaPatch] = {
         "  return restamp_all((ms + math.min(math.floor(ms / 8), 900)) * 1000)",
         "map.lua: the re-stamp of an aged map covers every key, the element's lock KEYS[15] "
         "included"),
+    "redis_schedule_put_skips_compare": LuaPatch(
+        "schedule", "if current ~= expected then return 0 end",
+        "if op == 'delete' and current ~= expected then return 0 end",
+        "schedule.lua: put skips the version compare (a stale scheduler overwrites)"),
+    "redis_schedule_delete_keeps_name": LuaPatch(
+        "schedule", "  redis.call('ZREM', names, name)\n", "",
+        "schedule.lua: delete leaves the name in the sorted set (deleted names use up a page)"),
     "redis_router_retry_resets_count": LuaPatch(
         "router", "put(body, tonumber(ARGV[4]), count)",
         "put(body, tonumber(ARGV[4]), 0)",
@@ -1610,6 +1855,22 @@ _STORES: dict[str, tuple[str, type[Any]]] = {
     "idempotency_reclaim_by_holder_claims": ("claims", IdempotencyReclaimByHolderClaims),
     "settle_releasing_restamps_lock": ("maps", SettleReleasingRestampsLock),
     "ordered_lock_nonce_from_live_timers": ("ordered_locks", OrderedLockNonceFromLiveTimers),
+    "schedule_cas_ignores_version": ("schedules", ScheduleCasIgnoresVersion),
+    "schedule_insert_is_upsert": ("schedules", ScheduleInsertIsUpsert),
+    "schedule_delete_is_noop": ("schedules", ScheduleDeleteIsNoop),
+    "schedule_delete_ignores_version": ("schedules", ScheduleDeleteIgnoresVersion),
+    "schedule_scan_drops_last_page": ("schedules", ScheduleScanDropsLastPage),
+    "schedule_scan_after_inclusive": ("schedules", ScheduleScanAfterInclusive),
+    "schedule_scan_ignores_limit": ("schedules", ScheduleScanIgnoresLimit),
+    "schedule_deleted_use_up_page": ("schedules", ScheduleDeletedUseUpPage),
+    "schedule_version_counter": ("schedules", ScheduleVersionCounter),
+    "schedule_version_is_content_hash": ("schedules", ScheduleVersionIsContentHash),
+    "schedule_put_read_then_write": ("schedules", SchedulePutReadThenWrite),
+    "schedule_names_truncated": ("schedules", ScheduleNamesTruncated),
+    "schedule_names_normalised": ("schedules", ScheduleNamesNormalised),
+    "schedule_records_expire": ("schedules", ScheduleRecordsExpire),
+    "schedule_document_reencoded": ("schedules", ScheduleDocumentReencoded),
+    "schedule_shares_collection": ("schedules", ScheduleSharesCollection),
 }
 
 _ROUTERS: dict[str, type[LocalRouter]] = {
@@ -1776,6 +2037,28 @@ MUTANTS: tuple[Mutant, ...] = (
        "settle_releasing"),
     _m("ordered_lock_nonce_from_live_timers", "ordered_locks", "ordered_locks", "storage",
        OrderedLockNonceFromLiveTimers, "a counter of the nonces handed out"),
+    # the schedule store (test_schedules): one run per tick rests on its compare-and-set
+    *(
+        _m(name, "schedules", "schedules", "storage", _STORES[name][1], expect)
+        for name, expect in (
+            ("schedule_cas_ignores_version", "a stale version must lose"),
+            ("schedule_insert_is_upsert", "the record must be absent"),
+            ("schedule_delete_is_noop", "(the delete removed the record)"),
+            ("schedule_delete_ignores_version", "returns False, never raises, and deletes"),
+            ("schedule_scan_drops_last_page", "lists the names strictly after it"),
+            ("schedule_scan_after_inclusive", "strictly after it"),
+            ("schedule_scan_ignores_limit", "returns the first 1 names"),
+            ("schedule_deleted_use_up_page", "lists every stored schedule once"),
+            ("schedule_version_counter", "returns None, never raises, and writes nothing"),
+            ("schedule_version_is_content_hash", "never issued before"),
+            ("schedule_put_read_then_write", "exactly one wins"),
+            ("schedule_names_truncated", "only by case, Unicode normalisation"),
+            ("schedule_names_normalised", "only by case, Unicode normalisation"),
+            ("schedule_records_expire", "never expires"),
+            ("schedule_document_reencoded", "verbatim"),
+            ("schedule_shares_collection", None),
+        )
+    ),
     # the Redis Lua scripts, the SQLite example, MongoDB (mongomock), DynamoDB (moto)
     *(
         Mutant(name, concern, tuple(f"reactor_contract.test_{m}" for m in modules.split()),
@@ -1805,6 +2088,10 @@ MUTANTS: tuple[Mutant, ...] = (
             ("redis_router_ack_skips_receipt_check", "routers", "routers", "router", None,
              "stale_receipt"),
             ("redis_router_retry_resets_count", "routers", "routers", "router", None, "retry"),
+            ("redis_schedule_put_skips_compare", "schedules", "schedules", "storage",
+             "must be absent", None),
+            ("redis_schedule_delete_keeps_name", "schedules", "schedules", "storage",
+             "lists every stored schedule once", None),
         )
     ),
     *(
