@@ -43,7 +43,7 @@ from reactor.cli._common import (
     err_console,
     fail,
 )
-from reactor.cli.runs import runs_app
+from reactor.cli.runs import parse_statuses, runs_app
 from reactor.config import Runtime
 from reactor.dsl.fingerprint import definition_id
 from reactor.engine.run_control.migrate import Migration
@@ -316,7 +316,7 @@ def runs_migrate(
         fail("--reactor, --from and --status select runs for --all", EXIT_USAGE)
     if to_version is not None and not to_version.strip():
         fail("--to must be a version label, got an empty string", EXIT_USAGE)
-    wanted = _statuses(status)
+    wanted = parse_statuses(status)
     _import_modules(import_ or [])
     runtime = _runtime(storage, router, setting)
     if all_runs:
@@ -356,21 +356,6 @@ def runs_migrate(
         fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE)
     if refused:
         fail(f"{refused} run(s) not migrated (see above)", EXIT_FAILURE)
-
-
-def _statuses(values: list[str] | None) -> set[str] | None:
-    """``--status`` values as stored status strings (exit 2 for an unknown one)."""
-    if not values:
-        return None
-    wanted: set[str] = set()
-    for value in values:
-        for name in value.split(","):
-            try:
-                wanted.add(RunStatus.parse(name.strip()).value)
-            except ValueError:
-                known = ", ".join(s.value for s in RunStatus)
-                fail(f"unknown --status {name!r} (one of: {known})", EXIT_USAGE)
-    return wanted
 
 
 @runs_app.command("resume-version")

@@ -74,8 +74,8 @@ from reactor.model.status import RunStatus
 from reactor.model.text import printable
 
 __all__ = [
-    "parse_since", "runs_app", "runs_cancel", "runs_list", "runs_restore", "runs_resume",
-    "runs_retry", "runs_show", "runs_undo", "terminal_json",
+    "parse_since", "parse_statuses", "runs_app", "runs_cancel", "runs_list", "runs_restore",
+    "runs_resume", "runs_retry", "runs_show", "runs_undo", "terminal_json",
 ]
 
 runs_app = typer.Typer(help="Inspect stored runs.", no_args_is_help=True)
@@ -129,7 +129,10 @@ def _row(summary: RunSummary) -> dict[str, Any]:
     }
 
 
-def _statuses(values: list[str] | None) -> set[str] | None:
+def parse_statuses(values: list[str] | None) -> set[str] | None:
+    """``--status`` options (each one status or a comma-separated list, any case) as stored
+    status strings; ``None`` when none is given. An unknown one exits 2 naming it and the
+    known ones (docs/workers.md, "Run listings after a crash")."""
     if not values:
         return None
     wanted: set[str] = set()
@@ -167,7 +170,7 @@ def runs_list(
     setting: SettingOpt = None,
 ) -> None:
     """List stored top-level runs, newest first, one page at a time."""
-    wanted = _statuses(status)
+    wanted = parse_statuses(status)
     try:
         cutoff = parse_since(since) if since is not None else None
     except ValueError as exc:
