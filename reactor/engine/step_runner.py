@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 from reactor.dsl.declarations import StepSpec
 from reactor.dsl.retries import NO_RETRIES, Retries
 from reactor.dsl.timeouts import Timeouts
-from reactor.engine import heartbeat_leases, invoke, observe, step_transactions
+from reactor.engine import attempt_leases, invoke, observe, step_transactions
 from reactor.engine.arguments import resolve_arguments
 from reactor.engine.coordination import StepCoordination
 from reactor.engine.heartbeat_writes import HeartbeatWriter, write_interval
@@ -90,6 +90,15 @@ def timeout_policy(spec: StepSpec) -> Timeouts | None:
     if spec.step_class is not None:
         return spec.step_class.timeouts
     return None
+
+
+def _shortest_limit(limit: invoke.AttemptLimit | None) -> float | None:
+    """The shortest of an attempt's time left and its heartbeat limit, in seconds (``None``:
+    no limit)."""
+    if limit is None:
+        return None
+    shortest = min(limit.seconds, math.inf if limit.heartbeat is None else limit.heartbeat)
+    return shortest if math.isfinite(shortest) else None
 
 
 def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
@@ -167,11 +176,12 @@ def run_leaf(state: RunState, spec: StepSpec) -> StepOutcome:
                     return invoke.call_run(spec, args, context)
                 return counted(lambda: invoke.call_run(spec, args, context, limit))
 
-            if writer is None or timeouts is None or timeouts.heartbeat is None:
+            shortest = _shortest_limit(limit)
+            if state.retry_wait is None or shortest is None:
                 return step_transactions.run_body(state, spec, call).result
-            # in a worker, the run's lock and the job's visibility end with the heartbeat
-            # limit while the attempt runs: a dead worker's step is taken over that soon
-            with heartbeat_leases.leases_at_most(state, timeouts.heartbeat):
+            # in a worker, the run's lock and the job's visibility end with the attempt's
+            # shortest limit while it runs: a dead worker's step is taken over that soon
+            with attempt_leases.leases_at_most(state, shortest):
                 return step_transactions.run_body(state, spec, call).result
 
         return body() if coordination is None else coordination.attempt(args, body)

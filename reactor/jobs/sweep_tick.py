@@ -21,9 +21,9 @@ from typing import TypeVar
 
 from reactor.config import Runtime
 from reactor.engine import sleeps
+from reactor.engine.attempt_leases import abandoned_heartbeat_step
 from reactor.engine.dispatch_leases import DispatchLease, runtime_lease
 from reactor.engine.env import make_env
-from reactor.engine.heartbeat_leases import abandoned_heartbeat_step
 from reactor.engine.maps.dispatcher import dispatch_batch
 from reactor.engine.waiting import waiting_on
 from reactor.jobs import observe

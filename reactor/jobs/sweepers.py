@@ -348,7 +348,7 @@ def sweep_runs(
             (:func:`reactor.engine.waiting.waiting_on`, bound to the storage); ``None``
             treats every run without a lock as lost.
         abandoned_step: ``stored run -> the step whose heartbeat it keeps, or None``
-            (:func:`reactor.engine.heartbeat_leases.abandoned_heartbeat_step`): a ``running``
+            (:func:`reactor.engine.attempt_leases.abandoned_heartbeat_step`): a ``running``
             run still settling (written within the lease's settle time) that names one lost
             its worker mid-step and is re-dispatched at once (one load per such run;
             docs/concepts.md, "Heartbeats"). ``None``: every settling run is left alone.

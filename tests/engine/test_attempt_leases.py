@@ -1,9 +1,10 @@
-"""A heartbeat step's leases in a worker (docs/concepts.md, "Heartbeats";
-reactor/engine/heartbeat_leases.py): while an attempt of a step declared
-``Timeouts(heartbeat=h)`` runs in a worker, the run's liveness lock and the job's delivery are
-held with leases of ``h`` (not ``context_lock_ttl`` and ``visibility_timeout``), so a worker
-that dies mid-step leaves the run to another within about ``h``; both get their own lengths
-back when the attempt ends.
+"""A time-limited step's leases in a worker (docs/concepts.md, "Time limits", "Heartbeats";
+reactor/engine/attempt_leases.py): while an attempt of a step declared
+``Timeouts(heartbeat=h)`` or ``Timeouts(per_attempt=t)`` runs in a worker, the run's liveness
+lock and the job's delivery are held with leases of the shorter limit (not
+``context_lock_ttl`` and ``visibility_timeout``), so a worker that dies mid-step leaves the
+run to another within about that limit; both get their own lengths back when the attempt
+ends.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import pytest
 from reactor import Background, DispatchHandle, Reactor, Timeouts, config
 from reactor.config import Runtime
 from reactor.dsl import step
+from reactor.engine.attempt_leases import attempt_lease
 from reactor.engine.checkpoint import load_context
 from reactor.engine.env import make_env
-from reactor.engine.heartbeat_leases import heartbeat_lease
 from reactor.engine.liveness import lease_remaining
 from reactor.jobs.worker import Worker
 from reactor.memory import LocalRouter, MemoryStorage
@@ -32,10 +33,10 @@ from tests.backends import BACKENDS, configure_on
 
 
 def test_the_heartbeat_lease_is_the_limit_raised_to_a_lease_the_store_can_hold() -> None:
-    assert heartbeat_lease(30, 0.0) == 30
-    assert heartbeat_lease(0.2, 0.0) == MIN_LEASE  # no lease below the minimum
-    assert heartbeat_lease(1.0, 2.0) == 5.0  # the holder's share must exceed the skew
-    assert heartbeat_lease(30, 2.0) == 30
+    assert attempt_lease(30, 0.0) == 30
+    assert attempt_lease(0.2, 0.0) == MIN_LEASE  # no lease below the minimum
+    assert attempt_lease(1.0, 2.0) == 5.0  # the holder's share must exceed the skew
+    assert attempt_lease(30, 2.0) == 30
 
 
 @pytest.fixture(params=BACKENDS)
@@ -50,8 +51,11 @@ def runtime_on(
     config.reset()
 
 
-def test_a_heartbeat_step_holds_its_run_with_the_heartbeat_lease_on_every_backend(
-    runtime_on: tuple[Runtime, TestClock],
+@pytest.mark.parametrize("limits", [
+    Timeouts(heartbeat=4), Timeouts(per_attempt=4), Timeouts(per_attempt=30, heartbeat=4),
+], ids=["heartbeat", "per_attempt", "both"])
+def test_a_time_limited_step_holds_its_run_with_its_limit_as_lease_on_every_backend(
+    runtime_on: tuple[Runtime, TestClock], limits: Timeouts,
 ) -> None:
     runtime, clock = runtime_on
     env = make_env(runtime)
@@ -60,7 +64,7 @@ def test_a_heartbeat_step_holds_its_run_with_the_heartbeat_lease_on_every_backen
     class Copy(Reactor):
         background = Background(all=True)
 
-        @step(timeouts=Timeouts(heartbeat=4))
+        @step(timeouts=limits)
         def copy(inputs: Any, ctx: Any) -> str:
             ctx.heartbeat({"offset": 1})
             seen["during"] = lease_remaining(env, run_liveness_key(ctx.run_id))

@@ -1,11 +1,13 @@
-"""A heartbeat step's leases in a worker (docs/concepts.md, "Heartbeats").
+"""A time-limited step's leases in a worker (docs/concepts.md, "Time limits", "Heartbeats").
 
-While an attempt of a step declared ``Timeouts(heartbeat=h)`` runs in a worker, the two
-leases another worker waits on end with the heartbeat limit instead of their own lengths:
-the run's liveness lock (``context_lock_ttl``) and the job's delivery visibility
-(``visibility_timeout``). A worker that dies mid-step then leaves both to lapse within about
-``h``: its job comes back to another worker (or the sweeper re-dispatches the run), which
-takes the lock and runs the next attempt from ``ctx.last_heartbeat``. A live worker renews
+While an attempt of a step with a time limit runs in a worker — ``Timeouts(per_attempt=t)``,
+what is left of ``total``, or ``heartbeat=h`` — the two leases another worker waits on end
+with the shortest of those limits instead of their own lengths: the run's liveness lock
+(``context_lock_ttl``) and the job's delivery visibility (``visibility_timeout``). A worker
+that dies mid-step then leaves both to lapse within about that limit, when its attempt would
+have timed out anyway: its job comes back to another worker (or the sweeper re-dispatches
+the run), which takes the lock and runs the next attempt (from ``ctx.last_heartbeat`` for a
+heartbeating step). A live worker renews
 both every third of the shorter lease from the shared heartbeat scheduler, whatever its
 step body does; the body's own silence is what the heartbeat limit judges.
 
@@ -30,39 +32,39 @@ from reactor.model.context import Context
 from reactor.model.coordination.renewal import MIN_LEASE, holder_lease
 from reactor.model.records import ContextRecord
 
-__all__ = ["abandoned_heartbeat_step", "heartbeat_lease", "leases_at_most"]
+__all__ = ["abandoned_heartbeat_step", "attempt_lease", "leases_at_most"]
 
 
-def heartbeat_lease(heartbeat: float, skew: float) -> float:
-    """The lease length a heartbeat step's attempt holds its run with, in seconds.
+def attempt_lease(limit: float, skew: float) -> float:
+    """The lease length a time-limited attempt holds its run with, in seconds.
 
     Args:
-        heartbeat: the step's heartbeat limit, in seconds.
+        limit: the attempt's shortest limit (its time left, or its heartbeat limit), seconds.
         skew: the storage's clock-skew budget, in seconds.
 
     Returns:
-        ``heartbeat``, raised to :data:`~reactor.model.coordination.renewal.MIN_LEASE` and to
+        ``limit``, raised to :data:`~reactor.model.coordination.renewal.MIN_LEASE` and to
         ``2 x skew + MIN_LEASE`` when the holder's share of it would not exceed the skew.
     """
-    lease = max(float(heartbeat), MIN_LEASE)
+    lease = max(float(limit), MIN_LEASE)
     if holder_lease(lease, skew) < MIN_LEASE / 2:
         lease = max(lease, 2.0 * skew + MIN_LEASE)
     return lease
 
 
 @contextmanager
-def leases_at_most(state: RunState, heartbeat: float) -> Iterator[None]:
+def leases_at_most(state: RunState, limit: float) -> Iterator[None]:
     """Hold ``state``'s run lock and its job's delivery with leases of at most
-    :func:`heartbeat_lease` seconds in the scope; both get their own lengths back after it.
+    :func:`attempt_lease` seconds in the scope; both get their own lengths back after it.
 
     Outside a worker (no fenced hold, no delivery) nothing changes. Never raises.
 
     Args:
         state: the executing run.
-        heartbeat: the step's heartbeat limit, in seconds.
+        limit: the attempt's shortest limit, in seconds.
     """
     env = state.env
-    seconds = heartbeat_lease(heartbeat, env.storage.capabilities.clock_skew)
+    seconds = attempt_lease(limit, env.storage.capabilities.clock_skew)
     with ExitStack() as stack:
         checkpoint = state.checkpoint
         if isinstance(checkpoint, FencedCheckpointer):
