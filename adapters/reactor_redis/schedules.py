@@ -56,6 +56,8 @@ class RedisScheduleStore:
         Raises:
             StorageError: Redis failed.
         """
+        if expected_version == "":  # the script's "none stored": no stored version is empty
+            return None
         version = uuid.uuid4().hex
         with storage_errors("schedule put"):
             won = self._scripts(
@@ -69,6 +71,8 @@ class RedisScheduleStore:
         Raises:
             StorageError: Redis failed.
         """
+        if expected_version == "":  # no stored version is empty
+            return False
         with storage_errors("schedule delete"):
             won = self._scripts("schedule", self._keys, ["delete", name, expected_version])
         return bool(won)

@@ -81,7 +81,7 @@ def _stale(store: ScheduleStore, name: str) -> list[str]:
     other = uid("other")
     issued = store.put(other, "{}", expected_version=None)
     assert issued is not None
-    return ["0", "1", "v1", uuid.uuid4().hex, str(uuid.uuid4()), issued]
+    return ["", "0", "1", "v1", uuid.uuid4().hex, str(uuid.uuid4()), issued]
 
 
 class SchedulesContract:
@@ -186,7 +186,7 @@ class SchedulesContract:
             )
         assert schedules.get(name) == ScheduleRecord(name, _doc(1), version)
         absent = uid("sched")
-        for stale in ("0", uuid.uuid4().hex, version):
+        for stale in ("", "0", uuid.uuid4().hex, version):
             assert schedules.put(absent, _doc(1), expected_version=stale) is None, teach(
                 "schedules",
                 "put with a version when no record of that name is stored returns None and "
