@@ -27,11 +27,15 @@ from reactor.testing import TestEnvironment
 _BEAT = 0.1
 #: How long a test waits for something that must happen (never reached when it works).
 _MEET = 10.0
+#: The heartbeat limit of a body that must stay alive, or of an attempt that must answer at
+#: once: a loaded machine (two suites on 2 cores) may not schedule a thread for a second or
+#: more, so a success must never hang on a tenth of a second of real time.
+_ALIVE = 1.5
 
 
 def test_a_heartbeat_from_a_thread_the_body_started_keeps_it_alive() -> None:
     class Copy(Reactor):
-        @step(timeouts=Timeouts(heartbeat=_BEAT * 3))
+        @step(timeouts=Timeouts(heartbeat=_ALIVE))
         def copy(inputs: Any, ctx: Any) -> int:
             stop = threading.Event()
             beats = [0]
@@ -44,7 +48,7 @@ def test_a_heartbeat_from_a_thread_the_body_started_keeps_it_alive() -> None:
             helper = threading.Thread(target=pump)
             helper.start()
             try:
-                time.sleep(_BEAT * 6)  # the body itself is silent, twice its limit
+                time.sleep(_ALIVE * 1.5)  # the body itself is silent past its limit
             finally:
                 stop.set()
                 helper.join()
@@ -79,7 +83,7 @@ def test_heartbeats_never_extend_the_total_limit_over_retries() -> None:
     attempts: list[int] = []
 
     class Chatty(Reactor):
-        @step(timeouts=Timeouts(heartbeat=_BEAT, total=_BEAT * 4),
+        @step(timeouts=Timeouts(heartbeat=_ALIVE, total=_BEAT * 4),
               retries=Retries(max_attempts=10, backoff="fixed", base_delay=0))
         def call(inputs: Any, ctx: Any) -> None:
             attempts.append(ctx.attempt)
@@ -103,7 +107,7 @@ def test_a_class_step_heartbeats_through_self_context_and_reads_the_last_one() -
 
     class CopyObjects(Step):
         retries = Retries(max_attempts=2, backoff="fixed", base_delay=0)
-        timeouts = Timeouts(heartbeat=_BEAT)
+        timeouts = Timeouts(heartbeat=_ALIVE)
 
         def run(self) -> str:
             last = self.context.last_heartbeat
@@ -226,13 +230,13 @@ def test_the_kept_heartbeat_is_dropped_when_the_step_ends() -> None:
 
 def test_defect_an_abandoned_attempt_heartbeats_keep_the_next_attempt_alive() -> None:
     released = threading.Event()
+    zombie_stop = threading.Event()
     zombie_done = threading.Event()
-    second_started = threading.Event()
     hang = threading.Event()
     seen: list[Any] = []
 
     class Copy(Reactor):
-        @step(timeouts=Timeouts(heartbeat=_BEAT),
+        @step(timeouts=Timeouts(heartbeat=_ALIVE),
               retries=Retries(max_attempts=3, backoff="fixed", base_delay=0))
         def copy(inputs: Any, ctx: Any) -> str:
             last = ctx.last_heartbeat
@@ -240,33 +244,31 @@ def test_defect_an_abandoned_attempt_heartbeats_keep_the_next_attempt_alive() ->
             if ctx.attempt == 1:
                 ctx.heartbeat("attempt-1 start")
                 released.wait(_MEET)  # silent past its limit: abandoned
-                # the abandoned attempt wakes up and keeps heartbeating for a while
-                for _ in range(60):  # 60 x _BEAT/5: 1.2 s of beats
+                # the abandoned attempt wakes up and heartbeats until the run has ended
+                while not zombie_stop.wait(_BEAT / 5):
                     ctx.heartbeat("zombie")
-                    time.sleep(_BEAT / 5)
                 zombie_done.set()
                 return "late"
             if ctx.attempt == 2:
-                second_started.set()
                 released.set()
-                hang.wait(_MEET)  # attempt 2 is silent: it must time out after _BEAT
+                hang.wait(_MEET)  # attempt 2 is silent: it must time out after _ALIVE
                 return "late 2"
             return "third"
 
     try:
-        began = time.monotonic()
         out = Copy.run()
-        took = time.monotonic() - began
+        beating = not zombie_done.is_set()
     finally:
         released.set()
         hang.set()
+        zombie_stop.set()
         zombie_done.wait(_MEET)
     assert isinstance(out, Success), out
     # attempt 2 made no heartbeat: what attempt 3 reads is attempt 1's, never a "zombie"
     # beat labelled as attempt 2's
     assert seen[2] == ("attempt-1 start", 1), seen
-    # attempt 2 went silent for _BEAT: it timed out long before the zombie stopped
-    assert took < _BEAT * 8, took
+    # attempt 2 timed out while the zombie was still heartbeating: its beats kept nothing alive
+    assert beating
 
 
 def test_defect_last_heartbeat_at_is_not_on_the_runtime_clock() -> None:
@@ -290,12 +292,12 @@ def test_defect_last_heartbeat_at_is_not_on_the_runtime_clock() -> None:
 
 def test_an_async_body_kept_alive_by_heartbeats_from_an_executor_thread() -> None:
     class AsyncCopy(Reactor):
-        @step(timeouts=Timeouts(heartbeat=_BEAT * 3))
+        @step(timeouts=Timeouts(heartbeat=_ALIVE))
         async def copy(inputs: Any, ctx: Any) -> int:
             def work() -> int:
                 n = 0
                 began = time.monotonic()
-                while time.monotonic() - began < _BEAT * 6:
+                while time.monotonic() - began < _ALIVE * 1.5:
                     n += 1
                     ctx.heartbeat(n)
                     time.sleep(_BEAT / 5)
@@ -341,7 +343,7 @@ def test_a_hung_body_in_a_worker_times_out_and_its_retry_is_handed_off_with_its_
             class Copy(Reactor):
                 background = Background(all=True)
 
-                @step(timeouts=Timeouts(heartbeat=_BEAT),
+                @step(timeouts=Timeouts(heartbeat=_ALIVE),
                       retries=Retries(max_attempts=2, backoff="fixed", base_delay=30))
                 def copy(inputs: Any, ctx: Any) -> str:
                     last = ctx.last_heartbeat

@@ -488,18 +488,20 @@ def test_heartbeats_keep_an_async_body_in_a_slot_alive_past_its_heartbeat_limit(
     runtime: Runtime,
 ) -> None:
     class CopyObjects(Step):
-        timeouts = Timeouts(heartbeat=0.3)
+        # a limit a loaded machine (two suites on 2 cores) keeps: a success must not hang on
+        # a fraction of a second of real time
+        timeouts = Timeouts(heartbeat=1.5)
 
         async def run(self) -> int:
-            for n in range(8):  # 0.8 s: past its heartbeat limit, beating every 0.1 s
+            for n in range(20):  # 2 s: past its heartbeat limit, beating every 0.1 s
                 self.context.heartbeat({"copied": n})
                 await asyncio.sleep(0.1)
-            return 8
+            return 20
 
     class Copy(Reactor):
         unit = async_step(CopyObjects)
 
-    assert outcome_of(_outcome_in(runtime, Copy, 8)) == Success(8)
+    assert outcome_of(_outcome_in(runtime, Copy, 8)) == Success(20)
 
 
 def test_a_retry_wait_hands_the_slot_thread_back() -> None:
