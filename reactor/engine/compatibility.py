@@ -158,9 +158,16 @@ def require(definition: ReactorDefinition, ctx: Context, *, forward: bool = True
     """
     found = judge(definition, ctx, forward=forward)
     if found is not None:
+        way_out = (
+            "deploy the definition the run was started with and call Reactor.resume_version, "
+            "or move the run onto this one with reactor runs migrate"
+            if forward else
+            "import the definition the run was started with (a retained class: reactor runs "
+            "undo|cancel --import MODULE), or move the run onto this one with reactor runs "
+            "migrate --rename OLD=NEW"
+        )
         raise DefinitionMismatchError(
-            f"{found.reason}; deploy the definition the run was started with, then "
-            "Reactor.resume_version (docs/deploys.md, \"Compatibility rules\")",
+            f"{found.reason}; {way_out} (docs/deploys.md, \"Operator tools\")",
             run_id=ctx.context_id, status=ctx.status.value, step=found.step,
         )
 

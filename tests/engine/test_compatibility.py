@@ -234,6 +234,8 @@ def test_undo_under_a_definition_without_the_completed_step_changes_nothing(
     with pytest.raises(DefinitionMismatchError) as caught:
         v2.undo(run_id)
     assert caught.value.step == "a" and "completed_step_removed" in str(caught.value)
+    # a finished run has nothing to resume: the way out is its old definition, or a migration
+    assert "--import MODULE" in str(caught.value) and "resume_version" not in str(caught.value)
     assert _status(runtime, run_id) is RunStatus.COMPLETED and events == ["run a", "run b r-o-1"]
     _switch(v1)
     v1.undo(run_id)
@@ -250,6 +252,7 @@ def test_resume_under_a_rewired_pending_step_changes_nothing(runtime: Runtime) -
     with pytest.raises(DefinitionMismatchError) as caught:
         v2.resume(run_id, payload="ok")
     assert caught.value.step == "b" and "pending_step_rewired" in str(caught.value)
+    assert "Reactor.resume_version" in str(caught.value)
     assert _status(runtime, run_id) is RunStatus.PAUSED and events == ["run a"]
     _switch(v1)
     v1.resume(run_id, payload="ok")
