@@ -158,27 +158,46 @@ def run_once(
     except InputValidationError:  # fails without a key: a corrected call may use it
         return api.run(definition, inputs, runtime=env.runtime, sleep=sleep, deadline=deadline)
     wait_until = monotonic() + env.settings.async_wait_timeout
-    claims = env.storage.claims
     while True:
-        context_id = new_context_id()
-        hold = liveness.take(env, context_id)
-        try:
-            holder = claims.claim_idempotency_key(definition.name, key, context_id)
-        except BaseException:
-            if hold is not None:
-                hold.release()
-            raise
-        if holder is None or holder == context_id:
+        context_id, hold, holder = _claim(definition, env, key)
+        if holder is None:
             return api.run(
                 definition, inputs, runtime=env.runtime, sleep=sleep, context_id=context_id,
                 links=RunLinks(idempotency_key=key), hold=hold, deadline=deadline,
             )
-        if hold is not None:
-            hold.release()
         answer = _answer(definition, env, key, holder, wait_until, monotonic)
         if answer is not None:
             return answer
         # the holder was released (dead claimer or expired key): race for the key again
+
+
+def _claim(
+    definition: ReactorDefinition, env: Env, key: str
+) -> tuple[str, Liveness | None, str | None]:
+    """Claim ``key`` for a fresh run id, holding that run's liveness lock first (a claimer
+    that dies before storing its run is then told from one in the making).
+
+    Returns:
+        ``(context_id, hold, holder)``: ``holder`` is ``None`` when this caller claimed the
+        key (``hold`` is then the new run's), else the run id holding it (``hold`` has been
+        released).
+
+    Raises:
+        StorageError: the claim failed (the hold is released).
+    """
+    context_id = new_context_id()
+    hold = liveness.take(env, context_id)
+    try:
+        holder = env.storage.claims.claim_idempotency_key(definition.name, key, context_id)
+    except BaseException:
+        if hold is not None:
+            hold.release()
+        raise
+    if holder is None or holder == context_id:
+        return context_id, hold, None
+    if hold is not None:
+        hold.release()
+    return context_id, None, holder
 
 
 def start_once(
@@ -222,21 +241,11 @@ def start_once(
     definition.register_codec_types()
     secret_policy.check(definition, env)
     step_transactions.check(definition, env)
-    claims = env.storage.claims
     for _ in range(3):  # a dead claimer is taken over at most twice before asking later
-        context_id = new_context_id()
-        hold = liveness.take(env, context_id)
-        try:
-            holder = claims.claim_idempotency_key(definition.name, key, context_id)
-        except BaseException:
-            if hold is not None:
-                hold.release()
-            raise
-        if holder is None or holder == context_id:
+        context_id, hold, holder = _claim(definition, env, key)
+        if holder is None:
             _start_in_worker(definition, inputs, env, context_id, key, hold)
             return context_id
-        if hold is not None:
-            hold.release()
         if env.storage.contexts.load(holder) is not None:
             return holder
         if not _take_over_abandoned(definition, env, key, holder):
